@@ -1,0 +1,106 @@
+"""The banking example: transfer_money guarded by a userApproval interrupt.
+
+Run it with ``python -m examples.banking`` (it uses the offline scripted model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from decimal import Decimal
+
+from pydantic import BaseModel
+
+from pausepoint import Agent, AgentFinishReason, ModelRequest, Pausepoint
+from pausepoint.stores import InMemorySessionStore, SessionStore
+from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
+
+
+class UserApprovalInput(BaseModel):
+    action: str
+    details: str
+
+
+class ApprovalOutput(BaseModel):
+    approved: bool
+    feedback: str = ""
+
+
+class TransferMoneyInput(BaseModel):
+    amount: Decimal
+    to_account: str
+
+
+TRANSFER = re.compile(r"\$(\d+(?:\.\d+)?) to (\w+)")
+
+
+def banking_script(request: ModelRequest) -> Step:
+    """A stand-in for a real model that behaves as the system prompt asks."""
+    last = request.messages[-1]
+    if last.role == "user":
+        found = TRANSFER.findall(last.text)
+        if not found:
+            return f"You said: {last.text}"
+        return [
+            tool_call("userApproval", {"action": "transfer_money", "details": f"Transfer ${amount} to {account}"})
+            for amount, account in found
+        ]
+    results = last_tool_results(request)
+    approval = results.get("userApproval")
+    if approval is not None:
+        requested = {p.ref: p for p in request.messages[-2].tool_requests}
+        calls = []
+        for response in last.tool_responses:
+            if response.name == "userApproval" and (response.output or {}).get("approved"):
+                match = TRANSFER.search(requested[response.ref].input["details"])
+                if match:
+                    calls.append(tool_call("transfer_money", {"amount": match[1], "to_account": match[2]}))
+        if calls:
+            return calls
+        return f"I did not transfer anything: {approval.get('feedback') or approval.get('reason') or 'not approved'}."
+    return " ".join(str(output) for output in results.values())
+
+
+def build(store: SessionStore | None = None, ledger: list[str] | None = None) -> tuple[Pausepoint, Agent]:
+    """The app and its banking agent; ``ledger`` (if given) records every transfer made."""
+    ai = Pausepoint()
+
+    user_approval = ai.define_interrupt(
+        name="userApproval",
+        description="Ask the user for approval before proceeding with a sensitive action.",
+        input_schema=UserApprovalInput,
+        output_schema=ApprovalOutput,
+    )
+
+    @ai.tool()
+    async def transfer_money(input: TransferMoneyInput) -> str:
+        """Transfer money after approval."""
+        if ledger is not None:
+            ledger.append(f"{input.amount}->{input.to_account}")
+        return f"Transferred ${input.amount} to {input.to_account}."
+
+    agent = ai.define_agent(
+        name="bankingAgent",
+        model=ScriptedModel(banking_script),
+        system="If the user wants to transfer money, ALWAYS use userApproval before transfer_money.",
+        tools=[user_approval, transfer_money],
+        store=store if store is not None else InMemorySessionStore(),
+    )
+    return ai, agent
+
+
+async def main() -> None:
+    _, agent = build()
+    chat = agent.chat()
+    res = await chat.send("Transfer $500 to savings.")
+    print(f"user> Transfer $500 to savings.\nagent paused: {res.finish_reason}")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    for interrupt in res.interrupts:
+        print(f"  {interrupt.name} ref={interrupt.ref} input={interrupt.input}")
+    print("approver> approved")
+    res = await chat.resume(respond=[res.interrupts[0].respond({"approved": True, "feedback": "Looks good!"})])
+    print(f"agent> {res.text}  [{res.finish_reason}]")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

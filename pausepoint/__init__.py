@@ -1,0 +1,73 @@
+"""pausepoint: LLM agents whose tools pause for people and resume later, exactly once."""
+
+from ._agent import Agent, deny_on_expiry
+from ._app import Pausepoint
+from ._chat import Chat
+from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from ._models import (
+    FunctionModel,
+    Model,
+    ModelChunk,
+    ModelRequest,
+    ModelResponse,
+    Plugin,
+    TextDelta,
+    ToolCallDelta,
+    ToolDefinition,
+    Usage,
+)
+from ._response import AgentFinishReason, AgentResponse
+from ._streaming import (
+    InterruptChunk,
+    TextChunk,
+    ToolCallDeltaChunk,
+    ToolProgressChunk,
+    ToolRequestChunk,
+    ToolResultChunk,
+    TurnChunk,
+    TurnEndChunk,
+    TurnStream,
+)
+from ._tools import Interrupt, Tool, ToolRunContext
+
+__all__ = [
+    "Agent",
+    "AgentFinishReason",
+    "AgentResponse",
+    "AuditEntry",
+    "Chat",
+    "FunctionModel",
+    "Interrupt",
+    "InterruptChunk",
+    "MediaPart",
+    "Message",
+    "Model",
+    "ModelChunk",
+    "ModelRequest",
+    "ModelResponse",
+    "Part",
+    "Pausepoint",
+    "PendingInterrupt",
+    "Plugin",
+    "TextChunk",
+    "TextDelta",
+    "TextPart",
+    "Tool",
+    "ToolCallDelta",
+    "ToolCallDeltaChunk",
+    "ToolDefinition",
+    "ToolProgressChunk",
+    "ToolRequestChunk",
+    "ToolRequestPart",
+    "ToolResponse",
+    "ToolResponsePart",
+    "ToolRestart",
+    "ToolResultChunk",
+    "ToolRunContext",
+    "TurnChunk",
+    "TurnEndChunk",
+    "TurnStream",
+    "Usage",
+    "deny_on_expiry",
+]

@@ -1,0 +1,165 @@
+"""``Agent``: a model, a system prompt, tools and a store — and the sessions it serves.
+
+The agent keeps a bounded in-process cache of session states: a session that has not changed
+is not read again, and one that has is brought up to date by reading only the records after
+the cached version. Calls on one session are serialised within the process; across processes
+the store's conditional append keeps them safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ._chat import Chat
+from ._interrupts import PendingInterrupt
+from ._models import Model, ToolDefinition
+from ._records import decode_record
+from ._response import AgentResponse
+from ._session import SessionState
+from ._tools import Tool
+from .errors import DefinitionError, SessionNotFound
+from .stores import SessionStore, SessionSummary
+
+__all__ = ["Agent", "Clock", "ExpiryPolicy", "deny_on_expiry"]
+
+Clock = Callable[[], datetime]
+ExpiryPolicy = Callable[[PendingInterrupt], Any]
+
+
+def deny_on_expiry(interrupt: PendingInterrupt) -> Any:
+    """The default expiry policy: the model sees a denial explaining that nobody answered in time."""
+    when = interrupt.expires_at.isoformat() if interrupt.expires_at else "its deadline"
+    return {"denied": True, "reason": f"expired: nobody answered before {when}"}
+
+
+class Agent:
+    """An agent definition. Create with ``Pausepoint.define_agent``; talk to it with ``chat()``."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: Model,
+        tools: list[Tool],
+        store: SessionStore,
+        clock: Clock,
+        system: str | None = None,
+        config: dict[str, Any] | None = None,
+        max_turns: int = 10,
+        tool_errors: Literal["model", "fail"] = "model",
+        allow_changed_tools: bool = False,
+        on_expiry: ExpiryPolicy = deny_on_expiry,
+        interrupt_ttls: dict[str, timedelta] | None = None,
+        cache_size: int = 1024,
+        wait_timeout: float = 120.0,
+    ) -> None:
+        if max_turns < 1:
+            raise DefinitionError(f"agent {name!r}: max_turns must be at least 1")
+        if tool_errors not in ("model", "fail"):
+            raise DefinitionError(f"agent {name!r}: tool_errors must be 'model' or 'fail'")
+        self.name = name
+        self.model = model
+        self.system = system
+        self.config = dict(config or {})
+        self.store = store
+        self.clock = clock
+        self.max_turns = max_turns
+        self.tool_errors = tool_errors
+        self.allow_changed_tools = allow_changed_tools
+        self.on_expiry = on_expiry
+        self.interrupt_ttls = dict(interrupt_ttls or {})
+        self.wait_timeout = wait_timeout
+        self.tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self.tools:
+                raise DefinitionError(f"agent {name!r}: two tools are named {tool.name!r}")
+            self.tools[tool.name] = tool
+        self.tool_definitions: list[ToolDefinition] = [t.definition for t in tools]
+        self._cache: OrderedDict[str, SessionState] = OrderedDict()
+        self._cache_size = cache_size
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name} model={self.model.name}>"
+
+    def chat(self, session_id: str | None = None, *, principal: str | None = None) -> Chat:
+        """A chat on a new session, or on the existing session ``session_id``.
+
+        ``principal`` is who is acting (recorded in the audit trail; a new session's owner).
+        Nothing is read or written until the first call; an unknown ``session_id`` then raises
+        ``SessionNotFound``.
+        """
+        return Chat(self, session_id, principal)
+
+    async def list_sessions(
+        self,
+        *,
+        owner: str | None = None,
+        has_pending: bool | None = None,
+        expiring_before: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[SessionSummary]:
+        """This agent's sessions, most recently updated first (an approval inbox: ``has_pending=True``)."""
+        return await self.store.list_sessions(
+            owner=owner,
+            agent=self.name,
+            has_pending=has_pending,
+            expiring_before=expiring_before,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def settle_expired(self, *, limit: int = 100) -> list[AgentResponse]:
+        """Resolve expired pauses of this agent's sessions by the expiry policy (for a periodic job)."""
+        due = await self.list_sessions(expiring_before=self.clock(), limit=limit)
+        responses = []
+        for summary in due:
+            response = await self.chat(summary.session_id).settle_expired()
+            if response is not None:
+                responses.append(response)
+        return responses
+
+    # -- sessions in this process ---------------------------------------------------------------
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        return lock
+
+    async def _refresh(self, session_id: str) -> SessionState:
+        """The session's state, brought up to date with the store. Raises ``SessionNotFound``."""
+        state = self._cache.get(session_id)
+        if state is not None and state.version != state.durable_version:
+            state = None  # holds records that were never written: start again from the store
+        found = await self.store.read(session_id, after_version=state.durable_version if state else 0)
+        if found is None:
+            self._cache.pop(session_id, None)
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        if state is None:
+            state = SessionState(session_id)
+        for entry in found.entries:
+            state.apply(decode_record(entry.data))
+        state.durable_version = state.version
+        self._remember(state)
+        return state
+
+    async def _reload(self, session_id: str) -> SessionState:
+        self._cache.pop(session_id, None)
+        return await self._refresh(session_id)
+
+    def _remember(self, state: SessionState) -> None:
+        self._cache[state.session_id] = state
+        self._cache.move_to_end(state.session_id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _forget(self, session_id: str) -> None:
+        self._cache.pop(session_id, None)

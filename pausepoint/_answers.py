@@ -1,0 +1,194 @@
+"""Checking a resume's answers against the session as it is now.
+
+``check_answers`` is pure: it either returns the records that claim the pauses, or raises the
+``ResumeRefused`` subclass naming what is wrong — before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from ._interrupts import ToolResponse, ToolRestart
+from ._records import CallAnswered
+from ._session import SessionState
+from ._tools import Tool, jsonable
+from ._views import pending_interrupt
+from .errors import (
+    AlreadyResolved,
+    DuplicateAnswer,
+    InputEditNotAllowed,
+    InterruptExpired,
+    InterruptNameMismatch,
+    InvalidAnswer,
+    NotPaused,
+    StaleInterrupt,
+    ToolDefinitionChanged,
+    UnknownInterrupt,
+)
+
+__all__ = ["AnswerContext", "check_answers", "expiry_claims", "request_hash"]
+
+Answer = ToolResponse | ToolRestart
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerContext:
+    """Who answers, when, through what — recorded on every claim."""
+
+    now: datetime
+    principal: str | None
+    via: str
+    metadata: dict[str, Any] | None
+    idempotency_key: str | None
+    request_hash: str | None
+
+
+def request_hash(answers: Sequence[Answer], metadata: dict[str, Any] | None) -> str:
+    """A digest of what a resume asks for, to tell a retry from a reuse of its idempotency key."""
+    canonical = json.dumps(
+        [[type(a).__name__, *(jsonable(getattr(a, f)) for f in a.__dataclass_fields__)] for a in answers]
+        + [jsonable(metadata)],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_answers(
+    state: SessionState,
+    answers: Sequence[Answer],
+    tools: Mapping[str, Tool],
+    ctx: AnswerContext,
+    *,
+    allow_changed_tools: bool = False,
+) -> list[CallAnswered]:
+    """The claim records for ``answers``, or a ``ResumeRefused`` error; all or nothing."""
+    claims: list[CallAnswered] = []
+    seen: set[str] = set()
+    for answer in answers:
+        if not isinstance(answer, ToolResponse | ToolRestart):
+            raise TypeError(f"resume takes ToolResponse / ToolRestart answers, not {type(answer).__name__}")
+        if answer.ref in seen:
+            raise DuplicateAnswer(f"this resume answers {answer.ref!r} twice", ref=answer.ref)
+        seen.add(answer.ref)
+        claims.append(_check_one(state, answer, tools, ctx, allow_changed_tools))
+    return claims
+
+
+def _check_one(
+    state: SessionState, answer: Answer, tools: Mapping[str, Tool], ctx: AnswerContext, allow_changed_tools: bool
+) -> CallAnswered:
+    ref, name = answer.ref, answer.name
+    pause = state.pauses.get(ref)
+    if pause is None:
+        call = state.calls.get(ref)
+        if call is None:
+            raise UnknownInterrupt(f"no paused call with ref {ref!r} in session {state.session_id!r}", ref=ref)
+        if call.request.name != name:
+            raise InterruptNameMismatch(
+                f"ref {ref!r} is a call of {call.request.name!r}, not {name!r}", ref=ref, actual=call.request.name
+            )
+        if call.turn != state.turn:
+            raise StaleInterrupt(
+                f"call {ref!r} belongs to turn {call.turn}; the session is at turn {state.turn}", ref=ref
+            )
+        raise NotPaused(f"call {ref!r} of {name!r} is not paused (status: {call.status})", ref=ref)
+    paused = pause.record
+    if paused.name != name:
+        raise InterruptNameMismatch(
+            f"ref {ref!r} is a pause of {paused.name!r}, not {name!r}", ref=ref, actual=paused.name
+        )
+    if pause.answer is not None:
+        done = pause.answer
+        by = f" by {done.principal}" if done.principal else ""
+        raise AlreadyResolved(
+            f"the pause {ref!r} of {name!r} was already resolved ({done.decision}{by} at {done.at.isoformat()})",
+            ref=ref,
+            decision=done.decision,
+        )
+    if paused.turn != state.turn:
+        raise StaleInterrupt(
+            f"pause {ref!r} belongs to turn {paused.turn}; the session is at turn {state.turn}", ref=ref
+        )
+    if paused.expires_at is not None and paused.expires_at <= ctx.now:
+        raise InterruptExpired(f"the pause {ref!r} of {name!r} expired at {paused.expires_at.isoformat()}", ref=ref)
+    tool = tools.get(name)
+    if tool is None:
+        raise ToolDefinitionChanged(f"tool {name!r} paused in this session is no longer defined on the agent", ref=ref)
+    if tool.fingerprint != paused.fingerprint and not allow_changed_tools:
+        raise ToolDefinitionChanged(
+            f"tool {name!r} changed since it paused (its name or schemas differ); define the agent with "
+            "allow_changed_tools=True to answer it anyway",
+            ref=ref,
+        )
+    claim = CallAnswered(
+        ref=ref,
+        call_ref=paused.call_ref,
+        name=name,
+        decision="restart",
+        at=ctx.now,
+        principal=ctx.principal,
+        via=ctx.via,
+        metadata=_merge(ctx.metadata, answer.metadata if isinstance(answer, ToolResponse) else None),
+        idempotency_key=ctx.idempotency_key,
+        request_hash=ctx.request_hash,
+    )
+    if isinstance(answer, ToolRestart):
+        claim.resumed_metadata = dict(answer.resumed_metadata or {})
+        if answer.replace_input is not None:
+            if not tool.allow_input_edits:
+                raise InputEditNotAllowed(
+                    f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
+                )
+            try:
+                claim.replace_input = tool.validate_input(answer.replace_input).model_dump(mode="json")
+            except ValidationError as exc:
+                raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
+        return claim
+    claim.decision = answer.decision
+    if answer.decision == "deny":
+        claim.reason = answer.reason
+        claim.output = {"denied": True, "reason": answer.reason or ""}
+        return claim
+    try:
+        claim.output = tool.validate_output(answer.output)
+    except ValidationError as exc:
+        raise InvalidAnswer(f"the answer to {name!r} does not match its output schema: {exc}", ref=ref) from exc
+    return claim
+
+
+def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return {**a, **b}
+
+
+def expiry_claims(state: SessionState, now: datetime, policy: Any, principal: str | None = None) -> list[CallAnswered]:
+    """Claims resolving every open pause whose time-to-live has passed, by the expiry policy.
+
+    ``policy(interrupt)`` returns the output the model receives for the expired call.
+    """
+    claims = []
+    for pause in state.expired(now):
+        record = pause.record
+        claims.append(
+            CallAnswered(
+                ref=record.ref,
+                call_ref=record.call_ref,
+                name=record.name,
+                decision="expire",
+                at=now,
+                principal=principal,
+                via="expiry",
+                output=jsonable(policy(pending_interrupt(record))),
+                reason=f"no answer before {record.expires_at.isoformat() if record.expires_at else '?'}",
+            )
+        )
+    return claims

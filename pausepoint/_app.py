@@ -1,0 +1,188 @@
+"""``Pausepoint``: where tools, interrupts, models and agents are defined."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TypeVar, overload
+
+from pydantic import BaseModel
+
+from ._agent import Agent, Clock, ExpiryPolicy, deny_on_expiry
+from ._models import FunctionModel, Model, ModelFunction, Plugin
+from ._tools import Interrupt, Tool
+from .errors import DefinitionError, ModelNotFound
+from .stores import InMemorySessionStore, SessionStore
+
+__all__ = ["Pausepoint"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Pausepoint:
+    """The application object: define tools, interrupts, models and agents on it.
+
+    ``plugins`` resolve ``provider/model`` names (see ``pausepoint.models``). ``clock`` returns
+    the current time as an aware datetime; inject one to test expiry.
+    """
+
+    def __init__(self, plugins: Sequence[Plugin] = (), *, clock: Clock = _utc_now) -> None:
+        self.plugins = list(plugins)
+        self.clock = clock
+        self._models: dict[str, Model] = {}
+        self._tools: dict[str, Tool] = {}
+        self._agents: dict[str, Agent] = {}
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> Tool: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        allow_input_edits: bool = False,
+    ) -> Callable[[F], Tool]: ...
+
+    def tool(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        allow_input_edits: bool = False,
+    ) -> Tool | Callable[[F], Tool]:
+        """Decorator turning a function into a tool (``@ai.tool()`` or ``@ai.tool``).
+
+        The input is one pydantic model parameter or plain typed parameters; an optional
+        parameter annotated ``ToolRunContext`` receives the call's context. The name defaults
+        to the function's, the description to its docstring. ``allow_input_edits`` lets an
+        answer restart the call with edited input.
+        """
+
+        def define(f: F) -> Tool:
+            return self._register(Tool(f, name=name, description=description, allow_input_edits=allow_input_edits))
+
+        return define(fn) if fn is not None else define
+
+    def define_interrupt(
+        self,
+        *,
+        name: str,
+        description: str,
+        input_schema: type[BaseModel],
+        output_schema: type[Any] | None = None,
+        ttl: timedelta | float | None = None,
+        allow_input_edits: bool = False,
+    ) -> Tool:
+        """A tool that always pauses: the model fills ``input_schema``; a person answers.
+
+        ``respond()`` answers are validated against ``output_schema`` when given. ``ttl`` bounds
+        how long each pause waits (see the agent's ``on_expiry``).
+        """
+        signal_ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+
+        async def pause(_input: BaseModel) -> None:
+            raise Interrupt(ttl=signal_ttl)
+
+        pause.__name__ = name
+        tool = Tool(
+            pause,
+            name=name,
+            description=description,
+            input_model=input_schema,
+            output_schema=output_schema,
+            allow_input_edits=allow_input_edits,
+        )
+        return self._register(tool)
+
+    def _register(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise DefinitionError(f"a tool named {tool.name!r} is already defined")
+        self._tools[tool.name] = tool
+        return tool
+
+    # -- models ---------------------------------------------------------------------------------
+
+    def define_model(self, *, name: str, fn: ModelFunction) -> Model:
+        """Register ``fn(request)`` or ``fn(request, on_chunk)`` as the model called ``name``."""
+        if name in self._models:
+            raise DefinitionError(f"a model named {name!r} is already defined")
+        model = self._models[name] = FunctionModel(name, fn)
+        return model
+
+    def resolve_model(self, model: str | Model) -> Model:
+        """The model object for ``model``: a defined name, a plugin's ``provider/model``, or a Model."""
+        if not isinstance(model, str):
+            return model
+        if model in self._models:
+            return self._models[model]
+        for plugin in self.plugins:
+            found = plugin.resolve_model(model)
+            if found is not None:
+                self._models[model] = found
+                return found
+        raise ModelNotFound(
+            f"no model {model!r}: define it with define_model() or add the plugin that serves it", model=model
+        )
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    def define_agent(
+        self,
+        *,
+        name: str,
+        model: str | Model,
+        tools: Sequence[Tool] = (),
+        system: str | None = None,
+        store: SessionStore | None = None,
+        config: dict[str, Any] | None = None,
+        max_turns: int = 10,
+        tool_errors: Literal["model", "fail"] = "model",
+        allow_changed_tools: bool = False,
+        on_expiry: ExpiryPolicy = deny_on_expiry,
+        cache_size: int = 1024,
+    ) -> Agent:
+        """Define an agent. The model name is resolved now, once.
+
+        ``tool_errors="model"`` hands a tool's exception to the model as its result;
+        ``"fail"`` ends the turn with ``AgentFinishReason.FAILED``. ``allow_changed_tools``
+        accepts answers to pauses whose tool definition changed since. ``on_expiry`` maps an
+        expired interrupt to the result the model sees (default: a denial).
+        """
+        if name in self._agents:
+            raise DefinitionError(f"an agent named {name!r} is already defined")
+        for tool in tools:
+            if not isinstance(tool, Tool):
+                raise DefinitionError(f"agent {name!r}: {tool!r} is not a tool (decorate it with @ai.tool())")
+        agent = Agent(
+            name=name,
+            model=self.resolve_model(model),
+            tools=list(tools),
+            store=store if store is not None else InMemorySessionStore(),
+            clock=self.clock,
+            system=system,
+            config=config,
+            max_turns=max_turns,
+            tool_errors=tool_errors,
+            allow_changed_tools=allow_changed_tools,
+            on_expiry=on_expiry,
+            cache_size=cache_size,
+        )
+        self._agents[name] = agent
+        return agent
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        """The agents defined on this app, by name."""
+        return dict(self._agents)

@@ -1,0 +1,287 @@
+"""``Chat``: the calls a caller makes on one session — send, resume, cancel, and reads."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._answers import AnswerContext, check_answers, expiry_claims, request_hash
+from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from ._messages import Message, Part, TextPart
+from ._records import CallAnswered, MessageAdded, SessionStarted
+from ._response import AgentFinishReason, AgentResponse
+from ._session import SessionState
+from ._streaming import Emit, TurnStream
+from ._turn import Journal, Turn
+from ._views import audit_entry, pending_interrupt, response_for
+from .errors import (
+    ConcurrentUpdate,
+    IdempotencyKeyReused,
+    NothingToResume,
+    PendingInterrupts,
+    ResumeInProgress,
+    SessionNotFound,
+)
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["Chat"]
+
+_CLAIM_ATTEMPTS = 20
+
+T = TypeVar("T")
+
+
+class Chat:
+    """One session of an agent. Get one with ``agent.chat()`` or ``agent.chat(session_id=...)``."""
+
+    def __init__(self, agent: Agent, session_id: str | None, principal: str | None) -> None:
+        self.agent = agent
+        self._is_new = session_id is None
+        self.session_id = session_id if session_id is not None else secrets.token_urlsafe(16)
+        self.principal = principal
+
+    def __repr__(self) -> str:
+        return f"<Chat {self.agent.name} session={self.session_id}>"
+
+    # -- turns ----------------------------------------------------------------------------------
+
+    async def send(self, message: str | Message | Sequence[Part], *, principal: str | None = None) -> AgentResponse:
+        """Send a user message and run the model (and tools) until it answers or a call pauses.
+
+        Raises ``PendingInterrupts`` (nothing written) while calls of the last turn are paused
+        and not expired: answer them with ``resume`` or drop them with ``cancel_pending``.
+        """
+        return await self._send(_user_message(message), principal, None)
+
+    def send_stream(self, message: str | Message | Sequence[Part], *, principal: str | None = None) -> TurnStream:
+        """``send``, streamed: iterate the returned stream for chunks; ``await stream.response``."""
+        user = _user_message(message)
+        return self._stream(lambda emit: self._send(user, principal, emit))
+
+    async def resume(
+        self,
+        *,
+        respond: Sequence[ToolResponse] = (),
+        restart: Sequence[ToolRestart] = (),
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> AgentResponse:
+        """Answer paused calls, then continue the turn once every paused call is answered.
+
+        Each answer must name a call paused now in this session; otherwise the whole resume is
+        refused with a ``ResumeRefused`` subclass and nothing runs or is recorded. A call is
+        answered at most once, even across processes (``AlreadyResolved``). A retry with the
+        same ``idempotency_key`` returns the first call's response. An empty resume continues a
+        turn whose answers are all in (after a crash, say) and is refused while calls are paused.
+        """
+        return await self._resume(respond, restart, metadata, idempotency_key, principal, via, None)
+
+    def resume_stream(
+        self,
+        *,
+        respond: Sequence[ToolResponse] = (),
+        restart: Sequence[ToolRestart] = (),
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> TurnStream:
+        """``resume``, streamed (see ``send_stream``)."""
+        return self._stream(
+            lambda emit: self._resume(respond, restart, metadata, idempotency_key, principal, via, emit)
+        )
+
+    async def cancel_pending(self, reason: str, *, principal: str | None = None) -> AgentResponse:
+        """Resolve every paused call as cancelled, so the history stays valid and ``send`` works.
+
+        The model sees ``{"cancelled": True, "reason": reason}`` as each call's result. Raises
+        ``NothingToResume`` when nothing is paused.
+        """
+
+        async def op(state: SessionState) -> AgentResponse:
+            if not state.open:
+                raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+            now = self.agent.clock()
+            claims = [
+                CallAnswered(
+                    ref=p.record.ref,
+                    call_ref=p.record.call_ref,
+                    name=p.record.name,
+                    decision="cancel",
+                    at=now,
+                    principal=principal or self.principal,
+                    output={"cancelled": True, "reason": reason},
+                    reason=reason,
+                )
+                for p in state.open.values()
+            ]
+            turn = self._turn(state, principal, None)
+            turn.journal.add(*claims)
+            return await turn.end(AgentFinishReason.ABORTED)
+
+        return await self._locked(op)
+
+    async def settle_expired(self) -> AgentResponse | None:
+        """Resolve this session's expired pauses by the agent's expiry policy.
+
+        When that answers the last paused call, the turn continues (the model sees the denial).
+        Returns None when nothing had expired.
+        """
+
+        async def op(state: SessionState) -> AgentResponse | None:
+            claims = expiry_claims(state, self.agent.clock(), self.agent.on_expiry)
+            if not claims:
+                return None
+            turn = self._turn(state, None, None)
+            turn.journal.add(*claims)
+            await turn.journal.flush(self.agent.clock())
+            return await turn.proceed()
+
+        return await self._locked(op)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def interrupts(self) -> list[PendingInterrupt]:
+        """The calls paused now, in the order the model asked for them."""
+        state = await self._read()
+        return [pending_interrupt(p.record) for p in state.open.values()]
+
+    async def history(self) -> list[Message]:
+        """The conversation as the model sees it."""
+        return list((await self._read()).messages)
+
+    async def audit_trail(self) -> list[AuditEntry]:
+        """Every answer given in this session, oldest first."""
+        return [audit_entry(r) for r in (await self._read()).audit]
+
+    async def last_response(self) -> AgentResponse | None:
+        """The response of the latest call that ended on this session, rebuilt from the log."""
+        state = await self._read()
+        return None if state.last_end is None else response_for(state, state.last_end)
+
+    # -- the operations -------------------------------------------------------------------------
+
+    async def _send(self, user: Message, principal: str | None, emit: Emit | None) -> AgentResponse:
+        async def op(state: SessionState) -> AgentResponse:
+            now = self.agent.clock()
+            live = [p.record.ref for p in state.open.values() if p not in state.expired(now)]
+            if live:
+                raise PendingInterrupts(
+                    f"{len(live)} call(s) are paused in session {self.session_id!r}: answer them with "
+                    "resume() or drop them with cancel_pending()",
+                    refs=live,
+                )
+            turn = self._turn(state, principal, emit)
+            if state.version == 0:
+                turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
+            turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry))
+            turn.journal.add(MessageAdded(user))
+            return await turn.run_model()
+
+        return await self._locked(op, creating=True)
+
+    async def _resume(
+        self,
+        respond: Sequence[ToolResponse],
+        restart: Sequence[ToolRestart],
+        metadata: dict[str, Any] | None,
+        key: str | None,
+        principal: str | None,
+        via: str,
+        emit: Emit | None,
+    ) -> AgentResponse:
+        answers: list[ToolResponse | ToolRestart] = [*respond, *restart]
+        answered = {a.ref for a in answers}
+        digest = request_hash(answers, metadata) if key is not None else None
+        actor = principal or self.principal
+
+        async def op(state: SessionState) -> AgentResponse:
+            for _ in range(_CLAIM_ATTEMPTS):
+                if key is not None and key in state.keys:
+                    return self._replay(state, key, digest)
+                if not answers:
+                    return await self._continue(state, principal, emit)
+                now = self.agent.clock()
+                context = AnswerContext(now, actor, via, metadata, key, digest)
+                claims = check_answers(
+                    state, answers, self.agent.tools, context, allow_changed_tools=self.agent.allow_changed_tools
+                )
+                turn = self._turn(state, principal, emit, key)
+                expired = [c for c in expiry_claims(state, now, self.agent.on_expiry) if c.ref not in answered]
+                turn.journal.add(*claims, *expired)
+                try:  # the claim: once written, these answers are ours alone
+                    await turn.journal.flush(now, rebase=False)
+                except ConcurrentUpdate:
+                    state = await self.agent._reload(self.session_id)
+                    continue
+                return await turn.after_answers(claims)
+            raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
+
+        return await self._locked(op)
+
+    async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
+        if state.open:
+            raise NothingToResume(
+                f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
+                "at least one of them",
+                refs=list(state.open),
+            )
+        if not state.awaiting_model:
+            raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+        return await self._turn(state, principal, emit).run_model()
+
+    def _replay(self, state: SessionState, key: str, digest: str | None) -> AgentResponse:
+        outcome = state.keys[key]
+        if outcome.request_hash != digest:
+            raise IdempotencyKeyReused(
+                f"idempotency key {key!r} was used for a different resume in this session", key=key
+            )
+        if outcome.ended is None:
+            raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)
+        return response_for(state, outcome.ended)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _turn(self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None) -> Turn:
+        journal = Journal(self.agent.store, state, lambda: self.agent._reload(self.session_id), self.agent._remember)
+        return Turn(self.agent, journal, principal=principal or self.principal, emit=emit, idempotency_key=key)
+
+    async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, creating: bool = False) -> T:
+        async with self.agent._lock(self.session_id):
+            try:
+                state = await self.agent._refresh(self.session_id)
+            except SessionNotFound:
+                if not (creating and self._is_new):
+                    raise
+                state = SessionState(self.session_id)
+            try:
+                result = await op(state)
+            except BaseException:
+                cached = self.agent._cache.get(self.session_id)
+                if cached is not None and cached.version != cached.durable_version:
+                    self.agent._forget(self.session_id)
+                raise
+            self._is_new = False
+            return result
+
+    async def _read(self) -> SessionState:
+        async with self.agent._lock(self.session_id):
+            return await self.agent._refresh(self.session_id)
+
+    def _stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
+        return TurnStream(run, self.agent._background)
+
+
+def _user_message(message: str | Message | Sequence[Part]) -> Message:
+    if isinstance(message, str):
+        return Message("user", [TextPart(message)])
+    if isinstance(message, Message):
+        if message.role != "user":
+            raise ValueError(f"send() takes a user message, not a {message.role!r} one")
+        return message
+    return Message("user", list(message))

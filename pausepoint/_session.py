@@ -1,0 +1,183 @@
+"""A session's state: a pure fold over its log records.
+
+Nothing here does I/O. ``SessionState.apply`` is the only way state changes, so a process that
+reads the log from the store rebuilds exactly the state the writer had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from ._messages import Message, ToolRequestPart, ToolResponsePart
+from ._records import (
+    CallAnswered,
+    CallCompleted,
+    CallPaused,
+    MessageAdded,
+    Record,
+    SessionStarted,
+    TurnEnded,
+)
+from .stores import SessionSummary
+
+__all__ = ["Batch", "Call", "Pause", "SessionState"]
+
+
+@dataclass(slots=True)
+class Call:
+    """A tool call the model asked for. ``status`` is where its result stands."""
+
+    request: ToolRequestPart
+    turn: int
+    status: Literal["running", "completed", "paused"] = "running"
+
+
+@dataclass(slots=True)
+class Pause:
+    record: CallPaused
+    answer: CallAnswered | None = None
+
+
+@dataclass(slots=True)
+class Batch:
+    """The tool calls of the latest model message, until every one has a result."""
+
+    refs: list[str]
+    results: dict[str, ToolResponsePart] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class KeyedOutcome:
+    """What a resume with an idempotency key asked for, and how it ended (once it has)."""
+
+    request_hash: str
+    ended: TurnEnded | None = None
+
+
+class SessionState:
+    """Everything the runtime needs to know about a session, folded from its records."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.version = 0
+        self.durable_version = 0  # how many of the folded records the store holds
+        self.agent = ""
+        self.owner: str | None = None
+        self.created_at: datetime | None = None
+        self.turn = 0
+        self.messages: list[Message] = []
+        self.calls: dict[str, Call] = {}
+        self.pauses: dict[str, Pause] = {}
+        self.open: dict[str, Pause] = {}
+        self.batch: Batch | None = None
+        self.awaiting_model = False
+        self.audit: list[CallAnswered] = []
+        self.keys: dict[str, KeyedOutcome] = {}
+        self.last_end: TurnEnded | None = None
+        self.last_end_version = 0
+
+    # -- the fold -------------------------------------------------------------------------------
+
+    def apply(self, record: Record) -> None:
+        self.version += 1
+        if isinstance(record, MessageAdded):
+            self._add_message(record.message)
+        elif isinstance(record, CallCompleted):
+            call = self.calls[record.call_ref]
+            call.status = "completed"
+            self._add_result(call, record.output, record.is_error)
+        elif isinstance(record, CallPaused):
+            pause = Pause(record)
+            self.pauses[record.ref] = pause
+            self.open[record.ref] = pause
+            self.calls[record.call_ref].status = "paused"
+        elif isinstance(record, CallAnswered):
+            self._answer(record)
+        elif isinstance(record, TurnEnded):
+            self.last_end = record
+            self.last_end_version = self.version
+            if record.idempotency_key is not None:
+                self.keys[record.idempotency_key].ended = record
+            else:  # an unkeyed end (e.g. recovery after a crash) ends every keyed call still open
+                for outcome in self.keys.values():
+                    if outcome.ended is None:
+                        outcome.ended = record
+        elif isinstance(record, SessionStarted):
+            self.agent = record.agent
+            self.owner = record.owner
+            self.created_at = record.at
+
+    def _add_message(self, message: Message) -> None:
+        self.messages.append(message)
+        if message.role == "user":
+            self.turn += 1
+            self.awaiting_model = False
+        elif message.role == "model":
+            self.awaiting_model = False
+            requests = message.tool_requests
+            if requests:
+                self.batch = Batch([r.ref for r in requests])
+                for request in requests:
+                    self.calls[request.ref] = Call(request, self.turn)
+
+    def _add_result(self, call: Call, output: Any, is_error: bool) -> None:
+        batch = self.batch
+        if batch is None:
+            raise ValueError(f"result for call {call.request.ref!r} outside a batch")
+        request = call.request
+        batch.results[request.ref] = ToolResponsePart(
+            request.name, output, request.ref, call_id=request.call_id, is_error=is_error
+        )
+        if len(batch.results) == len(batch.refs):
+            # The last result derives the tool message; the model loop may continue.
+            self.messages.append(Message("tool", [batch.results[ref] for ref in batch.refs]))
+            self.batch = None
+            self.awaiting_model = True
+
+    def _answer(self, record: CallAnswered) -> None:
+        pause = self.pauses[record.ref]
+        pause.answer = record
+        self.open.pop(record.ref, None)
+        self.audit.append(record)
+        if record.idempotency_key is not None and record.idempotency_key not in self.keys:
+            self.keys[record.idempotency_key] = KeyedOutcome(record.request_hash or "")
+        call = self.calls[record.call_ref]
+        if record.decision == "restart":
+            call.status = "running"
+        else:
+            call.status = "completed"
+            self._add_result(call, record.output, False)
+
+    # -- questions ------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> list[str]:
+        """Refs of calls in the current batch that have neither a result nor an open pause."""
+        if self.batch is None:
+            return []
+        return [r for r in self.batch.refs if r not in self.batch.results and self.calls[r].status == "running"]
+
+    def expired(self, now: datetime) -> list[Pause]:
+        return [p for p in self.open.values() if p.record.expires_at is not None and p.record.expires_at <= now]
+
+    def last_model_index(self) -> int | None:
+        for index in range(len(self.messages) - 1, -1, -1):
+            if self.messages[index].role == "model":
+                return index
+        return None
+
+    def summary(self, now: datetime) -> SessionSummary:
+        expiries = [p.record.expires_at for p in self.open.values() if p.record.expires_at is not None]
+        return SessionSummary(
+            session_id=self.session_id,
+            agent=self.agent,
+            owner=self.owner,
+            version=self.version,
+            created_at=self.created_at or now,
+            updated_at=now,
+            pending=len(self.open),
+            next_expiry=min(expiries) if expiries else None,
+            turn=self.turn,
+        )

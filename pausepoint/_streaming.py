@@ -1,0 +1,146 @@
+"""Streaming a turn: the chunks a caller sees as they happen, and the stream object.
+
+A turn started with ``send_stream`` / ``resume_stream`` runs in its own task. If the consumer
+stops reading, breaks out of its loop or is cancelled, the turn still finishes in the background
+and is recorded normally (nothing is half-written); ``await stream.response`` still gives its
+outcome, and the next call on the same session waits for it to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from ._interrupts import PendingInterrupt
+from ._response import AgentResponse
+
+__all__ = [
+    "Emit",
+    "InterruptChunk",
+    "TextChunk",
+    "ToolCallDeltaChunk",
+    "ToolProgressChunk",
+    "ToolRequestChunk",
+    "ToolResultChunk",
+    "TurnChunk",
+    "TurnEndChunk",
+    "TurnStream",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDeltaChunk:
+    """A piece of a tool call while the model is still writing it."""
+
+    index: int
+    name: str | None
+    arguments_delta: str
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRequestChunk:
+    """The model asked for a tool call (complete, with the runtime's ref)."""
+
+    ref: str
+    name: str
+    input: Any
+    kind: Literal["tool_request"] = "tool_request"
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptChunk:
+    """A tool call paused — sent the moment it pauses, before the turn ends."""
+
+    interrupt: PendingInterrupt
+    call_ref: str
+    kind: Literal["interrupt"] = "interrupt"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProgressChunk:
+    """Progress a running tool reported through ``ToolRunContext.send_progress``."""
+
+    ref: str
+    name: str
+    data: Any
+    kind: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultChunk:
+    ref: str
+    name: str
+    output: Any
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEndChunk:
+    """The last chunk of a turn, with the complete response."""
+
+    response: AgentResponse
+    kind: Literal["turn_end"] = "turn_end"
+
+
+TurnChunk: TypeAlias = (
+    TextChunk
+    | ToolCallDeltaChunk
+    | ToolRequestChunk
+    | InterruptChunk
+    | ToolProgressChunk
+    | ToolResultChunk
+    | TurnEndChunk
+)
+Emit: TypeAlias = Callable[[TurnChunk], None]
+
+_END = object()
+
+
+class TurnStream:
+    """An async iterator over a turn's chunks; ``await stream.response`` gives its outcome.
+
+    Also awaitable directly: ``await chat.send_stream(...)`` is the response.
+    """
+
+    def __init__(self, run: Callable[[Emit], Awaitable[AgentResponse]], keep_alive: set[asyncio.Task[Any]]) -> None:
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task[AgentResponse] = asyncio.ensure_future(self._drive(run))
+        keep_alive.add(self._task)
+        self._task.add_done_callback(keep_alive.discard)
+
+    async def _drive(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> AgentResponse:
+        try:
+            return await run(self._queue.put_nowait)
+        finally:
+            self._queue.put_nowait(_END)
+
+    @property
+    def response(self) -> asyncio.Future[AgentResponse]:
+        """The turn's response; awaiting it does not require reading the stream."""
+        return asyncio.shield(self._task)
+
+    def __await__(self) -> Generator[Any, None, AgentResponse]:
+        return self.response.__await__()
+
+    def __aiter__(self) -> TurnStream:
+        return self
+
+    async def __anext__(self) -> TurnChunk:
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)  # later reads end too
+            if not self._task.cancelled() and self._task.exception() is not None:
+                raise self._task.exception()  # type: ignore[misc]
+            raise StopAsyncIteration
+        chunk: TurnChunk = item
+        return chunk

@@ -1,0 +1,329 @@
+"""One call of send / resume / cancel on a session: the turn loop and what it records.
+
+The loop is a small state machine over the session state:
+
+    model call ──(text only)──────────────────────────────▶ end: stop
+        │
+        └─(tool requests)─▶ run calls ─(all have results)─▶ flush, next model call
+                                │
+                                └─(some paused)───────────▶ end: interrupted
+
+Records go through a ``Journal``: they are folded into the state as they are made and written
+to the store at flush points — after a resume's claims (before anything runs), after each batch
+of tool results (before the next model call), and at the end. A model failure before the first
+flush leaves the session exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ._dispatch import CallJob, Completed, Outcome, Paused, dispatch
+from ._messages import Message, ToolRequestPart
+from ._models import ModelChunk, ModelRequest, TextDelta
+from ._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
+from ._response import AgentFinishReason, AgentResponse
+from ._session import SessionState
+from ._streaming import (
+    Emit,
+    InterruptChunk,
+    TextChunk,
+    ToolCallDeltaChunk,
+    ToolProgressChunk,
+    ToolRequestChunk,
+    ToolResultChunk,
+    TurnEndChunk,
+)
+from ._views import pending_interrupt, response_for
+from .errors import ConcurrentUpdate, ResumeInProgress, VersionConflict
+from .stores import LogEntry, SessionStore
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["Journal", "Turn", "new_ref"]
+
+_END_ATTEMPTS = 20
+
+_MODEL_FINISH = {
+    "stop": AgentFinishReason.STOP,
+    "length": AgentFinishReason.LENGTH,
+    "blocked": AgentFinishReason.BLOCKED,
+    "other": AgentFinishReason.STOP,
+}
+
+
+def new_ref() -> str:
+    """An unguessable ref, unique in practice (96 random bits)."""
+    return secrets.token_urlsafe(12)
+
+
+class Journal:
+    """Folds new records into a session's state and appends them to the store at flush points."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        state: SessionState,
+        reload: Callable[[], Awaitable[SessionState]],
+        remember: Callable[[SessionState], None],
+    ) -> None:
+        self.store = store
+        self.state = state
+        self.pending: list[Record] = []
+        self._reload = reload
+        self._remember = remember
+
+    def add(self, *records: Record) -> None:
+        for record in records:
+            self.state.apply(record)
+            self.pending.append(record)
+
+    async def flush(self, now: datetime, *, rebase: bool = True) -> None:
+        """Append pending records with a conditional append on the session's version.
+
+        If another writer got in first, records that do not depend on the history — results
+        and answers of calls this call has already claimed — are replayed on the fresh state
+        and appended again (``rebase``); anything else raises ``ConcurrentUpdate``.
+        """
+        while self.pending:
+            state = self.state
+            base = state.durable_version
+            entries = [
+                LogEntry(base + i, record.kind, encode_record(record)) for i, record in enumerate(self.pending, 1)
+            ]
+            try:
+                await self.store.append(state.session_id, base, entries, state.summary(now))
+            except VersionConflict as exc:
+                if not rebase or any(isinstance(r, MessageAdded | TurnEnded) for r in self.pending):
+                    raise ConcurrentUpdate(
+                        f"session {state.session_id!r} was changed by another writer during this call",
+                        session_id=state.session_id,
+                    ) from exc
+                await self.refresh()
+                continue
+            state.durable_version = state.version
+            self.pending.clear()
+            self._remember(state)
+
+    async def refresh(self) -> None:
+        """Start again from the store's state, replaying the pending records on top of it."""
+        fresh = await self._reload()
+        for record in self.pending:
+            fresh.apply(record)
+        self.state = fresh
+
+
+class Turn:
+    """Runs the model loop and tool calls for one call on a session, recording as it goes."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        journal: Journal,
+        *,
+        principal: str | None,
+        emit: Emit | None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.journal = journal
+        self.principal = principal
+        self.emit = emit
+        self.idempotency_key = idempotency_key
+        self._text_streamed = False
+
+    @property
+    def state(self) -> SessionState:
+        return self.journal.state
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def run_model(self) -> AgentResponse:
+        """Call the model until it answers without tools, a call pauses, or ``max_turns`` is hit."""
+        agent = self.agent
+        for _ in range(agent.max_turns):
+            request = ModelRequest(list(self.state.messages), agent.system, agent.tool_definitions, agent.config)
+            self._text_streamed = False
+            response = await agent.model.generate(request, self._on_model_chunk if self.emit else None)
+            message = self._adopt(response.message)
+            self.journal.add(MessageAdded(message))
+            requests = message.tool_requests
+            if self.emit is not None:
+                if not self._text_streamed and message.text:
+                    self.emit(TextChunk(message.text))
+                for request_part in requests:
+                    self.emit(ToolRequestChunk(request_part.ref, request_part.name, request_part.input))
+            if not requests:
+                return await self.end(_MODEL_FINISH[response.finish_reason])
+            failed = await self.run_calls([CallJob(r, r.input) for r in requests])
+            if failed is not None and agent.tool_errors == "fail":
+                return await self.end(AgentFinishReason.FAILED, error=failed)
+            if self.state.open:
+                return await self.end(AgentFinishReason.INTERRUPTED)
+            await self.journal.flush(agent.clock())
+        return await self.end(AgentFinishReason.MAX_TURNS)
+
+    async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
+        """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""
+        state = self.state
+        if self.emit is not None:
+            for claim in claims:
+                if claim.decision != "restart":
+                    self.emit(ToolResultChunk(claim.call_ref, claim.name, claim.output))
+        jobs = []
+        for claim in claims:
+            if claim.decision != "restart":
+                continue
+            paused = state.pauses[claim.ref].record
+            request = state.calls[claim.call_ref].request
+            edited = claim.replace_input is not None
+            jobs.append(
+                CallJob(
+                    request,
+                    claim.replace_input if edited else paused.input,
+                    resumed_metadata=claim.resumed_metadata or {},
+                    original_input=paused.input if edited else None,
+                )
+            )
+        failed = await self.run_calls(jobs) if jobs else None
+        if failed is not None and self.agent.tool_errors == "fail":
+            return await self.end(AgentFinishReason.FAILED, error=failed)
+        return await self.proceed()
+
+    async def proceed(self) -> AgentResponse:
+        """From a state with no call running here: continue the model, report pauses, or wait."""
+        if self.state.awaiting_model:
+            await self.journal.flush(self.agent.clock())
+            return await self.run_model()
+        if self.state.open:
+            return await self.end(AgentFinishReason.INTERRUPTED)
+        return await self._wait_for_other_writer()
+
+    async def end(self, reason: AgentFinishReason, error: str | None = None) -> AgentResponse:
+        """Record how this call ended and return its response.
+
+        The end record lists the calls still open, so it is written on its own conditional
+        append: if another writer changed the session meanwhile, it is recomputed.
+        """
+        journal = self.journal
+        await journal.flush(self.agent.clock())
+        for _ in range(_END_ATTEMPTS):
+            state = journal.state
+            index = state.last_model_index()
+            record = TurnEnded(
+                turn=state.turn,
+                finish_reason=reason.value,
+                text=state.messages[index].text if index is not None else "",
+                open_refs=list(state.open),
+                error=error,
+                idempotency_key=self.idempotency_key,
+                message_index=index,
+            )
+            journal.add(record)
+            try:
+                await journal.flush(self.agent.clock(), rebase=False)
+            except ConcurrentUpdate:
+                journal.pending.clear()
+                await journal.refresh()
+                continue
+            response = response_for(journal.state, record)
+            if self.emit is not None:
+                self.emit(TurnEndChunk(response))
+            return response
+        raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
+
+    # -- tool calls -----------------------------------------------------------------------------
+
+    async def run_calls(self, jobs: list[CallJob]) -> str | None:
+        """Run calls, recording each outcome as it arrives. Returns the first error, if any."""
+        errors: list[str] = []
+
+        def on_outcome(outcome: Outcome) -> None:
+            self.journal.add(self._record(outcome))
+            if isinstance(outcome, Completed) and outcome.error is not None:
+                errors.append(f"tool {outcome.job.request.name!r} failed: {outcome.output.get('error')}")
+
+        await dispatch(
+            jobs,
+            self.agent.tools,
+            session_id=self.state.session_id,
+            principal=self.principal,
+            on_progress=self._on_progress if self.emit else None,
+            on_outcome=on_outcome,
+        )
+        return errors[0] if errors else None
+
+    def _record(self, outcome: Outcome) -> Record:
+        request = outcome.job.request
+        if isinstance(outcome, Completed):
+            if self.emit is not None:
+                self.emit(ToolResultChunk(request.ref, request.name, outcome.output, outcome.is_error))
+            return CallCompleted(request.ref, request.name, outcome.output, outcome.is_error)
+        assert isinstance(outcome, Paused)
+        now = self.agent.clock()
+        ttl: timedelta | None = outcome.signal.ttl
+        if ttl is None:
+            ttl = self.agent.interrupt_ttls.get(request.name)
+        record = CallPaused(
+            ref=new_ref(),
+            call_ref=request.ref,
+            name=request.name,
+            input=outcome.input,
+            metadata=outcome.signal.metadata,
+            fingerprint=self.agent.tools[request.name].fingerprint,
+            turn=self.state.turn,
+            at=now,
+            expires_at=None if ttl is None else now + ttl,
+        )
+        if self.emit is not None:
+            self.emit(InterruptChunk(pending_interrupt(record), request.ref))
+        return record
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _adopt(self, message: Message) -> Message:
+        """The model's message with a runtime-minted ref on every tool request."""
+        parts = [
+            replace(p, ref=new_ref(), call_id=p.call_id or p.ref or None) if isinstance(p, ToolRequestPart) else p
+            for p in message.parts
+        ]
+        return Message("model", parts)
+
+    def _on_model_chunk(self, chunk: ModelChunk) -> None:
+        assert self.emit is not None
+        if isinstance(chunk, TextDelta):
+            self._text_streamed = True
+            self.emit(TextChunk(chunk.text))
+        else:
+            self.emit(ToolCallDeltaChunk(chunk.index, chunk.name, chunk.arguments_delta))
+
+    def _on_progress(self, job: CallJob, data: Any) -> None:
+        assert self.emit is not None
+        self.emit(ToolProgressChunk(job.request.ref, job.request.name, data))
+
+    async def _wait_for_other_writer(self) -> AgentResponse:
+        """Our answers are in, but a restart claimed by another process is still running.
+
+        That process will finish the batch and continue the turn; wait for the turn to end.
+        """
+        await self.journal.flush(self.agent.clock())
+        seen = self.state.version
+        deadline = asyncio.get_running_loop().time() + self.agent.wait_timeout
+        delay = 0.005
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+            state: SessionState = await self.agent._refresh(self.state.session_id)
+            self.journal.state = state
+            if state.last_end is not None and state.last_end_version > seen:
+                return response_for(state, state.last_end)
+        raise ResumeInProgress(
+            f"another process is still running a restarted call in session {self.state.session_id!r}",
+            session_id=self.state.session_id,
+        )

@@ -1,0 +1,52 @@
+"""Public views of a session's state: pending interrupts, responses, audit entries."""
+
+from __future__ import annotations
+
+from ._interrupts import AuditEntry, PendingInterrupt
+from ._records import CallAnswered, CallPaused, TurnEnded
+from ._response import AgentFinishReason, AgentResponse
+from ._session import SessionState
+
+__all__ = ["audit_entry", "pending_interrupt", "response_for"]
+
+
+def pending_interrupt(record: CallPaused) -> PendingInterrupt:
+    return PendingInterrupt(
+        name=record.name,
+        ref=record.ref,
+        input=record.input,
+        metadata=record.metadata,
+        paused_at=record.at,
+        expires_at=record.expires_at,
+        turn=record.turn,
+    )
+
+
+def response_for(state: SessionState, end: TurnEnded) -> AgentResponse:
+    """The response a call returned, rebuilt from its ``TurnEnded`` record (also for replays)."""
+    message = state.messages[end.message_index] if end.message_index is not None else None
+    return AgentResponse(
+        session_id=state.session_id,
+        finish_reason=AgentFinishReason(end.finish_reason),
+        message=message,
+        interrupts=[pending_interrupt(state.pauses[ref].record) for ref in end.open_refs],
+        error=end.error,
+        turn=end.turn,
+    )
+
+
+def audit_entry(record: CallAnswered) -> AuditEntry:
+    return AuditEntry(
+        ref=record.ref,
+        name=record.name,
+        decision=record.decision,
+        at=record.at,
+        principal=record.principal,
+        via=record.via,
+        output=record.output,
+        replace_input=record.replace_input,
+        resumed_metadata=record.resumed_metadata,
+        metadata=record.metadata,
+        reason=record.reason,
+        idempotency_key=record.idempotency_key,
+    )

@@ -1,0 +1,180 @@
+"""Every error pausepoint raises, with a stable machine-readable ``code``.
+
+The tree::
+
+    PausepointError
+    ├── UsageError                  the caller asked for something that cannot be done
+    │   ├── ResumeRefused           a resume that was refused; nothing ran, nothing was recorded
+    │   │   ├── UnknownInterrupt        no such ref in this session
+    │   │   ├── InterruptNameMismatch   the ref exists but belongs to another tool
+    │   │   ├── AlreadyResolved         the pause was answered (or cancelled, or expired) already
+    │   │   ├── StaleInterrupt          the ref belongs to an older turn
+    │   │   ├── NotPaused               the call completed without pausing
+    │   │   ├── InterruptExpired        the pause outlived its time-to-live
+    │   │   ├── NothingToResume         an empty resume while calls are paused, or nothing paused
+    │   │   ├── DuplicateAnswer         one resume answers the same ref twice
+    │   │   ├── InvalidAnswer           respond() output or a replacement input fails its schema
+    │   │   ├── InputEditNotAllowed     replace_input on a tool that did not opt in
+    │   │   ├── ToolDefinitionChanged   the paused tool's definition changed since the pause
+    │   │   └── IdempotencyKeyReused    the key was used before for a different request
+    │   ├── PendingInterrupts       send() while calls are paused
+    │   ├── SessionNotFound
+    │   ├── DefinitionError         a tool, model or agent definition is invalid
+    │   └── ModelNotFound
+    ├── ConcurrentUpdate            another writer changed the session during this call
+    ├── ResumeInProgress            a retried idempotency key whose first call has not finished
+    ├── StoreError                  a session store failed
+    │   ├── VersionConflict         a conditional append lost the race (handled by the runtime)
+    │   ├── PayloadTooLarge         a record exceeds the store's size limit
+    │   └── SchemaVersionError      the database holds a schema this version cannot use
+    └── ModelError                  the model failed (provider errors subclass this)
+
+``Interrupt`` (raised by tools to pause) is a signal, not an error, and lives in
+``pausepoint``'s tool module; it is never wrapped in any of these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AlreadyResolved",
+    "ConcurrentUpdate",
+    "DefinitionError",
+    "DuplicateAnswer",
+    "IdempotencyKeyReused",
+    "InputEditNotAllowed",
+    "InterruptExpired",
+    "InterruptNameMismatch",
+    "InvalidAnswer",
+    "ModelError",
+    "ModelNotFound",
+    "NotPaused",
+    "NothingToResume",
+    "PausepointError",
+    "PayloadTooLarge",
+    "PendingInterrupts",
+    "ResumeInProgress",
+    "ResumeRefused",
+    "SchemaVersionError",
+    "SessionNotFound",
+    "StaleInterrupt",
+    "StoreError",
+    "ToolDefinitionChanged",
+    "UnknownInterrupt",
+    "UsageError",
+    "VersionConflict",
+]
+
+
+class PausepointError(Exception):
+    """Base of every pausepoint error. ``code`` is stable and used by the HTTP layer."""
+
+    code = "pausepoint_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class UsageError(PausepointError):
+    code = "usage_error"
+
+
+class ResumeRefused(UsageError):
+    """A resume was refused before anything ran or was recorded; the session is unchanged."""
+
+    code = "resume_refused"
+
+
+class UnknownInterrupt(ResumeRefused):
+    code = "unknown_interrupt"
+
+
+class InterruptNameMismatch(ResumeRefused):
+    code = "interrupt_name_mismatch"
+
+
+class AlreadyResolved(ResumeRefused):
+    code = "already_resolved"
+
+
+class StaleInterrupt(ResumeRefused):
+    code = "stale_interrupt"
+
+
+class NotPaused(ResumeRefused):
+    code = "not_paused"
+
+
+class InterruptExpired(ResumeRefused):
+    code = "interrupt_expired"
+
+
+class NothingToResume(ResumeRefused):
+    code = "nothing_to_resume"
+
+
+class DuplicateAnswer(ResumeRefused):
+    code = "duplicate_answer"
+
+
+class InvalidAnswer(ResumeRefused):
+    code = "invalid_answer"
+
+
+class InputEditNotAllowed(ResumeRefused):
+    code = "input_edit_not_allowed"
+
+
+class ToolDefinitionChanged(ResumeRefused):
+    code = "tool_definition_changed"
+
+
+class IdempotencyKeyReused(ResumeRefused):
+    code = "idempotency_key_reused"
+
+
+class PendingInterrupts(UsageError):
+    code = "pending_interrupts"
+
+
+class SessionNotFound(UsageError):
+    code = "session_not_found"
+
+
+class DefinitionError(UsageError):
+    code = "definition_error"
+
+
+class ModelNotFound(UsageError):
+    code = "model_not_found"
+
+
+class ConcurrentUpdate(PausepointError):
+    code = "concurrent_update"
+
+
+class ResumeInProgress(PausepointError):
+    code = "resume_in_progress"
+
+
+class StoreError(PausepointError):
+    code = "store_error"
+
+
+class VersionConflict(StoreError):
+    code = "version_conflict"
+
+
+class PayloadTooLarge(StoreError):
+    code = "payload_too_large"
+
+
+class SchemaVersionError(StoreError):
+    code = "schema_version"
+
+
+class ModelError(PausepointError):
+    code = "model_error"

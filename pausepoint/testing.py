@@ -1,0 +1,115 @@
+"""Test your agents offline and deterministically: ``ScriptedModel``.
+
+``ScriptedModel`` is a real ``Model``: it goes through the same turn loop, tool dispatch and
+store as any provider. Give it a list of steps, one per model call::
+
+    model = ScriptedModel([
+        [tool_call("userApproval", {"action": "transfer", "details": "$500 to savings"})],
+        [tool_call("transfer_money", {"amount": 500, "to_account": "savings"})],
+        "Done: $500 moved to savings.",
+    ])
+
+or a function of the request (``ModelRequest``) returning a step. A step is a string (a text
+reply), a part or list of parts, a ``Message``, a ``ModelResponse``, or an exception to raise.
+Every request is kept in ``model.requests`` so tests can assert on what the model was shown.
+With ``stream=True`` text is streamed word by word and tool-call arguments in small pieces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from ._models import ChunkSink, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
+from .errors import ModelError
+
+__all__ = ["ScriptedModel", "Step", "last_tool_results", "reply", "tool_call"]
+
+Step: TypeAlias = str | Part | Sequence[Part] | Message | ModelResponse | BaseException
+
+
+def tool_call(name: str, input: Any = None, *, call_id: str | None = None) -> ToolRequestPart:  # noqa: A002
+    """A tool request part for a script step (``input`` defaults to ``{}``)."""
+    return ToolRequestPart(name, {} if input is None else input, call_id=call_id)
+
+
+def reply(text: str) -> ModelResponse:
+    """A plain text response."""
+    return ModelResponse(Message("model", [TextPart(text)]))
+
+
+def last_tool_results(request: ModelRequest) -> dict[str, Any]:
+    """Tool outputs by tool name from the request's last message (empty unless it is a tool message)."""
+    last = request.messages[-1] if request.messages else None
+    if last is None or last.role != "tool":
+        return {}
+    return {p.name: p.output for p in last.tool_responses}
+
+
+class ScriptedModel:
+    """A deterministic model that answers from a script (see the module docstring)."""
+
+    def __init__(
+        self,
+        script: Sequence[Step] | Callable[[ModelRequest], Step],
+        *,
+        name: str = "scripted",
+        stream: bool = True,
+    ) -> None:
+        self.name = name
+        self.stream = stream
+        self.requests: list[ModelRequest] = []
+        self._function = script if callable(script) else None
+        self._steps = [] if callable(script) else list(script)
+        self._next = 0
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted steps are left (0 for a function script)."""
+        return len(self._steps) - self._next
+
+    async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
+        self.requests.append(request)
+        if self._function is not None:
+            step = self._function(request)
+        else:
+            if self._next >= len(self._steps):
+                raise ModelError(f"scripted model {self.name!r} ran out of steps after {len(self._steps)} calls")
+            step = self._steps[self._next]
+            self._next += 1
+        response = _as_response(step)
+        if on_chunk is not None and self.stream:
+            _stream(response.message, on_chunk)
+        return response
+
+
+def _as_response(step: Step) -> ModelResponse:
+    if isinstance(step, BaseException):
+        raise step
+    if isinstance(step, ModelResponse):
+        return step
+    if isinstance(step, Message):
+        return ModelResponse(step)
+    if isinstance(step, str):
+        return reply(step)
+    if isinstance(step, TextPart | MediaPart | ToolRequestPart | ToolResponsePart):
+        return ModelResponse(Message("model", [step]))
+    return ModelResponse(Message("model", list(step)))
+
+
+def _stream(message: Message, on_chunk: ChunkSink) -> None:
+    index = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            words = part.text.split(" ")
+            for i, word in enumerate(words):
+                on_chunk(TextDelta(word if i == len(words) - 1 else word + " "))
+        elif isinstance(part, ToolRequestPart):
+            arguments = json.dumps(part.input)
+            pieces = [arguments[i : i + 8] for i in range(0, len(arguments), 8)] or [""]
+            on_chunk(ToolCallDelta(index, part.name, part.call_id, pieces[0]))
+            for piece in pieces[1:]:
+                on_chunk(ToolCallDelta(index, None, None, piece))
+            index += 1
