@@ -27,7 +27,13 @@ The tree::
     │   ├── VersionConflict         a conditional append lost the race (handled by the runtime)
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
     │   └── SchemaVersionError      the database holds a schema this version cannot use
-    └── ModelError                  the model failed (provider errors subclass this)
+    └── ModelError                  the model failed
+        ├── ModelAuthError          the provider refused the credentials
+        ├── ModelRateLimited        too many requests (``retry_after`` seconds, when the provider said)
+        ├── ModelUnavailable        a server error or a failed connection
+        ├── ModelTimeout            no answer in time
+        ├── ModelBadRequest         the provider rejected the request
+        └── ModelOutputError        the model's output could not be used
 
 ``Interrupt`` (raised by tools to pause) is a signal, not an error, and lives in
 ``pausepoint``'s tool module; it is never wrapped in any of these.
@@ -47,8 +53,14 @@ __all__ = [
     "InterruptExpired",
     "InterruptNameMismatch",
     "InvalidAnswer",
+    "ModelAuthError",
+    "ModelBadRequest",
     "ModelError",
     "ModelNotFound",
+    "ModelOutputError",
+    "ModelRateLimited",
+    "ModelTimeout",
+    "ModelUnavailable",
     "NotPaused",
     "NothingToResume",
     "PausepointError",
@@ -177,4 +189,40 @@ class SchemaVersionError(StoreError):
 
 
 class ModelError(PausepointError):
+    """The model call failed. The session is left as it was before the model call."""
+
     code = "model_error"
+
+    #: whether the same request may succeed if sent again
+    retryable = False
+
+
+class ModelAuthError(ModelError):
+    code = "model_auth"
+
+
+class ModelRateLimited(ModelError):
+    code = "model_rate_limited"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **details: Any) -> None:
+        super().__init__(message, retry_after=retry_after, **details)
+        self.retry_after = retry_after
+
+
+class ModelUnavailable(ModelError):
+    code = "model_unavailable"
+    retryable = True
+
+
+class ModelTimeout(ModelError):
+    code = "model_timeout"
+    retryable = True
+
+
+class ModelBadRequest(ModelError):
+    code = "model_bad_request"
+
+
+class ModelOutputError(ModelError):
+    code = "model_output"

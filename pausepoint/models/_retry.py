@@ -1,0 +1,57 @@
+"""Retrying a model call where it is safe: rate limits, server errors, timeouts — bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..errors import ModelError, ModelRateLimited
+
+__all__ = ["RetryPolicy", "call_with_retries", "missing_extra"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently to retry a retryable ``ModelError``.
+
+    A provider's Retry-After is honoured up to ``max_retry_after`` seconds; beyond that the
+    error is raised at once rather than holding the turn.
+    """
+
+    attempts: int = 3
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 60.0
+
+    def delay(self, attempt: int, error: ModelError) -> float | None:
+        """Seconds to wait before retry number ``attempt`` (1-based), or None to give up."""
+        if not error.retryable or attempt >= self.attempts:
+            return None
+        if isinstance(error, ModelRateLimited) and error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.max_retry_after else None
+        backoff: float = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        return backoff * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not security
+
+
+async def call_with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """Run ``call``; on a retryable ``ModelError`` wait as the policy says and run it again."""
+    attempt = 1
+    while True:
+        try:
+            return await call()
+        except ModelError as error:
+            wait = policy.delay(attempt, error)
+            if wait is None:
+                raise
+        await asyncio.sleep(wait)
+        attempt += 1
+
+
+def missing_extra(package: str, extra: str) -> ImportError:
+    """The ImportError to raise when a provider's SDK is not installed."""
+    return ImportError(f"{package} is not installed: pip install 'pausepoint[{extra}]'")
