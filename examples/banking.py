@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 
 from pydantic import BaseModel
 
-from pausepoint import Agent, AgentFinishReason, ModelRequest, Pausepoint
+from pausepoint import Agent, AgentFinishReason, Model, ModelRequest, Pausepoint, Plugin
 from pausepoint.stores import InMemorySessionStore, SessionStore
 from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
 
@@ -61,9 +62,18 @@ def banking_script(request: ModelRequest) -> Step:
     return " ".join(str(output) for output in results.values())
 
 
-def build(store: SessionStore | None = None, ledger: list[str] | None = None) -> tuple[Pausepoint, Agent]:
-    """The app and its banking agent; ``ledger`` (if given) records every transfer made."""
-    ai = Pausepoint()
+def build(
+    store: SessionStore | None = None,
+    ledger: list[str] | None = None,
+    *,
+    model: str | Model | None = None,
+    plugins: Sequence[Plugin] = (),
+) -> tuple[Pausepoint, Agent]:
+    """The app and its banking agent; ``ledger`` (if given) records every transfer made.
+
+    ``model`` defaults to the offline scripted model; any model name a plugin serves works too.
+    """
+    ai = Pausepoint(plugins=plugins)
 
     user_approval = ai.define_interrupt(
         name="userApproval",
@@ -81,7 +91,7 @@ def build(store: SessionStore | None = None, ledger: list[str] | None = None) ->
 
     agent = ai.define_agent(
         name="bankingAgent",
-        model=ScriptedModel(banking_script),
+        model=model if model is not None else ScriptedModel(banking_script),
         system="If the user wants to transfer money, ALWAYS use userApproval before transfer_money.",
         tools=[user_approval, transfer_money],
         store=store if store is not None else InMemorySessionStore(),
