@@ -1,0 +1,145 @@
+"""SPEC 2.3: a paused call is answered at most once — across tasks, agents and processes."""
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples import banking
+from pausepoint import AgentFinishReason
+from pausepoint.errors import AlreadyResolved, IdempotencyKeyReused, PausepointError
+from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
+from pausepoint.testing import tool_call
+
+from .helpers import approvals_agent
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_many_tasks_on_one_agent_answer_once(store):
+    ledger: list[str] = []
+    _, agent = banking.build(store, ledger)
+    res = await agent.chat().send("Transfer $500 to savings.")
+    pause = res.interrupts[0]
+
+    async def answer():
+        try:
+            return await agent.chat(res.session_id).resume(respond=[pause.respond({"approved": True})])
+        except PausepointError as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(answer() for _ in range(20)))
+    winners = [o for o in outcomes if not isinstance(o, Exception)]
+    assert len(winners) == 1 and winners[0].text == "Transferred $500 to savings."
+    assert all(isinstance(o, AlreadyResolved) for o in outcomes if o not in winners)
+    assert ledger == ["500->savings"]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_many_agents_sharing_a_store_answer_once(backend, tmp_path):
+    """Separate agents (as in separate processes) share nothing but the store: the store's
+    conditional append alone must make the answer exactly-once."""
+    shared = InMemorySessionStore()
+
+    def make_store():
+        return shared if backend == "memory" else SqliteSessionStore(tmp_path / "race.db")
+
+    ledger: list[str] = []
+    agents = [banking.build(make_store(), ledger)[1] for _ in range(8)]
+    res = await agents[0].chat().send("Transfer $500 to savings.")
+    pause = res.interrupts[0]
+
+    async def answer(agent):
+        try:
+            return await agent.chat(res.session_id).resume(respond=[pause.respond({"approved": True})])
+        except PausepointError as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(answer(a) for a in agents))
+    assert sum(not isinstance(o, Exception) for o in outcomes) == 1
+    assert sum(isinstance(o, AlreadyResolved) for o in outcomes) == len(agents) - 1
+    assert ledger == ["500->savings"]
+    history = await agents[3].chat(res.session_id).history()
+    assert [m.role for m in history] == ["user", "model", "tool", "model", "tool", "model"]
+
+
+def test_processes_racing_on_one_sqlite_file_answer_once(tmp_path):
+    db, ledger, go = tmp_path / "s.db", tmp_path / "ledger.txt", tmp_path / "go"
+    worker = [sys.executable, "-m", "tests.proc_worker"]
+    paused = subprocess.run([*worker, "pause", db, ledger], cwd=ROOT, capture_output=True, text=True, check=True)
+    started = json.loads(paused.stdout)
+    procs = [
+        subprocess.Popen(
+            [*worker, "answer", db, ledger, started["session_id"], started["ref"], go],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    go.touch()
+    outcomes = [json.loads(p.communicate(timeout=60)[0])["outcome"] for p in procs]
+    assert sorted(outcomes) == ["already_resolved"] * 3 + ["ok"]
+    assert len(ledger.read_text().splitlines()) == 1
+
+
+async def test_retry_with_the_same_idempotency_key_returns_the_first_outcome(store):
+    ledger: list[str] = []
+    _, agent = banking.build(store, ledger)
+    chat = agent.chat()
+    res = await chat.send("Transfer $500 to savings.")
+    answer = res.interrupts[0].respond({"approved": True})
+    first = await chat.resume(respond=[answer], idempotency_key="k-1")
+    again = await chat.resume(respond=[answer], idempotency_key="k-1")
+    assert again == first
+    # also from a fresh agent (another process would see the same store)
+    _, fresh = banking.build(store, ledger)
+    assert await fresh.chat(chat.session_id).resume(respond=[answer], idempotency_key="k-1") == first
+    assert ledger == ["500->savings"]
+    with pytest.raises(IdempotencyKeyReused):
+        await chat.resume(respond=[res.interrupts[0].respond({"approved": False})], idempotency_key="k-1")
+    with pytest.raises(AlreadyResolved):
+        await chat.resume(respond=[answer], idempotency_key="k-2")
+
+
+async def test_idempotent_partial_answer_replays_its_own_outcome(store):
+    agent, _ = approvals_agent(
+        store, [[tool_call("ask", {"question": "a"}), tool_call("ask", {"question": "b"})], "ok"]
+    )
+    chat = agent.chat()
+    res = await chat.send("go")
+    a, b = res.interrupts
+    partial = await chat.resume(respond=[a.respond({"approved": True})], idempotency_key="first")
+    assert partial.finish_reason == AgentFinishReason.INTERRUPTED
+    assert [i.ref for i in partial.interrupts] == [b.ref]
+    final = await chat.resume(respond=[b.respond({"approved": True})], idempotency_key="second")
+    assert final.text == "ok"
+    assert await chat.resume(respond=[a.respond({"approved": True})], idempotency_key="first") == partial
+
+
+async def test_completed_siblings_never_run_again(store):
+    ledger: list[str] = []
+    agent, model = approvals_agent(
+        store,
+        [
+            [tool_call("lookup", {"key": "a"}), tool_call("ask", {"question": "?"}), tool_call("pay", {"amount": 1})],
+            "done",
+        ],
+        ledger=ledger,
+    )
+    chat = agent.chat()
+    res = await chat.send("go")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    assert sorted(ledger) == ["lookup:a", "pay:1"]
+    final = await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+    assert final.text == "done"
+    assert sorted(ledger) == ["lookup:a", "pay:1"]
+    tool_message = model.requests[-1].messages[-1]
+    assert [(p.name, p.output) for p in tool_message.tool_responses] == [
+        ("lookup", "value of a"),
+        ("ask", {"approved": True}),
+        ("pay", "paid 1"),
+    ]

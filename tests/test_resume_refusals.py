@@ -1,0 +1,189 @@
+"""SPEC 2.2 and 2.5: only a live pause can be answered, with a valid answer.
+
+Every refusal must execute nothing, record nothing, and leave the session usable: after each
+one, the store's version is unchanged and the next valid resume works.
+"""
+
+import pytest
+
+from pausepoint import AgentFinishReason, ToolResponse, ToolRestart
+from pausepoint.errors import (
+    AlreadyResolved,
+    DuplicateAnswer,
+    InputEditNotAllowed,
+    InterruptNameMismatch,
+    InvalidAnswer,
+    NothingToResume,
+    NotPaused,
+    ResumeRefused,
+    StaleInterrupt,
+    UnknownInterrupt,
+)
+from pausepoint.testing import tool_call
+
+from .helpers import approvals_agent, version
+
+PAUSE_TWICE = [
+    [tool_call("lookup", {"key": "a"}), tool_call("ask", {"question": "pay 5?"})],
+    [tool_call("pay", {"amount": 5})],
+    "paid",
+    [tool_call("ask", {"question": "again?"})],
+    "done",
+]
+
+
+async def paused_chat(store, ledger=None):
+    agent, model = approvals_agent(store, PAUSE_TWICE, ledger=ledger)
+    chat = agent.chat()
+    res = await chat.send("go")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    return agent, chat, res
+
+
+async def assert_refused(store, chat, error_type, ledger, **resume):
+    before = await version(store, chat.session_id)
+    runs_before = list(ledger)
+    audit_before = await chat.audit_trail()
+    with pytest.raises(error_type) as info:
+        await chat.resume(**resume)
+    assert isinstance(info.value, ResumeRefused)
+    assert info.value.code == error_type.code
+    assert await version(store, chat.session_id) == before
+    assert ledger == runs_before
+    assert await chat.audit_trail() == audit_before
+    return info.value
+
+
+async def then_valid_resume_works(chat, res, ledger):
+    final = await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+    assert final.finish_reason == AgentFinishReason.STOP
+    assert final.text == "paid"
+    assert ledger.count("pay:5") == 1
+
+
+async def test_unknown_ref(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    error = await assert_refused(
+        store, chat, UnknownInterrupt, ledger, respond=[ToolResponse("nope", "ask", {"approved": True})]
+    )
+    assert "nope" in str(error)
+    await then_valid_resume_works(chat, res, ledger)
+
+
+async def test_ref_from_another_session(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    other_agent, _ = approvals_agent(store, PAUSE_TWICE)
+    other = other_agent.chat()
+    other_res = await other.send("go")
+    await assert_refused(
+        store, chat, UnknownInterrupt, ledger, respond=[other_res.interrupts[0].respond({"approved": True})]
+    )
+    await then_valid_resume_works(chat, res, ledger)
+    assert (await other.interrupts())[0].ref == other_res.interrupts[0].ref  # the other session is untouched
+
+
+async def test_right_ref_wrong_name(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    ref = res.interrupts[0].ref
+    error = await assert_refused(store, chat, InterruptNameMismatch, ledger, respond=[ToolResponse(ref, "pay", "x")])
+    assert error.details["actual"] == "ask"
+    await then_valid_resume_works(chat, res, ledger)
+
+
+async def test_answer_to_a_call_already_answered(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    await then_valid_resume_works(chat, res, ledger)
+    again = await chat.send("more")  # pauses on a new ask
+    with pytest.raises(AlreadyResolved):
+        await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+    final = await chat.resume(respond=[again.interrupts[0].respond({"approved": True})])
+    assert final.text == "done"
+    assert ledger.count("pay:5") == 1
+
+
+async def test_ref_of_a_completed_call_from_an_older_turn(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    await then_valid_resume_works(chat, res, ledger)
+    history = await chat.history()
+    lookup_ref = history[1].tool_requests[0].ref  # the lookup call of turn 1, which never paused
+    new = await chat.send("more")
+    await assert_refused(store, chat, StaleInterrupt, ledger, respond=[ToolResponse(lookup_ref, "lookup", "x")])
+    assert (await chat.resume(respond=[new.interrupts[0].respond({"approved": True})])).text == "done"
+
+
+async def test_ref_of_a_completed_sibling_in_this_turn(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    lookup_ref = (await chat.history())[1].tool_requests[0].ref
+    await assert_refused(store, chat, NotPaused, ledger, respond=[ToolResponse(lookup_ref, "lookup", "x")])
+    await then_valid_resume_works(chat, res, ledger)
+
+
+async def test_empty_resume_while_paused(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    await assert_refused(store, chat, NothingToResume, ledger)
+    await then_valid_resume_works(chat, res, ledger)
+
+
+async def test_output_failing_the_output_schema(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    await assert_refused(store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond({"approved": "maybe"})])
+    await assert_refused(store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond("yes")])
+    await then_valid_resume_works(chat, res, ledger)
+
+
+async def test_replace_input_on_a_tool_that_did_not_opt_in(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    await assert_refused(
+        store, chat, InputEditNotAllowed, ledger, restart=[res.interrupts[0].restart(replace_input={"question": "x"})]
+    )
+    await then_valid_resume_works(chat, res, ledger)
+
+
+async def test_invalid_replacement_on_a_tool_that_opted_in(store):
+    from examples import shell
+
+    executed: list[dict] = []
+    _, agent = shell.build(store, executed)
+    chat = agent.chat()
+    res = await chat.send("Run: rm x")
+    before = await version(store, chat.session_id)
+    with pytest.raises(InvalidAnswer):
+        await chat.resume(restart=[res.interrupts[0].restart(replace_input={"cmd": 3})])
+    assert await version(store, chat.session_id) == before
+    final = await chat.resume(restart=[res.interrupts[0].restart(resumed_metadata={"tool_approved": True})])
+    assert final.finish_reason == AgentFinishReason.STOP
+    assert len(executed) == 1
+
+
+async def test_one_bad_answer_refuses_the_whole_resume(store):
+    agent, _ = approvals_agent(
+        store, [[tool_call("ask", {"question": "a"}), tool_call("ask", {"question": "b"})], "both"]
+    )
+    chat = agent.chat()
+    res = await chat.send("go")
+    first, second = res.interrupts
+    before = await version(store, chat.session_id)
+    with pytest.raises(InvalidAnswer):
+        await chat.resume(respond=[first.respond({"approved": True}), second.respond({"approved": 3})])
+    with pytest.raises(DuplicateAnswer):
+        await chat.resume(respond=[first.respond({"approved": True}), first.respond({"approved": False})])
+    assert await version(store, chat.session_id) == before
+    assert [i.ref for i in await chat.interrupts()] == [first.ref, second.ref]
+    final = await chat.resume(respond=[first.respond({"approved": True}), second.respond({"approved": True})])
+    assert final.text == "both"
+
+
+async def test_wrong_answer_types_are_rejected(store):
+    _, chat, res = await paused_chat(store)
+    with pytest.raises(TypeError):
+        await chat.resume(respond=[{"ref": res.interrupts[0].ref}])  # type: ignore[list-item]
+    assert isinstance(res.interrupts[0].restart(), ToolRestart)
