@@ -31,6 +31,11 @@ class FileLedger(list[str]):
             f.write(f"{os.getpid()} {item}\n")
 
 
+def wait_for(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.001)
+
+
 async def main(argv: list[str]) -> None:
     command, db, ledger_path = argv[:3]
     store = SqliteSessionStore(db)
@@ -41,8 +46,7 @@ async def main(argv: list[str]) -> None:
     elif command == "answer":
         session_id, ref, go = argv[3:6]
         chat = agent.chat(session_id)
-        while not os.path.exists(go):
-            time.sleep(0.001)
+        await asyncio.to_thread(wait_for, go)
         try:
             res = await chat.resume(respond=[ToolResponse(ref, "userApproval", {"approved": True})])
             print(json.dumps({"outcome": "ok", "text": res.text}))

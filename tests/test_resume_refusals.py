@@ -33,7 +33,7 @@ PAUSE_TWICE = [
 
 
 async def paused_chat(store, ledger=None):
-    agent, model = approvals_agent(store, PAUSE_TWICE, ledger=ledger)
+    agent, _ = approvals_agent(store, PAUSE_TWICE, ledger=ledger)
     chat = agent.chat()
     res = await chat.send("go")
     assert res.finish_reason == AgentFinishReason.INTERRUPTED
