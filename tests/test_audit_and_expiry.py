@@ -1,0 +1,146 @@
+"""SPEC 2.10 and 2.11: every answer is audited; an expired pause cannot be answered."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import BaseModel
+
+from pausepoint import AgentFinishReason, Interrupt, Pausepoint
+from pausepoint.errors import InterruptExpired, PendingInterrupts
+from pausepoint.testing import ScriptedModel, tool_call
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+class Question(BaseModel):
+    question: str
+
+
+def expiring_agent(store, steps, clock, **options):
+    ai = Pausepoint(clock=clock)
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Question, ttl=timedelta(minutes=5))
+
+    @ai.tool()
+    async def deploy(target: str) -> str:
+        """Deploys after approval, for at most an hour."""
+        raise Interrupt({"target": target}, ttl=3600)
+
+    model = ScriptedModel(steps)
+    return ai.define_agent(name="expiring", model=model, tools=[ask, deploy], store=store, **options), model
+
+
+async def test_audit_trail_records_who_when_through_what_and_what(store):
+    clock = FakeClock()
+    agent, _ = expiring_agent(
+        store, [[tool_call("ask", {"question": "a"}), tool_call("deploy", {"target": "prod"})], "done"], clock
+    )
+    chat = agent.chat(principal="owner")
+    res = await chat.send("go")
+    ask, deploy = res.interrupts
+    clock.advance(minutes=1)
+    await chat.resume(
+        respond=[ask.respond("yes", metadata={"note": "fine"})],
+        principal="alice",
+        via="console",
+        metadata={"ticket": 7},
+    )
+    clock.advance(minutes=1)
+    await chat.resume(respond=[deploy.deny("not on a Friday")], principal="bob", idempotency_key="k")
+    first, second = await chat.audit_trail()
+    assert (first.ref, first.name, first.decision, first.principal, first.via) == (
+        ask.ref,
+        "ask",
+        "respond",
+        "alice",
+        "console",
+    )
+    assert first.at == datetime(2026, 1, 1, 9, 1, tzinfo=UTC)
+    assert first.output == "yes" and first.metadata == {"ticket": 7, "note": "fine"}
+    assert (second.decision, second.principal, second.reason, second.idempotency_key) == (
+        "deny",
+        "bob",
+        "not on a Friday",
+        "k",
+    )
+    assert second.output == {"denied": True, "reason": "not on a Friday"}
+    assert second.at == datetime(2026, 1, 1, 9, 2, tzinfo=UTC)
+
+
+async def test_pauses_carry_their_expiry(store):
+    clock = FakeClock()
+    agent, _ = expiring_agent(
+        store, [[tool_call("ask", {"question": "a"}), tool_call("deploy", {"target": "x"})]], clock
+    )
+    res = await agent.chat().send("go")
+    ask, deploy = res.interrupts
+    assert ask.expires_at == clock.now + timedelta(minutes=5)
+    assert deploy.expires_at == clock.now + timedelta(hours=1)
+    [summary] = await agent.list_sessions(has_pending=True)
+    assert summary.pending == 2 and summary.next_expiry == ask.expires_at
+
+
+async def test_an_expired_pause_cannot_be_answered_and_the_model_sees_a_denial(store):
+    clock = FakeClock()
+    agent, model = expiring_agent(store, [[tool_call("ask", {"question": "a"})], "understood, cancelled"], clock)
+    chat = agent.chat()
+    res = await chat.send("go")
+    clock.advance(minutes=6)
+    with pytest.raises(InterruptExpired):
+        await chat.resume(respond=[res.interrupts[0].respond("too late")])
+    assert await chat.audit_trail() == []
+    assert await agent.list_sessions(expiring_before=clock.now) != []
+
+    [settled] = await agent.settle_expired()
+    assert settled.finish_reason == AgentFinishReason.STOP
+    assert settled.text == "understood, cancelled"
+    [result] = model.requests[-1].messages[-1].tool_responses
+    assert result.output["denied"] is True and "expired" in result.output["reason"]
+    [entry] = await chat.audit_trail()
+    assert (entry.decision, entry.via) == ("expire", "expiry")
+    assert await agent.settle_expired() == []
+
+
+async def test_send_after_every_pause_expired_resolves_them_by_policy(store):
+    clock = FakeClock()
+    policy_seen = []
+
+    def on_expiry(interrupt):
+        policy_seen.append(interrupt.name)
+        return {"status": "timed out"}
+
+    agent, model = expiring_agent(
+        store, [[tool_call("ask", {"question": "a"})], "new answer"], clock, on_expiry=on_expiry
+    )
+    chat = agent.chat()
+    await chat.send("go")
+    with pytest.raises(PendingInterrupts):
+        await chat.send("too early")
+    clock.advance(minutes=10)
+    res = await chat.send("moving on")
+    assert res.text == "new answer"
+    assert policy_seen == ["ask"]
+    assert model.requests[-1].messages[2].tool_responses[0].output == {"status": "timed out"}
+
+
+async def test_a_resume_settles_expired_siblings_it_does_not_answer(store):
+    clock = FakeClock()
+    agent, model = expiring_agent(
+        store, [[tool_call("ask", {"question": "a"}), tool_call("deploy", {"target": "x"})], "done"], clock
+    )
+    chat = agent.chat()
+    res = await chat.send("go")
+    ask, deploy = res.interrupts
+    clock.advance(minutes=30)  # ask (5 min) expired, deploy (1 h) is live
+    res = await chat.resume(respond=[deploy.respond("deployed by hand")])
+    assert res.text == "done"
+    outputs = [p.output for p in model.requests[-1].messages[-1].tool_responses]
+    assert outputs[0]["denied"] is True and outputs[1] == "deployed by hand"

@@ -1,0 +1,110 @@
+"""SPEC 2.9: a paused session survives the process; a changed tool definition is refused."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from examples import banking
+from pausepoint import AgentFinishReason, Pausepoint
+from pausepoint.errors import ToolDefinitionChanged
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pause_in_another_process(db: Path, ledger: Path) -> dict[str, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.proc_worker", "pause", db, ledger],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+async def test_a_pause_made_by_an_exited_process_is_resumed_here(tmp_path):
+    db = tmp_path / "s.db"
+    paused = pause_in_another_process(db, tmp_path / "ledger.txt")
+    ledger: list[str] = []
+    _, agent = banking.build(SqliteSessionStore(db), ledger)
+    chat = agent.chat(paused["session_id"])
+    [pending] = await chat.interrupts()
+    assert pending.ref == paused["ref"]
+    assert pending.input == {"action": "transfer_money", "details": "Transfer $500 to savings"}
+    res = await chat.resume(respond=[pending.respond({"approved": True})])
+    assert res.text == "Transferred $500 to savings."
+    assert ledger == ["500->savings"]
+    assert [m.role for m in await chat.history()] == ["user", "model", "tool", "model", "tool", "model"]
+
+
+class NewApprovalInput(BaseModel):
+    action: str
+    details: str
+    risk: int
+
+
+def changed_banking_agent(db: Path, **options):
+    ai = Pausepoint()
+    approval = ai.define_interrupt(
+        name="userApproval",
+        description="Ask the user.",
+        input_schema=NewApprovalInput,
+        output_schema=banking.ApprovalOutput,
+    )
+    return ai.define_agent(
+        name="bankingAgent",
+        model=ScriptedModel(["ok"]),
+        tools=[approval],
+        store=SqliteSessionStore(db),
+        **options,
+    )
+
+
+async def test_answering_a_pause_whose_tool_changed_is_refused(tmp_path):
+    db = tmp_path / "s.db"
+    paused = pause_in_another_process(db, tmp_path / "ledger.txt")
+    chat = changed_banking_agent(db).chat(paused["session_id"])
+    [pending] = await chat.interrupts()
+    with pytest.raises(ToolDefinitionChanged) as info:
+        await chat.resume(respond=[pending.respond({"approved": True})])
+    assert "userApproval" in str(info.value) and "allow_changed_tools" in str(info.value)
+    assert [i.ref for i in await chat.interrupts()] == [pending.ref]
+
+    opted_in = changed_banking_agent(db, allow_changed_tools=True).chat(paused["session_id"])
+    res = await opted_in.resume(respond=[pending.respond({"approved": True})])
+    assert res.finish_reason == AgentFinishReason.STOP
+
+
+async def test_a_tool_removed_since_the_pause_is_refused(tmp_path):
+    db = tmp_path / "s.db"
+    paused = pause_in_another_process(db, tmp_path / "ledger.txt")
+    agent = Pausepoint().define_agent(name="bankingAgent", model=ScriptedModel([]), store=SqliteSessionStore(db))
+    chat = agent.chat(paused["session_id"])
+    [pending] = await chat.interrupts()
+    with pytest.raises(ToolDefinitionChanged, match="no longer defined"):
+        await chat.resume(respond=[pending.respond({"approved": True})])
+
+
+async def test_unchanged_schema_with_new_description_is_still_accepted(tmp_path):
+    """The fingerprint covers name and schemas, not prose: rewording a docstring is not a break."""
+    db = tmp_path / "s.db"
+    paused = pause_in_another_process(db, tmp_path / "ledger.txt")
+    ai = Pausepoint()
+    approval = ai.define_interrupt(
+        name="userApproval",
+        description="Reworded description.",
+        input_schema=banking.UserApprovalInput,
+        output_schema=banking.ApprovalOutput,
+    )
+    agent = ai.define_agent(
+        name="bankingAgent", model=ScriptedModel(["fine"]), tools=[approval], store=SqliteSessionStore(db)
+    )
+    chat = agent.chat(paused["session_id"])
+    [pending] = await chat.interrupts()
+    assert (await chat.resume(respond=[pending.respond({"approved": True})])).text == "fine"

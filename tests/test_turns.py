@@ -1,0 +1,184 @@
+"""SPEC 2.4, 2.6, 2.7, 2.8: partial answers, re-pausing restarts, no silent abandonment,
+tool errors that never corrupt a session; plus max_turns and model failures."""
+
+import pytest
+
+from pausepoint import AgentFinishReason
+from pausepoint.errors import ModelError, NothingToResume, PendingInterrupts
+from pausepoint.testing import tool_call
+
+from .helpers import approvals_agent, version
+
+THREE_ASKS = [
+    [tool_call("ask", {"question": "a"}), tool_call("ask", {"question": "b"}), tool_call("ask", {"question": "c"})],
+    "all answered",
+]
+
+
+async def test_partial_answers_across_several_resumes(store):
+    agent, model = approvals_agent(store, THREE_ASKS)
+    chat = agent.chat()
+    res = await chat.send("go")
+    a, b, c = res.interrupts
+
+    res = await chat.resume(respond=[b.respond({"approved": True})], principal="bob")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    assert [i.ref for i in res.interrupts] == [a.ref, c.ref]
+    assert len(model.requests) == 1  # the model waits for every answer
+
+    # a different process / approver picks up the rest from the store
+    other_agent, other_model = approvals_agent(store, ["unused"])
+    other_model_steps = other_model.remaining
+    other = other_agent.chat(chat.session_id)
+    assert [i.ref for i in await other.interrupts()] == [a.ref, c.ref]
+    res = await other.resume(respond=[c.respond({"approved": False})], principal="carol")
+    assert [i.ref for i in res.interrupts] == [a.ref]
+    assert other_model.remaining == other_model_steps
+
+    res = await chat.resume(respond=[a.respond({"approved": True})], principal="alice")
+    assert res.finish_reason == AgentFinishReason.STOP
+    assert res.text == "all answered"
+    outputs = [p.output for p in model.requests[-1].messages[-1].tool_responses]
+    assert outputs == [{"approved": True}, {"approved": True}, {"approved": False}]
+    assert [(e.ref, e.principal) for e in await chat.audit_trail()] == [
+        (b.ref, "bob"),
+        (c.ref, "carol"),
+        (a.ref, "alice"),
+    ]
+
+
+async def test_restart_and_respond_in_one_resume(store):
+    ledger: list[str] = []
+    agent, _ = approvals_agent(
+        store,
+        [[tool_call("guarded", {"action": "x"}), tool_call("ask", {"question": "?"})], "both done"],
+        ledger=ledger,
+    )
+    chat = agent.chat()
+    res = await chat.send("go")
+    guarded, ask = res.interrupts
+    res = await chat.resume(respond=[ask.respond({"approved": True})], restart=[guarded.restart()])
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED  # guarded paused again
+    [again] = res.interrupts
+    assert again.name == "guarded" and again.ref not in (guarded.ref, ask.ref)
+    res = await chat.resume(restart=[again.restart(resumed_metadata={"ok": True})])
+    assert res.text == "both done"
+    assert ledger == ["guarded:x"]
+
+
+async def test_send_while_paused_is_refused_and_changes_nothing(store):
+    agent, _ = approvals_agent(store, THREE_ASKS)
+    chat = agent.chat()
+    res = await chat.send("go")
+    before = await version(store, chat.session_id)
+    with pytest.raises(PendingInterrupts) as info:
+        await chat.send("something else")
+    assert info.value.details["refs"] == [i.ref for i in res.interrupts]
+    assert await version(store, chat.session_id) == before
+    assert len(await chat.interrupts()) == 3
+
+
+async def test_cancel_pending_leaves_a_history_the_model_accepts(store):
+    agent, model = approvals_agent(store, [*THREE_ASKS[:1], "fresh start"])
+    chat = agent.chat()
+    res = await chat.send("go")
+    await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+    cancelled = await chat.cancel_pending("user changed their mind")
+    assert cancelled.finish_reason == AgentFinishReason.ABORTED
+    assert cancelled.interrupts == []
+    with pytest.raises(NothingToResume):
+        await chat.cancel_pending("again")
+    res = await chat.send("new topic")
+    assert res.text == "fresh start"
+    roles = [m.role for m in model.requests[-1].messages]
+    assert roles == ["user", "model", "tool", "user"]
+    outputs = [p.output for p in model.requests[-1].messages[2].tool_responses]
+    assert outputs == [
+        {"approved": True},
+        {"cancelled": True, "reason": "user changed their mind"},
+        {"cancelled": True, "reason": "user changed their mind"},
+    ]
+    assert [e.decision for e in await chat.audit_trail()] == ["respond", "cancel", "cancel"]
+
+
+async def test_tool_error_is_handed_to_the_model_by_default(store):
+    agent, model = approvals_agent(store, [[tool_call("boom", {"reason": "disk full"})], "recovered"])
+    chat = agent.chat()
+    res = await chat.send("go")
+    assert res.finish_reason == AgentFinishReason.STOP
+    assert res.text == "recovered"
+    [result] = model.requests[-1].messages[-1].tool_responses
+    assert result.is_error and result.output == {"error": "RuntimeError: disk full"}
+    assert (await chat.history())[-2].tool_responses[0].is_error
+
+
+async def test_tool_error_fails_the_turn_when_asked_and_the_session_stays_usable(store):
+    ledger: list[str] = []
+    agent, model = approvals_agent(
+        store,
+        [[tool_call("boom", {"reason": "disk full"}), tool_call("lookup", {"key": "k"})], "after failure"],
+        ledger=ledger,
+        tool_errors="fail",
+    )
+    chat = agent.chat()
+    res = await chat.send("go")
+    assert res.finish_reason == AgentFinishReason.FAILED
+    assert "disk full" in (res.error or "")
+    assert len(model.requests) == 1
+    res = await chat.send("try something else")
+    assert res.text == "after failure"
+    assert [m.role for m in model.requests[-1].messages] == ["user", "model", "tool", "user"]
+    assert sorted(ledger) == ["boom", "lookup:k"]
+
+
+async def test_invalid_tool_input_from_the_model_is_reported_to_it(store):
+    agent, model = approvals_agent(store, [[tool_call("pay", {"amount": "lots"})], [tool_call("nope", {})], "ok"])
+    res = await agent.chat().send("go")
+    assert res.text == "ok"
+    bad_input = model.requests[1].messages[-1].tool_responses[0]
+    assert bad_input.is_error and "invalid input" in bad_input.output["error"]
+    unknown = model.requests[2].messages[-1].tool_responses[0]
+    assert unknown.is_error and "unknown tool" in unknown.output["error"]
+
+
+async def test_max_turns_ends_the_turn_with_a_valid_history(store):
+    agent, _ = approvals_agent(store, [[tool_call("lookup", {"key": str(i)})] for i in range(3)] + ["x"], max_turns=2)
+    chat = agent.chat()
+    res = await chat.send("loop")
+    assert res.finish_reason == AgentFinishReason.MAX_TURNS
+    assert [m.role for m in await chat.history()] == ["user", "model", "tool", "model", "tool"]
+
+
+async def test_model_failure_leaves_the_session_as_before_the_turn(store):
+    agent, _ = approvals_agent(store, ["first", ModelError("provider down"), "second"])
+    chat = agent.chat()
+    await chat.send("one")
+    before = await version(store, chat.session_id)
+    with pytest.raises(ModelError):
+        await chat.send("two")
+    assert await version(store, chat.session_id) == before
+    assert [m.text for m in await chat.history()] == ["one", "first"]
+    assert (await chat.send("three")).text == "second"
+
+
+async def test_a_crashed_continuation_is_resumed_by_an_empty_resume(store):
+    agent, _ = approvals_agent(store, [[tool_call("ask", {"question": "?"})], ModelError("down"), "continued"])
+    chat = agent.chat()
+    res = await chat.send("go")
+    with pytest.raises(ModelError):
+        await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+    assert await chat.interrupts() == []  # the answer was recorded before the model failed
+    res = await chat.resume()
+    assert res.text == "continued"
+    with pytest.raises(NothingToResume):
+        await chat.resume()
+
+
+async def test_unknown_session(store):
+    from pausepoint.errors import SessionNotFound
+
+    agent, _ = approvals_agent(store, ["x"])
+    with pytest.raises(SessionNotFound):
+        await agent.chat("missing").send("hi")
+    with pytest.raises(SessionNotFound):
+        await agent.chat("missing").interrupts()
