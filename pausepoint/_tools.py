@@ -146,7 +146,7 @@ class Tool:
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
-        return get_type_hints(fn)
+        return get_type_hints(fn, include_extras=True)
     except Exception as exc:  # unresolvable forward references, mostly
         raise DefinitionError(f"cannot read the type hints of tool {fn.__name__!r}: {exc}") from exc
 

@@ -138,7 +138,7 @@ async def test_a_resume_settles_expired_siblings_it_does_not_answer(store):
     )
     chat = agent.chat()
     res = await chat.send("go")
-    ask, deploy = res.interrupts
+    _, deploy = res.interrupts
     clock.advance(minutes=30)  # ask (5 min) expired, deploy (1 h) is live
     res = await chat.resume(respond=[deploy.respond("deployed by hand")])
     assert res.text == "done"

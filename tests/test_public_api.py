@@ -1,0 +1,40 @@
+"""The curated public surface, pinned: a change here is a change users see."""
+
+import pausepoint
+import pausepoint.errors
+import pausepoint.stores
+import pausepoint.testing
+
+
+def test_top_level_names():
+    assert sorted(pausepoint.__all__) == sorted(
+        [
+            "Agent", "AgentFinishReason", "AgentResponse", "AuditEntry", "Chat", "FunctionModel", "Interrupt",
+            "InterruptChunk", "MediaPart", "Message", "Model", "ModelChunk", "ModelRequest", "ModelResponse", "Part",
+            "Pausepoint", "PendingInterrupt", "Plugin", "TextChunk", "TextDelta", "TextPart", "Tool", "ToolCallDelta",
+            "ToolCallDeltaChunk", "ToolDefinition", "ToolProgressChunk", "ToolRequestChunk", "ToolRequestPart",
+            "ToolResponse", "ToolResponsePart", "ToolRestart", "ToolResultChunk", "ToolRunContext", "TurnChunk",
+            "TurnEndChunk", "TurnStream", "Usage", "deny_on_expiry",
+        ]
+    )  # fmt: skip
+    for name in pausepoint.__all__:
+        assert getattr(pausepoint, name) is not None
+
+
+def test_subpackages_export_what_they_list():
+    for module in (pausepoint.errors, pausepoint.stores, pausepoint.testing):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
+    assert {"InMemorySessionStore", "SqliteSessionStore", "SessionStore"} <= set(pausepoint.stores.__all__)
+    assert {"ScriptedModel", "tool_call", "reply"} <= set(pausepoint.testing.__all__)
+
+
+def test_every_error_has_a_distinct_code_and_interrupt_is_not_an_error():
+    errors = [getattr(pausepoint.errors, n) for n in pausepoint.errors.__all__]
+    codes = [e.code for e in errors]
+    assert len(codes) == len(set(codes))
+    assert all(issubclass(e, pausepoint.errors.PausepointError) for e in errors)
+    assert not issubclass(pausepoint.Interrupt, pausepoint.errors.PausepointError)
+    assert issubclass(pausepoint.errors.AlreadyResolved, pausepoint.errors.ResumeRefused)
+    assert issubclass(pausepoint.errors.ResumeRefused, pausepoint.errors.UsageError)
+    assert not issubclass(pausepoint.errors.ModelError, pausepoint.errors.UsageError)

@@ -1,0 +1,137 @@
+"""Tool definitions: what a function becomes, as a model sees it and as the runtime runs it."""
+
+import threading
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel, Field
+
+from pausepoint import Pausepoint, ToolRunContext
+from pausepoint.errors import DefinitionError, ModelNotFound
+from pausepoint.stores import InMemorySessionStore
+from pausepoint.testing import ScriptedModel, tool_call
+
+
+class Transfer(BaseModel):
+    amount: int
+    to: str
+
+
+def test_model_input_name_description_and_output_schema():
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def transfer_money(input: Transfer) -> str:
+        """Move money.
+
+        Only after approval."""
+        return "ok"
+
+    definition = transfer_money.definition
+    assert definition.name == "transfer_money"
+    assert definition.description == "Move money.\n\nOnly after approval."
+    assert definition.input_schema == Transfer.model_json_schema()
+    assert definition.output_schema == {"type": "string"}
+
+
+def test_plain_parameters_become_an_input_schema_and_names_can_be_overridden():
+    ai = Pausepoint()
+
+    @ai.tool(name="lookup_user", description="Find a user.")
+    def find(user_id: Annotated[int, Field(description="The id")], verbose: bool = False) -> dict:
+        return {}
+
+    schema = find.definition.input_schema
+    assert find.name == "lookup_user" and find.description == "Find a user."
+    assert schema["required"] == ["user_id"]
+    assert schema["properties"]["user_id"]["description"] == "The id"
+    assert schema["properties"]["verbose"]["default"] is False
+
+
+def test_bad_definitions_are_refused():
+    ai = Pausepoint()
+
+    @ai.tool()
+    def once() -> str:
+        return ""
+
+    with pytest.raises(DefinitionError):
+
+        @ai.tool(name="once")
+        def again() -> str:
+            return ""
+
+    with pytest.raises(DefinitionError):
+
+        @ai.tool()
+        def variadic(*args: int) -> str:
+            return ""
+
+    with pytest.raises(DefinitionError):
+        ai.define_agent(name="a", model=ScriptedModel([]), tools=[print])  # type: ignore[list-item]
+    with pytest.raises(ModelNotFound):
+        ai.define_agent(name="b", model="nowhere/model")
+    with pytest.raises(DefinitionError):
+        ai.define_agent(name="c", model=ScriptedModel([]), max_turns=0)
+
+
+async def test_sync_tools_run_off_the_event_loop_and_get_context():
+    ai = Pausepoint()
+    seen = {}
+
+    @ai.tool
+    def where(label: str, ctx: ToolRunContext) -> str:
+        """Reports where it ran."""
+        seen.update(thread=threading.current_thread().name, session=ctx.session_id, principal=ctx.principal)
+        seen["resumed"] = ctx.is_resumed
+        return label.upper()
+
+    agent = ai.define_agent(
+        name="t",
+        model=ScriptedModel([[tool_call("where", {"label": "x"})], "done"]),
+        tools=[where],
+        store=InMemorySessionStore(),
+    )
+    chat = agent.chat(principal="pat")
+    await chat.send("go")
+    assert seen["thread"] != threading.main_thread().name
+    assert (seen["session"], seen["principal"], seen["resumed"]) == (chat.session_id, "pat", False)
+    assert (await chat.history())[2].tool_responses[0].output == "X"
+
+
+async def test_pydantic_outputs_are_stored_as_json():
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def make(amount: int) -> Transfer:
+        """Builds a transfer."""
+        return Transfer(amount=amount, to="savings")
+
+    model = ScriptedModel([[tool_call("make", {"amount": 3})], "ok"])
+    agent = ai.define_agent(name="m", model=model, tools=[make])
+    await agent.chat().send("go")
+    assert model.requests[-1].messages[-1].tool_responses[0].output == {"amount": 3, "to": "savings"}
+
+
+async def test_define_model_functions_and_the_request_the_model_sees():
+    ai = Pausepoint()
+    seen = []
+
+    def echo(request):
+        from pausepoint import Message, ModelResponse, TextPart
+
+        seen.append(request)
+        return ModelResponse(Message("model", [TextPart(f"echo {request.messages[-1].text}")]))
+
+    ai.define_model(name="echo", fn=echo)
+
+    @ai.tool()
+    async def noop() -> None:
+        """Does nothing."""
+
+    agent = ai.define_agent(name="e", model="echo", system="Be brief.", tools=[noop], config={"temperature": 0})
+    res = await agent.chat().send("hi")
+    assert res.text == "echo hi"
+    [request] = seen
+    assert request.system == "Be brief." and request.config == {"temperature": 0}
+    assert [t.name for t in request.tools] == ["noop"]
