@@ -156,7 +156,7 @@ async def test_progress_from_a_sync_tool_thread_arrives():
 
 
 async def test_a_consumer_that_breaks_out_early_does_not_corrupt_the_session(store):
-    agent, model = approvals_agent(store, ["One two three four.", "Second turn."])
+    agent, _ = approvals_agent(store, ["One two three four.", "Second turn."])
     chat = agent.chat()
     stream = chat.send_stream("first")
     async for _chunk in stream:

@@ -1,0 +1,60 @@
+"""pausepoint.testing.ScriptedModel: the offline model users test their agents with."""
+
+import pytest
+
+from pausepoint import Message, ModelRequest, ModelResponse, Pausepoint, TextDelta, TextPart, ToolCallDelta
+from pausepoint.errors import ModelError
+from pausepoint.testing import ScriptedModel, reply, tool_call
+
+
+async def test_steps_are_played_in_order_and_requests_recorded():
+    model = ScriptedModel(["one", reply("two"), Message("model", [TextPart("three")])])
+    for expected in ("one", "two", "three"):
+        request = ModelRequest([Message("user", [TextPart("q")])])
+        assert (await model.generate(request)).message.text == expected
+    assert len(model.requests) == 3 and model.remaining == 0
+    with pytest.raises(ModelError, match="ran out of steps"):
+        await model.generate(ModelRequest([]))
+
+
+async def test_a_function_script_sees_each_request():
+    model = ScriptedModel(lambda request: f"{len(request.messages)} messages")
+    ai = Pausepoint()
+    agent = ai.define_agent(name="f", model=model, system="sys")
+    chat = agent.chat()
+    assert (await chat.send("a")).text == "1 messages"
+    assert (await chat.send("b")).text == "3 messages"
+    assert model.requests[-1].system == "sys"
+
+
+async def test_streaming_pieces_and_raised_steps():
+    deltas = []
+    model = ScriptedModel([[TextPart("a b"), tool_call("t", {"x": "0123456789"}, call_id="c1")], RuntimeError("x")])
+    response = await model.generate(ModelRequest([]), deltas.append)
+    assert isinstance(response, ModelResponse)
+    assert [d.text for d in deltas if isinstance(d, TextDelta)] == ["a ", "b"]
+    calls = [d for d in deltas if isinstance(d, ToolCallDelta)]
+    assert calls[0].name == "t" and calls[0].call_id == "c1" and all(c.name is None for c in calls[1:])
+    assert "".join(c.arguments_delta for c in calls) == '{"x": "0123456789"}'
+    with pytest.raises(RuntimeError):
+        await model.generate(ModelRequest([]))
+
+
+async def test_runtime_mints_refs_and_keeps_the_provider_id():
+    model = ScriptedModel([[tool_call("t", {}, call_id="provider-1"), tool_call("t", {}, call_id="provider-1")], "ok"])
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def t() -> str:
+        """Tool."""
+        return "r"
+
+    agent = ai.define_agent(name="r", model=model, tools=[t])
+    chat = agent.chat()
+    await chat.send("go")
+    first, second = (await chat.history())[1].tool_requests
+    assert first.call_id == second.call_id == "provider-1"
+    assert first.ref != second.ref and len(first.ref) >= 16
+    results = (await chat.history())[2].tool_responses
+    assert [r.ref for r in results] == [first.ref, second.ref]
+    assert [r.call_id for r in results] == ["provider-1", "provider-1"]
