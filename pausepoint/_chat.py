@@ -195,12 +195,12 @@ class Chat:
         via: str,
         emit: Emit | None,
     ) -> AgentResponse:
-        for answer in respond:
-            if not isinstance(answer, ToolResponse):
-                raise TypeError(f"respond= takes ToolResponse answers (interrupt.respond(...)), not {answer!r}")
-        for answer in restart:
-            if not isinstance(answer, ToolRestart):
-                raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {answer!r}")
+        for given in respond:
+            if not isinstance(given, ToolResponse):
+                raise TypeError(f"respond= takes ToolResponse answers (interrupt.respond(...)), not {given!r}")
+        for again in restart:
+            if not isinstance(again, ToolRestart):
+                raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {again!r}")
         answers: list[ToolResponse | ToolRestart] = [*respond, *restart]
         answered = {a.ref for a in answers}
         digest = request_hash(answers, metadata) if key is not None else None

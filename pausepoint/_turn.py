@@ -197,9 +197,13 @@ class Turn:
         return await self.proceed()
 
     async def proceed(self) -> AgentResponse:
-        """From a state with no call running here: continue the model, report pauses, or wait."""
+        """From a state with no call running here: continue the model, report pauses, or wait.
+
+        Our records are written first: the append brings in anything another writer added
+        meanwhile, so the decision is made on the session as it is now.
+        """
+        await self.journal.flush(self.agent.clock())
         if self.state.awaiting_model:
-            await self.journal.flush(self.agent.clock())
             return await self.run_model()
         if self.state.open:
             return await self.end(AgentFinishReason.INTERRUPTED)
@@ -231,12 +235,17 @@ class Turn:
             except ConcurrentUpdate:
                 journal.pending.clear()
                 await journal.refresh()
+                if reason == AgentFinishReason.INTERRUPTED and not journal.state.open:
+                    # Another writer answered the last pause meanwhile: the turn is theirs to finish.
+                    return await self._wait_for_other_writer()
                 continue
-            response = response_for(journal.state, record)
-            if self.emit is not None:
-                self.emit(TurnEndChunk(response))
-            return response
+            return self._finished(response_for(journal.state, record))
         raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
+
+    def _finished(self, response: AgentResponse) -> AgentResponse:
+        if self.emit is not None:
+            self.emit(TurnEndChunk(response))
+        return response
 
     # -- tool calls -----------------------------------------------------------------------------
 
@@ -322,7 +331,7 @@ class Turn:
             state: SessionState = await self.agent._refresh(self.state.session_id)
             self.journal.state = state
             if state.last_end is not None and state.last_end_version > seen:
-                return response_for(state, state.last_end)
+                return self._finished(response_for(state, state.last_end))
         raise ResumeInProgress(
             f"another process is still running a restarted call in session {self.state.session_id!r}",
             session_id=self.state.session_id,

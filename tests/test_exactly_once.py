@@ -143,3 +143,48 @@ async def test_completed_siblings_never_run_again(store):
         ("ask", {"approved": True}),
         ("pay", "paid 1"),
     ]
+
+
+async def test_partial_answers_racing_with_a_restart_elsewhere_end_in_one_turn(store):
+    """Two agents (as two processes): A restarts a call whose tool is still running when B
+    answers the last open pause. A's result completes the batch, so A continues the model;
+    B waits for that turn to end and returns its outcome. The model runs once."""
+    from pausepoint import Interrupt, Pausepoint, ToolRunContext
+    from pausepoint.testing import ScriptedModel
+
+    release = asyncio.Event()
+    started = asyncio.Event()
+    runs: list[str] = []
+
+    def make_agent(steps):
+        ai = Pausepoint()
+
+        @ai.tool()
+        async def slow(label: str, ctx: ToolRunContext) -> str:
+            """Pauses first; once restarted, waits for the test to release it."""
+            if not ctx.is_resumed:
+                raise Interrupt()
+            started.set()
+            await release.wait()
+            runs.append(label)
+            return f"slow {label}"
+
+        model = ScriptedModel(steps)
+        return ai.define_agent(name="race", model=model, tools=[slow], store=store), model
+
+    agent_a, model_a = make_agent([[tool_call("slow", {"label": "1"}), tool_call("slow", {"label": "2"})], "finished"])
+    agent_b, model_b = make_agent([])
+    res = await agent_a.chat().send("go")
+    first, second = res.interrupts
+
+    a = asyncio.create_task(agent_a.chat(res.session_id).resume(restart=[first.restart()]))
+    await started.wait()
+    b = asyncio.create_task(agent_b.chat(res.session_id).resume(respond=[second.respond("answered by B")]))
+    await asyncio.sleep(0.05)
+    assert not b.done()  # B's answer is recorded, but the turn is A's to finish
+    release.set()
+    res_a, res_b = await asyncio.gather(a, b)
+    assert res_a.text == res_b.text == "finished"
+    assert res_a.finish_reason == res_b.finish_reason == AgentFinishReason.STOP
+    assert runs == ["1"]
+    assert len(model_a.requests) == 2 and model_b.requests == []
