@@ -212,11 +212,11 @@ class Turn:
     async def end(self, reason: AgentFinishReason, error: str | None = None) -> AgentResponse:
         """Record how this call ended and return its response.
 
-        The end record lists the calls still open, so it is written on its own conditional
-        append: if another writer changed the session meanwhile, it is recomputed.
+        The end record lists the calls still open, so it is computed from the session as the
+        append finds it: if another writer changed the session meanwhile, the records that
+        can be replayed are, and the end record is computed again.
         """
         journal = self.journal
-        await journal.flush(self.agent.clock())
         for _ in range(_END_ATTEMPTS):
             state = journal.state
             index = state.last_model_index()
@@ -233,7 +233,9 @@ class Turn:
             try:
                 await journal.flush(self.agent.clock(), rebase=False)
             except ConcurrentUpdate:
-                journal.pending.clear()
+                journal.pending.remove(record)
+                if any(isinstance(r, MessageAdded) for r in journal.pending):
+                    raise
                 await journal.refresh()
                 if reason == AgentFinishReason.INTERRUPTED and not journal.state.open:
                     # Another writer answered the last pause meanwhile: the turn is theirs to finish.

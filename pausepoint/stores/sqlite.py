@@ -36,8 +36,12 @@ CREATE TABLE IF NOT EXISTS pausepoint_sessions (
     next_expiry_us INTEGER,
     turn INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS pausepoint_sessions_owner ON pausepoint_sessions (owner, updated_us);
-CREATE INDEX IF NOT EXISTS pausepoint_sessions_updated ON pausepoint_sessions (updated_us);
+-- Partial indexes only: every append rewrites updated_us, and each index that holds it is
+-- another page written per commit. Sessions without an owner, pauses or expiry cost none.
+CREATE INDEX IF NOT EXISTS pausepoint_sessions_owner ON pausepoint_sessions (owner, updated_us)
+    WHERE owner IS NOT NULL;
+CREATE INDEX IF NOT EXISTS pausepoint_sessions_pending ON pausepoint_sessions (updated_us)
+    WHERE pending > 0;
 CREATE INDEX IF NOT EXISTS pausepoint_sessions_expiry ON pausepoint_sessions (next_expiry_us)
     WHERE next_expiry_us IS NOT NULL;
 CREATE TABLE IF NOT EXISTS pausepoint_records (
@@ -177,30 +181,27 @@ class SqliteSessionStore:
         def op(conn: sqlite3.Connection) -> int:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute("SELECT version FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
-                current = row[0] if row else 0
-                if current != expected_version:
-                    raise VersionConflict(
-                        f"session {session_id!r} is at version {current}, not {expected_version}",
-                        session_id=session_id,
-                        expected=expected_version,
-                        actual=current,
-                    )
+                if expected_version == 0:
+                    try:
+                        conn.execute(
+                            f"INSERT INTO pausepoint_sessions ({_SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (session_id, *params),
+                        )
+                    except sqlite3.IntegrityError:
+                        raise self._conflict(conn, session_id, expected_version) from None
+                else:
+                    # The conditional append: the version check and the bump are one statement.
+                    updated = conn.execute(
+                        "UPDATE pausepoint_sessions SET agent = ?, owner = ?, version = ?, created_us = ?, "
+                        "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ? WHERE id = ? AND version = ?",
+                        (*params, session_id, expected_version),
+                    ).rowcount
+                    if updated != 1:
+                        raise self._conflict(conn, session_id, expected_version)
                 conn.executemany(
                     "INSERT INTO pausepoint_records (session_id, version, kind, data) VALUES (?, ?, ?, ?)",
                     [(session_id, e.version, e.kind, e.data) for e in entries],
                 )
-                if row is None:
-                    conn.execute(
-                        f"INSERT INTO pausepoint_sessions ({_SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (session_id, *params),
-                    )
-                else:
-                    conn.execute(
-                        "UPDATE pausepoint_sessions SET agent = ?, owner = ?, version = ?, created_us = ?, "
-                        "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ? WHERE id = ?",
-                        (*params, session_id),
-                    )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -213,22 +214,33 @@ class SqliteSessionStore:
         self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
     ) -> LogSlice | None:
         def op(conn: sqlite3.Connection) -> LogSlice | None:
-            conn.execute("BEGIN")
-            try:
-                row = conn.execute("SELECT version FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
-                if row is None:
-                    return None
-                sql = "SELECT version, kind, data FROM pausepoint_records WHERE session_id = ? AND version > ?"
-                args: list[object] = [session_id, after_version]
-                if kinds is not None:
-                    sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
-                    args.extend(kinds)
-                rows = conn.execute(sql + " ORDER BY version", args).fetchall()
-            finally:
-                conn.execute("COMMIT")
-            return LogSlice(row[0], [LogEntry(v, k, bytes(d)) for v, k, d in rows])
+            # One statement, so the session's version and its records come from one snapshot.
+            sql = (
+                "SELECT s.version, r.version, r.kind, r.data FROM pausepoint_sessions AS s "
+                "LEFT JOIN pausepoint_records AS r ON r.session_id = s.id AND r.version > ?"
+            )
+            args: list[object] = [after_version]
+            if kinds is not None:
+                sql += f" AND r.kind IN ({', '.join('?' * len(kinds))})"
+                args.extend(kinds)
+            rows = conn.execute(sql + " WHERE s.id = ? ORDER BY r.version", [*args, session_id]).fetchall()
+            if not rows:
+                return None
+            entries = [LogEntry(v, k, bytes(d)) for _, v, k, d in rows if v is not None]
+            return LogSlice(rows[0][0], entries)
 
         return await self._run(op)
+
+    @staticmethod
+    def _conflict(conn: sqlite3.Connection, session_id: str, expected_version: int) -> VersionConflict:
+        row = conn.execute("SELECT version FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
+        actual = row[0] if row else 0
+        return VersionConflict(
+            f"session {session_id!r} is at version {actual}, not {expected_version}",
+            session_id=session_id,
+            expected=expected_version,
+            actual=actual,
+        )
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         def op(conn: sqlite3.Connection) -> SessionSummary | None:
