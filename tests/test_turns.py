@@ -182,3 +182,41 @@ async def test_unknown_session(store):
         await agent.chat("missing").send("hi")
     with pytest.raises(SessionNotFound):
         await agent.chat("missing").interrupts()
+
+
+async def test_the_tool_requests_of_one_model_turn_run_concurrently(store):
+    import asyncio
+
+    from pausepoint import Pausepoint
+    from pausepoint.testing import ScriptedModel
+
+    ai = Pausepoint()
+    both_running = asyncio.Barrier(2)
+
+    @ai.tool()
+    async def meet(name: str) -> str:
+        """Returns only once both calls are running at the same time."""
+        await asyncio.wait_for(both_running.wait(), timeout=5)
+        return f"met {name}"
+
+    model = ScriptedModel([[tool_call("meet", {"name": "a"}), tool_call("meet", {"name": "b"})], "together"])
+    agent = ai.define_agent(name="c", model=model, tools=[meet], store=store)
+    assert (await agent.chat().send("go")).text == "together"
+    assert [p.output for p in model.requests[-1].messages[-1].tool_responses] == ["met a", "met b"]
+
+
+async def test_a_turn_appends_only_what_it_adds(store):
+    """Earlier records are never rewritten, and a turn adds the same number of records
+    whatever the history's length."""
+    agent, _ = approvals_agent(store, [f"reply {i}" for i in range(30)])
+    chat = agent.chat()
+    await chat.send("first")
+    first = await store.read(chat.session_id)
+    sizes = []
+    for i in range(29):
+        before = await version(store, chat.session_id)
+        await chat.send(f"message {i}")
+        sizes.append(await version(store, chat.session_id) - before)
+    assert set(sizes) == {3}  # user message, model message, turn end
+    later = await store.read(chat.session_id)
+    assert later.entries[: len(first.entries)] == first.entries
