@@ -27,7 +27,10 @@ Role: TypeAlias = Literal["user", "model", "tool"]
 
 @dataclass(slots=True)
 class TextPart:
+    """Text. ``provider_metadata`` is opaque data a provider needs back with this part."""
+
     text: str
+    provider_metadata: dict[str, Any] | None = None
     kind: Literal["text"] = "text"
 
 
@@ -44,13 +47,15 @@ class ToolRequestPart:
 
     ``ref`` is minted by the runtime and unique in the session; ``call_id`` is whatever id the
     provider sent (kept only for the provider round trip, never trusted for identity). Models
-    leave ``ref`` empty; the runtime fills it in.
+    leave ``ref`` empty; the runtime fills it in. ``provider_metadata`` is opaque data the
+    provider needs back with this call in later requests (e.g. Gemini's thought signatures).
     """
 
     name: str
     input: Any
     ref: str = ""
     call_id: str | None = None
+    provider_metadata: dict[str, Any] | None = None
     kind: Literal["tool_request"] = "tool_request"
 
 

@@ -8,9 +8,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from .._models import ChunkSink, ModelChunk
 from ..errors import ModelError, ModelRateLimited
 
-__all__ = ["RetryPolicy", "call_with_retries", "missing_extra"]
+__all__ = ["RetryPolicy", "call_with_retries", "missing_extra", "stream_with_retries"]
 
 T = TypeVar("T")
 
@@ -38,18 +39,38 @@ class RetryPolicy:
         return backoff * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not security
 
 
-async def call_with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
-    """Run ``call``; on a retryable ``ModelError`` wait as the policy says and run it again."""
+async def call_with_retries(
+    call: Callable[[], Awaitable[T]], policy: RetryPolicy, *, may_retry: Callable[[], bool] | None = None
+) -> T:
+    """Run ``call``; on a retryable ``ModelError`` wait as the policy says and run it again.
+
+    ``may_retry`` is asked after each failure; returning False raises the error instead.
+    """
     attempt = 1
     while True:
         try:
             return await call()
         except ModelError as error:
             wait = policy.delay(attempt, error)
-            if wait is None:
+            if wait is None or (may_retry is not None and not may_retry()):
                 raise
         await asyncio.sleep(wait)
         attempt += 1
+
+
+async def stream_with_retries(
+    call: Callable[[ChunkSink], Awaitable[T]], on_chunk: ChunkSink, policy: RetryPolicy
+) -> T:
+    """Run a streaming ``call(sink)``, retrying like ``call_with_retries`` only while nothing
+    has been reported: once a chunk reached the caller, a retry would repeat it."""
+    reported = False
+
+    def sink(chunk: ModelChunk) -> None:
+        nonlocal reported
+        reported = True
+        on_chunk(chunk)
+
+    return await call_with_retries(lambda: call(sink), policy, may_retry=lambda: not reported)
 
 
 def missing_extra(package: str, extra: str) -> ImportError:

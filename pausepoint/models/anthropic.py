@@ -1,0 +1,464 @@
+"""Anthropic's Messages API (``/v1/messages``) through the official ``anthropic`` SDK.
+
+    from pausepoint.models.anthropic import Anthropic      # pip install 'pausepoint[anthropic]'
+    ai = Pausepoint(plugins=[Anthropic()])                 # ANTHROPIC_API_KEY; model 'anthropic/<model>'
+
+What maps to what:
+
+- ``ModelRequest.system`` → the top-level ``system``; ``config['max_tokens']`` (or
+  ``max_output_tokens``; default 1024, the API requires one), ``stop_sequences``,
+  ``temperature``, ``top_p`` and ``top_k`` → the request fields of those names (the last three
+  as extra body fields: the SDK's ``create`` no longer lists them). Other config keys are
+  ignored, so one agent config can serve several providers.
+- ``user`` messages → ``user`` text and image blocks; ``model`` messages → ``assistant`` text
+  and ``tool_use`` blocks (``id`` = the call's ``call_id or ref``); ``tool`` messages → a
+  ``user`` message of ``tool_result`` blocks (``tool_use_id``, content as text, ``is_error``).
+  Consecutive messages of one role are merged, as the API requires user/assistant to alternate
+  (a tool-result message followed by a new user text becomes one user message).
+- A tool input that is not a JSON object (a malformed argument string the model produced, kept
+  raw so the runtime reports it as invalid input) is sent back as ``{"_raw_arguments": <text>}``:
+  ``tool_use.input`` must be an object on this wire.
+- ``ToolDefinition`` → ``{name, description, input_schema}``.
+- Responses: ``text`` blocks → ``TextPart``; ``tool_use`` blocks → ``ToolRequestPart`` with the
+  block ``id`` as ``call_id``; other block kinds (thinking, server tools) are dropped. Streams
+  (``message_start``, ``content_block_start/delta/stop``, ``message_delta``, ``message_stop``,
+  ``error``) report ``TextDelta`` and ``ToolCallDelta`` as they arrive.
+- Stop reasons: ``end_turn``/``tool_use``/``stop_sequence`` → stop; ``max_tokens`` and
+  ``model_context_window_exceeded`` → length; ``refusal`` → blocked; anything else → other.
+- Usage: input tokens (including cache reads and writes) and output tokens.
+- Errors (``_map_errors``): 401/403 → ``ModelAuthError``; 429 → ``ModelRateLimited`` with
+  Retry-After; 408 and timeouts → ``ModelTimeout``; 5xx (529 overloaded included) and failed
+  connections → ``ModelUnavailable``; other 4xx → ``ModelBadRequest``; an unparseable response
+  → ``ModelOutputError``. An ``error`` event inside a stream maps by its error type the same way.
+  The SDK's own retries are off: ``RetryPolicy`` retries, and a stream only until its first chunk
+  has been reported.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from .._models import (
+    ChunkSink,
+    ModelFinishReason,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+    ToolDefinition,
+    Usage,
+)
+from ..errors import (
+    ModelAuthError,
+    ModelBadRequest,
+    ModelError,
+    ModelOutputError,
+    ModelRateLimited,
+    ModelTimeout,
+    ModelUnavailable,
+)
+from ._retry import RetryPolicy, call_with_retries, missing_extra, stream_with_retries
+
+try:
+    import anthropic as sdk
+    import httpx2
+    from anthropic.types import Message as SdkMessage
+    from anthropic.types import RawMessageStreamEvent
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("anthropic", "anthropic") from exc
+
+__all__ = ["Anthropic", "AnthropicModel"]
+
+PREFIX = "anthropic/"
+DEFAULT_MAX_TOKENS = 1024
+#: sampling fields taken from ``ModelRequest.config`` as they are, sent through ``extra_body``
+_SAMPLING_CONFIG = ("temperature", "top_p", "top_k")
+#: a tool input that is not a JSON object is sent back under this key
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+
+_FINISH_REASONS: dict[str, ModelFinishReason] = {
+    "end_turn": "stop",
+    "tool_use": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "blocked",
+}
+
+
+class Anthropic:
+    """Plugin serving ``anthropic/<model>`` names, e.g. ``anthropic/claude-sonnet-4-5``.
+
+    ``api_key`` defaults to ``ANTHROPIC_API_KEY`` (without either, the SDK's own credential
+    lookup applies: ``ANTHROPIC_AUTH_TOKEN``, profiles). ``client`` reuses an existing
+    ``anthropic.AsyncAnthropic`` (``api_key``, ``base_url`` and ``timeout`` then come from it).
+    Either way the SDK's own retries are turned off and ``retry`` governs retries instead.
+    Raises ``ModelAuthError`` if the SDK finds a credentials profile it cannot load.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+        client: sdk.AsyncAnthropic | None = None,
+    ) -> None:
+        if client is None:
+            with _map_errors():  # the SDK may load (and fail to load) a credentials profile here
+                client = sdk.AsyncAnthropic(
+                    api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or None,
+                    base_url=base_url,
+                    timeout=timeout,
+                    max_retries=0,
+                )
+        else:
+            client = client.with_options(max_retries=0)
+        self.client = client
+        self.retry = retry if retry is not None else RetryPolicy()
+
+    def resolve_model(self, name: str) -> AnthropicModel | None:
+        """The model for ``anthropic/<model>``; None for any other name."""
+        if not name.startswith(PREFIX) or len(name) == len(PREFIX):
+            return None
+        return AnthropicModel(name[len(PREFIX) :], client=self.client, retry=self.retry)
+
+
+class AnthropicModel:
+    """One Anthropic model (``model`` is the API's model id, e.g. ``claude-sonnet-4-5``)."""
+
+    def __init__(self, model: str, *, client: sdk.AsyncAnthropic, retry: RetryPolicy | None = None) -> None:
+        self.model = model
+        self.name = PREFIX + model
+        self._client = client
+        self._retry = retry if retry is not None else RetryPolicy()
+
+    async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
+        """One Messages API call (streamed when ``on_chunk`` is given), retried per the policy.
+
+        Raises a ``ModelError`` subclass (see the module docstring). A streamed call is retried
+        only while no chunk has been reported; after that its failure is raised as is.
+        """
+        client = self._client
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            raise ModelAuthError("no Anthropic API key: set ANTHROPIC_API_KEY or pass Anthropic(api_key=...)")
+        params = _request_params(self.model, request)
+
+        if on_chunk is None:
+
+            async def call() -> ModelResponse:
+                with _map_errors():
+                    message = await client.messages.create(**params, stream=False)
+                return _process_response(message)
+
+            return await call_with_retries(call, self._retry)
+
+        async def call_streamed(sink: ChunkSink) -> ModelResponse:
+            with _map_errors():
+                stream = await client.messages.create(**params, stream=True)
+                async with stream:
+                    return await _process_streamed_response(stream, sink)
+
+        return await stream_with_retries(call_streamed, on_chunk, self._retry)
+
+
+# -- requests ------------------------------------------------------------------------------------
+
+
+def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
+    config = request.config
+    params: dict[str, Any] = {
+        "model": model,
+        "max_tokens": int(config.get("max_tokens") or config.get("max_output_tokens") or DEFAULT_MAX_TOKENS),
+        "messages": _map_messages(request.messages),
+    }
+    if request.system:
+        params["system"] = request.system
+    if request.tools:
+        params["tools"] = [_map_tool_definition(tool) for tool in request.tools]
+    if config.get("stop_sequences"):
+        params["stop_sequences"] = list(config["stop_sequences"])
+    sampling = {key: config[key] for key in _SAMPLING_CONFIG if config.get(key) is not None}
+    if sampling:
+        params["extra_body"] = sampling
+    return params
+
+
+def _map_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Anthropic messages for pausepoint's: roles alternate, empty messages are left out."""
+    mapped: list[dict[str, Any]] = []
+    for message in messages:
+        role = "assistant" if message.role == "model" else "user"
+        blocks = [block for part in message.parts if (block := _map_part(part)) is not None]
+        if not blocks:
+            continue
+        if mapped and mapped[-1]["role"] == role:
+            mapped[-1]["content"].extend(blocks)
+        else:
+            mapped.append({"role": role, "content": blocks})
+    return mapped
+
+
+def _map_part(part: Part) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        # the API refuses empty text blocks
+        return {"type": "text", "text": part.text} if part.text else None
+    if isinstance(part, MediaPart):
+        return _map_media(part)
+    if isinstance(part, ToolRequestPart):
+        return {"type": "tool_use", "id": part.call_id or part.ref, "name": part.name, "input": _tool_input(part.input)}
+    assert isinstance(part, ToolResponsePart)
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": part.call_id or part.ref,
+        "content": part.output if isinstance(part.output, str) else json.dumps(part.output, default=str),
+    }
+    if part.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _map_media(part: MediaPart) -> dict[str, Any]:
+    """An image (or, for ``application/pdf``, a document) block from a URL or a base64 data URL."""
+    kind = "document" if (part.content_type or "").startswith("application/pdf") else "image"
+    if part.url.startswith("data:") and ";base64," in part.url:
+        header, data = part.url[len("data:") :].split(";base64,", 1)
+        media_type = header or part.content_type or "application/octet-stream"
+        return {"type": kind, "source": {"type": "base64", "media_type": media_type, "data": data}}
+    return {"type": kind, "source": {"type": "url", "url": part.url}}
+
+
+def _tool_input(value: Any) -> dict[str, Any]:
+    """``tool_use.input`` must be an object: other values (raw, malformed arguments) are wrapped."""
+    if isinstance(value, dict):
+        return value
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {RAW_ARGUMENTS_KEY: value}
+        return parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS_KEY: value}
+    return {RAW_ARGUMENTS_KEY: json.dumps(value, default=str)}
+
+
+def _map_tool_definition(tool: ToolDefinition) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+
+
+# -- responses -----------------------------------------------------------------------------------
+
+
+def _process_response(message: SdkMessage) -> ModelResponse:
+    parts: list[Part] = []
+    for block in message.content:
+        if block.type == "text":
+            if block.text:
+                parts.append(TextPart(block.text))
+        elif block.type == "tool_use":
+            parts.append(ToolRequestPart(block.name, block.input, call_id=block.id))
+    usage = message.usage
+    return ModelResponse(
+        Message("model", parts),
+        _map_finish_reason(message.stop_reason),
+        _map_usage(
+            usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens, usage.output_tokens
+        ),
+    )
+
+
+@dataclass(slots=True)
+class _StreamedBlock:
+    """A content block being assembled from stream events."""
+
+    kind: str
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+    tool_index: int = 0
+    start_input: Any = None
+    arguments: list[str] = field(default_factory=list)
+
+    def part(self) -> Part | None:
+        if self.kind == "text":
+            return TextPart(self.text) if self.text else None
+        if self.kind == "tool_use":
+            return ToolRequestPart(
+                self.name, _parse_arguments("".join(self.arguments), self.start_input), call_id=self.call_id
+            )
+        return None
+
+
+async def _process_streamed_response(
+    stream: AsyncIterator[RawMessageStreamEvent], on_chunk: ChunkSink
+) -> ModelResponse:
+    """Assemble the message from a raw event stream, reporting deltas as they arrive.
+
+    Raises ``ModelUnavailable`` if the stream ends before ``message_stop``.
+    """
+    blocks: dict[int, _StreamedBlock] = {}
+    tool_calls = 0
+    stop_reason: str | None = None
+    input_tokens: list[int | None] = [None, None, None]  # input, cache writes, cache reads
+    output_tokens: int | None = None
+    stopped = False
+    async for event in stream:
+        if event.type == "message_start":
+            usage = event.message.usage
+            input_tokens = [usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens]
+            output_tokens = usage.output_tokens
+        elif event.type == "content_block_start":
+            start = event.content_block
+            if start.type == "text":
+                blocks[event.index] = block = _StreamedBlock("text", text=start.text)
+                if start.text:
+                    on_chunk(TextDelta(start.text))
+            elif start.type == "tool_use":
+                blocks[event.index] = block = _StreamedBlock(
+                    "tool_use", call_id=start.id, name=start.name, tool_index=tool_calls, start_input=start.input
+                )
+                tool_calls += 1
+                on_chunk(ToolCallDelta(block.tool_index, start.name, start.id, ""))
+            else:
+                blocks[event.index] = _StreamedBlock(start.type)
+        elif event.type == "content_block_delta":
+            block = blocks.get(event.index) or _StreamedBlock("unknown")
+            delta = event.delta
+            if delta.type == "text_delta" and block.kind == "text":
+                block.text += delta.text
+                on_chunk(TextDelta(delta.text))
+            elif delta.type == "input_json_delta" and block.kind == "tool_use":
+                block.arguments.append(delta.partial_json)
+                if delta.partial_json:
+                    on_chunk(ToolCallDelta(block.tool_index, None, None, delta.partial_json))
+        elif event.type == "message_delta":
+            stop_reason = event.delta.stop_reason or stop_reason
+            usage_delta = event.usage
+            # message_delta counts are cumulative; they supersede message_start's
+            for i, value in enumerate(
+                (usage_delta.input_tokens, usage_delta.cache_creation_input_tokens, usage_delta.cache_read_input_tokens)
+            ):
+                if value is not None:
+                    input_tokens[i] = value
+            output_tokens = usage_delta.output_tokens
+        elif event.type == "message_stop":
+            stopped = True
+    if not stopped:
+        raise ModelUnavailable("the Anthropic stream ended before message_stop", provider="anthropic")
+    parts = [part for _, block in sorted(blocks.items()) if (part := block.part()) is not None]
+    return ModelResponse(
+        Message("model", parts),
+        _map_finish_reason(stop_reason),
+        _map_usage(input_tokens[0], input_tokens[1], input_tokens[2], output_tokens),
+    )
+
+
+def _parse_arguments(text: str, start_input: Any) -> Any:
+    """Streamed tool arguments as a value; invalid JSON is kept as the raw string (see module)."""
+    if not text.strip():
+        return start_input if isinstance(start_input, dict) else {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _map_usage(
+    input_tokens: int | None, cache_writes: int | None, cache_reads: int | None, output_tokens: int | None
+) -> Usage:
+    """Input tokens include cache writes and reads (the API counts them apart)."""
+    counted = [n for n in (input_tokens, cache_writes, cache_reads) if n is not None]
+    return Usage(input_tokens=sum(counted) if counted else None, output_tokens=output_tokens)
+
+
+def _map_finish_reason(stop_reason: str | None) -> ModelFinishReason:
+    return _FINISH_REASONS.get(stop_reason or "", "other")
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+#: error types of the body (``error.type``), used for ``error`` events inside a 200 stream
+_ERROR_TYPES: dict[str, type[ModelError]] = {
+    "authentication_error": ModelAuthError,
+    "permission_error": ModelAuthError,
+    "rate_limit_error": ModelRateLimited,
+    "timeout_error": ModelTimeout,
+    "api_error": ModelUnavailable,
+    "overloaded_error": ModelUnavailable,
+}
+
+
+@contextmanager
+def _map_errors() -> Iterator[None]:
+    """Translate the SDK's (and its HTTP client's) exceptions into ``ModelError`` subclasses."""
+    try:
+        yield
+    except sdk.APIStatusError as exc:
+        _raise_status_error(exc)
+    except sdk.APITimeoutError as exc:
+        raise ModelTimeout("Anthropic did not answer in time", provider="anthropic") from exc
+    except sdk.APIConnectionError as exc:
+        raise ModelUnavailable(f"could not reach Anthropic: {exc.message}", provider="anthropic") from exc
+    except sdk.APIResponseValidationError as exc:
+        raise ModelOutputError(f"Anthropic sent an unusable response: {exc.message}", provider="anthropic") from exc
+    except httpx2.TimeoutException as exc:  # while reading a stream, the SDK lets these through
+        raise ModelTimeout("the Anthropic stream stalled", provider="anthropic") from exc
+    except httpx2.TransportError as exc:
+        raise ModelUnavailable(f"the Anthropic connection failed: {exc}", provider="anthropic") from exc
+    except sdk.CredentialsError as exc:
+        raise ModelAuthError(f"Anthropic credentials could not be loaded: {exc}", provider="anthropic") from exc
+    except sdk.AnthropicError as exc:
+        raise ModelError(f"Anthropic call failed: {exc}", provider="anthropic") from exc
+
+
+def _raise_status_error(exc: sdk.APIStatusError) -> NoReturn:
+    status = exc.status_code
+    detail = exc.api_message or exc.message
+    info: dict[str, Any] = {"provider": "anthropic", "status": status, "request_id": exc.request_id}
+    if status in (401, 403):
+        raise ModelAuthError(f"Anthropic refused the credentials ({status}): {detail}", **info) from exc
+    if status == 429:
+        retry_after = _retry_after(exc.response.headers)
+        raise ModelRateLimited(f"Anthropic rate limit (429): {detail}", retry_after=retry_after, **info) from exc
+    if status == 408:
+        raise ModelTimeout(f"Anthropic timed out (408): {detail}", **info) from exc
+    if status >= 500:
+        raise ModelUnavailable(f"Anthropic server error ({status}): {detail}", **info) from exc
+    if status >= 400:
+        raise ModelBadRequest(f"Anthropic rejected the request ({status}): {detail}", **info) from exc
+    # an ``error`` event in a stream whose response status was 200
+    kind = _ERROR_TYPES.get(exc.type or "", ModelError)
+    info["error_type"] = exc.type
+    raise kind(f"Anthropic stream error ({exc.type}): {detail}", **info) from exc
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms``, or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
