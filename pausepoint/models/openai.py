@@ -1,0 +1,526 @@
+"""OpenAI and every OpenAI-compatible server, through the official ``openai`` SDK (Chat Completions).
+
+    from pausepoint.models.openai import OpenAI              # pip install 'pausepoint[openai]'
+
+    ai = Pausepoint(plugins=[OpenAI()])                       # openai/<model>, key from OPENAI_API_KEY
+    ai = Pausepoint(plugins=[OpenAI.ollama()])                # ollama/<model> on http://localhost:11434/v1
+    ai = Pausepoint(plugins=[OpenAI.compatible("vllm", "http://localhost:8000/v1")])   # vllm/<model>
+
+What is mapped, both ways, on ``POST /chat/completions``:
+
+- the system prompt → a leading ``system`` message; user text and media → ``user`` messages (media
+  as ``image_url`` parts, other ``data:`` URLs as ``file`` parts);
+- model messages → ``assistant`` messages with ``tool_calls`` (``function.arguments`` as a JSON
+  string; a malformed string the model sent earlier goes back verbatim);
+- tool messages → one ``tool`` message per result, ``tool_call_id`` = the provider's call id (or the
+  runtime ref when the call came from elsewhere); error results are marked ``Error:`` in the text,
+  as the API has no error flag;
+- tool definitions → ``{"type": "function", "function": {name, description, parameters}}``;
+- responses, JSON or SSE (``stream: true`` with ``stream_options.include_usage``) → text, tool
+  requests (parallel calls kept in order; malformed argument strings kept as the raw string, for the
+  runtime to report back as invalid input), usage, and the finish reason: ``stop`` and
+  ``tool_calls`` → stop, ``length`` → length, ``content_filter`` or a refusal → blocked;
+- ``ModelRequest.config``: ``temperature``, ``top_p``, ``seed`` as they are; ``max_output_tokens``
+  (or ``max_tokens``) → ``max_completion_tokens`` (``max_tokens`` on compatible servers);
+  ``stop_sequences`` → ``stop``; ``top_k`` only to compatible servers (OpenAI rejects it); any
+  other key is sent in the request body unchanged (e.g. ``reasoning_effort``);
+- SDK errors → ``pausepoint.errors`` in ``_map_errors``; retries follow the plugin's ``RetryPolicy``
+  (the SDK's own retries are turned off so that there is one policy). A stream is retried only
+  while nothing of it has been reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import mimetypes
+import os
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_core
+
+from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from .._models import (
+    ChunkSink,
+    ModelFinishReason,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+    ToolDefinition,
+    Usage,
+)
+from ..errors import (
+    ModelAuthError,
+    ModelBadRequest,
+    ModelError,
+    ModelOutputError,
+    ModelRateLimited,
+    ModelTimeout,
+    ModelUnavailable,
+)
+from ._retry import RetryPolicy, call_with_retries, missing_extra, stream_with_retries
+
+try:
+    import openai
+    from openai import AsyncOpenAI, not_given, omit
+    from openai.types import CompletionUsage
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionChunk,
+        ChatCompletionContentPartParam,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageFunctionToolCall,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionMessageParam,
+        ChatCompletionUserMessageParam,
+    )
+    from openai.types.shared_params import FunctionDefinition
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise missing_extra("openai", "openai") from exc
+
+__all__ = ["OLLAMA_BASE_URL", "OpenAI", "OpenAIModel"]
+
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+
+# Compatible servers take any key (or one they were started with); never send OPENAI_API_KEY there.
+_NO_KEY = "no-key"
+
+# Keys of the request body that the adapter owns; config may not override them.
+_RESERVED = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+
+
+class OpenAI:
+    """A plugin serving ``<prefix>/<model>`` (``openai/gpt-4o-mini`` by default) over Chat Completions.
+
+    ``api_key`` falls back to ``OPENAI_API_KEY`` (and ``base_url`` to ``OPENAI_BASE_URL``, then
+    OpenAI's API). ``timeout`` is seconds per request (``None``: the SDK's default, 10 minutes).
+    ``client`` is an existing ``openai.AsyncOpenAI`` to use instead (its own retries are turned off).
+    ``stream_usage`` asks for token usage at the end of streams; turn it off for a server that
+    rejects ``stream_options``. A missing key is reported as ``ModelAuthError`` on the first call.
+
+    The SDK client is made on first use, one per event loop, since its connections belong to the
+    loop that opened them.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        client: AsyncOpenAI | None = None,
+        prefix: str = "openai",
+        default_headers: Mapping[str, str] | None = None,
+        stream_usage: bool = True,
+    ) -> None:
+        self.prefix = prefix
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.stream_usage = stream_usage
+        # What differs on compatible servers (set by ``compatible()``): the name of the output
+        # limit, and config keys OpenAI rejects that other servers take (``top_k``).
+        self.output_limit_field = "max_completion_tokens"
+        self.unsupported_config: frozenset[str] = frozenset({"top_k"})
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._base_url = base_url
+        self._timeout = timeout
+        self._headers = dict(default_headers or {})
+        self._given = client.with_options(max_retries=0) if client is not None else None
+        self._made: tuple[asyncio.AbstractEventLoop, AsyncOpenAI] | None = None
+
+    @classmethod
+    def compatible(
+        cls,
+        prefix: str,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        stream_usage: bool = True,
+    ) -> OpenAI:
+        """A plugin for an OpenAI-compatible server (vLLM, llama.cpp server, LM Studio, …) serving
+        ``<prefix>/<model>`` at ``base_url`` (ending in ``/v1``). ``api_key`` only if the server
+        wants one; ``OPENAI_API_KEY`` is never sent to it. ``max_output_tokens`` is sent as
+        ``max_tokens``, which these servers understand."""
+        plugin = cls(
+            api_key=api_key if api_key is not None else _NO_KEY,
+            base_url=base_url,
+            timeout=timeout,
+            retry=retry,
+            prefix=prefix,
+            default_headers=default_headers,
+            stream_usage=stream_usage,
+        )
+        plugin.output_limit_field = "max_tokens"
+        plugin.unsupported_config = frozenset()
+        return plugin
+
+    @classmethod
+    def ollama(
+        cls, base_url: str = OLLAMA_BASE_URL, *, timeout: float | None = None, retry: RetryPolicy | None = None
+    ) -> OpenAI:
+        """``ollama/<model>`` (e.g. ``ollama/llama3.2``) on a local Ollama server; no key needed."""
+        return cls.compatible("ollama", base_url, timeout=timeout, retry=retry)
+
+    def resolve_model(self, name: str) -> OpenAIModel | None:
+        """``<prefix>/<model>`` → that model; any other name → None."""
+        head, sep, model_id = name.partition("/")
+        if not sep or head != self.prefix or not model_id:
+            return None
+        return OpenAIModel(self, model_id)
+
+    def client(self) -> AsyncOpenAI:
+        """The SDK client for the running event loop. Raises ``ModelAuthError`` without a key."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        if self._made is None or self._made[0] is not loop:
+            if not self._api_key:
+                raise ModelAuthError(f"{self.prefix}: no API key: pass OpenAI(api_key=...) or set OPENAI_API_KEY")
+            made = AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                timeout=self._timeout if self._timeout is not None else not_given,
+                max_retries=0,
+                default_headers=self._headers or None,
+            )
+            self._made = (loop, made)
+        return self._made[1]
+
+    async def aclose(self) -> None:
+        """Close the connections of the client this plugin made (a given client is the caller's)."""
+        if self._made is not None:
+            made, self._made = self._made[1], None
+            await made.close()
+
+
+class OpenAIModel:
+    """One model of an ``OpenAI`` plugin; ``name`` is ``<prefix>/<model>``."""
+
+    def __init__(self, plugin: OpenAI, model_id: str) -> None:
+        self.plugin = plugin
+        self.model_id = model_id
+        self.name = f"{plugin.prefix}/{model_id}"
+
+    async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
+        """One Chat Completions call, streamed when ``on_chunk`` is given, retried as the plugin's
+        ``RetryPolicy`` allows (a stream only until its first chunk was reported).
+
+        Raises ``ModelError`` subclasses (see ``_map_errors``); ``ModelBadRequest`` before sending
+        when the request holds what the API cannot take.
+        """
+        messages = _map_messages(request)
+        tools = [_map_tool_definition(tool) for tool in request.tools]
+        body = _map_config(request.config, self.plugin.output_limit_field, self.plugin.unsupported_config)
+        label = self.plugin.prefix
+
+        async def complete() -> ModelResponse:
+            with _map_errors(label):
+                completion = await self.plugin.client().chat.completions.create(
+                    model=self.model_id, messages=messages, tools=tools or omit, extra_body=body
+                )
+            return _process_response(completion)
+
+        async def stream(sink: ChunkSink) -> ModelResponse:
+            with _map_errors(label):
+                events = await self.plugin.client().chat.completions.create(
+                    model=self.model_id,
+                    messages=messages,
+                    tools=tools or omit,
+                    stream=True,
+                    stream_options={"include_usage": True} if self.plugin.stream_usage else omit,
+                    extra_body=body,
+                )
+                async with events:
+                    return await _process_streamed_response(events, sink)
+
+        if on_chunk is None:
+            return await call_with_retries(complete, self.plugin.retry)
+        return await stream_with_retries(stream, on_chunk, self.plugin.retry)
+
+
+# -- requests -------------------------------------------------------------------------------------
+
+
+def _map_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
+    """The system prompt and the conversation as Chat Completions messages."""
+    out: list[ChatCompletionMessageParam] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "user":
+            out.append(_user_message(message.parts))
+        elif message.role == "model":
+            out.append(_assistant_message(message))
+        else:
+            for part in message.tool_responses:
+                out.append({"role": "tool", "tool_call_id": part.call_id or part.ref, "content": _tool_output(part)})
+            others = [p for p in message.parts if not isinstance(p, ToolResponsePart)]
+            if others:
+                out.append(_user_message(others))
+    return out
+
+
+def _user_message(parts: Sequence[Part]) -> ChatCompletionUserMessageParam:
+    """Plain text stays a string (what every compatible server accepts); media makes a part list."""
+    if all(isinstance(p, TextPart) for p in parts):
+        return {"role": "user", "content": "".join(p.text for p in parts if isinstance(p, TextPart))}
+    content: list[ChatCompletionContentPartParam] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, MediaPart):
+            content.append(_media(part))
+    return {"role": "user", "content": content}
+
+
+def _media(part: MediaPart) -> ChatCompletionContentPartParam:
+    content_type = part.content_type or (part.url[5:].split(";", 1)[0] if part.url.startswith("data:") else None)
+    if content_type is None or content_type.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": part.url}}
+    if part.url.startswith("data:"):
+        filename = "attachment" + (mimetypes.guess_extension(content_type) or "")
+        return {"type": "file", "file": {"file_data": part.url, "filename": filename}}
+    raise ModelBadRequest(
+        f"Chat Completions takes images by URL, other media only inline as data: URLs (got {content_type})",
+        url=part.url,
+    )
+
+
+def _assistant_message(message: Message) -> ChatCompletionAssistantMessageParam:
+    calls: list[ChatCompletionMessageFunctionToolCallParam] = [
+        {
+            "id": part.call_id or part.ref,
+            "type": "function",
+            "function": {"name": part.name, "arguments": _arguments(part.input)},
+        }
+        for part in message.tool_requests
+    ]
+    if not calls:  # even an empty answer (e.g. a filtered one) needs content
+        return {"role": "assistant", "content": message.text}
+    return {"role": "assistant", "content": message.text or None, "tool_calls": calls}
+
+
+def _arguments(value: Any) -> str:
+    """Tool input as the arguments string: a string input is the model's own malformed text, resent as it was."""
+    return value if isinstance(value, str) else _json(value)
+
+
+def _tool_output(part: ToolResponsePart) -> str:
+    text = part.output if isinstance(part.output, str) else _json(part.output)
+    return f"Error: {text}" if part.is_error else text
+
+
+def _json(value: Any) -> str:
+    return pydantic_core.to_json(value, fallback=str).decode()
+
+
+def _map_tool_definition(tool: ToolDefinition) -> ChatCompletionFunctionToolParam:
+    function: FunctionDefinition = {"name": tool.name, "parameters": tool.input_schema}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def _map_config(config: Mapping[str, Any], output_limit_field: str, unsupported: frozenset[str]) -> dict[str, Any]:
+    """The request's config as extra request-body fields (see the module docstring).
+
+    The keys agents share across providers are translated, so an agent runs unchanged whichever
+    provider serves it; ``unsupported`` ones are left out; the rest is the caller's to choose.
+    """
+    renames = {"max_output_tokens": output_limit_field, "max_tokens": output_limit_field, "stop_sequences": "stop"}
+    body: dict[str, Any] = {}
+    for key, value in config.items():
+        if key in _RESERVED:
+            raise ModelBadRequest(f"config key {key!r} is set by the adapter and cannot be overridden", key=key)
+        if value is not None and key not in unsupported:
+            body[renames.get(key, key)] = value
+    return body
+
+
+# -- responses ------------------------------------------------------------------------------------
+
+
+def _process_response(completion: ChatCompletion) -> ModelResponse:
+    """A complete (non-streamed) completion as a ``ModelResponse``."""
+    if not completion.choices:
+        raise ModelOutputError("the completion has no choices", completion_id=completion.id)
+    choice = completion.choices[0]
+    message = choice.message
+    parts: list[Part] = []
+    text = (message.content or "") + (message.refusal or "")
+    if text:
+        parts.append(TextPart(text))
+    for call in message.tool_calls or []:
+        if isinstance(call, ChatCompletionMessageFunctionToolCall):
+            parts.append(_tool_request(call.function.name, call.function.arguments, call.id))
+    reason = "blocked" if message.refusal else _map_finish_reason(choice.finish_reason)
+    return ModelResponse(Message("model", parts), reason, _map_usage(completion.usage))
+
+
+@dataclass(slots=True)
+class _StreamedCall:
+    call_id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+async def _process_streamed_response(chunks: AsyncIterator[ChatCompletionChunk], on_chunk: ChunkSink) -> ModelResponse:
+    """Read a stream to its end, reporting text and tool-call deltas as they come.
+
+    Calls are numbered in order of appearance. A delta whose ``index`` is already taken by a call
+    with another id starts a new call (some compatible servers give every call index 0).
+    """
+    text: list[str] = []
+    refused = False
+    calls: list[_StreamedCall] = []
+    slots: dict[int, int] = {}
+    finish: str | None = None
+    usage: CompletionUsage | None = None
+    async for chunk in chunks:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            finish = choice.finish_reason or finish
+            delta = choice.delta
+            for piece, is_refusal in ((delta.content, False), (delta.refusal, True)):
+                if piece:
+                    refused = refused or is_refusal
+                    text.append(piece)
+                    on_chunk(TextDelta(piece))
+            for call_delta in delta.tool_calls or []:
+                slot = slots.get(call_delta.index)
+                known = None if slot is None else calls[slot].call_id
+                if slot is None or (call_delta.id and known and call_delta.id != known):
+                    slot = slots[call_delta.index] = len(calls)
+                    calls.append(_StreamedCall())
+                call = calls[slot]
+                function = call_delta.function
+                name = function.name if function is not None and not call.name else None
+                arguments = (function.arguments if function is not None else None) or ""
+                new_id = call_delta.id if call_delta.id and not call.call_id else None
+                call.call_id = call.call_id or call_delta.id
+                call.name = call.name or name or ""
+                call.arguments += arguments
+                if name or arguments or new_id:
+                    on_chunk(ToolCallDelta(slot, name=name, call_id=new_id, arguments_delta=arguments))
+    if finish is None:
+        if text or calls:
+            raise ModelUnavailable("the stream ended before the model finished its answer")
+        raise ModelOutputError("the stream ended without an answer")
+    parts: list[Part] = [TextPart("".join(text))] if text else []
+    parts += [_tool_request(call.name, call.arguments, call.call_id) for call in calls]
+    reason = "blocked" if refused else _map_finish_reason(finish)
+    return ModelResponse(Message("model", parts), reason, _map_usage(usage))
+
+
+def _tool_request(name: str, arguments: object, call_id: str | None) -> ToolRequestPart:
+    """A tool request; arguments that are not valid JSON stay the raw string (the runtime reports
+    them to the model as invalid input)."""
+    if isinstance(arguments, dict):  # a few compatible servers send an object, not a string
+        return ToolRequestPart(name, arguments, call_id=call_id)
+    raw = arguments if isinstance(arguments, str) else ""
+    if not raw.strip():
+        return ToolRequestPart(name, {}, call_id=call_id)
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return ToolRequestPart(name, value, call_id=call_id)
+
+
+def _map_usage(usage: CompletionUsage | None) -> Usage | None:
+    if usage is None:
+        return None
+    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
+
+
+def _map_finish_reason(reason: str | None) -> ModelFinishReason:
+    if reason in ("stop", "tool_calls", "function_call"):
+        return "stop"
+    if reason == "length":
+        return "length"
+    if reason == "content_filter":
+        return "blocked"
+    return "other"
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _map_errors(provider: str) -> Iterator[None]:
+    """Translate the SDK's exceptions into ``pausepoint.errors``, chained ``from`` the original.
+
+    timeout → ModelTimeout; no connection → ModelUnavailable; 401/403 → ModelAuthError;
+    429 → ModelRateLimited (Retry-After honoured; an exhausted quota is not retried);
+    408 → ModelTimeout; 409 and 5xx → ModelUnavailable; other 4xx → ModelBadRequest;
+    an error event inside a stream → ModelUnavailable; an unreadable body → ModelOutputError.
+    """
+    try:
+        yield
+    except openai.APITimeoutError as exc:
+        raise ModelTimeout(f"{provider}: no answer in time") from exc
+    except openai.APIConnectionError as exc:
+        raise ModelUnavailable(f"{provider}: {exc.message}") from exc
+    except openai.APIStatusError as exc:
+        raise _status_error(provider, exc) from exc
+    except openai.APIResponseValidationError as exc:
+        raise ModelOutputError(f"{provider}: unexpected response: {exc.message}") from exc
+    except openai.APIError as exc:
+        raise ModelUnavailable(f"{provider}: {exc.message}", code=exc.code) from exc
+    except json.JSONDecodeError as exc:
+        raise ModelOutputError(f"{provider}: unreadable response: {exc}") from exc
+    except openai.OpenAIError as exc:
+        raise ModelError(f"{provider}: {exc}") from exc
+
+
+def _status_error(provider: str, exc: openai.APIStatusError) -> ModelError:
+    status = exc.status_code
+    message = f"{provider}: {exc.message}"
+    details: dict[str, Any] = {"status": status, "code": exc.code, "request_id": exc.request_id}
+    if status in (401, 403):
+        return ModelAuthError(message, **details)
+    if status == 429:
+        error = ModelRateLimited(message, retry_after=_retry_after(exc.response.headers), **details)
+        if exc.code == "insufficient_quota":
+            error.retryable = False  # billing, not load: waiting will not help
+        return error
+    if status == 408:
+        return ModelTimeout(message, **details)
+    if status == 409 or status >= 500:
+        return ModelUnavailable(message, **details)
+    return ModelBadRequest(message, **details)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if present."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
