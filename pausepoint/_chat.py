@@ -259,12 +259,12 @@ class Chat:
 
     async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, creating: bool = False) -> T:
         async with self.agent._lock(self.session_id):
-            try:
-                state = await self.agent._refresh(self.session_id)
-            except SessionNotFound:
-                if not (creating and self._is_new):
-                    raise
+            if creating and self._is_new and self.session_id not in self.agent._cache:
+                # A fresh random id: nothing to read. A collision would still fail the
+                # conditional append at version 0.
                 state = SessionState(self.session_id)
+            else:
+                state = await self.agent._refresh(self.session_id)
             try:
                 result = await op(state)
             except BaseException:

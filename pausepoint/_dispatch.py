@@ -105,11 +105,10 @@ async def _run_one(
         _loop=loop,
         _loop_thread=thread,
     )
-    input_json = validated.model_dump(mode="json")
     try:
         output = await tool.run(validated, ctx)
     except Interrupt as signal:
-        return Paused(job, input_json, signal)
+        return Paused(job, validated.model_dump(mode="json"), signal)
     except Exception as exc:  # a tool's failure is data for the model (or fails the turn)
         return Completed(job, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True, error=exc)
     return Completed(job, output)

@@ -8,7 +8,7 @@ works and still returns the complete response.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -44,7 +44,9 @@ class ToolDefinition:
 
 @dataclass(slots=True)
 class ModelRequest:
-    messages: list[Message]
+    """What a model is asked. ``messages`` is a read-only view of the conversation so far."""
+
+    messages: Sequence[Message]
     system: str | None = None
     tools: list[ToolDefinition] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)

@@ -120,11 +120,15 @@ Record: TypeAlias = Annotated[
 ]
 
 _CODEC: TypeAdapter[Record] = TypeAdapter(Record)
+# Encoding with the record's own type skips the union's search for the matching member.
+_ENCODERS: dict[type[Any], TypeAdapter[Any]] = {
+    kind: TypeAdapter(kind) for kind in (SessionStarted, MessageAdded, CallCompleted, CallPaused, CallAnswered, TurnEnded)
+}
 
 
 def encode_record(record: Record) -> bytes:
     """Serialise a record to the compact JSON a store keeps."""
-    return _CODEC.dump_json(record)
+    return _ENCODERS[type(record)].dump_json(record)
 
 
 def decode_record(data: bytes | str) -> Record:

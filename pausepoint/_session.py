@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, overload
 
 from ._messages import Message, ToolRequestPart, ToolResponsePart
 from ._records import (
@@ -22,7 +23,42 @@ from ._records import (
 )
 from .stores import SessionSummary
 
-__all__ = ["Batch", "Call", "Pause", "SessionState"]
+__all__ = ["Batch", "Call", "HistoryView", "Pause", "SessionState"]
+
+
+class HistoryView(Sequence[Message]):
+    """The first ``length`` messages of an append-only list, without copying it.
+
+    A model request holds one of these: it costs the same whatever the history's length, and
+    later appends to the session do not change what the request shows.
+    """
+
+    __slots__ = ("_length", "_messages")
+
+    def __init__(self, messages: list[Message]) -> None:
+        self._messages = messages
+        self._length = len(messages)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return self._messages[: self._length][index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("history index out of range")
+        return self._messages[index]
+
+    def __repr__(self) -> str:
+        return f"HistoryView({self._length} messages)"
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ from ._messages import Message, ToolRequestPart
 from ._models import ModelChunk, ModelRequest, TextDelta
 from ._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
 from ._response import AgentFinishReason, AgentResponse
-from ._session import SessionState
+from ._session import HistoryView, SessionState
 from ._streaming import (
     Emit,
     InterruptChunk,
@@ -148,7 +148,7 @@ class Turn:
         """Call the model until it answers without tools, a call pauses, or ``max_turns`` is hit."""
         agent = self.agent
         for _ in range(agent.max_turns):
-            request = ModelRequest(list(self.state.messages), agent.system, agent.tool_definitions, agent.config)
+            request = ModelRequest(HistoryView(self.state.messages), agent.system, agent.tool_definitions, agent.config)
             self._text_streamed = False
             response = await agent.model.generate(request, self._on_model_chunk if self.emit else None)
             message = self._adopt(response.message)

@@ -40,7 +40,7 @@ import email.utils
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -193,7 +193,7 @@ def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
     return params
 
 
-def _map_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def _map_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Anthropic messages for pausepoint's: roles alternate, empty messages are left out."""
     mapped: list[dict[str, Any]] = []
     for message in messages:

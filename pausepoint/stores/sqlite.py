@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS pausepoint_records (
     kind TEXT NOT NULL,
     data BLOB NOT NULL,
     PRIMARY KEY (session_id, version)
-) WITHOUT ROWID;
+);
 """
 
 _SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn"
