@@ -21,7 +21,6 @@ from .errors import (
     NothingToResume,
     PendingInterrupts,
     ResumeInProgress,
-    SessionNotFound,
 )
 
 if TYPE_CHECKING:

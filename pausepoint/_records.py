@@ -122,7 +122,8 @@ Record: TypeAlias = Annotated[
 _CODEC: TypeAdapter[Record] = TypeAdapter(Record)
 # Encoding with the record's own type skips the union's search for the matching member.
 _ENCODERS: dict[type[Any], TypeAdapter[Any]] = {
-    kind: TypeAdapter(kind) for kind in (SessionStarted, MessageAdded, CallCompleted, CallPaused, CallAnswered, TurnEnded)
+    kind: TypeAdapter(kind)
+    for kind in (SessionStarted, MessageAdded, CallCompleted, CallPaused, CallAnswered, TurnEnded)
 }
 
 

@@ -6,9 +6,9 @@ reads the log from the store rebuilds exactly the state the writer had.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from collections.abc import Sequence
 from typing import Any, Literal, overload
 
 from ._messages import Message, ToolRequestPart, ToolResponsePart
