@@ -80,7 +80,7 @@ __all__ = ["Anthropic", "AnthropicModel"]
 PREFIX = "anthropic/"
 DEFAULT_MAX_TOKENS = 1024
 #: sampling fields taken from ``ModelRequest.config`` as they are, sent through ``extra_body``
-_SAMPLING_CONFIG = ("temperature", "top_p", "top_k")
+_TRANSLATED_CONFIG = frozenset({"max_tokens", "max_output_tokens", "stop_sequences"})
 #: a tool input that is not a JSON object is sent back under this key
 RAW_ARGUMENTS_KEY = "_raw_arguments"
 
@@ -187,9 +187,10 @@ def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
         params["tools"] = [_map_tool_definition(tool) for tool in request.tools]
     if config.get("stop_sequences"):
         params["stop_sequences"] = list(config["stop_sequences"])
-    sampling = {key: config[key] for key in _SAMPLING_CONFIG if config.get(key) is not None}
-    if sampling:
-        params["extra_body"] = sampling
+    # Sampling keys and any key of Anthropic's own go in the body as given: the API decides.
+    extra = {key: value for key, value in config.items() if key not in _TRANSLATED_CONFIG and value is not None}
+    if extra:
+        params["extra_body"] = extra
     return params
 
 

@@ -142,13 +142,14 @@ async def test_json_text_reply_and_the_request_as_sent():
     }
 
 
-async def test_config_sets_max_tokens_and_stop_sequences():
+async def test_config_sets_max_tokens_and_stop_sequences_and_passes_other_keys_as_given():
     with WireServer(scripted([Json(message([text("ok")]))])) as server:
-        config = {"max_output_tokens": 64, "stop_sequences": ["END"], "top_k": 5, "seed": 3}
+        config = {"max_output_tokens": 64, "stop_sequences": ["END"], "top_k": 5, "metadata": {"user_id": "u1"}}
         await model_for(server).generate(ModelRequest([user("Hi")], config=config))
     body = server.requests[0].body
     assert (body["max_tokens"], body["stop_sequences"], body["top_k"]) == (64, ["END"], 5)
-    assert "seed" not in body and "system" not in body and "tools" not in body
+    assert body["metadata"] == {"user_id": "u1"}
+    assert "max_output_tokens" not in body and "system" not in body and "tools" not in body
 
 
 async def test_api_key_comes_from_the_environment(monkeypatch):
