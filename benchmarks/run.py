@@ -53,8 +53,9 @@ class Settings:
     stream_n: int  # measured turns per streaming row
 
 
-FULL = Settings(n=300, warmup=20, k=50, hist=(10, 100, 1000), stores=("memory", "sqlite"), turns=1000, words=2000,
-                stream_n=50)
+FULL = Settings(
+    n=300, warmup=20, k=50, hist=(10, 100, 1000), stores=("memory", "sqlite"), turns=1000, words=2000, stream_n=50
+)
 QUICK = Settings(n=30, warmup=5, k=3, hist=(10, 100), stores=("memory", "sqlite"), turns=100, words=200, stream_n=5)
 
 
@@ -75,8 +76,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="compare with genkit 0.12.0 from reference-bench/ (default: on; skipped with a reason if impossible)",
     )
-    parser.add_argument("--reference-hist", help=f"prior-turn counts for the reference (default: --hist up to "
-                        f"{REFERENCE_HIST_CAP})")
+    parser.add_argument(
+        "--reference-hist", help=f"prior-turn counts for the reference (default: --hist up to {REFERENCE_HIST_CAP})"
+    )
     parser.add_argument("--reference-dir", type=Path, default=DEFAULT_DIR, help="the reference-bench folder")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per configuration")
     return parser.parse_args(argv)
@@ -151,9 +153,23 @@ def table_cycles(run: Runner, s: Settings) -> None:
     table = Table(
         f"[1] Full cycle on a new chat, N={s.n} (µs wall-clock; cpu = process CPU time per cycle; "
         "model = time inside the scripted model)",
-        [("store", 7), ("mean", 7), ("median", 7), ("p95", 7), ("cpu", 7), ("send med", 8), ("resume med", 10),
-         ("model", 6), ("1st10%", 7), ("last10%", 7), ("peak MiB", 8), ("target", 7), ("median", 7), ("mean", 7),
-         ("cpu", 7)],
+        [
+            ("store", 7),
+            ("mean", 7),
+            ("median", 7),
+            ("p95", 7),
+            ("cpu", 7),
+            ("send med", 8),
+            ("resume med", 10),
+            ("model", 6),
+            ("1st10%", 7),
+            ("last10%", 7),
+            ("peak MiB", 8),
+            ("target", 7),
+            ("median", 7),
+            ("mean", 7),
+            ("cpu", 7),
+        ],
     )
     table.header()
     for store in s.stores:
@@ -163,9 +179,18 @@ def table_cycles(run: Runner, s: Settings) -> None:
             continue
         target = CYCLE_TARGET_US.get(store)
         table.row(
-            store, us(r["cycle"]["mean"]), us(r["cycle"]["median"]), us(r["cycle"]["p95"]), us(r["cpu_per_cycle"]),
-            us(r["send"]["median"]), us(r["resume"]["median"]), us(r["model_per_cycle"]), us(r["first_tenth"]),
-            us(r["last_tenth"]), mib(r["peak_rss"]), us(target),
+            store,
+            us(r["cycle"]["mean"]),
+            us(r["cycle"]["median"]),
+            us(r["cycle"]["p95"]),
+            us(r["cpu_per_cycle"]),
+            us(r["send"]["median"]),
+            us(r["resume"]["median"]),
+            us(r["model_per_cycle"]),
+            us(r["first_tenth"]),
+            us(r["last_tenth"]),
+            mib(r["peak_rss"]),
+            us(target),
             verdict(r["cycle"]["median"], target) if target else "-",
             verdict(r["cycle"]["mean"], target) if target else "-",
             verdict(r["cpu_per_cycle"], target) if target else "-",
@@ -178,8 +203,20 @@ def table_history(run: Runner, s: Settings) -> None:
     table = Table(
         f"[2] One more turn on a session already holding H plain turns, K={s.k} per H, one fresh session "
         "per measured operation (µs wall-clock)",
-        [("store", 7), ("H", 5), ("msgs", 5), ("plain mean", 10), ("plain med", 9), ("cycle mean", 10),
-         ("cycle med", 9), ("cycle cpu", 9), ("build@0", 7), ("build@H", 7), ("cold load", 9), ("peak MiB", 8)],
+        [
+            ("store", 7),
+            ("H", 5),
+            ("msgs", 5),
+            ("plain mean", 10),
+            ("plain med", 9),
+            ("cycle mean", 10),
+            ("cycle med", 9),
+            ("cycle cpu", 9),
+            ("build@0", 7),
+            ("build@H", 7),
+            ("cold load", 9),
+            ("peak MiB", 8),
+        ],
     )
     table.header()
     for store in s.stores:
@@ -189,9 +226,18 @@ def table_history(run: Runner, s: Settings) -> None:
                 table.error(store, f"H={h}: {r['error']}")
                 continue
             table.row(
-                store, str(h), str(r["messages"]), us(r["plain"]["mean"]), us(r["plain"]["median"]),
-                us(r["cycle"]["mean"]), us(r["cycle"]["median"]), us(r["cycle_cpu"]), us(r["build_first"]),
-                us(r["build_last"]), us(r["cold_load"]["median"]), mib(r["peak_rss"]),
+                store,
+                str(h),
+                str(r["messages"]),
+                us(r["plain"]["mean"]),
+                us(r["plain"]["median"]),
+                us(r["cycle"]["mean"]),
+                us(r["cycle"]["median"]),
+                us(r["cycle_cpu"]),
+                us(r["build_first"]),
+                us(r["build_last"]),
+                us(r["cold_load"]["median"]),
+                mib(r["peak_rss"]),
             )
     low, high = min(s.hist), max(s.hist)
     for store in s.stores:
@@ -200,8 +246,10 @@ def table_history(run: Runner, s: Settings) -> None:
             continue
         plain = b["plain"]["median"] / a["plain"]["median"]
         full = b["cycle"]["median"] / a["cycle"]["median"]
-        note(f"{store}: cost@{high} / cost@{low} (medians): plain send {plain:.2f}x, full cycle {full:.2f}x "
-             f"(target ≤ {GROWTH_TARGET}x: {verdict(max(plain, full), GROWTH_TARGET)})")
+        note(
+            f"{store}: cost@{high} / cost@{low} (medians): plain send {plain:.2f}x, full cycle {full:.2f}x "
+            f"(target ≤ {GROWTH_TARGET}x: {verdict(max(plain, full), GROWTH_TARGET)})"
+        )
     note("build@0 / build@H: plain sends while growing a session, first and last (up to) 10 turns")
     note("cold load: a fresh agent with nothing cached reading the whole H-turn session (what a new process pays)")
 
@@ -209,8 +257,18 @@ def table_history(run: Runner, s: Settings) -> None:
 def table_memory(run: Runner, s: Settings) -> None:
     table = Table(
         f"[3] One session of {s.turns:,} turns: resident memory it adds and bytes each turn stores",
-        [("store", 7), ("turn", 8), ("records", 7), ("RSS Δ MiB", 9), ("KiB/turn", 8), ("B/turn first", 12),
-         ("B/turn last", 11), ("text B/turn", 11), ("file B/turn", 11), ("target", 8)],
+        [
+            ("store", 7),
+            ("turn", 8),
+            ("records", 7),
+            ("RSS Δ MiB", 9),
+            ("KiB/turn", 8),
+            ("B/turn first", 12),
+            ("B/turn last", 11),
+            ("text B/turn", 11),
+            ("file B/turn", 11),
+            ("target", 8),
+        ],
     )
     table.header()
     for store in s.stores:
@@ -220,8 +278,15 @@ def table_memory(run: Runner, s: Settings) -> None:
                 table.error(store, f"{shape}: {r['error']}")
                 continue
             table.row(
-                store, shape, num(r["records"]), mib(r["rss_delta"]), num(r["rss_delta"] / 1024 / r["turns"], 1),
-                num(r["stored_first"]), num(r["stored_last"]), num(r["text_per_turn"]), num(r["file_per_turn"]),
+                store,
+                shape,
+                num(r["records"]),
+                mib(r["rss_delta"]),
+                num(r["rss_delta"] / 1024 / r["turns"], 1),
+                num(r["stored_first"]),
+                num(r["stored_last"]),
+                num(r["text_per_turn"]),
+                num(r["file_per_turn"]),
                 f"<50 {verdict(r['rss_delta'] * 1000 / r['turns'], SESSION_MEMORY_TARGET)}",
             )
     note("turn: text = a short message and its echo; text-1k = a 1 KiB message and its echo; cycle = a full approval")
@@ -234,8 +299,15 @@ def table_streaming(run: Runner, s: Settings) -> None:
     table = Table(
         f"[4] Streaming: a reply of {s.words:,} words streamed word by word, beside the same turn not streamed "
         "(µs medians, every chunk read)",
-        [("turn", 16), ("chunks", 6), ("not streamed", 12), ("streamed", 9), ("1st chunk", 9), ("µs/chunk", 8),
-         ("model µs/chunk", 14)],
+        [
+            ("turn", 16),
+            ("chunks", 6),
+            ("not streamed", 12),
+            ("streamed", 9),
+            ("1st chunk", 9),
+            ("µs/chunk", 8),
+            ("model µs/chunk", 14),
+        ],
     )
     table.header()
     rows = [
@@ -250,8 +322,12 @@ def table_streaming(run: Runner, s: Settings) -> None:
             table.error(label, r["error"])
             continue
         table.row(
-            label, num(r["chunks"]), us(r["plain"]["median"]), us(r["streamed"]["median"]),
-            us(r["first_chunk"]["median"]), num(r["per_chunk"], 2),
+            label,
+            num(r["chunks"]),
+            us(r["plain"]["median"]),
+            us(r["streamed"]["median"]),
+            us(r["first_chunk"]["median"]),
+            num(r["per_chunk"], 2),
             num(r["model_per_chunk"], 2) if "model_per_chunk" in r else "-",
         )
     note("burst: the scripted model emits every delta at once (first chunk comes after the model returns);")
@@ -293,17 +369,31 @@ def table_reference(run: Runner, s: Settings, ref: ReferenceRun, hist: list[int]
             ours, theirs = run.find("history", store=store, hist=h), ref.find("history", store, h)
             if ours is None or theirs is None:
                 continue
-            table.row(f"{label}: plain send @H={h} mean µs", us(ours["plain"]["mean"]),
-                      us(theirs["plain_send_at_h"]["mean_us"]), ratio(theirs["plain_send_at_h"]["mean_us"],
-                                                                      ours["plain"]["mean"]))
-            table.row(f"{label}: full cycle @H={h} mean µs", us(ours["cycle"]["mean"]), us(theirs["cycle"]["mean_us"]),
-                      ratio(theirs["cycle"]["mean_us"], ours["cycle"]["mean"]))
-            table.row(f"{label}: peak RSS @H={h} MiB", mib(ours["peak_rss"]), num(theirs["rss_peak_mib"], 1),
-                      ratio(theirs["rss_peak_mib"] * 1048576, ours["peak_rss"]))
+            table.row(
+                f"{label}: plain send @H={h} mean µs",
+                us(ours["plain"]["mean"]),
+                us(theirs["plain_send_at_h"]["mean_us"]),
+                ratio(theirs["plain_send_at_h"]["mean_us"], ours["plain"]["mean"]),
+            )
+            table.row(
+                f"{label}: full cycle @H={h} mean µs",
+                us(ours["cycle"]["mean"]),
+                us(theirs["cycle"]["mean_us"]),
+                ratio(theirs["cycle"]["mean_us"], ours["cycle"]["mean"]),
+            )
+            table.row(
+                f"{label}: peak RSS @H={h} MiB",
+                mib(ours["peak_rss"]),
+                num(theirs["rss_peak_mib"], 1),
+                ratio(theirs["rss_peak_mib"] * 1048576, ours["peak_rss"]),
+            )
             if store in text:  # genkit writes the whole session snapshot on every turn
-                table.row(f"{label}: bytes written per turn @H={h}", num(text[store]["stored_last"]),
-                          num(theirs["snapshot_json_bytes"]), ratio(theirs["snapshot_json_bytes"],
-                                                                    text[store]["stored_last"]))
+                table.row(
+                    f"{label}: bytes written per turn @H={h}",
+                    num(text[store]["stored_last"]),
+                    num(theirs["snapshot_json_bytes"]),
+                    ratio(theirs["snapshot_json_bytes"], text[store]["stored_last"]),
+                )
     note("genkit forks each measured cycle from one H-turn snapshot; pausepoint grows a session per operation")
     note(f"peak RSS @H: pausepoint's process holds {2 * s.k} sessions of H turns, genkit's one session and its forks")
     note("bytes written per turn: pausepoint appends a plain turn's records (table 3); genkit saves the full snapshot")
@@ -320,11 +410,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown store(s): {', '.join(unknown)} (known: memory, sqlite)", file=sys.stderr)
         return 2
     run = Runner(args.timeout)
-    print(f"pausepoint {version('pausepoint')} | python {platform.python_version()} | cpus={os.cpu_count()} | "
-          f"N={s.n} warmup={s.warmup} K={s.k} hist={list(s.hist)} stores={list(s.stores)} turns={s.turns} "
-          f"words={s.words}{' (quick)' if args.quick else ''} | load {os.getloadavg()[0]:.1f}")
-    print("cycle = new chat -> send (model asks userApproval) -> INTERRUPTED -> resume(respond approved) "
-          "-> transfer_money -> final text  (3 model calls, 1 tool run, scripted model)")
+    print(
+        f"pausepoint {version('pausepoint')} | python {platform.python_version()} | cpus={os.cpu_count()} | "
+        f"N={s.n} warmup={s.warmup} K={s.k} hist={list(s.hist)} stores={list(s.stores)} turns={s.turns} "
+        f"words={s.words}{' (quick)' if args.quick else ''} | load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "cycle = new chat -> send (model asks userApproval) -> INTERRUPTED -> resume(respond approved) "
+        "-> transfer_money -> final text  (3 model calls, 1 tool run, scripted model)"
+    )
 
     table_cycles(run, s)
     table_history(run, s)
@@ -337,20 +431,42 @@ def main(argv: list[str] | None = None) -> int:
     else:
         ref_hist = [h for h in s.hist if h <= REFERENCE_HIST_CAP]
     if args.reference:
-        print(f"\n(running the reference: genkit via {args.reference_dir}/setup.sh, then its bench.py; "
-              "the first run installs genkit from PyPI)", flush=True)
-        ref = run_reference(args.reference_dir, n=s.n, warmup=s.warmup, hist=ref_hist, k=s.k,
-                            stores=list(s.stores), timeout=args.timeout)
+        print(
+            f"\n(running the reference: genkit via {args.reference_dir}/setup.sh, then its bench.py; "
+            "the first run installs genkit from PyPI)",
+            flush=True,
+        )
+        ref = run_reference(
+            args.reference_dir,
+            n=s.n,
+            warmup=s.warmup,
+            hist=ref_hist,
+            k=s.k,
+            stores=list(s.stores),
+            timeout=args.timeout,
+        )
     table_reference(run, s, ref, ref_hist)
 
-    print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; other work on the "
-          "machine shows in means and p95s more than in medians and CPU times")
+    print(
+        f"\nload average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; other work on the "
+        "machine shows in means and p95s more than in medians and CPU times"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "settings": asdict(s),
-            "results": run.results,
-            "reference": {"version": ref.version, "reason": ref.reason, "results": ref.results, "output": ref.output},
-        }, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "settings": asdict(s),
+                    "results": run.results,
+                    "reference": {
+                        "version": ref.version,
+                        "reason": ref.reason,
+                        "results": ref.results,
+                        "output": ref.output,
+                    },
+                },
+                indent=2,
+            )
+        )
         print(f"\nraw results -> {args.json}")
     return 1 if run.failed else 0
 

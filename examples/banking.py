@@ -9,6 +9,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -68,10 +69,12 @@ def build(
     *,
     model: str | Model | None = None,
     plugins: Sequence[Plugin] = (),
+    **agent_options: Any,
 ) -> tuple[Pausepoint, Agent]:
     """The app and its banking agent; ``ledger`` (if given) records every transfer made.
 
     ``model`` defaults to the offline scripted model; any model name a plugin serves works too.
+    ``agent_options`` go to ``define_agent`` (``config=``, ``abandon_after=``, ...).
     """
     ai = Pausepoint(plugins=plugins)
 
@@ -95,6 +98,7 @@ def build(
         system="If the user wants to transfer money, ALWAYS use userApproval before transfer_money.",
         tools=[user_approval, transfer_money],
         store=store if store is not None else InMemorySessionStore(),
+        **agent_options,
     )
     return ai, agent
 

@@ -54,7 +54,7 @@ class Agent:
         tool_errors: Literal["model", "fail"] = "model",
         allow_changed_tools: bool = False,
         on_expiry: ExpiryPolicy = deny_on_expiry,
-        interrupt_ttls: dict[str, timedelta] | None = None,
+        abandon_after: timedelta = timedelta(minutes=15),
         cache_size: int = 1024,
         wait_timeout: float = 120.0,
     ) -> None:
@@ -72,8 +72,8 @@ class Agent:
         self.tool_errors = tool_errors
         self.allow_changed_tools = allow_changed_tools
         self.on_expiry = on_expiry
-        self.interrupt_ttls = dict(interrupt_ttls or {})
         self.wait_timeout = wait_timeout
+        self.abandon_after = abandon_after
         self.tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in self.tools:

@@ -51,6 +51,7 @@ class Pausepoint:
         name: str | None = None,
         description: str | None = None,
         allow_input_edits: bool = False,
+        idempotent: bool = False,
     ) -> Callable[[F], Tool]: ...
 
     def tool(
@@ -61,17 +62,23 @@ class Pausepoint:
         name: str | None = None,
         description: str | None = None,
         allow_input_edits: bool = False,
+        idempotent: bool = False,
     ) -> Tool | Callable[[F], Tool]:
         """Decorator turning a function into a tool (``@ai.tool()`` or ``@ai.tool``).
 
         The input is one pydantic model parameter or plain typed parameters; an optional
         parameter annotated ``ToolRunContext`` receives the call's context. The name defaults
         to the function's, the description to its docstring. ``allow_input_edits`` lets an
-        answer restart the call with edited input.
+        answer restart the call with edited input. ``idempotent`` says running the tool twice
+        does no harm: its calls are then not written down before they run, and a call whose
+        process died mid-run is run again instead of being reported as of unknown outcome.
         """
 
         def define(f: F) -> Tool:
-            return self._register(Tool(f, name=name, description=description, allow_input_edits=allow_input_edits))
+            tool = Tool(
+                f, name=name, description=description, allow_input_edits=allow_input_edits, idempotent=idempotent
+            )
+            return self._register(tool)
 
         return define(fn) if fn is not None else define
 
@@ -103,6 +110,7 @@ class Pausepoint:
             input_model=input_schema,
             output_schema=output_schema,
             allow_input_edits=allow_input_edits,
+            idempotent=True,  # it only pauses: nothing happens twice
         )
         return self._register(tool)
 
@@ -151,6 +159,7 @@ class Pausepoint:
         tool_errors: Literal["model", "fail"] = "model",
         allow_changed_tools: bool = False,
         on_expiry: ExpiryPolicy = deny_on_expiry,
+        abandon_after: timedelta = timedelta(minutes=15),
         cache_size: int = 1024,
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
@@ -158,7 +167,10 @@ class Pausepoint:
         ``tool_errors="model"`` hands a tool's exception to the model as its result;
         ``"fail"`` ends the turn with ``AgentFinishReason.FAILED``. ``allow_changed_tools``
         accepts answers to pauses whose tool definition changed since. ``on_expiry`` maps an
-        expired interrupt to the result the model sees (default: a denial).
+        expired interrupt to the result the model sees (default: a denial). A tool call that
+        has been running longer than ``abandon_after`` without a recorded result is presumed
+        lost with its process: the next ``send`` or empty ``resume`` records it as of unknown
+        outcome (or runs it again, for an idempotent tool).
         """
         if name in self._agents:
             raise DefinitionError(f"an agent named {name!r} is already defined")
@@ -177,6 +189,7 @@ class Pausepoint:
             tool_errors=tool_errors,
             allow_changed_tools=allow_changed_tools,
             on_expiry=on_expiry,
+            abandon_after=abandon_after,
             cache_size=cache_size,
         )
         self._agents[name] = agent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._answers import AnswerContext, check_answers, expiry_claims, request_hash
@@ -11,7 +12,7 @@ from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import Message, Part, TextPart
 from ._records import CallAnswered, MessageAdded, SessionStarted
 from ._response import AgentFinishReason, AgentResponse
-from ._session import SessionState
+from ._session import Call, SessionState
 from ._streaming import Emit, TurnStream
 from ._turn import Journal, Turn
 from ._views import audit_entry, pending_interrupt, response_for
@@ -21,6 +22,7 @@ from .errors import (
     NothingToResume,
     PendingInterrupts,
     ResumeInProgress,
+    TurnInProgress,
 )
 
 if TYPE_CHECKING:
@@ -175,11 +177,13 @@ class Chat:
                     "resume() or drop them with cancel_pending()",
                     refs=live,
                 )
+            lost = self._abandoned(state, now)
             turn = self._turn(state, principal, emit)
             if state.version == 0:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
             turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry))
-            turn.journal.add(MessageAdded(user))
+            await turn.recover(lost)
+            turn.journal.add(MessageAdded(user, at=now))
             return await turn.run_model()
 
         return await self._locked(op, creating=True)
@@ -236,9 +240,26 @@ class Chat:
                 "at least one of them",
                 refs=list(state.open),
             )
-        if not state.awaiting_model:
+        lost = self._abandoned(state, self.agent.clock())
+        if not (state.awaiting_model or lost):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
-        return await self._turn(state, principal, emit).run_model()
+        turn = self._turn(state, principal, emit)
+        await turn.recover(lost)
+        return await turn.proceed()
+
+    def _abandoned(self, state: SessionState, now: datetime) -> list[Call]:
+        """Calls of the session still running with no result, once presumed lost with their
+        process; raises ``TurnInProgress`` while they may still be running somewhere."""
+        if not state.running:
+            return []
+        lost = state.abandoned(now, self.agent.abandon_after)
+        if lost is None:
+            raise TurnInProgress(
+                f"tool calls of session {self.session_id!r} are running in another process; try again when "
+                f"they finish (or after {self.agent.abandon_after} they are presumed lost)",
+                refs=state.running,
+            )
+        return lost
 
     def _replay(self, state: SessionState, key: str, digest: str | None) -> AgentResponse:
         outcome = state.keys[key]

@@ -42,9 +42,14 @@ class SessionStarted:
 
 @dataclass(slots=True)
 class MessageAdded:
-    """A user or model message (tool messages are derived, see module docstring)."""
+    """A user or model message (tool messages are derived, see module docstring).
+
+    ``at`` is when the message was recorded: for a model message asking for tools, when its
+    calls started running.
+    """
 
     message: Message
+    at: datetime | None = None
     kind: Literal["message"] = "message"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, overload
 
 from ._messages import Message, ToolRequestPart, ToolResponsePart
@@ -68,6 +68,7 @@ class Call:
     request: ToolRequestPart
     turn: int
     status: Literal["running", "completed", "paused"] = "running"
+    started_at: datetime | None = None  # when it last started running (None: not known)
 
 
 @dataclass(slots=True)
@@ -119,7 +120,7 @@ class SessionState:
     def apply(self, record: Record) -> None:
         self.version += 1
         if isinstance(record, MessageAdded):
-            self._add_message(record.message)
+            self._add_message(record.message, record.at)
         elif isinstance(record, CallCompleted):
             call = self.calls[record.call_ref]
             call.status = "completed"
@@ -145,7 +146,7 @@ class SessionState:
             self.owner = record.owner
             self.created_at = record.at
 
-    def _add_message(self, message: Message) -> None:
+    def _add_message(self, message: Message, at: datetime | None) -> None:
         self.messages.append(message)
         if message.role == "user":
             self.turn += 1
@@ -156,7 +157,7 @@ class SessionState:
             if requests:
                 self.batch = Batch([r.ref for r in requests])
                 for request in requests:
-                    self.calls[request.ref] = Call(request, self.turn)
+                    self.calls[request.ref] = Call(request, self.turn, started_at=at)
 
     def _add_result(self, call: Call, output: Any, is_error: bool) -> None:
         batch = self.batch
@@ -182,6 +183,7 @@ class SessionState:
         call = self.calls[record.call_ref]
         if record.decision == "restart":
             call.status = "running"
+            call.started_at = record.at
         else:
             call.status = "completed"
             self._add_result(call, record.output, False)
@@ -194,6 +196,14 @@ class SessionState:
         if self.batch is None:
             return []
         return [r for r in self.batch.refs if r not in self.batch.results and self.calls[r].status == "running"]
+
+    def abandoned(self, now: datetime, after: timedelta) -> list[Call] | None:
+        """The running calls of the batch, if every one of them started longer than ``after``
+        ago (their process is presumed gone); None while any may still be running somewhere."""
+        calls = [self.calls[ref] for ref in self.running]
+        if any(c.started_at is not None and now - c.started_at < after for c in calls):
+            return None
+        return calls
 
     def expired(self, now: datetime) -> list[Pause]:
         return [p for p in self.open.values() if p.record.expires_at is not None and p.record.expires_at <= now]

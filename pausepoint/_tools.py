@@ -94,6 +94,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         allow_input_edits: bool = False,
+        idempotent: bool = False,
         input_model: type[BaseModel] | None = None,
         output_schema: type[Any] | None = None,
     ) -> None:
@@ -101,6 +102,8 @@ class Tool:
         self.name = name or fn.__name__
         self.description = description if description is not None else inspect.cleandoc(fn.__doc__ or "")
         self.allow_input_edits = allow_input_edits
+        # Safe to run again if a crash left it unclear whether it ran (see Turn.run_model).
+        self.idempotent = idempotent
         if input_model is not None:
             self.input_model, self._unpack, self._ctx_param = input_model, False, None
         else:

@@ -28,7 +28,7 @@ from ._messages import Message, ToolRequestPart
 from ._models import ModelChunk, ModelRequest, TextDelta
 from ._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
 from ._response import AgentFinishReason, AgentResponse
-from ._session import HistoryView, SessionState
+from ._session import Call, HistoryView, SessionState
 from ._streaming import (
     Emit,
     InterruptChunk,
@@ -49,6 +49,12 @@ if TYPE_CHECKING:
 __all__ = ["Journal", "Turn", "new_ref"]
 
 _END_ATTEMPTS = 20
+
+_UNKNOWN_OUTCOME = {
+    "error": "interrupted: the process running this call stopped before recording its result; "
+    "it may or may not have taken effect",
+    "outcome": "unknown",
+}
 
 _MODEL_FINISH = {
     "stop": AgentFinishReason.STOP,
@@ -114,8 +120,13 @@ class Journal:
     async def refresh(self) -> None:
         """Start again from the store's state, replaying the pending records on top of it."""
         fresh = await self._reload()
+        kept = []
         for record in self.pending:
+            if isinstance(record, CallCompleted | CallPaused) and fresh.calls[record.call_ref].status != "running":
+                continue  # settled meanwhile (recorded as of unknown outcome): ours came too late
             fresh.apply(record)
+            kept.append(record)
+        self.pending = kept
         self.state = fresh
 
 
@@ -152,7 +163,7 @@ class Turn:
             self._text_streamed = False
             response = await agent.model.generate(request, self._on_model_chunk if self.emit else None)
             message = self._adopt(response.message)
-            self.journal.add(MessageAdded(message))
+            self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
             if self.emit is not None:
                 if not self._text_streamed and message.text:
@@ -161,6 +172,10 @@ class Turn:
                     self.emit(ToolRequestChunk(request_part.ref, request_part.name, request_part.input))
             if not requests:
                 return await self.end(_MODEL_FINISH[response.finish_reason])
+            if any(not getattr(agent.tools.get(r.name), "idempotent", True) for r in requests):
+                # Record the calls before a tool that must not run twice starts: if this process
+                # dies mid-call, the session then knows the call may have run (see recover()).
+                await self.journal.flush(agent.clock())
             failed = await self.run_calls([CallJob(r, r.input) for r in requests])
             if failed is not None and agent.tool_errors == "fail":
                 return await self.end(AgentFinishReason.FAILED, error=failed)
@@ -195,6 +210,24 @@ class Turn:
         if failed is not None and self.agent.tool_errors == "fail":
             return await self.end(AgentFinishReason.FAILED, error=failed)
         return await self.proceed()
+
+    async def recover(self, calls: list[Call]) -> None:
+        """Settle calls whose process died while running them (``SessionState.abandoned``).
+
+        An idempotent tool runs again; any other call is recorded as of unknown outcome — it
+        may or may not have happened — so it never happens twice, and the model is told.
+        """
+        rerun = []
+        for call in calls:
+            tool = self.agent.tools.get(call.request.name)
+            if tool is not None and tool.idempotent:
+                rerun.append(CallJob(call.request, call.request.input))
+            else:
+                self.journal.add(
+                    CallCompleted(call.request.ref, call.request.name, dict(_UNKNOWN_OUTCOME), is_error=True)
+                )
+        if rerun:
+            await self.run_calls(rerun)
 
     async def proceed(self) -> AgentResponse:
         """From a state with no call running here: continue the model, report pauses, or wait.
@@ -279,8 +312,6 @@ class Turn:
         assert isinstance(outcome, Paused)
         now = self.agent.clock()
         ttl: timedelta | None = outcome.signal.ttl
-        if ttl is None:
-            ttl = self.agent.interrupt_ttls.get(request.name)
         record = CallPaused(
             ref=new_ref(),
             call_ref=request.ref,

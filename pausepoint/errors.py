@@ -23,6 +23,7 @@ The tree::
     │   └── ModelNotFound
     ├── ConcurrentUpdate            another writer changed the session during this call
     ├── ResumeInProgress            a retried idempotency key whose first call has not finished
+    ├── TurnInProgress              another process is running this session's tool calls
     ├── StoreError                  a session store failed
     │   ├── VersionConflict         a conditional append lost the race (handled by the runtime)
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
@@ -73,6 +74,7 @@ __all__ = [
     "StaleInterrupt",
     "StoreError",
     "ToolDefinitionChanged",
+    "TurnInProgress",
     "UnknownInterrupt",
     "UsageError",
     "VersionConflict",
@@ -170,6 +172,10 @@ class ConcurrentUpdate(PausepointError):
 
 class ResumeInProgress(PausepointError):
     code = "resume_in_progress"
+
+
+class TurnInProgress(PausepointError):
+    code = "turn_in_progress"
 
 
 class StoreError(PausepointError):

@@ -58,9 +58,7 @@ async def call_with_retries(
         attempt += 1
 
 
-async def stream_with_retries(
-    call: Callable[[ChunkSink], Awaitable[T]], on_chunk: ChunkSink, policy: RetryPolicy
-) -> T:
+async def stream_with_retries(call: Callable[[ChunkSink], Awaitable[T]], on_chunk: ChunkSink, policy: RetryPolicy) -> T:
     """Run a streaming ``call(sink)``, retrying like ``call_with_retries`` only while nothing
     has been reported: once a chunk reached the caller, a retry would repeat it."""
     reported = False

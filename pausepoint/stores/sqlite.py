@@ -125,7 +125,7 @@ class SqliteSessionStore:
             row = conn.execute("SELECT value FROM pausepoint_meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO pausepoint_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
+            elif row[0] != str(SCHEMA_VERSION):
                 raise SchemaVersionError(
                     f"{self.path} holds pausepoint schema version {row[0]}; this version of pausepoint "
                     f"uses version {SCHEMA_VERSION}",

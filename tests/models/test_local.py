@@ -134,9 +134,7 @@ class Coded(BaseModel):
 
 def test_grammar_leaves_patterns_and_unreadable_schemas_to_the_runtime():
     odd = {"type": "object", "properties": {"x": {"not": {"type": "string"}}}}
-    grammar = fmt.build_grammar(
-        [tool("coded", Coded), ToolDefinition("odd", "", odd)], allow_text=True, parallel=False
-    )
+    grammar = fmt.build_grammar([tool("coded", Coded), ToolDefinition("odd", "", odd)], allow_text=True, parallel=False)
     rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
     assert rules["tool0-arguments-code-kv"].endswith(" string")  # any string; the runtime checks the pattern
     assert rules["tool1-arguments"] == "object"  # any JSON object
@@ -586,4 +584,3 @@ async def test_banking_streamed_on_smollm2():
     assert ledger == ["500->savings"]
     streamed = "".join(c.text for c in chunks if isinstance(c, TextChunk))
     assert streamed == res.text and len([c for c in chunks if isinstance(c, TextChunk)]) > 1
-

@@ -1,0 +1,433 @@
+"""``RedisSessionStore``: sessions in Redis, shared by every process of a deployment.
+
+Keys (all under a configurable prefix, ``pausepoint:`` by default)::
+
+    {prefix}schema_version      the layout version below, checked at start
+    {prefix}log:{id}            list: the session's entries, ``kind`` + "\\n" + JSON
+    {prefix}summary:{id}        hash: the session's summary (times in epoch microseconds)
+    {prefix}all                 sorted set: every session by updated time
+    {prefix}agent:{agent}       sorted set: the agent's sessions by updated time
+    {prefix}owner:{owner}       sorted set: the owner's sessions by updated time
+    {prefix}pending             sorted set: sessions with pending interrupts by updated time
+    {prefix}expiry              sorted set: sessions with an expiring pause, by expiry time
+
+Every write is a Lua script, which Redis runs atomically: no other command runs between its
+first and last line. The append script checks the version first and returns before writing
+anything if it does not match, so a refused append leaves no trace; otherwise it pushes the
+entries, rewrites the summary and moves the session in every index in the same step. Equal
+scores in a sorted set are ordered by member, so "most recently updated first" breaks ties by
+session id, as on the SQL backends.
+
+The scripts reach index keys derived from the prefix, so the store needs a single Redis server,
+version 6.2 or later (or a cluster with a hash-tagged prefix such as ``{pausepoint}:``, which
+keeps every key in one slot). Sessions are as durable as the server is configured to be: with
+Redis's default snapshots a server crash loses the last writes, so run it with ``appendonly yes``
+(``appendfsync always`` to lose none). Every redis-py error is translated to ``StoreError`` in
+``_translated``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import SchemaVersionError, StoreError, VersionConflict
+from ..models._retry import missing_extra
+from ._base import DEFAULT_MAX_RECORD_BYTES, LogEntry, LogSlice, SessionSummary, check_entries
+
+try:
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("redis", "redis") from exc
+
+__all__ = ["RedisSessionStore"]
+
+SCHEMA_VERSION = 1
+
+# KEYS: summary, log, all, pending, expiry, agent index[, owner index]
+# ARGV: id, expected, prefix, agent, has_owner, owner, created, updated, pending, expiry, turn, entries...
+_APPEND = """
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+local expected = tonumber(ARGV[2])
+if current ~= expected then
+    return {0, current}
+end
+local id, prefix = ARGV[1], ARGV[3]
+-- A summary may name another agent or owner than before: leave their indexes.
+if current > 0 then
+    local old = redis.call('HMGET', KEYS[1], 'agent', 'owner')
+    if old[1] ~= ARGV[4] then
+        redis.call('ZREM', prefix .. 'agent:' .. old[1], id)
+    end
+    if old[2] and (ARGV[5] == '0' or old[2] ~= ARGV[6]) then
+        redis.call('ZREM', prefix .. 'owner:' .. old[2], id)
+    end
+end
+-- unpack() is bounded by Lua's C stack: push in slices.
+for i = 12, #ARGV, 1000 do
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local version = expected + #ARGV - 11
+local updated = ARGV[8]
+redis.call('HSET', KEYS[1], 'version', version, 'agent', ARGV[4], 'created_us', ARGV[7],
+    'updated_us', updated, 'pending', ARGV[9], 'turn', ARGV[11])
+redis.call('ZADD', KEYS[3], updated, id)
+redis.call('ZADD', KEYS[6], updated, id)
+if ARGV[5] == '1' then
+    redis.call('HSET', KEYS[1], 'owner', ARGV[6])
+    redis.call('ZADD', KEYS[7], updated, id)
+else
+    redis.call('HDEL', KEYS[1], 'owner')
+end
+if tonumber(ARGV[9]) > 0 then
+    redis.call('ZADD', KEYS[4], updated, id)
+else
+    redis.call('ZREM', KEYS[4], id)
+end
+if ARGV[10] ~= '' then
+    redis.call('HSET', KEYS[1], 'expiry_us', ARGV[10])
+    redis.call('ZADD', KEYS[5], ARGV[10], id)
+else
+    redis.call('HDEL', KEYS[1], 'expiry_us')
+    redis.call('ZREM', KEYS[5], id)
+end
+return {1, version}
+"""
+
+# KEYS: summary, log. ARGV: after_version, filter ('1' or '0'), kinds...
+# Returns nil for no session, else {version, v1, entry1, v2, entry2, ...}.
+_READ = """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version then
+    return false
+end
+local after = tonumber(ARGV[1])
+local entries = redis.call('LRANGE', KEYS[2], after, -1)
+local wanted = nil
+if ARGV[2] == '1' then
+    wanted = {}
+    for i = 3, #ARGV do
+        wanted[ARGV[i]] = true
+    end
+end
+local out = {tonumber(version)}
+for i, entry in ipairs(entries) do
+    if wanted == nil or wanted[string.sub(entry, 1, string.find(entry, '\\n', 1, true) - 1)] then
+        out[#out + 1] = after + i
+        out[#out + 1] = entry
+    end
+end
+return out
+"""
+
+# KEYS: source index. ARGV: prefix, owner ('' = any), agent ('' = any), pending ('', '1', '0'),
+# expiring_before_us ('' = any), offset, limit, has_owner filter ('1'/'0'), has_agent filter.
+# With an expiry filter KEYS[1] is the expiry index and matches are sorted here; otherwise the
+# index is walked newest first and matches come out in order. Returns {{id, hgetall...}, ...}.
+_LIST = """
+local prefix, owner, agent, pending = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local before, offset, limit = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local by_owner, by_agent = ARGV[8] == '1', ARGV[9] == '1'
+local function matches(s)
+    if by_owner and s.owner ~= owner then return false end
+    if by_agent and s.agent ~= agent then return false end
+    if pending == '1' and tonumber(s.pending) == 0 then return false end
+    if pending == '0' and tonumber(s.pending) > 0 then return false end
+    return true
+end
+local function load(id)
+    local flat = redis.call('HGETALL', prefix .. 'summary:' .. id)
+    local s = {id = id, flat = flat}
+    for i = 1, #flat, 2 do
+        s[flat[i]] = flat[i + 1]
+    end
+    return s
+end
+local function reply(s)
+    local row = {s.id}
+    for _, v in ipairs(s.flat) do
+        row[#row + 1] = v
+    end
+    return row
+end
+local out = {}
+if before ~= '' then
+    local found = {}
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[1], '-inf', '(' .. before, 'BYSCORE')) do
+        local s = load(id)
+        if matches(s) then
+            found[#found + 1] = s
+        end
+    end
+    table.sort(found, function(a, b)
+        local ua, ub = tonumber(a.updated_us), tonumber(b.updated_us)
+        if ua ~= ub then return ua > ub end
+        return a.id > b.id
+    end)
+    for i = offset + 1, math.min(offset + limit, #found) do
+        out[#out + 1] = reply(found[i])
+    end
+    return out
+end
+local skipped, start, page = 0, 0, 200
+while #out < limit do
+    local ids = redis.call('ZRANGE', KEYS[1], start, start + page - 1, 'REV')
+    if #ids == 0 then break end
+    for _, id in ipairs(ids) do
+        local s = load(id)
+        if matches(s) then
+            if skipped < offset then
+                skipped = skipped + 1
+            elseif #out < limit then
+                out[#out + 1] = reply(s)
+            end
+        end
+    end
+    start = start + page
+end
+return out
+"""
+
+# KEYS: summary, log, all, pending, expiry. ARGV: id, prefix. Returns 1 if the session existed.
+_DELETE = """
+local old = redis.call('HMGET', KEYS[1], 'agent', 'owner')
+if not old[1] then
+    return 0
+end
+local id, prefix = ARGV[1], ARGV[2]
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], id)
+redis.call('ZREM', KEYS[4], id)
+redis.call('ZREM', KEYS[5], id)
+redis.call('ZREM', prefix .. 'agent:' .. old[1], id)
+if old[2] then
+    redis.call('ZREM', prefix .. 'owner:' .. old[2], id)
+end
+return 1
+"""
+
+
+def _us(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+def _moment(us: bytes | str) -> datetime:
+    return datetime.fromtimestamp(int(us) / 1_000_000, tz=UTC)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _summary(session_id: str, fields: Mapping[str, bytes | str]) -> SessionSummary:
+    owner = fields.get("owner")
+    expiry = fields.get("expiry_us")
+    return SessionSummary(
+        session_id=session_id,
+        agent=_text(fields["agent"]),
+        owner=None if owner is None else _text(owner),
+        version=int(fields["version"]),
+        created_at=_moment(fields["created_us"]),
+        updated_at=_moment(fields["updated_us"]),
+        pending=int(fields["pending"]),
+        next_expiry=None if expiry is None else _moment(expiry),
+        turn=int(fields["turn"]),
+    )
+
+
+class RedisSessionStore:
+    """Sessions in Redis, under the key ``prefix`` (see the module docstring for the layout).
+
+    ``connection`` is a ``redis://`` URL (the store makes, and on ``close`` closes, its own
+    client) or an existing ``redis.asyncio.Redis`` client created with
+    ``decode_responses=False`` (which stays the caller's to close). The schema version key is
+    checked on first use: a prefix holding a newer or unknown layout raises
+    ``SchemaVersionError``. Any Redis failure raises ``StoreError`` with the redis-py error as
+    its cause.
+    """
+
+    def __init__(
+        self,
+        connection: str | aioredis.Redis,
+        *,
+        prefix: str = "pausepoint:",
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    ) -> None:
+        if isinstance(connection, str):
+            self._client: aioredis.Redis | None = aioredis.Redis.from_url(connection, decode_responses=False)
+            self._owns_client = True
+        else:
+            if connection.connection_pool.connection_kwargs.get("decode_responses"):
+                raise ValueError("RedisSessionStore needs a client made with decode_responses=False")
+            self._client = connection
+            self._owns_client = False
+        self.prefix = prefix
+        self.max_record_bytes = max_record_bytes
+        self._scripts = {
+            name: self._client.register_script(source)
+            for name, source in (("append", _APPEND), ("read", _READ), ("list", _LIST), ("delete", _DELETE))
+        }
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"<RedisSessionStore prefix={self.prefix!r}>"
+
+    # -- connection and schema ----------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _translated(self, action: str) -> AsyncIterator[None]:
+        """The one place redis-py's errors become ``StoreError`` (pausepoint's own pass through)."""
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"Redis failed while {action}: {exc}", prefix=self.prefix) from exc
+
+    async def _ready_client(self) -> aioredis.Redis:
+        """The client, once the prefix is known to hold our layout (checked on first use)."""
+        if self._client is None:
+            raise StoreError("the store is closed")
+        if not self._ready:
+            await self._check_schema(self._client)
+        return self._client
+
+    async def _run(self, script: str, action: str, keys: list[str], args: list[Any]) -> Any:
+        """Run one of the Lua scripts."""
+        async with self._translated(action):
+            client = await self._ready_client()
+            return await self._scripts[script](keys=keys, args=args, client=client)
+
+    async def _check_schema(self, client: aioredis.Redis) -> None:
+        key = self.prefix + "schema_version"
+        # SET NX: the first process claims the (empty) prefix; everyone then reads what is there.
+        await client.set(key, str(SCHEMA_VERSION), nx=True)
+        found = await client.get(key)
+        if found != str(SCHEMA_VERSION).encode():
+            shown = found.decode(errors="replace") if isinstance(found, bytes) else found
+            raise SchemaVersionError(
+                f"Redis prefix {self.prefix!r} holds pausepoint schema version {shown!r}; this version of "
+                f"pausepoint uses version {SCHEMA_VERSION}",
+                found=shown,
+                expected=SCHEMA_VERSION,
+            )
+        self._ready = True
+
+    def _keys(self, session_id: str) -> list[str]:
+        p = self.prefix
+        return [f"{p}summary:{session_id}", f"{p}log:{session_id}", f"{p}all", f"{p}pending", f"{p}expiry"]
+
+    # -- the contract -------------------------------------------------------------------------
+
+    async def append(
+        self, session_id: str, expected_version: int, entries: Sequence[LogEntry], summary: SessionSummary
+    ) -> int:
+        check_entries(expected_version, entries, self.max_record_bytes)
+        for entry in entries:
+            if "\n" in entry.kind:
+                raise ValueError(f"record kind {entry.kind!r} contains a newline")
+        keys = [*self._keys(session_id), f"{self.prefix}agent:{summary.agent}"]
+        if summary.owner is not None:
+            keys.append(f"{self.prefix}owner:{summary.owner}")
+        args: list[Any] = [
+            session_id,
+            expected_version,
+            self.prefix,
+            summary.agent,
+            "0" if summary.owner is None else "1",
+            summary.owner or "",
+            _us(summary.created_at),
+            _us(summary.updated_at),
+            summary.pending,
+            "" if summary.next_expiry is None else _us(summary.next_expiry),
+            summary.turn,
+            *(e.kind.encode() + b"\n" + e.data for e in entries),
+        ]
+        applied, version = await self._run("append", f"appending to session {session_id!r}", keys, args)
+        if not applied:
+            raise VersionConflict(
+                f"session {session_id!r} is at version {version}, not {expected_version}",
+                session_id=session_id,
+                expected=expected_version,
+                actual=version,
+            )
+        return int(version)
+
+    async def read(
+        self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
+    ) -> LogSlice | None:
+        keys = self._keys(session_id)[:2]
+        args: list[Any] = [after_version, "0"] if kinds is None else [after_version, "1", *kinds]
+        reply = await self._run("read", f"reading session {session_id!r}", keys, args)
+        if reply is None:
+            return None
+        entries = []
+        for i in range(1, len(reply), 2):
+            kind, _, data = reply[i + 1].partition(b"\n")
+            entries.append(LogEntry(int(reply[i]), kind.decode(), data))
+        return LogSlice(int(reply[0]), entries)
+
+    async def get_summary(self, session_id: str) -> SessionSummary | None:
+        async with self._translated(f"reading session {session_id!r}"):
+            client = await self._ready_client()
+            fields = await client.hgetall(self._keys(session_id)[0])
+        if not fields:
+            return None
+        return _summary(session_id, {_text(k): v for k, v in fields.items()})
+
+    async def list_sessions(
+        self,
+        *,
+        owner: str | None = None,
+        agent: str | None = None,
+        has_pending: bool | None = None,
+        expiring_before: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[SessionSummary]:
+        # Walk the narrowest index that still yields sessions in order; the script filters the rest.
+        p = self.prefix
+        if expiring_before is not None:
+            source = f"{p}expiry"
+        elif owner is not None:
+            source = f"{p}owner:{owner}"
+        elif has_pending:
+            source = f"{p}pending"
+        elif agent is not None:
+            source = f"{p}agent:{agent}"
+        else:
+            source = f"{p}all"
+        args: list[Any] = [
+            p,
+            owner or "",
+            agent or "",
+            "" if has_pending is None else ("1" if has_pending else "0"),
+            "" if expiring_before is None else _us(expiring_before),
+            offset,
+            limit,
+            "0" if owner is None else "1",
+            "0" if agent is None else "1",
+        ]
+        if limit <= 0:
+            return []
+        rows = await self._run("list", "listing sessions", [source], args)
+        return [_summary(row[0].decode(), {row[i].decode(): row[i + 1] for i in range(1, len(row), 2)}) for row in rows]
+
+    async def delete(self, session_id: str) -> bool:
+        gone = await self._run(
+            "delete",
+            f"deleting session {session_id!r}",
+            self._keys(session_id),
+            [
+                session_id,
+                self.prefix,
+            ],
+        )
+        return bool(gone)
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            async with self._translated("closing"):
+                await client.aclose()

@@ -1,0 +1,218 @@
+"""The store backends under test, each in a place of its own (a file, a schema, a key prefix).
+
+A ``Backend`` opens stores on its place (several stores on one place share the data, as
+several processes would), describes the place as JSON so a worker process can open it too
+(``open_store``), can plant a schema version for the refusal tests, and removes everything at
+the end. PostgreSQL and Redis come from ``PAUSEPOINT_TEST_POSTGRES_URL`` and
+``PAUSEPOINT_TEST_REDIS_URL``; without them their tests skip, or fail when
+``PAUSEPOINT_REQUIRE_SERVICES=1`` (as in CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+
+ALL = ["memory", "sqlite", "postgres", "redis"]
+DURABLE = ["sqlite", "postgres", "redis"]
+
+URL_VARIABLES = {"postgres": "PAUSEPOINT_TEST_POSTGRES_URL", "redis": "PAUSEPOINT_TEST_REDIS_URL"}
+
+
+def service_url(name: str) -> str:
+    """The test server URL for ``name``; skips (or fails, when services are required) without it."""
+    variable = URL_VARIABLES[name]
+    url = os.environ.get(variable)
+    if url:
+        return url
+    if os.environ.get("PAUSEPOINT_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{variable} is not set, and PAUSEPOINT_REQUIRE_SERVICES=1 requires a {name} server")
+    pytest.skip(f"{variable} is not set (source .ci/services.sh && start_services)")
+
+
+def open_store(spec: dict[str, Any], **options: Any) -> SessionStore:
+    """A store on the place ``spec`` describes (see ``Backend.spec``); used by worker processes too."""
+    kind = spec["backend"]
+    if kind == "sqlite":
+        return SqliteSessionStore(spec["path"], **options)
+    if kind == "postgres":
+        from pausepoint.stores import PostgresSessionStore
+
+        return PostgresSessionStore(spec["url"], schema=spec["schema"], **options)
+    if kind == "redis":
+        from pausepoint.stores import RedisSessionStore
+
+        return RedisSessionStore(spec["url"], prefix=spec["prefix"], **options)
+    raise ValueError(f"no durable backend {kind!r}")
+
+
+class Backend:
+    name: str
+    durable = True
+
+    def spec(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def open(self, **options: Any) -> SessionStore:
+        return open_store(self.spec(), **options)
+
+    async def set_schema_version(self, value: str) -> None:
+        """Make the place claim pausepoint schema ``value`` (a store must have used it before)."""
+        raise NotImplementedError
+
+    def hold_writes(self, session_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """While entered, appends to ``session_id`` wait (reads may too); they proceed on exit.
+
+        Racers that all reach their append inside the hold collide when it ends, so the
+        conditional append — not the luck of process scheduling — decides the race.
+        """
+        raise NotImplementedError
+
+    async def cleanup(self) -> None:
+        return None
+
+
+class MemoryBackend(Backend):
+    """One shared in-memory store: every ``open()`` without options returns it."""
+
+    name = "memory"
+    durable = False
+
+    def __init__(self) -> None:
+        self._shared = InMemorySessionStore()
+
+    async def open(self, **options: Any) -> SessionStore:
+        return InMemorySessionStore(**options) if options else self._shared
+
+
+class SqliteBackend(Backend):
+    name = "sqlite"
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "sessions.db"
+
+    def spec(self) -> dict[str, Any]:
+        return {"backend": "sqlite", "path": str(self.path)}
+
+    async def set_schema_version(self, value: str) -> None:
+        with sqlite3.connect(self.path) as conn:
+            conn.execute("UPDATE pausepoint_meta SET value = ? WHERE key = 'schema_version'", (value,))
+        conn.close()
+
+    @contextlib.asynccontextmanager
+    async def hold_writes(self, session_id: str) -> AsyncIterator[None]:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock; WAL readers carry on
+            yield
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+
+
+class PostgresBackend(Backend):
+    """A fresh PostgreSQL schema per test, dropped at the end."""
+
+    name = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.schema = f"pptest_{uuid.uuid4().hex[:12]}"
+
+    def spec(self) -> dict[str, Any]:
+        return {"backend": "postgres", "url": self.url, "schema": self.schema}
+
+    @property
+    def quoted(self) -> str:
+        return '"' + self.schema.replace('"', '""') + '"'
+
+    async def _execute(self, sql: str, *args: Any) -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url)
+        try:
+            await conn.execute(sql, *args)
+        finally:
+            await conn.close()
+
+    async def set_schema_version(self, value: str) -> None:
+        await self._execute(f"UPDATE {self.quoted}.pausepoint_meta SET value = $1 WHERE key = 'schema_version'", value)
+
+    @contextlib.asynccontextmanager
+    async def hold_writes(self, session_id: str) -> AsyncIterator[None]:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url)
+        try:
+            async with conn.transaction():
+                # The session row's lock: appends wait on it, plain reads do not.
+                await conn.execute(
+                    f"SELECT 1 FROM {self.quoted}.pausepoint_sessions WHERE id = $1 FOR UPDATE", session_id
+                )
+                yield
+        finally:
+            await conn.close()
+
+    async def cleanup(self) -> None:
+        await self._execute(f"DROP SCHEMA IF EXISTS {self.quoted} CASCADE")
+
+
+class RedisBackend(Backend):
+    """A fresh key prefix per test, whose keys are deleted at the end."""
+
+    name = "redis"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.prefix = f"pptest:{uuid.uuid4().hex[:12]}:"
+
+    def spec(self) -> dict[str, Any]:
+        return {"backend": "redis", "url": self.url, "prefix": self.prefix}
+
+    async def set_schema_version(self, value: str) -> None:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            await client.set(self.prefix + "schema_version", value)
+
+    @contextlib.asynccontextmanager
+    async def hold_writes(self, session_id: str) -> AsyncIterator[None]:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            # Holds every client's scripts (the store's reads are scripts too) until unpaused;
+            # the racers' claims are then queued together.
+            await client.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+            try:
+                yield
+            finally:
+                await client.execute_command("CLIENT", "UNPAUSE")
+
+    async def cleanup(self) -> None:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            keys = [key async for key in client.scan_iter(match=self.prefix + "*", count=1000)]
+            if keys:
+                await client.delete(*keys)
+
+
+def make_backend(name: str, directory: Path) -> Backend:
+    if name == "memory":
+        return MemoryBackend()
+    if name == "sqlite":
+        return SqliteBackend(directory)
+    if name == "postgres":
+        return PostgresBackend(service_url("postgres"))
+    if name == "redis":
+        return RedisBackend(service_url("redis"))
+    raise ValueError(name)

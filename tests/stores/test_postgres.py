@@ -1,0 +1,96 @@
+"""What only ``PostgresSessionStore`` has: pools, schemas, error translation."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from pausepoint.errors import StoreError
+from pausepoint.stores import LogEntry, LogSlice
+
+from .backends import PostgresBackend, service_url
+from .test_conformance import summary
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from pausepoint.stores import PostgresSessionStore  # noqa: E402
+
+
+@pytest.fixture
+async def place():
+    made = PostgresBackend(service_url("postgres"))
+    yield made
+    await made.cleanup()
+
+
+async def test_uses_a_pool_it_is_given_and_leaves_it_open(place):
+    pool = await asyncpg.create_pool(place.url, min_size=1, max_size=2)
+    try:
+        store = PostgresSessionStore(pool, schema=place.schema)
+        await store.append("s1", 0, [LogEntry(1, "message", b"{}")], summary("s1", 1))
+        await store.close()
+        assert await pool.fetchval(f"SELECT count(*) FROM {place.quoted}.pausepoint_records") == 1
+    finally:
+        await pool.close()
+
+
+async def test_schemas_keep_deployments_apart(place):
+    other = PostgresBackend(place.url)
+    first, second = await place.open(), await other.open()
+    try:
+        await first.append("s1", 0, [LogEntry(1, "message", b"1")], summary("s1", 1))
+        await second.append("s1", 0, [LogEntry(1, "message", b"2")], summary("s1", 1, owner="bob"))
+        assert await first.read("s1") == LogSlice(1, [LogEntry(1, "message", b"1")])
+        assert [s.owner for s in await second.list_sessions()] == ["bob"]
+    finally:
+        await first.close()
+        await second.close()
+        await other.cleanup()
+
+
+async def test_a_schema_name_needing_quotes(place):
+    place.schema = 'pp "odd" Name'
+    store = await place.open()
+    try:
+        await store.append("s1", 0, [LogEntry(1, "message", b"{}")], summary("s1", 1))
+        assert (await store.get_summary("s1")) == summary("s1", 1)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("name", ["", "x" * 64, "a\x00b"])
+def test_unusable_schema_names_are_refused(name):
+    with pytest.raises(ValueError):
+        PostgresSessionStore("postgresql://localhost/x", schema=name)
+
+
+async def test_connection_failure_is_a_store_error():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = PostgresSessionStore(f"postgresql://postgres@127.0.0.1:{port}/none")
+    with pytest.raises(StoreError) as caught:
+        await store.read("s1")
+    assert isinstance(caught.value.__cause__, OSError | asyncpg.PostgresError | asyncpg.InterfaceError)
+    await store.close()
+
+
+async def test_server_errors_are_store_errors_with_their_cause(place):
+    store = await place.open()
+    try:
+        await store.read("s1")  # creates the tables
+        await place._execute(f"DROP TABLE {place.quoted}.pausepoint_records")
+        with pytest.raises(StoreError) as caught:
+            await store.read("s1")
+        assert isinstance(caught.value.__cause__, asyncpg.UndefinedTableError)
+    finally:
+        await store.close()
+
+
+async def test_a_closed_store_refuses_work(place):
+    store = await place.open()
+    await store.read("s1")
+    await store.close()
+    with pytest.raises(StoreError):
+        await store.read("s1")

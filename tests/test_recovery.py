@@ -1,0 +1,106 @@
+"""A process that dies while a tool runs: the call is written down before a tool that must not
+run twice starts, and a later call settles it without running it again."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from pausepoint import AgentFinishReason, Pausepoint, ToolRunContext
+from pausepoint.errors import TurnInProgress
+from pausepoint.testing import ScriptedModel, tool_call
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def make_agent(store, clock, steps, ledger, *, hang: asyncio.Event | None = None, seen_in_store=None):
+    ai = Pausepoint(clock=clock)
+
+    @ai.tool()
+    async def transfer(amount: int, ctx: ToolRunContext) -> str:
+        """Moves money: must never run twice."""
+        if seen_in_store is not None:
+            seen_in_store.append(await store.read(ctx.session_id))
+        ledger.append(f"transfer:{amount}")
+        if hang is not None:
+            await hang.wait()  # the process "dies" here: its task is cancelled
+        return "moved"
+
+    @ai.tool(idempotent=True)
+    async def lookup(key: str) -> str:
+        """Reads only: safe to run again."""
+        ledger.append(f"lookup:{key}")
+        if hang is not None:
+            await hang.wait()
+        return f"value of {key}"
+
+    model = ScriptedModel(steps)
+    return ai.define_agent(name="bank", model=model, tools=[transfer, lookup], store=store), model
+
+
+async def die_mid_call(agent, text):
+    chat = agent.chat()
+    task = asyncio.create_task(chat.send(text))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return chat.session_id
+
+
+async def test_the_call_is_recorded_before_a_non_idempotent_tool_runs(store):
+    clock, ledger, seen = Clock(), [], []
+    agent, _ = make_agent(store, clock, [[tool_call("transfer", {"amount": 5})], "done"], ledger, seen_in_store=seen)
+    assert (await agent.chat().send("pay")).text == "done"
+    [log] = seen
+    assert any(e.kind == "message" and b"transfer" in e.data for e in log.entries)
+
+
+async def test_a_lost_call_is_settled_as_unknown_outcome_never_run_twice(store):
+    clock, ledger = Clock(), []
+    dying, _ = make_agent(store, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=asyncio.Event())
+    session_id = await die_mid_call(dying, "pay 5")
+    assert ledger == ["transfer:5"]
+
+    later, model = make_agent(store, clock, ["It may not have gone through; let me check."], ledger)
+    chat = later.chat(session_id)
+    with pytest.raises(TurnInProgress):  # it may still be running in its process
+        await chat.resume()
+    with pytest.raises(TurnInProgress):
+        await chat.send("hello?")
+
+    clock.now += timedelta(minutes=16)  # past abandon_after: presumed lost
+    res = await chat.resume()
+    assert res.finish_reason == AgentFinishReason.STOP
+    assert ledger == ["transfer:5"]  # not run again
+    [result] = model.requests[-1].messages[-1].tool_responses
+    assert result.is_error and result.output["outcome"] == "unknown"
+
+
+async def test_a_lost_idempotent_call_runs_again_and_send_settles_lost_calls(store):
+    clock, ledger = Clock(), []
+    dying, _ = make_agent(
+        store,
+        clock,
+        [[tool_call("transfer", {"amount": 1}), tool_call("lookup", {"key": "k"})]],
+        ledger,
+        hang=asyncio.Event(),
+    )
+    session_id = await die_mid_call(dying, "go")
+    assert sorted(ledger) == ["lookup:k", "transfer:1"]
+
+    clock.now += timedelta(hours=1)
+    later, model = make_agent(store, clock, ["fresh reply"], ledger)
+    res = await later.chat(session_id).send("next question")
+    assert res.text == "fresh reply"
+    assert sorted(ledger) == ["lookup:k", "lookup:k", "transfer:1"]
+    roles = [m.role for m in model.requests[-1].messages]
+    assert roles == ["user", "model", "tool", "user"]
+    outputs = [p.output for p in model.requests[-1].messages[2].tool_responses]
+    assert outputs[0]["outcome"] == "unknown" and outputs[1] == "value of k"
