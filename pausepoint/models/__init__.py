@@ -10,6 +10,6 @@ Every adapter has the same anatomy (``_map_messages``, ``_map_tool_definition``,
 and one ``_map_errors`` context manager) so they can be read side by side.
 """
 
-from ._retry import RetryPolicy, call_with_retries, missing_extra, stream_with_retries
+from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
-__all__ = ["RetryPolicy", "call_with_retries", "missing_extra", "stream_with_retries"]
+__all__ = ["RetryPolicy", "call_with_retries", "stream_with_retries"]

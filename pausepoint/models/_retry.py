@@ -11,7 +11,7 @@ from typing import TypeVar
 from .._models import ChunkSink, ModelChunk
 from ..errors import ModelError, ModelRateLimited
 
-__all__ = ["RetryPolicy", "call_with_retries", "missing_extra", "stream_with_retries"]
+__all__ = ["RetryPolicy", "call_with_retries", "stream_with_retries"]
 
 T = TypeVar("T")
 
@@ -69,8 +69,3 @@ async def stream_with_retries(call: Callable[[ChunkSink], Awaitable[T]], on_chun
         on_chunk(chunk)
 
     return await call_with_retries(lambda: call(sink), policy, may_retry=lambda: not reported)
-
-
-def missing_extra(package: str, extra: str) -> ImportError:
-    """The ImportError to raise when a provider's SDK is not installed."""
-    return ImportError(f"{package} is not installed: pip install 'pausepoint[{extra}]'")

@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from .._extras import missing_extra
 from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from .._models import (
     ChunkSink,
@@ -65,7 +66,7 @@ from ..errors import (
     ModelTimeout,
     ModelUnavailable,
 )
-from ._retry import RetryPolicy, call_with_retries, missing_extra, stream_with_retries
+from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
     import anthropic as sdk

@@ -65,6 +65,7 @@ from urllib.parse import unquote_to_bytes
 
 import pydantic
 
+from .._extras import missing_extra
 from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from .._models import (
     ChunkSink,
@@ -85,7 +86,7 @@ from ..errors import (
     ModelTimeout,
     ModelUnavailable,
 )
-from ._retry import RetryPolicy, call_with_retries, missing_extra, stream_with_retries
+from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
     from google import genai

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .._extras import missing_extra
 from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart
 from .._models import (
     ChunkSink,
@@ -72,7 +73,6 @@ from .._models import (
 )
 from ..errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
 from ._local_grammar import OutputEvent, OutputParser, build_grammar, parse_arguments, render_call
-from ._retry import missing_extra
 
 try:
     import llama_cpp

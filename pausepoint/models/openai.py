@@ -44,6 +44,7 @@ from typing import Any
 
 import pydantic_core
 
+from .._extras import missing_extra
 from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from .._models import (
     ChunkSink,
@@ -64,7 +65,7 @@ from ..errors import (
     ModelTimeout,
     ModelUnavailable,
 )
-from ._retry import RetryPolicy, call_with_retries, missing_extra, stream_with_retries
+from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
     import openai

@@ -33,8 +33,8 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .._extras import missing_extra
 from ..errors import SchemaVersionError, StoreError, VersionConflict
-from ..models._retry import missing_extra
 from ._base import DEFAULT_MAX_RECORD_BYTES, LogEntry, LogSlice, SessionSummary, check_entries
 
 try:
