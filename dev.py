@@ -52,6 +52,7 @@ COMMANDS = {
     "demo": ("", [str(PYTHON), "-m", "examples.banking"]),
     "test": ("dev", [str(PYTHON), "-m", "pytest"]),
     "bench": ("dev", [str(PYTHON), "-m", "benchmarks.run"]),
+    "bench-backends": ("dev", [str(PYTHON), "-m", "benchmarks.backends"]),
     "lint": ("dev", [str(PYTHON), "-m", "ruff", "check", "pausepoint", "tests", "examples", "benchmarks"]),
     "typecheck": ("dev", [str(PYTHON), "-m", "mypy"]),
 }

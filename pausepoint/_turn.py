@@ -224,7 +224,9 @@ class Turn:
                 rerun.append(CallJob(call.request, call.request.input))
             else:
                 self.journal.add(
-                    CallCompleted(call.request.ref, call.request.name, dict(_UNKNOWN_OUTCOME), is_error=True)
+                    self._record(
+                        Completed(CallJob(call.request, call.request.input), dict(_UNKNOWN_OUTCOME), is_error=True)
+                    )
                 )
         if rerun:
             await self.run_calls(rerun)
