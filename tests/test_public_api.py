@@ -2,6 +2,7 @@
 
 import pausepoint
 import pausepoint.errors
+import pausepoint.models
 import pausepoint.stores
 import pausepoint.testing
 
@@ -25,7 +26,11 @@ def test_subpackages_export_what_they_list():
     for module in (pausepoint.errors, pausepoint.stores, pausepoint.testing):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
-    assert {"InMemorySessionStore", "SqliteSessionStore", "SessionStore"} <= set(pausepoint.stores.__all__)
+    assert sorted(pausepoint.stores.__all__) == [
+        "InMemorySessionStore", "LogEntry", "LogSlice", "PostgresSessionStore", "RedisSessionStore",
+        "SessionStore", "SessionSummary", "SqliteSessionStore",
+    ]  # fmt: skip
+    assert sorted(pausepoint.models.__all__) == ["RetryPolicy", "call_with_retries", "stream_with_retries"]
     assert {"ScriptedModel", "tool_call", "reply"} <= set(pausepoint.testing.__all__)
 
 
