@@ -70,6 +70,11 @@ def check_answers(
     allow_changed_tools: bool = False,
 ) -> list[CallAnswered]:
     """The claim records for ``answers``, or a ``ResumeRefused`` error; all or nothing."""
+    try:
+        jsonable([ctx.metadata, *(getattr(a, "metadata", None) for a in answers)])
+        jsonable([getattr(a, "resumed_metadata", None) for a in answers])
+    except (TypeError, ValueError) as exc:
+        raise InvalidAnswer(f"resume metadata must be JSON data: {exc}") from exc
     claims: list[CallAnswered] = []
     seen: set[str] = set()
     for answer in answers:
@@ -157,8 +162,8 @@ def _check_one(
         return claim
     try:
         claim.output = tool.validate_output(answer.output)
-    except ValidationError as exc:
-        raise InvalidAnswer(f"the answer to {name!r} does not match its output schema: {exc}", ref=ref) from exc
+    except (ValidationError, TypeError, ValueError) as exc:  # a PydanticSerializationError is a ValueError
+        raise InvalidAnswer(f"the answer to {name!r} is not valid for its output schema: {exc}", ref=ref) from exc
     return claim
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._messages import ToolRequestPart
-from ._tools import Interrupt, Tool, ToolRunContext
+from ._tools import Interrupt, Tool, ToolRunContext, jsonable
 
 __all__ = ["CallJob", "Completed", "Outcome", "Paused", "dispatch"]
 
@@ -108,6 +108,10 @@ async def _run_one(
     try:
         output = await tool.run(validated, ctx)
     except Interrupt as signal:
+        try:
+            signal.metadata = jsonable(signal.metadata)
+        except (TypeError, ValueError) as exc:  # PydanticSerializationError is a ValueError
+            return Completed(job, {"error": f"Interrupt metadata is not JSON data: {exc}"}, is_error=True, error=exc)
         return Paused(job, validated.model_dump(mode="json"), signal)
     except Exception as exc:  # a tool's failure is data for the model (or fails the turn)
         return Completed(job, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True, error=exc)

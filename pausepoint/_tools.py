@@ -33,6 +33,8 @@ class Interrupt(Exception):
     """
 
     def __init__(self, metadata: dict[str, Any] | None = None, *, ttl: timedelta | float | None = None) -> None:
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"Interrupt metadata must be a dict, not {type(metadata).__name__}")
         super().__init__("tool call paused")
         self.metadata = metadata
         self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl

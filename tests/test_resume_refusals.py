@@ -187,3 +187,38 @@ async def test_wrong_answer_types_are_rejected(store):
     with pytest.raises(TypeError):
         await chat.resume(respond=[{"ref": res.interrupts[0].ref}])  # type: ignore[list-item]
     assert isinstance(res.interrupts[0].restart(), ToolRestart)
+
+
+async def test_answers_and_metadata_that_are_not_json_are_refused(store):
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    await assert_refused(
+        store,
+        chat,
+        InvalidAnswer,
+        ledger,
+        respond=[res.interrupts[0].respond({"approved": True})],
+        metadata={"when": object()},
+    )
+    await then_valid_resume_works(chat, res, ledger)
+
+
+async def test_an_interrupt_whose_metadata_is_not_json_is_reported_to_the_model(store):
+    from pausepoint import Interrupt, Pausepoint
+    from pausepoint.testing import ScriptedModel
+
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def odd() -> str:
+        """Pauses with metadata that cannot be stored."""
+        raise Interrupt({"handle": object()})
+
+    model = ScriptedModel([[tool_call("odd")], "noted"])
+    agent = ai.define_agent(name="odd", model=model, tools=[odd], store=store)
+    res = await agent.chat().send("go")
+    assert res.text == "noted"
+    [result] = model.requests[-1].messages[-1].tool_responses
+    assert result.is_error and "not JSON data" in result.output["error"]
+    with pytest.raises(TypeError):
+        Interrupt("not a dict")  # type: ignore[arg-type]
