@@ -163,7 +163,7 @@ class Chat:
     async def last_response(self) -> AgentResponse | None:
         """The response of the latest call that ended on this session, rebuilt from the log."""
         state = await self._read()
-        return None if state.last_end is None else response_for(state, state.last_end)
+        return None if state.last_end is None else response_for(state, state.last_end, state.last_end_version)
 
     # -- the operations -------------------------------------------------------------------------
 
@@ -269,7 +269,7 @@ class Chat:
             )
         if outcome.ended is None:
             raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)
-        return response_for(state, outcome.ended)
+        return response_for(state, outcome.ended, outcome.ended_version)
 
     # -- plumbing -------------------------------------------------------------------------------
 

@@ -56,6 +56,9 @@ class PendingInterrupt:
     paused_at: datetime
     expires_at: datetime | None = None
     turn: int = 0
+    #: the ref of the tool request this pause belongs to (``ToolRequestPart.ref`` in the history);
+    #: a restarted call that pauses again keeps its ``call_ref`` and gets a new ``ref``
+    call_ref: str = ""
 
     def respond(self, output: Any, *, metadata: dict[str, Any] | None = None) -> ToolResponse:
         """An answer giving ``output`` as the call's result (validated against the output schema)."""

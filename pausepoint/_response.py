@@ -27,6 +27,8 @@ class AgentResponse:
 
     ``interrupts`` lists the calls still paused (empty unless ``finish_reason`` is
     ``INTERRUPTED``, or ``FAILED`` with paused siblings); ``error`` describes a failure.
+    ``version`` is the session's log version at the end of this call (0 when not known): it
+    names this turn end, so a caller can tell whether the session has moved on since.
     """
 
     session_id: str
@@ -35,6 +37,7 @@ class AgentResponse:
     interrupts: list[PendingInterrupt] = field(default_factory=list)
     error: str | None = None
     turn: int = 0
+    version: int = 0
 
     @property
     def text(self) -> str:

@@ -91,6 +91,7 @@ class KeyedOutcome:
 
     request_hash: str
     ended: TurnEnded | None = None
+    ended_version: int = 0
 
 
 class SessionState:
@@ -136,11 +137,12 @@ class SessionState:
             self.last_end = record
             self.last_end_version = self.version
             if record.idempotency_key is not None:
-                self.keys[record.idempotency_key].ended = record
+                keyed = self.keys[record.idempotency_key]
+                keyed.ended, keyed.ended_version = record, self.version
             else:  # an unkeyed end (e.g. recovery after a crash) ends every keyed call still open
                 for outcome in self.keys.values():
                     if outcome.ended is None:
-                        outcome.ended = record
+                        outcome.ended, outcome.ended_version = record, self.version
         elif isinstance(record, SessionStarted):
             self.agent = record.agent
             self.owner = record.owner

@@ -276,7 +276,7 @@ class Turn:
                     # Another writer answered the last pause meanwhile: the turn is theirs to finish.
                     return await self._wait_for_other_writer()
                 continue
-            return self._finished(response_for(journal.state, record))
+            return self._finished(response_for(journal.state, record, journal.state.version))
         raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
 
     def _finished(self, response: AgentResponse) -> AgentResponse:
@@ -366,7 +366,7 @@ class Turn:
             state: SessionState = await self.agent._refresh(self.state.session_id)
             self.journal.state = state
             if state.last_end is not None and state.last_end_version > seen:
-                return self._finished(response_for(state, state.last_end))
+                return self._finished(response_for(state, state.last_end, state.last_end_version))
         raise ResumeInProgress(
             f"another process is still running a restarted call in session {self.state.session_id!r}",
             session_id=self.state.session_id,

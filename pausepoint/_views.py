@@ -19,11 +19,13 @@ def pending_interrupt(record: CallPaused) -> PendingInterrupt:
         paused_at=record.at,
         expires_at=record.expires_at,
         turn=record.turn,
+        call_ref=record.call_ref,
     )
 
 
-def response_for(state: SessionState, end: TurnEnded) -> AgentResponse:
-    """The response a call returned, rebuilt from its ``TurnEnded`` record (also for replays)."""
+def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResponse:
+    """The response a call returned, rebuilt from its ``TurnEnded`` record (also for replays);
+    ``version`` is the record's place in the log."""
     message = state.messages[end.message_index] if end.message_index is not None else None
     return AgentResponse(
         session_id=state.session_id,
@@ -32,6 +34,7 @@ def response_for(state: SessionState, end: TurnEnded) -> AgentResponse:
         interrupts=[pending_interrupt(state.pauses[ref].record) for ref in end.open_refs],
         error=end.error,
         turn=end.turn,
+        version=version,
     )
 
 

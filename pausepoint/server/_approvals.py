@@ -1,0 +1,261 @@
+"""The REST API (snake_case JSON, described by ``/openapi.json``): chats, the approvals inbox,
+answers by ref, the audit trail, and the SSE feed.
+
+Every answer goes through ``Chat.resume`` with ``via="http"`` and the caller as principal, so
+the core checks every promise of a pause and the audit trail records who answered. Sessions
+another principal owns are 404 (``Service.visible``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from .._agent import Agent
+from .._interrupts import ToolResponse, ToolRestart
+from .._streaming import TurnStream
+from ._codec import (
+    AUDIT,
+    INTERRUPTS,
+    MESSAGES,
+    RESPONSE,
+    SUMMARY,
+    CancelBody,
+    DenyBody,
+    RespondBody,
+    RestartBody,
+    ResumeBody,
+    SendBody,
+    dump,
+    user_message,
+)
+from ._errors import dumps, guarded
+from ._limits import check_history, check_message_size, parse_body, read_json
+from ._service import Service
+from ._turns import event, run_turn
+from .errors import InvalidRequest, NotFound
+
+__all__ = ["rest_routes"]
+
+_MAX_KEY = 200
+
+
+def rest_routes(service: Service) -> list[Route]:
+    limits = service.limits
+
+    async def agents(request: Request) -> Response:
+        await service.principal(request)
+        return _json({"agents": sorted(service.ai.agents)})
+
+    async def list_sessions(request: Request) -> Response:
+        agent = service.agent(request.path_params["agent"])
+        principal = await service.principal(request)
+        pending = _flag(request, "pending")
+        limit = _int(request, "limit", 100, 1, limits.max_page)
+        offset = _int(request, "offset", 0, 0, 10**9)
+        owner = service.policy.inbox_owner(principal)
+        found = await agent.list_sessions(owner=owner, has_pending=pending, limit=limit, offset=offset)
+        visible = [s for s in found if service.policy.can_view(principal, s)]
+        return _json({"sessions": [dump(SUMMARY, s) for s in visible]})
+
+    async def create(request: Request) -> Response:
+        agent = service.agent(request.path_params["agent"])
+        principal = await service.principal(request)
+        body = parse_body(SendBody, await read_json(request, limits))
+        check_message_size(body.model_dump(mode="json")["message"], limits)
+        chat = agent.chat(principal=principal)
+        message = user_message(body)
+        return await _turn(request, agent, chat.session_id, lambda: chat.send_stream(message, principal=principal))
+
+    async def send(request: Request) -> Response:
+        agent, session_id, principal = await _acting(request)
+        body = parse_body(SendBody, await read_json(request, limits))
+        check_message_size(body.model_dump(mode="json")["message"], limits)
+        check_history(await agent.store.get_summary(session_id), limits)
+        chat = agent.chat(session_id, principal=principal)
+        message = user_message(body)
+        return await _turn(request, agent, session_id, lambda: chat.send_stream(message, principal=principal))
+
+    async def read(request: Request) -> Response:
+        agent, session_id, principal = await _viewing(request)
+        summary = await service.visible(agent, session_id, principal)
+        chat = agent.chat(session_id, principal=principal)
+        last = await chat.last_response()
+        return _json(
+            {
+                "session": dump(SUMMARY, summary),
+                "interrupts": dump(INTERRUPTS, await chat.interrupts()),
+                "last_response": None if last is None else dump(RESPONSE, last),
+            }
+        )
+
+    async def interrupts(request: Request) -> Response:
+        agent, session_id, _ = await _viewing(request)
+        return _json({"interrupts": dump(INTERRUPTS, await agent.chat(session_id).interrupts())})
+
+    async def audit(request: Request) -> Response:
+        agent, session_id, _ = await _viewing(request)
+        return _json({"entries": dump(AUDIT, await agent.chat(session_id).audit_trail())})
+
+    async def history(request: Request) -> Response:
+        agent, session_id, _ = await _viewing(request)
+        return _json({"messages": dump(MESSAGES, await agent.chat(session_id).history())})
+
+    async def resume(request: Request) -> Response:
+        agent, session_id, principal = await _acting(request)
+        body = parse_body(ResumeBody, await read_json(request, limits))
+        respond = [ToolResponse(a.ref, a.name, a.output, a.metadata, a.decision, a.reason) for a in body.respond]
+        restart = [ToolRestart(a.ref, a.name, a.replace_input, a.resumed_metadata) for a in body.restart]
+        return await _answer(request, agent, session_id, principal, respond, restart, body.metadata)
+
+    async def answer(request: Request) -> Response:
+        agent, session_id, principal = await _acting(request)
+        ref, action = request.path_params["ref"], request.path_params["action"]
+        if action not in ("respond", "deny", "restart"):
+            raise NotFound(f"no action {action!r}: respond, deny or restart")
+        raw = await read_json(request, limits)
+        chat = agent.chat(session_id, principal=principal)
+        respond: list[ToolResponse] = []
+        restart: list[ToolRestart] = []
+        if action == "respond":
+            r = parse_body(RespondBody, raw)
+            name = r.name or await _name_of(chat, ref)
+            respond.append(ToolResponse(ref, name, r.output, r.metadata))
+        elif action == "deny":
+            d = parse_body(DenyBody, raw)
+            name = d.name or await _name_of(chat, ref)
+            respond.append(ToolResponse(ref, name, None, d.metadata, decision="deny", reason=d.reason))
+        else:
+            s = parse_body(RestartBody, raw)
+            name = s.name or await _name_of(chat, ref)
+            restart.append(ToolRestart(ref, name, s.replace_input, s.resumed_metadata))
+        return await _answer(request, agent, session_id, principal, respond, restart, None)
+
+    async def cancel(request: Request) -> Response:
+        agent, session_id, principal = await _acting(request)
+        body = parse_body(CancelBody, await read_json(request, limits))
+        response = await agent.chat(session_id, principal=principal).cancel_pending(body.reason, principal=principal)
+        service.feed.notify(agent.name, session_id)
+        return _json(dump(RESPONSE, response))
+
+    async def feed(request: Request) -> Response:
+        principal = await service.principal(request)
+        subscription = await service.feed.subscribe(lambda s: service.policy.can_view(principal, s))
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                yield b": connected\n\n"
+                while True:
+                    try:
+                        name, data = await asyncio.wait_for(subscription.queue.get(), 15.0)
+                    except TimeoutError:
+                        yield b": keep-alive\n\n"
+                        continue
+                    yield event(name, data)
+            finally:
+                service.feed.unsubscribe(subscription)
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    # -- helpers sharing the closure ------------------------------------------------------------
+
+    async def _viewing(request: Request) -> tuple[Agent, str, str]:
+        agent = service.agent(request.path_params["agent"])
+        principal = await service.principal(request)
+        session_id = request.path_params["session_id"]
+        await service.visible(agent, session_id, principal)
+        return agent, session_id, principal
+
+    async def _acting(request: Request) -> tuple[Agent, str, str]:
+        agent = service.agent(request.path_params["agent"])
+        principal = await service.principal(request)
+        session_id = request.path_params["session_id"]
+        await service.actionable(agent, session_id, principal)
+        return agent, session_id, principal
+
+    async def _turn(request: Request, agent: Agent, session_id: str, start: Any) -> Response:
+        return await run_turn(request, start, on_done=lambda: service.feed.notify(agent.name, session_id))
+
+    async def _answer(
+        request: Request,
+        agent: Agent,
+        session_id: str,
+        principal: str,
+        respond: list[ToolResponse],
+        restart: list[ToolRestart],
+        metadata: dict[str, Any] | None,
+    ) -> Response:
+        key = request.headers.get("idempotency-key")
+        if key is not None and not 0 < len(key) <= _MAX_KEY:
+            raise InvalidRequest(f"the Idempotency-Key header must have 1 to {_MAX_KEY} characters")
+        chat = agent.chat(session_id, principal=principal)
+
+        def start() -> TurnStream:
+            return chat.resume_stream(
+                respond=respond,
+                restart=restart,
+                metadata=metadata,
+                idempotency_key=key,
+                principal=principal,
+                via="http",
+            )
+
+        return await _turn(request, agent, session_id, start)
+
+    base = "/v1/agents/{agent}/sessions"
+    one = base + "/{session_id}"
+    return [
+        Route("/v1/agents", guarded(agents), methods=["GET"]),
+        Route(base, guarded(list_sessions), methods=["GET"]),
+        Route(base, guarded(create), methods=["POST"]),
+        Route(one, guarded(read), methods=["GET"]),
+        Route(one + "/messages", guarded(send), methods=["POST"]),
+        Route(one + "/interrupts", guarded(interrupts), methods=["GET"]),
+        Route(one + "/audit", guarded(audit), methods=["GET"]),
+        Route(one + "/history", guarded(history), methods=["GET"]),
+        Route(one + "/resume", guarded(resume), methods=["POST"]),
+        Route(one + "/cancel", guarded(cancel), methods=["POST"]),
+        Route(one + "/interrupts/{ref}/{action:str}", guarded(answer), methods=["POST"]),
+        Route("/v1/feed", guarded(feed), methods=["GET"]),
+    ]
+
+
+async def _name_of(chat: Any, ref: str) -> str:
+    """The tool name of pause ``ref``: open now, or answered before (so a replay is refused as
+    ``AlreadyResolved``, not as a name mismatch)."""
+    for pause in await chat.interrupts():
+        if pause.ref == ref:
+            return str(pause.name)
+    for entry in await chat.audit_trail():
+        if entry.ref == ref:
+            return str(entry.name)
+    return ""
+
+
+def _flag(request: Request, name: str) -> bool | None:
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    if value.lower() in ("true", "1"):
+        return True
+    if value.lower() in ("false", "0"):
+        return False
+    raise InvalidRequest(f"query parameter {name!r} must be true or false")
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise InvalidRequest(f"query parameter {name!r} must be an integer from {low} to {high}")
+    return int(value)
+
+
+def _json(value: Any) -> Response:
+    return Response(dumps(value), media_type="application/json")

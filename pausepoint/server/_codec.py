@@ -1,0 +1,114 @@
+"""The REST API's JSON: snake_case, the same dataclasses the Python API returns.
+
+One pydantic adapter per type, used by the server to write and by ``pausepoint.client`` to
+read back the very objects a local agent returns (``AgentResponse``, ``PendingInterrupt``,
+``AuditEntry``, the stream's chunks). Request bodies are pydantic models with unknown fields
+refused; the OpenAPI document is generated from both.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .._interrupts import AuditEntry, PendingInterrupt
+from .._messages import MediaPart, Message, TextPart
+from .._response import AgentResponse
+from .._streaming import TurnChunk
+from ..stores import SessionSummary
+
+__all__ = [
+    "AUDIT",
+    "CHUNK",
+    "INTERRUPTS",
+    "RESPONSE",
+    "SUMMARY",
+    "CancelBody",
+    "DenyBody",
+    "RespondBody",
+    "RestartBody",
+    "ResumeBody",
+    "SendBody",
+    "dump",
+    "user_message",
+]
+
+AnyChunk: TypeAlias = Annotated[TurnChunk, Field(discriminator="kind")]
+UserPart: TypeAlias = Annotated[TextPart | MediaPart, Field(discriminator="kind")]
+
+RESPONSE: TypeAdapter[AgentResponse] = TypeAdapter(AgentResponse)
+INTERRUPTS: TypeAdapter[list[PendingInterrupt]] = TypeAdapter(list[PendingInterrupt])
+AUDIT: TypeAdapter[list[AuditEntry]] = TypeAdapter(list[AuditEntry])
+SUMMARY: TypeAdapter[SessionSummary] = TypeAdapter(SessionSummary)
+CHUNK: TypeAdapter[AnyChunk] = TypeAdapter(AnyChunk)
+MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def dump(adapter: TypeAdapter[Any], value: Any) -> Any:
+    """``value`` as plain JSON data."""
+    return adapter.dump_python(value, mode="json")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SendBody(_Body):
+    """A user message: a string, or a list of text / media parts."""
+
+    message: str | list[UserPart]
+
+
+class RespondItem(_Body):
+    ref: str
+    name: str
+    output: Any = None
+    metadata: dict[str, Any] | None = None
+    decision: Literal["respond", "deny"] = "respond"
+    reason: str | None = None
+
+
+class RestartItem(_Body):
+    ref: str
+    name: str
+    replace_input: Any = None
+    resumed_metadata: dict[str, Any] | None = None
+
+
+class ResumeBody(_Body):
+    """Answers to paused calls (the ``Idempotency-Key`` header makes a retry safe)."""
+
+    respond: list[RespondItem] = Field(default_factory=list)
+    restart: list[RestartItem] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+
+
+class RespondBody(_Body):
+    """The paused call's result. ``name`` defaults to the paused tool's."""
+
+    output: Any = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class DenyBody(_Body):
+    reason: str = ""
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RestartBody(_Body):
+    replace_input: Any = None
+    resumed_metadata: dict[str, Any] | None = None
+    name: str | None = None
+
+
+class CancelBody(_Body):
+    reason: str = "cancelled"
+
+
+def user_message(body: SendBody) -> Message:
+    if isinstance(body.message, str):
+        return Message("user", [TextPart(body.message)])
+    return Message("user", list(body.message))

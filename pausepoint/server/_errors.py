@@ -1,0 +1,133 @@
+"""The one place where errors become HTTP responses.
+
+Every error body has one shape, readable by pausepoint's client (``code``) and by Genkit's
+remote clients (``status``, the reference's canonical status name)::
+
+    {"error": {"code": "already_resolved", "status": "ABORTED", "message": "...", "details": {...}}}
+
+Caller mistakes (``UsageError``) are 4xx; runtime and provider failures keep their meaning
+(409 for a lost race, 502/503/504 for the model); anything unexpected is a 500 whose body
+names nothing internal (the exception is logged).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import errors as core
+from . import errors as edge
+
+__all__ = ["as_pausepoint_error", "dumps", "error_body", "error_response", "guarded", "http_status"]
+
+log = logging.getLogger("pausepoint.server")
+
+# Most specific class first: the first match in an error's MRO wins.
+_STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
+    edge.InvalidRequest: (400, "INVALID_ARGUMENT"),
+    edge.Unauthenticated: (401, "UNAUTHENTICATED"),
+    edge.Forbidden: (403, "PERMISSION_DENIED"),
+    edge.NotFound: (404, "NOT_FOUND"),
+    edge.RequestTooLarge: (413, "RESOURCE_EXHAUSTED"),
+    edge.HistoryTooLong: (422, "RESOURCE_EXHAUSTED"),
+    edge.StaleSnapshot: (409, "FAILED_PRECONDITION"),
+    edge.ClientStateRefused: (400, "FAILED_PRECONDITION"),
+    edge.ServerError: (500, "INTERNAL"),
+    core.SessionNotFound: (404, "NOT_FOUND"),
+    core.UnknownInterrupt: (404, "NOT_FOUND"),
+    core.AlreadyResolved: (409, "ABORTED"),
+    core.StaleInterrupt: (409, "FAILED_PRECONDITION"),
+    core.NotPaused: (409, "FAILED_PRECONDITION"),
+    core.InterruptExpired: (409, "FAILED_PRECONDITION"),
+    core.NothingToResume: (409, "FAILED_PRECONDITION"),
+    core.ToolDefinitionChanged: (409, "FAILED_PRECONDITION"),
+    core.IdempotencyKeyReused: (409, "ALREADY_EXISTS"),
+    core.InterruptNameMismatch: (422, "INVALID_ARGUMENT"),
+    core.DuplicateAnswer: (422, "INVALID_ARGUMENT"),
+    core.InvalidAnswer: (422, "INVALID_ARGUMENT"),
+    core.InputEditNotAllowed: (422, "INVALID_ARGUMENT"),
+    core.PendingInterrupts: (409, "FAILED_PRECONDITION"),
+    core.DefinitionError: (422, "INVALID_ARGUMENT"),
+    core.ModelNotFound: (422, "INVALID_ARGUMENT"),
+    core.UsageError: (400, "INVALID_ARGUMENT"),
+    core.ConcurrentUpdate: (409, "ABORTED"),
+    core.ResumeInProgress: (409, "ABORTED"),
+    core.TurnInProgress: (409, "ABORTED"),
+    core.PayloadTooLarge: (413, "RESOURCE_EXHAUSTED"),
+    core.StoreError: (503, "UNAVAILABLE"),
+    core.ModelRateLimited: (429, "RESOURCE_EXHAUSTED"),
+    core.ModelTimeout: (504, "DEADLINE_EXCEEDED"),
+    core.ModelUnavailable: (503, "UNAVAILABLE"),
+    core.ModelError: (502, "UNAVAILABLE"),
+    core.PausepointError: (500, "INTERNAL"),
+}
+
+
+def http_status(error: core.PausepointError) -> tuple[int, str]:
+    """The HTTP status code and the Genkit status name for ``error``."""
+    for cls in type(error).__mro__:
+        found = _STATUS.get(cls)
+        if found is not None:
+            return found
+    return 500, "INTERNAL"
+
+
+def as_pausepoint_error(exc: BaseException) -> core.PausepointError:
+    """``exc`` itself if it is a pausepoint error; otherwise a ``ServerError`` that says nothing
+    about it (the original is logged)."""
+    if isinstance(exc, core.PausepointError):
+        return exc
+    log.error("unexpected error while serving a request", exc_info=exc)
+    return edge.ServerError("the server failed unexpectedly; the error was logged")
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    error = as_pausepoint_error(exc)
+    _, status = http_status(error)
+    details = _jsonable(error.details)
+    return {"error": {"code": error.code, "status": status, "message": error.message, "details": details}}
+
+
+def error_response(exc: BaseException) -> Response:
+    error = as_pausepoint_error(exc)
+    code, _ = http_status(error)
+    headers = {}
+    if isinstance(error, edge.Unauthenticated):
+        headers["WWW-Authenticate"] = 'Bearer realm="pausepoint"'
+    if isinstance(error, core.ModelRateLimited) and error.retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(error.retry_after)))
+    return Response(dumps(error_body(error)), status_code=code, media_type="application/json", headers=headers)
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON, as the reference's handlers write it."""
+    return json.dumps(value, separators=(",", ":"), default=str).encode()
+
+
+def _jsonable(details: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return dict(json.loads(json.dumps(details, default=str)))
+    except (TypeError, ValueError):
+        return {}
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(handler: Handler) -> Handler:
+    """``handler``, with every exception it raises turned into its error response."""
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:
+            return error_response(exc)
+
+    return endpoint

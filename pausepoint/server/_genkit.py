@@ -1,0 +1,371 @@
+"""The reference system's agent wire format — the only module that knows its camelCase JSON.
+
+Requests: ``{"data": AgentInput, "init": AgentInit}``; replies ``{"result": AgentOutput}``, or
+SSE lines ``data: {"message": AgentStreamChunk}`` … ``data: {"result": AgentOutput}`` (a failure
+after the stream started: ``data: {"error": {...}}``).
+
+Snapshots. A snapshot id names a session at a turn end: ``<session_id>.<version>``, the version
+being the session log's length when that turn end was recorded (``AgentResponse.version``).
+Only the latest turn end of a session can be continued or read; an older id is refused with
+``StaleSnapshot`` naming the latest, so a client can never branch a session or replay a turn.
+
+Parts. A tool request paused now carries the pause's ref (not the call's) and
+``metadata.interrupt`` (the interrupt's metadata, or ``true``), both in the stream and in the
+final message, so a client answers with exactly what it was shown. A restart part runs the
+tool on ``toolRequest.input``; ``metadata.resumed`` becomes ``ctx.resumed_metadata``; an input
+differing from the paused one is an edit (as is any part with ``metadata.replacedInput``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from .._response import AgentFinishReason, AgentResponse
+from .._streaming import (
+    InterruptChunk,
+    TextChunk,
+    ToolRequestChunk,
+    ToolResultChunk,
+    TurnChunk,
+    TurnEndChunk,
+)
+from ..stores import SessionSummary
+from ._errors import dumps, error_body
+from ._limits import parse_body
+from .errors import InvalidRequest, NotFound
+
+__all__ = [
+    "ChunkTranslator",
+    "GenkitTurn",
+    "WireRestart",
+    "abort_json",
+    "frame",
+    "lookup_ids",
+    "output_json",
+    "parse_snapshot_id",
+    "parse_turn",
+    "restart_answer",
+    "snapshot_id",
+    "snapshot_json",
+]
+
+# The reference's finish reasons have no "max_turns"; it reports such a turn as "other".
+_FINISH = {reason: reason.value for reason in AgentFinishReason} | {AgentFinishReason.MAX_TURNS: "other"}
+
+
+# -- requests -------------------------------------------------------------------------------------
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, validate_by_name=False, validate_by_alias=True)
+
+
+class _Media(_Wire):
+    url: str
+    content_type: str | None = None
+
+
+class _ToolRequest(_Wire):
+    name: str
+    ref: str | None = None
+    input: Any = None
+    partial: bool | None = None
+
+
+class _ToolResponse(_Wire):
+    name: str
+    ref: str | None = None
+    output: Any = None
+    content: list[Any] | None = None
+
+
+class _Part(_Wire):
+    text: str | None = None
+    media: _Media | None = None
+    tool_request: _ToolRequest | None = None
+    tool_response: _ToolResponse | None = None
+    data: Any = None
+    metadata: dict[str, Any] | None = None
+    custom: dict[str, Any] | None = None
+    reasoning: str | None = None
+    resource: Any = None
+
+
+class _Message(_Wire):
+    role: str
+    content: list[_Part]
+    metadata: dict[str, Any] | None = None
+
+
+class _Resume(_Wire):
+    respond: list[_Part] | None = None
+    restart: list[_Part] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class _Input(_Wire):
+    message: _Message | None = None
+    resume: _Resume | None = None
+    detach: bool | None = None
+
+
+class _Init(_Wire):
+    session_id: str | None = None
+    snapshot_id: str | None = None
+    state: Any = None
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    data: _Input
+    init: _Init | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WireRestart:
+    """A restart part, before it is checked against the paused call's input."""
+
+    ref: str
+    name: str
+    input: Any
+    resumed_metadata: dict[str, Any] | None
+    edited: bool
+
+
+@dataclass(slots=True)
+class GenkitTurn:
+    """One turn request, translated: a user message, or answers; and where to run it."""
+
+    message: Message | None = None
+    message_json: Any = None
+    respond: list[ToolResponse] = field(default_factory=list)
+    restart: list[WireRestart] = field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+    snapshot_id: str | None = None
+    session_id: str | None = None
+    has_state: bool = False
+    detach: bool = False
+
+
+def parse_turn(body: dict[str, Any]) -> GenkitTurn:
+    """Translate ``{"data": AgentInput, "init": AgentInit}``; ``InvalidRequest`` if malformed."""
+    envelope = parse_body(_Envelope, body)
+    data, init = envelope.data, envelope.init or _Init()
+    turn = GenkitTurn(
+        snapshot_id=init.snapshot_id or None,
+        session_id=init.session_id or None,
+        has_state=init.state is not None,
+        detach=bool(data.detach),
+    )
+    has_answers = data.resume is not None and bool(data.resume.respond or data.resume.restart)
+    if data.message is not None and has_answers:
+        raise InvalidRequest("a turn carries either a message or a resume, not both")
+    if data.message is not None:
+        if data.message.role != "user":
+            raise InvalidRequest(f"the message must have role 'user', not {data.message.role!r}")
+        turn.message = Message("user", [_user_part(p) for p in data.message.content])
+        turn.message_json = [p.model_dump(by_alias=True, exclude_none=True) for p in data.message.content]
+    elif data.resume is not None:
+        turn.metadata = data.resume.metadata
+        turn.respond = [_respond(p) for p in data.resume.respond or []]
+        turn.restart = [_restart(p) for p in data.resume.restart or []]
+    else:
+        raise InvalidRequest("the turn has neither a message nor a resume")
+    return turn
+
+
+def _user_part(part: _Part) -> Part:
+    if part.text is not None and part.media is None and part.tool_request is None and part.tool_response is None:
+        return TextPart(part.text)
+    if part.media is not None and part.text is None:
+        return MediaPart(part.media.url, part.media.content_type)
+    raise InvalidRequest("a user message may hold only text and media parts")
+
+
+def _respond(part: _Part) -> ToolResponse:
+    if part.tool_response is None or not part.tool_response.ref:
+        raise InvalidRequest("each resume.respond entry must be a toolResponse part with a ref")
+    response = part.tool_response
+    metadata = {k: v for k, v in (part.metadata or {}).items() if k != "interrupt"} or None
+    return ToolResponse(response.ref or "", response.name, response.output, metadata)
+
+
+def _restart(part: _Part) -> WireRestart:
+    if part.tool_request is None or not part.tool_request.ref:
+        raise InvalidRequest("each resume.restart entry must be a toolRequest part with a ref")
+    request, metadata = part.tool_request, part.metadata or {}
+    resumed = metadata.get("resumed")
+    if resumed is not None and not isinstance(resumed, dict | bool):
+        raise InvalidRequest("metadata.resumed must be an object or true")
+    return WireRestart(
+        ref=request.ref or "",
+        name=request.name,
+        input=request.input,
+        resumed_metadata=resumed if isinstance(resumed, dict) else None,
+        edited="replacedInput" in metadata,
+    )
+
+
+def restart_answer(wire: WireRestart, paused: PendingInterrupt | None) -> ToolRestart:
+    """The restart ``wire`` asks for: an edit when it says so or when its input differs."""
+    edited = wire.edited or (paused is not None and wire.input is not None and wire.input != paused.input)
+    return ToolRestart(
+        wire.ref, wire.name, replace_input=wire.input if edited else None, resumed_metadata=wire.resumed_metadata
+    )
+
+
+def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str | None]:
+    """``(snapshot_id, session_id)`` from ``{"data": {"snapshotId"|"sessionId"}}`` (or a bare id)."""
+    data = body.get("data")
+    if isinstance(data, str) and data:
+        return data, None
+    if not isinstance(data, dict):
+        raise InvalidRequest("the body must be {'data': {'snapshotId': ...}} or {'data': {'sessionId': ...}}")
+    snap, session = data.get("snapshotId"), data.get("sessionId")
+    for value in (snap, session):
+        if value is not None and not isinstance(value, str):
+            raise InvalidRequest("snapshotId and sessionId must be strings")
+    if need_one and bool(snap) == bool(session):
+        raise InvalidRequest("give exactly one of 'snapshotId' or 'sessionId'")
+    if not need_one and not snap:
+        raise InvalidRequest("'snapshotId' is required")
+    return snap or None, session or None
+
+
+# -- snapshot ids ---------------------------------------------------------------------------------
+
+
+def snapshot_id(session_id: str, version: int) -> str:
+    return f"{session_id}.{version}"
+
+
+def parse_snapshot_id(value: str) -> tuple[str, int]:
+    """``(session_id, version)``; ``NotFound`` when ``value`` cannot name a snapshot."""
+    session_id, dot, version = value.rpartition(".")
+    if not dot or not session_id or not version.isdigit() or len(version) > 18:
+        raise NotFound(f"no snapshot {value!r}", snapshot_id=value)
+    return session_id, int(version)
+
+
+# -- replies --------------------------------------------------------------------------------------
+
+
+def _interrupt_part(pause: PendingInterrupt) -> dict[str, Any]:
+    return {
+        "toolRequest": {"ref": pause.ref, "name": pause.name, "input": pause.input},
+        "metadata": {"interrupt": pause.metadata or True},
+    }
+
+
+def _part_json(part: Part, paused: dict[str, PendingInterrupt]) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    if isinstance(part, MediaPart):
+        media = {"url": part.url} | ({"contentType": part.content_type} if part.content_type else {})
+        return {"media": media}
+    if isinstance(part, ToolRequestPart):
+        pause = paused.get(part.ref)
+        if pause is not None:
+            return _interrupt_part(pause)
+        return {"toolRequest": {"ref": part.ref, "name": part.name, "input": part.input}}
+    assert isinstance(part, ToolResponsePart)
+    return {"toolResponse": {"ref": part.ref, "name": part.name, "output": part.output}}
+
+
+def message_json(message: Message, pauses: Iterable[PendingInterrupt] = ()) -> dict[str, Any]:
+    """A message in the reference's shape; tool requests paused now become interrupt parts."""
+    paused = {p.call_ref: p for p in pauses}
+    return {"role": message.role, "content": [_part_json(p, paused) for p in message.parts]}
+
+
+def output_json(response: AgentResponse) -> dict[str, Any]:
+    """``AgentOutput`` for a response (server-managed state: no ``state``)."""
+    output: dict[str, Any] = {
+        "sessionId": response.session_id,
+        "snapshotId": snapshot_id(response.session_id, response.version),
+        "message": message_json(response.message, response.interrupts) if response.message else None,
+        "artifacts": [],
+        "finishReason": _FINISH[response.finish_reason],
+    }
+    if output["message"] is None:
+        del output["message"]
+    if response.error is not None:
+        output["error"] = {"status": "INTERNAL", "message": response.error}
+    return output
+
+
+def snapshot_json(
+    response: AgentResponse, messages: list[Message], summary: SessionSummary, pauses: list[PendingInterrupt]
+) -> dict[str, Any]:
+    """``SessionSnapshot`` of a session at its latest turn end."""
+    last_model = max((i for i, m in enumerate(messages) if m.role == "model"), default=-1)
+    wire_messages = [message_json(m, pauses if i == last_model else ()) for i, m in enumerate(messages)]
+    snapshot: dict[str, Any] = {
+        "snapshotId": snapshot_id(response.session_id, response.version),
+        "sessionId": response.session_id,
+        "createdAt": summary.updated_at.isoformat(),
+        "updatedAt": summary.updated_at.isoformat(),
+        "status": "failed" if response.finish_reason == AgentFinishReason.FAILED else "completed",
+        "finishReason": _FINISH[response.finish_reason],
+        "state": {"sessionId": response.session_id, "messages": wire_messages, "artifacts": []},
+    }
+    if response.error is not None:
+        snapshot["error"] = {"status": "INTERNAL", "message": response.error}
+    return snapshot
+
+
+def abort_json(snapshot: str, status: Literal["completed", "failed"]) -> dict[str, Any]:
+    """``AgentAbortResponse``: the status before the call (a pausepoint turn is always over)."""
+    return {"snapshotId": snapshot, "status": status}
+
+
+class ChunkTranslator:
+    """Turns pausepoint's stream chunks into ``AgentStreamChunk`` objects.
+
+    Text and tool requests are model chunks of the current model message; tool results are a
+    ``tool`` chunk; a pause is a model chunk holding the interrupt part; the turn end is
+    ``turnEnd``. ``index`` counts messages as the reference does: it moves on when the role
+    changes.
+    """
+
+    def __init__(self) -> None:
+        self._role: str | None = None
+        self._index = 0
+
+    def _chunk(self, role: str, part: dict[str, Any]) -> dict[str, Any]:
+        if self._role is not None and role != self._role:
+            self._index += 1
+        self._role = role
+        return {"modelChunk": {"role": role, "index": self._index, "content": [part]}}
+
+    def translate(self, chunk: TurnChunk) -> dict[str, Any] | None:
+        if isinstance(chunk, TextChunk):
+            return self._chunk("model", {"text": chunk.text})
+        if isinstance(chunk, ToolRequestChunk):
+            return self._chunk("model", {"toolRequest": {"ref": chunk.ref, "name": chunk.name, "input": chunk.input}})
+        if isinstance(chunk, InterruptChunk):
+            return self._chunk("model", _interrupt_part(chunk.interrupt))
+        if isinstance(chunk, ToolResultChunk):
+            return self._chunk("tool", {"toolResponse": {"ref": chunk.ref, "name": chunk.name, "output": chunk.output}})
+        if isinstance(chunk, TurnEndChunk):
+            response = chunk.response
+            return {
+                "turnEnd": {
+                    "snapshotId": snapshot_id(response.session_id, response.version),
+                    "finishReason": _FINISH[response.finish_reason],
+                }
+            }
+        return None  # tool-call deltas and tool progress have no counterpart in the reference
+
+
+def frame(kind: Literal["message", "result", "error"], value: Any) -> bytes:
+    """One SSE event: ``data: {"<kind>": value}``; for ``error``, ``value`` is the exception."""
+    payload = error_body(value) if kind == "error" else {kind: value}
+    return b"data: " + dumps(payload) + b"\n\n"

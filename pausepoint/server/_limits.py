@@ -1,0 +1,96 @@
+"""Limits on what a request may carry, and reading a JSON body within them.
+
+A body is read in pieces and abandoned as soon as it passes ``max_body_bytes`` (whatever its
+``Content-Length`` claimed), so a huge upload costs the server at most the limit. Malformed
+JSON, a body that is not an object, and fields of the wrong type are ``InvalidRequest`` (400);
+a body or a user message over its limit is ``RequestTooLarge`` (413); a send to a session whose
+log holds ``max_history`` records is ``HistoryTooLong`` (422).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from ..stores import SessionSummary
+from .errors import HistoryTooLong, InvalidRequest, RequestTooLarge
+
+__all__ = ["Limits", "check_history", "check_message_size", "parse_body", "read_json"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request may carry. All sizes are in bytes of JSON."""
+
+    #: the whole request body
+    max_body_bytes: int = 1024 * 1024
+    #: one user message (its parts, encoded as JSON)
+    max_message_bytes: int = 256 * 1024
+    #: records in a session's log (messages, pauses, answers, turn ends) beyond which sends are refused
+    max_history: int = 10_000
+    #: the most sessions one listing returns
+    max_page: int = 500
+
+
+async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
+    """The request's JSON object. Raises ``RequestTooLarge`` or ``InvalidRequest``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise RequestTooLarge(
+            f"the request body of {declared} bytes exceeds the limit of {limits.max_body_bytes} bytes",
+            limit=limits.max_body_bytes,
+        )
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limits.max_body_bytes:
+            raise RequestTooLarge(
+                f"the request body exceeds the limit of {limits.max_body_bytes} bytes", limit=limits.max_body_bytes
+            )
+    if not body:
+        return {}
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:
+    """``value`` validated as ``model``; ``InvalidRequest`` naming every problem otherwise."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        problems = [
+            {"loc": [where, *(str(p) for p in e["loc"])], "message": e["msg"], "type": e["type"]} for e in exc.errors()
+        ]
+        summary = "; ".join(f"{'.'.join(p['loc'])}: {p['message']}" for p in problems[:5])
+        raise InvalidRequest(f"invalid request: {summary}", problems=problems) from None
+
+
+def check_message_size(parts: Any, limits: Limits) -> None:
+    size = len(json.dumps(parts, separators=(",", ":"), default=str))
+    if size > limits.max_message_bytes:
+        raise RequestTooLarge(
+            f"the message of {size} bytes exceeds the limit of {limits.max_message_bytes} bytes",
+            size=size,
+            limit=limits.max_message_bytes,
+        )
+
+
+def check_history(summary: SessionSummary | None, limits: Limits) -> None:
+    if summary is not None and summary.version >= limits.max_history:
+        raise HistoryTooLong(
+            f"session {summary.session_id!r} holds {summary.version} records, the limit is {limits.max_history}: "
+            "start a new session",
+            session_id=summary.session_id,
+            limit=limits.max_history,
+        )

@@ -1,0 +1,177 @@
+"""The OpenAPI 3.1 document of the REST API, generated from the request models in ``_codec``
+and the response types (so it cannot drift from what the routes accept and return)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import models_json_schema
+
+from .._interrupts import AuditEntry, PendingInterrupt
+from .._messages import Message
+from .._response import AgentResponse
+from ..stores import SessionSummary
+from ._codec import CancelBody, DenyBody, RespondBody, RestartBody, ResumeBody, SendBody
+
+__all__ = ["openapi_document"]
+
+_REF = "#/components/schemas/{model}"
+
+
+def _schemas() -> dict[str, Any]:
+    bodies: list[type[BaseModel]] = [SendBody, ResumeBody, RespondBody, DenyBody, RestartBody, CancelBody]
+    _, found = models_json_schema([(m, "validation") for m in bodies], ref_template=_REF)
+    schemas: dict[str, Any] = dict(found.get("$defs", {}))
+    for name, kind in (
+        ("AgentResponse", AgentResponse),
+        ("PendingInterrupt", PendingInterrupt),
+        ("AuditEntry", AuditEntry),
+        ("SessionSummary", SessionSummary),
+        ("Message", Message),
+    ):
+        schema = TypeAdapter(kind).json_schema(mode="serialization", ref_template=_REF)
+        schemas.update(schema.pop("$defs", {}))
+        schemas[name] = schema
+    schemas["Error"] = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "status", "message", "details"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "status": {"type": "string"},
+                    "message": {"type": "string"},
+                    "details": {"type": "object"},
+                },
+            }
+        },
+    }
+    return schemas
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": _REF.format(model=name)}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _op(
+    summary: str, ok: dict[str, Any], *, body: str | None = None, stream: bool = False, **extra: Any
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": _json(ok)}}
+    if stream:
+        responses["200"]["content"]["text/event-stream"] = {"schema": {"type": "string"}}
+    for code, why in (("400", "bad request"), ("401", "unauthenticated"), ("404", "not found")):
+        responses[code] = {"description": why, "content": _json(_ref("Error"))}
+    op: dict[str, Any] = {"summary": summary, "responses": responses, **extra}
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": _json(_ref(body))}
+    return op
+
+
+def _params(*names: str) -> list[dict[str, Any]]:
+    return [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]
+
+
+_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "maxLength": 200}}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The document served at ``/openapi.json``."""
+    response = _ref("AgentResponse")
+    session = _params("agent", "session_id")
+    listing = [
+        *_params("agent"),
+        {"name": "pending", "in": "query", "required": False, "schema": {"type": "boolean"}},
+        {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1}},
+        {"name": "offset", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}},
+    ]
+    answer = [*session, *_params("ref"), _KEY]
+    array = {"type": "array"}
+    paths: dict[str, Any] = {
+        "/v1/agents": {"get": _op("The agents served", {"type": "object"})},
+        "/v1/agents/{agent}/sessions": {
+            "get": _op(
+                "Sessions the caller may see (pending=true: the approvals inbox)",
+                {"type": "object", "properties": {"sessions": {**array, "items": _ref("SessionSummary")}}},
+                parameters=listing,
+            ),
+            "post": _op(
+                "Start a session with a user message",
+                response,
+                body="SendBody",
+                stream=True,
+                parameters=_params("agent"),
+            ),
+        },
+        "/v1/agents/{agent}/sessions/{session_id}": {
+            "get": _op("A session: summary, open pauses, last response", {"type": "object"}, parameters=session)
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/messages": {
+            "post": _op("Send a user message", response, body="SendBody", stream=True, parameters=session)
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/interrupts": {
+            "get": _op(
+                "The pauses open now",
+                {"type": "object", "properties": {"interrupts": {**array, "items": _ref("PendingInterrupt")}}},
+                parameters=session,
+            )
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/audit": {
+            "get": _op(
+                "The audit trail: every answer, who gave it, when, through what",
+                {"type": "object", "properties": {"entries": {**array, "items": _ref("AuditEntry")}}},
+                parameters=session,
+            )
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/history": {
+            "get": _op(
+                "The conversation as the model sees it",
+                {"type": "object", "properties": {"messages": {**array, "items": _ref("Message")}}},
+                parameters=session,
+            )
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/resume": {
+            "post": _op("Answer paused calls", response, body="ResumeBody", stream=True, parameters=[*session, _KEY])
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/cancel": {
+            "post": _op("Cancel every open pause", response, body="CancelBody", parameters=session)
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/respond": {
+            "post": _op(
+                "Answer a pause with the call's result", response, body="RespondBody", stream=True, parameters=answer
+            )
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/deny": {
+            "post": _op("Deny a pause", response, body="DenyBody", stream=True, parameters=answer)
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/restart": {
+            "post": _op("Run the paused tool again", response, body="RestartBody", stream=True, parameters=answer)
+        },
+        "/v1/feed": {
+            "get": {
+                "summary": "Server-sent events: 'pause' and 'answer', for the sessions the caller may see",
+                "responses": {"200": {"description": "an event stream", "content": {"text/event-stream": {}}}},
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "pausepoint",
+            "version": "1",
+            "description": "Agents whose tools pause for people. The agent endpoint in Genkit's protocol is "
+            "POST /agents/{agent} (with /getSnapshot and /abort).",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }

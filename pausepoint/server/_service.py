@@ -1,0 +1,55 @@
+"""What every route needs: the agents, who is calling, and which sessions they may touch.
+
+Ownership is checked here, once: a session that does not exist, belongs to another agent, or
+is not visible to the caller is the same ``SessionNotFound`` (404) — nobody learns that a
+session they may not see exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from .._agent import Agent
+from .._app import Pausepoint
+from ..errors import SessionNotFound
+from ..stores import SessionSummary
+from ._auth import AccessPolicy, Authenticator, authenticate
+from ._feed import Feed
+from ._limits import Limits
+from .errors import Forbidden, NotFound
+
+__all__ = ["Service"]
+
+
+@dataclass(slots=True)
+class Service:
+    ai: Pausepoint
+    auth: Authenticator
+    policy: AccessPolicy
+    limits: Limits
+    feed: Feed
+
+    def agent(self, name: str) -> Agent:
+        agent = self.ai.agents.get(name)
+        if agent is None:
+            raise NotFound(f"no agent named {name!r}", agent=name)
+        return agent
+
+    async def principal(self, request: Request) -> str:
+        return await authenticate(self.auth, request)
+
+    async def visible(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
+        """The session's summary if ``principal`` may see it; ``SessionNotFound`` otherwise."""
+        summary = await agent.store.get_summary(session_id)
+        if summary is None or summary.agent != agent.name or not self.policy.can_view(principal, summary):
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        return summary
+
+    async def actionable(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
+        """``visible``, and ``principal`` may also act on it (``Forbidden`` otherwise)."""
+        summary = await self.visible(agent, session_id, principal)
+        if not self.policy.can_act(principal, summary):
+            raise Forbidden(f"{principal!r} may not act on session {session_id!r}", session_id=session_id)
+        return summary

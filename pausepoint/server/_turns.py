@@ -1,0 +1,100 @@
+"""Running a turn for an HTTP request: a JSON reply, or a stream of server-sent events.
+
+A streamed turn's first chunk is awaited before the response starts, so a refusal (a bad
+answer, pending pauses, ...) is still a 4xx with a JSON body rather than a 200 stream holding
+an error. Once streaming, a client that goes away does not stop the turn: it finishes and is
+recorded (see ``pausepoint._streaming``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from .._response import AgentResponse
+from .._streaming import TurnChunk, TurnStream
+from ._codec import CHUNK, RESPONSE, dump
+from ._errors import dumps, error_body, error_response
+
+__all__ = ["run_turn", "wants_stream"]
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "") or request.query_params.get("stream") == "true"
+
+
+def event(name: str, data: Any) -> bytes:
+    return f"event: {name}\ndata: ".encode() + dumps(data) + b"\n\n"
+
+
+async def run_turn(
+    request: Request,
+    start: Callable[[], TurnStream],
+    *,
+    on_done: Callable[[], None],
+    reply: Callable[[AgentResponse], Any] | None = None,
+    chunk: Callable[[TurnChunk], Any] | None = None,
+    frame: Callable[[str, Any], bytes] | None = None,
+) -> Response:
+    """Run the turn ``start`` begins; reply with ``reply(response)`` as JSON, or stream.
+
+    ``chunk`` translates a chunk (None: skip it) and ``frame(kind, value)`` writes an event of
+    kind ``chunk``/``response``/``error``; the defaults are the REST API's snake_case events.
+    """
+    reply = reply or (lambda r: dump(RESPONSE, r))
+    chunk = chunk or (lambda c: dump(CHUNK, c))
+    frame = frame or (lambda kind, value: event(kind, error_body(value) if kind == "error" else value))
+    try:
+        stream = start()
+    except Exception as exc:
+        return error_response(exc)
+
+    def done(future: Any) -> None:
+        if not future.cancelled():
+            future.exception()  # retrieved here; the reply reports it
+        on_done()
+
+    stream.response.add_done_callback(done)
+    if not wants_stream(request):
+        try:
+            response = await stream
+        except Exception as exc:
+            return error_response(exc)
+        return Response(dumps(reply(response)), media_type="application/json")
+    iterator = stream.__aiter__()
+    try:
+        first: TurnChunk | None = await iterator.__anext__()
+    except StopAsyncIteration:
+        first = None
+    except Exception as exc:
+        return error_response(exc)
+    return StreamingResponse(
+        _events(stream, first, iterator, reply, chunk, frame), media_type="text/event-stream", headers=_SSE_HEADERS
+    )
+
+
+async def _events(
+    stream: TurnStream,
+    first: TurnChunk | None,
+    rest: AsyncIterator[TurnChunk],
+    reply: Callable[[AgentResponse], Any],
+    chunk: Callable[[TurnChunk], Any],
+    frame: Callable[[str, Any], bytes],
+) -> AsyncIterator[bytes]:
+    try:
+        if first is not None:
+            translated = chunk(first)
+            if translated is not None:
+                yield frame("chunk", translated)
+            async for item in rest:
+                translated = chunk(item)
+                if translated is not None:
+                    yield frame("chunk", translated)
+        yield frame("response", reply(await stream))
+    except Exception as exc:
+        yield frame("error", exc)

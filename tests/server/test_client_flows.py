@@ -1,0 +1,118 @@
+"""The examples' full flows through ``pausepoint.client`` over real HTTP, streaming included."""
+
+from __future__ import annotations
+
+import pytest
+
+from pausepoint import AgentFinishReason, InterruptChunk, TextChunk, ToolResponse, TurnEndChunk
+from pausepoint.client import Client
+from pausepoint.errors import AlreadyResolved, PendingInterrupts, SessionNotFound, UnknownInterrupt
+from pausepoint.server.errors import Unauthenticated
+
+
+async def test_banking_flow_streamed_through_the_client(served):
+    async with Client(served.bank, token="alice-token") as client:
+        chat = client.agent("bankingAgent").chat()
+        turn = chat.send_stream("Transfer $500 to savings.")
+        chunks = [chunk async for chunk in turn]
+        res = await turn.response
+        assert res.finish_reason == AgentFinishReason.INTERRUPTED
+        assert chat.session_id == res.session_id
+        pause = res.interrupts[0]
+        assert pause.name == "userApproval" and pause.input["details"] == "Transfer $500 to savings"
+        assert [c.interrupt.ref for c in chunks if isinstance(c, InterruptChunk)] == [pause.ref]
+        assert isinstance(chunks[-1], TurnEndChunk)
+        assert (await chat.interrupts()) == res.interrupts
+
+        with pytest.raises(PendingInterrupts):
+            await chat.send("Anything else?")
+
+        turn = chat.resume_stream(respond=[pause.respond({"approved": True, "feedback": "Looks good!"})])
+        text = "".join([c.text async for c in turn if isinstance(c, TextChunk)])
+        res = await turn.response
+        assert res.finish_reason == AgentFinishReason.STOP
+        assert res.text == text == "Transferred $500 to savings."
+        assert served.ledger == ["500->savings"]
+
+        [entry] = await chat.audit_trail()
+        assert (entry.ref, entry.decision, entry.principal, entry.via) == (pause.ref, "respond", "alice", "http")
+        assert entry.output == {"approved": True, "feedback": "Looks good!"}
+
+        with pytest.raises(AlreadyResolved):  # the same answer again: refused, nothing runs twice
+            await chat.resume(respond=[pause.respond({"approved": True})])
+        assert served.ledger == ["500->savings"]
+
+
+async def test_retry_with_the_same_key_gets_the_first_outcome(served):
+    async with Client(served.bank, token="alice-token") as client:
+        chat = client.agent("bankingAgent").chat()
+        res = await chat.send("Transfer $7 to bob.")
+        answer = res.interrupts[0].respond({"approved": True})
+        first = await chat.resume(respond=[answer], idempotency_key="k-1")
+        again = await chat.resume(respond=[answer], idempotency_key="k-1")
+        assert again == first and first.text == "Transferred $7 to bob."
+        assert served.ledger == ["7->bob"]
+
+
+async def test_shell_flow_restart_pause_again_and_edit(served):
+    async with Client(served.shell, token="alice-token") as client:
+        chat = client.agent("shellAgent").chat()
+        res = await chat.send("Run: rm -rf ./build")
+        first = res.interrupts[0]
+        assert first.metadata == {"command": "rm -rf ./build", "reason": "The command can modify files."}
+
+        res = await chat.resume(restart=[first.restart()])  # runs again: pauses again, new ref
+        second = res.interrupts[0]
+        assert res.finish_reason == AgentFinishReason.INTERRUPTED and second.ref != first.ref
+        assert second.call_ref == first.call_ref
+
+        with pytest.raises(AlreadyResolved):
+            await chat.resume(restart=[first.restart(resumed_metadata={"tool_approved": True})])
+
+        res = await chat.resume(
+            restart=[
+                second.restart(replace_input={"command": "rm -rf ./tmp"}, resumed_metadata={"tool_approved": True})
+            ]
+        )
+        assert res.finish_reason == AgentFinishReason.STOP
+        assert served.executed == [
+            {
+                "command": "rm -rf ./tmp",
+                "resumed_metadata": {"tool_approved": True},
+                "original_input": {"command": "rm -rf ./build"},
+            }
+        ]
+        assert [e.decision for e in await chat.audit_trail()] == ["restart", "restart"]
+
+
+async def test_deny_and_cancel_through_the_client(served):
+    async with Client(served.bank, token="alice-token") as client:
+        chat = client.agent("bankingAgent").chat()
+        res = await chat.send("Transfer $9 to eve.")
+        res = await chat.resume(respond=[res.interrupts[0].deny("not today")])
+        assert "not today" in res.text and served.ledger == []
+        res = await chat.send("Transfer $3 to eve.")
+        res = await chat.cancel_pending("changed my mind")
+        assert res.finish_reason == AgentFinishReason.ABORTED and await chat.interrupts() == []
+
+
+async def test_client_errors_are_the_core_types(served):
+    async with Client(served.bank, token="alice-token") as client:
+        chat = client.agent("bankingAgent").chat()
+        await chat.send("Transfer $1 to x.")
+        with pytest.raises(UnknownInterrupt):
+            await chat.resume(respond=[ToolResponse("no-such-ref", "userApproval", {"approved": True})])
+        with pytest.raises(SessionNotFound):
+            await client.agent("bankingAgent").chat("no-such-session").interrupts()
+    async with Client(served.bank, token="wrong") as client:
+        with pytest.raises(Unauthenticated):
+            await client.agent("bankingAgent").chat().send("hi")
+
+
+async def test_inbox_lists_pending_sessions_of_the_caller_only(served):
+    async with Client(served.bank, token="alice-token") as alice, Client(served.bank, token="bob-token") as bob:
+        paused = await alice.agent("bankingAgent").chat().send("Transfer $2 to y.")
+        await alice.agent("bankingAgent").chat().send("hello")
+        inbox = await alice.agent("bankingAgent").list_sessions(has_pending=True)
+        assert [s.session_id for s in inbox] == [paused.session_id]
+        assert await bob.agent("bankingAgent").list_sessions() == []

@@ -1,0 +1,199 @@
+"""The agent endpoint speaks the reference's wire protocol: raw HTTP built from its documented
+JSON shapes, SSE parsed by hand, exact shapes asserted; and genkit's own ``remote_agent``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import ALICE
+
+GENKIT_PYTHON = os.environ.get("PAUSEPOINT_GENKIT_PYTHON", "/tmp/anchor-genkit-venv/bin/python")
+SSE = {**ALICE, "Accept": "text/event-stream"}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"message": {"role": "user", "content": [{"text": text}]}}
+
+
+async def events(http, url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ``data:`` payload of an SSE reply, in order."""
+    found = []
+    async with http.stream("POST", url, json=body, headers=SSE) as reply:
+        assert reply.status_code == 200
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        buffer = (await reply.aread()).decode()
+    for block in buffer.split("\n\n"):
+        if block.strip():
+            assert block.startswith("data: ")
+            found.append(json.loads(block[len("data: ") :]))
+    return found
+
+
+async def test_turn_interrupt_resume_and_snapshot_shapes(served, http):
+    url = served.bank + "/agents/bankingAgent"
+    reply = await http.post(url, json={"data": user("Transfer $500 to savings.")}, headers=ALICE)
+    assert reply.status_code == 200
+    out = reply.json()["result"]
+    session_id, snap = out["sessionId"], out["snapshotId"]
+    assert snap.startswith(session_id + ".")
+    [part] = out["message"]["content"]
+    ref = part["toolRequest"]["ref"]
+    assert out == {
+        "sessionId": session_id,
+        "snapshotId": snap,
+        "message": {
+            "role": "model",
+            "content": [
+                {
+                    "toolRequest": {
+                        "ref": ref,
+                        "name": "userApproval",
+                        "input": {"action": "transfer_money", "details": "Transfer $500 to savings"},
+                    },
+                    "metadata": {"interrupt": True},
+                }
+            ],
+        },
+        "artifacts": [],
+        "finishReason": "interrupted",
+    }
+
+    answer = {"toolResponse": {"ref": ref, "name": "userApproval", "output": {"approved": True}}}
+    found = await events(http, url, {"data": {"resume": {"respond": [answer]}}, "init": {"snapshotId": snap}})
+    chunks = [e["message"] for e in found[:-1]]
+    assert all(set(e) == {"message"} for e in found[:-1]) and set(found[-1]) == {"result"}
+    assert chunks[0] == {
+        "modelChunk": {
+            "role": "tool",
+            "index": 0,
+            "content": [
+                {
+                    "toolResponse": {
+                        "ref": chunks[0]["modelChunk"]["content"][0]["toolResponse"]["ref"],
+                        "name": "userApproval",
+                        "output": {"approved": True, "feedback": ""},
+                    }
+                }
+            ],
+        }
+    }
+    text = "".join(p["text"] for c in chunks if "modelChunk" in c for p in c["modelChunk"]["content"] if "text" in p)
+    assert text == "Transferred $500 to savings."
+    result = found[-1]["result"]
+    assert chunks[-1] == {"turnEnd": {"snapshotId": result["snapshotId"], "finishReason": "stop"}}
+    assert result == {
+        "sessionId": session_id,
+        "snapshotId": result["snapshotId"],
+        "message": {"role": "model", "content": [{"text": "Transferred $500 to savings."}]},
+        "artifacts": [],
+        "finishReason": "stop",
+    }
+    assert served.ledger == ["500->savings"]
+
+    for lookup in ({"sessionId": session_id}, {"snapshotId": result["snapshotId"]}):
+        reply = await http.post(url + "/getSnapshot", json={"data": lookup}, headers=ALICE)
+        snapshot = reply.json()["result"]
+        assert set(snapshot) == {"snapshotId", "sessionId", "createdAt", "updatedAt", "status", "finishReason", "state"}
+        assert (snapshot["snapshotId"], snapshot["status"], snapshot["finishReason"]) == (
+            result["snapshotId"],
+            "completed",
+            "stop",
+        )
+        assert [m["role"] for m in snapshot["state"]["messages"]] == ["user", "model", "tool", "model", "tool", "model"]
+
+    reply = await http.post(url + "/abort", json={"data": {"snapshotId": result["snapshotId"]}}, headers=ALICE)
+    assert reply.json() == {"result": {"snapshotId": result["snapshotId"], "status": "completed"}}
+
+    # the older snapshot is refused, and nothing ran
+    reply = await http.post(url, json={"data": user("again"), "init": {"snapshotId": snap}}, headers=ALICE)
+    assert reply.status_code == 409
+    error = reply.json()["error"]
+    assert error["code"] == "stale_snapshot" and error["status"] == "FAILED_PRECONDITION"
+    assert error["details"]["latest_snapshot_id"] == result["snapshotId"]
+    reply = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": snap}}, headers=ALICE)
+    assert reply.status_code == 409
+
+
+async def test_interrupt_streams_with_its_metadata_and_restart_parts(served, http):
+    url = served.shell + "/agents/shellAgent"
+    found = await events(http, url, {"data": user("Run: rm -rf ./build")})
+    interrupt_parts = [
+        p
+        for e in found[:-1]
+        for p in e["message"].get("modelChunk", {}).get("content", [])
+        if "interrupt" in p.get("metadata", {})
+    ]
+    metadata = {"command": "rm -rf ./build", "reason": "The command can modify files."}
+    assert interrupt_parts == [
+        {
+            "toolRequest": {"ref": interrupt_parts[0]["toolRequest"]["ref"], "name": "run_shell",
+                            "input": {"command": "rm -rf ./build"}},
+            "metadata": {"interrupt": metadata},
+        }
+    ]  # fmt: skip
+    result = found[-1]["result"]
+    assert result["message"]["content"] == interrupt_parts  # the same part, in the final message too
+
+    restart = {
+        "toolRequest": {"ref": interrupt_parts[0]["toolRequest"]["ref"], "name": "run_shell",
+                        "input": {"command": "rm -rf ./tmp"}},
+        "metadata": {"resumed": {"tool_approved": True}, "replacedInput": {"command": "rm -rf ./build"}},
+    }  # fmt: skip
+    body = {"data": {"resume": {"restart": [restart]}}, "init": {"snapshotId": result["snapshotId"]}}
+    reply = await http.post(url, json=body, headers=ALICE)
+    assert reply.json()["result"]["finishReason"] == "stop"
+    assert served.executed == [
+        {"command": "rm -rf ./tmp", "resumed_metadata": {"tool_approved": True},
+         "original_input": {"command": "rm -rf ./build"}}
+    ]  # fmt: skip
+
+
+async def test_client_held_state_and_detach_are_refused(served, http):
+    url = served.bank + "/agents/bankingAgent"
+    state = {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+    reply = await http.post(url, json={"data": user("hi"), "init": {"state": state}}, headers=ALICE)
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == "client_state_refused"
+    reply = await http.post(url, json={"data": {**user("hi"), "detach": True}}, headers=ALICE)
+    assert reply.status_code == 400
+
+
+async def test_a_refused_streamed_resume_is_a_4xx_not_a_broken_stream(served, http):
+    url = served.bank + "/agents/bankingAgent"
+    out = (await http.post(url, json={"data": user("Transfer $1 to a.")}, headers=ALICE)).json()["result"]
+    answer = {"toolResponse": {"ref": "nope", "name": "userApproval", "output": {"approved": True}}}
+    body = {"data": {"resume": {"respond": [answer]}}, "init": {"snapshotId": out["snapshotId"]}}
+    reply = await http.post(url, json=body, headers=SSE)
+    assert reply.status_code == 404
+    assert reply.json()["error"]["code"] == "unknown_interrupt"
+    assert reply.json()["error"]["status"] == "NOT_FOUND"
+
+
+@pytest.mark.skipif(
+    not Path(GENKIT_PYTHON).exists(), reason="genkit 0.12.0 is not installed (PAUSEPOINT_GENKIT_PYTHON)"
+)
+def test_genkit_remote_agent_drives_the_server_unchanged(served):
+    script = Path(__file__).with_name("genkit_remote.py")
+    done = subprocess.run(
+        [GENKIT_PYTHON, str(script), served.bank + "/agents/bankingAgent", "alice-token"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["paused"] == {
+        "finish": "interrupted",
+        "name": "userApproval",
+        "input": {"action": "transfer_money", "details": "Transfer $500 to savings"},
+    }
+    assert "".join(seen["texts"]) == seen["text"] == "Transferred $500 to savings."
+    assert seen["finish"] == "stop" and seen["snapshot_id"].startswith(seen["session_id"] + ".")
+    assert seen["snapshot_messages"] == 6 and seen["abort"] == "completed"
+    assert served.ledger == ["500->savings"]

@@ -1,0 +1,114 @@
+"""Refusals over HTTP: each a 4xx with a JSON error body, and the session unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import ALICE, BOB
+
+
+async def paused_session(served, http) -> tuple[str, str, str]:
+    reply = await http.post(served.bank + "/v1/agents/bankingAgent/sessions", json={"message": "Transfer $5 to z."},
+                            headers=ALICE)  # fmt: skip
+    body = reply.json()
+    return body["session_id"], body["interrupts"][0]["ref"], body["interrupts"][0]["name"]
+
+
+async def state_of(served, http, session_id: str) -> Any:
+    reply = await http.get(f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}", headers=ALICE)
+    assert reply.status_code == 200
+    return reply.json()
+
+
+def assert_error(reply, status: int, code: str) -> None:
+    assert reply.status_code == status, reply.text
+    assert reply.headers["content-type"].startswith("application/json")
+    error = reply.json()["error"]
+    assert error["code"] == code and error["message"] and isinstance(error["details"], dict)
+
+
+async def test_refusals_leave_the_session_unchanged(served, http):
+    session_id, ref, name = await paused_session(served, http)
+    before = await state_of(served, http, session_id)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
+    genkit = served.bank + "/agents/bankingAgent"
+    cases: list[tuple[str, str, dict[str, Any], Any, int, str]] = [
+        ("malformed JSON", base + "/resume", ALICE, b"{not json", 400, "invalid_request"),
+        ("not an object", base + "/resume", ALICE, b"[1, 2]", 400, "invalid_request"),
+        ("wrong types", base + "/resume", ALICE, {"respond": [{"ref": 7, "name": name}]}, 400, "invalid_request"),
+        ("unknown field", base + "/resume", ALICE, {"answers": []}, 400, "invalid_request"),
+        ("unknown ref", base + "/interrupts/nope/respond", ALICE, {"output": {"approved": True}}, 404,
+         "unknown_interrupt"),
+        ("wrong name", base + "/resume", ALICE, {"respond": [{"ref": ref, "name": "other", "output": {}}]}, 422,
+         "interrupt_name_mismatch"),
+        ("invalid answer", base + f"/interrupts/{ref}/respond", ALICE, {"output": {"approved": "maybe"}}, 422,
+         "invalid_answer"),
+        ("unknown action", base + f"/interrupts/{ref}/approve", ALICE, {}, 404, "not_found"),
+        ("unknown agent", served.bank + "/v1/agents/nobody/sessions/x/resume", ALICE, {}, 404, "not_found"),
+        ("other principal", base + f"/interrupts/{ref}/respond", BOB, {"output": {"approved": True}}, 404,
+         "session_not_found"),
+        ("missing token", base + f"/interrupts/{ref}/respond", {}, {"output": {"approved": True}}, 401,
+         "unauthenticated"),
+        ("bad token", base + f"/interrupts/{ref}/respond", {"Authorization": "Bearer forged"},
+         {"output": {"approved": True}}, 401, "unauthenticated"),
+        ("body over the limit", base + "/resume", ALICE, {"metadata": {"x": "y" * 70_000}}, 413, "request_too_large"),
+        ("message over the limit", base + "/messages", ALICE, {"message": "m" * 9_000}, 413, "request_too_large"),
+        ("send while paused", base + "/messages", ALICE, {"message": "hi"}, 409, "pending_interrupts"),
+        ("genkit malformed", genkit, ALICE, b"{", 400, "invalid_request"),
+        ("genkit wrong types", genkit, ALICE, {"data": {"message": {"role": "user", "content": "hi"}}}, 400,
+         "invalid_request"),
+        ("genkit other principal", genkit, BOB,
+         {"data": {"resume": {"respond": []}}, "init": {"sessionId": session_id}}, 404, "session_not_found"),
+        ("genkit unknown snapshot", genkit, ALICE, {"data": {"message": {"role": "user", "content": [{"text": "x"}]}},
+         "init": {"snapshotId": session_id + ".999"}}, 404, "not_found"),
+    ]  # fmt: skip
+    for label, url, headers, body, status, code in cases:
+        if isinstance(body, bytes):
+            reply = await http.post(url, content=body, headers={**headers, "Content-Type": "application/json"})
+        else:
+            reply = await http.post(url, json=body, headers=headers)
+        try:
+            assert_error(reply, status, code)
+        except AssertionError as exc:
+            raise AssertionError(f"{label}: {exc}") from exc
+        assert await state_of(served, http, session_id) == before, label
+    assert served.ledger == []
+
+    # the next valid answer still works
+    reply = await http.post(base + f"/interrupts/{ref}/respond", json={"output": {"approved": True}}, headers=ALICE)
+    assert reply.status_code == 200 and reply.json()["finish_reason"] == "stop"
+    after = await state_of(served, http, session_id)
+    # a replayed answer, and a stale ref: refused, nothing more runs
+    reply = await http.post(base + f"/interrupts/{ref}/respond", json={"output": {"approved": True}}, headers=ALICE)
+    assert_error(reply, 409, "already_resolved")
+    assert await state_of(served, http, session_id) == after
+    assert served.ledger == ["5->z"]
+
+
+async def test_another_principals_session_is_invisible(served, http):
+    session_id, _, _ = await paused_session(served, http)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
+    for path in ("", "/interrupts", "/audit", "/history"):
+        assert_error(await http.get(base + path, headers=BOB), 404, "session_not_found")
+    reply = await http.post(served.bank + "/agents/bankingAgent/getSnapshot", json={"data": {"sessionId": session_id}},
+                            headers=BOB)  # fmt: skip
+    assert_error(reply, 404, "session_not_found")
+    missing = await http.get(f"{served.bank}/v1/agents/bankingAgent/sessions/does-not-exist", headers=BOB)
+    assert missing.json()["error"]["code"] == "session_not_found"  # the same answer as for a hidden one
+
+
+async def test_history_limit_is_enforced(served, http):
+    reply = await http.post(served.bank + "/v1/agents/bankingAgent/sessions", json={"message": "hi"}, headers=ALICE)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{reply.json()['session_id']}"
+    for _ in range(40):
+        reply = await http.post(base + "/messages", json={"message": "hi"}, headers=ALICE)
+        if reply.status_code != 200:
+            break
+    assert_error(reply, 422, "history_too_long")
+
+
+@pytest.mark.parametrize("path", ["/nowhere", "/v1/agents/bankingAgent"])
+async def test_unknown_routes_are_json_404s(served, http, path):
+    assert_error(await http.get(served.bank + path, headers=ALICE), 404, "not_found")
