@@ -7,13 +7,13 @@
 
 Calls return the same objects a local ``Chat`` returns (``AgentResponse``, ``PendingInterrupt``,
 ``AuditEntry``, the stream's chunks) and raise the same typed errors: an error reply's ``code``
-picks the class from ``pausepoint.errors`` (or ``pausepoint.server.errors`` for the HTTP edge).
+picks the class from ``pausepoint.errors``.
 
 Retries. Reads are retried on connection failures. A resume always carries an idempotency key
 (``idempotency_key=`` or a fresh one), so it is retried on connection failures, timeouts and
 "still in progress" replies: the server returns the first outcome instead of answering twice.
 A send has no key, so it is retried only when the connection failed before the request went out.
-Needs ``pip install 'pausepoint[server]'``.
+Needs ``httpx`` (``pip install 'pausepoint[client]'``); not the server's dependencies.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from . import errors as core_errors
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, Part, TextPart
 from ._response import AgentResponse
+from ._rest import AUDIT, CHUNK, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from ._streaming import Emit, TurnEndChunk, TurnStream
-from .server import errors as edge_errors
-from .server._codec import AUDIT, CHUNK, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from .stores import SessionSummary
 
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
@@ -42,8 +41,7 @@ T = TypeVar("T")
 
 _ERRORS: dict[str, type[core_errors.PausepointError]] = {
     cls.code: cls
-    for module in (core_errors, edge_errors)
-    for cls in (getattr(module, name) for name in module.__all__)
+    for cls in (getattr(core_errors, name) for name in core_errors.__all__)
     if isinstance(cls, type) and issubclass(cls, core_errors.PausepointError)
 }
 _RETRY_CODES = {"resume_in_progress", "concurrent_update"}
@@ -308,9 +306,9 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
         error = json.loads(content)["error"]
         code, message, details = str(error["code"]), str(error["message"]), dict(error.get("details") or {})
     except (ValueError, KeyError, TypeError):
-        kind = edge_errors.ServerError if status >= 500 else core_errors.UsageError
+        kind = core_errors.ServerError if status >= 500 else core_errors.UsageError
         return kind(f"HTTP {status}: {content[:200].decode(errors='replace')}", status=status)
-    cls = _ERRORS.get(code) or (edge_errors.ServerError if status >= 500 else core_errors.UsageError)
+    cls = _ERRORS.get(code) or (core_errors.ServerError if status >= 500 else core_errors.UsageError)
     try:
         return cls(message, **details)
     except TypeError:

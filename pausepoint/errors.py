@@ -20,7 +20,16 @@ The tree::
     │   ├── PendingInterrupts       send() while calls are paused
     │   ├── SessionNotFound
     │   ├── DefinitionError         a tool, model or agent definition is invalid
-    │   └── ModelNotFound
+    │   ├── ModelNotFound
+    │   └── (the HTTP edge)
+    │       ├── InvalidRequest      malformed JSON, wrong types, unknown fields (400)
+    │       ├── Unauthenticated     no credentials, or credentials nobody issued (401)
+    │       ├── Forbidden           the caller may see the session but not act on it (403)
+    │       ├── NotFound            no such agent or route (404; sessions: SessionNotFound)
+    │       ├── RequestTooLarge     a body or a message over the configured limit (413)
+    │       ├── HistoryTooLong      the session's history reached the configured limit (422)
+    │       ├── StaleSnapshot       a Genkit snapshot id that is not the session's latest (409)
+    │       └── ClientStateRefused  a Genkit ``init.state``: the server is the source of truth (400)
     ├── ConcurrentUpdate            another writer changed the session during this call
     ├── ResumeInProgress            a retried idempotency key whose first call has not finished
     ├── TurnInProgress              another process is running this session's tool calls
@@ -28,6 +37,7 @@ The tree::
     │   ├── VersionConflict         a conditional append lost the race (handled by the runtime)
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
     │   └── SchemaVersionError      the database holds a schema this version cannot use
+    ├── ServerError                 a server failed without saying why (500; details never sent)
     └── ModelError                  the model failed
         ├── ModelAuthError          the provider refused the credentials
         ├── ModelRateLimited        too many requests (``retry_after`` seconds, when the provider said)
@@ -46,14 +56,18 @@ from typing import Any
 
 __all__ = [
     "AlreadyResolved",
+    "ClientStateRefused",
     "ConcurrentUpdate",
     "DefinitionError",
     "DuplicateAnswer",
+    "Forbidden",
+    "HistoryTooLong",
     "IdempotencyKeyReused",
     "InputEditNotAllowed",
     "InterruptExpired",
     "InterruptNameMismatch",
     "InvalidAnswer",
+    "InvalidRequest",
     "ModelAuthError",
     "ModelBadRequest",
     "ModelError",
@@ -62,19 +76,24 @@ __all__ = [
     "ModelRateLimited",
     "ModelTimeout",
     "ModelUnavailable",
+    "NotFound",
     "NotPaused",
     "NothingToResume",
     "PausepointError",
     "PayloadTooLarge",
     "PendingInterrupts",
+    "RequestTooLarge",
     "ResumeInProgress",
     "ResumeRefused",
     "SchemaVersionError",
+    "ServerError",
     "SessionNotFound",
     "StaleInterrupt",
+    "StaleSnapshot",
     "StoreError",
     "ToolDefinitionChanged",
     "TurnInProgress",
+    "Unauthenticated",
     "UnknownInterrupt",
     "UsageError",
     "VersionConflict",
@@ -232,3 +251,42 @@ class ModelBadRequest(ModelError):
 
 class ModelOutputError(ModelError):
     code = "model_output"
+
+
+# -- the HTTP edge: raised by pausepoint.server, raised again by pausepoint.client ---------
+
+
+class InvalidRequest(UsageError):
+    code = "invalid_request"
+
+
+class Unauthenticated(UsageError):
+    code = "unauthenticated"
+
+
+class Forbidden(UsageError):
+    code = "forbidden"
+
+
+class NotFound(UsageError):
+    code = "not_found"
+
+
+class RequestTooLarge(UsageError):
+    code = "request_too_large"
+
+
+class HistoryTooLong(UsageError):
+    code = "history_too_long"
+
+
+class StaleSnapshot(UsageError):
+    code = "stale_snapshot"
+
+
+class ClientStateRefused(UsageError):
+    code = "client_state_refused"
+
+
+class ServerError(PausepointError):
+    code = "internal"

@@ -17,13 +17,12 @@ from starlette.routing import Route
 from .._agent import Agent
 from .._chat import Chat
 from .._response import AgentResponse
-from ..errors import SessionNotFound
+from ..errors import ClientStateRefused, InvalidRequest, NotFound, SessionNotFound, StaleSnapshot
 from . import _genkit as genkit
 from ._errors import dumps, guarded
 from ._limits import check_history, check_message_size, read_json
 from ._service import Service
 from ._turns import run_turn
-from .errors import ClientStateRefused, InvalidRequest, NotFound, StaleSnapshot
 
 __all__ = ["agent_routes"]
 

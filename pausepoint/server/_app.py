@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._app import Pausepoint
+from ..errors import InvalidRequest, NotFound
 from ._agent_routes import agent_routes
 from ._approvals import rest_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
@@ -24,7 +25,6 @@ from ._feed import Feed
 from ._limits import Limits
 from ._openapi import openapi_document
 from ._service import Service
-from .errors import InvalidRequest, NotFound
 
 __all__ = ["create_app"]
 

@@ -18,8 +18,7 @@ from starlette.routing import Route
 
 from .._agent import Agent
 from .._interrupts import ToolResponse, ToolRestart
-from .._streaming import TurnStream
-from ._codec import (
+from .._rest import (
     AUDIT,
     INTERRUPTS,
     MESSAGES,
@@ -34,11 +33,12 @@ from ._codec import (
     dump,
     user_message,
 )
+from .._streaming import TurnStream
+from ..errors import InvalidRequest, NotFound
 from ._errors import dumps, guarded
 from ._limits import check_history, check_message_size, parse_body, read_json
 from ._service import Service
 from ._turns import event, run_turn
-from .errors import InvalidRequest, NotFound
 
 __all__ = ["rest_routes"]
 

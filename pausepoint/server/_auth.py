@@ -17,8 +17,8 @@ from typing import Protocol
 
 from starlette.requests import Request
 
+from ..errors import Unauthenticated
 from ..stores import SessionSummary
-from .errors import Unauthenticated
 
 __all__ = ["AccessPolicy", "Authenticator", "BearerTokens", "OwnerPolicy", "authenticate"]
 

@@ -22,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import errors as core
-from . import errors as edge
 
 __all__ = ["as_pausepoint_error", "dumps", "error_body", "error_response", "guarded", "http_status"]
 
@@ -30,15 +29,15 @@ log = logging.getLogger("pausepoint.server")
 
 # Most specific class first: the first match in an error's MRO wins.
 _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
-    edge.InvalidRequest: (400, "INVALID_ARGUMENT"),
-    edge.Unauthenticated: (401, "UNAUTHENTICATED"),
-    edge.Forbidden: (403, "PERMISSION_DENIED"),
-    edge.NotFound: (404, "NOT_FOUND"),
-    edge.RequestTooLarge: (413, "RESOURCE_EXHAUSTED"),
-    edge.HistoryTooLong: (422, "RESOURCE_EXHAUSTED"),
-    edge.StaleSnapshot: (409, "FAILED_PRECONDITION"),
-    edge.ClientStateRefused: (400, "FAILED_PRECONDITION"),
-    edge.ServerError: (500, "INTERNAL"),
+    core.InvalidRequest: (400, "INVALID_ARGUMENT"),
+    core.Unauthenticated: (401, "UNAUTHENTICATED"),
+    core.Forbidden: (403, "PERMISSION_DENIED"),
+    core.NotFound: (404, "NOT_FOUND"),
+    core.RequestTooLarge: (413, "RESOURCE_EXHAUSTED"),
+    core.HistoryTooLong: (422, "RESOURCE_EXHAUSTED"),
+    core.StaleSnapshot: (409, "FAILED_PRECONDITION"),
+    core.ClientStateRefused: (400, "FAILED_PRECONDITION"),
+    core.ServerError: (500, "INTERNAL"),
     core.SessionNotFound: (404, "NOT_FOUND"),
     core.UnknownInterrupt: (404, "NOT_FOUND"),
     core.AlreadyResolved: (409, "ABORTED"),
@@ -84,7 +83,7 @@ def as_pausepoint_error(exc: BaseException) -> core.PausepointError:
     if isinstance(exc, core.PausepointError):
         return exc
     log.error("unexpected error while serving a request", exc_info=exc)
-    return edge.ServerError("the server failed unexpectedly; the error was logged")
+    return core.ServerError("the server failed unexpectedly; the error was logged")
 
 
 def error_body(exc: BaseException) -> dict[str, Any]:
@@ -98,7 +97,7 @@ def error_response(exc: BaseException) -> Response:
     error = as_pausepoint_error(exc)
     code, _ = http_status(error)
     headers = {}
-    if isinstance(error, edge.Unauthenticated):
+    if isinstance(error, core.Unauthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="pausepoint"'
     if isinstance(error, core.ModelRateLimited) and error.retry_after is not None:
         headers["Retry-After"] = str(max(1, round(error.retry_after)))

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._app import Pausepoint
+from .._rest import AUDIT, INTERRUPTS, dump
 from ..stores import SessionSummary
-from ._codec import AUDIT, INTERRUPTS, dump
 
 __all__ = ["Feed", "Subscription"]
 

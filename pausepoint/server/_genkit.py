@@ -36,10 +36,10 @@ from .._streaming import (
     TurnChunk,
     TurnEndChunk,
 )
+from ..errors import InvalidRequest, NotFound
 from ..stores import SessionSummary
 from ._errors import dumps, error_body
 from ._limits import parse_body
-from .errors import InvalidRequest, NotFound
 
 __all__ = [
     "ChunkTranslator",

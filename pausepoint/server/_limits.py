@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from ..errors import HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
-from .errors import HistoryTooLong, InvalidRequest, RequestTooLarge
 
 __all__ = ["Limits", "check_history", "check_message_size", "parse_body", "read_json"]
 

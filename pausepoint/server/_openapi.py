@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the REST API, generated from the request models in ``_codec``
+"""The OpenAPI 3.1 document of the REST API, generated from the request models in ``pausepoint._rest``
 and the response types (so it cannot drift from what the routes accept and return)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pydantic.json_schema import models_json_schema
 from .._interrupts import AuditEntry, PendingInterrupt
 from .._messages import Message
 from .._response import AgentResponse
+from .._rest import CancelBody, DenyBody, RespondBody, RestartBody, ResumeBody, SendBody
 from ..stores import SessionSummary
-from ._codec import CancelBody, DenyBody, RespondBody, RestartBody, ResumeBody, SendBody
 
 __all__ = ["openapi_document"]
 

@@ -13,12 +13,11 @@ from starlette.requests import Request
 
 from .._agent import Agent
 from .._app import Pausepoint
-from ..errors import SessionNotFound
+from ..errors import Forbidden, NotFound, SessionNotFound
 from ..stores import SessionSummary
 from ._auth import AccessPolicy, Authenticator, authenticate
 from ._feed import Feed
 from ._limits import Limits
-from .errors import Forbidden, NotFound
 
 __all__ = ["Service"]
 

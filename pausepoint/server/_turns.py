@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from .._response import AgentResponse
+from .._rest import CHUNK, RESPONSE, dump
 from .._streaming import TurnChunk, TurnStream
-from ._codec import CHUNK, RESPONSE, dump
 from ._errors import dumps, error_body, error_response
 
 __all__ = ["run_turn", "wants_stream"]

@@ -6,8 +6,7 @@ import pytest
 
 from pausepoint import AgentFinishReason, InterruptChunk, TextChunk, ToolResponse, TurnEndChunk
 from pausepoint.client import Client
-from pausepoint.errors import AlreadyResolved, PendingInterrupts, SessionNotFound, UnknownInterrupt
-from pausepoint.server.errors import Unauthenticated
+from pausepoint.errors import AlreadyResolved, PendingInterrupts, SessionNotFound, Unauthenticated, UnknownInterrupt
 
 
 async def test_banking_flow_streamed_through_the_client(served):

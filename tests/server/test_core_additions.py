@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import pausepoint.errors
 import pausepoint.server
-import pausepoint.server.errors
 from examples import banking
 from pausepoint.stores import InMemorySessionStore
 
@@ -27,5 +27,5 @@ def test_server_public_surface():
     assert sorted(pausepoint.server.__all__) == [
         "AccessPolicy", "Authenticator", "BearerTokens", "Limits", "OwnerPolicy", "create_app",
     ]  # fmt: skip
-    codes = [getattr(pausepoint.server.errors, n).code for n in pausepoint.server.errors.__all__]
+    codes = [getattr(pausepoint.errors, n).code for n in pausepoint.errors.__all__]
     assert len(codes) == len(set(codes))

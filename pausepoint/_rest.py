@@ -12,11 +12,11 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .._interrupts import AuditEntry, PendingInterrupt
-from .._messages import MediaPart, Message, TextPart
-from .._response import AgentResponse
-from .._streaming import TurnChunk
-from ..stores import SessionSummary
+from ._interrupts import AuditEntry, PendingInterrupt
+from ._messages import MediaPart, Message, TextPart
+from ._response import AgentResponse
+from ._streaming import TurnChunk
+from .stores import SessionSummary
 
 __all__ = [
     "AUDIT",
