@@ -53,6 +53,7 @@ COMMANDS = {
     "test": ("dev", [str(PYTHON), "-m", "pytest"]),
     "bench": ("dev", [str(PYTHON), "-m", "benchmarks.run"]),
     "bench-backends": ("dev", [str(PYTHON), "-m", "benchmarks.backends"]),
+    "bench-server": ("dev", [str(PYTHON), "-m", "benchmarks.server"]),
     "lint": ("dev", [str(PYTHON), "-m", "ruff", "check", "pausepoint", "tests", "examples", "benchmarks"]),
     "typecheck": ("dev", [str(PYTHON), "-m", "mypy"]),
 }
