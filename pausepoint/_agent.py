@@ -15,8 +15,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from ._approval import approval_for
 from ._chat import Chat
-from ._interrupts import PendingInterrupt
+from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ._models import Model, ToolDefinition
 from ._records import decode_record
 from ._response import AgentResponse
@@ -96,6 +97,19 @@ class Agent:
         ``SessionNotFound``.
         """
         return Chat(self, session_id, principal)
+
+    def approval(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart:
+        """The answer that approves ``interrupt``, as the console and the terminal chat give it.
+
+        For an interrupt-only tool (``define_interrupt``): a response saying yes, fitted to its
+        output schema (``{"approved": True}`` without one). For a tool that paused itself: a
+        restart with ``resumed_metadata={"tool_approved": True}``. Raises ``ValueError`` when
+        the tool is unknown or its output schema needs more than a yes (answer it explicitly).
+        """
+        tool = self.tools.get(interrupt.name)
+        if tool is None:
+            raise ValueError(f"agent {self.name!r} has no tool {interrupt.name!r}")
+        return approval_for(tool, interrupt)
 
     async def list_sessions(
         self,

@@ -111,6 +111,7 @@ class Pausepoint:
             output_schema=output_schema,
             allow_input_edits=allow_input_edits,
             idempotent=True,  # it only pauses: nothing happens twice
+            pauses_only=True,
         )
         return self._register(tool)
 

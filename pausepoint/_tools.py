@@ -97,6 +97,7 @@ class Tool:
         description: str | None = None,
         allow_input_edits: bool = False,
         idempotent: bool = False,
+        pauses_only: bool = False,
         input_model: type[BaseModel] | None = None,
         output_schema: type[Any] | None = None,
     ) -> None:
@@ -106,6 +107,8 @@ class Tool:
         self.allow_input_edits = allow_input_edits
         # Safe to run again if a crash left it unclear whether it ran (see Turn.run_model).
         self.idempotent = idempotent
+        # Defined with define_interrupt: it never does work itself, only asks.
+        self.pauses_only = pauses_only
         if input_model is not None:
             self.input_model, self._unpack, self._ctx_param = input_model, False, None
         else:
