@@ -1,106 +1,18 @@
 """The banking example: transfer_money guarded by a userApproval interrupt.
 
-Run it with ``python -m examples.banking`` (it uses the offline scripted model).
+The agent itself lives in the package (``pausepoint.demo``, what ``pausepoint demo`` serves);
+this example runs one pause and approval on it. Run it with ``python -m examples.banking`` (it
+uses the offline scripted model).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Sequence
-from decimal import Decimal
-from typing import Any
 
-from pydantic import BaseModel
+from pausepoint import AgentFinishReason
+from pausepoint.demo import ApprovalOutput, TransferMoneyInput, UserApprovalInput, banking_script, build
 
-from pausepoint import Agent, AgentFinishReason, Model, ModelRequest, Pausepoint, Plugin
-from pausepoint.stores import InMemorySessionStore, SessionStore
-from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
-
-
-class UserApprovalInput(BaseModel):
-    action: str
-    details: str
-
-
-class ApprovalOutput(BaseModel):
-    approved: bool
-    feedback: str = ""
-
-
-class TransferMoneyInput(BaseModel):
-    amount: Decimal
-    to_account: str
-
-
-TRANSFER = re.compile(r"\$(\d+(?:\.\d+)?) to (\w+)")
-
-
-def banking_script(request: ModelRequest) -> Step:
-    """A stand-in for a real model that behaves as the system prompt asks."""
-    last = request.messages[-1]
-    if last.role == "user":
-        found = TRANSFER.findall(last.text)
-        if not found:
-            return f"You said: {last.text}"
-        return [
-            tool_call("userApproval", {"action": "transfer_money", "details": f"Transfer ${amount} to {account}"})
-            for amount, account in found
-        ]
-    results = last_tool_results(request)
-    approval = results.get("userApproval")
-    if approval is not None:
-        requested = {p.ref: p for p in request.messages[-2].tool_requests}
-        calls = []
-        for response in last.tool_responses:
-            if response.name == "userApproval" and (response.output or {}).get("approved"):
-                match = TRANSFER.search(requested[response.ref].input["details"])
-                if match:
-                    calls.append(tool_call("transfer_money", {"amount": match[1], "to_account": match[2]}))
-        if calls:
-            return calls
-        return f"I did not transfer anything: {approval.get('feedback') or approval.get('reason') or 'not approved'}."
-    return " ".join(str(output) for output in results.values())
-
-
-def build(
-    store: SessionStore | None = None,
-    ledger: list[str] | None = None,
-    *,
-    model: str | Model | None = None,
-    plugins: Sequence[Plugin] = (),
-    **agent_options: Any,
-) -> tuple[Pausepoint, Agent]:
-    """The app and its banking agent; ``ledger`` (if given) records every transfer made.
-
-    ``model`` defaults to the offline scripted model; any model name a plugin serves works too.
-    ``agent_options`` go to ``define_agent`` (``config=``, ``abandon_after=``, ...).
-    """
-    ai = Pausepoint(plugins=plugins)
-
-    user_approval = ai.define_interrupt(
-        name="userApproval",
-        description="Ask the user for approval before proceeding with a sensitive action.",
-        input_schema=UserApprovalInput,
-        output_schema=ApprovalOutput,
-    )
-
-    @ai.tool()
-    async def transfer_money(input: TransferMoneyInput) -> str:
-        """Transfer money after approval."""
-        if ledger is not None:
-            ledger.append(f"{input.amount}->{input.to_account}")
-        return f"Transferred ${input.amount} to {input.to_account}."
-
-    agent = ai.define_agent(
-        name="bankingAgent",
-        model=model if model is not None else ScriptedModel(banking_script),
-        system="If the user wants to transfer money, ALWAYS use userApproval before transfer_money.",
-        tools=[user_approval, transfer_money],
-        store=store if store is not None else InMemorySessionStore(),
-        **agent_options,
-    )
-    return ai, agent
+__all__ = ["ApprovalOutput", "TransferMoneyInput", "UserApprovalInput", "banking_script", "build", "main"]
 
 
 async def main() -> None:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from .._app import Pausepoint
 from ..errors import InvalidRequest, NotFound
@@ -28,6 +31,16 @@ from ._service import Service
 
 __all__ = ["create_app"]
 
+CONSOLE = Path(__file__).resolve().parent.parent / "console"
+# The console loads only its own files and talks only to this server.
+_CONSOLE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
 
 def create_app(
     ai: Pausepoint,
@@ -36,13 +49,16 @@ def create_app(
     policy: AccessPolicy | None = None,
     limits: Limits | None = None,
     feed_interval: float = 1.0,
+    console: bool = True,
 ) -> Starlette:
     """An ASGI app serving every agent defined on ``ai``.
 
     ``auth`` maps a request to its principal (``BearerTokens({...})``, or your own callable);
     ``policy`` decides who sees and acts on a session (default ``OwnerPolicy()``: the owner
     only); ``limits`` bounds what a request may carry; ``feed_interval`` is how often, in
-    seconds, the SSE feed polls the stores for changes made by other processes.
+    seconds, the SSE feed polls the stores for changes made by other processes. ``console``
+    serves the web console (static files; it signs in with a bearer token) at ``/console/``
+    and redirects ``/`` there.
     """
     feed = Feed(ai, interval=feed_interval)
     service = Service(ai, auth, policy or OwnerPolicy(), limits or Limits(), feed)
@@ -64,10 +80,31 @@ def create_app(
         yield
         await feed.close()
 
+    routes: list[BaseRoute] = [Route("/openapi.json", openapi, methods=["GET"]), *rest_routes(service)]
+    routes += agent_routes(service)
+    if console:
+        routes += _console_routes()
     app = Starlette(
-        routes=[Route("/openapi.json", openapi, methods=["GET"]), *rest_routes(service), *agent_routes(service)],
+        routes=routes,
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
     app.state.pausepoint = service
     return app
+
+
+def _console_routes() -> list[BaseRoute]:
+    async def home(request: Request) -> Response:
+        return RedirectResponse(request.url_for("console", path="/"))
+
+    return [
+        Route("/", home, methods=["GET"]),
+        Mount("/console", _ConsoleFiles(directory=CONSOLE, html=True), name="console"),
+    ]
+
+
+class _ConsoleFiles(StaticFiles):
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(_CONSOLE_HEADERS)
+        return response

@@ -9,15 +9,18 @@ another principal owns are 404 (``Service.visible``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .._agent import Agent
-from .._interrupts import ToolResponse, ToolRestart
+from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._rest import (
     AUDIT,
     INTERRUPTS,
@@ -34,23 +37,55 @@ from .._rest import (
     user_message,
 )
 from .._streaming import TurnStream
-from ..errors import InvalidRequest, NotFound
+from ..errors import InputEditNotAllowed, InvalidAnswer, InvalidRequest, NotFound
 from ._errors import dumps, guarded
 from ._limits import check_history, check_message_size, parse_body, read_json
 from ._service import Service
 from ._turns import event, run_turn
 
-__all__ = ["rest_routes"]
+__all__ = ["ApproveBody", "describe_agent", "rest_routes"]
 
 _MAX_KEY = 200
+
+
+class ApproveBody(BaseModel):
+    """Approve a pause the way the console does (``Agent.approval``): a yes for an interrupt-only
+    tool, a run with ``tool_approved`` for a tool that paused itself. ``replace_input`` (only for
+    tools that allow edits) approves an edited input."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    replace_input: Any = None
+    metadata: dict[str, Any] | None = None
+
+
+def describe_agent(agent: Agent) -> dict[str, Any]:
+    """What a UI needs to know about an agent and its tools (``GET /v1/agents/{agent}``)."""
+    tools = [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+            "output_schema": tool.output_schema,
+            "pauses_only": tool.pauses_only,
+            "allow_input_edits": tool.allow_input_edits,
+        }
+        for tool in agent.tools.values()
+    ]
+    return {"name": agent.name, "description": agent.system or "", "tools": tools}
 
 
 def rest_routes(service: Service) -> list[Route]:
     limits = service.limits
 
     async def agents(request: Request) -> Response:
+        principal = await service.principal(request)
+        return _json({"agents": sorted(service.ai.agents), "principal": principal})
+
+    async def agent_info(request: Request) -> Response:
+        agent = service.agent(request.path_params["agent"])
         await service.principal(request)
-        return _json({"agents": sorted(service.ai.agents)})
+        return _json(describe_agent(agent))
 
     async def list_sessions(request: Request) -> Response:
         agent = service.agent(request.path_params["agent"])
@@ -116,8 +151,8 @@ def rest_routes(service: Service) -> list[Route]:
     async def answer(request: Request) -> Response:
         agent, session_id, principal = await _acting(request)
         ref, action = request.path_params["ref"], request.path_params["action"]
-        if action not in ("respond", "deny", "restart"):
-            raise NotFound(f"no action {action!r}: respond, deny or restart")
+        if action not in ("respond", "deny", "restart", "approve"):
+            raise NotFound(f"no action {action!r}: respond, deny, restart or approve")
         raw = await read_json(request, limits)
         chat = agent.chat(session_id, principal=principal)
         respond: list[ToolResponse] = []
@@ -130,10 +165,18 @@ def rest_routes(service: Service) -> list[Route]:
             d = parse_body(DenyBody, raw)
             name = d.name or await _name_of(chat, ref)
             respond.append(ToolResponse(ref, name, None, d.metadata, decision="deny", reason=d.reason))
-        else:
+        elif action == "restart":
             s = parse_body(RestartBody, raw)
             name = s.name or await _name_of(chat, ref)
             restart.append(ToolRestart(ref, name, s.replace_input, s.resumed_metadata))
+        else:
+            a = parse_body(ApproveBody, raw)
+            approval = await _approval(agent, chat, ref, a.replace_input, edited="replace_input" in a.model_fields_set)
+            if isinstance(approval, ToolRestart):
+                restart.append(approval)
+            else:
+                respond.append(approval)
+            return await _answer(request, agent, session_id, principal, respond, restart, a.metadata)
         return await _answer(request, agent, session_id, principal, respond, restart, None)
 
     async def cancel(request: Request) -> Response:
@@ -211,6 +254,7 @@ def rest_routes(service: Service) -> list[Route]:
     one = base + "/{session_id}"
     return [
         Route("/v1/agents", guarded(agents), methods=["GET"]),
+        Route("/v1/agents/{agent}", guarded(agent_info), methods=["GET"]),
         Route(base, guarded(list_sessions), methods=["GET"]),
         Route(base, guarded(create), methods=["POST"]),
         Route(one, guarded(read), methods=["GET"]),
@@ -235,6 +279,34 @@ async def _name_of(chat: Any, ref: str) -> str:
         if entry.ref == ref:
             return str(entry.name)
     return ""
+
+
+async def _approval(
+    agent: Agent, chat: Any, ref: str, replace_input: Any, *, edited: bool
+) -> ToolResponse | ToolRestart:
+    """The answer approving pause ``ref`` (``Agent.approval``), with ``replace_input`` if ``edited``.
+
+    A ref that is not open now gets the same answer under its known name (so a retry with the
+    same idempotency key matches the first one and gets its outcome), and the core refuses
+    anything else with its own reason (already answered, unknown, ...).
+    """
+    pause = next((p for p in await chat.interrupts() if p.ref == ref), None)
+    if pause is None:
+        name = await _name_of(chat, ref)
+        if name not in agent.tools:
+            return ToolResponse(ref, name, None)
+        pause = PendingInterrupt(name, ref, None, None, datetime.now(UTC))
+    try:
+        approval = agent.approval(pause)
+    except ValueError as exc:
+        raise InvalidAnswer(f"cannot approve {pause.name!r} with a yes: {exc}", ref=ref, name=pause.name) from None
+    if not edited:
+        return approval
+    if not isinstance(approval, ToolRestart):
+        raise InputEditNotAllowed(
+            f"{pause.name!r} only asks a question: answer it, its input cannot be edited", ref=ref, name=pause.name
+        )
+    return dataclasses.replace(approval, replace_input=replace_input)
 
 
 def _flag(request: Request, name: str) -> bool | None:

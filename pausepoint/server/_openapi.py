@@ -13,6 +13,7 @@ from .._messages import Message
 from .._response import AgentResponse
 from .._rest import CancelBody, DenyBody, RespondBody, RestartBody, ResumeBody, SendBody
 from ..stores import SessionSummary
+from ._approvals import ApproveBody
 
 __all__ = ["openapi_document"]
 
@@ -20,7 +21,7 @@ _REF = "#/components/schemas/{model}"
 
 
 def _schemas() -> dict[str, Any]:
-    bodies: list[type[BaseModel]] = [SendBody, ResumeBody, RespondBody, DenyBody, RestartBody, CancelBody]
+    bodies: list[type[BaseModel]] = [SendBody, ResumeBody, RespondBody, DenyBody, RestartBody, CancelBody, ApproveBody]
     _, found = models_json_schema([(m, "validation") for m in bodies], ref_template=_REF)
     schemas: dict[str, Any] = dict(found.get("$defs", {}))
     for name, kind in (
@@ -94,7 +95,29 @@ def openapi_document() -> dict[str, Any]:
     answer = [*session, *_params("ref"), _KEY]
     array = {"type": "array"}
     paths: dict[str, Any] = {
-        "/v1/agents": {"get": _op("The agents served", {"type": "object"})},
+        "/v1/agents": {
+            "get": _op(
+                "The agents served, and who the caller is",
+                {
+                    "type": "object",
+                    "properties": {"agents": {**array, "items": {"type": "string"}}, "principal": {"type": "string"}},
+                },
+            )
+        },
+        "/v1/agents/{agent}": {
+            "get": _op(
+                "An agent: its description and tools (schemas; pauses_only, allow_input_edits)",
+                {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "tools": {**array, "items": {"type": "object"}},
+                    },
+                },
+                parameters=_params("agent"),
+            )
+        },
         "/v1/agents/{agent}/sessions": {
             "get": _op(
                 "Sessions the caller may see (pending=true: the approvals inbox)",
@@ -152,6 +175,16 @@ def openapi_document() -> dict[str, Any]:
         },
         "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/restart": {
             "post": _op("Run the paused tool again", response, body="RestartBody", stream=True, parameters=answer)
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/approve": {
+            "post": _op(
+                "Approve a pause: a yes for an interrupt-only tool, a run with tool_approved for a tool "
+                "that paused itself (422 when a yes cannot answer it)",
+                response,
+                body="ApproveBody",
+                stream=True,
+                parameters=answer,
+            )
         },
         "/v1/feed": {
             "get": {

@@ -45,7 +45,7 @@ async def test_refusals_leave_the_session_unchanged(served, http):
          "interrupt_name_mismatch"),
         ("invalid answer", base + f"/interrupts/{ref}/respond", ALICE, {"output": {"approved": "maybe"}}, 422,
          "invalid_answer"),
-        ("unknown action", base + f"/interrupts/{ref}/approve", ALICE, {}, 404, "not_found"),
+        ("unknown action", base + f"/interrupts/{ref}/accept", ALICE, {}, 404, "not_found"),
         ("unknown agent", served.bank + "/v1/agents/nobody/sessions/x/resume", ALICE, {}, 404, "not_found"),
         ("other principal", base + f"/interrupts/{ref}/respond", BOB, {"output": {"approved": True}}, 404,
          "session_not_found"),
@@ -109,6 +109,6 @@ async def test_history_limit_is_enforced(served, http):
     assert_error(reply, 422, "history_too_long")
 
 
-@pytest.mark.parametrize("path", ["/nowhere", "/v1/agents/bankingAgent"])
+@pytest.mark.parametrize("path", ["/nowhere", "/v1/agents/bankingAgent/nowhere"])
 async def test_unknown_routes_are_json_404s(served, http, path):
     assert_error(await http.get(served.bank + path, headers=ALICE), 404, "not_found")

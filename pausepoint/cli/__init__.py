@@ -1,0 +1,47 @@
+"""The ``pausepoint`` command: ``demo``, ``serve`` and ``chat`` (``pausepoint <command> --help``).
+
+Each command is one module with ``add_parser(subparsers)`` and ``run(args)``; bad usage is
+reported as ``pausepoint <command>: error: ...`` with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import _chat, _demo, _serve
+from ._errors import CliError
+from ._targets import store_from_url
+
+__all__ = ["CliError", "main", "store_from_url"]
+
+_COMMANDS = (_demo, _serve, _chat)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``pausepoint`` command and its subcommands."""
+    top = argparse.ArgumentParser(
+        prog="pausepoint",
+        description="LLM agents whose tools pause for people and resume later, exactly once.",
+        epilog="Run 'pausepoint <command> --help' for a command's options.",
+    )
+    subparsers = top.add_subparsers(dest="command", metavar="<command>", required=True)
+    for command in _COMMANDS:
+        command.add_parser(subparsers)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    top = parser()
+    args = top.parse_args(argv)
+    try:
+        status: int = args.run(args)
+    except CliError as exc:
+        print(f"pausepoint {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    return status

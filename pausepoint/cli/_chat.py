@@ -1,0 +1,58 @@
+"""``pausepoint chat module:agent``: chat with an agent in the terminal, answering its pauses."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+from typing import Any
+
+from ..errors import SessionNotFound
+from ..stores import SqliteSessionStore
+from ._errors import CliError
+from ._targets import load_target, pick_agent, replace_stores, store_from_url
+from ._terminal import TerminalChat
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "chat",
+        help="chat with an agent in the terminal, approving its pauses",
+        description=(
+            "Chat with an agent in the terminal: its text streams in, and each pause is shown as a card to "
+            "approve, deny (with a reason), answer with JSON, edit (where the tool allows) or skip. "
+            "Reads lines from stdin, so it can be scripted too."
+        ),
+    )
+    parser.add_argument("target", metavar="TARGET", help="module:attribute naming an Agent, or a Pausepoint app")
+    parser.add_argument("--agent", help="the agent's name, when TARGET is an app with several")
+    parser.add_argument("--session", metavar="ID", help="continue this session")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--db", metavar="PATH", help="keep sessions in this SQLite file (instead of the agent's store)")
+    where.add_argument("--store", metavar="URL", help="keep sessions in this store: sqlite:///..., postgresql://...")
+    parser.add_argument("--principal", help="who you are, for the audit trail (default: your user name)")
+    parser.add_argument("--message", "-m", action="append", default=[], help="send this first (repeatable)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    agent = pick_agent(load_target(args.target), args.agent)
+    if args.db:
+        replace_stores([agent], SqliteSessionStore(args.db))
+    elif args.store:
+        replace_stores([agent], store_from_url(args.store))
+    principal = args.principal or _user()
+    terminal = TerminalChat(agent, session_id=args.session, principal=principal)
+    try:
+        return asyncio.run(terminal.run(args.message))
+    except SessionNotFound as exc:
+        raise CliError(f"no session {args.session!r} in the agent's store ({exc})") from exc
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "terminal"

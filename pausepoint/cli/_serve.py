@@ -1,0 +1,98 @@
+"""``pausepoint serve module:app``: serve a Pausepoint app (or any ASGI app) over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+from typing import Any
+
+from .._app import Pausepoint
+from ._errors import CliError
+from ._serving import listen, serve
+from ._targets import load_target, replace_stores, store_from_url
+from ._web import console_available, http_app
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve an app's agents over HTTP",
+        description=(
+            "Serve TARGET over HTTP. TARGET is module:attribute naming a Pausepoint app (served with "
+            "pausepoint.server.create_app: the agent endpoints, the REST approvals API and the console) "
+            "or any ASGI app (served as it is)."
+        ),
+    )
+    parser.add_argument("target", metavar="TARGET", help="module:attribute, like myapp:ai")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks one (default: %(default)s)")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="use this store for every agent: sqlite:///file.db, postgresql://..., redis://..., memory:",
+    )
+    parser.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="NAME=TOKEN",
+        help="accept 'Authorization: Bearer TOKEN' as the principal NAME (repeatable; default: one generated token)",
+    )
+    parser.add_argument("--no-console", action="store_true", help="do not serve the web console")
+    parser.set_defaults(run=run)
+
+
+def parse_tokens(values: list[str]) -> dict[str, str]:
+    """``NAME=TOKEN`` options as BearerTokens wants them: token -> principal."""
+    tokens: dict[str, str] = {}
+    for value in values:
+        name, sep, token = value.partition("=")
+        if not sep or not name or not token:
+            raise CliError(f"--token wants NAME=TOKEN, not {value!r}")
+        if token in tokens:
+            raise CliError(f"the token of {name!r} is given twice")
+        tokens[token] = name
+    return tokens
+
+
+def run(args: argparse.Namespace) -> int:
+    tokens = parse_tokens(args.token)
+    target = load_target(args.target)
+    generated = None
+    if isinstance(target, Pausepoint):
+        if args.store:
+            replace_stores(list(target.agents.values()), store_from_url(args.store))
+        if not tokens:
+            generated = secrets.token_urlsafe(18)
+            tokens = {generated: "admin"}
+        app = http_app(target, tokens, console=not args.no_console)
+        agents = ", ".join(target.agents) or "no agents"
+    elif callable(target):
+        if args.store or tokens or args.no_console:
+            raise CliError("--store, --token and --no-console apply to a Pausepoint app; an ASGI app brings its own")
+        app, agents = target, "an ASGI app"
+    else:
+        raise CliError(f"{args.target} is a {type(target).__name__}, not a Pausepoint app or an ASGI app")
+    sock = listen(args.host, args.port)
+    base = f"http://{args.host}:{sock.getsockname()[1]}"
+
+    def ready() -> None:
+        print(f"pausepoint: serving {args.target} ({agents}) at {base}")
+        if generated is not None:
+            print(f"  token    {generated}  (principal 'admin'; pass --token NAME=TOKEN to choose your own)")
+        if isinstance(target, Pausepoint) and not args.no_console and console_available():
+            hint = f"#token={generated}" if generated else ""
+            print(f"  console  {base}/console/{hint}")
+        print("Ctrl+C stops the server.", flush=True)
+
+    try:
+        asyncio.run(serve(app, sock, ready))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    print("stopped", flush=True)
+    return 0

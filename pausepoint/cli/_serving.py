@@ -1,0 +1,45 @@
+"""Running an ASGI app with uvicorn on a socket of our own (so the URL is known before serving)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import CliError
+
+__all__ = ["listen", "serve"]
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0: a free port). Raises ``CliError`` if it is taken."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot resolve host {host!r}: {exc}") from exc
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it; without it every keep-alive reply waits for a delayed ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror} (pick another with --port)") from exc
+    sock.listen(128)
+    return sock
+
+
+async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
+    """Serve ``app`` on ``sock`` until SIGINT/SIGTERM; ``on_ready()`` runs once it accepts requests."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if not self.should_exit:
+                on_ready()
+
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3)
+    await Server(config).serve(sockets=[sock])

@@ -1,0 +1,97 @@
+"""Finding what a command runs: ``module:attr`` targets, and stores named by URL."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._agent import Agent
+from .._app import Pausepoint
+from ..stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+from ._errors import CliError
+
+__all__ = ["load_target", "pick_agent", "replace_stores", "store_from_url"]
+
+
+def load_target(target: str) -> Any:
+    """The object ``module:attr`` names (``attr`` may be dotted); the current directory is importable.
+
+    Raises ``CliError`` naming what was not found.
+    """
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise CliError(f"expected module:attribute (like myapp:ai), not {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise CliError(f"no module named {module_name!r} (looked in {os.getcwd()} and sys.path)") from exc
+        raise
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError as exc:
+            raise CliError(f"module {module_name!r} has no attribute {attr!r}") from exc
+    return value
+
+
+def pick_agent(target: Any, name: str | None) -> Agent:
+    """The agent ``target`` is, or the agent ``name`` of the ``Pausepoint`` it is (the only one if unnamed)."""
+    if isinstance(target, Agent):
+        if name is not None and name != target.name:
+            raise CliError(f"the target is the agent {target.name!r}, not {name!r}")
+        return target
+    if not isinstance(target, Pausepoint):
+        raise CliError(f"expected an Agent or a Pausepoint app, got {type(target).__name__}")
+    agents = target.agents
+    if name is not None:
+        if name not in agents:
+            raise CliError(f"no agent named {name!r}; the app has: {', '.join(agents) or 'none'}")
+        return agents[name]
+    if len(agents) != 1:
+        raise CliError(f"the app has {len(agents) or 'no'} agents; pick one with --agent ({', '.join(agents)})")
+    return next(iter(agents.values()))
+
+
+def replace_stores(agents: list[Agent], store: SessionStore) -> None:
+    """Give ``agents`` the store ``store`` (before any session is used: the agents cache none yet)."""
+    for agent in agents:
+        agent.store = store
+
+
+def store_from_url(url: str) -> SessionStore:
+    """A session store from a URL.
+
+    ``sqlite:///relative.db``, ``sqlite:////absolute/path.db`` (or a plain path ending in
+    ``.db``/``.sqlite``), ``postgresql://...``, ``redis://...`` / ``rediss://...``, and
+    ``memory:`` (sessions die with the process). Raises ``CliError`` for any other URL, and
+    when the backend's driver is missing (naming the extra to install).
+    """
+    scheme = urlsplit(url).scheme.lower() if "://" in url or url.startswith("memory:") else ""
+    if scheme == "sqlite":
+        path = url.split("://", 1)[1]
+        path = path[1:] if path.startswith("/") else path  # sqlite:///rel.db -> rel.db; sqlite:////abs -> /abs
+        if not path:
+            raise CliError(f"no file in {url!r}: use sqlite:///path/to/file.db")
+        return SqliteSessionStore(path)
+    if scheme == "" and url.endswith((".db", ".sqlite", ".sqlite3")):
+        return SqliteSessionStore(url)
+    if scheme == "memory":
+        return InMemorySessionStore()
+    try:
+        if scheme in ("postgres", "postgresql"):
+            from ..stores.postgres import PostgresSessionStore
+
+            return PostgresSessionStore(url)
+        if scheme in ("redis", "rediss"):
+            from ..stores.redis import RedisSessionStore
+
+            return RedisSessionStore(url)
+    except ImportError as exc:
+        raise CliError(str(exc)) from exc
+    raise CliError(f"unknown store URL {url!r}: use sqlite:///file.db, postgresql://..., redis://... or memory:")

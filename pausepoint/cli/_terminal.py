@@ -1,0 +1,332 @@
+"""The terminal chat: stream an agent's turns, show each pause as a card, ask the person what to do.
+
+It reads lines (from a terminal, or from a pipe, so it can be scripted) and writes to stdout.
+On a terminal a spinner shows that the model or a tool is working; elsewhere only the events
+are printed. "Approve" is ``agent.approval(interrupt)``: the same meaning as in the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+from .._agent import Agent
+from .._chat import Chat
+from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from .._response import AgentFinishReason, AgentResponse
+from .._streaming import TurnStream
+from ..errors import PausepointError, PendingInterrupts
+
+__all__ = ["TerminalChat"]
+
+HELP = """\
+Type a message and press Enter. Commands:
+  /pending   answer the open pauses      /cancel   cancel the open pauses
+  /session   show the session id         /quit     leave (Ctrl+D too)"""
+
+VIA = "terminal"
+
+
+class _Style:
+    def __init__(self, stream: TextIO) -> None:
+        self.color = stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+        unicode = (getattr(stream, "encoding", None) or "").lower().replace("-", "") in ("utf8", "utf8mb4")
+        self.box = ("┌─", "│", "└─") if unicode else ("+-", "|", "+-")
+        self.frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏" if unicode else "-\\|/"
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+
+class _Status:
+    """A one-line spinner on a terminal (nothing elsewhere); ``stop()`` clears it before output."""
+
+    def __init__(self, stream: TextIO, style: _Style) -> None:
+        self._stream = stream
+        self._style = style
+        self._enabled = stream.isatty()
+        self._task: asyncio.Task[None] | None = None
+        self._label = ""
+
+    def start(self, label: str) -> None:
+        self._label = label
+        if self._enabled and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._spin())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+
+    async def _spin(self) -> None:
+        frames = self._style.frames
+        i = 0
+        while True:
+            self._stream.write(f"\r{self._style(frames[i % len(frames)] + ' ' + self._label + '…', '2')}\x1b[K")
+            self._stream.flush()
+            i += 1
+            await asyncio.sleep(0.1)
+
+
+def _json(value: Any, indent: int | None = 2) -> str:
+    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
+class TerminalChat:
+    """A chat with ``agent`` in the terminal, on a new session or ``session_id``.
+
+    ``principal`` is who is typing (a new session's owner; recorded in the audit trail).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        session_id: str | None = None,
+        principal: str | None = None,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+    ) -> None:
+        self.agent = agent
+        self.chat: Chat = agent.chat(session_id, principal=principal)
+        self.principal = principal
+        self._in = stdin or sys.stdin
+        self._out = stdout or sys.stdout
+        self._style = _Style(self._out)
+        self._status = _Status(self._out, self._style)
+        self._resuming = session_id is not None
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def say(self, text: str = "", end: str = "\n") -> None:
+        self._status.stop()
+        self._out.write(text + end)
+        self._out.flush()
+
+    def note(self, text: str) -> None:
+        self.say(self._style(text, "2"))
+
+    async def ask(self, prompt: str) -> str | None:
+        """One line from the person, without its newline; None at end of input."""
+        self._status.stop()
+        if self._in is sys.stdin and self._in.isatty():
+            try:
+                line: str = await asyncio.to_thread(input, prompt)
+                return line
+            except EOFError:
+                return None
+        self._out.write(prompt)
+        self._out.flush()
+        line = await asyncio.to_thread(self._in.readline)
+        if not line:
+            self._out.write("\n")
+            return None
+        line = line.rstrip("\n")
+        if not self._in.isatty():
+            self._out.write(line + "\n")  # echo scripted input, so the transcript reads like a session
+        return line
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def run(self, first_messages: list[str] | None = None) -> int:
+        """Chat until the person quits or input ends. Returns the exit status (0)."""
+        pending: list[PendingInterrupt] = []
+        if self._resuming:
+            pending = await self.chat.interrupts()  # SessionNotFound for an unknown id
+            self.note(f"continuing session {self.chat.session_id}")
+        queued = list(first_messages or [])
+        while True:
+            if pending:
+                pending = await self._answer(pending)
+                continue
+            line = queued.pop(0) if queued else await self.ask(self._style("you> ", "1;36"))
+            if line is None:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                done, pending = await self._command(line)
+                if done:
+                    break
+                continue
+            pending = await self._send(line)
+        if self.chat.session_id:
+            self.note(f"session {self.chat.session_id}: continue it with --session {self.chat.session_id}")
+        return 0
+
+    async def _command(self, line: str) -> tuple[bool, list[PendingInterrupt]]:
+        word = line.split()[0].lower()
+        if word in ("/quit", "/exit", "/q"):
+            return True, []
+        if word == "/help":
+            self.say(HELP)
+        elif word == "/session":
+            self.note(f"session {self.chat.session_id or '(none yet: send a message)'}")
+        elif word in ("/pending", "/cancel"):
+            open_ = await self.chat.interrupts() if self.chat.session_id else []
+            if not open_:
+                self.note("no open pauses")
+            elif word == "/pending":
+                return False, open_
+            else:
+                await self.chat.cancel_pending("cancelled from the terminal", principal=self.principal)
+                self.note(f"cancelled {len(open_)} pause(s)")
+        else:
+            self.say(f"unknown command {word}\n{HELP}")
+        return False, []
+
+    async def _send(self, text: str) -> list[PendingInterrupt]:
+        try:
+            response = await self._play(self.chat.send_stream(text, principal=self.principal))
+        except PendingInterrupts:
+            self.say("Some pauses are still open: /pending answers them, /cancel cancels them.")
+            return []
+        except PausepointError as exc:
+            self.say(self._style(f"error: {exc}", "31"))
+            return []
+        return self._after(response)
+
+    def _after(self, response: AgentResponse) -> list[PendingInterrupt]:
+        if response.finish_reason == AgentFinishReason.INTERRUPTED:
+            return list(response.interrupts)
+        if response.finish_reason != AgentFinishReason.STOP:
+            detail = f": {response.error}" if response.error else ""
+            self.say(self._style(f"[turn ended: {response.finish_reason.value}{detail}]", "33"))
+        return []
+
+    async def _play(self, stream: TurnStream) -> AgentResponse:
+        """Show a turn as it happens; returns its response."""
+        in_text = False
+        self._status.start("thinking")
+        try:
+            async for chunk in stream:
+                if chunk.kind == "text":
+                    if not in_text:
+                        self.say(self._style("agent> ", "1;32"), end="")
+                        in_text = True
+                    self.say(chunk.text, end="")
+                    continue
+                if in_text:
+                    self.say()
+                    in_text = False
+                if chunk.kind == "tool_call_delta":
+                    self._status.start(f"writing a call to {chunk.name or 'a tool'}")
+                elif chunk.kind == "tool_request":
+                    self.note(f"  → {chunk.name} {_json(chunk.input, None)}")
+                    self._status.start(f"running {chunk.name}")
+                elif chunk.kind == "tool_progress":
+                    self._status.stop()
+                    self._status.start(f"{chunk.name}: {_json(chunk.data, None)}")
+                elif chunk.kind == "tool_result":
+                    refused = chunk.is_error or (isinstance(chunk.output, dict) and chunk.output.get("denied") is True)
+                    mark = self._style("✗", "31") if refused else self._style("✓", "32")
+                    self.say(f"  {mark} {chunk.name}: {self._style(_json(chunk.output, None), '2')}")
+                    self._status.start("thinking")
+                elif chunk.kind == "interrupt":
+                    self._status.stop()
+        finally:
+            if in_text:
+                self.say()
+            self._status.stop()
+        return await stream.response
+
+    # -- pauses -----------------------------------------------------------------------------------
+
+    async def _answer(self, pending: list[PendingInterrupt]) -> list[PendingInterrupt]:
+        """Ask about each pause, resume with the answers given; returns what is still open after."""
+        respond: list[ToolResponse] = []
+        restart: list[ToolRestart] = []
+        for interrupt in pending:
+            self._card(interrupt)
+            answer = await self._decide(interrupt)
+            if isinstance(answer, ToolResponse):
+                respond.append(answer)
+            elif isinstance(answer, ToolRestart):
+                restart.append(answer)
+        if not respond and not restart:
+            self.note("left open: /pending answers it later")
+            return []
+        try:
+            response = await self._play(
+                self.chat.resume_stream(respond=respond, restart=restart, principal=self.principal, via=VIA)
+            )
+        except PausepointError as exc:
+            self.say(self._style(f"refused: {exc}", "31"))
+            return await self.chat.interrupts()
+        return self._after(response)
+
+    def _card(self, interrupt: PendingInterrupt) -> None:
+        top, side, bottom = self._style.box
+        title = self._style(f"paused: {interrupt.name}", "1;33")
+        lines = [f"{top} {title}  {self._style('ref ' + interrupt.ref, '2')}"]
+        for label, value in (("input", interrupt.input), ("metadata", interrupt.metadata)):
+            if value:
+                lines.append(f"{side} {self._style(label, '1')}")
+                lines.extend(f"{side}   {row}" for row in _json(value).splitlines())
+        if interrupt.expires_at is not None:
+            lines.append(f"{side} expires {interrupt.expires_at.isoformat(timespec='seconds')}")
+        lines.append(f"{bottom} {self._choices(interrupt)}")
+        self.say("\n".join(lines))
+
+    def _choices(self, interrupt: PendingInterrupt) -> str:
+        choices = ["[a]pprove", "[d]eny", "[r]espond with JSON"]
+        if self._editable(interrupt):
+            choices.append("[e]dit input")
+        return "  ".join([*choices, "[s]kip"])
+
+    def _editable(self, interrupt: PendingInterrupt) -> bool:
+        tool = self.agent.tools.get(interrupt.name)
+        return tool is not None and tool.allow_input_edits
+
+    async def _decide(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart | None:
+        """The person's answer to one pause; None when skipped (or input ended)."""
+        while True:
+            line = await self.ask(self._style("choice> ", "1;33"))
+            if line is None:
+                return None
+            choice = line.strip().lower()[:1]
+            if choice == "a":
+                try:
+                    return self.agent.approval(interrupt)
+                except ValueError as exc:
+                    self.say(f"cannot approve with a plain yes: {exc}; respond with JSON instead")
+            elif choice == "d":
+                reason = await self.ask("reason> ")
+                return None if reason is None else interrupt.deny(reason.strip())
+            elif choice == "r":
+                output = await self._read_json("answer JSON> ")
+                if output is not _NOTHING:
+                    return interrupt.respond(output)
+            elif choice == "e" and self._editable(interrupt):
+                self.note(f"current input: {_json(interrupt.input, None)}")
+                new_input = await self._read_json("new input JSON> ")
+                if new_input is not _NOTHING:
+                    return interrupt.restart(replace_input=new_input)
+            elif choice == "s":
+                return None
+            else:
+                self.say(self._choices(interrupt))
+
+    async def _read_json(self, prompt: str) -> Any:
+        """A JSON value, over as many lines as it takes; an empty line gives up (``_NOTHING``)."""
+        text = ""
+        while True:
+            line = await self.ask(prompt if not text else "... ")
+            if line is None or not line.strip():
+                return _NOTHING
+            text += line + "\n"
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                if exc.pos < len(text.rstrip()):
+                    self.say(self._style(f"not JSON: {exc.msg} (line {exc.lineno}); try again", "31"))
+                    text = ""
+
+
+_NOTHING: Any = object()

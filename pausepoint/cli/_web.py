@@ -1,0 +1,50 @@
+"""Building the HTTP app for ``demo`` and ``serve``: the server with its console, and the banner."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import webbrowser
+from typing import Any
+
+from .._app import Pausepoint
+from ._errors import CliError
+
+__all__ = ["console_available", "http_app", "open_browser"]
+
+
+def _server() -> Any:
+    try:
+        from .. import server
+    except ImportError as exc:
+        raise CliError(f"serving needs the server extra: pip install 'pausepoint[server]' ({exc})") from exc
+    return server
+
+
+def console_available() -> bool:
+    """Whether this installation's server can mount the web console."""
+    return "console" in inspect.signature(_server().create_app).parameters
+
+
+def http_app(ai: Pausepoint, tokens: dict[str, str], *, console: bool = True) -> Any:
+    """``create_app(ai)`` with bearer ``tokens`` (token -> principal), and the console when asked and available."""
+    server = _server()
+    options: dict[str, Any] = {"auth": server.BearerTokens(tokens)}
+    if console_available():
+        options["console"] = console
+    return server.create_app(ai, **options)
+
+
+def open_browser(url: str) -> bool:
+    """Open ``url`` in a graphical browser; False (nothing opened) where there is none.
+
+    Without a display, Python's ``webbrowser`` would start a text browser in this very
+    terminal, so on Linux it is used only when a display is set.
+    """
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return False
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False

@@ -1,0 +1,110 @@
+// The conversation log: past messages, and turns streaming in.
+
+import { h, jsonView } from "./dom.js";
+
+export function userMessage(text) {
+  return h("div", { class: "msg msg-user" }, h("div", { class: "msg-role", text: "You" }), h("div", { class: "msg-body", text }));
+}
+
+export function modelMessage(text) {
+  return h("div", { class: "msg msg-model" }, h("div", { class: "msg-role", text: "Agent" }), h("div", { class: "msg-body", text }));
+}
+
+function preview(value) {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text.length > 90 ? text.slice(0, 89) + "…" : text;
+}
+
+// One line for a tool call or its result, expandable to the full JSON.
+export function activity(kind, name, value, isError = false) {
+  const arrow = kind === "call" ? "→" : isError ? "✕" : "←";
+  const verb = kind === "call" ? "called" : isError ? "failed" : "returned";
+  return h("details", { class: `activity activity-${kind}${isError ? " activity-error" : ""}` },
+    h("summary", {},
+      h("span", { class: "activity-arrow", "aria-hidden": "true", text: arrow }),
+      h("span", { class: "mono activity-name", text: name }),
+      h("span", { class: "visually-hidden", text: ` ${verb} ` }),
+      h("span", { class: "activity-preview mono", text: preview(value) })),
+    jsonView(value, `${name} ${kind === "call" ? "input" : "result"}`));
+}
+
+// The log of a stored session, from GET .../history.
+export function historyNodes(messages) {
+  const nodes = [];
+  for (const message of messages) {
+    for (const part of message.parts) {
+      if (part.kind === "text" && part.text) {
+        nodes.push(message.role === "user" ? userMessage(part.text) : modelMessage(part.text));
+      } else if (part.kind === "tool_request") {
+        nodes.push(activity("call", part.name, part.input));
+      } else if (part.kind === "tool_response") {
+        nodes.push(activity("result", part.name, part.output, part.is_error));
+      }
+    }
+  }
+  return nodes;
+}
+
+// A turn as it streams: tool activity, then the model's text growing in place, then any cards.
+// The text bubble is laid out before the first word arrives (a typing indicator holds its line),
+// so streaming never moves what is above it.
+export class TurnView {
+  constructor(log) {
+    this.log = log;
+    this.el = h("div", { class: "turn", "aria-busy": "true" });
+    this.activityList = h("div", { class: "turn-activity" });
+    this.body = h("div", { class: "msg-body" }, h("span", { class: "typing", "aria-label": "The agent is working" },
+      h("span"), h("span"), h("span")));
+    this.bubble = h("div", { class: "msg msg-model streaming" }, h("div", { class: "msg-role", text: "Agent" }), this.body);
+    this.status = h("p", { class: "turn-status muted", "aria-live": "off" });
+    this.cards = h("div", { class: "turn-cards" });
+    this.el.append(this.activityList, this.bubble, this.status, this.cards);
+    this.text = "";
+    log.append(this.el);
+  }
+
+  chunk(chunk) {
+    switch (chunk.kind) {
+      case "text":
+        if (!this.text) this.body.textContent = "";
+        this.text += chunk.text;
+        this.body.append(chunk.text);
+        this.status.textContent = "";
+        break;
+      case "tool_call_delta":
+        if (chunk.name) this.status.textContent = `Preparing ${chunk.name}…`;
+        break;
+      case "tool_request":
+        this.activityList.append(activity("call", chunk.name, chunk.input));
+        this.status.textContent = `Running ${chunk.name}…`;
+        break;
+      case "tool_progress":
+        this.status.textContent = `${chunk.name}: ${preview(chunk.data)}`;
+        break;
+      case "tool_result":
+        this.activityList.append(activity("result", chunk.name, chunk.output, chunk.is_error));
+        this.status.textContent = "";
+        break;
+      default:
+        break;
+    }
+  }
+
+  addCard(card) {
+    this.cards.append(card.el);
+  }
+
+  // The turn ended: keep the text, or drop the empty bubble.
+  finish(response, error) {
+    this.el.setAttribute("aria-busy", "false");
+    this.bubble.classList.remove("streaming");
+    this.status.textContent = "";
+    if (!this.text && response && response.message) {
+      const text = response.message.parts.filter((p) => p.kind === "text").map((p) => p.text).join("");
+      if (text) { this.text = text; this.body.textContent = text; }
+    }
+    if (!this.text) this.bubble.remove();
+    if (error) this.el.append(h("p", { class: "turn-error", role: "alert", text: error }));
+    else if (response && response.error) this.el.append(h("p", { class: "turn-error", role: "alert", text: response.error }));
+  }
+}

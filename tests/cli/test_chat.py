@@ -1,0 +1,195 @@
+"""``pausepoint chat``: a pause shown as a card and answered from the keyboard, in a pseudo-terminal."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pexpect
+
+from examples import banking
+from pausepoint.stores import SqliteSessionStore
+from tests.cli.conftest import ROOT, cli_env, spawn
+
+BANK = "tests.cli.apps:bank_agent"
+
+
+def session_of(output: str) -> str:
+    match = re.search(r"--session (\S+)", output)
+    assert match, output
+    return match[1]
+
+
+async def recorded(db: str, session_id: str) -> tuple[list[str], list[tuple[str, str | None, str]]]:
+    """The ledger-free view of what the chat wrote: the model's texts and the audit trail."""
+    store = SqliteSessionStore(db)
+    _, agent = banking.build(store)
+    chat = agent.chat(session_id)
+    texts = [m.text for m in await chat.history() if m.role == "model" and m.text]
+    audit = [(e.decision, e.reason, e.via) for e in await chat.audit_trail()]
+    await store.close()
+    return texts, audit
+
+
+async def test_approve_from_the_keyboard_runs_the_transfer(tmp_path, terminals):
+    db = str(tmp_path / "chat.db")
+    child = spawn("chat", BANK, "--db", db, "--principal", "carol")
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Transfer $500 to savings.")
+    child.expect_exact("paused: userApproval")
+    child.expect_exact('"details": "Transfer $500 to savings"')  # the input, as pretty JSON
+    child.expect_exact("[a]pprove  [d]eny  [r]espond with JSON  [s]kip")
+    child.expect_exact("choice> ")
+    child.sendline("a")
+    child.expect_exact("✓ transfer_money")
+    child.expect(r"agent> Transferred \$500 to savings\.")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    texts, audit = await recorded(db, session_of(child.before))
+    assert texts[-1] == "Transferred $500 to savings."
+    assert audit == [("respond", None, "terminal")]
+
+
+async def test_deny_with_a_reason_the_model_sees(tmp_path, terminals):
+    db = str(tmp_path / "chat.db")
+    child = spawn("chat", BANK, "--db", db)
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Transfer $90 to checking.")
+    child.expect_exact("paused: userApproval")
+    child.expect_exact("choice> ")
+    child.sendline("d")
+    child.expect_exact("reason> ")
+    child.sendline("over budget this month")
+    child.expect_exact("agent> I did not transfer anything: over budget this month.")
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    texts, audit = await recorded(db, session_of(child.before))
+    assert "transfer_money" not in str(texts) and texts[-1] == "I did not transfer anything: over budget this month."
+    assert audit == [("deny", "over budget this month", "terminal")]
+
+
+async def test_respond_with_json_over_several_lines_after_a_typo(tmp_path, terminals):
+    child = spawn("chat", BANK, "--db", str(tmp_path / "chat.db"))
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Transfer $7 to alice.")
+    child.expect_exact("choice> ")
+    child.sendline("r")
+    child.expect_exact("answer JSON> ")
+    child.sendline("{approved: no}")
+    child.expect_exact("not JSON")
+    child.expect_exact("answer JSON> ")
+    child.sendline('{"approved": false,')
+    child.expect_exact("... ")
+    child.sendline(' "feedback": "ask Bob first"}')
+    child.expect_exact("agent> I did not transfer anything: ask Bob first.")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+async def test_an_invalid_answer_is_refused_and_asked_again(tmp_path, terminals):
+    child = spawn("chat", BANK, "--db", str(tmp_path / "chat.db"))
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Transfer $7 to alice.")
+    child.expect_exact("choice> ")
+    child.sendline("r")
+    child.expect_exact("answer JSON> ")
+    child.sendline('{"approved": "maybe"}')  # not the output schema: refused, nothing written
+    child.expect_exact("refused:")
+    child.expect_exact("paused: userApproval")
+    child.expect_exact("choice> ")
+    child.sendline("a")
+    child.expect_exact("agent> Transferred $7 to alice.")
+
+
+async def test_edit_input_only_where_the_tool_allows_it(tmp_path, terminals):
+    child = spawn("chat", "tests.cli.apps:shell_ai", "--db", str(tmp_path / "chat.db"))
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Run: rm -rf build/")
+    child.expect_exact("paused: run_shell")
+    child.expect_exact('"reason": "The command can modify files."')  # the metadata
+    child.expect_exact("[a]pprove  [d]eny  [r]espond with JSON  [e]dit input  [s]kip")
+    child.sendline("e")
+    child.expect_exact('current input: {"command": "rm -rf build/"}')
+    child.expect_exact("new input JSON> ")
+    child.sendline('{"command": "ls build/"}')
+    child.expect_exact("✓ run_shell")
+    child.expect_exact("agent> Result: {'stdout': \"(simulated) ran 'ls build/'\"")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+async def test_skip_leaves_the_pause_open_for_a_later_session(tmp_path, terminals):
+    db = str(tmp_path / "chat.db")
+    child = spawn("chat", "tests.cli.apps:shell_agent", "--db", db)
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Run: rm -rf build/")
+    child.expect_exact("choice> ")
+    child.sendline("s")
+    child.expect_exact("left open")
+    child.expect_exact("you> ")
+    child.sendline("Run: ls")
+    child.expect_exact("Some pauses are still open")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    session = session_of(child.before)
+
+    child = spawn("chat", "tests.cli.apps:shell_agent", "--db", db, "--session", session)
+    terminals.append(child)
+    child.expect_exact(f"continuing session {session}")
+    child.expect_exact("paused: run_shell")
+    child.expect_exact("choice> ")
+    child.sendline("a")  # a self-pausing tool: approve = restart with tool_approved
+    child.expect_exact("agent> Result: {'stdout': \"(simulated) ran 'rm -rf build/'\"")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+def test_scripted_from_a_pipe_without_a_terminal(tmp_path):
+    lines = "Transfer $500 to savings.\na\nTransfer $3 to bob.\nd\nno\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "chat.db")],
+        input=lines,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.count("paused: userApproval") == 2
+    assert "agent> Transferred $500 to savings." in out
+    assert "agent> I did not transfer anything: no." in out
+    assert "\x1b" not in out  # no spinner or colours when not on a terminal
+
+
+def test_an_unknown_session_is_a_clear_error(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "x.db"), "--session", "nope"],
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "pausepoint chat: error: no session 'nope'" in done.stderr

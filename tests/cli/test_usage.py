@@ -1,0 +1,89 @@
+"""``--help`` everywhere; bad usage exits 2 with a message naming the problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pausepoint.cli import main, store_from_url
+from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
+from tests.cli.conftest import ROOT, cli_env
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["serve"], ["chat"]])
+def test_help_for_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: pausepoint {' '.join(command)}".rstrip())
+    for word in {"": ["demo", "serve", "chat"], "demo": ["--model", "--terminal", "--no-open", "--db", "--port"],
+                 "serve": ["TARGET", "--store", "--token", "--host"],
+                 "chat": ["TARGET", "--agent", "--session", "--db", "--store"]}[" ".join(command)]:  # fmt: skip
+        assert word in out
+
+
+def test_the_entry_point_and_python_dash_m_run_the_same_command():
+    script = Path(sys.executable).with_name("pausepoint")
+    for argv in ([str(script)], [sys.executable, "-m", "pausepoint"]):
+        done = subprocess.run([*argv, "--help"], capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=60)
+        assert done.returncode == 0 and "{demo,serve,chat}" not in done.stdout and "demo" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "the following arguments are required: <command>"),
+        (["fly"], "invalid choice: 'fly'"),
+        (["serve"], "the following arguments are required: TARGET"),
+        (["serve", "no_colon"], "expected module:attribute (like myapp:ai), not 'no_colon'"),
+        (["serve", "no_such_module_here:app"], "no module named 'no_such_module_here'"),
+        (["serve", "tests.cli.apps:missing"], "module 'tests.cli.apps' has no attribute 'missing'"),
+        (["serve", "tests.cli.apps:bank_ai", "--token", "alice"], "--token wants NAME=TOKEN, not 'alice'"),
+        (["serve", "tests.cli.apps:bank_ai", "--store", "ftp://x"], "unknown store URL 'ftp://x'"),
+        (["serve", "tests.cli.apps:asgi", "--token", "a=b"], "--store, --token and --no-console apply to a Pausepoint"),
+        (["serve", "tests.cli.apps:bank_ai", "--port", "eighty"], "argument --port: invalid int value"),
+        (["chat", "tests.cli.apps:bank_ai", "--agent", "nobody"], "no agent named 'nobody'; the app has: bankingAgent"),
+        (["chat", "tests.cli.apps:bank_agent", "--db", "a.db", "--store", "memory:"], "not allowed with argument"),
+        (["chat", "pausepoint.cli:main"], "expected an Agent or a Pausepoint app, got function"),
+        (["demo", "--model", "openai/gpt-4o-mini"], "needs an API key: set OPENAI_API_KEY"),
+        (["demo", "--model", "anthropic/claude"], "needs an API key: set ANTHROPIC_API_KEY"),
+        (["demo", "--model", "googleai/gemini"], "set GEMINI_API_KEY or GOOGLE_API_KEY"),
+        (["demo", "--model", "gpt-5"], "unknown model 'gpt-5'"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_clear_message(argv, message, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        status = exit_.code
+    assert status == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_taken_port_is_a_clear_error(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status = main(["demo", "--model", "scripted", "--port", str(port), "--no-open", "--db", ":memory:"])
+    assert status == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_store_from_url(tmp_path):
+    relative = store_from_url("sqlite:///sessions.db")
+    absolute = store_from_url(f"sqlite:///{tmp_path}/s.db")
+    assert isinstance(relative, SqliteSessionStore) and relative.path == "sessions.db"
+    assert isinstance(absolute, SqliteSessionStore) and absolute.path == f"{tmp_path}/s.db"
+    assert isinstance(store_from_url("memory:"), InMemorySessionStore)
+    assert type(store_from_url("postgresql://u@127.0.0.1/db")).__name__ == "PostgresSessionStore"
+    assert type(store_from_url("redis://127.0.0.1:6379/0")).__name__ == "RedisSessionStore"

@@ -1,0 +1,121 @@
+"""A real server on loopback (the banking and shell examples on the scripted model) and a real
+headless Chromium (Debian's ``chromium``, driven by Playwright; no browser is ever downloaded).
+
+Screenshots of every step go to ``artifacts/console/``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from examples import banking, shell
+from pausepoint import Agent
+from pausepoint.server import BearerTokens, create_app
+from pausepoint.stores import SqliteSessionStore
+from tests.server.harness import ROOT, TOKENS, serve_in_thread
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = ROOT / "artifacts" / "console"
+
+if shutil.which(CHROMIUM) is None:
+    pytest.skip(f"the console's browser tests need Debian's chromium at {CHROMIUM}", allow_module_level=True)
+
+
+@dataclass
+class Served:
+    """The banking app at ``/bank`` and the shell app at ``/shell``, with their console."""
+
+    url: str
+    ledger: list[str] = field(default_factory=list)
+    executed: list[dict[str, Any]] = field(default_factory=list)
+    agents: dict[str, Agent] = field(default_factory=dict)
+
+    @property
+    def bank(self) -> str:
+        return self.url + "/bank"
+
+    def console(self, token: str = "alice-token", app: str = "bank", **route: str) -> str:
+        """The console's URL, signing in with ``token`` through the fragment (as the demo does)."""
+        extra = "".join(f"&{key}={value}" for key, value in route.items())
+        return f"{self.url}/{app}/console/#token={token}{extra}"
+
+    def model_requests(self, agent: str) -> list[Any]:
+        return list(self.agents[agent].model.requests)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    result = Served("")
+
+    def factory() -> Starlette:
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        bank_ai, bank_agent = banking.build(store, result.ledger)
+        shell_ai, shell_agent = shell.build(store, result.executed)
+        result.agents = {bank_agent.name: bank_agent, shell_agent.name: shell_agent}
+        options: dict[str, Any] = {"auth": BearerTokens(TOKENS), "feed_interval": 0.2}
+        return Starlette(
+            routes=[Mount("/bank", create_app(bank_ai, **options)), Mount("/shell", create_app(shell_ai, **options))]
+        )
+
+    with serve_in_thread(factory) as url:
+        result.url = url
+        yield result
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """A fresh Chromium profile per test: a persistent context on an empty user-data dir."""
+    with playwright_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1360, "height": 860},
+        )
+        context.set_default_timeout(15_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+class Shots:
+    """Numbered screenshots of one test's steps, in ``artifacts/console/``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
+        self.count = 0
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for old in ARTIFACTS.glob(f"{self.name}-*.png"):
+            old.unlink()
+
+    def __call__(self, page: Any, step: str) -> Path:
+        self.count += 1
+        path = ARTIFACTS / f"{self.name}-{self.count:02d}-{step}.png"
+        page.screenshot(path=str(path), full_page=False)
+        return path
+
+
+@pytest.fixture
+def shots(request: pytest.FixtureRequest) -> Shots:
+    return Shots(request.node.name.removeprefix("test_"))

@@ -1,0 +1,67 @@
+"""``pausepoint demo --model scripted`` as a person runs it: a process of its own, then one approval
+through its console in the browser."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.console.conftest import Shots
+from tests.server.harness import ROOT
+
+
+@pytest.fixture
+def demo_console(tmp_path: Path) -> Iterator[str]:
+    """The console URL (with its token) that ``pausepoint demo`` prints."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "pausepoint", "demo", "--model", "scripted", "--port", "0", "--no-open"]
+    proc = subprocess.Popen(
+        [*command, "--db", str(tmp_path / "demo.db")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:  # ends if the process dies: the assertion below says what it printed
+            seen.append(line)
+            found = re.search(r"console\s+(http://127\.0\.0\.1:\d+/console/#token=\S+)", line)
+            if found:
+                yield found[1]
+                break
+        else:
+            pytest.fail("pausepoint demo printed no console URL:\n" + "".join(seen))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_demo_serves_a_console_that_approves_a_transfer(demo_console: str, browser, shots: Shots):
+    page = browser.new_page()
+    page.goto(demo_console)
+    expect(page.locator("#agent-select")).to_have_value("bankingAgent")
+    expect(page.locator("#feed-state")).to_have_text("live")
+    box = page.get_by_label("Message", exact=True)
+    box.fill("Transfer $500 to savings.")
+    box.press("Enter")
+    card = page.locator(".card")
+    expect(card).to_contain_text("Transfer $500 to savings")
+    shots(page, "paused")
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $500 to savings.")
+    expect(page.locator("#audit .audit-entry")).to_have_count(1)
+    shots(page, "approved")
