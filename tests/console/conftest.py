@@ -6,6 +6,7 @@ Screenshots of every step go to ``artifacts/console/``.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -23,7 +24,14 @@ from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
 from tests.server.harness import ROOT, TOKENS, serve_in_thread
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+REQUIRED = os.environ.get("PAUSEPOINT_REQUIRE_SERVICES") == "1"  # CI: a missing browser is a failure
+
+try:
+    import playwright.sync_api as playwright_api
+except ImportError:
+    if REQUIRED:
+        raise
+    pytest.skip("the console's browser tests need playwright (pip install playwright)", allow_module_level=True)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -37,6 +45,8 @@ CHROMIUM_ARGS = [
 ARTIFACTS = ROOT / "artifacts" / "console"
 
 if shutil.which(CHROMIUM) is None:
+    if REQUIRED:
+        raise RuntimeError(f"the console's browser tests need Debian's chromium at {CHROMIUM}")
     pytest.skip(f"the console's browser tests need Debian's chromium at {CHROMIUM}", allow_module_level=True)
 
 
