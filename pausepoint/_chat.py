@@ -41,7 +41,8 @@ class Chat:
     def __init__(self, agent: Agent, session_id: str | None, principal: str | None) -> None:
         self.agent = agent
         self._is_new = session_id is None
-        self.session_id = session_id if session_id is not None else secrets.token_urlsafe(16)
+        # 128 random bits in hex: safe in URLs and on command lines (never starts with "-").
+        self.session_id = session_id if session_id is not None else secrets.token_hex(16)
         self.principal = principal
 
     def __repr__(self) -> str:

@@ -65,8 +65,12 @@ _MODEL_FINISH = {
 
 
 def new_ref() -> str:
-    """An unguessable ref, unique in practice (96 random bits)."""
-    return secrets.token_urlsafe(12)
+    """An unguessable ref, unique in practice (96 random bits).
+
+    Hex, so a ref is safe anywhere: in a URL path, a file name, a command-line argument
+    (a base64 ref could start with "-" and read as an option).
+    """
+    return secrets.token_hex(12)
 
 
 class Journal:
