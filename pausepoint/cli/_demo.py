@@ -11,9 +11,9 @@ from .. import demo
 from .._app import Pausepoint
 from ..stores import SqliteSessionStore
 from ._models import choose_model
-from ._serving import listen, serve
+from ._serving import listen, serve_until_stopped
 from ._terminal import TerminalChat
-from ._web import console_available, http_app, open_browser
+from ._web import http_app, open_browser
 
 __all__ = ["add_parser", "run"]
 
@@ -69,22 +69,12 @@ def _serve_demo(args: argparse.Namespace, ai: Pausepoint, header: str) -> int:
     def ready() -> None:
         print(header)
         print()
-        if console_available():
-            print(f"  console  {console}")
-        else:
-            print("  console  (not in this version of pausepoint's server)")
+        print(f"  console  {console}")
         print(f"  API      {base}  (Authorization: Bearer {token}; see {base}/openapi.json)")
         print()
         print(f'Try: "{TRY}" The transfer pauses; approve or deny it in the console.')
         print("Ctrl+C stops the server.", flush=True)
-        if not args.no_open and console_available() and not open_browser(console):
+        if not args.no_open and not open_browser(console):
             print("(no browser here: open the console URL above yourself)", flush=True)
 
-    try:
-        asyncio.run(serve(app, sock, ready))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
-    print("stopped", flush=True)
-    return 0
+    return serve_until_stopped(app, sock, ready)

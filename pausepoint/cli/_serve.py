@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import secrets
 from typing import Any
 
 from .._app import Pausepoint
 from ._errors import CliError
-from ._serving import listen, serve
+from ._serving import listen, serve_until_stopped
 from ._targets import load_target, replace_stores, store_from_url
-from ._web import console_available, http_app
+from ._web import http_app
 
 __all__ = ["add_parser", "run"]
 
@@ -83,16 +82,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"pausepoint: serving {args.target} ({agents}) at {base}")
         if generated is not None:
             print(f"  token    {generated}  (principal 'admin'; pass --token NAME=TOKEN to choose your own)")
-        if isinstance(target, Pausepoint) and not args.no_console and console_available():
+        if isinstance(target, Pausepoint) and not args.no_console:
             hint = f"#token={generated}" if generated else ""
             print(f"  console  {base}/console/{hint}")
         print("Ctrl+C stops the server.", flush=True)
 
-    try:
-        asyncio.run(serve(app, sock, ready))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
-    print("stopped", flush=True)
-    return 0
+    return serve_until_stopped(app, sock, ready)

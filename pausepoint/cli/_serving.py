@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from ._errors import CliError
 
-__all__ = ["listen", "serve"]
+__all__ = ["listen", "serve", "serve_until_stopped"]
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -43,3 +44,15 @@ async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> 
 
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3)
     await Server(config).serve(sockets=[sock])
+
+
+def serve_until_stopped(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> int:
+    """Serve ``app`` on ``sock`` until Ctrl+C or SIGTERM, then close it; the exit status (0)."""
+    try:
+        asyncio.run(serve(app, sock, on_ready))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    print("stopped", flush=True)
+    return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 import webbrowser
@@ -11,7 +10,7 @@ from typing import Any
 from .._app import Pausepoint
 from ._errors import CliError
 
-__all__ = ["console_available", "http_app", "open_browser"]
+__all__ = ["http_app", "open_browser"]
 
 
 def _server() -> Any:
@@ -22,18 +21,10 @@ def _server() -> Any:
     return server
 
 
-def console_available() -> bool:
-    """Whether this installation's server can mount the web console."""
-    return "console" in inspect.signature(_server().create_app).parameters
-
-
 def http_app(ai: Pausepoint, tokens: dict[str, str], *, console: bool = True) -> Any:
-    """``create_app(ai)`` with bearer ``tokens`` (token -> principal), and the console when asked and available."""
+    """``create_app(ai)`` with bearer ``tokens`` (token -> principal), with or without the console."""
     server = _server()
-    options: dict[str, Any] = {"auth": server.BearerTokens(tokens)}
-    if console_available():
-        options["console"] = console
-    return server.create_app(ai, **options)
+    return server.create_app(ai, auth=server.BearerTokens(tokens), console=console)
 
 
 def open_browser(url: str) -> bool:
