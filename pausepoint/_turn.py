@@ -122,12 +122,19 @@ class Journal:
             self._remember(state)
 
     async def refresh(self) -> None:
-        """Start again from the store's state, replaying the pending records on top of it."""
+        """Start again from the store's state, replaying the pending records on top of it.
+
+        Records another writer made moot are dropped: a result for a call settled meanwhile
+        (as of unknown outcome), an expiry or cancellation of a pause answered meanwhile.
+        (Answers given by a resume are never replayed: they are checked again instead.)
+        """
         fresh = await self._reload()
         kept = []
         for record in self.pending:
             if isinstance(record, CallCompleted | CallPaused) and fresh.calls[record.call_ref].status != "running":
-                continue  # settled meanwhile (recorded as of unknown outcome): ours came too late
+                continue
+            if isinstance(record, CallAnswered) and fresh.pauses[record.ref].answer is not None:
+                continue
             fresh.apply(record)
             kept.append(record)
         self.pending = kept

@@ -188,3 +188,44 @@ async def test_partial_answers_racing_with_a_restart_elsewhere_end_in_one_turn(s
     assert res_a.finish_reason == res_b.finish_reason == AgentFinishReason.STOP
     assert runs == ["1"]
     assert len(model_a.requests) == 2 and model_b.requests == []
+
+
+class InterleavingStore(InMemorySessionStore):
+    """A real in-memory store that lets another writer in just before the next append."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_next_append = None
+
+    async def append(self, session_id, expected_version, entries, summary):
+        hook, self.before_next_append = self.before_next_append, None
+        if hook is not None:
+            await hook()
+        return await super().append(session_id, expected_version, entries, summary)
+
+
+async def test_a_cancel_that_loses_the_race_to_an_answer_leaves_the_answer_alone():
+    store = InterleavingStore()
+    agent_a, model_a = approvals_agent(
+        store, [[tool_call("ask", {"question": "a"}), tool_call("ask", {"question": "b"})]]
+    )
+    agent_b, _ = approvals_agent(store, ["unused"])
+    res = await agent_a.chat().send("go")
+    first, second = res.interrupts
+
+    async def answer_first_elsewhere():
+        await agent_b.chat(res.session_id).resume(respond=[first.respond({"approved": True})], principal="bob")
+
+    store.before_next_append = answer_first_elsewhere
+    cancelled = await agent_a.chat(res.session_id).cancel_pending("changed my mind", principal="alice")
+    assert cancelled.finish_reason == AgentFinishReason.ABORTED
+    trail = await agent_a.chat(res.session_id).audit_trail()
+    assert [(e.ref, e.decision, e.principal) for e in trail] == [
+        (first.ref, "respond", "bob"),
+        (second.ref, "cancel", "alice"),
+    ]
+    history = await agent_b.chat(res.session_id).history()
+    assert [p.output for p in history[-1].tool_responses] == [
+        {"approved": True},
+        {"cancelled": True, "reason": "changed my mind"},
+    ]
