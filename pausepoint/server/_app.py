@@ -24,6 +24,7 @@ from ._agent_routes import agent_routes
 from ._approvals import rest_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
 from ._errors import dumps, error_response
+from ._expiry import ExpirySweep
 from ._feed import Feed
 from ._limits import Limits
 from ._openapi import openapi_document
@@ -49,6 +50,7 @@ def create_app(
     policy: AccessPolicy | None = None,
     limits: Limits | None = None,
     feed_interval: float = 1.0,
+    expiry_interval: float | None = 30.0,
     console: bool = True,
 ) -> Starlette:
     """An ASGI app serving every agent defined on ``ai``.
@@ -56,12 +58,15 @@ def create_app(
     ``auth`` maps a request to its principal (``BearerTokens({...})``, or your own callable);
     ``policy`` decides who sees and acts on a session (default ``OwnerPolicy()``: the owner
     only); ``limits`` bounds what a request may carry; ``feed_interval`` is how often, in
-    seconds, the SSE feed polls the stores for changes made by other processes. ``console``
+    seconds, the SSE feed polls the stores for changes made by other processes;
+    ``expiry_interval`` is how often expired pauses are settled by their agent's expiry policy
+    (None: never here, e.g. when a separate job calls ``agent.settle_expired()``). ``console``
     serves the web console (static files; it signs in with a bearer token) at ``/console/``
     and redirects ``/`` there.
     """
     feed = Feed(ai, interval=feed_interval)
-    service = Service(ai, auth, policy or OwnerPolicy(), limits or Limits(), feed)
+    expiry = ExpirySweep(ai, interval=expiry_interval, settled=feed.notify)
+    service = Service(ai, auth, policy or OwnerPolicy(), limits or Limits(), feed, expiry)
     document = dumps(openapi_document())
 
     async def openapi(_request: Request) -> Response:
@@ -77,7 +82,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        expiry.ensure_running()
         yield
+        await expiry.close()
         await feed.close()
 
     routes: list[BaseRoute] = [Route("/openapi.json", openapi, methods=["GET"]), *rest_routes(service)]

@@ -16,6 +16,7 @@ from .._app import Pausepoint
 from ..errors import Forbidden, NotFound, SessionNotFound
 from ..stores import SessionSummary
 from ._auth import AccessPolicy, Authenticator, authenticate
+from ._expiry import ExpirySweep
 from ._feed import Feed
 from ._limits import Limits
 
@@ -29,6 +30,7 @@ class Service:
     policy: AccessPolicy
     limits: Limits
     feed: Feed
+    expiry: ExpirySweep
 
     def agent(self, name: str) -> Agent:
         agent = self.ai.agents.get(name)
@@ -37,6 +39,7 @@ class Service:
         return agent
 
     async def principal(self, request: Request) -> str:
+        self.expiry.ensure_running()  # mounted apps get no lifespan: start with the first request
         return await authenticate(self.auth, request)
 
     async def visible(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:

@@ -1,0 +1,79 @@
+"""The server settles expired pauses by itself: an inbox never keeps a pause nobody can answer."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from pausepoint import AgentFinishReason, Pausepoint
+from pausepoint.client import Client
+from pausepoint.server import BearerTokens, create_app
+from pausepoint.testing import ScriptedModel, tool_call
+from tests.server.harness import TOKENS, serve_in_thread
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Question(BaseModel):
+    question: str
+
+
+def expiring_app(clock: Clock) -> Starlette:
+    ai = Pausepoint(clock=clock)
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Question, ttl=timedelta(minutes=5))
+    model = ScriptedModel([[tool_call("ask", {"question": "deploy?"})], "Nobody answered, so I did not deploy."])
+    ai.define_agent(name="deployer", model=model, tools=[ask])
+    # Mounted, as users do: sub-app lifespans do not run, so the sweep starts with the first request.
+    app = create_app(ai, auth=BearerTokens(TOKENS), expiry_interval=0.05)
+    return Starlette(routes=[Mount("/pp", app)])
+
+
+async def test_an_expired_pause_is_settled_without_anyone_touching_the_session():
+    clock = Clock()
+    with serve_in_thread(lambda: expiring_app(clock)) as url:
+        async with Client(url + "/pp", token="alice-token") as client:
+            agent = client.agent("deployer")
+            chat = agent.chat()
+            res = await chat.send("Deploy the release.")
+            assert res.finish_reason == AgentFinishReason.INTERRUPTED
+            assert [s.session_id for s in await agent.list_sessions(has_pending=True)] == [res.session_id]
+
+            clock.now += timedelta(minutes=6)
+            for _ in range(200):  # the sweep runs every 0.05 s; allow it up to 10 s on a loaded machine
+                if not await chat.interrupts():
+                    break
+                await asyncio.sleep(0.05)
+            assert await chat.interrupts() == []
+            assert await agent.list_sessions(has_pending=True) == []
+            [entry] = await chat.audit_trail()
+            assert (entry.decision, entry.via) == ("expire", "expiry")
+            last = await chat.last_response()
+            assert last is not None and last.text == "Nobody answered, so I did not deploy."
+
+
+async def test_the_sweep_can_be_turned_off():
+    clock = Clock()
+
+    def app() -> Starlette:
+        ai = Pausepoint(clock=clock)
+        ask = ai.define_interrupt(name="ask", description="Ask.", input_schema=Question, ttl=timedelta(minutes=5))
+        ai.define_agent(name="deployer", model=ScriptedModel([[tool_call("ask", {"question": "?"})]]), tools=[ask])
+        return create_app(ai, auth=BearerTokens(TOKENS), expiry_interval=None)
+
+    with serve_in_thread(app) as url:
+        async with Client(url, token="alice-token") as client:
+            chat = client.agent("deployer").chat()
+            await chat.send("go")
+            clock.now += timedelta(hours=1)
+            await asyncio.sleep(0.3)
+            assert len(await chat.interrupts()) == 1  # expired, but settling is someone else's job
