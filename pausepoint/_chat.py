@@ -171,7 +171,8 @@ class Chat:
     async def _send(self, user: Message, principal: str | None, emit: Emit | None) -> AgentResponse:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
-            live = [p.record.ref for p in state.open.values() if p not in state.expired(now)]
+            expired = {p.record.ref for p in state.expired(now)}
+            live = [ref for ref in state.open if ref not in expired]
             if live:
                 raise PendingInterrupts(
                     f"{len(live)} call(s) are paused in session {self.session_id!r}: answer them with "

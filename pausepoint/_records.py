@@ -111,7 +111,6 @@ class TurnEnded:
 
     turn: int
     finish_reason: str
-    text: str = ""
     open_refs: list[str] = field(default_factory=list)
     error: str | None = None
     idempotency_key: str | None = None

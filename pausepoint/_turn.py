@@ -183,7 +183,7 @@ class Turn:
                     self.emit(ToolRequestChunk(request_part.ref, request_part.name, request_part.input))
             if not requests:
                 return await self.end(_MODEL_FINISH[response.finish_reason])
-            if any(not getattr(agent.tools.get(r.name), "idempotent", True) for r in requests):
+            if any(self._must_not_repeat(r) for r in requests):
                 # Record the calls before a tool that must not run twice starts: if this process
                 # dies mid-call, the session then knows the call may have run (see recover()).
                 await self.journal.flush(agent.clock())
@@ -265,15 +265,13 @@ class Turn:
         journal = self.journal
         for _ in range(_END_ATTEMPTS):
             state = journal.state
-            index = state.last_model_index()
             record = TurnEnded(
                 turn=state.turn,
                 finish_reason=reason.value,
-                text=state.messages[index].text if index is not None else "",
                 open_refs=list(state.open),
                 error=error,
                 idempotency_key=self.idempotency_key,
-                message_index=index,
+                message_index=state.last_model_index(),
             )
             journal.add(record)
             try:
@@ -341,6 +339,11 @@ class Turn:
         return record
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _must_not_repeat(self, request: ToolRequestPart) -> bool:
+        """Whether running this call twice could do harm (unknown tools never run at all)."""
+        tool = self.agent.tools.get(request.name)
+        return tool is not None and not tool.idempotent
 
     def _adopt(self, message: Message) -> Message:
         """The model's message with a runtime-minted ref on every tool request."""

@@ -206,9 +206,7 @@ class InterleavingStore(InMemorySessionStore):
 
 async def test_a_cancel_that_loses_the_race_to_an_answer_leaves_the_answer_alone():
     store = InterleavingStore()
-    agent_a, _ = approvals_agent(
-        store, [[tool_call("ask", {"question": "a"}), tool_call("ask", {"question": "b"})]]
-    )
+    agent_a, _ = approvals_agent(store, [[tool_call("ask", {"question": "a"}), tool_call("ask", {"question": "b"})]])
     agent_b, _ = approvals_agent(store, ["unused"])
     res = await agent_a.chat().send("go")
     first, second = res.interrupts

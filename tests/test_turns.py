@@ -220,3 +220,22 @@ async def test_a_turn_appends_only_what_it_adds(store):
     assert set(sizes) == {3}  # user message, model message, turn end
     later = await store.read(chat.session_id)
     assert later.entries[: len(first.entries)] == first.entries
+
+
+async def test_fail_mode_keeps_paused_siblings_open_and_answering_them_continues(store):
+    """A failed tool ends the turn as FAILED, but its paused sibling is not abandoned: it stays
+    listed and answerable, and answering it lets the model see both results."""
+    agent, model = approvals_agent(
+        store,
+        [[tool_call("boom", {"reason": "disk full"}), tool_call("ask", {"question": "?"})], "saw both"],
+        tool_errors="fail",
+    )
+    chat = agent.chat()
+    res = await chat.send("go")
+    assert res.finish_reason == AgentFinishReason.FAILED and "disk full" in (res.error or "")
+    [pause] = res.interrupts
+    assert pause.name == "ask"
+    res = await chat.resume(respond=[pause.respond({"approved": True})])
+    assert res.text == "saw both"
+    outputs = [(p.is_error, p.output) for p in model.requests[-1].messages[-1].tool_responses]
+    assert outputs == [(True, {"error": "RuntimeError: disk full"}), (False, {"approved": True})]
