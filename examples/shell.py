@@ -64,6 +64,7 @@ def build(
         name="shellAgent",
         model=model if model is not None else ScriptedModel(shell_script),
         system="Use run_shell to run commands.",
+        description="Runs shell commands; the risky ones wait for your approval.",
         tools=[run_shell],
         store=store if store is not None else InMemorySessionStore(),
     )

@@ -17,6 +17,7 @@ from ._models import (
     ToolDefinition,
     Usage,
 )
+from ._presentation import PauseDisplay, PauseField, PauseView
 from ._response import AgentFinishReason, AgentResponse
 from ._streaming import (
     InterruptChunk,
@@ -47,6 +48,9 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "Part",
+    "PauseDisplay",
+    "PauseField",
+    "PauseView",
     "Pausepoint",
     "PendingInterrupt",
     "Plugin",

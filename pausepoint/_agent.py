@@ -19,6 +19,7 @@ from ._approval import approval_for
 from ._chat import Chat
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ._models import Model, ToolDefinition
+from ._presentation import PauseView, expiry_note, render
 from ._records import decode_record
 from ._response import AgentResponse
 from ._session import SessionState
@@ -50,6 +51,7 @@ class Agent:
         store: SessionStore,
         clock: Clock,
         system: str | None = None,
+        description: str | None = None,
         config: dict[str, Any] | None = None,
         max_turns: int = 10,
         tool_errors: Literal["model", "fail"] = "model",
@@ -66,6 +68,8 @@ class Agent:
         self.name = name
         self.model = model
         self.system = system
+        #: what the agent does, for people and clients (never the system prompt)
+        self.description = description or ""
         self.config = dict(config or {})
         self.store = store
         self.clock = clock
@@ -110,6 +114,19 @@ class Agent:
         if tool is None:
             raise ValueError(f"agent {self.name!r} has no tool {interrupt.name!r}")
         return approval_for(tool, interrupt)
+
+    def view(self, interrupt: PendingInterrupt) -> PauseView:
+        """How ``interrupt`` reads to the person deciding on it: title, summary, the input fields
+        that matter, risk, and what happens if nobody answers in time.
+
+        Rendered from the tool's ``PauseDisplay`` (or defaults from its input schema); the REST
+        API, the console and the terminal chat all show this. Never raises.
+        """
+        expiry = expiry_note(self.on_expiry, deny_on_expiry) if interrupt.expires_at is not None else None
+        tool = self.tools.get(interrupt.name)
+        if tool is None:
+            return render(None, None, interrupt.name, interrupt.input, on_expiry=expiry)
+        return tool.view(interrupt.input, on_expiry=expiry)
 
     async def list_sessions(
         self,

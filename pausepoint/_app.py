@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from ._agent import Agent, Clock, ExpiryPolicy, deny_on_expiry
 from ._models import FunctionModel, Model, ModelFunction, Plugin
+from ._presentation import PauseDisplay
 from ._tools import Interrupt, Tool
 from .errors import DefinitionError, ModelNotFound
 from .stores import InMemorySessionStore, SessionStore
@@ -52,6 +53,7 @@ class Pausepoint:
         description: str | None = None,
         allow_input_edits: bool = False,
         idempotent: bool = False,
+        display: PauseDisplay | None = None,
     ) -> Callable[[F], Tool]: ...
 
     def tool(
@@ -63,6 +65,7 @@ class Pausepoint:
         description: str | None = None,
         allow_input_edits: bool = False,
         idempotent: bool = False,
+        display: PauseDisplay | None = None,
     ) -> Tool | Callable[[F], Tool]:
         """Decorator turning a function into a tool (``@ai.tool()`` or ``@ai.tool``).
 
@@ -72,11 +75,17 @@ class Pausepoint:
         answer restart the call with edited input. ``idempotent`` says running the tool twice
         does no harm: its calls are then not written down before they run, and a call whose
         process died mid-run is run again instead of being reported as of unknown outcome.
+        ``display`` says how the tool's pauses read to a person (``PauseDisplay``).
         """
 
         def define(f: F) -> Tool:
             tool = Tool(
-                f, name=name, description=description, allow_input_edits=allow_input_edits, idempotent=idempotent
+                f,
+                name=name,
+                description=description,
+                allow_input_edits=allow_input_edits,
+                idempotent=idempotent,
+                display=display,
             )
             return self._register(tool)
 
@@ -91,11 +100,13 @@ class Pausepoint:
         output_schema: type[Any] | None = None,
         ttl: timedelta | float | None = None,
         allow_input_edits: bool = False,
+        display: PauseDisplay | None = None,
     ) -> Tool:
         """A tool that always pauses: the model fills ``input_schema``; a person answers.
 
         ``respond()`` answers are validated against ``output_schema`` when given. ``ttl`` bounds
-        how long each pause waits (see the agent's ``on_expiry``).
+        how long each pause waits (see the agent's ``on_expiry``). ``display`` says how its
+        pauses read to a person (``PauseDisplay``: title, summary, fields, risk).
         """
         signal_ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
 
@@ -112,6 +123,7 @@ class Pausepoint:
             allow_input_edits=allow_input_edits,
             idempotent=True,  # it only pauses: nothing happens twice
             pauses_only=True,
+            display=display,
         )
         return self._register(tool)
 
@@ -154,6 +166,7 @@ class Pausepoint:
         model: str | Model,
         tools: Sequence[Tool] = (),
         system: str | None = None,
+        description: str | None = None,
         store: SessionStore | None = None,
         config: dict[str, Any] | None = None,
         max_turns: int = 10,
@@ -165,6 +178,8 @@ class Pausepoint:
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
 
+        ``system`` is the system prompt: it goes to the model only. ``description`` says what
+        the agent does, for people and clients (the REST API and the console show it).
         ``tool_errors="model"`` hands a tool's exception to the model as its result;
         ``"fail"`` ends the turn with ``AgentFinishReason.FAILED``. ``allow_changed_tools``
         accepts answers to pauses whose tool definition changed since. ``on_expiry`` maps an
@@ -185,6 +200,7 @@ class Pausepoint:
             store=store if store is not None else InMemorySessionStore(),
             clock=self.clock,
             system=system,
+            description=description,
             config=config,
             max_turns=max_turns,
             tool_errors=tool_errors,

@@ -159,7 +159,8 @@ class Chat:
 
     async def audit_trail(self) -> list[AuditEntry]:
         """Every answer given in this session, oldest first."""
-        return [audit_entry(r) for r in (await self._read()).audit]
+        state = await self._read()
+        return [audit_entry(r, state.pauses[r.ref].record) for r in state.audit]
 
     async def last_response(self) -> AgentResponse | None:
         """The response of the latest call that ended on this session, rebuilt from the log."""

@@ -75,7 +75,11 @@ class PendingInterrupt:
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """One answer to a pause, as the audit trail records it: who, when, through what, what."""
+    """One answer to a pause, as the audit trail records it: who, when, through what, what.
+
+    ``input`` is the paused call's input as it was shown to whoever answered, and ``call_ref``
+    the tool request it belongs to (``ToolRequestPart.ref`` in the history).
+    """
 
     ref: str
     name: str
@@ -89,3 +93,5 @@ class AuditEntry:
     metadata: dict[str, Any] | None = None
     reason: str | None = None
     idempotency_key: str | None = None
+    call_ref: str = ""
+    input: Any = None

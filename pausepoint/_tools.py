@@ -20,6 +20,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from ._models import ToolDefinition
+from ._presentation import PauseDisplay, PauseView, check_display, render
 from .errors import DefinitionError
 
 __all__ = ["Interrupt", "Tool", "ToolRunContext", "fingerprint_of", "jsonable"]
@@ -100,6 +101,7 @@ class Tool:
         pauses_only: bool = False,
         input_model: type[BaseModel] | None = None,
         output_schema: type[Any] | None = None,
+        display: PauseDisplay | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -120,10 +122,20 @@ class Tool:
         self.output_schema = None if self.output_adapter is None else self.output_adapter.json_schema()
         self.definition = ToolDefinition(self.name, self.description, self.input_schema, self.output_schema)
         self.fingerprint = fingerprint_of(self.name, self.input_schema, self.output_schema)
+        if display is not None:
+            if not isinstance(display, PauseDisplay):
+                raise DefinitionError(f"tool {self.name!r}: display must be a PauseDisplay, not {display!r}")
+            check_display(display, self.input_model, self.name)
+        #: how this tool's pauses read to a person (None: defaults from the input schema)
+        self.display = display
         self._is_async = inspect.iscoroutinefunction(fn)
 
     def __repr__(self) -> str:
         return f"<Tool {self.name}>"
+
+    def view(self, raw_input: Any, *, on_expiry: str | None = None) -> PauseView:
+        """How a pause of this tool on ``raw_input`` reads to a person (never raises)."""
+        return render(self.display, self.input_model, self.name, raw_input, on_expiry=on_expiry)
 
     def validate_input(self, raw: Any) -> BaseModel:
         """The validated input model; raises ``pydantic.ValidationError``."""

@@ -38,7 +38,7 @@ def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResp
     )
 
 
-def audit_entry(record: CallAnswered) -> AuditEntry:
+def audit_entry(record: CallAnswered, paused: CallPaused | None = None) -> AuditEntry:
     return AuditEntry(
         ref=record.ref,
         name=record.name,
@@ -52,4 +52,6 @@ def audit_entry(record: CallAnswered) -> AuditEntry:
         metadata=record.metadata,
         reason=record.reason,
         idempotency_key=record.idempotency_key,
+        call_ref=record.call_ref,
+        input=paused.input if paused is not None else None,
     )

@@ -20,12 +20,14 @@ from pydantic import BaseModel
 from ._agent import Agent
 from ._app import Pausepoint
 from ._models import ChunkSink, Model, ModelRequest, ModelResponse, Plugin
+from ._presentation import PauseDisplay
 from .stores import InMemorySessionStore, SessionStore
 from .testing import ScriptedModel, Step, last_tool_results, tool_call
 
 __all__ = [
     "AGENT_NAME",
     "ApprovalOutput",
+    "DESCRIPTION",
     "SYSTEM",
     "TransferMoneyInput",
     "UserApprovalInput",
@@ -37,6 +39,7 @@ __all__ = [
 
 AGENT_NAME = "bankingAgent"
 SYSTEM = "If the user wants to transfer money, ALWAYS use userApproval before transfer_money."
+DESCRIPTION = "Moves money between accounts. Every transfer waits for your approval."
 
 
 class UserApprovalInput(BaseModel):
@@ -137,6 +140,7 @@ def build(
         description="Ask the user for approval before proceeding with a sensitive action.",
         input_schema=UserApprovalInput,
         output_schema=ApprovalOutput,
+        display=PauseDisplay(title="{details}", summary="{action} runs once you approve.", risk="high"),
     )
 
     @ai.tool()
@@ -150,6 +154,7 @@ def build(
         name=AGENT_NAME,
         model=model if model is not None else ScriptedModel(banking_script),
         system=SYSTEM,
+        description=DESCRIPTION,
         tools=[user_approval, transfer_money],
         store=store if store is not None else InMemorySessionStore(),
         **agent_options,
