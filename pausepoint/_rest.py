@@ -30,6 +30,7 @@ __all__ = [
     "RestartBody",
     "ResumeBody",
     "SendBody",
+    "ValidateBody",
     "dump",
     "user_message",
 ]
@@ -106,6 +107,14 @@ class RestartBody(_Body):
 
 class CancelBody(_Body):
     reason: str = "cancelled"
+
+
+class ValidateBody(_Body):
+    """A candidate answer to check without giving it: exactly one of a replacement ``input`` or
+    a result ``output``."""
+
+    input: Any = None
+    output: Any = None
 
 
 def user_message(body: SendBody) -> Message:

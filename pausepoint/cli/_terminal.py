@@ -2,7 +2,10 @@
 
 It reads lines (from a terminal, or from a pipe, so it can be scripted) and writes to stdout.
 On a terminal a spinner shows that the model or a tool is working; elsewhere only the events
-are printed. "Approve" is ``agent.approval(interrupt)``: the same meaning as in the console.
+are printed. A pause reads as ``agent.view(interrupt)`` says (the console's title, summary and
+fields). "Approve" is ``agent.approval(interrupt)``: the same meaning as in the console. A choice
+is a whole line (``a`` or ``approve``), never the first letter of whatever was typed, and a
+high-risk pause is approved only after a ``y`` to "are you sure".
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, TextIO
 from .._agent import Agent
 from .._chat import Chat
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from .._presentation import PauseView
 from .._response import AgentFinishReason, AgentResponse
 from .._streaming import TurnStream
 from ..errors import PausepointError, PendingInterrupts
@@ -263,14 +267,22 @@ class TerminalChat:
 
     def _card(self, interrupt: PendingInterrupt) -> None:
         top, side, bottom = self._style.box
+        view = self.agent.view(interrupt)
         title = self._style(f"paused: {interrupt.name}", "1;33")
         lines = [f"{top} {title}  {self._style('ref ' + interrupt.ref, '2')}"]
+        lines.append(f"{side} {self._style(view.title, '1')}")
+        if view.summary:
+            lines.append(f"{side} {view.summary}")
+        lines.extend(f"{side}   {field.label}: {field.text}" for field in view.fields)
+        if view.risk == "high":
+            lines.append(f"{side} {self._style('high risk: approving asks you to confirm', '1;31')}")
         for label, value in (("input", interrupt.input), ("metadata", interrupt.metadata)):
             if value:
                 lines.append(f"{side} {self._style(label, '1')}")
                 lines.extend(f"{side}   {row}" for row in _json(value).splitlines())
         if interrupt.expires_at is not None:
-            lines.append(f"{side} expires {interrupt.expires_at.isoformat(timespec='seconds')}")
+            when = interrupt.expires_at.astimezone().isoformat(sep=" ", timespec="seconds")
+            lines.append(f"{side} expires {when}: {view.on_expiry}")
         lines.append(f"{bottom} {self._choices(interrupt)}")
         self.say("\n".join(lines))
 
@@ -290,12 +302,15 @@ class TerminalChat:
             line = await self.ask(self._style("choice> ", "1;33"))
             if line is None:
                 return None
-            choice = line.strip().lower()[:1]
+            choice = _CHOICES.get(line.strip().lower(), "")
             if choice == "a":
                 try:
-                    return self.agent.approval(interrupt)
+                    approval = self.agent.approval(interrupt)
                 except ValueError as exc:
                     self.say(f"cannot approve with a plain yes: {exc}; respond with JSON instead")
+                    continue
+                if await self._confirmed(self.agent.view(interrupt)):
+                    return approval
             elif choice == "d":
                 reason = await self.ask("reason> ")
                 return None if reason is None else interrupt.deny(reason.strip())
@@ -311,7 +326,17 @@ class TerminalChat:
             elif choice == "s":
                 return None
             else:
-                self.say(self._choices(interrupt))
+                self.say(f"type one of: {self._choices(interrupt)}")
+
+    async def _confirmed(self, view: PauseView) -> bool:
+        """True when the pause is not high risk, or the person says yes to approving it."""
+        if view.risk != "high":
+            return True
+        line = await self.ask(self._style(f"approve “{view.title}”? [y/N] ", "1;31"))
+        if line is not None and line.strip().lower() in ("y", "yes"):
+            return True
+        self.note("not approved")
+        return False
 
     async def _read_json(self, prompt: str) -> Any:
         """A JSON value, over as many lines as it takes; an empty line gives up (``_NOTHING``)."""
@@ -330,3 +355,7 @@ class TerminalChat:
 
 
 _NOTHING: Any = object()
+# A whole line names a choice: "and thanks" typed at the prompt is not an approval.
+_CHOICES = {word: word[0] for word in ("approve", "deny", "respond", "edit", "skip")} | {
+    letter: letter for letter in "adres"
+}

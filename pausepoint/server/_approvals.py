@@ -22,10 +22,7 @@ from starlette.routing import Route
 from .._agent import Agent
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._rest import (
-    AUDIT,
-    INTERRUPTS,
     MESSAGES,
-    RESPONSE,
     SUMMARY,
     CancelBody,
     DenyBody,
@@ -38,12 +35,14 @@ from .._rest import (
 )
 from .._streaming import TurnStream
 from ..errors import InputEditNotAllowed, InvalidAnswer, InvalidRequest, NotFound
+from ._display import audit_json, chunk_json, describe_agent, interrupts_json, permissions, response_json
 from ._errors import dumps, guarded
 from ._limits import check_history, check_message_size, parse_body, read_json
 from ._service import Service
 from ._turns import event, run_turn
+from ._validate import validate_route
 
-__all__ = ["ApproveBody", "describe_agent", "rest_routes"]
+__all__ = ["ApproveBody", "rest_routes"]
 
 _MAX_KEY = 200
 
@@ -57,22 +56,6 @@ class ApproveBody(BaseModel):
 
     replace_input: Any = None
     metadata: dict[str, Any] | None = None
-
-
-def describe_agent(agent: Agent) -> dict[str, Any]:
-    """What a UI needs to know about an agent and its tools (``GET /v1/agents/{agent}``)."""
-    tools = [
-        {
-            "name": tool.name,
-            "description": tool.description,
-            "input_schema": tool.input_schema,
-            "output_schema": tool.output_schema,
-            "pauses_only": tool.pauses_only,
-            "allow_input_edits": tool.allow_input_edits,
-        }
-        for tool in agent.tools.values()
-    ]
-    return {"name": agent.name, "description": agent.system or "", "tools": tools}
 
 
 def rest_routes(service: Service) -> list[Route]:
@@ -124,18 +107,19 @@ def rest_routes(service: Service) -> list[Route]:
         return _json(
             {
                 "session": dump(SUMMARY, summary),
-                "interrupts": dump(INTERRUPTS, await chat.interrupts()),
-                "last_response": None if last is None else dump(RESPONSE, last),
+                "interrupts": interrupts_json(agent, await chat.interrupts()),
+                "last_response": None if last is None else response_json(agent, last),
+                **permissions(service.policy, principal, summary),
             }
         )
 
     async def interrupts(request: Request) -> Response:
         agent, session_id, _ = await _viewing(request)
-        return _json({"interrupts": dump(INTERRUPTS, await agent.chat(session_id).interrupts())})
+        return _json({"interrupts": interrupts_json(agent, await agent.chat(session_id).interrupts())})
 
     async def audit(request: Request) -> Response:
         agent, session_id, _ = await _viewing(request)
-        return _json({"entries": dump(AUDIT, await agent.chat(session_id).audit_trail())})
+        return _json({"entries": audit_json(agent, await agent.chat(session_id).audit_trail())})
 
     async def history(request: Request) -> Response:
         agent, session_id, _ = await _viewing(request)
@@ -184,7 +168,7 @@ def rest_routes(service: Service) -> list[Route]:
         body = parse_body(CancelBody, await read_json(request, limits))
         response = await agent.chat(session_id, principal=principal).cancel_pending(body.reason, principal=principal)
         service.feed.notify(agent.name, session_id)
-        return _json(dump(RESPONSE, response))
+        return _json(response_json(agent, response))
 
     async def feed(request: Request) -> Response:
         principal = await service.principal(request)
@@ -222,7 +206,13 @@ def rest_routes(service: Service) -> list[Route]:
         return agent, session_id, principal
 
     async def _turn(request: Request, agent: Agent, session_id: str, start: Any) -> Response:
-        return await run_turn(request, start, on_done=lambda: service.feed.notify(agent.name, session_id))
+        return await run_turn(
+            request,
+            start,
+            on_done=lambda: service.feed.notify(agent.name, session_id),
+            reply=lambda response: response_json(agent, response),
+            chunk=lambda chunk: chunk_json(agent, chunk),
+        )
 
     async def _answer(
         request: Request,
@@ -265,6 +255,7 @@ def rest_routes(service: Service) -> list[Route]:
         Route(one + "/resume", guarded(resume), methods=["POST"]),
         Route(one + "/cancel", guarded(cancel), methods=["POST"]),
         Route(one + "/interrupts/{ref}/{action:str}", guarded(answer), methods=["POST"]),
+        validate_route(service),
         Route("/v1/feed", guarded(feed), methods=["GET"]),
     ]
 

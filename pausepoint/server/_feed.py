@@ -10,6 +10,8 @@ and the audit trail, and emits what is new since the feed last looked:
     event: pause    data: {"agent", "session_id", "owner", "interrupt": PendingInterrupt}
     event: answer   data: {"agent", "session_id", "owner", "entry": AuditEntry}
 
+(each interrupt and entry with its ``view``, as everywhere in the REST API).
+
 A subscriber sees only the sessions its principal may view. The feed starts from "now": read
 the inbox (``GET /v1/agents/{agent}/sessions?pending=true``) for what was already waiting.
 """
@@ -24,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._app import Pausepoint
-from .._rest import AUDIT, INTERRUPTS, dump
 from ..stores import SessionSummary
+from ._display import audit_json, interrupts_json
 
 __all__ = ["Feed", "Subscription"]
 
@@ -129,14 +131,15 @@ class Feed:
         seen = self._seen.get(key) or _Seen(0)
         if seen.version >= summary.version and key in self._seen:
             return
-        chat = self.ai.agents[summary.agent].chat(summary.session_id)
+        agent = self.ai.agents[summary.agent]
+        chat = agent.chat(summary.session_id)
         pauses, trail = await chat.interrupts(), await chat.audit_trail()
         base = {"agent": summary.agent, "session_id": summary.session_id, "owner": summary.owner}
         events: list[tuple[str, dict[str, Any]]] = []
-        for entry in dump(AUDIT, trail[seen.answers :]):
+        for entry in audit_json(agent, trail[seen.answers :]):
             events.append(("answer", {**base, "entry": entry}))
         new = [p for p in pauses if p.ref not in seen.open_refs]
-        for pause in dump(INTERRUPTS, new):
+        for pause in interrupts_json(agent, new):
             events.append(("pause", {**base, "interrupt": pause}))
         self._seen[key] = _Seen(summary.version, {p.ref for p in pauses}, len(trail))
         for subscriber in list(self._subscribers):

@@ -10,8 +10,9 @@ from pydantic.json_schema import models_json_schema
 
 from .._interrupts import AuditEntry, PendingInterrupt
 from .._messages import Message
+from .._presentation import PauseView
 from .._response import AgentResponse
-from .._rest import CancelBody, DenyBody, RespondBody, RestartBody, ResumeBody, SendBody
+from .._rest import CancelBody, DenyBody, RespondBody, RestartBody, ResumeBody, SendBody, ValidateBody
 from ..stores import SessionSummary
 from ._approvals import ApproveBody
 
@@ -21,7 +22,16 @@ _REF = "#/components/schemas/{model}"
 
 
 def _schemas() -> dict[str, Any]:
-    bodies: list[type[BaseModel]] = [SendBody, ResumeBody, RespondBody, DenyBody, RestartBody, CancelBody, ApproveBody]
+    bodies: list[type[BaseModel]] = [
+        SendBody,
+        ResumeBody,
+        RespondBody,
+        DenyBody,
+        RestartBody,
+        CancelBody,
+        ApproveBody,
+        ValidateBody,
+    ]
     _, found = models_json_schema([(m, "validation") for m in bodies], ref_template=_REF)
     schemas: dict[str, Any] = dict(found.get("$defs", {}))
     for name, kind in (
@@ -30,10 +40,64 @@ def _schemas() -> dict[str, Any]:
         ("AuditEntry", AuditEntry),
         ("SessionSummary", SessionSummary),
         ("Message", Message),
+        ("PauseView", PauseView),
     ):
         schema = TypeAdapter(kind).json_schema(mode="serialization", ref_template=_REF)
         schemas.update(schema.pop("$defs", {}))
         schemas[name] = schema
+    # The server adds to each pause and audit entry how it reads to a person (``_display``).
+    for name in ("PendingInterrupt", "AuditEntry"):
+        schemas[name]["properties"]["view"] = _ref("PauseView")
+        schemas[name]["required"] = [*schemas[name].get("required", []), "view"]
+    schemas["Tool"] = {
+        "type": "object",
+        "required": ["name", "description", "input_schema", "output_schema", "pauses_only", "allow_input_edits"],
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "input_schema": {"type": "object", "description": "JSON Schema of the tool's input"},
+            "output_schema": {"type": ["object", "null"], "description": "JSON Schema of its result, if typed"},
+            "pauses_only": {"type": "boolean", "description": "defined with define_interrupt: it only asks"},
+            "allow_input_edits": {"type": "boolean"},
+            "approval": {
+                "type": ["object", "null"],
+                "description": "what 'approve' answers: {kind: 'respond', output} or {kind: 'restart', "
+                "resumed_metadata}; null when a yes cannot answer this tool",
+            },
+        },
+    }
+    schemas["SessionDetail"] = {
+        "type": "object",
+        "required": ["session", "interrupts", "last_response", "can_send", "can_answer"],
+        "properties": {
+            "session": _ref("SessionSummary"),
+            "interrupts": {"type": "array", "items": _ref("PendingInterrupt")},
+            "last_response": {"anyOf": [_ref("AgentResponse"), {"type": "null"}]},
+            "can_send": {"type": "boolean", "description": "whether the caller may write messages in it"},
+            "can_answer": {"type": "boolean", "description": "whether the caller may answer its pauses"},
+        },
+    }
+    schemas["Validation"] = {
+        "type": "object",
+        "required": ["valid", "errors"],
+        "properties": {
+            "valid": {"type": "boolean"},
+            "errors": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["path", "pointer", "message", "type"],
+                    "properties": {
+                        "path": {"type": "array", "items": {"type": ["string", "integer"]}},
+                        "pointer": {"type": "string", "description": "JSON pointer to the field"},
+                        "message": {"type": "string"},
+                        "type": {"type": "string"},
+                    },
+                },
+            },
+            "value": {"description": "the value as it would be recorded (when valid)"},
+        },
+    }
     schemas["Error"] = {
         "type": "object",
         "required": ["error"],
@@ -106,13 +170,14 @@ def openapi_document() -> dict[str, Any]:
         },
         "/v1/agents/{agent}": {
             "get": _op(
-                "An agent: its description and tools (schemas; pauses_only, allow_input_edits)",
+                "An agent: its description (never its system prompt) and tools (schemas; pauses_only, "
+                "allow_input_edits, what approving answers)",
                 {
                     "type": "object",
                     "properties": {
                         "name": {"type": "string"},
                         "description": {"type": "string"},
-                        "tools": {**array, "items": {"type": "object"}},
+                        "tools": {**array, "items": _ref("Tool")},
                     },
                 },
                 parameters=_params("agent"),
@@ -133,7 +198,11 @@ def openapi_document() -> dict[str, Any]:
             ),
         },
         "/v1/agents/{agent}/sessions/{session_id}": {
-            "get": _op("A session: summary, open pauses, last response", {"type": "object"}, parameters=session)
+            "get": _op(
+                "A session: summary, open pauses, last response, and what the caller may do in it",
+                _ref("SessionDetail"),
+                parameters=session,
+            )
         },
         "/v1/agents/{agent}/sessions/{session_id}/messages": {
             "post": _op("Send a user message", response, body="SendBody", stream=True, parameters=session)
@@ -184,6 +253,15 @@ def openapi_document() -> dict[str, Any]:
                 body="ApproveBody",
                 stream=True,
                 parameters=answer,
+            )
+        },
+        "/v1/agents/{agent}/tools/{tool}/validate": {
+            "post": _op(
+                "Check a candidate replacement input or result against the tool's schema, without answering "
+                "anything: every problem with the JSON path of its field",
+                _ref("Validation"),
+                body="ValidateBody",
+                parameters=_params("agent", "tool"),
             )
         },
         "/v1/feed": {

@@ -39,10 +39,23 @@ async def test_approve_from_the_keyboard_runs_the_transfer(tmp_path, terminals):
     child.expect_exact("you> ")
     child.sendline("Transfer $500 to savings.")
     child.expect_exact("paused: userApproval")
+    child.expect_exact("Transfer $500 to savings")  # the title the console shows too
+    child.expect_exact("transfer_money runs once you approve.")
+    child.expect_exact("high risk: approving asks you to confirm")
     child.expect_exact('"details": "Transfer $500 to savings"')  # the input, as pretty JSON
     child.expect_exact("[a]pprove  [d]eny  [r]espond with JSON  [s]kip")
     child.expect_exact("choice> ")
+    child.sendline("and thanks")  # a sentence is not a choice, whatever letter it starts with
+    child.expect_exact("type one of: [a]pprove")
+    child.expect_exact("choice> ")
     child.sendline("a")
+    child.expect_exact("approve “Transfer $500 to savings”? [y/N] ")
+    child.sendline("no")
+    child.expect_exact("not approved")
+    child.expect_exact("choice> ")
+    child.sendline("a")
+    child.expect_exact("[y/N] ")
+    child.sendline("y")
     child.expect_exact("✓ transfer_money")
     child.expect(r"agent> Transferred \$500 to savings\.")
     child.expect_exact("you> ")
@@ -112,6 +125,8 @@ async def test_an_invalid_answer_is_refused_and_asked_again(tmp_path, terminals)
     child.expect_exact("paused: userApproval")
     child.expect_exact("choice> ")
     child.sendline("a")
+    child.expect_exact("[y/N] ")
+    child.sendline("y")
     child.expect_exact("agent> Transferred $7 to alice.")
 
 
@@ -163,7 +178,7 @@ async def test_skip_leaves_the_pause_open_for_a_later_session(tmp_path, terminal
 
 
 def test_scripted_from_a_pipe_without_a_terminal(tmp_path):
-    lines = "Transfer $500 to savings.\na\nTransfer $3 to bob.\nd\nno\n"
+    lines = "Transfer $500 to savings.\na\ny\nTransfer $3 to bob.\nd\nno\n"
     done = subprocess.run(
         [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "chat.db")],
         input=lines,

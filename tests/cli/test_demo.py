@@ -25,6 +25,8 @@ def test_demo_in_the_terminal_on_the_scripted_model(tmp_path, terminals):
     child.expect_exact("paused: userApproval")
     child.expect_exact("choice> ")
     child.sendline("approve")
+    child.expect_exact("approve “Transfer $500 to savings”? [y/N] ")
+    child.sendline("yes")
     child.expect_exact("✓ transfer_money")
     child.expect_exact("agent> Transferred $500 to savings.")
     child.expect_exact("you> ")
@@ -78,6 +80,8 @@ def test_demo_in_the_terminal_on_the_bundled_local_model(tmp_path, terminals):
     child.expect_exact("paused: userApproval")
     child.expect_exact("choice> ")
     child.sendline("a")
+    child.expect_exact("[y/N] ")  # the demo's approvals are high risk
+    child.sendline("y")
     child.expect_exact("✓ transfer_money")
     child.expect(r"agent> \S")  # the model's final text streams in
     child.expect_exact("you> ")

@@ -6,7 +6,7 @@ import httpx
 from pydantic import BaseModel
 
 from examples import banking
-from pausepoint import Pausepoint
+from pausepoint import Pausepoint, demo
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.testing import ScriptedModel, tool_call
 from tests.server.conftest import ALICE, BOB
@@ -24,14 +24,20 @@ async def test_agents_name_the_caller_and_describe_their_tools(served, http):
     reply = await http.get(served.shell + "/v1/agents/shellAgent", headers=ALICE)
     assert reply.status_code == 200
     info = reply.json()
-    assert info["name"] == "shellAgent" and info["description"] == "Use run_shell to run commands."
+    assert info["name"] == "shellAgent"
+    assert info["description"] == "Runs shell commands; the risky ones wait for your approval."
+    assert "Use run_shell" not in reply.text  # the system prompt is the model's, never a client's
     [tool] = info["tools"]
     assert tool["name"] == "run_shell" and tool["allow_input_edits"] is True and tool["pauses_only"] is False
     assert tool["input_schema"]["required"] == ["command"]
-    bank = (await http.get(served.bank + "/v1/agents/bankingAgent", headers=ALICE)).json()
+    assert tool["approval"] == {"kind": "restart", "resumed_metadata": {"tool_approved": True}}
+    bank_reply = await http.get(served.bank + "/v1/agents/bankingAgent", headers=ALICE)
+    bank = bank_reply.json()
+    assert bank["description"] == demo.DESCRIPTION and demo.SYSTEM not in bank_reply.text
     approval = next(t for t in bank["tools"] if t["name"] == "userApproval")
     assert approval["pauses_only"] is True and approval["allow_input_edits"] is False
     assert approval["output_schema"]["properties"]["approved"]["type"] == "boolean"
+    assert approval["approval"] == {"kind": "respond", "output": {"approved": True, "feedback": ""}}
     assert (await http.get(served.bank + "/v1/agents/nobody", headers=ALICE)).status_code == 404
     assert (await http.get(served.bank + "/v1/agents/bankingAgent")).status_code == 401
 

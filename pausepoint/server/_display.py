@@ -1,0 +1,103 @@
+"""What a person sees, in the REST API's JSON: every pending interrupt and audit entry carries
+its ``view`` (``Agent.view``: title, summary, fields, risk, what happens on expiry), agents
+carry their description (never their system prompt), and a session says what its viewer may do.
+
+The view is rendered here, once per object sent, so the responses, the stream's chunks, the
+session reads, the audit trail and the feed all show a pause the same way. Fields are only
+added to the core's JSON: clients that do not know them read the same objects as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from .._agent import Agent
+from .._approval import APPROVED_METADATA, approving_output
+from .._interrupts import AuditEntry, PendingInterrupt
+from .._response import AgentResponse
+from .._rest import AUDIT, CHUNK, INTERRUPTS, RESPONSE, dump
+from .._streaming import TurnChunk
+from .._tools import Tool
+from ..stores import SessionSummary
+from ._auth import AccessPolicy
+
+__all__ = [
+    "audit_json",
+    "chunk_json",
+    "describe_agent",
+    "interrupts_json",
+    "permissions",
+    "response_json",
+]
+
+
+def interrupts_json(agent: Agent, pauses: list[PendingInterrupt]) -> list[dict[str, Any]]:
+    """``pauses`` as JSON, each with its ``view``."""
+    items: list[dict[str, Any]] = dump(INTERRUPTS, pauses)
+    for item, pause in zip(items, pauses, strict=True):
+        item["view"] = asdict(agent.view(pause))
+    return items
+
+
+def response_json(agent: Agent, response: AgentResponse) -> dict[str, Any]:
+    """An ``AgentResponse`` as JSON, its open interrupts with their views."""
+    body: dict[str, Any] = dump(RESPONSE, response)
+    body["interrupts"] = interrupts_json(agent, response.interrupts)
+    return body
+
+
+def chunk_json(agent: Agent, chunk: TurnChunk) -> dict[str, Any]:
+    """A stream chunk as JSON; an ``interrupt`` chunk's pause carries its view."""
+    body: dict[str, Any] = dump(CHUNK, chunk)
+    if chunk.kind == "interrupt":
+        body["interrupt"]["view"] = asdict(agent.view(chunk.interrupt))
+    elif chunk.kind == "turn_end":
+        body["response"] = response_json(agent, chunk.response)
+    return body
+
+
+def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
+    """Audit entries as JSON, each with the ``view`` of the pause it answered (as it read then)."""
+    items: list[dict[str, Any]] = dump(AUDIT, entries)
+    for item, entry in zip(items, entries, strict=True):
+        pause = PendingInterrupt(entry.name, entry.ref, entry.input, entry.metadata, entry.at, call_ref=entry.call_ref)
+        item["view"] = asdict(agent.view(pause))
+    return items
+
+
+def describe_agent(agent: Agent) -> dict[str, Any]:
+    """What a UI needs to know about an agent and its tools (``GET /v1/agents/{agent}``).
+
+    ``description`` is the agent's own (``define_agent(description=...)``); the system prompt is
+    the model's and never leaves the server.
+    """
+    return {"name": agent.name, "description": agent.description, "tools": [_tool(t) for t in agent.tools.values()]}
+
+
+def _tool(tool: Tool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+        "output_schema": tool.output_schema,
+        "pauses_only": tool.pauses_only,
+        "allow_input_edits": tool.allow_input_edits,
+        "approval": _approval(tool),
+    }
+
+
+def _approval(tool: Tool) -> dict[str, Any] | None:
+    """What "approve" answers for this tool (``Agent.approval``), or None when a yes cannot."""
+    if not tool.pauses_only:
+        return {"kind": "restart", "resumed_metadata": dict(APPROVED_METADATA)}
+    try:
+        return {"kind": "respond", "output": approving_output(tool)}
+    except ValueError:
+        return None
+
+
+def permissions(policy: AccessPolicy, principal: str, summary: SessionSummary) -> dict[str, bool]:
+    """What ``principal`` may do in the session: write messages in it, answer its pauses."""
+    may_act = policy.can_act(principal, summary)
+    return {"can_send": may_act, "can_answer": may_act}

@@ -1,0 +1,74 @@
+"""``POST /v1/agents/{agent}/tools/{tool}/validate``: check a candidate answer without giving it.
+
+The console's forms post what a person typed — a replacement input (``{"input": ...}``) or a
+result (``{"output": ...}``) — and get back every problem with the JSON path of its field. The
+check is the one a real answer goes through (the tool's own pydantic model and output type), so
+what passes here is accepted by ``restart``/``respond``, Python regex patterns included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .._rest import ValidateBody
+from ..errors import InvalidRequest, NotFound
+from ._errors import dumps, guarded
+from ._limits import parse_body, read_json
+from ._service import Service
+
+__all__ = ["field_errors", "validate_route"]
+
+# Messages a person can act on, for the error types whose pydantic wording names internals.
+_MESSAGES = {
+    "missing": "This field is required.",
+    "extra_forbidden": "This field is not expected here.",
+    "string_pattern_mismatch": "This does not have the expected format.",
+}
+
+
+def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """Each problem of ``exc``: its ``path`` (keys and indexes), a JSON ``pointer``, a ``message``
+    and pydantic's error ``type``."""
+    found = []
+    for error in exc.errors(include_url=False):
+        path = [part if isinstance(part, int) else str(part) for part in error["loc"]]
+        pointer = "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+        message = _MESSAGES.get(error["type"], str(error["msg"]).rstrip(".") + ".")
+        found.append({"path": path, "pointer": pointer, "message": message, "type": error["type"]})
+    return found
+
+
+def validate_route(service: Service) -> Route:
+    async def validate(request: Request) -> Response:
+        agent = service.agent(request.path_params["agent"])
+        await service.principal(request)
+        name = request.path_params["tool"]
+        tool = agent.tools.get(name)
+        if tool is None:
+            raise NotFound(f"agent {agent.name!r} has no tool {name!r}", tool=name)
+        body = parse_body(ValidateBody, await read_json(request, service.limits))
+        given = body.model_fields_set & {"input", "output"}
+        if len(given) != 1:
+            raise InvalidRequest("send exactly one of 'input' (a replacement input) or 'output' (a result)")
+        try:
+            if "input" in given:
+                value = tool.validate_input(body.input).model_dump(mode="json")
+            else:
+                value = tool.validate_output(body.output)
+        except ValidationError as exc:
+            return _json({"valid": False, "errors": field_errors(exc)})
+        except (TypeError, ValueError) as exc:  # a value the output type cannot serialise
+            problem = {"path": [], "pointer": "", "message": str(exc), "type": "value_error"}
+            return _json({"valid": False, "errors": [problem]})
+        return _json({"valid": True, "errors": [], "value": value})
+
+    return Route("/v1/agents/{agent}/tools/{tool}/validate", guarded(validate), methods=["POST"])
+
+
+def _json(value: Any) -> Response:
+    return Response(dumps(value), media_type="application/json")

@@ -1,0 +1,201 @@
+"""How pauses read to a person over REST: the same ``view`` on every surface, audit entries that
+say what was decided, a dry-run check of answers, and what the caller may do in a session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from examples import payments
+from pausepoint.server import BearerTokens, OwnerPolicy, create_app
+from pausepoint.stores import SessionSummary
+from tests.server.conftest import ALICE, BOB
+from tests.server.test_feed import read_events
+
+TRANSFER_VIEW = {
+    "title": "Transfer $700 to savings",
+    "summary": "transfer_money runs once you approve.",
+    "fields": [
+        {"name": "action", "label": "Action", "text": "transfer_money", "description": None},
+        {"name": "details", "label": "Details", "text": "Transfer $700 to savings", "description": None},
+    ],
+    "risk": "high",
+    "on_expiry": None,
+}
+
+
+def sse(text: str) -> list[tuple[str, Any]]:
+    events, name = [], "message"
+    for line in text.splitlines():
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            events.append((name, json.loads(line[5:])))
+    return events
+
+
+async def test_every_surface_shows_a_pause_with_the_same_view(served, http):
+    feed: list = []
+    listening = asyncio.create_task(read_events(http, served.bank + "/v1/feed", ALICE, 2, feed))
+    await asyncio.sleep(0.5)
+    streamed = await http.post(
+        served.bank + "/v1/agents/bankingAgent/sessions",
+        json={"message": "Transfer $700 to savings."},
+        headers={**ALICE, "Accept": "text/event-stream"},
+    )
+    events = sse(streamed.text)
+    [chunk] = [data for name, data in events if name == "chunk" and data["kind"] == "interrupt"]
+    [response] = [data for name, data in events if name == "response"]
+    ref, session_id = chunk["interrupt"]["ref"], response["session_id"]
+    session = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
+    detail = (await http.get(session, headers=ALICE)).json()
+    listed = (await http.get(session + "/interrupts", headers=ALICE)).json()["interrupts"]
+    seen = [
+        chunk["interrupt"]["view"],
+        response["interrupts"][0]["view"],
+        detail["interrupts"][0]["view"],
+        detail["last_response"]["interrupts"][0]["view"],
+        listed[0]["view"],
+    ]
+    assert seen == [TRANSFER_VIEW] * 5
+
+    approved = await http.post(f"{session}/interrupts/{ref}/approve", headers=ALICE)
+    assert approved.status_code == 200, approved.text
+    [entry] = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    assert entry["view"] == TRANSFER_VIEW  # the audit says what was approved, not just "userApproval"
+    assert entry["input"] == {"action": "transfer_money", "details": "Transfer $700 to savings"}
+    assert entry["call_ref"] == chunk["call_ref"]  # finds its tool request in the history
+    history = (await http.get(session + "/history", headers=ALICE)).json()["messages"]
+    assert entry["call_ref"] in [p.get("ref") for m in history for p in m["parts"] if p["kind"] == "tool_request"]
+
+    await asyncio.wait_for(listening, 10)
+    assert [name for name, _ in feed] == ["pause", "answer"]
+    assert feed[0][1]["interrupt"]["view"] == TRANSFER_VIEW and feed[1][1]["entry"]["view"] == TRANSFER_VIEW
+
+
+@pytest.fixture
+async def pay() -> AsyncIterator[tuple[httpx.AsyncClient, list[dict[str, Any]]]]:
+    ledger: list[dict[str, Any]] = []
+    ai, _ = payments.build(ledger=ledger)
+    app = create_app(ai, auth=BearerTokens({"alice-token": "alice", "bob-token": "bob"}))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        yield http, ledger
+
+
+PAYMENT = {"amount": "1250.50", "payee": "ACME GmbH", "iban": "DE89370400440532013000", "reference": "INV-117"}
+VALIDATE = "/v1/agents/paymentsAgent/tools/pay_invoice/validate"
+
+
+async def test_validate_checks_a_candidate_input_with_python_regex_patterns_and_reports_each_field(pay):
+    http, ledger = pay
+    good = await http.post(VALIDATE, json={"input": PAYMENT}, headers=ALICE)
+    assert good.status_code == 200
+    assert good.json() == {"valid": True, "errors": [], "value": {**PAYMENT, "currency": "EUR"}}
+
+    bad = {**PAYMENT, "iban": "de89 3704", "amount": "-5", "payee": "", "bogus": 1}
+    reply = await http.post(VALIDATE, json={"input": bad}, headers=ALICE)
+    assert reply.status_code == 200
+    body = reply.json()
+    assert body["valid"] is False
+    by_field = {e["pointer"]: e for e in body["errors"]}
+    assert set(by_field) == {"/amount", "/payee", "/iban"}  # extra keys are ignored by the model, as by restart
+    assert by_field["/iban"] == {
+        "path": ["iban"],
+        "pointer": "/iban",
+        "message": "This does not have the expected format.",
+        "type": "string_pattern_mismatch",
+    }
+    assert by_field["/amount"]["message"] == "Input should be greater than 0."
+    missing = (await http.post(VALIDATE, json={"input": {"amount": 1}}, headers=ALICE)).json()
+    assert {e["pointer"]: e["message"] for e in missing["errors"]} == {
+        "/payee": "This field is required.",
+        "/iban": "This field is required.",
+    }
+    assert ledger == []  # a dry run answers nothing
+
+
+async def test_validate_checks_a_result_against_the_output_type(pay):
+    http, _ = pay
+    path = "/v1/agents/paymentsAgent/tools/pay_invoice/validate"
+    ok = (await http.post(path, json={"output": {"payment_id": "manual-7"}}, headers=ALICE)).json()
+    assert ok == {"valid": True, "errors": [], "value": {"payment_id": "manual-7", "status": "sent"}}
+    bad = (await http.post(path, json={"output": {"status": "lost"}}, headers=ALICE)).json()
+    assert [(e["path"], e["type"]) for e in bad["errors"]] == [
+        (["payment_id"], "missing"),
+        (["status"], "literal_error"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "status", "code"),
+    [
+        (VALIDATE, {"input": PAYMENT, "output": {}}, ALICE, 400, "invalid_request"),
+        (VALIDATE, {}, ALICE, 400, "invalid_request"),
+        (VALIDATE, {"inputs": PAYMENT}, ALICE, 400, "invalid_request"),
+        (VALIDATE, {"input": PAYMENT}, {}, 401, "unauthenticated"),
+        ("/v1/agents/paymentsAgent/tools/nope/validate", {"input": {}}, ALICE, 404, "not_found"),
+        ("/v1/agents/nobody/tools/pay_invoice/validate", {"input": {}}, ALICE, 404, "not_found"),
+    ],
+)
+async def test_validate_refusals(pay, path, body, headers, status, code):
+    http, _ = pay
+    reply = await http.post(path, json=body, headers=headers)
+    assert reply.status_code == status and reply.json()["error"]["code"] == code
+
+
+async def test_what_validate_accepts_an_answer_accepts(pay):
+    http, ledger = pay
+    body = {"message": "Pay 1250.50 EUR to ACME GmbH (DE00000000000000000000) for INV-117."}
+    paused = (await http.post("/v1/agents/paymentsAgent/sessions", json=body, headers=ALICE)).json()
+    [pause] = paused["interrupts"]
+    assert pause["view"]["title"] == "Pay €1,250.50 to ACME GmbH" and pause["view"]["risk"] == "high"
+    assert pause["view"]["on_expiry"].startswith("It is denied automatically")
+    assert pause["expires_at"] is not None
+    session = f"/v1/agents/paymentsAgent/sessions/{paused['session_id']}"
+    wrong = {**PAYMENT, "iban": "DE89-3704"}
+    check = (await http.post(VALIDATE, json={"input": wrong}, headers=ALICE)).json()
+    refused = await http.post(
+        f"{session}/interrupts/{pause['ref']}/approve", json={"replace_input": wrong}, headers=ALICE
+    )
+    assert check["valid"] is False and refused.status_code == 422
+    assert ledger == []
+    check = (await http.post(VALIDATE, json={"input": PAYMENT}, headers=ALICE)).json()
+    done = await http.post(
+        f"{session}/interrupts/{pause['ref']}/approve", json={"replace_input": PAYMENT}, headers=ALICE
+    )
+    assert check["valid"] is True and done.status_code == 200, done.text
+    assert ledger == [{**PAYMENT, "currency": "EUR"}]
+    [entry] = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    assert entry["view"]["title"] == "Pay €1,250.50 to ACME GmbH"  # the pause as it read when answered
+    assert entry["input"]["iban"] == "DE00000000000000000000" and entry["replace_input"]["iban"] == PAYMENT["iban"]
+
+
+class ReadOnlyAuditors(OwnerPolicy):
+    """Owners act; ``auditors`` may read every session but act on none."""
+
+    def __init__(self, auditors: set[str]) -> None:
+        super().__init__(approvers=auditors)
+
+    def can_act(self, principal: str, session: SessionSummary) -> bool:
+        return session.owner == principal
+
+
+async def test_a_session_says_what_its_viewer_may_do():
+    ai, _ = payments.build()
+    app = create_app(
+        ai, auth=BearerTokens({"alice-token": "alice", "bob-token": "bob"}), policy=ReadOnlyAuditors({"bob"})
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        body = {"message": "Pay 10 EUR to Bo (DE89370400440532013000)."}
+        paused = (await http.post("/v1/agents/paymentsAgent/sessions", json=body, headers=ALICE)).json()
+        session = f"/v1/agents/paymentsAgent/sessions/{paused['session_id']}"
+        mine = (await http.get(session, headers=ALICE)).json()
+        theirs = (await http.get(session, headers=BOB)).json()
+        assert (mine["can_send"], mine["can_answer"]) == (True, True)
+        assert (theirs["can_send"], theirs["can_answer"]) == (False, False)
+        assert theirs["interrupts"][0]["view"]["title"] == "Pay €10.00 to Bo"
