@@ -1,7 +1,9 @@
+// @ts-check
 // The REST API of the server that serves this console: JSON calls, streamed turns and the feed.
 // Streams are read with fetch + ReadableStream (EventSource cannot send an Authorization header).
 
 export class ApiError extends Error {
+  /** @param {number} status @param {string} code @param {string} message @param {any} [details] */
   constructor(status, code, message, details) {
     super(message);
     this.status = status;
@@ -11,6 +13,7 @@ export class ApiError extends Error {
 }
 
 // The console lives at <base>/console/: the API is at <base>/v1/...
+/** @param {string} [pathname] */
 export function apiBase(pathname = location.pathname) {
   const at = pathname.lastIndexOf("/console/");
   return at >= 0 ? pathname.slice(0, at) : "";
@@ -22,6 +25,7 @@ export function newKey() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** @param {Response} reply */
 async function errorFrom(reply) {
   let body = null;
   try {
@@ -34,12 +38,18 @@ async function errorFrom(reply) {
   return new ApiError(reply.status, "http_" + reply.status, `the server answered ${reply.status} ${reply.statusText}`);
 }
 
-// Server-sent events from a byte stream: calls onEvent(name, data) for each complete event.
+/**
+ * Server-sent events from a byte stream: calls onEvent(name, data) for each complete event.
+ * @param {ReadableStream<Uint8Array>} body
+ * @param {(name: string, data: any) => void} onEvent
+ * @param {AbortSignal} [signal]
+ */
 export async function readEvents(body, onEvent, signal) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
   let name = "message";
+  /** @type {string[]} */
   let data = [];
   try {
     for (;;) {
@@ -70,29 +80,46 @@ export async function readEvents(body, onEvent, signal) {
 }
 
 export class Api {
+  /** @param {string} token @param {string} [base] */
   constructor(token, base = apiBase()) {
     this.token = token;
     this.base = base;
   }
 
+  /** @param {Record<string, string>} [extra] @returns {Record<string, string>} */
   headers(extra = {}) {
     return { Authorization: `Bearer ${this.token}`, ...extra };
   }
 
+  /** @param {string} path */
   async get(path) {
     const reply = await fetch(this.base + path, { headers: this.headers({ Accept: "application/json" }) });
     if (!reply.ok) throw await errorFrom(reply);
     return reply.json();
   }
 
-  // A turn (send, or an answer): streams chunks to onChunk, resolves with the final AgentResponse.
-  // Refusals arrive before the stream starts, as an ApiError.
+  // A plain JSON POST (cancel, validate): the reply's JSON, or an ApiError.
+  /** @param {string} path @param {any} body @param {{signal?: AbortSignal}} [options] */
+  async post(path, body, { signal } = {}) {
+    const headers = this.headers({ "Content-Type": "application/json", Accept: "application/json" });
+    const reply = await fetch(this.base + path, { method: "POST", headers, body: JSON.stringify(body), signal });
+    if (!reply.ok) throw await errorFrom(reply);
+    return reply.json();
+  }
+
+  /**
+   * A turn (send, or an answer): streams chunks to onChunk, resolves with the final AgentResponse.
+   * Refusals arrive before the stream starts, as an ApiError.
+   * @param {string} path @param {any} body @param {(chunk: any) => void} onChunk
+   * @param {{idempotencyKey?: string | null}} [options]
+   */
   async turn(path, body, onChunk, { idempotencyKey } = {}) {
     const headers = this.headers({ "Content-Type": "application/json", Accept: "text/event-stream" });
     if (idempotencyKey) headers["Idempotency-Key"] = idempotencyKey;
     const reply = await fetch(this.base + path, { method: "POST", headers, body: JSON.stringify(body) });
-    if (!reply.ok) throw await errorFrom(reply);
+    if (!reply.ok || !reply.body) throw await errorFrom(reply);
     let response = null;
+    /** @type {ApiError | null} */
     let failure = null;
     await readEvents(reply.body, (name, data) => {
       if (name === "chunk") onChunk(data);
@@ -107,8 +134,11 @@ export class Api {
     return response;
   }
 
-  // The live feed: onEvent(name, data) for "pause" and "answer"; onState("live" | "reconnecting").
-  // Reconnects with backoff until stop() is called.
+  /**
+   * The live feed: onEvent(name, data) for "pause" and "answer"; onState("live" | "reconnecting").
+   * Reconnects with backoff until stop() is called.
+   * @param {(name: string, data: any) => void} onEvent @param {(state: string) => void} onState
+   */
   feed(onEvent, onState) {
     const controller = new AbortController();
     let delay = 500;
@@ -119,7 +149,7 @@ export class Api {
             headers: this.headers({ Accept: "text/event-stream" }),
             signal: controller.signal,
           });
-          if (!reply.ok) throw await errorFrom(reply);
+          if (!reply.ok || !reply.body) throw await errorFrom(reply);
           onState("live");
           delay = 500;
           await readEvents(reply.body, onEvent, controller.signal);

@@ -1,228 +1,441 @@
-// An interrupt card: a paused tool call, its input and metadata, and the answers a person can give.
+// @ts-check
+// An interrupt card: a paused call as the person deciding on it reads it (the server's view:
+// title, summary, the fields that matter, risk, expiry), what each answer will do, and the
+// answers themselves — approve, respond with a value, edit the input, deny.
+//
+// Safety rules (a decision never comes from a stray keystroke):
+// - the console never moves focus to a card; single-key shortcuts act only on the card that has
+//   focus, i.e. one the person clicked or tabbed to, and they only open a step, never decide;
+// - a decision from a shortcut, on a high-risk pause, or with "confirm every decision" on,
+//   goes through a confirmation step; any other key there closes it with nothing decided;
+// - Enter never submits a card's form (it is a newline, or nothing): click, or Ctrl+Enter.
 
-import { h, jsonView, shortTime } from "./dom.js";
-import { schemaProblems } from "./schema.js";
+import { decisionLabel, decisionSentence, decisionTone, editedFields } from "./decisions.js";
+import { SchemaForm } from "./forms.js";
+import { countdown, h, jsonView, localTime, plainText } from "./dom.js";
 
-const DECISIONS = {
-  respond: "Approved",
-  restart: "Approved",
-  deny: "Denied",
-  cancel: "Cancelled",
-  expire: "Expired",
-};
-
-export function decisionLabel(entry) {
-  if (entry.decision === "restart" && entry.replace_input !== null && entry.replace_input !== undefined) {
-    return "Edited & approved";
-  }
-  if (entry.decision === "respond" && entry.output && entry.output.approved === false) return "Answered: no";
-  return DECISIONS[entry.decision] || entry.decision;
-}
-
-export function answerSummary(entry) {
-  const who = entry.principal || "someone";
-  let text = `${decisionLabel(entry)} by ${who} via ${entry.via} at ${shortTime(entry.at)}`;
-  if (entry.reason) text += ` — “${entry.reason}”`;
-  return text;
-}
+/** Keys that may be pressed in a confirmation step without closing it. */
+const CONFIRM_KEYS = new Set(["Enter", "Tab", "Shift", "Escape"]);
 
 let counter = 0;
 
-// pause: a PendingInterrupt; tool: its description from GET /v1/agents/{agent} (or null);
-// actions: {approve(card), deny(card, reason), edit(card, input)} returning promises.
+/**
+ * @typedef {{approve: (card: InterruptCard, body: any) => Promise<void>,
+ *   respond: (card: InterruptCard, output: any) => Promise<void>,
+ *   deny: (card: InterruptCard, reason: string) => Promise<void>,
+ *   validate: (tool: string, kind: "input" | "output", value: any) => Promise<{valid: boolean, errors: any[]}>,
+ *   expired: (card: InterruptCard) => void,
+ *   confirmAll: () => boolean, canAnswer: boolean}} CardContext
+ */
+
 export class InterruptCard {
-  constructor(pause, tool, actions) {
+  /**
+   * @param {any} pause a pending interrupt (with its `view`), or an answered one rebuilt from the audit trail
+   * @param {any} tool the tool's description from GET /v1/agents/{agent} (or null)
+   * @param {CardContext} ctx
+   */
+  constructor(pause, tool, ctx) {
     this.pause = pause;
     this.tool = tool;
-    this.actions = actions;
-    this.ready = true;
-    const id = `card-${++counter}`;
+    this.ctx = ctx;
+    this.view = pause.view || { title: pause.name, summary: "", fields: [], risk: "normal", on_expiry: null };
+    this.id = `card-${++counter}`;
+    this.answering = false;
+    /** @type {null | "confirm" | "deny" | "respond" | "edit"} */
+    this.panel = null;
+    this.validation = 0;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.validateTimer = undefined;
+    const id = this.id;
+    const view = this.view;
+    const name = pause.name;
+    const approval = tool ? tool.approval : null;
     const canEdit = !!(tool && tool.allow_input_edits);
 
     this.badge = h("span", { class: "badge badge-wait", text: "Waiting for you" });
     this.status = h("p", { class: "card-status", role: "status" });
-    this.approveBtn = h("button", { type: "button", class: "btn btn-approve", onclick: () => this.approve() },
-      "Approve ", h("kbd", { text: "a" }));
-    this.denyBtn = h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openDeny() },
-      "Deny… ", h("kbd", { text: "d" }));
-    this.editBtn = canEdit
-      ? h("button", { type: "button", class: "btn", onclick: () => this.openEdit() }, "Edit input… ", h("kbd", { text: "e" }))
+    this.expiry = pause.expires_at ? h("p", { class: "card-expiry" }) : null;
+
+    // -- what each answer does ------------------------------------------------------------------
+    const selfPaused = tool && !tool.pauses_only;
+    /** @type {Record<string, string>} */
+    this.effects = {
+      approve: !approval ? ""
+        : approval.kind === "restart" ? `${name} runs now, on the input above.`
+        : `The agent is told: ${plainText(approval.output)}.`,
+      respond: selfPaused ? `${name} does not run: the agent gets your answer as its result.`
+        : "The agent gets your answer.",
+      edit: `${name} runs now, on the input as you edit it.`,
+      deny: selfPaused ? `${name} does not run: the agent is told it was denied, and why.`
+        : "The agent is told you said no, and why.",
+    };
+
+    // -- actions --------------------------------------------------------------------------------
+    this.approveBtn = approval
+      ? h("button", { type: "button", class: "btn btn-approve", onclick: () => this.request("approve") }, "Approve")
       : null;
-    this.actionsRow = h("div", { class: "card-actions" }, this.approveBtn, this.denyBtn, this.editBtn);
+    this.respondBtn = h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…");
+    this.editBtn = canEdit ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null;
+    this.denyBtn = h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…");
+    this.actionsRow = h("div", { class: "card-actions" }, this.approveBtn, this.respondBtn, this.editBtn, this.denyBtn);
 
-    this.reason = h("textarea", { id: `${id}-reason`, rows: "2", placeholder: "Why not? The agent reads this." });
-    this.denyForm = h("form", { class: "card-form", hidden: true, onsubmit: (e) => { e.preventDefault(); this.deny(); } },
-      h("label", { for: `${id}-reason`, text: "Reason for denying (the model sees it)" }),
-      this.reason,
-      h("div", { class: "card-form-actions" },
-        h("button", { type: "submit", class: "btn btn-deny" }, "Deny"),
-        h("button", { type: "button", class: "btn btn-quiet", onclick: () => this.closeForms() }, "Cancel")));
-    this.reason.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); this.deny(); }
-    });
+    // -- the confirmation step ------------------------------------------------------------------
+    this.confirmTitle = h("p", { class: "confirm-title", id: `${id}-confirm-title` });
+    this.confirmText = h("p", { class: "confirm-text" });
+    this.confirmList = h("ul", { class: "confirm-list" });
+    this.confirmYes = h("button", { type: "button", class: "btn btn-approve", onclick: () => this.confirmed() });
+    this.confirmBox = h("div", { class: "card-confirm", role: "group", "aria-labelledby": `${id}-confirm-title`, hidden: true },
+      this.confirmTitle, this.confirmText, this.confirmList,
+      h("div", { class: "card-form-actions" }, this.confirmYes,
+        h("button", { type: "button", class: "btn btn-quiet", onclick: () => this.back("") }, "Back")));
+    /** @type {null | (() => Promise<void>)} */
+    this.pending = null;
 
-    this.editor = h("textarea", { id: `${id}-input`, class: "json-editor", rows: "6", spellcheck: "false",
-      "aria-describedby": `${id}-input-check` });
-    this.editCheck = h("p", { id: `${id}-input-check`, class: "editor-check", role: "status" });
-    this.editSubmit = h("button", { type: "submit", class: "btn btn-approve" }, "Approve with this input");
-    this.editForm = h("form", { class: "card-form", hidden: true, onsubmit: (e) => { e.preventDefault(); this.edit(); } },
-      h("label", { for: `${id}-input`, text: "Input (JSON), checked against the tool's schema" }),
-      this.editor, this.editCheck,
-      h("div", { class: "card-form-actions" }, this.editSubmit,
-        h("button", { type: "button", class: "btn btn-quiet", onclick: () => this.closeForms() }, "Cancel")));
-    this.editor.addEventListener("input", () => this.checkEdit());
-    this.editor.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); this.edit(); }
-    });
+    // -- deny -----------------------------------------------------------------------------------
+    this.reason = /** @type {HTMLTextAreaElement} */ (h("textarea", { id: `${id}-reason`, rows: "2",
+      placeholder: "Why not? The agent reads this.", "aria-describedby": `${id}-deny-effect` }));
+    this.denyForm = this.form("deny", `Deny “${view.title}”`, "Reason for denying (the agent reads it)", `${id}-reason`, this.reason,
+      h("p", { class: "form-effect", id: `${id}-deny-effect`, text: this.effects.deny }),
+      h("button", { type: "submit", class: "btn btn-deny" }, "Deny"));
 
-    const kind = tool && !tool.pauses_only ? "paused itself" : "asks for approval";
-    const sections = [h("section", { class: "card-section" }, h("h4", { text: "Input" }), jsonView(pause.input, "Input"))];
-    if (pause.metadata && Object.keys(pause.metadata).length) {
-      sections.push(h("section", { class: "card-section" }, h("h4", { text: "Metadata" }), jsonView(pause.metadata, "Metadata")));
+    // -- respond with a value (a form from the output schema) -----------------------------------
+    this.respondSchema = new SchemaForm(tool ? tool.output_schema : null, undefined, `${id}-out`, "Answer (JSON)");
+    this.respondSubmit = h("button", { type: "submit", class: "btn btn-primary" }, "Send answer");
+    this.respondForm = this.form("respond", `Respond to “${view.title}”`, `Your answer to “${view.title}”`, null,
+      this.respondSchema.el,
+      h("p", { class: "form-effect", text: this.effects.respond }), this.respondSubmit);
+    this.watch(this.respondSchema, "output");
+
+    // -- edit the input (a form from the input schema) ------------------------------------------
+    if (canEdit) {
+      this.editSchema = new SchemaForm(tool.input_schema, pause.input, `${id}-in`, "Input (JSON)");
+      this.editSubmit = h("button", { type: "submit", class: "btn btn-approve" }, "Approve with this input");
+      this.editForm = this.form("edit", `Edit “${view.title}”`, "Edit the input, then approve it", null, this.editSchema.el,
+        h("p", { class: "form-effect", text: this.effects.edit }), this.editSubmit);
+      this.watch(this.editSchema, "input");
+    } else {
+      this.editSchema = null;
+      this.editSubmit = null;
+      this.editForm = null;
     }
+
+    // -- the card -------------------------------------------------------------------------------
+    const fields = view.fields.length
+      ? h("dl", { class: "card-fields" }, ...view.fields.map((/** @type {any} */ f) => h("div", { class: "card-field" },
+        h("dt", { title: f.description || null, text: f.label }), h("dd", { text: f.text }))))
+      : null;
+    const why = pause.metadata && typeof pause.metadata.reason === "string"
+      ? h("p", { class: "card-why" }, h("strong", { text: "Why it paused: " }), pause.metadata.reason) : null;
+    this.effectLine = this.effects.approve
+      ? h("p", { class: "card-effect" }, h("strong", { text: "If you approve: " }), this.effects.approve)
+      : h("p", { class: "card-effect" }, "A plain yes cannot answer this: respond with a value, or deny.");
+    this.keysHint = h("p", { class: "card-keys", "aria-hidden": "true" },
+      "Selected · ", ...[approval ? ["a", "approve"] : null, ["r", "respond"], canEdit ? ["e", "edit"] : null, ["d", "deny"]]
+        .filter(Boolean).flatMap((pair) => [h("kbd", { text: /** @type {string[]} */ (pair)[0] }), ` ${/** @type {string[]} */ (pair)[1]} · `]),
+      h("kbd", { text: "Esc" }), " close");
+    const details = h("details", { class: "card-details" },
+      h("summary", { text: "Details: tool, ref, raw input" }),
+      h("p", { class: "card-tool" }, h("span", { class: "mono", text: name }),
+        tool && tool.description ? ` — ${tool.description}` : ""),
+      h("p", { class: "card-ref" }, "ref ", h("span", { class: "mono", text: pause.ref })),
+      jsonView(pause.input, "Input"),
+      pause.metadata && Object.keys(pause.metadata).length ? jsonView(pause.metadata, "Metadata") : null);
+    const risk = view.risk === "high" ? h("span", { class: "badge badge-risk", text: "High risk" })
+      : view.risk === "low" ? h("span", { class: "badge badge-muted", text: "Low risk" }) : null;
+
     this.el = h("article", {
-      class: "card", tabindex: "0", "aria-labelledby": `${id}-title`, "aria-describedby": `${id}-state`,
-      dataset: { ref: pause.ref, state: "open", tool: pause.name },
+      class: "card", tabindex: "0", "aria-labelledby": `${id}-title`, "aria-describedby": `${id}-summary`,
+      dataset: { ref: pause.ref, state: "open", tool: name, risk: view.risk },
     },
       h("header", { class: "card-head" },
-        h("div", { class: "card-title" },
-          h("h3", { id: `${id}-title` }, h("span", { class: "mono", text: pause.name }), h("span", { class: "card-kind", text: kind })),
-          h("span", { class: "card-ref mono", title: "ref", text: pause.ref })),
-        h("span", { id: `${id}-state` }, this.badge)),
-      tool && tool.description ? h("p", { class: "card-desc", text: tool.description }) : null,
-      ...sections,
-      this.actionsRow, this.denyForm, this.editForm, this.status);
+        h("div", { class: "card-badges" }, this.badge, risk),
+        h("h3", { id: `${id}-title`, class: "card-title", text: view.title }),
+        view.summary ? h("p", { id: `${id}-summary`, class: "card-summary", text: view.summary }) : null),
+      fields, why, this.expiry,
+      ctx.canAnswer ? this.effectLine : h("p", { class: "card-effect", text: "You may see this pause, but not answer it." }),
+      ctx.canAnswer ? this.actionsRow : null,
+      this.confirmBox, this.denyForm, this.respondForm, this.editForm,
+      this.status, ctx.canAnswer ? this.keysHint : null, details);
     this.el.addEventListener("keydown", (e) => this.onKey(e));
+    this.tick(Date.now());
   }
 
   get open() {
     return this.el.dataset.state === "open";
   }
 
-  onKey(e) {
-    if (e.key === "Escape") { this.closeForms(); this.el.focus(); return; }
-    if (!this.open || e.ctrlKey || e.metaKey || e.altKey) return;
-    const typing = e.target instanceof HTMLTextAreaElement || e.target instanceof HTMLInputElement;
-    if (typing) return;
-    if (e.key === "a") { e.preventDefault(); this.approve(); }
-    else if (e.key === "d") { e.preventDefault(); this.openDeny(); }
-    else if (e.key === "e" && this.editBtn) { e.preventDefault(); this.openEdit(); }
+  /**
+   * A form that opens inside the card: Enter never submits it (Ctrl+Enter does).
+   * @param {string} kind @param {string} name its accessible name @param {string} label its heading
+   * @param {string | null} labelFor the control the heading labels
+   * @param {HTMLElement} body @param {HTMLElement} effect @param {HTMLElement} submit
+   */
+  form(kind, name, label, labelFor, body, effect, submit) {
+    const form = h("form", { class: "card-form", hidden: true, novalidate: true, "aria-label": name,
+      onsubmit: (/** @type {Event} */ e) => { e.preventDefault(); this.submit(kind); } },
+    labelFor ? h("label", { for: labelFor, class: "form-label", text: label }) : h("p", { class: "form-label", text: label }),
+    body, effect,
+    h("div", { class: "card-form-actions" }, submit,
+      h("button", { type: "button", class: "btn btn-quiet", onclick: () => this.back("") }, "Back")));
+    form.addEventListener("keydown", (e) => {
+      if (e.key !== "Enter") return;
+      if (e.ctrlKey || e.metaKey) { e.preventDefault(); this.submit(kind); }
+      else if (e.target instanceof HTMLInputElement) e.preventDefault(); // no implicit submission
+    });
+    return form;
   }
 
-  setReady(ready) {
-    this.ready = ready;
-    this.setBusy(!ready);
+  /** Validate as the person types (on the server, debounced). @param {SchemaForm} form @param {"input"|"output"} kind */
+  watch(form, kind) {
+    form.el.addEventListener("input", () => {
+      clearTimeout(this.validateTimer);
+      this.validateTimer = setTimeout(() => this.check(form, kind), 250);
+    });
   }
 
-  openDeny() {
-    if (!this.open) return;
-    this.editForm.hidden = true;
-    this.denyForm.hidden = false;
-    this.reason.focus();
-  }
-
-  openEdit() {
-    if (!this.open || !this.editBtn) return;
-    this.denyForm.hidden = true;
-    this.editForm.hidden = false;
-    if (!this.editor.value) this.editor.value = JSON.stringify(this.pause.input, null, 2);
-    this.editor.rows = Math.min(16, Math.max(4, this.editor.value.split("\n").length + 1));
-    this.checkEdit();
-    this.editor.focus();
-  }
-
-  closeForms() {
-    this.denyForm.hidden = true;
-    this.editForm.hidden = true;
-  }
-
-  checkEdit() {
-    let value;
-    try {
-      value = JSON.parse(this.editor.value);
-    } catch (error) {
-      return this.showCheck(`Not valid JSON: ${error.message}`);
+  /**
+   * Check the form's value; show every problem next to its field. Resolves with the value, or undefined.
+   * @param {SchemaForm} form @param {"input"|"output"} kind
+   */
+  async check(form, kind) {
+    const serial = ++this.validation;
+    const { value, problems } = form.read();
+    if (problems.length) {
+      form.showErrors(problems);
+      return undefined;
     }
-    const problems = schemaProblems(value, this.tool && this.tool.input_schema);
-    if (problems.length) return this.showCheck(problems.join("; "));
-    this.showCheck(null);
-    return value;
+    let result;
+    try {
+      result = await this.ctx.validate(this.pause.name, kind, value);
+    } catch (error) {
+      if (serial === this.validation) form.showErrors([{ path: [], message: `Could not check: ${error instanceof Error ? error.message : error}` }]);
+      return undefined;
+    }
+    if (serial !== this.validation) return undefined; // a newer check is under way
+    form.showErrors(result.errors);
+    return result.valid ? value : undefined;
   }
 
-  showCheck(problem) {
-    this.editCheck.textContent = problem || "Valid input.";
-    this.editCheck.dataset.ok = problem ? "false" : "true";
-    this.editor.setAttribute("aria-invalid", problem ? "true" : "false");
-    this.editSubmit.disabled = !!problem;
-    return undefined;
+  // -- keys -------------------------------------------------------------------------------------
+
+  /** @param {KeyboardEvent} e */
+  onKey(e) {
+    if (this.panel === "confirm" && !CONFIRM_KEYS.has(e.key)) {
+      // anything but Enter/Tab/Escape in a confirmation: nothing is decided
+      e.preventDefault();
+      e.stopPropagation();
+      this.back("Not confirmed: nothing was decided.");
+      return;
+    }
+    if (e.key === "Escape" && this.panel) {
+      e.preventDefault();
+      this.back("");
+      return;
+    }
+    if (e.target !== this.el || !this.open || !this.ctx.canAnswer || this.answering) return;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const action = { a: "approve", d: "deny", r: "respond", e: "edit" }[e.key];
+    if (!action) return;
+    e.preventDefault();
+    if (action === "approve") this.request("approve", { fromKey: true });
+    else this.openPanel(/** @type {"deny"|"respond"|"edit"} */ (action));
   }
 
-  setBusy(busy, text) {
-    for (const b of this.el.querySelectorAll("button")) b.disabled = busy;
-    if (!busy && !this.editForm.hidden) this.checkEdit();
-    this.el.setAttribute("aria-busy", busy ? "true" : "false");
-    if (text !== undefined) this.setStatus(text);
+  // -- opening and closing steps ------------------------------------------------------------------
+
+  /** @param {"deny" | "respond" | "edit"} kind */
+  openPanel(kind) {
+    if (!this.open || this.answering || !this.ctx.canAnswer) return;
+    if (kind === "edit" && !this.editForm) return;
+    this.show(kind);
+    const target = kind === "deny" ? this.reason : kind === "respond" ? this.respondSchema.first() : this.editSchema && this.editSchema.first();
+    if (target) target.focus();
+    if (kind === "edit" && this.editSchema) this.check(this.editSchema, "input");
   }
 
-  setStatus(text, kind) {
-    this.status.textContent = text || "";
-    this.status.dataset.kind = kind || "";
+  /** @param {null | "confirm" | "deny" | "respond" | "edit"} panel */
+  show(panel) {
+    this.panel = panel;
+    this.confirmBox.hidden = panel !== "confirm";
+    this.denyForm.hidden = panel !== "deny";
+    this.respondForm.hidden = panel !== "respond";
+    if (this.editForm) this.editForm.hidden = panel !== "edit";
+    this.actionsRow.hidden = panel !== null;
+    this.el.dataset.panel = panel || "";
   }
 
+  /** Close whatever step is open, back to the card. @param {string} note */
+  back(note) {
+    this.pending = null;
+    this.show(null);
+    this.setStatus(note, note ? "note" : "");
+    if (this.el.isConnected) this.el.focus({ preventScroll: true });
+  }
+
+  // -- deciding -----------------------------------------------------------------------------------
+
+  /**
+   * Ask for a decision: at once, or after the confirmation step when it must be confirmed.
+   * @param {"approve"} _action @param {{fromKey?: boolean}} [how]
+   */
+  request(_action, { fromKey = false } = {}) {
+    if (!this.open || this.answering || !this.approveBtn) return;
+    this.decide(`Approve “${this.view.title}”?`, this.effects.approve, [], "Yes, approve",
+      () => this.ctx.approve(this, {}), fromKey, "Approving");
+  }
+
+  /**
+   * @param {string} title @param {string} effect @param {string[]} lines @param {string} yes
+   * @param {() => Promise<void>} action @param {boolean} fromKey @param {string} busy
+   */
+  decide(title, effect, lines, yes, action, fromKey, busy) {
+    const run = () => this.run(busy, action);
+    if (!(fromKey || this.view.risk === "high" || this.ctx.confirmAll())) {
+      run();
+      return;
+    }
+    this.pending = run;
+    this.confirmTitle.textContent = title;
+    this.confirmText.textContent = effect;
+    this.confirmList.replaceChildren(...lines.map((text) => h("li", { text })));
+    this.confirmList.hidden = !lines.length;
+    this.confirmYes.textContent = yes;
+    this.show("confirm");
+    this.setStatus("", "");
+    this.confirmYes.focus();
+  }
+
+  confirmed() {
+    const pending = this.pending;
+    this.pending = null;
+    if (pending) pending();
+  }
+
+  /** @param {string} kind */
+  async submit(kind) {
+    if (!this.open || this.answering) return;
+    if (kind === "deny") {
+      const reason = this.reason.value.trim();
+      if (!reason) {
+        this.setStatus("Give a reason: the agent reads it to decide what to do next.", "error");
+        this.reason.focus();
+        return;
+      }
+      await this.run("Denying", () => this.ctx.deny(this, reason));
+    } else if (kind === "respond") {
+      const value = await this.check(this.respondSchema, "output");
+      if (value === undefined) return this.focusError(this.respondSchema);
+      const lines = [plainText(value)];
+      this.decide(`Send this answer to “${this.view.title}”?`, this.effects.respond, lines, "Yes, send this answer",
+        () => this.ctx.respond(this, value), false, "Sending the answer");
+    } else if (kind === "edit" && this.editSchema) {
+      const value = await this.check(this.editSchema, "input");
+      if (value === undefined) return this.focusError(this.editSchema);
+      const changes = editedFields({ ref: "", name: "", decision: "restart", at: "", principal: null, via: "",
+        input: this.pause.input, replace_input: value, view: this.view });
+      const lines = changes.length ? changes.map((c) => `${c.label}: ${c.from} → ${c.to}`) : ["Nothing was changed."];
+      this.decide(`Approve “${this.view.title}” with the edited input?`, this.effects.edit, lines,
+        "Yes, approve the edited input", () => this.ctx.approve(this, { replace_input: value }), false,
+        "Approving the edited input");
+    }
+  }
+
+  /** @param {SchemaForm} form */
+  focusError(form) {
+    const bad = form.el.querySelector('[aria-invalid="true"]');
+    if (bad instanceof HTMLElement) bad.focus();
+  }
+
+  /** @param {string} label @param {() => Promise<void>} action */
   async run(label, action) {
-    if (!this.open || !this.ready) return;
+    if (!this.open || this.answering) return;
+    this.show(null);
     this.setBusy(true, `${label}…`);
     try {
       await action();
     } catch (error) {
       if (this.open) {
         this.setBusy(false);
-        this.setStatus(error.message, "error");
+        this.setStatus(error instanceof Error ? error.message : String(error), "error");
       }
     }
   }
 
-  approve() {
-    return this.run("Approving", () => this.actions.approve(this));
+  /** @param {boolean} busy @param {string} [text] */
+  setBusy(busy, text) {
+    this.answering = busy;
+    for (const b of this.el.querySelectorAll("button")) /** @type {HTMLButtonElement} */ (b).disabled = busy;
+    this.el.setAttribute("aria-busy", busy ? "true" : "false");
+    if (text !== undefined) this.setStatus(text, "");
   }
 
-  deny() {
-    const reason = this.reason.value.trim();
-    if (!reason) {
-      this.setStatus("Give a reason: the agent reads it to decide what to do next.", "error");
-      this.reason.focus();
-      return undefined;
+  /** @param {string} text @param {string} kind */
+  setStatus(text, kind) {
+    this.status.textContent = text || "";
+    this.status.dataset.kind = kind || "";
+  }
+
+  // -- time -------------------------------------------------------------------------------------
+
+  /** Redraw the expiry countdown; at zero the card stops taking answers. @param {number} now */
+  tick(now) {
+    if (!this.expiry || !this.pause.expires_at) return;
+    const at = localTime(this.pause.expires_at);
+    const after = this.view.on_expiry ? ` ${this.view.on_expiry}` : "";
+    if (!this.open) {
+      this.expiry.remove();
+      return;
     }
-    return this.run("Denying", () => this.actions.deny(this, reason));
-  }
-
-  edit() {
-    const value = this.checkEdit();
-    if (value === undefined) return undefined;
-    return this.run("Approving the edited input", () => this.actions.edit(this, value));
-  }
-
-  settle(state, badgeText, badgeClass, text) {
-    this.el.dataset.state = state;
-    this.badge.className = `badge ${badgeClass}`;
-    this.badge.textContent = badgeText;
+    const left = countdown(this.pause.expires_at, now);
+    if (left) {
+      this.expiry.replaceChildren(h("strong", { text: `Expires in ${left}` }), ` (at ${at}). If nobody answers by then:${after}`);
+      this.expiry.dataset.urgent = new Date(this.pause.expires_at).getTime() - now < 60_000 ? "true" : "false";
+      return;
+    }
+    this.expiry.replaceChildren(h("strong", { text: `Expired at ${at}.` }), ` It can no longer be answered.${after}`);
+    this.expiry.dataset.urgent = "true";
+    this.el.dataset.state = "expiring";
+    this.badge.className = "badge badge-muted";
+    this.badge.textContent = "Expired";
+    this.show(null);
     this.actionsRow.remove();
-    this.denyForm.remove();
-    this.editForm.remove();
+    this.keysHint.remove();
+    this.effectLine.remove();
+    this.ctx.expired(this);
+  }
+
+  // -- settled ----------------------------------------------------------------------------------
+
+  /** @param {string} state @param {string} badgeText @param {string} tone @param {string} text */
+  settle(state, badgeText, tone, text) {
+    this.answering = false;
+    this.el.dataset.state = state;
+    this.badge.className = `badge badge-${tone}`;
+    this.badge.textContent = badgeText;
+    for (const part of [this.actionsRow, this.confirmBox, this.denyForm, this.respondForm, this.editForm, this.keysHint,
+      this.effectLine, this.expiry]) {
+      if (part) part.remove();
+    }
     this.el.setAttribute("aria-busy", "false");
     this.setStatus(text, state);
   }
 
-  // Answered from this page: who/what/when from the audit entry.
-  markAnswered(entry) {
-    const label = entry ? decisionLabel(entry) : "Answered";
-    const cls = entry && entry.decision === "deny" ? "badge-deny" : "badge-ok";
-    this.settle("answered", label, cls, entry ? answerSummary(entry) : "Answered.");
-  }
-
-  // Someone else answered first (409 already_resolved, or the feed said so).
-  markElsewhere(entry) {
-    const text = entry ? `Already answered elsewhere: ${answerSummary(entry)}.` : "Already answered elsewhere.";
-    this.settle("elsewhere", "Already answered", "badge-muted", text);
+  /**
+   * Settle from its audit entry: answered here, elsewhere (another tab, person or process), or by expiry.
+   * @param {any} entry @param {{elsewhere?: boolean}} [how]
+   */
+  markAnswered(entry, { elsewhere = false } = {}) {
+    if (!entry) {
+      this.settle(elsewhere ? "elsewhere" : "answered", elsewhere ? "Already answered" : "Answered", "muted",
+        elsewhere ? "Already answered elsewhere." : "Answered.");
+      return;
+    }
+    const label = decisionLabel(entry);
+    const text = decisionSentence(entry);
+    const edits = editedFields(entry).map((c) => `${c.label}: ${c.from} → ${c.to}`);
+    const full = edits.length ? `${text.replace(/\.$/, "")}. Changed: ${edits.join("; ")}.` : text;
+    if (entry.decision === "expire") this.settle("expired", label, "muted", full);
+    else if (elsewhere) this.settle("elsewhere", "Already answered", "muted", `Already answered elsewhere: ${full}`);
+    else this.settle("answered", label, decisionTone(entry), full);
   }
 }

@@ -1,21 +1,29 @@
-// The conversation log: past messages, and turns streaming in.
+// @ts-check
+// The conversation log: past messages (with the cards of their pauses, answered or open), and
+// turns streaming in.
 
 import { h, jsonView } from "./dom.js";
 
+/** @param {string} text */
 export function userMessage(text) {
   return h("div", { class: "msg msg-user" }, h("div", { class: "msg-role", text: "You" }), h("div", { class: "msg-body", text }));
 }
 
+/** @param {string} text */
 export function modelMessage(text) {
   return h("div", { class: "msg msg-model" }, h("div", { class: "msg-role", text: "Agent" }), h("div", { class: "msg-body", text }));
 }
 
+/** @param {any} value */
 function preview(value) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   return text.length > 90 ? text.slice(0, 89) + "…" : text;
 }
 
-// One line for a tool call or its result, expandable to the full JSON.
+/**
+ * One line for a tool call or its result, expandable to the full JSON.
+ * @param {"call" | "result"} kind @param {string} name @param {any} value @param {boolean} [isError]
+ */
 export function activity(kind, name, value, isError = false) {
   const arrow = kind === "call" ? "→" : isError ? "✕" : "←";
   const verb = kind === "call" ? "called" : isError ? "failed" : "returned";
@@ -28,8 +36,13 @@ export function activity(kind, name, value, isError = false) {
     jsonView(value, `${name} ${kind === "call" ? "input" : "result"}`));
 }
 
-// The log of a stored session, from GET .../history.
-export function historyNodes(messages) {
+/**
+ * The log of a stored session, from GET .../history. `cardsFor(callRef)` gives the cards of the
+ * pauses of that tool call (answered ones first, then the open one), placed right after it.
+ * @param {any[]} messages @param {(callRef: string) => HTMLElement[]} cardsFor
+ */
+export function historyNodes(messages, cardsFor) {
+  /** @type {HTMLElement[]} */
   const nodes = [];
   for (const message of messages) {
     for (const part of message.parts) {
@@ -37,6 +50,8 @@ export function historyNodes(messages) {
         nodes.push(message.role === "user" ? userMessage(part.text) : modelMessage(part.text));
       } else if (part.kind === "tool_request") {
         nodes.push(activity("call", part.name, part.input));
+        const cards = cardsFor(part.ref);
+        if (cards.length) nodes.push(h("div", { class: "turn-cards" }, ...cards));
       } else if (part.kind === "tool_response") {
         nodes.push(activity("result", part.name, part.output, part.is_error));
       }
@@ -45,10 +60,26 @@ export function historyNodes(messages) {
   return nodes;
 }
 
+/**
+ * A note saying the agent waits for other answers before it goes on.
+ * @param {any[]} waiting the pauses still open (with views) @param {(ref: string) => void} show
+ */
+export function waitingNote(waiting, show) {
+  const one = waiting.length === 1;
+  return h("div", { class: "waiting-note", role: "status" },
+    h("strong", { text: "Recorded. " }),
+    one ? "The agent goes on once the other pause is answered: " : `The agent goes on once the ${waiting.length} other pauses are answered: `,
+    ...waiting.map((pause, i) => [i ? ", " : "",
+      h("button", { type: "button", class: "link-button", onclick: () => show(pause.ref),
+        text: pause.view ? pause.view.title : pause.name })]).flat(),
+    ".");
+}
+
 // A turn as it streams: tool activity, then the model's text growing in place, then any cards.
 // The text bubble is laid out before the first word arrives (a typing indicator holds its line),
 // so streaming never moves what is above it.
 export class TurnView {
+  /** @param {HTMLElement} log */
   constructor(log) {
     this.log = log;
     this.el = h("div", { class: "turn", "aria-busy": "true" });
@@ -63,6 +94,7 @@ export class TurnView {
     log.append(this.el);
   }
 
+  /** @param {any} chunk */
   chunk(chunk) {
     switch (chunk.kind) {
       case "text":
@@ -90,17 +122,26 @@ export class TurnView {
     }
   }
 
+  /** @param {{el: HTMLElement}} card */
   addCard(card) {
     this.cards.append(card.el);
   }
 
-  // The turn ended: keep the text, or drop the empty bubble.
+  /** @param {HTMLElement} node */
+  note(node) {
+    this.el.append(node);
+  }
+
+  /**
+   * The turn ended: keep the text, or drop the empty bubble.
+   * @param {any} response @param {string} [error]
+   */
   finish(response, error) {
     this.el.setAttribute("aria-busy", "false");
     this.bubble.classList.remove("streaming");
     this.status.textContent = "";
     if (!this.text && response && response.message) {
-      const text = response.message.parts.filter((p) => p.kind === "text").map((p) => p.text).join("");
+      const text = response.message.parts.filter((/** @type {any} */ p) => p.kind === "text").map((/** @type {any} */ p) => p.text).join("");
       if (text) { this.text = text; this.body.textContent = text; }
     }
     if (!this.text) this.bubble.remove();

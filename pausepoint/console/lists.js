@@ -1,53 +1,78 @@
+// @ts-check
 // The sidebar lists (inbox, recent sessions) and the audit trail.
 
-import { answerSummary, decisionLabel } from "./cards.js";
-import { h, jsonView, relativeTime, shortId } from "./dom.js";
+import { decisionDetail, decisionLabel, decisionTone, decisionWho, editedFields } from "./decisions.js";
+import { countdown, h, jsonView, localTime, relativeTime, shortId, timeEl } from "./dom.js";
 
-function describePauses(interrupts) {
-  if (!interrupts || !interrupts.length) return "waiting";
-  const first = interrupts[0];
-  // the most telling words of its input: its longest string
-  const strings = first.input && typeof first.input === "object" ? Object.values(first.input).filter((v) => typeof v === "string") : [];
-  const detail = strings.sort((a, b) => b.length - a.length)[0];
-  const more = interrupts.length > 1 ? ` +${interrupts.length - 1}` : "";
-  return `${first.name}${detail ? ": " + detail : ""}${more}`;
-}
-
-// items: [{agent, session, interrupts?}] ; current: "agent/session_id" or null.
+/**
+ * items: [{agent, session, interrupts?}]; current: "agent/session_id" or null.
+ * @param {HTMLElement} list @param {HTMLElement} empty @param {any[]} items @param {string | null} current
+ * @param {{showPauses: boolean}} options
+ */
 export function renderSessions(list, empty, items, current, { showPauses }) {
   list.replaceChildren(...items.map((item) => {
     const key = `${item.agent}/${item.session.session_id}`;
     const href = `#agent=${encodeURIComponent(item.agent)}&session=${encodeURIComponent(item.session.session_id)}`;
-    const pending = item.session.pending;
+    const pauses = showPauses && item.interrupts ? item.interrupts : [];
+    const first = pauses[0];
+    const title = first ? (first.view ? first.view.title : first.name) : `Session ${shortId(item.session.session_id)}`;
+    const more = pauses.length > 1 ? h("span", { class: "session-more", text: `+${pauses.length - 1} more` }) : null;
+    const expiring = pauses.filter((/** @type {any} */ p) => p.expires_at).map((/** @type {any} */ p) => p.expires_at).sort()[0];
+    const risky = pauses.some((/** @type {any} */ p) => p.view && p.view.risk === "high");
     return h("li", { class: "session-item", dataset: { key, session: item.session.session_id } },
       h("a", { href, class: "session-link", "aria-current": key === current ? "page" : null },
-        h("span", { class: "session-title", text: showPauses ? describePauses(item.interrupts) : `Session ${shortId(item.session.session_id)}` }),
+        h("span", { class: "session-title", text: title }),
+        first && first.view && first.view.summary && first.view.summary !== title
+          ? h("span", { class: "session-summary", text: first.view.summary }) : null,
         h("span", { class: "session-meta" },
+          risky ? h("span", { class: "tag tag-risk", text: "High risk" }) : null,
+          more,
           h("span", { text: item.agent }),
-          h("span", { "aria-hidden": "true", text: "·" }),
-          h("span", { class: "mono", text: shortId(item.session.session_id) }),
-          h("span", { "aria-hidden": "true", text: "·" }),
-          h("time", { datetime: item.session.updated_at, text: relativeTime(item.session.updated_at) })),
-        pending ? h("span", { class: "pending-pill", "aria-label": `${pending} waiting`, text: String(pending) }) : null));
+          h("time", { class: "nowrap", datetime: item.session.updated_at, text: relativeTime(item.session.updated_at) }),
+          expiring ? h("span", { class: "nowrap expires", dataset: { expires: expiring }, text: expiresText(expiring) }) : null),
+        item.session.pending ? h("span", { class: "pending-pill", "aria-label": `${item.session.pending} waiting`,
+          text: String(item.session.pending) }) : null));
   }));
   empty.hidden = items.length > 0;
 }
 
+/** @param {string} iso */
+export function expiresText(iso) {
+  const left = countdown(iso);
+  return left ? `expires in ${left}` : `expired ${localTime(iso)}`;
+}
+
+/**
+ * The audit trail, newest first: what was decided, on which call and its key input, by whom, when.
+ * @param {HTMLElement} list @param {HTMLElement} empty @param {any[]} entries
+ */
 export function renderAudit(list, empty, entries) {
   list.replaceChildren(...entries.slice().reverse().map((entry) => {
-    const details = {};
+    /** @type {Record<string, any>} */
+    const sent = {};
     for (const field of ["output", "replace_input", "resumed_metadata", "metadata"]) {
-      if (entry[field] !== null && entry[field] !== undefined) details[field] = entry[field];
+      if (entry[field] !== null && entry[field] !== undefined) sent[field] = entry[field];
     }
-    const kind = entry.decision === "deny" || entry.decision === "expire" || entry.decision === "cancel" ? "deny" : "ok";
+    const view = entry.view || { title: entry.name, summary: "", fields: [] };
+    const edits = editedFields(entry);
+    const detail = decisionDetail(entry);
     return h("li", { class: "audit-entry", dataset: { ref: entry.ref, decision: entry.decision } },
       h("div", { class: "audit-head" },
-        h("span", { class: `badge badge-${kind === "deny" ? "deny" : "ok"}`, text: decisionLabel(entry) }),
-        h("span", { class: "mono audit-tool", text: entry.name })),
-      h("p", { class: "audit-text", text: answerSummary(entry) }),
-      Object.keys(details).length
-        ? h("details", { class: "audit-details" }, h("summary", { text: "What was sent" }), jsonView(details, "Answer details"))
-        : null);
+        h("span", { class: `badge badge-${decisionTone(entry)}`, text: decisionLabel(entry) }),
+        timeEl(entry.at, "audit-time")),
+      h("p", { class: "audit-title", text: view.title }),
+      view.summary && view.summary !== view.title ? h("p", { class: "audit-summary", text: view.summary }) : null,
+      h("p", { class: "audit-who", text: decisionWho(entry) }),
+      entry.reason && entry.decision !== "expire" ? h("p", { class: "audit-reason", text: `“${entry.reason}”` }) : null,
+      detail ? h("p", { class: "audit-detail", text: detail }) : null,
+      edits.length ? h("ul", { class: "audit-edits", "aria-label": "Changed before approval" },
+        ...edits.map((c) => h("li", {}, h("span", { class: "audit-edit-label", text: `${c.label}: ` }),
+          h("del", { text: c.from }), " → ", h("ins", { text: c.to })))) : null,
+      h("details", { class: "audit-details" },
+        h("summary", { text: "Details" }),
+        h("p", { class: "audit-tool" }, h("span", { class: "mono", text: entry.name }), " · ref ",
+          h("span", { class: "mono", text: entry.ref })),
+        Object.keys(sent).length ? jsonView(sent, "What was sent") : null));
   }));
   empty.hidden = entries.length > 0;
 }

@@ -1,5 +1,5 @@
-"""A real server on loopback (the banking and shell examples on the scripted model) and a real
-headless Chromium (Debian's ``chromium``, driven by Playwright; no browser is ever downloaded).
+"""A real server on loopback (the banking, shell and payments examples on the scripted model) and a
+real headless Chromium (Debian's ``chromium``, driven by Playwright; no browser is ever downloaded).
 
 Screenshots of every step go to ``artifacts/console/``.
 """
@@ -11,6 +11,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from examples import banking, shell
+from examples import banking, payments, shell
 from pausepoint import Agent
-from pausepoint.server import BearerTokens, create_app
-from pausepoint.stores import SqliteSessionStore
+from pausepoint.server import BearerTokens, OwnerPolicy, create_app
+from pausepoint.stores import SessionSummary, SqliteSessionStore
 from tests.server.harness import ROOT, TOKENS, serve_in_thread
 
 REQUIRED = os.environ.get("PAUSEPOINT_REQUIRE_SERVICES") == "1"  # CI: a missing browser is a failure
@@ -50,13 +51,29 @@ if shutil.which(CHROMIUM) is None:
     pytest.skip(f"the console's browser tests need Debian's chromium at {CHROMIUM}", allow_module_level=True)
 
 
+# How long a payment waits at ``/quick`` before it expires (the expiry test watches it run out).
+QUICK_TTL = timedelta(seconds=8)
+
+
+class ReadOnlyDesk(OwnerPolicy):
+    """``desk`` sees every session of the banking app and acts in none of them."""
+
+    def __init__(self) -> None:
+        super().__init__(approvers={"desk"})
+
+    def can_act(self, principal: str, session: SessionSummary) -> bool:
+        return session.owner == principal
+
+
 @dataclass
 class Served:
-    """The banking app at ``/bank`` and the shell app at ``/shell``, with their console."""
+    """With their console: the banking app at ``/bank``, the shell app at ``/shell``, the payments
+    app at ``/pay`` (pauses wait 15 minutes) and at ``/quick`` (they expire after ``QUICK_TTL``)."""
 
     url: str
     ledger: list[str] = field(default_factory=list)
     executed: list[dict[str, Any]] = field(default_factory=list)
+    paid: list[dict[str, Any]] = field(default_factory=list)
     agents: dict[str, Agent] = field(default_factory=dict)
 
     @property
@@ -80,10 +97,17 @@ def served(tmp_path: Path) -> Iterator[Served]:
         store = SqliteSessionStore(tmp_path / "sessions.db")
         bank_ai, bank_agent = banking.build(store, result.ledger)
         shell_ai, shell_agent = shell.build(store, result.executed)
-        result.agents = {bank_agent.name: bank_agent, shell_agent.name: shell_agent}
+        pay_ai, pay_agent = payments.build(SqliteSessionStore(tmp_path / "pay.db"), result.paid)
+        quick_ai, _ = payments.build(SqliteSessionStore(tmp_path / "quick.db"), result.paid, ttl=QUICK_TTL)
+        result.agents = {bank_agent.name: bank_agent, shell_agent.name: shell_agent, pay_agent.name: pay_agent}
         options: dict[str, Any] = {"auth": BearerTokens(TOKENS), "feed_interval": 0.2}
         return Starlette(
-            routes=[Mount("/bank", create_app(bank_ai, **options)), Mount("/shell", create_app(shell_ai, **options))]
+            routes=[
+                Mount("/bank", create_app(bank_ai, **options, policy=ReadOnlyDesk())),
+                Mount("/shell", create_app(shell_ai, **options)),
+                Mount("/pay", create_app(pay_ai, **options)),
+                Mount("/quick", create_app(quick_ai, **options, expiry_interval=0.5)),
+            ]
         )
 
     with serve_in_thread(factory) as url:

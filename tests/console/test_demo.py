@@ -59,9 +59,13 @@ def test_the_demo_serves_a_console_that_approves_a_transfer(demo_console: str, b
     box.fill("Transfer $500 to savings.")
     box.press("Enter")
     card = page.locator(".card")
-    expect(card).to_contain_text("Transfer $500 to savings")
+    expect(card.locator(".card-title")).to_have_text("Transfer $500 to savings")
+    expect(page.locator("#conv-sub")).to_have_text(
+        "Moves money between accounts. Every transfer waits for your approval."
+    )
     shots(page, "paused")
     card.get_by_role("button", name="Approve").click()
+    card.get_by_role("button", name="Yes, approve").click()  # a transfer is high risk: confirmed
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $500 to savings.")
     expect(page.locator("#audit .audit-entry")).to_have_count(1)
     shots(page, "approved")

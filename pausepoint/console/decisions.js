@@ -1,0 +1,95 @@
+// @ts-check
+// What an answer was, in words: the label on a settled card and in the audit trail, and the
+// sentence that says who decided what, when (local time) and why.
+
+import { humanize, localTime, plainText } from "./dom.js";
+
+/**
+ * @typedef {{ref: string, name: string, decision: string, at: string, principal: string | null, via: string,
+ *   output?: any, replace_input?: any, resumed_metadata?: any, reason?: string | null, call_ref?: string,
+ *   input?: any, view?: any}} Entry
+ */
+
+/** @param {Entry} entry */
+export function decisionLabel(entry) {
+  switch (entry.decision) {
+    case "restart":
+      if (entry.replace_input !== null && entry.replace_input !== undefined) return "Edited & approved";
+      return entry.resumed_metadata && entry.resumed_metadata.tool_approved ? "Approved" : "Run again";
+    case "respond":
+      if (entry.output && entry.output.approved === true) return "Approved";
+      if (entry.output && entry.output.approved === false) return "Not approved";
+      return "Answered";
+    case "deny":
+      return "Denied";
+    case "cancel":
+      return "Cancelled";
+    case "expire":
+      return "Expired";
+    default:
+      return entry.decision;
+  }
+}
+
+/** "ok" | "deny" | "muted": the colour of the decision. @param {Entry} entry */
+export function decisionTone(entry) {
+  if (entry.decision === "deny" || (entry.decision === "respond" && entry.output && entry.output.approved === false)) {
+    return "deny";
+  }
+  if (entry.decision === "cancel" || entry.decision === "expire") return "muted";
+  return "ok";
+}
+
+/**
+ * Who decided, and when: "by alice at 14:03:12 (via http)"; an expiry has nobody.
+ * @param {Entry} entry
+ */
+export function decisionWho(entry) {
+  if (entry.decision === "expire") return `Nobody answered in time · ${localTime(entry.at)}`;
+  const who = entry.principal ? `by ${entry.principal}` : "by an unnamed caller";
+  return `${who} at ${localTime(entry.at)} · via ${entry.via}`;
+}
+
+/**
+ * What followed from the decision, beyond its label (or "").
+ * @param {Entry} entry
+ */
+export function decisionDetail(entry) {
+  if (entry.decision === "expire") {
+    return entry.output && entry.output.denied ? "The agent was told it was denied." : `The agent got: ${plainText(entry.output)}.`;
+  }
+  if (entry.decision === "respond" && entry.output !== undefined) {
+    // a plain yes or no says it all in its label; anything more is the answer itself
+    const output = entry.output;
+    const rest = output && typeof output === "object" && !Array.isArray(output)
+      ? Object.fromEntries(Object.entries(output).filter(([k]) => k !== "approved")) : output;
+    const more = plainText(rest);
+    return more && more !== "—" ? `Answer: ${plainText(output)}` : "";
+  }
+  return "";
+}
+
+/**
+ * One line: "Approved by alice at 14:03:12 · via http — “reason”".
+ * @param {Entry} entry
+ */
+export function decisionSentence(entry) {
+  let text = entry.decision === "expire" ? `Expired: ${decisionWho(entry).toLowerCase()}` : `${decisionLabel(entry)} ${decisionWho(entry)}`;
+  if (entry.reason && entry.decision !== "expire") text += ` — “${entry.reason}”`;
+  const detail = decisionDetail(entry);
+  return detail ? `${text}. ${detail}` : text;
+}
+
+/**
+ * The fields an edit changed: [{label, from, to}].
+ * @param {Entry} entry
+ */
+export function editedFields(entry) {
+  if (entry.decision !== "restart" || entry.replace_input === null || entry.replace_input === undefined) return [];
+  const before = entry.input && typeof entry.input === "object" ? entry.input : {};
+  const after = entry.replace_input && typeof entry.replace_input === "object" ? entry.replace_input : {};
+  const labels = new Map((entry.view ? entry.view.fields : []).map((/** @type {any} */ f) => [f.name, f.label]));
+  return Object.keys({ ...before, ...after })
+    .filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]))
+    .map((key) => ({ label: labels.get(key) || humanize(key), from: plainText(before[key]), to: plainText(after[key]) }));
+}
