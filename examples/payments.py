@@ -55,7 +55,7 @@ class PaymentResult(BaseModel):
 
 PAYMENT_DISPLAY = PauseDisplay(
     title="Pay {amount} to {payee}",
-    summary="{amount} from the company account to {payee} ({iban}), reference “{reference}”.",
+    summary="{amount} from the company account to {payee}, IBAN {iban}.",
     fields=["amount", "payee", "iban", "reference"],
     risk="high",
 )

@@ -210,7 +210,7 @@ def _is_decimal(annotation: Any) -> bool:
 
 def _text(name: str, value: Any, values: dict[str, Any], annotation: Any) -> str:
     """``value`` as a person reads it: money for amounts, Yes/No, lists joined, JSON otherwise."""
-    if value is None:
+    if value is None or value == "":
         return "—"
     if isinstance(value, bool):
         return "Yes" if value else "No"

@@ -140,7 +140,7 @@ def build(
         description="Ask the user for approval before proceeding with a sensitive action.",
         input_schema=UserApprovalInput,
         output_schema=ApprovalOutput,
-        display=PauseDisplay(title="{details}", summary="{action} runs once you approve.", risk="high"),
+        display=PauseDisplay(title="{details}", summary="The agent asks before it runs {action}.", risk="high"),
     )
 
     @ai.tool()

@@ -185,7 +185,7 @@ def test_the_examples_declare_their_displays():
     view = bank.view(pause_of("userApproval", {"action": "transfer_money", "details": "Transfer $700 to savings"}))
     assert (view.title, view.summary, view.risk) == (
         "Transfer $700 to savings",
-        "transfer_money runs once you approve.",
+        "The agent asks before it runs transfer_money.",
         "high",
     )
     assert bank.description and bank.description != bank.system

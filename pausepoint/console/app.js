@@ -283,7 +283,8 @@ async function showSession(agent, sessionId) {
     }
     return cards;
   };
-  $("log").replaceChildren(...historyNodes(messages, cardsFor));
+  const owner = detail.session.owner;
+  $("log").replaceChildren(...historyNodes(messages, cardsFor, owner && owner !== state.principal ? owner : "You"));
   const rest = detail.interrupts.filter((/** @type {any} */ p) => !placed.has(p.ref));
   if (rest.length) $("log").append(h("div", { class: "turn-cards" }, ...rest.map((/** @type {any} */ p) => addCard(p, info).el)));
   renderAudit($("audit"), $("audit-empty"), entries);
@@ -336,9 +337,8 @@ function updateOpen() {
 function showNotice(text, offerCancel = false) {
   const notice = $("composer-notice");
   notice.hidden = !text;
-  notice.replaceChildren(text, offerCancel
-    ? h("button", { type: "button", class: "link-button", onclick: openCancel, text: "Cancel them to write something else…" })
-    : "");
+  const label = openCards().length === 1 ? "Cancel it to write something else…" : "Cancel them to write something else…";
+  notice.replaceChildren(text, offerCancel ? h("button", { type: "button", class: "link-button", onclick: openCancel, text: label }) : "");
 }
 
 async function send() {
@@ -555,6 +555,8 @@ async function catchUp() {
     if (detail.last_response && detail.last_response.version === detail.session.version) {
       if ([...state.cards.values()].some((c) => c.panel || c.answering)) return;
       await showSession(agent, sessionId);
+      await refreshRecent();
+      markCurrent();
       return;
     }
     await new Promise((resolve) => setTimeout(resolve, 500));

@@ -52,7 +52,7 @@ export class InterruptCard {
     const approval = tool ? tool.approval : null;
     const canEdit = !!(tool && tool.allow_input_edits);
 
-    this.badge = h("span", { class: "badge badge-wait", text: "Waiting for you" });
+    this.badge = h("span", { class: "badge badge-wait", text: ctx.canAnswer ? "Waiting for you" : "Waiting for an answer" });
     this.status = h("p", { class: "card-status", role: "status" });
     this.expiry = pause.expires_at ? h("p", { class: "card-expiry" }) : null;
 

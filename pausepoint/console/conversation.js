@@ -4,9 +4,9 @@
 
 import { h, jsonView } from "./dom.js";
 
-/** @param {string} text */
-export function userMessage(text) {
-  return h("div", { class: "msg msg-user" }, h("div", { class: "msg-role", text: "You" }), h("div", { class: "msg-body", text }));
+/** @param {string} text @param {string} [who] who wrote it, when not the viewer */
+export function userMessage(text, who = "You") {
+  return h("div", { class: "msg msg-user" }, h("div", { class: "msg-role", text: who }), h("div", { class: "msg-body", text }));
 }
 
 /** @param {string} text */
@@ -40,14 +40,15 @@ export function activity(kind, name, value, isError = false) {
  * The log of a stored session, from GET .../history. `cardsFor(callRef)` gives the cards of the
  * pauses of that tool call (answered ones first, then the open one), placed right after it.
  * @param {any[]} messages @param {(callRef: string) => HTMLElement[]} cardsFor
+ * @param {string} [writer] who wrote the user messages ("You" when it is the viewer)
  */
-export function historyNodes(messages, cardsFor) {
+export function historyNodes(messages, cardsFor, writer = "You") {
   /** @type {HTMLElement[]} */
   const nodes = [];
   for (const message of messages) {
     for (const part of message.parts) {
       if (part.kind === "text" && part.text) {
-        nodes.push(message.role === "user" ? userMessage(part.text) : modelMessage(part.text));
+        nodes.push(message.role === "user" ? userMessage(part.text, writer) : modelMessage(part.text));
       } else if (part.kind === "tool_request") {
         nodes.push(activity("call", part.name, part.input));
         const cards = cardsFor(part.ref);

@@ -40,7 +40,7 @@ async def test_approve_from_the_keyboard_runs_the_transfer(tmp_path, terminals):
     child.sendline("Transfer $500 to savings.")
     child.expect_exact("paused: userApproval")
     child.expect_exact("Transfer $500 to savings")  # the title the console shows too
-    child.expect_exact("transfer_money runs once you approve.")
+    child.expect_exact("The agent asks before it runs transfer_money.")
     child.expect_exact("high risk: approving asks you to confirm")
     child.expect_exact('"details": "Transfer $500 to savings"')  # the input, as pretty JSON
     child.expect_exact("[a]pprove  [d]eny  [r]espond with JSON  [s]kip")

@@ -213,7 +213,7 @@ def test_the_card_and_the_inbox_show_amount_and_payee(served: Served, browser, s
     card = page.locator(".card")
     expect(card.locator(".card-title")).to_have_text("Pay €1,250.50 to ACME GmbH")
     expect(card.locator(".card-summary")).to_have_text(
-        "€1,250.50 from the company account to ACME GmbH (DE89370400440532013000), reference “invoice 2024-117”."
+        "€1,250.50 from the company account to ACME GmbH, IBAN DE89370400440532013000."
     )
     fields = card.locator(".card-field")
     expect(fields).to_have_text(
@@ -463,7 +463,9 @@ def test_a_viewer_who_may_not_act_gets_no_composer_and_no_answers(served: Served
     open_console(page, served, who="desk", agent="bankingAgent", session=paused["session_id"])
     card = page.locator(".card")
     expect(card.locator(".card-title")).to_have_text("Transfer $9 to zoe")
+    expect(card.locator(".badge").first).to_have_text("Waiting for an answer")
     expect(card.locator(".card-effect")).to_have_text("You may see this pause, but not answer it.")
+    expect(page.locator(".msg-user .msg-role")).to_have_text("alice")  # not "You": desk did not write it
     expect(card.get_by_role("button", name="Approve")).to_have_count(0)
     expect(page.locator("#composer")).to_be_hidden()
     expect(page.locator("#readonly-note")).to_have_text("You may read this session; only alice acts in it.")

@@ -19,7 +19,7 @@ from tests.server.test_feed import read_events
 
 TRANSFER_VIEW = {
     "title": "Transfer $700 to savings",
-    "summary": "transfer_money runs once you approve.",
+    "summary": "The agent asks before it runs transfer_money.",
     "fields": [
         {"name": "action", "label": "Action", "text": "transfer_money", "description": None},
         {"name": "details", "label": "Details", "text": "Transfer $700 to savings", "description": None},
