@@ -98,11 +98,12 @@ class Chat:
             lambda emit: self._resume(respond, restart, metadata, idempotency_key, principal, via, emit)
         )
 
-    async def cancel_pending(self, reason: str, *, principal: str | None = None) -> AgentResponse:
+    async def cancel_pending(self, reason: str, *, principal: str | None = None, via: str = "python") -> AgentResponse:
         """Resolve every paused call as cancelled, so the history stays valid and ``send`` works.
 
-        The model sees ``{"cancelled": True, "reason": reason}`` as each call's result. Raises
-        ``NothingToResume`` when nothing is paused.
+        The model sees ``{"cancelled": True, "reason": reason}`` as each call's result; the audit
+        trail records ``principal`` and the channel ``via``. Raises ``NothingToResume`` when
+        nothing is paused.
         """
 
         async def op(state: SessionState) -> AgentResponse:
@@ -117,6 +118,7 @@ class Chat:
                     decision="cancel",
                     at=now,
                     principal=principal or self.principal,
+                    via=via,
                     output={"cancelled": True, "reason": reason},
                     reason=reason,
                 )

@@ -179,7 +179,7 @@ class TerminalChat:
             elif word == "/pending":
                 return False, open_
             else:
-                await self.chat.cancel_pending("cancelled from the terminal", principal=self.principal)
+                await self.chat.cancel_pending("cancelled from the terminal", principal=self.principal, via=VIA)
                 self.note(f"cancelled {len(open_)} pause(s)")
         else:
             self.say(f"unknown command {word}\n{HELP}")

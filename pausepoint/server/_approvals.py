@@ -166,7 +166,8 @@ def rest_routes(service: Service) -> list[Route]:
     async def cancel(request: Request) -> Response:
         agent, session_id, principal = await _acting(request)
         body = parse_body(CancelBody, await read_json(request, limits))
-        response = await agent.chat(session_id, principal=principal).cancel_pending(body.reason, principal=principal)
+        chat = agent.chat(session_id, principal=principal)
+        response = await chat.cancel_pending(body.reason, principal=principal, via="http")
         service.feed.notify(agent.name, session_id)
         return _json(response_json(agent, response))
 

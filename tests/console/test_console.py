@@ -363,7 +363,7 @@ def test_cancel_the_open_pauses_then_write_again(served: Served, browser, shots:
     cards = page.locator(".card")
     expect(page.locator(".card[data-state=answered]")).to_have_count(2)
     expect(cards.locator(".card-status")).to_have_text(
-        [re.compile(r"^Cancelled by alice at .* — “Wrong accounts”")] * 2
+        [re.compile(rf"^Cancelled by alice at {CLOCK} · via http — “Wrong accounts”")] * 2
     )
     expect(page.locator("#audit .audit-entry .badge")).to_have_text(["Cancelled", "Cancelled"])
     expect(page.locator("#cancel-open")).to_be_hidden()

@@ -199,3 +199,20 @@ async def test_a_session_says_what_its_viewer_may_do():
         assert (mine["can_send"], mine["can_answer"]) == (True, True)
         assert (theirs["can_send"], theirs["can_answer"]) == (False, False)
         assert theirs["interrupts"][0]["view"]["title"] == "Pay €10.00 to Bo"
+
+
+async def test_a_cancel_over_http_is_recorded_as_such_with_what_it_cancelled(pay):
+    http, ledger = pay
+    body = {"message": "Pay 10 EUR to Bo (DE89370400440532013000)."}
+    paused = (await http.post("/v1/agents/paymentsAgent/sessions", json=body, headers=ALICE)).json()
+    session = f"/v1/agents/paymentsAgent/sessions/{paused['session_id']}"
+    cancelled = await http.post(session + "/cancel", json={"reason": "wrong payee"}, headers=ALICE)
+    assert cancelled.status_code == 200 and cancelled.json()["finish_reason"] == "aborted"
+    [entry] = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    assert (entry["decision"], entry["principal"], entry["via"], entry["reason"]) == (
+        "cancel",
+        "alice",
+        "http",
+        "wrong payee",
+    )
+    assert entry["view"]["title"] == "Pay €10.00 to Bo" and ledger == []
