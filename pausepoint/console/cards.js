@@ -72,7 +72,7 @@ export class InterruptCard {
 
     // -- actions --------------------------------------------------------------------------------
     this.approveBtn = approval
-      ? h("button", { type: "button", class: "btn btn-approve", onclick: () => this.request("approve") }, "Approve")
+      ? h("button", { type: "button", class: "btn btn-approve", onclick: () => this.approve() }, "Approve")
       : null;
     this.respondBtn = h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…");
     this.editBtn = canEdit ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null;
@@ -237,7 +237,7 @@ export class InterruptCard {
     const action = { a: "approve", d: "deny", r: "respond", e: "edit" }[e.key];
     if (!action) return;
     e.preventDefault();
-    if (action === "approve") this.request("approve", { fromKey: true });
+    if (action === "approve") this.approve({ fromKey: true });
     else this.openPanel(/** @type {"deny"|"respond"|"edit"} */ (action));
   }
 
@@ -275,10 +275,10 @@ export class InterruptCard {
   // -- deciding -----------------------------------------------------------------------------------
 
   /**
-   * Ask for a decision: at once, or after the confirmation step when it must be confirmed.
-   * @param {"approve"} _action @param {{fromKey?: boolean}} [how]
+   * Approve: at once, or after the confirmation step when it must be confirmed.
+   * @param {{fromKey?: boolean}} [how]
    */
-  request(_action, { fromKey = false } = {}) {
+  approve({ fromKey = false } = {}) {
     if (!this.open || this.answering || !this.approveBtn) return;
     this.decide(`Approve “${this.view.title}”?`, this.effects.approve, [], "Yes, approve",
       () => this.ctx.approve(this, {}), fromKey, "Approving");
