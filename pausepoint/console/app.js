@@ -9,6 +9,7 @@
 
 import { Api, ApiError, newKey } from "./api.js";
 import { InterruptCard } from "./cards.js";
+import { pauseKey } from "./decisions.js";
 import { TurnView, historyNodes, userMessage, waitingNote } from "./conversation.js";
 import { h, shortId } from "./dom.js";
 import { expiresText, renderAudit, renderSessions } from "./lists.js";
@@ -272,20 +273,20 @@ async function showSession(agent, sessionId) {
   const cardsFor = (/** @type {string} */ callRef) => {
     const cards = [];
     for (const entry of entries.filter((/** @type {any} */ e) => e.call_ref === callRef)) {
-      const card = makeCard({ name: entry.name, ref: entry.ref, input: entry.input, metadata: null, view: entry.view,
-        call_ref: entry.call_ref }, info);
-      card.markAnswered(entry, { elsewhere: state.elsewhere.has(entry.ref) });
+      const card = makeCard({ name: entry.name, ref: entry.ref, pause_id: entry.pause_id, input: entry.input,
+        metadata: null, view: entry.view, call_ref: entry.call_ref }, info);
+      card.markAnswered(entry, { elsewhere: state.elsewhere.has(pauseKey(entry)) });
       cards.push(card.el);
     }
     for (const pause of detail.interrupts.filter((/** @type {any} */ p) => p.call_ref === callRef)) {
       cards.push(addCard(pause, info).el);
-      placed.add(pause.ref);
+      placed.add(pauseKey(pause));
     }
     return cards;
   };
   const owner = detail.session.owner;
   $("log").replaceChildren(...historyNodes(messages, cardsFor, owner && owner !== state.principal ? owner : "You"));
-  const rest = detail.interrupts.filter((/** @type {any} */ p) => !placed.has(p.ref));
+  const rest = detail.interrupts.filter((/** @type {any} */ p) => !placed.has(pauseKey(p)));
   if (rest.length) $("log").append(h("div", { class: "turn-cards" }, ...rest.map((/** @type {any} */ p) => addCard(p, info).el)));
   renderAudit($("audit"), $("audit-empty"), entries);
   updateOpen();
@@ -420,7 +421,7 @@ async function runTurn(path, body, key, { restoreText, answered = false } = {}) 
   const open = response.interrupts.length ? response.interrupts : pending;
   const added = [];
   for (const pause of open) {
-    if (!state.cards.has(pause.ref)) {
+    if (!state.cards.has(pauseKey(pause))) {
       turn.addCard(addCard(pause, info));
       added.push(pause);
     }
@@ -439,9 +440,14 @@ async function runTurn(path, body, key, { restoreText, answered = false } = {}) 
   return response;
 }
 
-/** Scroll to a card and select it (the person asked for it). @param {string} ref */
-function showCard(ref) {
-  const card = state.cards.get(ref);
+/** The audit entry that answered a card's pause. @param {any[]} entries @param {InterruptCard} card */
+function entryOf(entries, card) {
+  return entries.find((e) => pauseKey(e) === pauseKey(card.pause));
+}
+
+/** Scroll to a card and select it (the person asked for it). @param {string} key */
+function showCard(key) {
+  const card = state.cards.get(key);
   if (!card) return;
   card.el.scrollIntoView({ block: "center" });
   card.el.focus({ preventScroll: true });
@@ -465,7 +471,7 @@ function makeCard(pause, info) {
 /** @param {any} pause @param {any} info */
 function addCard(pause, info) {
   const card = makeCard(pause, info);
-  state.cards.set(pause.ref, card);
+  state.cards.set(pauseKey(pause), card);
   return card;
 }
 
@@ -481,15 +487,15 @@ async function answer(card, action, body) {
   } catch (error) {
     if (error instanceof ApiError && (error.code === "already_resolved" || error.code === "interrupt_expired")) {
       const entries = await refreshAudit();
-      card.markAnswered(entries.find((/** @type {any} */ e) => e.ref === card.pause.ref), { elsewhere: true });
-      state.elsewhere.add(card.pause.ref);
+      card.markAnswered(entryOf(entries, card), { elsewhere: true });
+      state.elsewhere.add(pauseKey(card.pause));
       updateOpen();
       return;
     }
     throw error;
   }
   const entries = await refreshAudit();
-  card.markAnswered(entries.find((/** @type {any} */ e) => e.ref === card.pause.ref));
+  card.markAnswered(entryOf(entries, card));
   card.el.focus({ preventScroll: true }); // its buttons are gone: keep the person where they were
   updateOpen();
 }
@@ -531,7 +537,7 @@ async function cancelPending() {
   }
   reasonBox.value = "";
   const entries = await refreshAudit();
-  for (const card of cancelling) card.markAnswered(entries.find((/** @type {any} */ e) => e.ref === card.pause.ref));
+  for (const card of cancelling) card.markAnswered(entryOf(entries, card));
   closeCancel();
   updateOpen();
   await refreshSession(state.agent, state.sessionId);
@@ -584,7 +590,7 @@ function watchExpired(card) {
   const look = async () => {
     if (view !== state.view || card.el.dataset.state !== "expiring" || tries++ > 40) return;
     const entries = await refreshAudit();
-    const entry = entries.find((/** @type {any} */ e) => e.ref === card.pause.ref);
+    const entry = entryOf(entries, card);
     if (entry && card.el.dataset.state === "expiring") {
       card.markAnswered(entry);
       updateOpen();
@@ -677,7 +683,7 @@ async function onFeedEvent(name, data) {
       toast(`New pause: ${title} (${data.agent})`);
       const item = document.querySelector(`.session-item[data-key="${CSS.escape(data.agent + "/" + data.session_id)}"]`);
       if (item) item.classList.add("is-new");
-    } else if (isHere() && !state.busy && !state.cards.has(data.interrupt.ref)) {
+    } else if (isHere() && !state.busy && !state.cards.has(pauseKey(data.interrupt))) {
       // paused by another client while we watch: show that turn and its card (without taking focus)
       announce(`The agent is waiting for your answer: ${title}`);
       await catchUp();
@@ -685,10 +691,10 @@ async function onFeedEvent(name, data) {
   } else if (name === "answer") {
     await refreshSession(data.agent, data.session_id);
     if (isHere()) {
-      const card = state.cards.get(data.entry.ref);
+      const card = state.cards.get(pauseKey(data.entry));
       if (card && !card.answering && (card.open || card.el.dataset.state === "expiring")) {
         card.markAnswered(data.entry, { elsewhere: data.entry.decision !== "expire" });
-        if (data.entry.decision !== "expire") state.elsewhere.add(data.entry.ref);
+        if (data.entry.decision !== "expire") state.elsewhere.add(pauseKey(data.entry));
         updateOpen();
         await refreshAudit();
         await catchUp(); // what the agent did next

@@ -2,6 +2,7 @@
 // The conversation log: past messages (with the cards of their pauses, answered or open), and
 // turns streaming in.
 
+import { pauseKey } from "./decisions.js";
 import { h, jsonView } from "./dom.js";
 
 /** @param {string} text @param {string} [who] who wrote it, when not the viewer */
@@ -63,7 +64,7 @@ export function historyNodes(messages, cardsFor, writer = "You") {
 
 /**
  * A note saying the agent waits for other answers before it goes on.
- * @param {any[]} waiting the pauses still open (with views) @param {(ref: string) => void} show
+ * @param {any[]} waiting the pauses still open (with views) @param {(key: string) => void} show
  */
 export function waitingNote(waiting, show) {
   const one = waiting.length === 1;
@@ -71,7 +72,7 @@ export function waitingNote(waiting, show) {
     h("strong", { text: "Recorded. " }),
     one ? "The agent goes on once the other pause is answered: " : `The agent goes on once the ${waiting.length} other pauses are answered: `,
     ...waiting.map((pause, i) => [i ? ", " : "",
-      h("button", { type: "button", class: "link-button", onclick: () => show(pause.ref),
+      h("button", { type: "button", class: "link-button", onclick: () => show(pauseKey(pause)),
         text: pause.view ? pause.view.title : pause.name })]).flat(),
     ".");
 }

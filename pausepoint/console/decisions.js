@@ -5,14 +5,25 @@
 import { humanize, localTime, plainText } from "./dom.js";
 
 /**
- * @typedef {{ref: string, name: string, decision: string, at: string, principal: string | null, via: string,
+ * @typedef {{ref: string, pause_id?: string, name: string, decision: string, at: string, principal: string | null, via: string,
  *   output?: any, replace_input?: any, resumed_metadata?: any, reason?: string | null, call_ref?: string,
  *   input?: any, view?: any}} Entry
  */
 
+/**
+ * Which pause an interrupt or an audit entry is about: its `pause_id` where the server sends one
+ * (a call that pauses again keeps its ref), else its ref.
+ * @param {{ref: string, pause_id?: string}} item
+ */
+export function pauseKey(item) {
+  return item.pause_id || item.ref;
+}
+
 /** @param {Entry} entry */
 export function decisionLabel(entry) {
   switch (entry.decision) {
+    case "message":
+      return "Message";
     case "restart":
       if (entry.replace_input !== null && entry.replace_input !== undefined) return "Edited & approved";
       return entry.resumed_metadata && entry.resumed_metadata.tool_approved ? "Approved" : "Run again";

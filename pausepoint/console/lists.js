@@ -36,6 +36,21 @@ export function renderSessions(list, empty, items, current, { showPauses }) {
   empty.hidden = items.length > 0;
 }
 
+/**
+ * A user message as the audit trail records it (who wrote into the session, when).
+ * @param {any} entry
+ */
+function messageEntry(entry) {
+  const parts = entry.message && entry.message.parts ? entry.message.parts : [];
+  const text = parts.filter((/** @type {any} */ p) => p.kind === "text").map((/** @type {any} */ p) => p.text).join(" ");
+  return h("li", { class: "audit-entry audit-message", dataset: { decision: "message" } },
+    h("div", { class: "audit-head" },
+      h("span", { class: "badge badge-muted", text: decisionLabel(entry) }),
+      timeEl(entry.at, "audit-time")),
+    h("p", { class: "audit-summary", text: text.length > 140 ? text.slice(0, 139) + "…" : text }),
+    h("p", { class: "audit-who", text: decisionWho(entry) }));
+}
+
 /** @param {string} iso */
 export function expiresText(iso) {
   const left = countdown(iso);
@@ -48,6 +63,7 @@ export function expiresText(iso) {
  */
 export function renderAudit(list, empty, entries) {
   list.replaceChildren(...entries.slice().reverse().map((entry) => {
+    if (entry.decision === "message") return messageEntry(entry);
     /** @type {Record<string, any>} */
     const sent = {};
     for (const field of ["output", "replace_input", "resumed_metadata", "metadata"]) {

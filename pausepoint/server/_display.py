@@ -58,9 +58,13 @@ def chunk_json(agent: Agent, chunk: TurnChunk) -> dict[str, Any]:
 
 
 def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
-    """Audit entries as JSON, each with the ``view`` of the pause it answered (as it read then)."""
+    """Audit entries as JSON, each answer with the ``view`` of the pause it answered (as it read
+    then; None for an entry that answers no pause)."""
     items: list[dict[str, Any]] = dump(AUDIT, entries)
     for item, entry in zip(items, entries, strict=True):
+        if not entry.name:  # not an answer to a pause (nothing to show as one)
+            item["view"] = None
+            continue
         pause = PendingInterrupt(entry.name, entry.ref, entry.input, entry.metadata, entry.at, call_ref=entry.call_ref)
         item["view"] = asdict(agent.view(pause))
     return items

@@ -46,8 +46,9 @@ def _schemas() -> dict[str, Any]:
         schemas.update(schema.pop("$defs", {}))
         schemas[name] = schema
     # The server adds to each pause and audit entry how it reads to a person (``_display``).
+    schemas["PendingInterrupt"]["properties"]["view"] = _ref("PauseView")
+    schemas["AuditEntry"]["properties"]["view"] = {"anyOf": [_ref("PauseView"), {"type": "null"}]}
     for name in ("PendingInterrupt", "AuditEntry"):
-        schemas[name]["properties"]["view"] = _ref("PauseView")
         schemas[name]["required"] = [*schemas[name].get("required", []), "view"]
     schemas["Tool"] = {
         "type": "object",
