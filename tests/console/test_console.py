@@ -283,6 +283,11 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
     cards.nth(1).get_by_role("button", name="Deny", exact=True).click()
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $5 to anna.")
     assert served.ledger == ["5->anna"]
+    answered = served.model_requests("bankingAgent")[-2].messages[-1]  # what the model saw of both answers
+    assert [p.output for p in answered.tool_responses] == [
+        {"approved": True, "feedback": ""},
+        {"denied": True, "reason": "Ben was paid already."},
+    ]
 
     page.reload()  # the trail and the cards come from the server, not from this page's memory
     entries = page.locator("#audit .audit-entry")
@@ -367,10 +372,11 @@ def test_cancel_the_open_pauses_then_write_again(served: Served, browser, shots:
     )
     expect(page.locator("#audit .audit-entry .badge")).to_have_text(["Cancelled", "Cancelled"])
     expect(page.locator("#cancel-open")).to_be_hidden()
-    last = served.model_requests("bankingAgent")
-    assert served.ledger == [] and last  # nothing ran
+    assert served.ledger == []  # nothing ran
     page.get_by_label("Message", exact=True).press("Enter")
     expect(page.locator(".msg-model .msg-body").last).to_have_text("You said: Actually, hold on.")
+    tool_message = served.model_requests("bankingAgent")[-1].messages[-2]  # the model was told, then asked
+    assert [p.output for p in tool_message.tool_responses] == [{"cancelled": True, "reason": "Wrong accounts"}] * 2
     shots(page, "written-again")
 
 
