@@ -1,7 +1,9 @@
-"""Checking a resume's answers against the session as it is now.
+"""Checking a resume's answers: as data a session can keep, then against the session as it is now.
 
-``check_answers`` is pure: it either returns the records that claim the pauses, or raises the
-``ResumeRefused`` subclass naming what is wrong — before anything runs or is written.
+``prepare_answers`` puts an answer's values in the JSON normal form the stores keep (or refuses
+them with ``InvalidAnswer``, naming the JSON path and the limit). ``check_answers`` is pure: it
+either returns the records that claim the pauses, or raises the ``ResumeRefused`` subclass
+naming what is wrong — before anything runs or is written.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from ._interrupts import ToolResponse, ToolRestart
+from ._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, json_text
 from ._records import CallAnswered
 from ._session import SessionState
 from ._tools import Tool, jsonable
@@ -33,7 +36,7 @@ from .errors import (
     UnknownInterrupt,
 )
 
-__all__ = ["AnswerContext", "check_answers", "expiry_claims", "request_hash"]
+__all__ = ["AnswerContext", "check_answers", "expiry_claims", "prepare_answers", "request_hash"]
 
 Answer = ToolResponse | ToolRestart
 
@@ -48,6 +51,79 @@ class AnswerContext:
     metadata: dict[str, Any] | None
     idempotency_key: str | None
     request_hash: str | None
+    limits: JsonLimits = field(default=DEFAULT_LIMITS)
+
+
+def prepare_answers(
+    respond: Sequence[ToolResponse],
+    restart: Sequence[ToolRestart],
+    metadata: Any,
+    limits: JsonLimits,
+    **strings: str | None,
+) -> tuple[list[Answer], dict[str, Any] | None]:
+    """The answers and the resume's metadata with every value in JSON normal form.
+
+    Raises ``TypeError`` for an answer that is not a ``ToolResponse`` / ``ToolRestart``, and
+    ``InvalidAnswer`` (details: ``path``, ``rule``, ``limit``) for a ref or name that is not a
+    string, a decision that does not exist, or a value a session cannot keep — including the
+    ``strings`` given (principal, via, idempotency key). Nothing is recorded either way.
+    """
+    for given in respond:
+        if not isinstance(given, ToolResponse):
+            raise TypeError(f"respond= takes ToolResponse answers (interrupt.respond(...)), not {given!r}")
+    for again in restart:
+        if not isinstance(again, ToolRestart):
+            raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {again!r}")
+    answers: list[Answer] = []
+    ref: Any = None
+    try:
+        for name, value in strings.items():
+            if value is not None:
+                json_text(value, limits, path=f"$.{name}")
+        metadata = _metadata(metadata, limits, "$.metadata")
+        for index, response in enumerate(respond):
+            where, ref = f"$.respond[{index}]", response.ref
+            _check_names(response, where, limits)
+            if response.decision not in ("respond", "deny"):
+                raise InvalidAnswer(f"{where}.decision must be 'respond' or 'deny', not {response.decision!r}", ref=ref)
+            if response.reason is not None:
+                json_text(response.reason, limits, path=where + ".reason")
+            output = json_data(response.output, limits, path=where + ".output")
+            extra = _metadata(response.metadata, limits, where + ".metadata")
+            if output is not response.output or extra is not response.metadata:
+                response = replace(response, output=output, metadata=extra)
+            answers.append(response)
+        for index, restart_ in enumerate(restart):
+            where, ref = f"$.restart[{index}]", restart_.ref
+            _check_names(restart_, where, limits)
+            new_input = json_data(restart_.replace_input, limits, path=where + ".replace_input")
+            resumed = _metadata(restart_.resumed_metadata, limits, where + ".resumed_metadata")
+            if new_input is not restart_.replace_input or resumed is not restart_.resumed_metadata:
+                restart_ = replace(restart_, replace_input=new_input, resumed_metadata=resumed)
+            answers.append(restart_)
+    except NotJsonData as exc:
+        refs = {"ref": ref} if isinstance(ref, str) else {}
+        raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **refs, **exc.details()) from None
+    return answers, metadata
+
+
+def _check_names(answer: Answer, where: str, limits: JsonLimits) -> None:
+    for name in ("ref", "name"):
+        value = getattr(answer, name)
+        if not isinstance(value, str):
+            raise InvalidAnswer(
+                f"{where}.{name} must be a string, not {type(value).__name__}", path=f"{where}.{name}", rule="json_type"
+            )
+        json_text(value, limits, path=f"{where}.{name}")
+
+
+def _metadata(value: Any, limits: JsonLimits, where: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidAnswer(f"{where} must be a dict, not {type(value).__name__}", path=where, rule="json_type")
+    checked = json_data(value, limits, path=where)
+    return checked if type(checked) is dict else dict(checked)
 
 
 def request_hash(answers: Sequence[Answer], metadata: dict[str, Any] | None) -> str:
@@ -69,12 +145,8 @@ def check_answers(
     *,
     allow_changed_tools: bool = False,
 ) -> list[CallAnswered]:
-    """The claim records for ``answers``, or a ``ResumeRefused`` error; all or nothing."""
-    try:
-        jsonable([ctx.metadata, *(getattr(a, "metadata", None) for a in answers)])
-        jsonable([getattr(a, "resumed_metadata", None) for a in answers])
-    except (TypeError, ValueError) as exc:
-        raise InvalidAnswer(f"resume metadata must be JSON data: {exc}") from exc
+    """The claim records for ``answers`` (from ``prepare_answers``), or a ``ResumeRefused``
+    error; all or nothing."""
     claims: list[CallAnswered] = []
     seen: set[str] = set()
     for answer in answers:
@@ -151,9 +223,10 @@ def _check_one(
                     f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
                 )
             try:
-                claim.replace_input = tool.validate_input(answer.replace_input).model_dump(mode="json")
+                validated = tool.validate_input(answer.replace_input).model_dump(mode="json")
             except ValidationError as exc:
                 raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
+            claim.replace_input = _kept(validated, ctx.limits, ref, f"replacement input for {name!r}")
         return claim
     claim.decision = answer.decision
     if answer.decision == "deny":
@@ -161,10 +234,19 @@ def _check_one(
         claim.output = {"denied": True, "reason": answer.reason or ""}
         return claim
     try:
-        claim.output = tool.validate_output(answer.output)
+        output = tool.validate_output(answer.output)
     except (ValidationError, TypeError, ValueError) as exc:  # a PydanticSerializationError is a ValueError
         raise InvalidAnswer(f"the answer to {name!r} is not valid for its output schema: {exc}", ref=ref) from exc
+    # The schema may make new values (a float field reads "nan" as NaN): check what is kept.
+    claim.output = output if tool.output_adapter is None else _kept(output, ctx.limits, ref, f"the answer to {name!r}")
     return claim
+
+
+def _kept(value: Any, limits: JsonLimits, ref: str, what: str) -> Any:
+    try:
+        return json_data(value, limits)
+    except NotJsonData as exc:
+        raise InvalidAnswer(f"{what} cannot be recorded: {exc}", ref=ref, **exc.details()) from None
 
 
 def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -173,10 +255,18 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]
     return {**a, **b}
 
 
-def expiry_claims(state: SessionState, now: datetime, policy: Any, principal: str | None = None) -> list[CallAnswered]:
+def expiry_claims(
+    state: SessionState,
+    now: datetime,
+    policy: Any,
+    principal: str | None = None,
+    limits: JsonLimits = DEFAULT_LIMITS,
+) -> list[CallAnswered]:
     """Claims resolving every open pause whose time-to-live has passed, by the expiry policy.
 
-    ``policy(interrupt)`` returns the output the model receives for the expired call.
+    ``policy(interrupt)`` returns the output the model receives for the expired call (when it
+    returns something a session cannot keep, the model is told the pause expired, and why the
+    policy's output is missing).
     """
     claims = []
     for pause in state.expired(now):
@@ -190,8 +280,15 @@ def expiry_claims(state: SessionState, now: datetime, policy: Any, principal: st
                 at=now,
                 principal=principal,
                 via="expiry",
-                output=jsonable(policy(pending_interrupt(record))),
+                output=_expiry_output(policy, pending_interrupt(record), limits),
                 reason=f"no answer before {record.expires_at.isoformat() if record.expires_at else '?'}",
             )
         )
     return claims
+
+
+def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:
+    try:
+        return json_data(policy(interrupt), limits)
+    except NotJsonData as exc:
+        return {"expired": True, "error": f"the expiry policy's output cannot be recorded: {exc}"}

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ._messages import Message
+
 __all__ = ["AuditEntry", "PendingInterrupt", "ToolResponse", "ToolRestart"]
 
 
@@ -75,11 +77,16 @@ class PendingInterrupt:
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """One answer to a pause, as the audit trail records it: who, when, through what, what."""
+    """One entry of a session's audit trail: who did what, when, through what.
+
+    Most entries are answers to a pause (``ref`` and ``name`` name it). A user message is an
+    entry too, with ``decision="message"``: ``principal`` sent ``message`` (``ref`` and
+    ``name`` are empty; ``via`` is ``"unknown"`` for messages recorded before senders were).
+    """
 
     ref: str
     name: str
-    decision: Literal["respond", "deny", "restart", "cancel", "expire"]
+    decision: Literal["respond", "deny", "restart", "cancel", "expire", "message"]
     at: datetime
     principal: str | None
     via: str
@@ -89,3 +96,4 @@ class AuditEntry:
     metadata: dict[str, Any] | None = None
     reason: str | None = None
     idempotency_key: str | None = None
+    message: Message | None = None

@@ -45,11 +45,14 @@ class MessageAdded:
     """A user or model message (tool messages are derived, see module docstring).
 
     ``at`` is when the message was recorded: for a model message asking for tools, when its
-    calls started running.
+    calls started running. A user message names its sender like an answer names who gave it:
+    ``principal`` and ``via`` (None in logs written before senders were recorded).
     """
 
     message: Message
     at: datetime | None = None
+    principal: str | None = None
+    via: str | None = None
     kind: Literal["message"] = "message"
 
 

@@ -19,6 +19,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from ._jsondata import json_data
 from ._models import ToolDefinition
 from .errors import DefinitionError
 
@@ -63,10 +64,13 @@ class ToolRunContext:
         return self.resumed_metadata is not None
 
     def send_progress(self, data: Any) -> None:
-        """Stream a progress update to whoever follows this turn (a no-op when nobody streams)."""
+        """Stream a progress update to whoever follows this turn (a no-op when nobody streams).
+
+        Raises ``ValueError`` when ``data`` is not JSON data (see ``JsonLimits``).
+        """
         if self._progress is None:
             return
-        payload = jsonable(data)
+        payload = json_data(data)
         if self._loop is not None and threading.get_ident() != self._loop_thread:
             self._loop.call_soon_threadsafe(self._progress, payload)
         else:

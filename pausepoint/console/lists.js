@@ -34,6 +34,8 @@ export function renderSessions(list, empty, items, current, { showPauses }) {
 }
 
 export function renderAudit(list, empty, entries) {
+  // Answers only: the conversation already shows the messages (entries with decision "message").
+  entries = entries.filter((entry) => entry.decision !== "message");
   list.replaceChildren(...entries.slice().reverse().map((entry) => {
     const details = {};
     for (const field of ["output", "replace_input", "resumed_metadata", "metadata"]) {
