@@ -77,9 +77,9 @@ def prepare_answers(
     answers: list[Answer] = []
     ref: Any = None
     try:
-        for name, value in strings.items():
+        for key, value in strings.items():
             if value is not None:
-                json_text(value, limits, path=f"$.{name}")
+                json_text(value, limits, path=f"$.{key}", name=key != "key")
         metadata = _metadata(metadata, limits, "$.metadata")
         for index, response in enumerate(respond):
             where, ref = f"$.respond[{index}]", response.ref
@@ -173,6 +173,14 @@ def _check_one(
         if call.turn != state.turn:
             raise StaleInterrupt(
                 f"call {ref!r} belongs to turn {call.turn}; the session is at turn {state.turn}", ref=ref
+            )
+        if call.status == "paused":  # the call's ref, where its pause's was meant
+            pause_ref = next((p.record.ref for p in state.open.values() if p.record.call_ref == ref), None)
+            raise UnknownInterrupt(
+                f"{ref!r} is the ref of the paused call of {name!r}, not of its pause: answer the pause by its "
+                f"own ref ({pause_ref!r}, PendingInterrupt.ref)",
+                ref=ref,
+                pause_ref=pause_ref,
             )
         raise NotPaused(f"call {ref!r} of {name!r} is not paused (status: {call.status})", ref=ref)
     paused = pause.record

@@ -119,7 +119,7 @@ class Chat:
         try:
             json_text(reason, self.agent.json_limits, path="$.reason")
             if principal is not None:
-                json_text(principal, self.agent.json_limits, path="$.principal")
+                json_text(principal, self.agent.json_limits, path="$.principal", name=True)
         except NotJsonData as exc:
             raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
 
@@ -190,9 +190,9 @@ class Chat:
         limits = self.agent.json_limits
         user = user_message(message, limits)
         try:
-            for name, value in (("principal", principal or self.principal), ("via", via)):
+            for key, value in (("principal", principal or self.principal), ("via", via)):
                 if value is not None:
-                    json_text(value, limits, path=f"$.{name}")
+                    json_text(value, limits, path=f"$.{key}", name=True)
         except NotJsonData as exc:
             raise InvalidMessage(f"the message's sender cannot be recorded: {exc}", **exc.details()) from None
         return user

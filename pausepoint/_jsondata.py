@@ -80,7 +80,8 @@ DEFAULT_LIMITS = JsonLimits(max_string_bytes=DEFAULT_MAX_RECORD_BYTES)
 class NotJsonData(ValueError):
     """A value a session cannot keep: ``path`` (JSONPath, ``$`` is the value), ``rule`` broken
     (``max_depth``, ``max_int_digits``, ``max_string_bytes``, ``finite_number``,
-    ``unpaired_surrogate``, ``json_type``) and the ``limit`` (None for rules without one)."""
+    ``unpaired_surrogate``, ``json_type``, ``nul_in_name``) and the ``limit`` (None for rules
+    without one)."""
 
     def __init__(self, problem: str, rule: str, limit: int | None = None) -> None:
         super().__init__(problem)
@@ -130,16 +131,20 @@ def json_data(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
         raise
 
 
-def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$") -> str:
-    """``value`` if it is a string a session can keep; ``NotJsonData`` otherwise."""
+def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$", name: bool = False) -> str:
+    """``value`` if it is a string a session can keep; ``NotJsonData`` otherwise.
+
+    ``name=True`` also refuses NUL: a name (a principal, a session id) is kept in database text
+    columns too, and PostgreSQL's cannot hold it.
+    """
     if limits.max_string_bytes is None:
         limits = limits.bounded_by(DEFAULT_MAX_RECORD_BYTES)
-    if type(value) is not str:
-        error = NotJsonData(f"expected a string, not {type(value).__name__}", "json_type")
-        error.root = path
-        raise error
     try:
+        if type(value) is not str:
+            raise NotJsonData(f"expected a string, not {type(value).__name__}", "json_type")
         _check_str(value, limits)
+        if name and "\x00" in value:
+            raise NotJsonData("a NUL character, which a name cannot hold", "nul_in_name")
     except NotJsonData as exc:
         exc.root = path
         raise

@@ -66,11 +66,12 @@ class ToolRunContext:
     def send_progress(self, data: Any) -> None:
         """Stream a progress update to whoever follows this turn (a no-op when nobody streams).
 
-        Raises ``ValueError`` when ``data`` is not JSON data (see ``JsonLimits``).
+        Raises ``ValueError`` when ``data`` is not JSON data (see ``JsonLimits``), whether or
+        not anybody streams.
         """
+        payload = json_data(data)
         if self._progress is None:
             return
-        payload = json_data(data)
         if self._loop is not None and threading.get_ident() != self._loop_thread:
             self._loop.call_soon_threadsafe(self._progress, payload)
         else:
@@ -142,7 +143,8 @@ class Tool:
         return jsonable(self.output_adapter.validate_python(raw))
 
     async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
-        """Run the function; returns JSON data. ``Interrupt`` and the function's errors propagate."""
+        """Run the function; returns what it returned (the caller makes it JSON data: see
+        ``_jsondata.json_data``). ``Interrupt`` and the function's errors propagate."""
         kwargs: dict[str, Any] = (
             {name: getattr(validated, name) for name in type(validated).model_fields} if self._unpack else {}
         )
@@ -153,7 +155,7 @@ class Tool:
             result = await self.fn(*args, **kwargs)
         else:
             result = await asyncio.to_thread(self.fn, *args, **kwargs)
-        return jsonable(result)
+        return result
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

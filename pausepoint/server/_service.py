@@ -72,7 +72,7 @@ class Service:
 
 def _storable(text: str) -> bool:
     try:
-        json_text(text)
+        json_text(text, name=True)
     except NotJsonData:
         return False
     return True
