@@ -12,11 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic_core import from_json
 
-from pausepoint.server import OwnerPolicy
+from pausepoint import Interrupt, JsonLimits, Pausepoint, ToolRunContext
+from pausepoint.server import BearerTokens, OwnerPolicy, create_app
+from pausepoint.testing import ScriptedModel, tool_call
 from tests.readback import read_elsewhere
 from tests.server.conftest import ALICE, BOB, Served
-from tests.server.harness import build_app, serve_in_thread
+from tests.server.harness import TOKENS, build_app, serve_in_thread
 
 DESK = {"Authorization": "Bearer desk-token"}
 
@@ -86,8 +89,9 @@ async def test_rest_refuses_what_a_session_cannot_keep(served: Served, http: htt
     sessions_before = (await http.get(served.bank + "/v1/agents/bankingAgent/sessions", headers=ALICE)).json()
 
     where = [
-        (bank + f"/interrupts/{bank_ref}/respond", '{"output": {"approved": true, "feedback": "x"}, "metadata": {"m": @}}',
-         "$.respond[0].metadata.m", "invalid_answer"),
+        (bank + f"/interrupts/{bank_ref}/respond",
+         '{"output": {"approved": true, "feedback": "x"}, "metadata": {"m": @}}', "$.respond[0].metadata.m",
+         "invalid_answer"),
         (bank + "/resume", '{"respond": [{"ref": "' + bank_ref + '", "name": "userApproval", '
          '"output": {"approved": true}}], "metadata": {"m": @}}', "$.metadata.m", "invalid_answer"),
         (bank + f"/interrupts/{bank_ref}/approve", '{"metadata": {"m": @}}', "$.metadata.m", "invalid_answer"),
@@ -134,7 +138,9 @@ async def test_rest_refuses_what_a_session_cannot_keep(served: Served, http: htt
     assert (await http.get(served.bank + "/v1/agents/bankingAgent/sessions", headers=ALICE)).json() == sessions_before
     assert read_elsewhere(str(tmp_path / "sessions.db"), [bank_id, shell_id]) == elsewhere_before
     assert served.ledger == [] and served.executed == []
-    reply = await http.post(bank + f"/interrupts/{bank_ref}/respond", json={"output": {"approved": True}}, headers=ALICE)
+    reply = await http.post(
+        bank + f"/interrupts/{bank_ref}/respond", json={"output": {"approved": True}}, headers=ALICE
+    )
     assert reply.status_code == 200 and served.ledger == ["5->z"]
 
 
@@ -142,7 +148,9 @@ async def test_the_genkit_endpoint_refuses_what_a_session_cannot_keep(served: Se
     bank_id, bank_ref = await paused(http, served.bank, "bankingAgent", "Transfer $7 to y.")
     shell_id, shell_ref = await paused(http, served.shell, "shellAgent", "Run: rm -rf dist/")
     genkit_bank, genkit_shell = served.bank + "/agents/bankingAgent", served.shell + "/agents/shellAgent"
-    snapshot = (await http.post(genkit_bank + "/getSnapshot", json={"data": {"sessionId": bank_id}}, headers=ALICE)).json()
+    snapshot = (
+        await http.post(genkit_bank + "/getSnapshot", json={"data": {"sessionId": bank_id}}, headers=ALICE)
+    ).json()
     snap = snapshot["result"]["snapshotId"]
     before = {
         "bank": await state(http, served.bank, "bankingAgent", bank_id),
@@ -194,7 +202,7 @@ async def test_the_genkit_endpoint_refuses_what_a_session_cannot_keep(served: Se
     version = int(snap.rpartition(".")[2])
     arabic = str(version).translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
     message = {"role": "user", "content": [{"text": "hello"}]}
-    cases = [(bank_id + ".²", "not_found"), (bank_id + "." + arabic, "not_found"), (bank_id + ".١", "not_found"),
+    cases = [(bank_id + ".²", "not_found"), (bank_id + "." + arabic, "not_found"), (bank_id + ".\u0661", "not_found"),
              ("\ud800.1", "session_not_found")]  # fmt: skip
     for bad, code in cases:
         for url, data in (
@@ -275,7 +283,10 @@ async def test_approvers_answer_but_never_speak_in_anothers_session(desk_served:
         ("message", "alice", "http"),
     ]
     assert trail[0]["message"]["parts"][0]["text"] == "Transfer $5 to savings."
-    genkit_turn = {"data": {"message": {"role": "user", "content": [{"text": "And?"}]}}, "init": {"sessionId": session_id}}
+    genkit_turn = {
+        "data": {"message": {"role": "user", "content": [{"text": "And?"}]}},
+        "init": {"sessionId": session_id},
+    }
     assert (await http.post(genkit, json=genkit_turn, headers=ALICE)).status_code == 200
     last = (await http.get(base + "/audit", headers=ALICE)).json()["entries"][-1]
     assert (last["decision"], last["principal"], last["via"]) == ("message", "alice", "genkit")
@@ -318,9 +329,53 @@ async def test_responses_are_hardened(served: Served, http):
         await http.get(served.bank + "/console/"),
         await http.get(f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}", headers=ALICE),
         await post(http, f"{served.bank}/v1/agents/bankingAgent/sessions", b'{"message": "\\ud800"}', ALICE),
-        await http.post(f"{served.bank}/v1/agents/bankingAgent/sessions", json={"message": "hi"},
-                        headers={**ALICE, "Accept": "text/event-stream"}),  # fmt: skip
+        await http.post(
+            f"{served.bank}/v1/agents/bankingAgent/sessions",
+            json={"message": "hi"},
+            headers={**ALICE, "Accept": "text/event-stream"},
+        ),
     ]
     for reply in checks:
         assert reply.headers.get("x-content-type-options") == "nosniff", (reply.request.url, reply.headers)
     assert json.loads(checks[6].text)["error"]["code"] == "invalid_message"
+
+
+async def test_values_at_the_deepest_limit_read_back_from_every_wire_reply(http):
+    """``MAX_DEPTH`` (192) leaves room for the deepest wrapping a reply puts around a value: a
+    tool input inside a Genkit snapshot. Each reply parses with pydantic-core's own JSON parser
+    (what Genkit's client validates snapshots with), whose limit is 200 levels."""
+    value: Any = 1
+    for _ in range(191):
+        value = [value]
+
+    def app() -> Any:
+        ai = Pausepoint()
+
+        @ai.tool()
+        async def hold(amount: Any, ctx: ToolRunContext) -> Any:
+            """Pauses with its input as metadata."""
+            if ctx.resumed_metadata is None:
+                raise Interrupt({"amount": amount})
+            return {"amount": amount}
+
+        model = ScriptedModel([[tool_call("hold", {"amount": value})], "held"])
+        ai.define_agent(name="deep", model=model, tools=[hold], json_limits=JsonLimits(max_depth=192))
+        return create_app(ai, auth=BearerTokens(TOKENS))
+
+    with serve_in_thread(app) as url:
+        genkit = url + "/agents/deep"
+        turn = {"data": {"message": {"role": "user", "content": [{"text": "hold it"}]}}}
+        replies = [await http.post(genkit, json=turn, headers={**ALICE, "Accept": "text/event-stream"})]
+        frames = [line[6:] for line in replies[0].text.splitlines() if line.startswith("data: ")]
+        result = json.loads(frames[-1])["result"]
+        session_id, snap = result["sessionId"], result["snapshotId"]
+        replies.append(await http.post(genkit + "/getSnapshot", json={"data": {"snapshotId": snap}}, headers=ALICE))
+        rest = f"{url}/v1/agents/deep/sessions/{session_id}"
+        replies += [await http.get(rest + tail, headers=ALICE) for tail in ("", "/history", "/interrupts")]
+        for reply in replies:
+            assert reply.status_code == 200, reply.text[:300]
+        for document in [*frames, *(r.text for r in replies[1:])]:
+            from_json(document)  # within the parser's 200 levels
+        parts = from_json(replies[1].text)["result"]["state"]["messages"][1]["content"]
+        assert parts[0]["toolRequest"]["input"] == {"amount": value}
+        assert parts[0]["metadata"]["interrupt"] == {"amount": value}
