@@ -76,53 +76,74 @@ def prepare_answers(
             raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {again!r}")
     answers: list[Answer] = []
     ref: Any = None
+    at: tuple[Any, ...] = ()  # where the value being checked is; made a path only for an error
     try:
         for key, value in strings.items():
             if value is not None:
-                json_text(value, limits, path=f"$.{key}", name=key != "key")
-        metadata = _metadata(metadata, limits, "$.metadata")
+                at = (key,)
+                json_text(value, limits, name=key != "key")
+        if metadata is not None:
+            at = ("metadata",)
+            metadata = _metadata(metadata, limits)
         for index, response in enumerate(respond):
-            where, ref = f"$.respond[{index}]", response.ref
-            _check_names(response, where, limits)
+            ref = response.ref
+            _check_names(response, ("respond", index), limits)
             if response.decision not in ("respond", "deny"):
-                raise InvalidAnswer(f"{where}.decision must be 'respond' or 'deny', not {response.decision!r}", ref=ref)
+                raise InvalidAnswer(
+                    f"$.respond[{index}].decision must be 'respond' or 'deny', not {response.decision!r}", ref=ref
+                )
             if response.reason is not None:
-                json_text(response.reason, limits, path=where + ".reason")
-            output = json_data(response.output, limits, path=where + ".output")
-            extra = _metadata(response.metadata, limits, where + ".metadata")
+                at = ("respond", index, "reason")
+                json_text(response.reason, limits)
+            at = ("respond", index, "output")
+            output = json_data(response.output, limits)
+            extra = response.metadata
+            if extra is not None:
+                at = ("respond", index, "metadata")
+                extra = _metadata(extra, limits)
             if output is not response.output or extra is not response.metadata:
                 response = replace(response, output=output, metadata=extra)
             answers.append(response)
-        for index, restart_ in enumerate(restart):
-            where, ref = f"$.restart[{index}]", restart_.ref
-            _check_names(restart_, where, limits)
-            new_input = json_data(restart_.replace_input, limits, path=where + ".replace_input")
-            resumed = _metadata(restart_.resumed_metadata, limits, where + ".resumed_metadata")
-            if new_input is not restart_.replace_input or resumed is not restart_.resumed_metadata:
-                restart_ = replace(restart_, replace_input=new_input, resumed_metadata=resumed)
-            answers.append(restart_)
+        for index, again in enumerate(restart):
+            ref = again.ref
+            _check_names(again, ("restart", index), limits)
+            at = ("restart", index, "replace_input")
+            new_input = json_data(again.replace_input, limits)
+            resumed = again.resumed_metadata
+            if resumed is not None:
+                at = ("restart", index, "resumed_metadata")
+                resumed = _metadata(resumed, limits)
+            if new_input is not again.replace_input or resumed is not again.resumed_metadata:
+                again = replace(again, replace_input=new_input, resumed_metadata=resumed)
+            answers.append(again)
     except NotJsonData as exc:
+        exc.root = _path(at)
         refs = {"ref": ref} if isinstance(ref, str) else {}
         raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **refs, **exc.details()) from None
     return answers, metadata
 
 
-def _check_names(answer: Answer, where: str, limits: JsonLimits) -> None:
+def _path(at: tuple[Any, ...]) -> str:
+    """``("respond", 0, "output")`` as ``$.respond[0].output``."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at)
+
+
+def _check_names(answer: Answer, at: tuple[Any, ...], limits: JsonLimits) -> None:
     for name in ("ref", "name"):
         value = getattr(answer, name)
-        if not isinstance(value, str):
-            raise InvalidAnswer(
-                f"{where}.{name} must be a string, not {type(value).__name__}", path=f"{where}.{name}", rule="json_type"
-            )
-        json_text(value, limits, path=f"{where}.{name}")
+        try:
+            if type(value) is not str:
+                raise NotJsonData(f"must be a string, not {type(value).__name__}", "json_type")
+            json_text(value, limits)
+        except NotJsonData as exc:
+            exc.root = _path((*at, name))
+            raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **exc.details()) from None
 
 
-def _metadata(value: Any, limits: JsonLimits, where: str) -> dict[str, Any] | None:
-    if value is None:
-        return None
+def _metadata(value: Any, limits: JsonLimits) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise InvalidAnswer(f"{where} must be a dict, not {type(value).__name__}", path=where, rule="json_type")
-    checked = json_data(value, limits, path=where)
+        raise NotJsonData(f"must be a dict, not {type(value).__name__}", "json_type")
+    checked = json_data(value, limits)
     return checked if type(checked) is dict else dict(checked)
 
 

@@ -43,7 +43,8 @@ def user_message(message: str | Message | Sequence[Part], limits: JsonLimits) ->
         try:
             if isinstance(part, TextPart):
                 json_text(part.text, limits, path=where + ".text")
-                json_data(part.provider_metadata, limits, path=where + ".provider_metadata")
+                if part.provider_metadata is not None:
+                    json_data(part.provider_metadata, limits, path=where + ".provider_metadata")
             elif isinstance(part, MediaPart):
                 json_text(part.url, limits, path=where + ".url")
                 if part.content_type is not None:
@@ -65,40 +66,56 @@ def model_message(
     if finish_reason not in _FINISH_REASONS:
         raise ModelOutputError(f"the model reported an unknown finish reason {finish_reason!r}")
     refused: dict[str, dict[str, Any]] = {}
-    parts: list[Part] = []
-    for index, part in enumerate(message.parts):
-        where = f"$.parts[{index}]"
-        try:
+    parts: list[Part] | None = None  # a copy, made only when a part changes
+    at = ""  # the field being checked; made a path only for an error
+    try:
+        for index, part in enumerate(message.parts):
+            kept = part
             if isinstance(part, TextPart):
-                json_text(part.text, limits, path=where + ".text")
-                json_data(part.provider_metadata, limits, path=where + ".provider_metadata")
+                at = "text"
+                json_text(part.text, limits)
+                if part.provider_metadata is not None:
+                    at = "provider_metadata"
+                    json_data(part.provider_metadata, limits)
             elif isinstance(part, ToolRequestPart):
-                json_text(part.name, limits, path=where + ".name")
+                at = "name"
+                json_text(part.name, limits)
                 if part.call_id is not None:
-                    json_text(part.call_id, limits, path=where + ".call_id")
-                json_data(part.provider_metadata, limits, path=where + ".provider_metadata")
+                    at = "call_id"
+                    json_text(part.call_id, limits)
+                if part.provider_metadata is not None:
+                    at = "provider_metadata"
+                    json_data(part.provider_metadata, limits)
                 try:
                     arguments = json_data(part.input, limits)
                     if arguments is not part.input:
-                        part = replace(part, input=arguments)
+                        kept = replace(part, input=arguments)
                 except NotJsonData as exc:
                     refused[part.ref] = _invalid_arguments(part.name, exc)
-                    part = replace(part, input=_as_text(part.input))
+                    kept = replace(part, input=_as_text(part.input))
             elif isinstance(part, MediaPart):
-                json_text(part.url, limits, path=where + ".url")
+                at = "url"
+                json_text(part.url, limits)
                 if part.content_type is not None:
-                    json_text(part.content_type, limits, path=where + ".content_type")
+                    at = "content_type"
+                    json_text(part.content_type, limits)
             elif isinstance(part, ToolResponsePart):
-                json_text(part.name, limits, path=where + ".name")
-                output = json_data(part.output, limits, path=where + ".output")
+                at = "name"
+                json_text(part.name, limits)
+                at = "output"
+                output = json_data(part.output, limits)
                 if output is not part.output:
-                    part = replace(part, output=output)
+                    kept = replace(part, output=output)
             else:
                 raise ModelOutputError(f"the model's reply holds a {type(part).__name__}, not a message part")
-        except NotJsonData as exc:
-            raise ModelOutputError(f"the model's reply cannot be recorded: {exc}", **exc.details()) from None
-        parts.append(part)
-    return Message(message.role, parts), refused
+            if kept is not part and parts is None:
+                parts = list(message.parts[:index])
+            if parts is not None:
+                parts.append(kept)
+    except NotJsonData as exc:
+        exc.root = f"$.parts[{index}].{at}"
+        raise ModelOutputError(f"the model's reply cannot be recorded: {exc}", **exc.details()) from None
+    return (message if parts is None else Message(message.role, parts)), refused
 
 
 def _invalid_arguments(name: str, problem: NotJsonData) -> dict[str, Any]:

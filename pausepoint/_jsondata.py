@@ -111,6 +111,8 @@ def json_data(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
     """
     if limits.max_string_bytes is None:
         limits = limits.bounded_by(DEFAULT_MAX_RECORD_BYTES)
+    if value is None or (type(value) is str and value.isascii() and len(value) <= limits.max_string_bytes):
+        return value  # the commonest values, at the cost of one test
     try:
         try:
             _check(value, limits, 0)
@@ -139,6 +141,13 @@ def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
     """
     if limits.max_string_bytes is None:
         limits = limits.bounded_by(DEFAULT_MAX_RECORD_BYTES)
+    if (
+        type(value) is str
+        and value.isascii()
+        and len(value) <= limits.max_string_bytes
+        and not (name and "\x00" in value)
+    ):
+        return value
     try:
         if type(value) is not str:
             raise NotJsonData(f"expected a string, not {type(value).__name__}", "json_type")

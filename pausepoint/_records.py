@@ -134,8 +134,13 @@ _ENCODERS: dict[type[Any], TypeAdapter[Any]] = {
 }
 
 
+_NO_SENDER = {"principal", "via"}
+
+
 def encode_record(record: Record) -> bytes:
     """Serialise a record to the compact JSON a store keeps."""
+    if type(record) is MessageAdded and record.via is None:  # a model message: no sender to keep
+        return _ENCODERS[MessageAdded].dump_json(record, exclude=_NO_SENDER)
     return _ENCODERS[type(record)].dump_json(record)
 
 

@@ -227,7 +227,7 @@ async def test_refs_that_are_not_strings_are_invalid_answers(sqlite):
     for ref in (["a"], {"ref": pause.ref}, 7, None):
         with pytest.raises(InvalidAnswer) as info:
             await chat.resume(respond=[ToolResponse(ref, "ask", "yes")])  # type: ignore[arg-type]
-        assert info.value.details == {"path": "$.respond[0].ref", "rule": "json_type"}
+        assert info.value.details == {"path": "$.respond[0].ref", "rule": "json_type", "limit": None}
         with pytest.raises(InvalidAnswer):
             await chat.resume(restart=[ToolRestart(pause.ref, ref)])  # type: ignore[arg-type]
     with pytest.raises(InvalidAnswer, match="decision"):
