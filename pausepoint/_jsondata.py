@@ -109,9 +109,11 @@ def json_data(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
     Plain JSON data is returned as it is (nothing copied); other values are converted once
     with ``to_jsonable_python`` and checked again. ``path`` names the value in errors.
     """
-    if limits.max_string_bytes is None:
-        limits = limits.bounded_by(DEFAULT_MAX_RECORD_BYTES)
-    if value is None or (type(value) is str and value.isascii() and len(value) <= limits.max_string_bytes):
+    longest = limits.max_string_bytes
+    if longest is None:
+        longest = DEFAULT_MAX_RECORD_BYTES
+        limits = limits.bounded_by(longest)
+    if value is None or (type(value) is str and value.isascii() and len(value) <= longest):
         return value  # the commonest values, at the cost of one test
     try:
         try:
@@ -139,14 +141,11 @@ def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
     ``name=True`` also refuses NUL: a name (a principal, a session id) is kept in database text
     columns too, and PostgreSQL's cannot hold it.
     """
-    if limits.max_string_bytes is None:
-        limits = limits.bounded_by(DEFAULT_MAX_RECORD_BYTES)
-    if (
-        type(value) is str
-        and value.isascii()
-        and len(value) <= limits.max_string_bytes
-        and not (name and "\x00" in value)
-    ):
+    longest = limits.max_string_bytes
+    if longest is None:
+        longest = DEFAULT_MAX_RECORD_BYTES
+        limits = limits.bounded_by(longest)
+    if type(value) is str and value.isascii() and len(value) <= longest and not (name and "\x00" in value):
         return value
     try:
         if type(value) is not str:
