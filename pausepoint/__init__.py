@@ -4,6 +4,7 @@ from ._agent import Agent, deny_on_expiry
 from ._app import Pausepoint
 from ._chat import Chat
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from ._jsondata import JsonLimits
 from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ._models import (
     FunctionModel,
@@ -41,6 +42,7 @@ __all__ = [
     "FunctionModel",
     "Interrupt",
     "InterruptChunk",
+    "JsonLimits",
     "MediaPart",
     "Message",
     "Model",

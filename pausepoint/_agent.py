@@ -18,6 +18,7 @@ from typing import Any, Literal
 from ._approval import approval_for
 from ._chat import Chat
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from ._jsondata import JsonLimits
 from ._models import Model, ToolDefinition
 from ._presentation import PauseView, expiry_note, render
 from ._records import decode_record
@@ -60,6 +61,7 @@ class Agent:
         abandon_after: timedelta = timedelta(minutes=15),
         cache_size: int = 1024,
         wait_timeout: float = 120.0,
+        json_limits: JsonLimits | None = None,
     ) -> None:
         if max_turns < 1:
             raise DefinitionError(f"agent {name!r}: max_turns must be at least 1")
@@ -72,6 +74,8 @@ class Agent:
         self.description = description or ""
         self.config = dict(config or {})
         self.store = store
+        # What the sessions accept (see JsonLimits); strings are bounded by the store's records.
+        self.json_limits = (json_limits or JsonLimits()).bounded_by(store.max_record_bytes)
         self.clock = clock
         self.max_turns = max_turns
         self.tool_errors = tool_errors

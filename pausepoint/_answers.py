@@ -1,7 +1,9 @@
-"""Checking a resume's answers against the session as it is now.
+"""Checking a resume's answers: as data a session can keep, then against the session as it is now.
 
-``check_answers`` is pure: it either returns the records that claim the pauses, or raises the
-``ResumeRefused`` subclass naming what is wrong — before anything runs or is written.
+``prepare_answers`` puts an answer's values in the JSON normal form the stores keep (or refuses
+them with ``InvalidAnswer``, naming the JSON path and the limit). ``check_answers`` is pure: it
+either returns the records that claim the pauses, or raises the ``ResumeRefused`` subclass
+naming what is wrong — before anything runs or is written.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from ._interrupts import ToolResponse, ToolRestart
+from ._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, json_text
 from ._records import CallAnswered
 from ._session import SessionState
 from ._tools import Tool, jsonable
@@ -33,7 +36,7 @@ from .errors import (
     UnknownInterrupt,
 )
 
-__all__ = ["AnswerContext", "check_answers", "expiry_claims", "request_hash"]
+__all__ = ["AnswerContext", "check_answers", "expiry_claims", "prepare_answers", "request_hash"]
 
 Answer = ToolResponse | ToolRestart
 
@@ -48,6 +51,100 @@ class AnswerContext:
     metadata: dict[str, Any] | None
     idempotency_key: str | None
     request_hash: str | None
+    limits: JsonLimits = field(default=DEFAULT_LIMITS)
+
+
+def prepare_answers(
+    respond: Sequence[ToolResponse],
+    restart: Sequence[ToolRestart],
+    metadata: Any,
+    limits: JsonLimits,
+    **strings: str | None,
+) -> tuple[list[Answer], dict[str, Any] | None]:
+    """The answers and the resume's metadata with every value in JSON normal form.
+
+    Raises ``TypeError`` for an answer that is not a ``ToolResponse`` / ``ToolRestart``, and
+    ``InvalidAnswer`` (details: ``path``, ``rule``, ``limit``) for a ref or name that is not a
+    string, a decision that does not exist, or a value a session cannot keep — including the
+    ``strings`` given (principal, via, idempotency key). Nothing is recorded either way.
+    """
+    for given in respond:
+        if not isinstance(given, ToolResponse):
+            raise TypeError(f"respond= takes ToolResponse answers (interrupt.respond(...)), not {given!r}")
+    for again in restart:
+        if not isinstance(again, ToolRestart):
+            raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {again!r}")
+    answers: list[Answer] = []
+    ref: Any = None
+    at: tuple[Any, ...] = ()  # where the value being checked is; made a path only for an error
+    try:
+        for key, value in strings.items():
+            if value is not None:
+                at = (key,)
+                json_text(value, limits, name=key != "key")
+        if metadata is not None:
+            at = ("metadata",)
+            metadata = _metadata(metadata, limits)
+        for index, response in enumerate(respond):
+            ref = response.ref
+            _check_names(response, ("respond", index), limits)
+            if response.decision not in ("respond", "deny"):
+                raise InvalidAnswer(
+                    f"$.respond[{index}].decision must be 'respond' or 'deny', not {response.decision!r}", ref=ref
+                )
+            if response.reason is not None:
+                at = ("respond", index, "reason")
+                json_text(response.reason, limits)
+            at = ("respond", index, "output")
+            output = json_data(response.output, limits)
+            extra = response.metadata
+            if extra is not None:
+                at = ("respond", index, "metadata")
+                extra = _metadata(extra, limits)
+            if output is not response.output or extra is not response.metadata:
+                response = replace(response, output=output, metadata=extra)
+            answers.append(response)
+        for index, again in enumerate(restart):
+            ref = again.ref
+            _check_names(again, ("restart", index), limits)
+            at = ("restart", index, "replace_input")
+            new_input = json_data(again.replace_input, limits)
+            resumed = again.resumed_metadata
+            if resumed is not None:
+                at = ("restart", index, "resumed_metadata")
+                resumed = _metadata(resumed, limits)
+            if new_input is not again.replace_input or resumed is not again.resumed_metadata:
+                again = replace(again, replace_input=new_input, resumed_metadata=resumed)
+            answers.append(again)
+    except NotJsonData as exc:
+        exc.root = _path(at)
+        refs = {"ref": ref} if isinstance(ref, str) else {}
+        raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **refs, **exc.details()) from None
+    return answers, metadata
+
+
+def _path(at: tuple[Any, ...]) -> str:
+    """``("respond", 0, "output")`` as ``$.respond[0].output``."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at)
+
+
+def _check_names(answer: Answer, at: tuple[Any, ...], limits: JsonLimits) -> None:
+    for name in ("ref", "name"):
+        value = getattr(answer, name)
+        try:
+            if type(value) is not str:
+                raise NotJsonData(f"must be a string, not {type(value).__name__}", "json_type")
+            json_text(value, limits)
+        except NotJsonData as exc:
+            exc.root = _path((*at, name))
+            raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **exc.details()) from None
+
+
+def _metadata(value: Any, limits: JsonLimits) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise NotJsonData(f"must be a dict, not {type(value).__name__}", "json_type")
+    checked = json_data(value, limits)
+    return checked if type(checked) is dict else dict(checked)
 
 
 def request_hash(answers: Sequence[Answer], metadata: dict[str, Any] | None) -> str:
@@ -69,12 +166,8 @@ def check_answers(
     *,
     allow_changed_tools: bool = False,
 ) -> list[CallAnswered]:
-    """The claim records for ``answers``, or a ``ResumeRefused`` error; all or nothing."""
-    try:
-        jsonable([ctx.metadata, *(getattr(a, "metadata", None) for a in answers)])
-        jsonable([getattr(a, "resumed_metadata", None) for a in answers])
-    except (TypeError, ValueError) as exc:
-        raise InvalidAnswer(f"resume metadata must be JSON data: {exc}") from exc
+    """The claim records for ``answers`` (from ``prepare_answers``), or a ``ResumeRefused``
+    error; all or nothing."""
     claims: list[CallAnswered] = []
     seen: set[str] = set()
     for answer in answers:
@@ -101,6 +194,14 @@ def _check_one(
         if call.turn != state.turn:
             raise StaleInterrupt(
                 f"call {ref!r} belongs to turn {call.turn}; the session is at turn {state.turn}", ref=ref
+            )
+        if call.status == "paused":  # the call's ref, where its pause's was meant
+            pause_ref = next((p.record.ref for p in state.open.values() if p.record.call_ref == ref), None)
+            raise UnknownInterrupt(
+                f"{ref!r} is the ref of the paused call of {name!r}, not of its pause: answer the pause by its "
+                f"own ref ({pause_ref!r}, PendingInterrupt.ref)",
+                ref=ref,
+                pause_ref=pause_ref,
             )
         raise NotPaused(f"call {ref!r} of {name!r} is not paused (status: {call.status})", ref=ref)
     paused = pause.record
@@ -151,9 +252,10 @@ def _check_one(
                     f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
                 )
             try:
-                claim.replace_input = tool.validate_input(answer.replace_input).model_dump(mode="json")
+                validated = tool.validate_input(answer.replace_input).model_dump(mode="json")
             except ValidationError as exc:
                 raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
+            claim.replace_input = _kept(validated, ctx.limits, ref, f"replacement input for {name!r}")
         return claim
     claim.decision = answer.decision
     if answer.decision == "deny":
@@ -161,10 +263,19 @@ def _check_one(
         claim.output = {"denied": True, "reason": answer.reason or ""}
         return claim
     try:
-        claim.output = tool.validate_output(answer.output)
+        output = tool.validate_output(answer.output)
     except (ValidationError, TypeError, ValueError) as exc:  # a PydanticSerializationError is a ValueError
         raise InvalidAnswer(f"the answer to {name!r} is not valid for its output schema: {exc}", ref=ref) from exc
+    # The schema may make new values (a float field reads "nan" as NaN): check what is kept.
+    claim.output = output if tool.output_adapter is None else _kept(output, ctx.limits, ref, f"the answer to {name!r}")
     return claim
+
+
+def _kept(value: Any, limits: JsonLimits, ref: str, what: str) -> Any:
+    try:
+        return json_data(value, limits)
+    except NotJsonData as exc:
+        raise InvalidAnswer(f"{what} cannot be recorded: {exc}", ref=ref, **exc.details()) from None
 
 
 def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -173,10 +284,18 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]
     return {**a, **b}
 
 
-def expiry_claims(state: SessionState, now: datetime, policy: Any, principal: str | None = None) -> list[CallAnswered]:
+def expiry_claims(
+    state: SessionState,
+    now: datetime,
+    policy: Any,
+    principal: str | None = None,
+    limits: JsonLimits = DEFAULT_LIMITS,
+) -> list[CallAnswered]:
     """Claims resolving every open pause whose time-to-live has passed, by the expiry policy.
 
-    ``policy(interrupt)`` returns the output the model receives for the expired call.
+    ``policy(interrupt)`` returns the output the model receives for the expired call (when it
+    returns something a session cannot keep, the model is told the pause expired, and why the
+    policy's output is missing).
     """
     claims = []
     for pause in state.expired(now):
@@ -190,8 +309,15 @@ def expiry_claims(state: SessionState, now: datetime, policy: Any, principal: st
                 at=now,
                 principal=principal,
                 via="expiry",
-                output=jsonable(policy(pending_interrupt(record))),
+                output=_expiry_output(policy, pending_interrupt(record), limits),
                 reason=f"no answer before {record.expires_at.isoformat() if record.expires_at else '?'}",
             )
         )
     return claims
+
+
+def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:
+    try:
+        return json_data(policy(interrupt), limits)
+    except NotJsonData as exc:
+        return {"expired": True, "error": f"the expiry policy's output cannot be recorded: {exc}"}

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeVar, overload
 from pydantic import BaseModel
 
 from ._agent import Agent, Clock, ExpiryPolicy, deny_on_expiry
+from ._jsondata import JsonLimits
 from ._models import FunctionModel, Model, ModelFunction, Plugin
 from ._presentation import PauseDisplay
 from ._tools import Interrupt, Tool
@@ -175,6 +176,7 @@ class Pausepoint:
         on_expiry: ExpiryPolicy = deny_on_expiry,
         abandon_after: timedelta = timedelta(minutes=15),
         cache_size: int = 1024,
+        json_limits: JsonLimits | None = None,
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
 
@@ -186,7 +188,9 @@ class Pausepoint:
         expired interrupt to the result the model sees (default: a denial). A tool call that
         has been running longer than ``abandon_after`` without a recorded result is presumed
         lost with its process: the next ``send`` or empty ``resume`` records it as of unknown
-        outcome (or runs it again, for an idempotent tool).
+        outcome (or runs it again, for an idempotent tool). ``json_limits`` bounds the JSON data
+        its sessions accept — messages, answers, model output, tool results (``JsonLimits()``:
+        64 levels deep, integers of 640 digits, strings as long as the store's records allow).
         """
         if name in self._agents:
             raise DefinitionError(f"an agent named {name!r} is already defined")
@@ -208,6 +212,7 @@ class Pausepoint:
             on_expiry=on_expiry,
             abandon_after=abandon_after,
             cache_size=cache_size,
+            json_limits=json_limits,
         )
         self._agents[name] = agent
         return agent

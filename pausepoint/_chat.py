@@ -7,9 +7,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._answers import AnswerContext, check_answers, expiry_claims, request_hash
+from ._answers import AnswerContext, check_answers, expiry_claims, prepare_answers, request_hash
+from ._intake import user_message
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
-from ._messages import Message, Part, TextPart
+from ._jsondata import NotJsonData, json_text
+from ._messages import Message, Part
 from ._records import CallAnswered, MessageAdded, SessionStarted
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, SessionState
@@ -19,6 +21,8 @@ from ._views import audit_entry, pending_interrupt, response_for
 from .errors import (
     ConcurrentUpdate,
     IdempotencyKeyReused,
+    InvalidAnswer,
+    InvalidMessage,
     NothingToResume,
     PendingInterrupts,
     ResumeInProgress,
@@ -50,18 +54,25 @@ class Chat:
 
     # -- turns ----------------------------------------------------------------------------------
 
-    async def send(self, message: str | Message | Sequence[Part], *, principal: str | None = None) -> AgentResponse:
+    async def send(
+        self, message: str | Message | Sequence[Part], *, principal: str | None = None, via: str = "python"
+    ) -> AgentResponse:
         """Send a user message and run the model (and tools) until it answers or a call pauses.
 
-        Raises ``PendingInterrupts`` (nothing written) while calls of the last turn are paused
-        and not expired: answer them with ``resume`` or drop them with ``cancel_pending``.
+        The audit trail records who sent it (``principal``, or the chat's) and through what
+        (``via``). Raises ``PendingInterrupts`` (nothing written) while calls of the last turn
+        are paused and not expired: answer them with ``resume`` or drop them with
+        ``cancel_pending``. Raises ``InvalidMessage`` (nothing written) for a message that is
+        not text and media parts a session can keep (see ``JsonLimits``).
         """
-        return await self._send(_user_message(message), principal, None)
+        return await self._send(self._user_message(message, principal, via), principal, via, None)
 
-    def send_stream(self, message: str | Message | Sequence[Part], *, principal: str | None = None) -> TurnStream:
+    def send_stream(
+        self, message: str | Message | Sequence[Part], *, principal: str | None = None, via: str = "python"
+    ) -> TurnStream:
         """``send``, streamed: iterate the returned stream for chunks; ``await stream.response``."""
-        user = _user_message(message)
-        return self._stream(lambda emit: self._send(user, principal, emit))
+        user = self._user_message(message, principal, via)
+        return self._stream(lambda emit: self._send(user, principal, via, emit))
 
     async def resume(
         self,
@@ -103,8 +114,14 @@ class Chat:
 
         The model sees ``{"cancelled": True, "reason": reason}`` as each call's result; the audit
         trail records ``principal`` and the channel ``via``. Raises ``NothingToResume`` when
-        nothing is paused.
+        nothing is paused, ``InvalidAnswer`` for a reason (or principal) a session cannot keep.
         """
+        try:
+            json_text(reason, self.agent.json_limits, path="$.reason")
+            if principal is not None:
+                json_text(principal, self.agent.json_limits, path="$.principal", name=True)
+        except NotJsonData as exc:
+            raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
 
         async def op(state: SessionState) -> AgentResponse:
             if not state.open:
@@ -138,7 +155,7 @@ class Chat:
         """
 
         async def op(state: SessionState) -> AgentResponse | None:
-            claims = expiry_claims(state, self.agent.clock(), self.agent.on_expiry)
+            claims = expiry_claims(state, self.agent.clock(), self.agent.on_expiry, limits=self.agent.json_limits)
             if not claims:
                 return None
             turn = self._turn(state, None, None)
@@ -160,9 +177,12 @@ class Chat:
         return list((await self._read()).messages)
 
     async def audit_trail(self) -> list[AuditEntry]:
-        """Every answer given in this session, oldest first."""
+        """Every answer given and every user message sent in this session, oldest first."""
         state = await self._read()
-        return [audit_entry(r, state.pauses[r.ref].record) for r in state.audit]
+        return [
+            audit_entry(r, state.pauses[r.ref].record) if isinstance(r, CallAnswered) else audit_entry(r)
+            for r in state.audit
+        ]
 
     async def last_response(self) -> AgentResponse | None:
         """The response of the latest call that ended on this session, rebuilt from the log."""
@@ -171,7 +191,18 @@ class Chat:
 
     # -- the operations -------------------------------------------------------------------------
 
-    async def _send(self, user: Message, principal: str | None, emit: Emit | None) -> AgentResponse:
+    def _user_message(self, message: str | Message | Sequence[Part], principal: str | None, via: str) -> Message:
+        limits = self.agent.json_limits
+        user = user_message(message, limits)
+        try:
+            for key, value in (("principal", principal or self.principal), ("via", via)):
+                if value is not None:
+                    json_text(value, limits, path=f"$.{key}", name=True)
+        except NotJsonData as exc:
+            raise InvalidMessage(f"the message's sender cannot be recorded: {exc}", **exc.details()) from None
+        return user
+
+    async def _send(self, user: Message, principal: str | None, via: str, emit: Emit | None) -> AgentResponse:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
             expired = {p.record.ref for p in state.expired(now)}
@@ -186,9 +217,9 @@ class Chat:
             turn = self._turn(state, principal, emit)
             if state.version == 0:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
-            turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry))
+            turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits))
             await turn.recover(lost)
-            turn.journal.add(MessageAdded(user, at=now))
+            turn.journal.add(MessageAdded(user, at=now, principal=principal or self.principal, via=via))
             return await turn.run_model()
 
         return await self._locked(op, creating=True)
@@ -203,16 +234,11 @@ class Chat:
         via: str,
         emit: Emit | None,
     ) -> AgentResponse:
-        for given in respond:
-            if not isinstance(given, ToolResponse):
-                raise TypeError(f"respond= takes ToolResponse answers (interrupt.respond(...)), not {given!r}")
-        for again in restart:
-            if not isinstance(again, ToolRestart):
-                raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {again!r}")
-        answers: list[ToolResponse | ToolRestart] = [*respond, *restart]
+        limits = self.agent.json_limits
+        actor = principal or self.principal
+        answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
         answered = {a.ref for a in answers}
         digest = request_hash(answers, metadata) if key is not None else None
-        actor = principal or self.principal
 
         async def op(state: SessionState) -> AgentResponse:
             for _ in range(_CLAIM_ATTEMPTS):
@@ -221,12 +247,14 @@ class Chat:
                 if not answers:
                     return await self._continue(state, principal, emit)
                 now = self.agent.clock()
-                context = AnswerContext(now, actor, via, metadata, key, digest)
+                context = AnswerContext(now, actor, via, metadata, key, digest, limits)
                 claims = check_answers(
                     state, answers, self.agent.tools, context, allow_changed_tools=self.agent.allow_changed_tools
                 )
                 turn = self._turn(state, principal, emit, key)
-                expired = [c for c in expiry_claims(state, now, self.agent.on_expiry) if c.ref not in answered]
+                expired = [
+                    c for c in expiry_claims(state, now, self.agent.on_expiry, limits=limits) if c.ref not in answered
+                ]
                 turn.journal.add(*claims, *expired)
                 try:  # the claim: once written, these answers are ours alone
                     await turn.journal.flush(now, rebase=False)
@@ -306,13 +334,3 @@ class Chat:
 
     def _stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
         return TurnStream(run, self.agent._background)
-
-
-def _user_message(message: str | Message | Sequence[Part]) -> Message:
-    if isinstance(message, str):
-        return Message("user", [TextPart(message)])
-    if isinstance(message, Message):
-        if message.role != "user":
-            raise ValueError(f"send() takes a user message, not a {message.role!r} one")
-        return message
-    return Message("user", list(message))

@@ -1,6 +1,9 @@
 """Running tool calls: concurrently, each to one outcome — a result, a pause, or an error.
 
-Nothing here writes to the store; the turn loop turns outcomes into records.
+Nothing here writes to the store; the turn loop turns outcomes into records. What a tool hands
+back — its result, its ``Interrupt``'s metadata, its error's message — is checked against the
+JSON rules of ``_jsondata`` here: a value a session cannot keep becomes an error result the
+model sees, never a record that cannot be written or read back.
 """
 
 from __future__ import annotations
@@ -13,20 +16,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, printable
 from ._messages import ToolRequestPart
-from ._tools import Interrupt, Tool, ToolRunContext, jsonable
+from ._tools import Interrupt, Tool, ToolRunContext
 
 __all__ = ["CallJob", "Completed", "Outcome", "Paused", "dispatch"]
 
 
 @dataclass(slots=True)
 class CallJob:
-    """One call to run: the model's request, and what a restart adds."""
+    """One call to run: the model's request, and what a restart adds. A call with a
+    ``refusal`` does not run: the refusal is its (error) result."""
 
     request: ToolRequestPart
     input: Any
     resumed_metadata: dict[str, Any] | None = None
     original_input: Any = None
+    refusal: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -55,6 +61,7 @@ async def dispatch(
     principal: str | None,
     on_progress: Callable[[CallJob, Any], None] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    limits: JsonLimits = DEFAULT_LIMITS,
 ) -> list[Outcome]:
     """Run every job concurrently; outcomes come back in the jobs' order.
 
@@ -66,7 +73,9 @@ async def dispatch(
     thread = threading.get_ident()
 
     async def run(job: CallJob) -> Outcome:
-        outcome = await _run_one(job, tools.get(job.request.name), session_id, principal, on_progress, loop, thread)
+        outcome = await _run_one(
+            job, tools.get(job.request.name), session_id, principal, on_progress, loop, thread, limits
+        )
         if on_outcome is not None:
             on_outcome(outcome)
         return outcome
@@ -84,8 +93,11 @@ async def _run_one(
     on_progress: Callable[[CallJob, Any], None] | None,
     loop: asyncio.AbstractEventLoop,
     thread: int,
+    limits: JsonLimits,
 ) -> Outcome:
     name = job.request.name
+    if job.refusal is not None:
+        return Completed(job, job.refusal, is_error=True)
     if tool is None:
         return Completed(job, {"error": f"unknown tool {name!r}"}, is_error=True)
     try:
@@ -109,10 +121,20 @@ async def _run_one(
         output = await tool.run(validated, ctx)
     except Interrupt as signal:
         try:
-            signal.metadata = jsonable(signal.metadata)
-        except (TypeError, ValueError) as exc:  # PydanticSerializationError is a ValueError
-            return Completed(job, {"error": f"Interrupt metadata is not JSON data: {exc}"}, is_error=True, error=exc)
-        return Paused(job, validated.model_dump(mode="json"), signal)
+            signal.metadata = json_data(signal.metadata, limits)
+            paused_input = json_data(validated.model_dump(mode="json"), limits)
+        except NotJsonData as exc:
+            problem = f"tool {name!r} paused with data this session cannot keep ({exc})"
+            return Completed(job, _error(problem, exc), is_error=True, error=exc)
+        return Paused(job, paused_input, signal)
     except Exception as exc:  # a tool's failure is data for the model (or fails the turn)
-        return Completed(job, {"error": f"{type(exc).__name__}: {exc}"}, is_error=True, error=exc)
-    return Completed(job, output)
+        return Completed(job, {"error": printable(f"{type(exc).__name__}: {exc}")}, is_error=True, error=exc)
+    try:
+        return Completed(job, json_data(output, limits))
+    except NotJsonData as exc:
+        problem = f"tool {name!r} returned a result this session cannot keep ({exc})"
+        return Completed(job, _error(problem, exc), is_error=True, error=exc)
+
+
+def _error(problem: str, exc: NotJsonData) -> dict[str, Any]:
+    return {"error": problem, "details": [{**exc.details(), "message": exc.problem}]}

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ._messages import Message
+
 __all__ = ["AuditEntry", "PendingInterrupt", "ToolResponse", "ToolRestart"]
 
 
@@ -75,15 +77,18 @@ class PendingInterrupt:
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """One answer to a pause, as the audit trail records it: who, when, through what, what.
+    """One entry of a session's audit trail: who did what, when, through what.
 
-    ``input`` is the paused call's input as it was shown to whoever answered, and ``call_ref``
-    the tool request it belongs to (``ToolRequestPart.ref`` in the history).
+    Most entries are answers to a pause (``ref`` and ``name`` name it; ``input`` is the paused
+    call's input as it was shown to whoever answered, ``call_ref`` the tool request it belongs
+    to, ``ToolRequestPart.ref`` in the history). A user message is an
+    entry too, with ``decision="message"``: ``principal`` sent ``message`` (``ref`` and
+    ``name`` are empty; ``via`` is ``"unknown"`` for messages recorded before senders were).
     """
 
     ref: str
     name: str
-    decision: Literal["respond", "deny", "restart", "cancel", "expire"]
+    decision: Literal["respond", "deny", "restart", "cancel", "expire", "message"]
     at: datetime
     principal: str | None
     via: str
@@ -95,3 +100,4 @@ class AuditEntry:
     idempotency_key: str | None = None
     call_ref: str = ""
     input: Any = None
+    message: Message | None = None

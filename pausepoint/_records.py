@@ -45,11 +45,14 @@ class MessageAdded:
     """A user or model message (tool messages are derived, see module docstring).
 
     ``at`` is when the message was recorded: for a model message asking for tools, when its
-    calls started running.
+    calls started running. A user message names its sender like an answer names who gave it:
+    ``principal`` and ``via`` (None in logs written before senders were recorded).
     """
 
     message: Message
     at: datetime | None = None
+    principal: str | None = None
+    via: str | None = None
     kind: Literal["message"] = "message"
 
 
@@ -131,8 +134,13 @@ _ENCODERS: dict[type[Any], TypeAdapter[Any]] = {
 }
 
 
+_NO_SENDER = {"principal", "via"}
+
+
 def encode_record(record: Record) -> bytes:
     """Serialise a record to the compact JSON a store keeps."""
+    if type(record) is MessageAdded and record.via is None:  # a model message: no sender to keep
+        return _ENCODERS[MessageAdded].dump_json(record, exclude=_NO_SENDER)
     return _ENCODERS[type(record)].dump_json(record)
 
 

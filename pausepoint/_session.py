@@ -111,7 +111,7 @@ class SessionState:
         self.open: dict[str, Pause] = {}
         self.batch: Batch | None = None
         self.awaiting_model = False
-        self.audit: list[CallAnswered] = []
+        self.audit: list[CallAnswered | MessageAdded] = []
         self.keys: dict[str, KeyedOutcome] = {}
         self.last_end: TurnEnded | None = None
         self.last_end_version = 0
@@ -122,6 +122,8 @@ class SessionState:
         self.version += 1
         if isinstance(record, MessageAdded):
             self._add_message(record.message, record.at)
+            if record.message.role == "user":
+                self.audit.append(record)  # who sent it: the audit trail names every sender
         elif isinstance(record, CallCompleted):
             call = self.calls[record.call_ref]
             call.status = "completed"

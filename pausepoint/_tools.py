@@ -19,6 +19,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from ._jsondata import json_data
 from ._models import ToolDefinition
 from ._presentation import PauseDisplay, PauseView, check_display, render
 from .errors import DefinitionError
@@ -64,10 +65,14 @@ class ToolRunContext:
         return self.resumed_metadata is not None
 
     def send_progress(self, data: Any) -> None:
-        """Stream a progress update to whoever follows this turn (a no-op when nobody streams)."""
+        """Stream a progress update to whoever follows this turn (a no-op when nobody streams).
+
+        Raises ``ValueError`` when ``data`` is not JSON data (see ``JsonLimits``), whether or
+        not anybody streams.
+        """
+        payload = json_data(data)
         if self._progress is None:
             return
-        payload = jsonable(data)
         if self._loop is not None and threading.get_ident() != self._loop_thread:
             self._loop.call_soon_threadsafe(self._progress, payload)
         else:
@@ -150,7 +155,8 @@ class Tool:
         return jsonable(self.output_adapter.validate_python(raw))
 
     async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
-        """Run the function; returns JSON data. ``Interrupt`` and the function's errors propagate."""
+        """Run the function; returns what it returned (the caller makes it JSON data: see
+        ``_jsondata.json_data``). ``Interrupt`` and the function's errors propagate."""
         kwargs: dict[str, Any] = (
             {name: getattr(validated, name) for name in type(validated).model_fields} if self._unpack else {}
         )
@@ -161,7 +167,7 @@ class Tool:
             result = await self.fn(*args, **kwargs)
         else:
             result = await asyncio.to_thread(self.fn, *args, **kwargs)
-        return jsonable(result)
+        return result
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

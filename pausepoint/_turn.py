@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import CallJob, Completed, Outcome, Paused, dispatch
+from ._intake import model_message
 from ._messages import Message, ToolRequestPart
 from ._models import ModelChunk, ModelRequest, TextDelta
 from ._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
@@ -173,7 +174,7 @@ class Turn:
             request = ModelRequest(HistoryView(self.state.messages), agent.system, agent.tool_definitions, agent.config)
             self._text_streamed = False
             response = await agent.model.generate(request, self._on_model_chunk if self.emit else None)
-            message = self._adopt(response.message)
+            message, refused = model_message(self._adopt(response.message), response.finish_reason, agent.json_limits)
             self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
             if self.emit is not None:
@@ -187,7 +188,7 @@ class Turn:
                 # Record the calls before a tool that must not run twice starts: if this process
                 # dies mid-call, the session then knows the call may have run (see recover()).
                 await self.journal.flush(agent.clock())
-            failed = await self.run_calls([CallJob(r, r.input) for r in requests])
+            failed = await self.run_calls([CallJob(r, r.input, refusal=refused.get(r.ref)) for r in requests])
             if failed is not None and agent.tool_errors == "fail":
                 return await self.end(AgentFinishReason.FAILED, error=failed)
             if self.state.open:
@@ -311,6 +312,7 @@ class Turn:
             principal=self.principal,
             on_progress=self._on_progress if self.emit else None,
             on_outcome=on_outcome,
+            limits=self.agent.json_limits,
         )
         return errors[0] if errors else None
 

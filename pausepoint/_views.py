@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from ._interrupts import AuditEntry, PendingInterrupt
-from ._records import CallAnswered, CallPaused, TurnEnded
+from ._records import CallAnswered, CallPaused, MessageAdded, TurnEnded
 from ._response import AgentFinishReason, AgentResponse
 from ._session import SessionState
 
@@ -38,7 +40,18 @@ def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResp
     )
 
 
-def audit_entry(record: CallAnswered, paused: CallPaused | None = None) -> AuditEntry:
+def audit_entry(record: CallAnswered | MessageAdded, paused: CallPaused | None = None) -> AuditEntry:
+    """One audit entry: an answer (with ``paused``, the pause it answered) or a user message."""
+    if isinstance(record, MessageAdded):
+        return AuditEntry(
+            ref="",
+            name="",
+            decision="message",
+            at=record.at or datetime.min.replace(tzinfo=UTC),
+            principal=record.principal,
+            via=record.via or "unknown",
+            message=record.message,
+        )
     return AuditEntry(
         ref=record.ref,
         name=record.name,

@@ -13,11 +13,12 @@ The tree::
     │   │   ├── InterruptExpired        the pause outlived its time-to-live
     │   │   ├── NothingToResume         an empty resume while calls are paused, or nothing paused
     │   │   ├── DuplicateAnswer         one resume answers the same ref twice
-    │   │   ├── InvalidAnswer           respond() output or a replacement input fails its schema
+    │   │   ├── InvalidAnswer           an answer fails its schema, or is not JSON data a session can keep
     │   │   ├── InputEditNotAllowed     replace_input on a tool that did not opt in
     │   │   ├── ToolDefinitionChanged   the paused tool's definition changed since the pause
     │   │   └── IdempotencyKeyReused    the key was used before for a different request
     │   ├── PendingInterrupts       send() while calls are paused
+    │   ├── InvalidMessage          a user message a session cannot keep (not text/media, not JSON data)
     │   ├── SessionNotFound
     │   ├── DefinitionError         a tool, model or agent definition is invalid
     │   ├── ModelNotFound
@@ -67,6 +68,7 @@ __all__ = [
     "InterruptExpired",
     "InterruptNameMismatch",
     "InvalidAnswer",
+    "InvalidMessage",
     "InvalidRequest",
     "ModelAuthError",
     "ModelBadRequest",
@@ -171,6 +173,13 @@ class IdempotencyKeyReused(ResumeRefused):
 
 class PendingInterrupts(UsageError):
     code = "pending_interrupts"
+
+
+class InvalidMessage(UsageError):
+    """A user message (or its sender) a session cannot keep; nothing was recorded. Like
+    ``InvalidAnswer`` for JSON data, ``details`` names the ``path``, ``rule`` and ``limit``."""
+
+    code = "invalid_message"
 
 
 class SessionNotFound(UsageError):

@@ -55,7 +55,10 @@ async def test_audit_trail_records_who_when_through_what_and_what(store):
     )
     clock.advance(minutes=1)
     await chat.resume(respond=[deploy.deny("not on a Friday")], principal="bob", idempotency_key="k")
-    first, second = await chat.audit_trail()
+    sent, first, second = await chat.audit_trail()
+    assert (sent.decision, sent.principal, sent.via, sent.ref, sent.name) == ("message", "owner", "python", "", "")
+    assert sent.message is not None and sent.message.text == "go"
+    assert sent.at == datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
     assert (first.ref, first.name, first.decision, first.principal, first.via) == (
         ask.ref,
         "ask",
@@ -96,7 +99,7 @@ async def test_an_expired_pause_cannot_be_answered_and_the_model_sees_a_denial(s
     clock.advance(minutes=6)
     with pytest.raises(InterruptExpired):
         await chat.resume(respond=[res.interrupts[0].respond("too late")])
-    assert await chat.audit_trail() == []
+    assert [e.decision for e in await chat.audit_trail()] == ["message"]  # the refusal recorded nothing
     assert await agent.list_sessions(expiring_before=clock.now) != []
 
     [settled] = await agent.settle_expired()
@@ -104,7 +107,7 @@ async def test_an_expired_pause_cannot_be_answered_and_the_model_sees_a_denial(s
     assert settled.text == "understood, cancelled"
     [result] = model.requests[-1].messages[-1].tool_responses
     assert result.output["denied"] is True and "expired" in result.output["reason"]
-    [entry] = await chat.audit_trail()
+    _, entry = await chat.audit_trail()
     assert (entry.decision, entry.via) == ("expire", "expiry")
     assert await agent.settle_expired() == []
 

@@ -219,6 +219,7 @@ async def test_a_cancel_that_loses_the_race_to_an_answer_leaves_the_answer_alone
     assert cancelled.finish_reason == AgentFinishReason.ABORTED
     trail = await agent_a.chat(res.session_id).audit_trail()
     assert [(e.ref, e.decision, e.principal) for e in trail] == [
+        ("", "message", None),
         (first.ref, "respond", "bob"),
         (second.ref, "cancel", "alice"),
     ]

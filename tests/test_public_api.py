@@ -11,8 +11,8 @@ def test_top_level_names():
     assert sorted(pausepoint.__all__) == sorted(
         [
             "Agent", "AgentFinishReason", "AgentResponse", "AuditEntry", "Chat", "FunctionModel", "Interrupt",
-            "InterruptChunk", "MediaPart", "Message", "Model", "ModelChunk", "ModelRequest", "ModelResponse", "Part",
-            "PauseDisplay", "PauseField", "PauseView",
+            "InterruptChunk", "JsonLimits", "MediaPart", "Message", "Model", "ModelChunk", "ModelRequest",
+            "ModelResponse", "Part", "PauseDisplay", "PauseField", "PauseView",
             "Pausepoint", "PendingInterrupt", "Plugin", "TextChunk", "TextDelta", "TextPart", "Tool", "ToolCallDelta",
             "ToolCallDeltaChunk", "ToolDefinition", "ToolProgressChunk", "ToolRequestChunk", "ToolRequestPart",
             "ToolResponse", "ToolResponsePart", "ToolRestart", "ToolResultChunk", "ToolRunContext", "TurnChunk",

@@ -41,6 +41,7 @@ async def test_partial_answers_across_several_resumes(store):
     outputs = [p.output for p in model.requests[-1].messages[-1].tool_responses]
     assert outputs == [{"approved": True}, {"approved": True}, {"approved": False}]
     assert [(e.ref, e.principal) for e in await chat.audit_trail()] == [
+        ("", None),  # the user message (sent without a principal)
         (b.ref, "bob"),
         (c.ref, "carol"),
         (a.ref, "alice"),
@@ -98,7 +99,7 @@ async def test_cancel_pending_leaves_a_history_the_model_accepts(store):
         {"cancelled": True, "reason": "user changed their mind"},
         {"cancelled": True, "reason": "user changed their mind"},
     ]
-    assert [e.decision for e in await chat.audit_trail()] == ["respond", "cancel", "cancel"]
+    assert [e.decision for e in await chat.audit_trail()] == ["message", "respond", "cancel", "cancel", "message"]
 
 
 async def test_tool_error_is_handed_to_the_model_by_default(store):

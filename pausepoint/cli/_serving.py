@@ -42,7 +42,10 @@ async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> 
             if not self.should_exit:
                 on_ready()
 
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3)
+    # No uvicorn access log: it writes each request's query string, and a token someone put in
+    # a URL (``?token=...``) must never reach a log. (Credentials travel in the Authorization
+    # header; pausepoint reads none from a query string.)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
     await Server(config).serve(sockets=[sock])
 
 

@@ -187,7 +187,7 @@ class TerminalChat:
 
     async def _send(self, text: str) -> list[PendingInterrupt]:
         try:
-            response = await self._play(self.chat.send_stream(text, principal=self.principal))
+            response = await self._play(self.chat.send_stream(text, principal=self.principal, via=VIA))
         except PendingInterrupts:
             self.say("Some pauses are still open: /pending answers them, /cancel cancels them.")
             return []

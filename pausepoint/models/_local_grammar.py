@@ -180,7 +180,7 @@ def parse_arguments(raw: str) -> Any:
     """The arguments as JSON, or the raw text when they do not parse (the runtime reports that)."""
     try:
         return json.loads(raw, strict=False)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # also an integer too long to read, or nesting too deep
         return raw
 
 

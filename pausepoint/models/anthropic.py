@@ -248,7 +248,7 @@ def _tool_input(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {RAW_ARGUMENTS_KEY: value}
         return parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS_KEY: value}
     return {RAW_ARGUMENTS_KEY: json.dumps(value, default=str)}
@@ -371,7 +371,7 @@ def _parse_arguments(text: str, start_input: Any) -> Any:
         return start_input if isinstance(start_input, dict) else {}
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         return text
 
 

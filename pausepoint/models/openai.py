@@ -436,7 +436,7 @@ def _tool_request(name: str, arguments: object, call_id: str | None) -> ToolRequ
         return ToolRequestPart(name, {}, call_id=call_id)
     try:
         value: Any = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         value = raw
     return ToolRequestPart(name, value, call_id=call_id)
 

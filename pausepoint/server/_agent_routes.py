@@ -18,6 +18,7 @@ from .._agent import Agent
 from .._chat import Chat
 from .._response import AgentResponse
 from ..errors import ClientStateRefused, InvalidRequest, NotFound, SessionNotFound, StaleSnapshot
+from ..stores import SessionSummary
 from . import _genkit as genkit
 from ._errors import dumps, guarded
 from ._limits import check_history, check_message_size, read_json
@@ -37,8 +38,8 @@ def _frame(kind: str, value: Any) -> bytes:
 
 def agent_routes(service: Service) -> list[Route]:
     async def turn(request: Request) -> Response:
+        principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
         agent = service.agent(request.path_params["agent"])
-        principal = await service.principal(request)
         wire = genkit.parse_turn(await read_json(request, service.limits))
         if wire.has_state:
             raise ClientStateRefused(
@@ -53,7 +54,7 @@ def agent_routes(service: Service) -> list[Route]:
             message = wire.message
 
             def start() -> Any:
-                return chat.send_stream(message, principal=principal)
+                return chat.send_stream(message, principal=principal, via="genkit")
 
         else:
             if wire.snapshot_id is None and wire.session_id is None:
@@ -82,8 +83,8 @@ def agent_routes(service: Service) -> list[Route]:
         )
 
     async def get_snapshot(request: Request) -> Response:
-        agent = service.agent(request.path_params["agent"])
         principal = await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
         snap, session_id = genkit.lookup_ids(await read_json(request, service.limits), need_one=True)
         if snap is not None:
             session_id, version = genkit.parse_snapshot_id(snap)
@@ -97,14 +98,14 @@ def agent_routes(service: Service) -> list[Route]:
         return _json({"result": snapshot})
 
     async def abort(request: Request) -> Response:
-        agent = service.agent(request.path_params["agent"])
         principal = await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
         snap, _ = genkit.lookup_ids(await read_json(request, service.limits), need_one=False)
         assert snap is not None
         session_id, version = genkit.parse_snapshot_id(snap)
-        await service.actionable(agent, session_id, principal)
+        await service.conversable(agent, session_id, principal)
         latest = await _latest(agent.chat(session_id, principal=principal))
-        if version > latest.version:
+        if version > latest.version or not await _issued(agent, session_id, version):
             raise NotFound(f"no snapshot {snap!r}", snapshot_id=snap)
         failed = version == latest.version and latest.finish_reason.value == "failed"
         return _json({"result": genkit.abort_json(snap, "failed" if failed else "completed")})
@@ -125,17 +126,34 @@ async def _chat_for(service: Service, agent: Agent, wire: genkit.GenkitTurn, pri
                 f"snapshot {wire.snapshot_id!r} does not belong to session {wire.session_id!r}",
                 snapshot_id=wire.snapshot_id,
             )
-        summary = await service.actionable(agent, session_id, principal)
+        summary = await _may_take(service, agent, session_id, principal, wire)
         chat = agent.chat(session_id, principal=principal)
         _check_latest(wire.snapshot_id, version, await _latest(chat))
     elif wire.session_id is not None:
-        summary = await service.actionable(agent, wire.session_id, principal)
+        summary = await _may_take(service, agent, wire.session_id, principal, wire)
         chat = agent.chat(wire.session_id, principal=principal)
     else:
         return agent.chat(principal=principal)
     if wire.message is not None:
         check_history(summary, service.limits)
     return chat
+
+
+async def _may_take(
+    service: Service, agent: Agent, session_id: str, principal: str, wire: genkit.GenkitTurn
+) -> SessionSummary:
+    """A message is the owner's to send (``can_converse``); answers are an approver's too."""
+    if wire.message is not None:
+        return await service.conversable(agent, session_id, principal)
+    return await service.answerable(agent, session_id, principal)
+
+
+async def _issued(agent: Agent, session_id: str, version: int) -> bool:
+    """Whether a turn ended at ``version`` of the session's log (only those are snapshots)."""
+    if version < 1:
+        return False
+    found = await agent.store.read(session_id, after_version=version - 1, kinds=("turn_ended",))
+    return found is not None and bool(found.entries) and found.entries[0].version == version
 
 
 async def _latest(chat: Chat) -> AgentResponse:

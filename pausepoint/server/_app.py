@@ -1,7 +1,9 @@
 """``create_app``: the ASGI app serving a ``Pausepoint``'s agents.
 
 Mount it anywhere (``app.mount("/pp", create_app(ai, auth=...))`` in FastAPI or Starlette).
-Unknown routes and methods answer with the same JSON error body as everything else.
+Unknown routes and methods answer with the same JSON error body as everything else. Every
+response says ``X-Content-Type-Options: nosniff`` (a JSON error echoing input is never sniffed
+as HTML), and the redirect from ``/`` to the console is a path, never built from ``Host``.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._app import Pausepoint
-from ..errors import InvalidRequest, NotFound
+from ..errors import DefinitionError, InvalidRequest, NotFound
 from ._agent_routes import agent_routes
 from ._approvals import rest_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
@@ -56,17 +60,25 @@ def create_app(
     """An ASGI app serving every agent defined on ``ai``.
 
     ``auth`` maps a request to its principal (``BearerTokens({...})``, or your own callable);
-    ``policy`` decides who sees and acts on a session (default ``OwnerPolicy()``: the owner
-    only); ``limits`` bounds what a request may carry; ``feed_interval`` is how often, in
-    seconds, the SSE feed polls the stores for changes made by other processes;
+    ``policy`` decides who sees a session, who answers its pauses and who converses in it
+    (default ``OwnerPolicy()``: the owner only); ``limits`` bounds what a request may carry;
+    ``feed_interval`` is how often, in seconds, the SSE feed polls the stores for changes made
+    by other processes;
     ``expiry_interval`` is how often expired pauses are settled by their agent's expiry policy
     (None: never here, e.g. when a separate job calls ``agent.settle_expired()``). ``console``
     serves the web console (static files; it signs in with a bearer token) at ``/console/``
     and redirects ``/`` there.
     """
+    policy = policy or OwnerPolicy()
+    missing = [m for m in ("can_view", "can_answer", "can_converse", "inbox_owner") if not hasattr(policy, m)]
+    if missing:
+        raise DefinitionError(
+            f"the access policy {policy!r} lacks {', '.join(missing)} (see AccessPolicy: viewing, answering "
+            "and conversing are separate rights)"
+        )
     feed = Feed(ai, interval=feed_interval)
     expiry = ExpirySweep(ai, interval=expiry_interval, settled=feed.notify)
-    service = Service(ai, auth, policy or OwnerPolicy(), limits or Limits(), feed, expiry)
+    service = Service(ai, auth, policy, limits or Limits(), feed, expiry)
     document = dumps(openapi_document())
 
     async def openapi(_request: Request) -> Response:
@@ -93,6 +105,7 @@ def create_app(
         routes += _console_routes()
     app = Starlette(
         routes=routes,
+        middleware=[Middleware(_NoSniff)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
@@ -100,9 +113,33 @@ def create_app(
     return app
 
 
+class _NoSniff:
+    """Adds ``X-Content-Type-Options: nosniff`` to every response that does not say it already."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
+
+
 def _console_routes() -> list[BaseRoute]:
     async def home(request: Request) -> Response:
-        return RedirectResponse(request.url_for("console", path="/"))
+        # A path (where the app is mounted, then console/), never an absolute URL built from the
+        # request's Host header: a forged Host cannot send a browser elsewhere.
+        return RedirectResponse(request.scope.get("root_path", "") + "/console/")
 
     return [
         Route("/", home, methods=["GET"]),

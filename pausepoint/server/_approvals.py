@@ -37,7 +37,7 @@ from .._streaming import TurnStream
 from ..errors import InputEditNotAllowed, InvalidAnswer, InvalidRequest, NotFound
 from ._display import audit_json, chunk_json, describe_agent, interrupts_json, permissions, response_json
 from ._errors import dumps, guarded
-from ._limits import check_history, check_message_size, parse_body, read_json
+from ._limits import ascii_digits, check_history, check_message_size, parse_body, read_json
 from ._service import Service
 from ._turns import event, run_turn
 from ._validate import validate_route
@@ -66,13 +66,13 @@ def rest_routes(service: Service) -> list[Route]:
         return _json({"agents": sorted(service.ai.agents), "principal": principal})
 
     async def agent_info(request: Request) -> Response:
-        agent = service.agent(request.path_params["agent"])
         await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
         return _json(describe_agent(agent))
 
     async def list_sessions(request: Request) -> Response:
-        agent = service.agent(request.path_params["agent"])
         principal = await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
         pending = _flag(request, "pending")
         limit = _int(request, "limit", 100, 1, limits.max_page)
         offset = _int(request, "offset", 0, 0, 10**9)
@@ -82,22 +82,26 @@ def rest_routes(service: Service) -> list[Route]:
         return _json({"sessions": [dump(SUMMARY, s) for s in visible]})
 
     async def create(request: Request) -> Response:
-        agent = service.agent(request.path_params["agent"])
         principal = await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
         body = parse_body(SendBody, await read_json(request, limits))
         check_message_size(body.model_dump(mode="json")["message"], limits)
         chat = agent.chat(principal=principal)
         message = user_message(body)
-        return await _turn(request, agent, chat.session_id, lambda: chat.send_stream(message, principal=principal))
+        return await _turn(
+            request, agent, chat.session_id, lambda: chat.send_stream(message, principal=principal, via="http")
+        )
 
     async def send(request: Request) -> Response:
-        agent, session_id, principal = await _acting(request)
+        agent, session_id, principal = await _conversing(request)
         body = parse_body(SendBody, await read_json(request, limits))
         check_message_size(body.model_dump(mode="json")["message"], limits)
         check_history(await agent.store.get_summary(session_id), limits)
         chat = agent.chat(session_id, principal=principal)
         message = user_message(body)
-        return await _turn(request, agent, session_id, lambda: chat.send_stream(message, principal=principal))
+        return await _turn(
+            request, agent, session_id, lambda: chat.send_stream(message, principal=principal, via="http")
+        )
 
     async def read(request: Request) -> Response:
         agent, session_id, principal = await _viewing(request)
@@ -126,14 +130,14 @@ def rest_routes(service: Service) -> list[Route]:
         return _json({"messages": dump(MESSAGES, await agent.chat(session_id).history())})
 
     async def resume(request: Request) -> Response:
-        agent, session_id, principal = await _acting(request)
+        agent, session_id, principal = await _answering(request)
         body = parse_body(ResumeBody, await read_json(request, limits))
         respond = [ToolResponse(a.ref, a.name, a.output, a.metadata, a.decision, a.reason) for a in body.respond]
         restart = [ToolRestart(a.ref, a.name, a.replace_input, a.resumed_metadata) for a in body.restart]
         return await _answer(request, agent, session_id, principal, respond, restart, body.metadata)
 
     async def answer(request: Request) -> Response:
-        agent, session_id, principal = await _acting(request)
+        agent, session_id, principal = await _answering(request)
         ref, action = request.path_params["ref"], request.path_params["action"]
         if action not in ("respond", "deny", "restart", "approve"):
             raise NotFound(f"no action {action!r}: respond, deny, restart or approve")
@@ -164,7 +168,7 @@ def rest_routes(service: Service) -> list[Route]:
         return await _answer(request, agent, session_id, principal, respond, restart, None)
 
     async def cancel(request: Request) -> Response:
-        agent, session_id, principal = await _acting(request)
+        agent, session_id, principal = await _conversing(request)
         body = parse_body(CancelBody, await read_json(request, limits))
         chat = agent.chat(session_id, principal=principal)
         response = await chat.cancel_pending(body.reason, principal=principal, via="http")
@@ -193,17 +197,24 @@ def rest_routes(service: Service) -> list[Route]:
     # -- helpers sharing the closure ------------------------------------------------------------
 
     async def _viewing(request: Request) -> tuple[Agent, str, str]:
+        principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
         agent = service.agent(request.path_params["agent"])
-        principal = await service.principal(request)
         session_id = request.path_params["session_id"]
         await service.visible(agent, session_id, principal)
         return agent, session_id, principal
 
-    async def _acting(request: Request) -> tuple[Agent, str, str]:
-        agent = service.agent(request.path_params["agent"])
+    async def _answering(request: Request) -> tuple[Agent, str, str]:
         principal = await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
         session_id = request.path_params["session_id"]
-        await service.actionable(agent, session_id, principal)
+        await service.answerable(agent, session_id, principal)
+        return agent, session_id, principal
+
+    async def _conversing(request: Request) -> tuple[Agent, str, str]:
+        principal = await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
+        session_id = request.path_params["session_id"]
+        await service.conversable(agent, session_id, principal)
         return agent, session_id, principal
 
     async def _turn(request: Request, agent: Agent, session_id: str, start: Any) -> Response:
@@ -316,7 +327,7 @@ def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
     value = request.query_params.get(name)
     if value is None:
         return default
-    if not value.isdigit() or not low <= int(value) <= high:
+    if not ascii_digits(value) or not low <= int(value) <= high:
         raise InvalidRequest(f"query parameter {name!r} must be an integer from {low} to {high}")
     return int(value)
 

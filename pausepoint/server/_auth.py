@@ -2,10 +2,11 @@
 
 Authentication is a callable from the request to a principal (a string naming the caller), or
 None when the request carries no credentials it accepts; it may be async. ``BearerTokens`` is
-built in. Authorisation is an ``AccessPolicy``: who may see a session (everyone else gets a
-404, as if it did not exist) and who may act on it — send, answer its pauses, cancel them.
-The default, ``OwnerPolicy``, lets only the session's owner (the principal that created it) do
-either.
+built in. Authorisation is an ``AccessPolicy`` with three separate rights over a session: to
+see it (everyone else gets a 404, as if it did not exist), to answer its pauses, and to
+converse in it — send messages, cancel its pauses. The default, ``OwnerPolicy``, gives all three
+to the session's owner (the principal that created it) and only the first two to approvers: an
+approver decides on what the owner's conversation asked, and never speaks in it.
 """
 
 from __future__ import annotations
@@ -58,14 +59,19 @@ async def authenticate(authenticator: Authenticator, request: Request) -> str:
 
 
 class AccessPolicy(Protocol):
-    """Decides what a principal may do with a session."""
+    """Decides what a principal may do with a session. Answering or conversing is asked only
+    of a principal who may view the session (one who may not gets a 404 first)."""
 
     def can_view(self, principal: str, session: SessionSummary) -> bool:
         """Whether ``principal`` may see the session at all (if not, it is 404 to them)."""
         ...
 
-    def can_act(self, principal: str, session: SessionSummary) -> bool:
-        """Whether ``principal`` may send to the session, answer its pauses or cancel them."""
+    def can_answer(self, principal: str, session: SessionSummary) -> bool:
+        """Whether ``principal`` may answer the session's pauses (respond, deny, restart, approve)."""
+        ...
+
+    def can_converse(self, principal: str, session: SessionSummary) -> bool:
+        """Whether ``principal`` may speak in the session: send messages, cancel its pauses."""
         ...
 
     def inbox_owner(self, principal: str) -> str | None:
@@ -74,8 +80,9 @@ class AccessPolicy(Protocol):
 
 
 class OwnerPolicy:
-    """Only a session's owner sees it and acts on it. ``approvers`` may also see and answer
-    every session (an approvals desk)."""
+    """Only a session's owner sees it, answers it and converses in it. ``approvers`` may also
+    see every session and answer its pauses (an approvals desk), but not send into it: a
+    message in a session is always its owner's."""
 
     def __init__(self, approvers: frozenset[str] | set[str] = frozenset()) -> None:
         self.approvers = frozenset(approvers)
@@ -83,8 +90,11 @@ class OwnerPolicy:
     def can_view(self, principal: str, session: SessionSummary) -> bool:
         return session.owner == principal or principal in self.approvers
 
-    def can_act(self, principal: str, session: SessionSummary) -> bool:
+    def can_answer(self, principal: str, session: SessionSummary) -> bool:
         return self.can_view(principal, session)
+
+    def can_converse(self, principal: str, session: SessionSummary) -> bool:
+        return session.owner == principal
 
     def inbox_owner(self, principal: str) -> str | None:
         return None if principal in self.approvers else principal

@@ -103,5 +103,4 @@ def _approval(tool: Tool) -> dict[str, Any] | None:
 
 def permissions(policy: AccessPolicy, principal: str, summary: SessionSummary) -> dict[str, bool]:
     """What ``principal`` may do in the session: write messages in it, answer its pauses."""
-    may_act = policy.can_act(principal, summary)
-    return {"can_send": may_act, "can_answer": may_act}
+    return {"can_send": policy.can_converse(principal, summary), "can_answer": policy.can_answer(principal, summary)}

@@ -52,6 +52,7 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.InvalidAnswer: (422, "INVALID_ARGUMENT"),
     core.InputEditNotAllowed: (422, "INVALID_ARGUMENT"),
     core.PendingInterrupts: (409, "FAILED_PRECONDITION"),
+    core.InvalidMessage: (422, "INVALID_ARGUMENT"),
     core.DefinitionError: (422, "INVALID_ARGUMENT"),
     core.ModelNotFound: (422, "INVALID_ARGUMENT"),
     core.UsageError: (400, "INVALID_ARGUMENT"),

@@ -136,7 +136,7 @@ class Feed:
         pauses, trail = await chat.interrupts(), await chat.audit_trail()
         base = {"agent": summary.agent, "session_id": summary.session_id, "owner": summary.owner}
         events: list[tuple[str, dict[str, Any]]] = []
-        for entry in audit_json(agent, trail[seen.answers :]):
+        for entry in audit_json(agent, [e for e in trail[seen.answers :] if e.decision != "message"]):
             events.append(("answer", {**base, "entry": entry}))
         new = [p for p in pauses if p.ref not in seen.open_refs]
         for pause in interrupts_json(agent, new):

@@ -39,7 +39,7 @@ from .._streaming import (
 from ..errors import InvalidRequest, NotFound
 from ..stores import SessionSummary
 from ._errors import dumps, error_body
-from ._limits import parse_body
+from ._limits import ascii_digits, parse_body
 
 __all__ = [
     "ChunkTranslator",
@@ -249,7 +249,7 @@ def snapshot_id(session_id: str, version: int) -> str:
 def parse_snapshot_id(value: str) -> tuple[str, int]:
     """``(session_id, version)``; ``NotFound`` when ``value`` cannot name a snapshot."""
     session_id, dot, version = value.rpartition(".")
-    if not dot or not session_id or not version.isdigit() or len(version) > 18:
+    if not dot or not session_id or not ascii_digits(version) or len(version) > 18:
         raise NotFound(f"no snapshot {value!r}", snapshot_id=value)
     return session_id, int(version)
 

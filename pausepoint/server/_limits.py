@@ -19,7 +19,7 @@ from starlette.requests import Request
 from ..errors import HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
 
-__all__ = ["Limits", "check_history", "check_message_size", "parse_body", "read_json"]
+__all__ = ["Limits", "ascii_digits", "check_history", "check_message_size", "parse_body", "read_json"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,7 +41,7 @@ class Limits:
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     """The request's JSON object. Raises ``RequestTooLarge`` or ``InvalidRequest``."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+    if declared is not None and ascii_digits(declared) and int(declared) > limits.max_body_bytes:
         raise RequestTooLarge(
             f"the request body of {declared} bytes exceeds the limit of {limits.max_body_bytes} bytes",
             limit=limits.max_body_bytes,
@@ -56,12 +56,22 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     if not body:
         return {}
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_not_json)
     except (ValueError, RecursionError) as exc:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
     return value
+
+
+def ascii_digits(text: str) -> bool:
+    """Whether ``text`` is a non-negative integer in ASCII digits (``str.isdigit`` also takes
+    "²" and "٣", which ``int`` refuses or reads as 3)."""
+    return text.isascii() and text.isdigit()
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
 
 
 def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:

@@ -132,7 +132,9 @@ def _op(
     responses: dict[str, Any] = {"200": {"description": "OK", "content": _json(ok)}}
     if stream:
         responses["200"]["content"]["text/event-stream"] = {"schema": {"type": "string"}}
-    for code, why in (("400", "bad request"), ("401", "unauthenticated"), ("404", "not found")):
+    errors = (("400", "bad request"), ("401", "unauthenticated"), ("403", "forbidden"), ("404", "not found"),
+              ("409", "conflict"), ("413", "too large"), ("422", "invalid"))  # fmt: skip
+    for code, why in errors:
         responses[code] = {"description": why, "content": _json(_ref("Error"))}
     op: dict[str, Any] = {"summary": summary, "responses": responses, **extra}
     if body is not None:

@@ -13,6 +13,7 @@ from starlette.requests import Request
 
 from .._agent import Agent
 from .._app import Pausepoint
+from .._jsondata import NotJsonData, json_text
 from ..errors import Forbidden, NotFound, SessionNotFound
 from ..stores import SessionSummary
 from ._auth import AccessPolicy, Authenticator, authenticate
@@ -44,14 +45,34 @@ class Service:
 
     async def visible(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
         """The session's summary if ``principal`` may see it; ``SessionNotFound`` otherwise."""
+        if not _storable(session_id):  # no session can have this id (and no store could look it up)
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         summary = await agent.store.get_summary(session_id)
         if summary is None or summary.agent != agent.name or not self.policy.can_view(principal, summary):
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         return summary
 
-    async def actionable(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
-        """``visible``, and ``principal`` may also act on it (``Forbidden`` otherwise)."""
+    async def answerable(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
+        """``visible``, and ``principal`` may answer its pauses (``Forbidden`` otherwise)."""
         summary = await self.visible(agent, session_id, principal)
-        if not self.policy.can_act(principal, summary):
-            raise Forbidden(f"{principal!r} may not act on session {session_id!r}", session_id=session_id)
+        if not self.policy.can_answer(principal, summary):
+            raise Forbidden(f"{principal!r} may not answer pauses of session {session_id!r}", session_id=session_id)
         return summary
+
+    async def conversable(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
+        """``visible``, and ``principal`` may converse in it: send, cancel (``Forbidden`` otherwise)."""
+        summary = await self.visible(agent, session_id, principal)
+        if not self.policy.can_converse(principal, summary):
+            raise Forbidden(
+                f"{principal!r} may not send to session {session_id!r}: it is its owner's conversation",
+                session_id=session_id,
+            )
+        return summary
+
+
+def _storable(text: str) -> bool:
+    try:
+        json_text(text, name=True)
+    except NotJsonData:
+        return False
+    return True

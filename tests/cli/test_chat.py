@@ -66,7 +66,7 @@ async def test_approve_from_the_keyboard_runs_the_transfer(tmp_path, terminals):
 
     texts, audit = await recorded(db, session_of(child.before))
     assert texts[-1] == "Transferred $500 to savings."
-    assert audit == [("respond", None, "terminal")]
+    assert audit == [("message", None, "terminal"), ("respond", None, "terminal")]
 
 
 async def test_deny_with_a_reason_the_model_sees(tmp_path, terminals):
@@ -89,7 +89,7 @@ async def test_deny_with_a_reason_the_model_sees(tmp_path, terminals):
 
     texts, audit = await recorded(db, session_of(child.before))
     assert "transfer_money" not in str(texts) and texts[-1] == "I did not transfer anything: over budget this month."
-    assert audit == [("deny", "over budget this month", "terminal")]
+    assert audit == [("message", None, "terminal"), ("deny", "over budget this month", "terminal")]
 
 
 async def test_respond_with_json_over_several_lines_after_a_typo(tmp_path, terminals):

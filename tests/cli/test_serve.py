@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -10,7 +13,7 @@ import httpx
 
 from pausepoint.client import Client
 from pausepoint.stores import SqliteSessionStore
-from tests.cli.conftest import running
+from tests.cli.conftest import ROOT, cli_env, running
 
 
 @contextmanager
@@ -60,3 +63,38 @@ async def test_serve_an_asgi_app_as_it_is(tmp_path):
         async with httpx.AsyncClient() as http:
             reply = await http.get(f"{base}/anything")
             assert reply.status_code == 200 and reply.text == "plain ASGI"
+
+
+def test_a_token_in_a_query_string_is_never_logged():
+    """Credentials travel in the Authorization header; one pasted into a URL must not reach a log.
+
+    (``serve`` runs uvicorn without its access log, which writes query strings; the server's
+    own error log names no URL.)"""
+    secret = "qs-secret-7f3a"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pausepoint", "serve", "tests.cli.apps:bank_ai", "--token", "alice=s3cret", "--port",
+         "0"],
+        cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        head = []
+        for line in proc.stdout:
+            head.append(line)
+            if line.startswith("Ctrl+C"):
+                break
+        match = re.search(r"at (http://127\.0\.0\.1:\d+)", "".join(head))
+        assert match, head
+        with httpx.Client() as http:
+            for path in ("/v1/agents", "/v1/agents/bankingAgent/sessions", "/nowhere", "/"):
+                for query in (f"?token={secret}", f"?access_token={secret}&limit=%C2%B2"):
+                    http.get(match[1] + path + query, headers={"Authorization": "Bearer s3cret"})
+                    http.get(match[1] + path + query)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert secret not in "".join(head) + out + err
+    assert "stopped" in out

@@ -61,7 +61,7 @@ class ReadOnlyDesk(OwnerPolicy):
     def __init__(self) -> None:
         super().__init__(approvers={"desk"})
 
-    def can_act(self, principal: str, session: SessionSummary) -> bool:
+    def can_answer(self, principal: str, session: SessionSummary) -> bool:
         return session.owner == principal
 
 

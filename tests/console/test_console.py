@@ -50,9 +50,13 @@ def paused_session(served: Served, message: str, app: str = "bank", agent: str =
     return reply.json()
 
 
-def audit_count(served: Served, app: str, agent: str, session_id: str) -> int:
+ANSWERS = "#audit .audit-entry:not(.audit-message)"  # the trail's answers (user messages are entries too)
+
+
+def answer_count(served: Served, app: str, agent: str, session_id: str) -> int:
     url = f"{served.url}/{app}/v1/agents/{agent}/sessions/{session_id}/audit"
-    return len(httpx.get(url, headers=ALICE).json()["entries"])
+    entries = httpx.get(url, headers=ALICE).json()["entries"]
+    return sum(entry["decision"] != "message" for entry in entries)  # answers, not the messages sent
 
 
 def session_of(page: Page) -> str:
@@ -81,7 +85,7 @@ def test_stray_typing_after_a_send_decides_nothing_and_goes_nowhere(served: Serv
     shots(page, "typed-into-the-composer")
     assert page.url == url and page.evaluate("history.length") == depth  # no navigation ("n" is just a letter)
     expect(card).to_have_attribute("data-state", "open")
-    assert served.ledger == [] and audit_count(served, "bank", "bankingAgent", session_of(page)) == 0
+    assert served.ledger == [] and answer_count(served, "bank", "bankingAgent", session_of(page)) == 0
 
     # Clicking Send leaves the person in the composer too.
     box.fill("")
@@ -107,7 +111,7 @@ def test_stray_typing_after_a_send_decides_nothing_and_goes_nowhere(served: Serv
     shots(page, "typed-on-a-selected-card")
     assert page.url == url
     expect(card).to_have_attribute("data-state", "open")
-    assert served.ledger == [] and audit_count(served, "bank", "bankingAgent", session_of(page)) == 0
+    assert served.ledger == [] and answer_count(served, "bank", "bankingAgent", session_of(page)) == 0
 
 
 def test_a_high_risk_approval_is_shown_then_confirmed(served: Served, browser, shots: Shots):
@@ -249,7 +253,7 @@ def test_the_expiry_counts_down_and_says_what_follows(served: Served, browser, s
     )
     expect(card.get_by_role("button", name="Approve")).to_have_count(0)
     expect(page.locator(".msg-model .msg-body").last).to_contain_text("I did not pay: expired: nobody answered before")
-    entry = page.locator("#audit .audit-entry")
+    entry = page.locator(ANSWERS)
     expect(entry).to_have_count(1)
     expect(entry.locator(".badge")).to_have_text("Expired")
     expect(entry.locator(".audit-title")).to_have_text("Pay €80.00 to Bo Lund")
@@ -290,7 +294,7 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
     ]
 
     page.reload()  # the trail and the cards come from the server, not from this page's memory
-    entries = page.locator("#audit .audit-entry")
+    entries = page.locator(ANSWERS)
     expect(entries).to_have_count(2)
     expect(entries.locator(".badge")).to_have_text(["Denied", "Approved"])
     expect(entries.locator(".audit-title")).to_have_text(["Transfer $6 to ben", "Transfer $5 to anna"])
@@ -299,6 +303,8 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
     assert not ISO.search(page.locator("#audit").inner_text())
     entries.nth(1).locator("summary").click()
     expect(entries.nth(1).locator(".json")).to_contain_text('"approved": true')
+    sent = page.locator("#audit .audit-message")  # who wrote into the session is in the trail too
+    expect(sent.locator(".audit-who").last).to_have_text(re.compile(rf"^by alice at {CLOCK} · via http$"))
     panel = page.locator(".audit")
     assert panel.evaluate("e => e.scrollWidth <= e.clientWidth"), "the audit panel overflows to the right"
 
@@ -344,7 +350,7 @@ def test_respond_with_a_form_generated_from_the_output_schema(served: Served, br
     confirm.get_by_role("button", name="Yes, send this answer").click()
     expect(page.locator(".msg-model .msg-body").last).to_have_text("I did not transfer anything: Call me first.")
     expect(card.locator(".badge").first).to_have_text("Not approved")
-    entry = page.locator("#audit .audit-entry")
+    entry = page.locator(ANSWERS)
     expect(entry.locator(".audit-detail")).to_have_text("Answer: Approved: No · Feedback: Call me first")
     assert served.ledger == []
     shots(page, "responded")
@@ -370,7 +376,7 @@ def test_cancel_the_open_pauses_then_write_again(served: Served, browser, shots:
     expect(cards.locator(".card-status")).to_have_text(
         [re.compile(rf"^Cancelled by alice at {CLOCK} · via http — “Wrong accounts”")] * 2
     )
-    expect(page.locator("#audit .audit-entry .badge")).to_have_text(["Cancelled", "Cancelled"])
+    expect(page.locator(ANSWERS + " .badge")).to_have_text(["Cancelled", "Cancelled"])
     expect(page.locator("#cancel-open")).to_be_hidden()
     assert served.ledger == []  # nothing ran
     page.get_by_label("Message", exact=True).press("Enter")
@@ -415,7 +421,7 @@ def test_edit_with_a_python_regex_pattern_is_checked_field_by_field(served: Serv
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Paid: payment PMT-0001 (sent).")
     assert [p["iban"] for p in served.paid] == ["DE44500105175407324931"]
     expect(card.locator(".badge").first).to_have_text("Edited & approved")
-    entry = page.locator("#audit .audit-entry")
+    entry = page.locator(ANSWERS)
     expect(entry.locator(".audit-edits li")).to_have_text("IBAN: DE89370400440532013000 → DE44500105175407324931")
     shots(page, "paid")
 

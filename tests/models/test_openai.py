@@ -343,6 +343,41 @@ async def test_malformed_arguments_become_an_invalid_input_result(stream: bool) 
     assert result["content"].startswith("Error: ") and "invalid input" in result["content"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"amount": NaN, "to_account": "x"}',  # Python's json reads NaN; no store can keep it
+        '{"amount": 1, "to_account": "\\ud800"}',  # a lone surrogate
+        '{"amount": 1' + "0" * 700 + ', "to_account": "x"}',  # more digits than a session keeps
+        '{"amount": ' + "[" * 5000 + "]" * 5000 + ', "to_account": "x"}',  # too deep for json itself
+    ],
+    ids=["nan", "surrogate", "long-integer", "deep"],
+)
+async def test_arguments_no_session_can_keep_become_an_invalid_input_result(stream: bool, raw: str) -> None:
+    """Arguments that parse but cannot be stored (or do not even parse) never run the tool."""
+
+    def handler(request: WireRequest) -> Reply:
+        last = request.body["messages"][-1]
+        if last["role"] == "user":
+            return reply(None, [tool_call("call_odd", "transfer_money", raw)], stream=stream)
+        return reply("Let me ask again.", stream=stream)
+
+    ledger: list[str] = []
+    with serve(handler) as server:
+        plugin = OpenAI(api_key="sk-test", base_url=f"{server.url}/v1", retry=FAST)
+        _, agent = build(ledger=ledger, model="openai/gpt-test", plugins=[plugin])
+        chat = agent.chat()
+        res = await (chat.send_stream("Move money.") if stream else chat.send("Move money."))
+        assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "Let me ask again.")
+        assert ledger == []
+        [call] = (await chat.history())[1].tool_requests
+        assert isinstance(call.input, str)  # kept as text, like malformed arguments
+    result = bodies(server)[1]["messages"][-1]
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_odd"
+    assert result["content"].startswith("Error: ") and "invalid input" in result["content"]
+
+
 # -- finish reasons and usage ---------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from examples import banking, shell
-from pausepoint.server import BearerTokens, Limits, create_app
+from pausepoint.server import AccessPolicy, BearerTokens, Limits, create_app
 from pausepoint.stores import InMemorySessionStore, SessionStore
 from tests.stores.backends import open_store
 
@@ -42,13 +42,14 @@ def build_app(
     executed: list[dict[str, Any]] | None = None,
     limits: Limits | None = None,
     feed_interval: float = 0.2,
+    policy: AccessPolicy | None = None,
 ) -> Starlette:
     """The banking app at ``/bank`` and the shell app at ``/shell``, both on the store ``spec``."""
     store = make_store(spec)
     bank_ai, _ = banking.build(store, ledger)
     shell_ai, _ = shell.build(store, executed)
     auth = BearerTokens(TOKENS)
-    options: dict[str, Any] = {"auth": auth, "limits": limits, "feed_interval": feed_interval}
+    options: dict[str, Any] = {"auth": auth, "limits": limits, "feed_interval": feed_interval, "policy": policy}
     return Starlette(
         routes=[Mount("/bank", create_app(bank_ai, **options)), Mount("/shell", create_app(shell_ai, **options))]
     )

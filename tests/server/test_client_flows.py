@@ -33,7 +33,8 @@ async def test_banking_flow_streamed_through_the_client(served):
         assert res.text == text == "Transferred $500 to savings."
         assert served.ledger == ["500->savings"]
 
-        [entry] = await chat.audit_trail()
+        sent, entry = await chat.audit_trail()
+        assert (sent.decision, sent.principal, sent.via) == ("message", "alice", "http")
         assert (entry.ref, entry.decision, entry.principal, entry.via) == (pause.ref, "respond", "alice", "http")
         assert entry.output == {"approved": True, "feedback": "Looks good!"}
 
@@ -81,7 +82,7 @@ async def test_shell_flow_restart_pause_again_and_edit(served):
                 "original_input": {"command": "rm -rf ./build"},
             }
         ]
-        assert [e.decision for e in await chat.audit_trail()] == ["restart", "restart"]
+        assert [e.decision for e in await chat.audit_trail()] == ["message", "restart", "restart"]
 
 
 async def test_deny_and_cancel_through_the_client(served):

@@ -66,7 +66,8 @@ async def test_every_surface_shows_a_pause_with_the_same_view(served, http):
 
     approved = await http.post(f"{session}/interrupts/{ref}/approve", headers=ALICE)
     assert approved.status_code == 200, approved.text
-    [entry] = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    sent, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    assert (sent["decision"], sent["principal"], sent["view"]) == ("message", "alice", None)
     assert entry["view"] == TRANSFER_VIEW  # the audit says what was approved, not just "userApproval"
     assert entry["input"] == {"action": "transfer_money", "details": "Transfer $700 to savings"}
     assert entry["call_ref"] == chunk["call_ref"]  # finds its tool request in the history
@@ -170,7 +171,8 @@ async def test_what_validate_accepts_an_answer_accepts(pay):
     )
     assert check["valid"] is True and done.status_code == 200, done.text
     assert ledger == [{**PAYMENT, "currency": "EUR"}]
-    [entry] = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    sent, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    assert (sent["decision"], sent["principal"], sent["view"]) == ("message", "alice", None)
     assert entry["view"]["title"] == "Pay €1,250.50 to ACME GmbH"  # the pause as it read when answered
     assert entry["input"]["iban"] == "DE00000000000000000000" and entry["replace_input"]["iban"] == PAYMENT["iban"]
 
@@ -181,7 +183,7 @@ class ReadOnlyAuditors(OwnerPolicy):
     def __init__(self, auditors: set[str]) -> None:
         super().__init__(approvers=auditors)
 
-    def can_act(self, principal: str, session: SessionSummary) -> bool:
+    def can_answer(self, principal: str, session: SessionSummary) -> bool:
         return session.owner == principal
 
 
@@ -201,6 +203,19 @@ async def test_a_session_says_what_its_viewer_may_do():
         assert theirs["interrupts"][0]["view"]["title"] == "Pay €10.00 to Bo"
 
 
+async def test_an_approvals_desk_may_answer_but_not_send():
+    ai, _ = payments.build()
+    app = create_app(ai, auth=BearerTokens({"alice-token": "alice", "bob-token": "bob"}), policy=OwnerPolicy({"bob"}))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        body = {"message": "Pay 10 EUR to Bo (DE89370400440532013000)."}
+        paused = (await http.post("/v1/agents/paymentsAgent/sessions", json=body, headers=ALICE)).json()
+        session = f"/v1/agents/paymentsAgent/sessions/{paused['session_id']}"
+        desk = (await http.get(session, headers=BOB)).json()
+        assert (desk["can_send"], desk["can_answer"]) == (False, True)
+        refused = await http.post(session + "/messages", json={"message": "Pay 99 EUR to Bob."}, headers=BOB)
+        assert refused.status_code == 403
+
+
 async def test_a_cancel_over_http_is_recorded_as_such_with_what_it_cancelled(pay):
     http, ledger = pay
     body = {"message": "Pay 10 EUR to Bo (DE89370400440532013000)."}
@@ -208,7 +223,8 @@ async def test_a_cancel_over_http_is_recorded_as_such_with_what_it_cancelled(pay
     session = f"/v1/agents/paymentsAgent/sessions/{paused['session_id']}"
     cancelled = await http.post(session + "/cancel", json={"reason": "wrong payee"}, headers=ALICE)
     assert cancelled.status_code == 200 and cancelled.json()["finish_reason"] == "aborted"
-    [entry] = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    sent, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    assert (sent["decision"], sent["principal"], sent["view"]) == ("message", "alice", None)
     assert (entry["decision"], entry["principal"], entry["via"], entry["reason"]) == (
         "cancel",
         "alice",

@@ -55,7 +55,8 @@ async def test_an_expired_pause_is_settled_without_anyone_touching_the_session()
                 await asyncio.sleep(0.05)
             assert await chat.interrupts() == []
             assert await agent.list_sessions(has_pending=True) == []
-            [entry] = await chat.audit_trail()
+            sent, entry = await chat.audit_trail()
+            assert (sent.decision, sent.principal, sent.via) == ("message", "alice", "http")
             assert (entry.decision, entry.via) == ("expire", "expiry")
             last = await chat.last_response()
             assert last is not None and last.text == "Nobody answered, so I did not deploy."

@@ -1,4 +1,5 @@
-"""Fuzz the OpenAPI document with schemathesis against the running server: no 5xx, no hang."""
+"""Fuzz the running server — the OpenAPI document's operations, the same with nasty bodies, and
+the Genkit endpoint — with schemathesis and hypothesis: no 5xx, no hang, strict JSON replies."""
 
 from __future__ import annotations
 
@@ -23,4 +24,6 @@ def test_openapi_fuzzing_finds_no_server_error(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["operations"] >= 10  # every operation of the document but the feed was fuzzed
+    assert report["nasty_operations"] >= 5  # every POST, with surrogates, NaN, long integers, deep nesting
+    assert report["genkit_operations"] == 4  # the turn, getSnapshot, abort, and an unknown agent
     assert report["failures"] == []

@@ -32,7 +32,10 @@ async def pause_in_one_answer_in_another(spec) -> None:
             assert len(done) == 1 and done[0].text == "Transferred $40 to rent."
             assert len(refused) == 1 and isinstance(refused[0], AlreadyResolved), refused
             trail = await one.agent("bankingAgent").chat(res.session_id).audit_trail()
-            assert [(e.decision, e.principal, e.via) for e in trail] == [("respond", "alice", "http")]
+            assert [(e.decision, e.principal, e.via) for e in trail] == [
+                ("message", "alice", "http"),
+                ("respond", "alice", "http"),
+            ]
 
 
 async def test_across_processes_on_one_sqlite_file(tmp_path):

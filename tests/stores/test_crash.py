@@ -63,7 +63,7 @@ async def recover(chat: Chat, account: str, report: dict[str, Any], ledger: str)
         assert transfers(ledger, account) == 0
         return "not written"
     open_pauses = await chat.interrupts()
-    audit = await chat.audit_trail()
+    audit = [e for e in await chat.audit_trail() if e.decision != "message"]
     assert len(audit) <= 1
     assert transfers(ledger, account) <= 1
     assert transferred_texts(history, account) <= 1
@@ -105,7 +105,8 @@ async def recover(chat: Chat, account: str, report: dict[str, Any], ledger: str)
     res = await chat.send("Thanks!")
     assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "You said: Thanks!")
     assert await chat.interrupts() == []
-    assert len(await chat.audit_trail()) == 1
+    assert [e.decision for e in await chat.audit_trail()].count("message") == 2  # the transfer request, "Thanks!"
+    assert len([e for e in await chat.audit_trail() if e.decision != "message"]) == 1
     assert transfers(ledger, account) == made  # recovery never transfers again
     if lost:
         assert made <= 1  # at most once: the kill may have come before the transfer itself

@@ -53,7 +53,9 @@ async def test_racing_processes_answer_a_pause_exactly_once(durable_backend, tmp
             _, reader = build(store)
             session = reader.chat(chat.session_id)
             audit = await session.audit_trail()
-            assert [(a.decision, a.principal) for a in audit] == [("respond", f"worker-{winner['pid']}")]
+            assert [(a.decision, a.principal) for a in audit if a.decision != "message"] == [
+                ("respond", f"worker-{winner['pid']}")
+            ]
             assert await session.interrupts() == []
             last = await session.last_response()
             assert last is not None
@@ -108,7 +110,8 @@ async def test_a_pause_made_in_one_process_is_answered_in_another(durable_backen
         history = await session.history()
         assert [m.role for m in history] == ["user", "model", "tool", "model", "tool", "model"]
         assert history[-1].text == "Transferred $5 to savings."
-        assert [a.principal for a in await session.audit_trail()] == [f"worker-{answerer.pid}"]
+        answers = [a for a in await session.audit_trail() if a.decision != "message"]
+        assert [a.principal for a in answers] == [f"worker-{answerer.pid}"]
         assert await reader.list_sessions(has_pending=True) == []
     finally:
         await store.close()
