@@ -172,7 +172,7 @@ class Chat:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
             expired = {p.record.ref for p in state.expired(now)}
-            live = [ref for ref in state.open if ref not in expired]
+            live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
             if live:
                 raise PendingInterrupts(
                     f"{len(live)} call(s) are paused in session {self.session_id!r}: answer them with "
@@ -207,7 +207,6 @@ class Chat:
             if not isinstance(again, ToolRestart):
                 raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {again!r}")
         answers: list[ToolResponse | ToolRestart] = [*respond, *restart]
-        answered = {a.ref for a in answers}
         digest = request_hash(answers, metadata) if key is not None else None
         actor = principal or self.principal
 
@@ -223,6 +222,7 @@ class Chat:
                     state, answers, self.agent.tools, context, allow_changed_tools=self.agent.allow_changed_tools
                 )
                 turn = self._turn(state, principal, emit, key)
+                answered = {c.ref for c in claims}
                 expired = [c for c in expiry_claims(state, now, self.agent.on_expiry) if c.ref not in answered]
                 turn.journal.add(*claims, *expired)
                 try:  # the claim: once written, these answers are ours alone
@@ -240,7 +240,7 @@ class Chat:
             raise NothingToResume(
                 f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
                 "at least one of them",
-                refs=list(state.open),
+                refs=state.open_refs(),
             )
         lost = self._abandoned(state, self.agent.clock())
         if not (state.awaiting_model or lost):

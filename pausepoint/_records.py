@@ -66,7 +66,13 @@ class CallCompleted:
 
 @dataclass(slots=True)
 class CallPaused:
-    """A tool call paused; ``ref`` is the pause's own ref, minted by the runtime."""
+    """A tool call paused.
+
+    ``call_ref`` is the call's ref (the only ref callers see); ``ref`` is this pause's own id,
+    minted by the runtime (``PendingInterrupt.pause_id``), telling apart the pauses of a call
+    that paused again after a restart. Logs written before refs were per call showed ``ref``
+    as the pause's ref; answers naming it are still understood (see ``_answers``).
+    """
 
     ref: str
     call_ref: str
@@ -83,6 +89,8 @@ class CallPaused:
 @dataclass(slots=True)
 class CallAnswered:
     """An answer to a pause: the claim that makes it exactly-once, and its audit entry.
+
+    ``ref`` is the id of the pause answered (``CallPaused.ref``), ``call_ref`` its call's ref.
 
     For every decision but ``restart`` the ``output`` is the call's result; a restart's result
     arrives later as ``CallCompleted`` or a new ``CallPaused``.

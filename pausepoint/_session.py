@@ -69,6 +69,7 @@ class Call:
     turn: int
     status: Literal["running", "completed", "paused"] = "running"
     started_at: datetime | None = None  # when it last started running (None: not known)
+    pause: str | None = None  # the id of its latest pause (``CallPaused.ref``), if it paused
 
 
 @dataclass(slots=True)
@@ -130,7 +131,9 @@ class SessionState:
             pause = Pause(record)
             self.pauses[record.ref] = pause
             self.open[record.ref] = pause
-            self.calls[record.call_ref].status = "paused"
+            call = self.calls[record.call_ref]
+            call.status = "paused"
+            call.pause = record.ref
         elif isinstance(record, CallAnswered):
             self._answer(record)
         elif isinstance(record, TurnEnded):
@@ -206,6 +209,10 @@ class SessionState:
         if any(c.started_at is not None and now - c.started_at < after for c in calls):
             return None
         return calls
+
+    def open_refs(self) -> list[str]:
+        """The refs of the calls paused now (each call's ref, as every surface shows it)."""
+        return [p.record.call_ref for p in self.open.values()]
 
     def expired(self, now: datetime) -> list[Pause]:
         return [p for p in self.open.values() if p.record.expires_at is not None and p.record.expires_at <= now]

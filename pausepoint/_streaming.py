@@ -58,10 +58,13 @@ class ToolRequestChunk:
 
 @dataclass(frozen=True, slots=True)
 class InterruptChunk:
-    """A tool call paused — sent the moment it pauses, before the turn ends."""
+    """A tool call paused — sent the moment it pauses, before the turn ends.
+
+    The call was streamed before as a ``tool_request`` with the same ref: this chunk marks it
+    paused (answerable now by that ref), it is not another request.
+    """
 
     interrupt: PendingInterrupt
-    call_ref: str
     kind: Literal["interrupt"] = "interrupt"
 
 

@@ -74,7 +74,11 @@ def new_ref() -> str:
 
 
 class Journal:
-    """Folds new records into a session's state and appends them to the store at flush points."""
+    """Folds new records into a session's state and appends them to the store at flush points.
+
+    ``on_message`` sees each message the new records add to the history, as it is added (a
+    tool message appears when the last result of its batch arrives).
+    """
 
     def __init__(
         self,
@@ -86,13 +90,19 @@ class Journal:
         self.store = store
         self.state = state
         self.pending: list[Record] = []
+        self.on_message: Callable[[Message], None] | None = None
         self._reload = reload
         self._remember = remember
 
     def add(self, *records: Record) -> None:
         for record in records:
+            messages = self.state.messages
+            before = len(messages)
             self.state.apply(record)
             self.pending.append(record)
+            if self.on_message is not None:
+                for message in messages[before:]:
+                    self.on_message(message)
 
     async def flush(self, now: datetime, *, rebase: bool = True) -> None:
         """Append pending records with a conditional append on the session's version.
@@ -159,6 +169,8 @@ class Turn:
         self.emit = emit
         self.idempotency_key = idempotency_key
         self._text_streamed = False
+        if emit is not None:
+            journal.on_message = self._on_message
 
     @property
     def state(self) -> SessionState:
@@ -198,10 +210,6 @@ class Turn:
     async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
         """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""
         state = self.state
-        if self.emit is not None:
-            for claim in claims:
-                if claim.decision != "restart":
-                    self.emit(ToolResultChunk(claim.call_ref, claim.name, claim.output))
         jobs = []
         for claim in claims:
             if claim.decision != "restart":
@@ -317,8 +325,6 @@ class Turn:
     def _record(self, outcome: Outcome) -> Record:
         request = outcome.job.request
         if isinstance(outcome, Completed):
-            if self.emit is not None:
-                self.emit(ToolResultChunk(request.ref, request.name, outcome.output, outcome.is_error))
             return CallCompleted(request.ref, request.name, outcome.output, outcome.is_error)
         assert isinstance(outcome, Paused)
         now = self.agent.clock()
@@ -335,7 +341,7 @@ class Turn:
             expires_at=None if ttl is None else now + ttl,
         )
         if self.emit is not None:
-            self.emit(InterruptChunk(pending_interrupt(record), request.ref))
+            self.emit(InterruptChunk(pending_interrupt(record)))
         return record
 
     # -- helpers --------------------------------------------------------------------------------
@@ -352,6 +358,14 @@ class Turn:
             for p in message.parts
         ]
         return Message("model", parts)
+
+    def _on_message(self, message: Message) -> None:
+        """Stream a tool message when the history gets it: its results arrive together, once the
+        last call of the batch has one, so the chunks rebuild exactly the history."""
+        assert self.emit is not None
+        if message.role == "tool":
+            for part in message.tool_responses:
+                self.emit(ToolResultChunk(part.ref, part.name, part.output, part.is_error))
 
     def _on_model_chunk(self, chunk: ModelChunk) -> None:
         assert self.emit is not None

@@ -13,13 +13,13 @@ __all__ = ["audit_entry", "pending_interrupt", "response_for"]
 def pending_interrupt(record: CallPaused) -> PendingInterrupt:
     return PendingInterrupt(
         name=record.name,
-        ref=record.ref,
+        ref=record.call_ref,
         input=record.input,
         metadata=record.metadata,
         paused_at=record.at,
         expires_at=record.expires_at,
         turn=record.turn,
-        call_ref=record.call_ref,
+        pause_id=record.ref,
     )
 
 
@@ -40,7 +40,7 @@ def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResp
 
 def audit_entry(record: CallAnswered) -> AuditEntry:
     return AuditEntry(
-        ref=record.ref,
+        ref=record.call_ref,
         name=record.name,
         decision=record.decision,
         at=record.at,
@@ -52,4 +52,5 @@ def audit_entry(record: CallAnswered) -> AuditEntry:
         metadata=record.metadata,
         reason=record.reason,
         idempotency_key=record.idempotency_key,
+        pause_id=record.ref,
     )

@@ -242,10 +242,12 @@ class RemoteChat:
             "respond": [
                 {"ref": a.ref, "name": a.name, "output": a.output, "metadata": a.metadata, "decision": a.decision}
                 | ({"reason": a.reason} if a.reason is not None else {})
+                | ({"pause_id": a.pause_id} if a.pause_id else {})
                 for a in respond
             ],
             "restart": [
                 {"ref": a.ref, "name": a.name, "replace_input": a.replace_input, "resumed_metadata": a.resumed_metadata}
+                | ({"pause_id": a.pause_id} if a.pause_id else {})
                 for a in restart
             ],
             "metadata": metadata,

@@ -60,7 +60,8 @@ async def test_restart_and_respond_in_one_resume(store):
     res = await chat.resume(respond=[ask.respond({"approved": True})], restart=[guarded.restart()])
     assert res.finish_reason == AgentFinishReason.INTERRUPTED  # guarded paused again
     [again] = res.interrupts
-    assert again.name == "guarded" and again.ref not in (guarded.ref, ask.ref)
+    assert again.name == "guarded" and again.ref == guarded.ref  # one ref per call...
+    assert again.pause_id != guarded.pause_id  # ...and a new pause of it
     res = await chat.resume(restart=[again.restart(resumed_metadata={"ok": True})])
     assert res.text == "both done"
     assert ledger == ["guarded:x"]

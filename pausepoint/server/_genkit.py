@@ -281,7 +281,7 @@ def _part_json(part: Part, paused: dict[str, PendingInterrupt]) -> dict[str, Any
 
 def message_json(message: Message, pauses: Iterable[PendingInterrupt] = ()) -> dict[str, Any]:
     """A message in the reference's shape; tool requests paused now become interrupt parts."""
-    paused = {p.call_ref: p for p in pauses}
+    paused = {p.ref: p for p in pauses}
     return {"role": message.role, "content": [_part_json(p, paused) for p in message.parts]}
 
 
@@ -351,7 +351,7 @@ class ChunkTranslator:
         if isinstance(chunk, ToolRequestChunk):
             return self._chunk("model", {"toolRequest": {"ref": chunk.ref, "name": chunk.name, "input": chunk.input}})
         if isinstance(chunk, InterruptChunk):
-            return self._chunk("model", _interrupt_part(chunk.interrupt))
+            return None  # the call was streamed as a tool request; the turn's output marks it paused
         if isinstance(chunk, ToolResultChunk):
             return self._chunk("tool", {"toolResponse": {"ref": chunk.ref, "name": chunk.name, "output": chunk.output}})
         if isinstance(chunk, TurnEndChunk):
