@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._answers import AnswerContext, check_answers, expiry_claims, request_hash
+from ._detach import DetachedTurn, Launch, TurnStatus, end_status, lost_turn_end, status_of
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import Message, Part, TextPart
-from ._records import CallAnswered, MessageAdded, SessionStarted
+from ._records import (
+    AbortRequested,
+    CallAnswered,
+    MessageAdded,
+    SessionStarted,
+    TurnStarted,
+    decode_record,
+    encode_record,
+)
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, SessionState
 from ._streaming import Emit, TurnStream
@@ -19,18 +31,26 @@ from ._views import audit_entry, pending_interrupt, response_for
 from .errors import (
     ConcurrentUpdate,
     IdempotencyKeyReused,
+    InvalidSessionId,
     NothingToResume,
     PendingInterrupts,
     ResumeInProgress,
+    SessionNotFound,
     TurnInProgress,
+    TurnLost,
+    VersionConflict,
 )
+from .stores import LogEntry
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["Chat"]
+__all__ = ["Chat", "check_session_id"]
 
 _CLAIM_ATTEMPTS = 20
+
+# A caller-chosen session id: safe in a URL path and on a command line (no leading "-" or ".").
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 T = TypeVar("T")
 
@@ -38,12 +58,17 @@ T = TypeVar("T")
 class Chat:
     """One session of an agent. Get one with ``agent.chat()`` or ``agent.chat(session_id=...)``."""
 
-    def __init__(self, agent: Agent, session_id: str | None, principal: str | None) -> None:
+    def __init__(self, agent: Agent, session_id: str | None, principal: str | None, *, new: bool = False) -> None:
         self.agent = agent
-        self._is_new = session_id is None
+        # A new session: nothing to read before the first append (at version 0, which fails if
+        # the id was taken meanwhile). With a caller's id, the id must not exist yet (``new``).
+        self._is_new = session_id is None or new
+        self._create_only = new
         # 128 random bits in hex: safe in URLs and on command lines (never starts with "-").
         self.session_id = session_id if session_id is not None else secrets.token_hex(16)
         self.principal = principal
+        if new:
+            check_session_id(self.session_id)
 
     def __repr__(self) -> str:
         return f"<Chat {self.agent.name} session={self.session_id}>"
@@ -106,9 +131,10 @@ class Chat:
         """
 
         async def op(state: SessionState) -> AgentResponse:
+            now = self.agent.clock()
+            self._check_free(state, now)
             if not state.open:
                 raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
-            now = self.agent.clock()
             claims = [
                 CallAnswered(
                     ref=p.record.ref,
@@ -123,23 +149,82 @@ class Chat:
                 for p in state.open.values()
             ]
             turn = self._turn(state, principal, None)
+            self._end_lost_turn(turn, now)
             turn.journal.add(*claims)
             return await turn.end(AgentFinishReason.ABORTED)
 
         return await self._locked(op)
 
+    async def detach(
+        self,
+        message: str | Message | Sequence[Part] | None = None,
+        *,
+        respond: Sequence[ToolResponse] = (),
+        restart: Sequence[ToolRestart] = (),
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> DetachedTurn:
+        """Start a turn — a message sent, or answers given — that runs in the background.
+
+        Returns once the turn is recorded as running (every process sees it: ``status()`` is
+        ``pending``, other calls on the session get ``TurnInProgress``); its result lands in the
+        session like any turn's. Refusals (``PendingInterrupts``, a ``ResumeRefused``) are raised
+        here, with nothing written. ``DetachedTurn.abort()`` or ``chat.abort()`` stops it, from
+        any process. Needs a store shared by the processes that should see it.
+        """
+        if (message is None) == (not respond and not restart):
+            raise ValueError("detach() takes a message, or answers (respond= / restart=), not both or neither")
+        launch = Launch(self)
+        if message is not None:
+            user = _user_message(message)
+            run = self._send(user, principal, None, launch)
+        else:
+            run = self._resume(respond, restart, metadata, idempotency_key, principal, via, None, launch)
+        task = asyncio.ensure_future(run)
+        self.agent._background.add(task)
+        task.add_done_callback(self.agent._background.discard)
+        launch.running.task = task
+        waiting: set[asyncio.Future[Any]] = {launch.started, task}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if not launch.started.done():
+            launch.started.cancel()
+            task.result()  # the refusal, raised here
+            raise AssertionError("a detached turn ended without starting")
+        return DetachedTurn(self, launch.started.result(), task)
+
+    async def abort(self, *, principal: str | None = None, via: str = "python") -> TurnStatus | None:
+        """Stop the session's detached turn, from any process; returns its status before the call.
+
+        ``pending``: it was running and stops now (a model call in progress is cancelled, no tool
+        starts any more, a tool already running finishes and is recorded; it ends ``aborted``).
+        ``expired``: its process was presumed lost (the next call on the session ends it).
+        Otherwise the status of the session's last turn, unchanged (None: no turn yet).
+        """
+        state = await self._read()
+        if state.running_turn is not None:
+            return await self._abort_turn(state.running_turn.version, principal, via)
+        return None if state.last_end is None else end_status(state.last_end.finish_reason)
+
     async def settle_expired(self) -> AgentResponse | None:
         """Resolve this session's expired pauses by the agent's expiry policy.
 
         When that answers the last paused call, the turn continues (the model sees the denial).
-        Returns None when nothing had expired.
+        Returns None when nothing had expired, or while a detached turn runs in the session.
         """
+        if self.session_id in self.agent._running:
+            return None
 
         async def op(state: SessionState) -> AgentResponse | None:
-            claims = expiry_claims(state, self.agent.clock(), self.agent.on_expiry)
+            now = self.agent.clock()
+            if state.running_turn is not None and not state.lost(now, self.agent.abandon_after):
+                return None
+            claims = expiry_claims(state, now, self.agent.on_expiry)
             if not claims:
                 return None
             turn = self._turn(state, None, None)
+            self._end_lost_turn(turn, now)
             turn.journal.add(*claims)
             await turn.journal.flush(self.agent.clock())
             return await turn.proceed()
@@ -166,11 +251,64 @@ class Chat:
         state = await self._read()
         return None if state.last_end is None else response_for(state, state.last_end, state.last_end_version)
 
+    # -- detached turns (``DetachedTurn`` calls these) ------------------------------------------
+
+    async def _turn_status(self, turn_id: int) -> TurnStatus:
+        state = await self._read()
+        turn = state.detached.get(turn_id)
+        if turn is None:
+            raise SessionNotFound(f"no detached turn {turn_id} in session {self.session_id!r}", turn_id=turn_id)
+        return status_of(state, turn, self.agent.clock(), self.agent.abandon_after)
+
+    async def _turn_response(self, turn_id: int) -> AgentResponse | None:
+        """The detached turn's response once it ended; None while it runs."""
+        state = await self._read()
+        turn = state.detached.get(turn_id)
+        if turn is None:
+            raise SessionNotFound(f"no detached turn {turn_id} in session {self.session_id!r}", turn_id=turn_id)
+        if turn.end is not None:
+            return response_for(state, turn.end, turn.end_version)
+        if state.lost(self.agent.clock(), self.agent.abandon_after):
+            raise TurnLost(
+                f"the process running detached turn {turn_id} of session {self.session_id!r} stopped before it "
+                "ended; the next call on the session settles it",
+                turn_id=turn_id,
+            )
+        return None
+
+    async def _abort_turn(self, turn_id: int, principal: str | None, via: str) -> TurnStatus:
+        """Ask the detached turn ``turn_id`` to stop (an ``AbortRequested`` record, appended
+        without waiting for the turn); returns its status before."""
+        for _ in range(_CLAIM_ATTEMPTS):
+            state = await self._peek()
+            turn = state.detached.get(turn_id)
+            if turn is None:
+                raise SessionNotFound(f"no detached turn {turn_id} in session {self.session_id!r}", turn_id=turn_id)
+            now = self.agent.clock()
+            status = status_of(state, turn, now, self.agent.abandon_after)
+            if turn.end is not None or turn.abort is not None:
+                return status
+            record = AbortRequested(turn=turn_id, at=now, principal=principal or self.principal, via=via)
+            entry = LogEntry(state.version + 1, record.kind, encode_record(record))
+            state.apply(record)
+            try:
+                await self.agent.store.append(self.session_id, state.version - 1, [entry], state.summary(now))
+            except VersionConflict:
+                continue
+            running = self.agent._running.get(self.session_id)
+            if running is not None and running.turn_id == turn_id:
+                running.abort.set()  # it runs here: no need to wait for its next look at the log
+            return status
+        raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; the abort was not recorded")
+
     # -- the operations -------------------------------------------------------------------------
 
-    async def _send(self, user: Message, principal: str | None, emit: Emit | None) -> AgentResponse:
+    async def _send(
+        self, user: Message, principal: str | None, emit: Emit | None, launch: Launch | None = None
+    ) -> AgentResponse:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
+            self._check_free(state, now)
             expired = {p.record.ref for p in state.expired(now)}
             live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
             if live:
@@ -185,8 +323,19 @@ class Chat:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
             turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry))
             await turn.recover(lost)
-            turn.journal.add(MessageAdded(user, at=now))
-            return await turn.run_model()
+            self._end_lost_turn(turn, now)
+            if launch is None:
+                turn.journal.add(MessageAdded(user, at=now))
+                return await turn.run_model()
+            turn.journal.add(TurnStarted(at=now, principal=principal or self.principal, message=user))
+            await turn.journal.flush(now, rebase=False)
+            launch.begin(turn)
+
+            async def body() -> AgentResponse:
+                turn.journal.add(MessageAdded(user, at=now))
+                return await turn.run_model()
+
+            return await launch.run(turn, body)
 
         return await self._locked(op, creating=True)
 
@@ -199,6 +348,7 @@ class Chat:
         principal: str | None,
         via: str,
         emit: Emit | None,
+        launch: Launch | None = None,
     ) -> AgentResponse:
         for given in respond:
             if not isinstance(given, ToolResponse):
@@ -214,23 +364,30 @@ class Chat:
             for _ in range(_CLAIM_ATTEMPTS):
                 if key is not None and key in state.keys:
                     return self._replay(state, key, digest)
+                now = self.agent.clock()
+                self._check_free(state, now)
                 if not answers:
                     return await self._continue(state, principal, emit)
-                now = self.agent.clock()
                 context = AnswerContext(now, actor, via, metadata, key, digest)
                 claims = check_answers(
                     state, answers, self.agent.tools, context, allow_changed_tools=self.agent.allow_changed_tools
                 )
                 turn = self._turn(state, principal, emit, key)
+                self._end_lost_turn(turn, now)
                 answered = {c.ref for c in claims}
                 expired = [c for c in expiry_claims(state, now, self.agent.on_expiry) if c.ref not in answered]
                 turn.journal.add(*claims, *expired)
+                if launch is not None:
+                    turn.journal.add(TurnStarted(at=now, principal=actor))
                 try:  # the claim: once written, these answers are ours alone
                     await turn.journal.flush(now, rebase=False)
                 except ConcurrentUpdate:
                     state = await self.agent._reload(self.session_id)
                     continue
-                return await turn.after_answers(claims)
+                if launch is None:
+                    return await turn.after_answers(claims)
+                launch.begin(turn)
+                return await launch.run(turn, functools.partial(turn.after_answers, claims))
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
         return await self._locked(op)
@@ -242,12 +399,35 @@ class Chat:
                 "at least one of them",
                 refs=state.open_refs(),
             )
-        lost = self._abandoned(state, self.agent.clock())
-        if not (state.awaiting_model or lost):
+        now = self.agent.clock()
+        lost = self._abandoned(state, now)
+        if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
         turn = self._turn(state, principal, emit)
         await turn.recover(lost)
-        return await turn.proceed()
+        self._end_lost_turn(turn, now)
+        if turn.state.awaiting_model:
+            return await turn.proceed()
+        await turn.journal.flush(now)  # only a lost detached turn to settle: its end is the answer
+        ended = turn.state
+        assert ended.last_end is not None
+        return response_for(ended, ended.last_end, ended.last_end_version)
+
+    def _check_free(self, state: SessionState, now: datetime) -> None:
+        """Refuse to start a turn while a detached turn runs in the session (``TurnInProgress``);
+        one presumed lost with its process does not count (``_end_lost_turn`` ends it)."""
+        running = state.running_turn
+        if running is not None and not state.lost(now, self.agent.abandon_after):
+            raise TurnInProgress(
+                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
+                turn_id=running.version,
+            )
+
+    def _end_lost_turn(self, turn: Turn, now: datetime) -> None:
+        """Record the end of a detached turn presumed lost with its process, if there is one."""
+        state = turn.state
+        if state.running_turn is not None and state.lost(now, self.agent.abandon_after):
+            turn.journal.add(lost_turn_end(state, state.running_turn, now))
 
     def _abandoned(self, state: SessionState, now: datetime) -> list[Call]:
         """Calls of the session still running with no result, once presumed lost with their
@@ -277,32 +457,81 @@ class Chat:
 
     def _turn(self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None) -> Turn:
         journal = Journal(self.agent.store, state, lambda: self.agent._reload(self.session_id), self.agent._remember)
-        return Turn(self.agent, journal, principal=principal or self.principal, emit=emit, idempotency_key=key)
+        return Turn(
+            self.agent,
+            journal,
+            principal=principal or self.principal,
+            emit=emit,
+            idempotency_key=key,
+            began=self.agent.clock(),
+        )
 
     async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, creating: bool = False) -> T:
+        running = self.agent._running.get(self.session_id)
+        if running is not None:  # a detached turn holds the session here: say so rather than wait
+            raise TurnInProgress(
+                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
+                turn_id=running.turn_id,
+            )
         async with self.agent._lock(self.session_id):
             if creating and self._is_new and self.session_id not in self.agent._cache:
-                # A fresh random id: nothing to read. A collision would still fail the
-                # conditional append at version 0.
+                # A new session: nothing to read. If the id was taken meanwhile, the
+                # conditional append at version 0 fails.
                 state = SessionState(self.session_id)
+            elif creating:
+                try:
+                    state = await self.agent._refresh(self.session_id)
+                except SessionNotFound:  # a caller-chosen id: the first send creates the session
+                    check_session_id(self.session_id)
+                    state = SessionState(self.session_id)
             else:
                 state = await self.agent._refresh(self.session_id)
             try:
                 result = await op(state)
-            except BaseException:
+            except BaseException as exc:
                 cached = self.agent._cache.get(self.session_id)
                 if cached is not None and cached.version != cached.durable_version:
                     self.agent._forget(self.session_id)
+                if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
+                    # The id was taken meanwhile: to this caller it is a session it cannot see.
+                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id) from None
                 raise
             self._is_new = False
             return result
 
     async def _read(self) -> SessionState:
-        async with self.agent._lock(self.session_id):
+        """The session as recorded. Never waits for a call running on it in this process: then
+        it reads the store afresh (a running call's records are not durable yet)."""
+        lock = self.agent._lock(self.session_id)
+        if lock.locked():
+            return await self._peek()
+        async with lock:
             return await self.agent._refresh(self.session_id)
+
+    async def _peek(self) -> SessionState:
+        """The session as the store holds it, read afresh (no lock, no cache)."""
+        found = await self.agent.store.read(self.session_id)
+        if found is None:
+            raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
+        state = SessionState(self.session_id)
+        for entry in found.entries:
+            state.apply(decode_record(entry.data))
+        state.durable_version = state.version
+        return state
 
     def _stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
         return TurnStream(run, self.agent._background)
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if a caller may name a new session so; ``InvalidSessionId`` otherwise."""
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise InvalidSessionId(
+            f"session id {session_id!r} is not valid: 1 to 128 characters, letters, digits and . _ : @ -, "
+            "starting with a letter or a digit",
+            session_id=session_id if isinstance(session_id, str) else repr(session_id),
+        )
+    return session_id
 
 
 def _user_message(message: str | Message | Sequence[Part]) -> Message:

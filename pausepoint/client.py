@@ -307,6 +307,8 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
     try:
         error = json.loads(content)["error"]
         code, message, details = str(error["code"]), str(error["message"]), dict(error.get("details") or {})
+        for echo in ("code", "reason"):  # repeated in details for Genkit's clients
+            details.pop(echo, None)
     except (ValueError, KeyError, TypeError):
         kind = core_errors.ServerError if status >= 500 else core_errors.UsageError
         return kind(f"HTTP {status}: {content[:200].decode(errors='replace')}", status=status)

@@ -3,7 +3,7 @@ tool errors that never corrupt a session; plus max_turns and model failures."""
 
 import pytest
 
-from pausepoint import AgentFinishReason
+from pausepoint import AgentFinishReason, ToolResponse
 from pausepoint.errors import ModelError, NothingToResume, PendingInterrupts
 from pausepoint.testing import tool_call
 
@@ -175,14 +175,22 @@ async def test_a_crashed_continuation_is_resumed_by_an_empty_resume(store):
         await chat.resume()
 
 
-async def test_unknown_session(store):
-    from pausepoint.errors import SessionNotFound
+async def test_unknown_session_reads_are_refused_and_a_send_creates_it_under_the_callers_id(store):
+    from pausepoint.errors import InvalidSessionId, SessionNotFound
 
-    agent, _ = approvals_agent(store, ["x"])
-    with pytest.raises(SessionNotFound):
-        await agent.chat("missing").send("hi")
+    agent, _ = approvals_agent(store, ["created", "continued"])
     with pytest.raises(SessionNotFound):
         await agent.chat("missing").interrupts()
+    with pytest.raises(SessionNotFound):
+        await agent.chat("missing").resume(respond=[ToolResponse("r", "ask", {"approved": True})])
+    assert (await agent.chat("my-conv-1", principal="alice").send("hi")).text == "created"
+    assert (await agent.chat("my-conv-1").send("again")).text == "continued"  # the same session
+    [summary] = await agent.list_sessions()
+    assert (summary.session_id, summary.owner, summary.turn) == ("my-conv-1", "alice", 2)
+    for bad in ("", "-rf", ".hidden", "a b", "x" * 129, "sess\x00", "naïve", "a/b"):
+        with pytest.raises(InvalidSessionId):
+            await agent.chat(bad).send("hi")
+    assert [s.session_id for s in await agent.list_sessions()] == ["my-conv-1"]  # nothing else written
 
 
 async def test_the_tool_requests_of_one_model_turn_run_concurrently(store):

@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .._agent import Agent
+from .._chat import Chat
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._rest import (
     AUDIT,
@@ -109,11 +110,16 @@ def rest_routes(service: Service) -> list[Route]:
         return await _turn(request, agent, chat.session_id, lambda: chat.send_stream(message, principal=principal))
 
     async def send(request: Request) -> Response:
-        agent, session_id, principal = await _acting(request)
+        agent = service.agent(request.path_params["agent"])
+        principal = await service.principal(request)
+        session_id = request.path_params["session_id"]
+        if await agent.store.get_summary(session_id) is None:
+            chat = Chat(agent, session_id, principal, new=True)  # a caller-chosen id: the message creates it
+        else:
+            check_history(await service.actionable(agent, session_id, principal), limits)
+            chat = agent.chat(session_id, principal=principal)
         body = parse_body(SendBody, await read_json(request, limits))
         check_message_size(body.model_dump(mode="json")["message"], limits)
-        check_history(await agent.store.get_summary(session_id), limits)
-        chat = agent.chat(session_id, principal=principal)
         message = user_message(body)
         return await _turn(request, agent, session_id, lambda: chat.send_stream(message, principal=principal))
 
