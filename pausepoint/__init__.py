@@ -3,6 +3,7 @@
 from ._agent import Agent, deny_on_expiry
 from ._app import Pausepoint
 from ._chat import Chat
+from ._detach import DetachedTurn, TurnStatus
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ._models import (
@@ -37,6 +38,7 @@ __all__ = [
     "AgentResponse",
     "AuditEntry",
     "Chat",
+    "DetachedTurn",
     "FunctionModel",
     "Interrupt",
     "InterruptChunk",
@@ -67,6 +69,7 @@ __all__ = [
     "ToolRunContext",
     "TurnChunk",
     "TurnEndChunk",
+    "TurnStatus",
     "TurnStream",
     "Usage",
     "deny_on_expiry",

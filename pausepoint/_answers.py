@@ -172,14 +172,21 @@ def _check_one(
     if isinstance(answer, ToolRestart):
         claim.resumed_metadata = dict(answer.resumed_metadata or {})
         if answer.replace_input is not None:
+            try:
+                replaced = tool.validate_input(answer.replace_input).model_dump(mode="json")
+            except ValidationError as exc:
+                if not tool.allow_input_edits:
+                    raise InputEditNotAllowed(
+                        f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
+                    ) from None
+                raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
+            if replaced == paused.input:
+                return claim  # the same input again is no edit (Genkit's clients send it that way)
             if not tool.allow_input_edits:
                 raise InputEditNotAllowed(
                     f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
                 )
-            try:
-                claim.replace_input = tool.validate_input(answer.replace_input).model_dump(mode="json")
-            except ValidationError as exc:
-                raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
+            claim.replace_input = replaced
         return claim
     claim.decision = answer.decision
     if answer.decision == "deny":

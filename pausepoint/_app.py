@@ -162,6 +162,7 @@ class Pausepoint:
         on_expiry: ExpiryPolicy = deny_on_expiry,
         abandon_after: timedelta = timedelta(minutes=15),
         cache_size: int = 1024,
+        abort_poll: float = 0.5,
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
 
@@ -171,7 +172,8 @@ class Pausepoint:
         expired interrupt to the result the model sees (default: a denial). A tool call that
         has been running longer than ``abandon_after`` without a recorded result is presumed
         lost with its process: the next ``send`` or empty ``resume`` records it as of unknown
-        outcome (or runs it again, for an idempotent tool).
+        outcome (or runs it again, for an idempotent tool). A detached turn (``Chat.detach``)
+        looks in the log every ``abort_poll`` seconds for an abort asked by another process.
         """
         if name in self._agents:
             raise DefinitionError(f"an agent named {name!r} is already defined")
@@ -192,6 +194,7 @@ class Pausepoint:
             on_expiry=on_expiry,
             abandon_after=abandon_after,
             cache_size=cache_size,
+            abort_poll=abort_poll,
         )
         self._agents[name] = agent
         return agent

@@ -10,8 +10,8 @@ Parts. One ref per call: a tool request shows its call's ref everywhere, and ans
 A call paused now carries ``metadata.interrupt`` (the interrupt's metadata, or ``true``) in the
 turn's output and in snapshots. A restart part runs the tool on ``toolRequest.input``;
 ``metadata.resumed`` becomes ``ctx.resumed_metadata``; an input that differs from the paused
-one is an edit (``metadata.replacedInput`` alone is not: Genkit's client sends it whenever a
-replacement was given, even the same input).
+one is an edit, and so is one sent with ``metadata.replacedInput`` unless it is the same input
+(Genkit's client sends that metadata whenever a replacement was given, even the same one).
 
 Stream. Chunks rebuild the history as Genkit's client rebuilds it: text and tool requests are
 model chunks of the model message, once each, when the model gives them; a tool message is one
@@ -220,17 +220,10 @@ def _restart(part: _Part) -> WireRestart:
 
 
 def restart_answer(wire: WireRestart, paused: PendingInterrupt | None) -> ToolRestart:
-    """The restart ``wire`` asks for: an edit when its input differs from the paused call's.
-
-    Genkit's client sends ``metadata.replacedInput`` whenever a replacement input was given,
-    even the same one; an identical input is not an edit (Genkit accepts it for any tool).
-    Without the paused call to compare with (it is not paused now), a part that says it
-    replaced the input is taken at its word, so the core refuses it with its own reason.
-    """
-    if paused is not None:
-        edited = wire.input is not None and wire.input != paused.input
-    else:
-        edited = wire.edited and wire.input is not None
+    """The restart ``wire`` asks for: a replacement input when it says so (Genkit's client
+    sends ``metadata.replacedInput`` whenever one was given) or when its input differs from the
+    paused call's. The core takes the same input again as no edit, for any tool, as Genkit does."""
+    edited = wire.edited or (paused is not None and wire.input is not None and wire.input != paused.input)
     return ToolRestart(
         wire.ref, wire.name, replace_input=wire.input if edited else None, resumed_metadata=wire.resumed_metadata
     )
