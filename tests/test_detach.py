@@ -53,13 +53,23 @@ class SlowModel:
         return ModelResponse(Message("model", parts))
 
 
-def slow_agent(store, model: SlowModel, ledger: list[str], *, clock=None, tool_gate: asyncio.Event | None = None):
+def slow_agent(
+    store,
+    model: SlowModel,
+    ledger: list[str],
+    *,
+    clock=None,
+    tool_gate: asyncio.Event | None = None,
+    tool_started: asyncio.Event | None = None,
+):
     ai = Pausepoint(clock=clock) if clock is not None else Pausepoint()
 
     @ai.tool()
     async def record(n: int) -> str:
         """Writes a line to the ledger (after the gate, when there is one)."""
         ledger.append(f"start:{n}")
+        if tool_started is not None:
+            tool_started.set()
         if tool_gate is not None:
             await tool_gate.wait()
         ledger.append(f"done:{n}")
@@ -106,14 +116,13 @@ async def test_abort_cancels_the_model_call_and_the_prompt_never_enters_the_hist
 
 
 async def test_abort_while_a_tool_runs_records_it_and_starts_nothing_more(store):
-    tool_gate = asyncio.Event()
+    tool_gate, tool_started = asyncio.Event(), asyncio.Event()
     model = SlowModel([[tool_call("record", {"n": 1})], [tool_call("record", {"n": 2})], "never"])
     ledger: list[str] = []
-    agent = slow_agent(store, model, ledger, tool_gate=tool_gate)
+    agent = slow_agent(store, model, ledger, tool_gate=tool_gate, tool_started=tool_started)
     chat = agent.chat()
     turn = await chat.detach("go")
-    while ledger != ["start:1"]:  # the tool is running
-        await asyncio.sleep(0)
+    await tool_started.wait()  # the tool is running
     assert await chat.abort() == TurnStatus.PENDING
     tool_gate.set()  # the running tool finishes: its side effect is not cut in half
     response = await turn.wait()
@@ -145,8 +154,8 @@ async def test_an_abort_from_another_process_is_seen_through_the_store(tmp_path)
 
 async def test_a_detached_resume(store):
     ledger: list[str] = []
-    agent, _ = approvals_agent(store, [[tool_call("ask", {"question": "ok?"})], [tool_call("pay", {"amount": 3})], "paid"],
-                               ledger=ledger)  # fmt: skip
+    steps = [[tool_call("ask", {"question": "ok?"})], [tool_call("pay", {"amount": 3})], "paid"]
+    agent, _ = approvals_agent(store, steps, ledger=ledger)
     chat = agent.chat()
     pause = (await chat.send("pay 3")).interrupts[0]
     with pytest.raises(PendingInterrupts):  # refusals are raised by detach itself, nothing written
