@@ -63,7 +63,8 @@ class PendingInterrupt:
 
     ``ref`` is the call's ref, the same as its tool request's in the history; ``pause_id``
     names this pause of the call (a restarted call that pauses again keeps its ref and gets a
-    new ``pause_id``). Answers built here carry both (see the module docstring).
+    new ``pause_id``). Answers built here carry both (see the module docstring). ``call_ref``
+    is the same ref again, for readers of versions where a pause had a ref of its own.
     """
 
     name: str
@@ -73,6 +74,7 @@ class PendingInterrupt:
     paused_at: datetime
     expires_at: datetime | None = None
     turn: int = 0
+    call_ref: str = ""
     pause_id: str = ""
 
     def respond(self, output: Any, *, metadata: dict[str, Any] | None = None) -> ToolResponse:

@@ -61,10 +61,12 @@ class InterruptChunk:
     """A tool call paused — sent the moment it pauses, before the turn ends.
 
     The call was streamed before as a ``tool_request`` with the same ref: this chunk marks it
-    paused (answerable now by that ref), it is not another request.
+    paused (answerable now by that ref), it is not another request. ``call_ref`` is that ref
+    again (``interrupt.ref``), for readers of versions where a pause had a ref of its own.
     """
 
     interrupt: PendingInterrupt
+    call_ref: str = ""
     kind: Literal["interrupt"] = "interrupt"
 
 

@@ -406,7 +406,7 @@ class Turn:
             expires_at=None if ttl is None else now + ttl,
         )
         if self.emit is not None:
-            self.emit(InterruptChunk(pending_interrupt(record)))
+            self.emit(InterruptChunk(pending_interrupt(record), request.ref))
         return record
 
     # -- helpers --------------------------------------------------------------------------------

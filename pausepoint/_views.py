@@ -19,6 +19,7 @@ def pending_interrupt(record: CallPaused) -> PendingInterrupt:
         paused_at=record.at,
         expires_at=record.expires_at,
         turn=record.turn,
+        call_ref=record.call_ref,
         pause_id=record.ref,
     )
 

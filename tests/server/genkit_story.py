@@ -113,8 +113,9 @@ async def main(url, token, scenario, other_url=None):
         again = await other.abort(detached.snapshot_id)
         say(step="aborted", before=str(before), status=str(final.status), finish=str(final.finish_reason),
             again=str(again), snapshot=dump(final.state.messages))  # fmt: skip
+        same = await chat.send("same chat")  # continues from the (aborted) detached snapshot it holds
         res = await agent.chat(session_id=chat.session_id).send("hello after")
-        say(step="after", text=res.text, finish=str(res.finish_reason))
+        say(step="after", text=res.text, finish=str(res.finish_reason), same=same.text)
     else:
         raise SystemExit(f"no scenario {scenario!r}")
 

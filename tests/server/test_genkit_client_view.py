@@ -175,6 +175,7 @@ def check_detached_then_aborted(detached: dict[str, Any], aborted: dict[str, Any
     assert aborted["again"] == "aborted"  # a second abort changes nothing
     assert aborted["snapshot"] == []  # the model never answered: the prompt is not in the history
     assert (after["text"], after["finish"]) == ("You said: hello after", "stop")  # the session goes on
+    assert after["same"] == "You said: same chat"
 
 
 def test_detach_poll_and_abort(served):
