@@ -333,6 +333,7 @@ class Turn:
         journal = self.journal
         for _ in range(_END_ATTEMPTS):
             state = journal.state
+            now = self.agent.clock()
             record = TurnEnded(
                 turn=state.turn,
                 finish_reason=(AgentFinishReason.ABORTED if self._aborting() else reason).value,
@@ -341,12 +342,12 @@ class Turn:
                 idempotency_key=self.idempotency_key,
                 message_index=state.last_model_index(),
                 began=self.began,
-                at=self.agent.clock(),
+                at=now,
                 started=self.turn_id,
             )
             journal.add(record)
             try:
-                await journal.flush(self.agent.clock(), rebase=False)
+                await journal.flush(now, rebase=False)
             except ConcurrentUpdate:
                 journal.pending.remove(record)
                 if await journal.absorb_aborts():
