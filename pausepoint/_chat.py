@@ -56,7 +56,12 @@ T = TypeVar("T")
 
 
 class Chat:
-    """One session of an agent. Get one with ``agent.chat()`` or ``agent.chat(session_id=...)``."""
+    """One session of an agent. Get one with ``agent.chat()`` or ``agent.chat(session_id=...)``.
+
+    ``Chat(agent, session_id, principal, new=True)`` is for servers that let a caller name a
+    new session: the first call creates it and never continues an existing one — if the id is
+    taken (even meanwhile), it raises ``SessionNotFound``, as for a session the caller cannot see.
+    """
 
     def __init__(self, agent: Agent, session_id: str | None, principal: str | None, *, new: bool = False) -> None:
         self.agent = agent
@@ -474,9 +479,11 @@ class Chat:
                 turn_id=running.turn_id,
             )
         async with self.agent._lock(self.session_id):
-            if creating and self._is_new and self.session_id not in self.agent._cache:
+            if creating and self._is_new and (self._create_only or self.session_id not in self.agent._cache):
                 # A new session: nothing to read. If the id was taken meanwhile, the
                 # conditional append at version 0 fails.
+                if self._create_only and await self.agent.store.get_summary(self.session_id) is not None:
+                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
                 state = SessionState(self.session_id)
             elif creating:
                 try:
@@ -496,7 +503,7 @@ class Chat:
                     # The id was taken meanwhile: to this caller it is a session it cannot see.
                     raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id) from None
                 raise
-            self._is_new = False
+            self._is_new = self._create_only = False
             return result
 
     async def _read(self) -> SessionState:

@@ -1,6 +1,8 @@
 """SPEC 2.4, 2.6, 2.7, 2.8: partial answers, re-pausing restarts, no silent abandonment,
 tool errors that never corrupt a session; plus max_turns and model failures."""
 
+import asyncio
+
 import pytest
 
 from pausepoint import AgentFinishReason, ToolResponse
@@ -191,6 +193,21 @@ async def test_unknown_session_reads_are_refused_and_a_send_creates_it_under_the
         with pytest.raises(InvalidSessionId):
             await agent.chat(bad).send("hi")
     assert [s.session_id for s in await agent.list_sessions()] == ["my-conv-1"]  # nothing else written
+
+
+async def test_a_create_only_chat_never_continues_a_session_it_did_not_create(store):
+    from pausepoint import Chat
+    from pausepoint.errors import SessionNotFound
+
+    agent, model = approvals_agent(store, ["first", "second", "third"])
+    await agent.chat("taken", principal="alice").send("hi")  # cached in this process, too
+    with pytest.raises(SessionNotFound):
+        await Chat(agent, "taken", "bob", new=True).send("let me in")
+    assert model.remaining == 2  # refused before the model was called
+    racers = [Chat(agent, "race", who, new=True).send("mine") for who in ("alice", "bob")]
+    outcomes = await asyncio.gather(*racers, return_exceptions=True)
+    assert sorted(type(o).__name__ for o in outcomes) == ["AgentResponse", "SessionNotFound"]
+    assert [m.text for m in await agent.chat("taken").history()] == ["hi", "first"]
 
 
 async def test_the_tool_requests_of_one_model_turn_run_concurrently(store):
