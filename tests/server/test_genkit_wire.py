@@ -195,3 +195,15 @@ def test_genkit_remote_agent_drives_the_server_unchanged(served):
     assert seen["finish"] == "stop" and seen["snapshot_id"].startswith(seen["session_id"] + ".")
     assert seen["snapshot_messages"] == 6 and seen["abort"] == "completed"
     assert served.ledger == ["500->savings"]
+
+
+async def test_abort_and_get_snapshot_of_ids_never_issued_are_404(served, http):
+    url = served.bank + "/agents/bankingAgent"
+    out = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
+    session = out["sessionId"]
+    for snap in (f"{session}.999", f"{session}.１２", f"{session}.1", "nosuch.3", session, f"{session}."):
+        for route in ("/abort", "/getSnapshot"):
+            reply = await http.post(url + route, json={"data": {"snapshotId": snap}}, headers=ALICE)
+            assert reply.status_code == 404, (route, snap, reply.text)  # Genkit's client reads a 404 as None
+    reply = await http.post(url + "/abort", json={"data": {"snapshotId": out["snapshotId"]}}, headers=ALICE)
+    assert reply.json() == {"result": {"snapshotId": out["snapshotId"], "status": "completed"}}
