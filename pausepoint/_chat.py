@@ -11,18 +11,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._answers import AnswerContext, check_answers, expiry_claims, request_hash
-from ._detach import DetachedTurn, Launch, TurnStatus, end_status, lost_turn_end, status_of
+from ._detach import DetachedTurn, Launch, TurnStatus, abort_turn, end_status, lost_turn_end
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import Message, Part, TextPart
-from ._records import (
-    AbortRequested,
-    CallAnswered,
-    MessageAdded,
-    SessionStarted,
-    TurnStarted,
-    decode_record,
-    encode_record,
-)
+from ._records import CallAnswered, MessageAdded, SessionStarted, TurnStarted, decode_record
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, SessionState
 from ._streaming import Emit, TurnStream
@@ -37,10 +29,7 @@ from .errors import (
     ResumeInProgress,
     SessionNotFound,
     TurnInProgress,
-    TurnLost,
-    VersionConflict,
 )
-from .stores import LogEntry
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -209,7 +198,7 @@ class Chat:
         """
         state = await self._read()
         if state.running_turn is not None:
-            return await self._abort_turn(state.running_turn.version, principal, via)
+            return await abort_turn(self, state.running_turn.version, principal, via)
         return None if state.last_end is None else end_status(state.last_end.finish_reason)
 
     async def settle_expired(self) -> AgentResponse | None:
@@ -255,56 +244,6 @@ class Chat:
         """The response of the latest call that ended on this session, rebuilt from the log."""
         state = await self._read()
         return None if state.last_end is None else response_for(state, state.last_end, state.last_end_version)
-
-    # -- detached turns (``DetachedTurn`` calls these) ------------------------------------------
-
-    async def _turn_status(self, turn_id: int) -> TurnStatus:
-        state = await self._read()
-        turn = state.detached.get(turn_id)
-        if turn is None:
-            raise SessionNotFound(f"no detached turn {turn_id} in session {self.session_id!r}", turn_id=turn_id)
-        return status_of(state, turn, self.agent.clock(), self.agent.abandon_after)
-
-    async def _turn_response(self, turn_id: int) -> AgentResponse | None:
-        """The detached turn's response once it ended; None while it runs."""
-        state = await self._read()
-        turn = state.detached.get(turn_id)
-        if turn is None:
-            raise SessionNotFound(f"no detached turn {turn_id} in session {self.session_id!r}", turn_id=turn_id)
-        if turn.end is not None:
-            return response_for(state, turn.end, turn.end_version)
-        if state.lost(self.agent.clock(), self.agent.abandon_after):
-            raise TurnLost(
-                f"the process running detached turn {turn_id} of session {self.session_id!r} stopped before it "
-                "ended; the next call on the session settles it",
-                turn_id=turn_id,
-            )
-        return None
-
-    async def _abort_turn(self, turn_id: int, principal: str | None, via: str) -> TurnStatus:
-        """Ask the detached turn ``turn_id`` to stop (an ``AbortRequested`` record, appended
-        without waiting for the turn); returns its status before."""
-        for _ in range(_CLAIM_ATTEMPTS):
-            state = await self._peek()
-            turn = state.detached.get(turn_id)
-            if turn is None:
-                raise SessionNotFound(f"no detached turn {turn_id} in session {self.session_id!r}", turn_id=turn_id)
-            now = self.agent.clock()
-            status = status_of(state, turn, now, self.agent.abandon_after)
-            if turn.end is not None or turn.abort is not None:
-                return status
-            record = AbortRequested(turn=turn_id, at=now, principal=principal or self.principal, via=via)
-            entry = LogEntry(state.version + 1, record.kind, encode_record(record))
-            state.apply(record)
-            try:
-                await self.agent.store.append(self.session_id, state.version - 1, [entry], state.summary(now))
-            except VersionConflict:
-                continue
-            running = self.agent._running.get(self.session_id)
-            if running is not None and running.turn_id == turn_id:
-                running.abort.set()  # it runs here: no need to wait for its next look at the log
-            return status
-        raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; the abort was not recorded")
 
     # -- the operations -------------------------------------------------------------------------
 

@@ -31,16 +31,29 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from ._records import AbortRequested, TurnEnded, decode_record
+from ._records import AbortRequested, TurnEnded, decode_record, encode_record
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Detached, SessionState
-from .errors import PausepointError
+from ._views import response_for
+from .errors import ConcurrentUpdate, PausepointError, SessionNotFound, TurnLost, VersionConflict
+from .stores import LogEntry
 
 if TYPE_CHECKING:
     from ._chat import Chat
     from ._turn import Turn
 
-__all__ = ["DetachedTurn", "Launch", "Running", "TurnStatus", "end_status", "lost_turn_end", "status_of"]
+__all__ = [
+    "DetachedTurn",
+    "Launch",
+    "Running",
+    "TurnStatus",
+    "abort_turn",
+    "end_status",
+    "lost_turn_end",
+    "status_of",
+]
+
+_ABORT_ATTEMPTS = 20
 
 log = logging.getLogger("pausepoint")
 
@@ -177,21 +190,64 @@ class DetachedTurn:
     async def status(self) -> TurnStatus:
         """``pending`` while it runs; then ``completed``, ``failed`` or ``aborted`` (``expired``:
         presumed lost with its process)."""
-        return await self.chat._turn_status(self.turn_id)
+        state, turn = await _find(self.chat, self.turn_id)
+        return status_of(state, turn, self.chat.agent.clock(), self.chat.agent.abandon_after)
 
     async def wait(self, *, poll: float = 0.2) -> AgentResponse:
-        """The turn's response once it ended (awaited here when it runs in this process,
-        otherwise read from the store every ``poll`` seconds). Raises ``TurnLost`` when the
-        turn is presumed lost with its process."""
+        """The turn's response once it ended: awaited when it runs in this process, otherwise
+        read from the store every ``poll`` seconds. Raises ``TurnLost`` when the turn is presumed
+        lost with its process (the next call on the session records its end)."""
         if self._task is not None:
             return await asyncio.shield(self._task)
+        agent = self.chat.agent
         while True:
-            response = await self.chat._turn_response(self.turn_id)
-            if response is not None:
-                return response
+            state, turn = await _find(self.chat, self.turn_id)
+            if turn.end is not None:
+                return response_for(state, turn.end, turn.end_version)
+            if state.lost(agent.clock(), agent.abandon_after):
+                raise TurnLost(
+                    f"the process running detached turn {self.turn_id} of session {self.session_id!r} stopped "
+                    "before it ended; the next call on the session settles it",
+                    turn_id=self.turn_id,
+                )
             await asyncio.sleep(poll)
 
     async def abort(self, *, principal: str | None = None, via: str = "python") -> TurnStatus:
         """Stop the turn; returns its status before this call (``pending``: this call stops it;
         anything else: it had already ended and nothing changes)."""
-        return await self.chat._abort_turn(self.turn_id, principal, via)
+        return await abort_turn(self.chat, self.turn_id, principal, via)
+
+
+async def _find(chat: Chat, turn_id: int) -> tuple[SessionState, Detached]:
+    state = await chat._read()
+    turn = state.detached.get(turn_id)
+    if turn is None:
+        raise SessionNotFound(f"no detached turn {turn_id} in session {chat.session_id!r}", turn_id=turn_id)
+    return state, turn
+
+
+async def abort_turn(chat: Chat, turn_id: int, principal: str | None, via: str) -> TurnStatus:
+    """Ask the detached turn ``turn_id`` to stop: an ``AbortRequested`` record, appended (from
+    any process) without waiting for the turn. Returns the turn's status before."""
+    agent = chat.agent
+    for _ in range(_ABORT_ATTEMPTS):
+        state = await chat._peek()  # not waiting for the turn, which may hold the session here
+        turn = state.detached.get(turn_id)
+        if turn is None:
+            raise SessionNotFound(f"no detached turn {turn_id} in session {chat.session_id!r}", turn_id=turn_id)
+        now = agent.clock()
+        status = status_of(state, turn, now, agent.abandon_after)
+        if turn.end is not None or turn.abort is not None:
+            return status
+        record = AbortRequested(turn=turn_id, at=now, principal=principal or chat.principal, via=via)
+        entry = LogEntry(state.version + 1, record.kind, encode_record(record))
+        state.apply(record)
+        try:
+            await agent.store.append(chat.session_id, state.version - 1, [entry], state.summary(now))
+        except VersionConflict:
+            continue
+        running = agent._running.get(chat.session_id)
+        if running is not None and running.turn_id == turn_id:
+            running.abort.set()  # it runs here: no need to wait for its next look at the log
+        return status
+    raise ConcurrentUpdate(f"session {chat.session_id!r} kept changing; the abort was not recorded")
