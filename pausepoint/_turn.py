@@ -333,6 +333,9 @@ class Turn:
         journal = self.journal
         for _ in range(_END_ATTEMPTS):
             state = journal.state
+            ended = self._ended_elsewhere()
+            if ended is not None:
+                return self._finished(ended)
             now = self.agent.clock()
             record = TurnEnded(
                 turn=state.turn,
@@ -411,6 +414,13 @@ class Turn:
         return record
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _ended_elsewhere(self) -> AgentResponse | None:
+        """A detached turn presumed lost that another process ended meanwhile: that end stands."""
+        turn = self.state.detached.get(self.turn_id) if self.turn_id is not None else None
+        if turn is None or turn.end is None:
+            return None
+        return response_for(self.state, turn.end, turn.end_version)
 
     def _aborting(self) -> bool:
         """Whether this is a detached turn asked to abort (here, or in the log by anyone)."""
