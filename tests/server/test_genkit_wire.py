@@ -201,7 +201,7 @@ async def test_abort_and_get_snapshot_of_ids_never_issued_are_404(served, http):
     url = served.bank + "/agents/bankingAgent"
     out = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
     session = out["sessionId"]
-    for snap in (f"{session}.999", f"{session}.１２", f"{session}.1", "nosuch.3", session, f"{session}."):
+    for snap in (f"{session}.999", f"{session}.\uff11\uff12", f"{session}.1", "nosuch.3", session, f"{session}."):
         for route in ("/abort", "/getSnapshot"):
             reply = await http.post(url + route, json={"data": {"snapshotId": snap}}, headers=ALICE)
             assert reply.status_code == 404, (route, snap, reply.text)  # Genkit's client reads a 404 as None
