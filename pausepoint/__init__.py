@@ -3,6 +3,7 @@
 from ._agent import Agent, deny_on_expiry
 from ._app import Pausepoint
 from ._chat import Chat
+from ._detach import DetachedTurn, TurnStatus
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import JsonLimits
 from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
@@ -39,6 +40,7 @@ __all__ = [
     "AgentResponse",
     "AuditEntry",
     "Chat",
+    "DetachedTurn",
     "FunctionModel",
     "Interrupt",
     "InterruptChunk",
@@ -73,6 +75,7 @@ __all__ = [
     "ToolRunContext",
     "TurnChunk",
     "TurnEndChunk",
+    "TurnStatus",
     "TurnStream",
     "Usage",
     "deny_on_expiry",

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ._approval import approval_for
 from ._chat import Chat
+from ._detach import Running
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import JsonLimits
 from ._models import Model, ToolDefinition
@@ -62,6 +63,7 @@ class Agent:
         cache_size: int = 1024,
         wait_timeout: float = 120.0,
         json_limits: JsonLimits | None = None,
+        abort_poll: float = 0.5,
     ) -> None:
         if max_turns < 1:
             raise DefinitionError(f"agent {name!r}: max_turns must be at least 1")
@@ -83,6 +85,8 @@ class Agent:
         self.on_expiry = on_expiry
         self.wait_timeout = wait_timeout
         self.abandon_after = abandon_after
+        # How often a detached turn looks in the log for an abort written by another process.
+        self.abort_poll = abort_poll
         self.tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in self.tools:
@@ -93,16 +97,19 @@ class Agent:
         self._cache_size = cache_size
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._background: set[asyncio.Task[Any]] = set()
+        self._running: dict[str, Running] = {}  # session id -> its detached turn running here
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={self.model.name}>"
 
     def chat(self, session_id: str | None = None, *, principal: str | None = None) -> Chat:
-        """A chat on a new session, or on the existing session ``session_id``.
+        """A chat on a new session, or on the session ``session_id``.
 
         ``principal`` is who is acting (recorded in the audit trail; a new session's owner).
-        Nothing is read or written until the first call; an unknown ``session_id`` then raises
-        ``SessionNotFound``.
+        Nothing is read or written until the first call. A ``session_id`` no session has yet is
+        created by the first ``send`` (or ``detach``), as in Genkit — the id must be 1 to 128
+        letters, digits or ``. _ : @ -``, starting with a letter or digit (``InvalidSessionId``);
+        reads and resumes of an unknown session raise ``SessionNotFound``.
         """
         return Chat(self, session_id, principal)
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ._interrupts import ToolResponse, ToolRestart
 from ._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, json_text
 from ._records import CallAnswered
-from ._session import SessionState
+from ._session import Pause, SessionState
 from ._tools import Tool, jsonable
 from ._views import pending_interrupt
 from .errors import (
@@ -171,58 +171,76 @@ def check_answers(
     claims: list[CallAnswered] = []
     seen: set[str] = set()
     for answer in answers:
-        if answer.ref in seen:
+        pause = _locate(state, answer)
+        if pause.record.ref in seen:
             raise DuplicateAnswer(f"this resume answers {answer.ref!r} twice", ref=answer.ref)
-        seen.add(answer.ref)
-        claims.append(_check_one(state, answer, tools, ctx, allow_changed_tools))
+        seen.add(pause.record.ref)
+        claims.append(_check_one(state, pause, answer, tools, ctx, allow_changed_tools))
     return claims
 
 
-def _check_one(
-    state: SessionState, answer: Answer, tools: Mapping[str, Tool], ctx: AnswerContext, allow_changed_tools: bool
-) -> CallAnswered:
+def _locate(state: SessionState, answer: Answer) -> Pause:
+    """The pause ``answer`` names: by the call's ref (its ``pause_id``, or the live pause), or by
+    the pause's own ref that logs written before refs were per call showed; a refusal otherwise."""
     ref, name = answer.ref, answer.name
-    pause = state.pauses.get(ref)
-    if pause is None:
-        call = state.calls.get(ref)
-        if call is None:
-            raise UnknownInterrupt(f"no paused call with ref {ref!r} in session {state.session_id!r}", ref=ref)
-        if call.request.name != name:
-            raise InterruptNameMismatch(
-                f"ref {ref!r} is a call of {call.request.name!r}, not {name!r}", ref=ref, actual=call.request.name
+    legacy = state.pauses.get(ref) if not answer.pause_id else None
+    if legacy is not None:
+        return legacy
+    call = state.calls.get(ref)
+    if call is None:
+        raise UnknownInterrupt(f"no paused call with ref {ref!r} in session {state.session_id!r}", ref=ref)
+    if call.request.name != name:
+        raise InterruptNameMismatch(
+            f"ref {ref!r} is a call of {call.request.name!r}, not {name!r}", ref=ref, actual=call.request.name
+        )
+    if answer.pause_id:
+        pause = state.pauses.get(answer.pause_id)
+        if pause is None or pause.record.call_ref != ref:
+            raise UnknownInterrupt(
+                f"call {ref!r} has no pause {answer.pause_id!r} in session {state.session_id!r}",
+                ref=ref,
+                pause_id=answer.pause_id,
             )
+        return pause
+    if call.pause is None:
         if call.turn != state.turn:
             raise StaleInterrupt(
                 f"call {ref!r} belongs to turn {call.turn}; the session is at turn {state.turn}", ref=ref
             )
-        if call.status == "paused":  # the call's ref, where its pause's was meant
-            pause_ref = next((p.record.ref for p in state.open.values() if p.record.call_ref == ref), None)
-            raise UnknownInterrupt(
-                f"{ref!r} is the ref of the paused call of {name!r}, not of its pause: answer the pause by its "
-                f"own ref ({pause_ref!r}, PendingInterrupt.ref)",
-                ref=ref,
-                pause_ref=pause_ref,
-            )
         raise NotPaused(f"call {ref!r} of {name!r} is not paused (status: {call.status})", ref=ref)
+    return state.pauses[call.pause]
+
+
+def _check_one(
+    state: SessionState,
+    pause: Pause,
+    answer: Answer,
+    tools: Mapping[str, Tool],
+    ctx: AnswerContext,
+    allow_changed_tools: bool,
+) -> CallAnswered:
     paused = pause.record
+    ref, name = paused.call_ref, answer.name
     if paused.name != name:
         raise InterruptNameMismatch(
-            f"ref {ref!r} is a pause of {paused.name!r}, not {name!r}", ref=ref, actual=paused.name
+            f"ref {ref!r} is a call of {paused.name!r}, not {name!r}", ref=ref, actual=paused.name
         )
     if pause.answer is not None:
         done = pause.answer
         by = f" by {done.principal}" if done.principal else ""
+        again = "; the call paused again since: answer its new pause" if state.calls[ref].pause != paused.ref else ""
         raise AlreadyResolved(
-            f"the pause {ref!r} of {name!r} was already resolved ({done.decision}{by} at {done.at.isoformat()})",
+            f"the pause of {name!r} {ref!r} was already resolved ({done.decision}{by} at {done.at.isoformat()}){again}",
             ref=ref,
             decision=done.decision,
+            pause_id=paused.ref,
         )
     if paused.turn != state.turn:
         raise StaleInterrupt(
-            f"pause {ref!r} belongs to turn {paused.turn}; the session is at turn {state.turn}", ref=ref
+            f"the pause of call {ref!r} belongs to turn {paused.turn}; the session is at turn {state.turn}", ref=ref
         )
     if paused.expires_at is not None and paused.expires_at <= ctx.now:
-        raise InterruptExpired(f"the pause {ref!r} of {name!r} expired at {paused.expires_at.isoformat()}", ref=ref)
+        raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {paused.expires_at.isoformat()}", ref=ref)
     tool = tools.get(name)
     if tool is None:
         raise ToolDefinitionChanged(f"tool {name!r} paused in this session is no longer defined on the agent", ref=ref)
@@ -233,8 +251,8 @@ def _check_one(
             ref=ref,
         )
     claim = CallAnswered(
-        ref=ref,
-        call_ref=paused.call_ref,
+        ref=paused.ref,
+        call_ref=ref,
         name=name,
         decision="restart",
         at=ctx.now,
@@ -247,15 +265,21 @@ def _check_one(
     if isinstance(answer, ToolRestart):
         claim.resumed_metadata = dict(answer.resumed_metadata or {})
         if answer.replace_input is not None:
+            try:
+                replaced = tool.validate_input(answer.replace_input).model_dump(mode="json")
+            except ValidationError as exc:
+                if not tool.allow_input_edits:
+                    raise InputEditNotAllowed(
+                        f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
+                    ) from None
+                raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
+            if replaced == paused.input:
+                return claim  # the same input again is no edit (Genkit's clients send it that way)
             if not tool.allow_input_edits:
                 raise InputEditNotAllowed(
                     f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
                 )
-            try:
-                validated = tool.validate_input(answer.replace_input).model_dump(mode="json")
-            except ValidationError as exc:
-                raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
-            claim.replace_input = _kept(validated, ctx.limits, ref, f"replacement input for {name!r}")
+            claim.replace_input = _kept(replaced, ctx.limits, ref, f"replacement input for {name!r}")
         return claim
     claim.decision = answer.decision
     if answer.decision == "deny":

@@ -177,6 +177,7 @@ class Pausepoint:
         abandon_after: timedelta = timedelta(minutes=15),
         cache_size: int = 1024,
         json_limits: JsonLimits | None = None,
+        abort_poll: float = 0.5,
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
 
@@ -191,6 +192,8 @@ class Pausepoint:
         outcome (or runs it again, for an idempotent tool). ``json_limits`` bounds the JSON data
         its sessions accept — messages, answers, model output, tool results (``JsonLimits()``:
         64 levels deep, integers of 640 digits, strings as long as the store's records allow).
+        A detached turn (``Chat.detach``) looks in the log every ``abort_poll`` seconds for an
+        abort asked by another process.
         """
         if name in self._agents:
             raise DefinitionError(f"an agent named {name!r} is already defined")
@@ -213,6 +216,7 @@ class Pausepoint:
             abandon_after=abandon_after,
             cache_size=cache_size,
             json_limits=json_limits,
+            abort_poll=abort_poll,
         )
         self._agents[name] = agent
         return agent

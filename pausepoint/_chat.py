@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._answers import AnswerContext, check_answers, expiry_claims, prepare_answers, request_hash
+from ._detach import DetachedTurn, Launch, TurnStatus, abort_turn, end_status, lost_turn_end
 from ._intake import user_message
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import NotJsonData, json_text
 from ._messages import Message, Part
-from ._records import CallAnswered, MessageAdded, SessionStarted
+from ._records import CallAnswered, MessageAdded, SessionStarted, TurnStarted, decode_record
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, SessionState
 from ._streaming import Emit, TurnStream
@@ -23,31 +27,46 @@ from .errors import (
     IdempotencyKeyReused,
     InvalidAnswer,
     InvalidMessage,
+    InvalidSessionId,
     NothingToResume,
     PendingInterrupts,
     ResumeInProgress,
+    SessionNotFound,
     TurnInProgress,
 )
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["Chat"]
+__all__ = ["Chat", "check_session_id"]
 
 _CLAIM_ATTEMPTS = 20
+
+# A caller-chosen session id: safe in a URL path and on a command line (no leading "-" or ".").
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 T = TypeVar("T")
 
 
 class Chat:
-    """One session of an agent. Get one with ``agent.chat()`` or ``agent.chat(session_id=...)``."""
+    """One session of an agent. Get one with ``agent.chat()`` or ``agent.chat(session_id=...)``.
 
-    def __init__(self, agent: Agent, session_id: str | None, principal: str | None) -> None:
+    ``Chat(agent, session_id, principal, new=True)`` is for servers that let a caller name a
+    new session: the first call creates it and never continues an existing one — if the id is
+    taken (even meanwhile), it raises ``SessionNotFound``, as for a session the caller cannot see.
+    """
+
+    def __init__(self, agent: Agent, session_id: str | None, principal: str | None, *, new: bool = False) -> None:
         self.agent = agent
-        self._is_new = session_id is None
+        # A new session: nothing to read before the first append (at version 0, which fails if
+        # the id was taken meanwhile). With a caller's id, the id must not exist yet (``new``).
+        self._is_new = session_id is None or new
+        self._create_only = new
         # 128 random bits in hex: safe in URLs and on command lines (never starts with "-").
         self.session_id = session_id if session_id is not None else secrets.token_hex(16)
         self.principal = principal
+        if new:
+            check_session_id(self.session_id)
 
     def __repr__(self) -> str:
         return f"<Chat {self.agent.name} session={self.session_id}>"
@@ -124,9 +143,10 @@ class Chat:
             raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
 
         async def op(state: SessionState) -> AgentResponse:
+            now = self.agent.clock()
+            self._check_free(state, now)
             if not state.open:
                 raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
-            now = self.agent.clock()
             claims = [
                 CallAnswered(
                     ref=p.record.ref,
@@ -142,23 +162,82 @@ class Chat:
                 for p in state.open.values()
             ]
             turn = self._turn(state, principal, None)
+            self._end_lost_turn(turn, now)
             turn.journal.add(*claims)
             return await turn.end(AgentFinishReason.ABORTED)
 
         return await self._locked(op)
 
+    async def detach(
+        self,
+        message: str | Message | Sequence[Part] | None = None,
+        *,
+        respond: Sequence[ToolResponse] = (),
+        restart: Sequence[ToolRestart] = (),
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> DetachedTurn:
+        """Start a turn — a message sent, or answers given — that runs in the background.
+
+        Returns once the turn is recorded as running (every process sees it: ``status()`` is
+        ``pending``, other calls on the session get ``TurnInProgress``); its result lands in the
+        session like any turn's. Refusals (``PendingInterrupts``, a ``ResumeRefused``) are raised
+        here, with nothing written. ``DetachedTurn.abort()`` or ``chat.abort()`` stops it, from
+        any process. Needs a store shared by the processes that should see it.
+        """
+        if (message is None) == (not respond and not restart):
+            raise ValueError("detach() takes a message, or answers (respond= / restart=), not both or neither")
+        launch = Launch(self)
+        if message is not None:
+            user = self._user_message(message, principal, via)
+            run = self._send(user, principal, via, None, launch)
+        else:
+            run = self._resume(respond, restart, metadata, idempotency_key, principal, via, None, launch)
+        task = asyncio.ensure_future(run)
+        self.agent._background.add(task)
+        task.add_done_callback(self.agent._background.discard)
+        launch.running.task = task
+        waiting: set[asyncio.Future[Any]] = {launch.started, task}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if not launch.started.done():
+            launch.started.cancel()
+            task.result()  # the refusal, raised here
+            raise AssertionError("a detached turn ended without starting")
+        return DetachedTurn(self, launch.started.result(), task)
+
+    async def abort(self, *, principal: str | None = None, via: str = "python") -> TurnStatus | None:
+        """Stop the session's detached turn, from any process; returns its status before the call.
+
+        ``pending``: it was running and stops now (a model call in progress is cancelled, no tool
+        starts any more, a tool already running finishes and is recorded; it ends ``aborted``).
+        ``expired``: its process was presumed lost (the next call on the session ends it).
+        Otherwise the status of the session's last turn, unchanged (None: no turn yet).
+        """
+        state = await self._read()
+        if state.running_turn is not None:
+            return await abort_turn(self, state.running_turn.version, principal, via)
+        return None if state.last_end is None else end_status(state.last_end.finish_reason)
+
     async def settle_expired(self) -> AgentResponse | None:
         """Resolve this session's expired pauses by the agent's expiry policy.
 
         When that answers the last paused call, the turn continues (the model sees the denial).
-        Returns None when nothing had expired.
+        Returns None when nothing had expired, or while a detached turn runs in the session.
         """
+        if self.session_id in self.agent._running:
+            return None
 
         async def op(state: SessionState) -> AgentResponse | None:
-            claims = expiry_claims(state, self.agent.clock(), self.agent.on_expiry, limits=self.agent.json_limits)
+            now = self.agent.clock()
+            if state.running_turn is not None and not state.lost(now, self.agent.abandon_after):
+                return None
+            claims = expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits)
             if not claims:
                 return None
             turn = self._turn(state, None, None)
+            self._end_lost_turn(turn, now)
             turn.journal.add(*claims)
             await turn.journal.flush(self.agent.clock())
             return await turn.proceed()
@@ -202,11 +281,14 @@ class Chat:
             raise InvalidMessage(f"the message's sender cannot be recorded: {exc}", **exc.details()) from None
         return user
 
-    async def _send(self, user: Message, principal: str | None, via: str, emit: Emit | None) -> AgentResponse:
+    async def _send(
+        self, user: Message, principal: str | None, via: str, emit: Emit | None, launch: Launch | None = None
+    ) -> AgentResponse:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
+            self._check_free(state, now)
             expired = {p.record.ref for p in state.expired(now)}
-            live = [ref for ref in state.open if ref not in expired]
+            live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
             if live:
                 raise PendingInterrupts(
                     f"{len(live)} call(s) are paused in session {self.session_id!r}: answer them with "
@@ -219,8 +301,20 @@ class Chat:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
             turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits))
             await turn.recover(lost)
-            turn.journal.add(MessageAdded(user, at=now, principal=principal or self.principal, via=via))
-            return await turn.run_model()
+            self._end_lost_turn(turn, now)
+            sent = MessageAdded(user, at=now, principal=principal or self.principal, via=via)
+            if launch is None:
+                turn.journal.add(sent)
+                return await turn.run_model()
+            turn.journal.add(TurnStarted(at=now, principal=principal or self.principal, message=user))
+            await turn.journal.flush(now, rebase=False)
+            launch.begin(turn)
+
+            async def body() -> AgentResponse:
+                turn.journal.add(sent)
+                return await turn.run_model()
+
+            return await launch.run(turn, body)
 
         return await self._locked(op, creating=True)
 
@@ -233,35 +327,43 @@ class Chat:
         principal: str | None,
         via: str,
         emit: Emit | None,
+        launch: Launch | None = None,
     ) -> AgentResponse:
         limits = self.agent.json_limits
         actor = principal or self.principal
         answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
-        answered = {a.ref for a in answers}
         digest = request_hash(answers, metadata) if key is not None else None
 
         async def op(state: SessionState) -> AgentResponse:
             for _ in range(_CLAIM_ATTEMPTS):
                 if key is not None and key in state.keys:
                     return self._replay(state, key, digest)
+                now = self.agent.clock()
+                self._check_free(state, now)
                 if not answers:
                     return await self._continue(state, principal, emit)
-                now = self.agent.clock()
                 context = AnswerContext(now, actor, via, metadata, key, digest, limits)
                 claims = check_answers(
                     state, answers, self.agent.tools, context, allow_changed_tools=self.agent.allow_changed_tools
                 )
                 turn = self._turn(state, principal, emit, key)
+                self._end_lost_turn(turn, now)
+                answered = {c.ref for c in claims}
                 expired = [
                     c for c in expiry_claims(state, now, self.agent.on_expiry, limits=limits) if c.ref not in answered
                 ]
                 turn.journal.add(*claims, *expired)
+                if launch is not None:
+                    turn.journal.add(TurnStarted(at=now, principal=actor))
                 try:  # the claim: once written, these answers are ours alone
                     await turn.journal.flush(now, rebase=False)
                 except ConcurrentUpdate:
                     state = await self.agent._reload(self.session_id)
                     continue
-                return await turn.after_answers(claims)
+                if launch is None:
+                    return await turn.after_answers(claims)
+                launch.begin(turn)
+                return await launch.run(turn, functools.partial(turn.after_answers, claims))
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
         return await self._locked(op)
@@ -271,14 +373,37 @@ class Chat:
             raise NothingToResume(
                 f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
                 "at least one of them",
-                refs=list(state.open),
+                refs=state.open_refs(),
             )
-        lost = self._abandoned(state, self.agent.clock())
-        if not (state.awaiting_model or lost):
+        now = self.agent.clock()
+        lost = self._abandoned(state, now)
+        if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
         turn = self._turn(state, principal, emit)
         await turn.recover(lost)
-        return await turn.proceed()
+        self._end_lost_turn(turn, now)
+        if turn.state.awaiting_model:
+            return await turn.proceed()
+        await turn.journal.flush(now)  # only a lost detached turn to settle: its end is the answer
+        ended = turn.state
+        assert ended.last_end is not None
+        return response_for(ended, ended.last_end, ended.last_end_version)
+
+    def _check_free(self, state: SessionState, now: datetime) -> None:
+        """Refuse to start a turn while a detached turn runs in the session (``TurnInProgress``);
+        one presumed lost with its process does not count (``_end_lost_turn`` ends it)."""
+        running = state.running_turn
+        if running is not None and not state.lost(now, self.agent.abandon_after):
+            raise TurnInProgress(
+                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
+                turn_id=running.version,
+            )
+
+    def _end_lost_turn(self, turn: Turn, now: datetime) -> None:
+        """Record the end of a detached turn presumed lost with its process, if there is one."""
+        state = turn.state
+        if state.running_turn is not None and state.lost(now, self.agent.abandon_after):
+            turn.journal.add(lost_turn_end(state, state.running_turn, now))
 
     def _abandoned(self, state: SessionState, now: datetime) -> list[Call]:
         """Calls of the session still running with no result, once presumed lost with their
@@ -308,29 +433,80 @@ class Chat:
 
     def _turn(self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None) -> Turn:
         journal = Journal(self.agent.store, state, lambda: self.agent._reload(self.session_id), self.agent._remember)
-        return Turn(self.agent, journal, principal=principal or self.principal, emit=emit, idempotency_key=key)
+        return Turn(
+            self.agent,
+            journal,
+            principal=principal or self.principal,
+            emit=emit,
+            idempotency_key=key,
+            began=self.agent.clock(),
+        )
 
     async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, creating: bool = False) -> T:
+        running = self.agent._running.get(self.session_id)
+        if running is not None:  # a detached turn holds the session here: say so rather than wait
+            raise TurnInProgress(
+                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
+                turn_id=running.turn_id,
+            )
         async with self.agent._lock(self.session_id):
-            if creating and self._is_new and self.session_id not in self.agent._cache:
-                # A fresh random id: nothing to read. A collision would still fail the
-                # conditional append at version 0.
+            if creating and self._is_new and (self._create_only or self.session_id not in self.agent._cache):
+                # A new session: nothing to read. If the id was taken meanwhile, the
+                # conditional append at version 0 fails.
+                if self._create_only and await self.agent.store.get_summary(self.session_id) is not None:
+                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
                 state = SessionState(self.session_id)
+            elif creating:
+                try:
+                    state = await self.agent._refresh(self.session_id)
+                except SessionNotFound:  # a caller-chosen id: the first send creates the session
+                    check_session_id(self.session_id)
+                    state = SessionState(self.session_id)
             else:
                 state = await self.agent._refresh(self.session_id)
             try:
                 result = await op(state)
-            except BaseException:
+            except BaseException as exc:
                 cached = self.agent._cache.get(self.session_id)
                 if cached is not None and cached.version != cached.durable_version:
                     self.agent._forget(self.session_id)
+                if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
+                    # The id was taken meanwhile: to this caller it is a session it cannot see.
+                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id) from None
                 raise
-            self._is_new = False
+            self._is_new = self._create_only = False
             return result
 
     async def _read(self) -> SessionState:
-        async with self.agent._lock(self.session_id):
+        """The session as recorded. Never waits for a call running on it in this process: then
+        it reads the store afresh (a running call's records are not durable yet)."""
+        lock = self.agent._lock(self.session_id)
+        if lock.locked():
+            return await self._peek()
+        async with lock:
             return await self.agent._refresh(self.session_id)
+
+    async def _peek(self) -> SessionState:
+        """The session as the store holds it, read afresh (no lock, no cache)."""
+        found = await self.agent.store.read(self.session_id)
+        if found is None:
+            raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
+        state = SessionState(self.session_id)
+        for entry in found.entries:
+            state.apply(decode_record(entry.data))
+        state.durable_version = state.version
+        return state
 
     def _stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
         return TurnStream(run, self.agent._background)
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if a caller may name a new session so; ``InvalidSessionId`` otherwise."""
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise InvalidSessionId(
+            f"session id {session_id!r} is not valid: 1 to 128 characters, letters, digits and . _ : @ -, "
+            "starting with a letter or a digit",
+            session_id=session_id if isinstance(session_id, str) else repr(session_id),
+        )
+    return session_id

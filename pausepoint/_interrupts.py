@@ -1,8 +1,16 @@
 """What a caller sees of a pause (``PendingInterrupt``) and the answers it can give.
 
-Answers are plain values: they name the pause by ``ref`` and tool ``name`` and carry the
-decision. They can be built from a ``PendingInterrupt`` (``i.respond(...)``) or directly, for
-example by a process that learned the ref from an approval inbox.
+One ref per call. A tool call's ``ref`` (minted by the runtime when the model asks for the
+call) is the only ref any surface shows — the tool request in the history, the stream's
+chunks, the pending interrupt, the audit trail, the Genkit wire — and answers name the call by
+it. A call may pause more than once (a restarted tool can pause again); each pause has its own
+``pause_id``, which tells the pauses of one call apart:
+
+- an answer built from a ``PendingInterrupt`` (``i.respond(...)``, ``i.restart(...)``) carries
+  its ``pause_id``, so it answers that pause only: once the call was restarted and paused
+  again, the old answer is refused as ``AlreadyResolved`` instead of answering the new pause;
+- an answer built from a bare ref (``ToolResponse(ref, name, output)``, the REST API without a
+  ``pause_id``, Genkit's clients) answers the pause that is live now.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ class ToolResponse:
     metadata: dict[str, Any] | None = None
     decision: Literal["respond", "deny"] = "respond"
     reason: str | None = None
+    #: the pause this answers (None: whichever pause of the call is live now)
+    pause_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +55,19 @@ class ToolRestart:
     name: str
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
+    #: the pause this answers (None: whichever pause of the call is live now)
+    pause_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PendingInterrupt:
-    """A tool call that is paused now, waiting for an answer."""
+    """A tool call that is paused now, waiting for an answer.
+
+    ``ref`` is the call's ref, the same as its tool request's in the history; ``pause_id``
+    names this pause of the call (a restarted call that pauses again keeps its ref and gets a
+    new ``pause_id``). Answers built here carry both (see the module docstring). ``call_ref``
+    is the same ref again, for readers of versions where a pause had a ref of its own.
+    """
 
     name: str
     ref: str
@@ -58,32 +76,36 @@ class PendingInterrupt:
     paused_at: datetime
     expires_at: datetime | None = None
     turn: int = 0
-    #: the ref of the tool request this pause belongs to (``ToolRequestPart.ref`` in the history);
-    #: a restarted call that pauses again keeps its ``call_ref`` and gets a new ``ref``
     call_ref: str = ""
+    pause_id: str = ""
 
     def respond(self, output: Any, *, metadata: dict[str, Any] | None = None) -> ToolResponse:
         """An answer giving ``output`` as the call's result (validated against the output schema)."""
-        return ToolResponse(self.ref, self.name, output, metadata)
+        return ToolResponse(self.ref, self.name, output, metadata, pause_id=self._pause)
 
     def deny(self, reason: str = "", *, metadata: dict[str, Any] | None = None) -> ToolResponse:
         """An answer refusing the call; the model sees the denial and the reason."""
-        return ToolResponse(self.ref, self.name, None, metadata, decision="deny", reason=reason)
+        return ToolResponse(self.ref, self.name, None, metadata, decision="deny", reason=reason, pause_id=self._pause)
 
     def restart(self, *, replace_input: Any = None, resumed_metadata: dict[str, Any] | None = None) -> ToolRestart:
-        """An answer that runs the tool again (a restarted tool may pause again, with a new ref)."""
-        return ToolRestart(self.ref, self.name, replace_input, resumed_metadata)
+        """An answer that runs the tool again (a restarted tool may pause again: same ref, new pause)."""
+        return ToolRestart(self.ref, self.name, replace_input, resumed_metadata, pause_id=self._pause)
+
+    @property
+    def _pause(self) -> str | None:
+        return self.pause_id or None
 
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One entry of a session's audit trail: who did what, when, through what.
 
-    Most entries are answers to a pause (``ref`` and ``name`` name it; ``input`` is the paused
-    call's input as it was shown to whoever answered, ``call_ref`` the tool request it belongs
-    to, ``ToolRequestPart.ref`` in the history). A user message is an
-    entry too, with ``decision="message"``: ``principal`` sent ``message`` (``ref`` and
-    ``name`` are empty; ``via`` is ``"unknown"`` for messages recorded before senders were).
+    Most entries are answers to a pause: ``ref`` is the call's ref (the tool request's in the
+    history; ``call_ref`` is the same ref, as on ``PendingInterrupt``), ``pause_id`` the pause of
+    that call the answer resolved, ``name`` the tool, and ``input`` the paused call's input as it
+    was shown to whoever answered. A user message is an entry too, with ``decision="message"``:
+    ``principal`` sent ``message`` (``ref`` and ``name`` are empty; ``via`` is ``"unknown"`` for
+    messages recorded before senders were).
     """
 
     ref: str
@@ -101,3 +123,4 @@ class AuditEntry:
     call_ref: str = ""
     input: Any = None
     message: Message | None = None
+    pause_id: str = ""

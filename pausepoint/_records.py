@@ -17,6 +17,7 @@ from pydantic import Field, TypeAdapter
 from ._messages import Message
 
 __all__ = [
+    "AbortRequested",
     "CallAnswered",
     "CallCompleted",
     "CallPaused",
@@ -25,6 +26,7 @@ __all__ = [
     "Record",
     "SessionStarted",
     "TurnEnded",
+    "TurnStarted",
     "decode_record",
     "encode_record",
 ]
@@ -69,7 +71,13 @@ class CallCompleted:
 
 @dataclass(slots=True)
 class CallPaused:
-    """A tool call paused; ``ref`` is the pause's own ref, minted by the runtime."""
+    """A tool call paused.
+
+    ``call_ref`` is the call's ref (the only ref callers see); ``ref`` is this pause's own id,
+    minted by the runtime (``PendingInterrupt.pause_id``), telling apart the pauses of a call
+    that paused again after a restart. Logs written before refs were per call showed ``ref``
+    as the pause's ref; answers naming it are still understood (see ``_answers``).
+    """
 
     ref: str
     call_ref: str
@@ -86,6 +94,8 @@ class CallPaused:
 @dataclass(slots=True)
 class CallAnswered:
     """An answer to a pause: the claim that makes it exactly-once, and its audit entry.
+
+    ``ref`` is the id of the pause answered (``CallPaused.ref``), ``call_ref`` its call's ref.
 
     For every decision but ``restart`` the ``output`` is the call's result; a restart's result
     arrives later as ``CallCompleted`` or a new ``CallPaused``.
@@ -110,7 +120,12 @@ class CallAnswered:
 
 @dataclass(slots=True)
 class TurnEnded:
-    """The end of one call of send/resume/cancel: what it returned, replayable by idempotency key."""
+    """The end of one call of send/resume/cancel: what it returned, replayable by idempotency key.
+
+    ``open_refs`` are the ids of the pauses open at the end (``CallPaused.ref``). ``began`` and
+    ``at`` are when the call began and ended; ``started`` is the version of the ``TurnStarted``
+    record of the detached turn this ends. (Records written before these fields have none.)
+    """
 
     turn: int
     finish_reason: str
@@ -118,11 +133,51 @@ class TurnEnded:
     error: str | None = None
     idempotency_key: str | None = None
     message_index: int | None = None
+    began: datetime | None = None
+    at: datetime | None = None
+    started: int | None = None
     kind: Literal["turn_ended"] = "turn_ended"
 
 
+@dataclass(slots=True)
+class TurnStarted:
+    """A detached turn began (``Chat.detach``); it runs in the background of the process that
+    wrote this record, and its version names it (the turn id) until its ``TurnEnded``.
+
+    ``message`` is the user message it was sent, if any: the history gets it with the model's
+    first reply, as in any turn (a turn aborted or failed before that leaves the history as it was).
+    """
+
+    at: datetime
+    principal: str | None = None
+    message: Message | None = None
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(slots=True)
+class AbortRequested:
+    """Someone asked the detached turn ``turn`` (its ``TurnStarted`` version) to stop.
+
+    The process running it sees this record (it polls for it, and a write of its own collides
+    with it) and stops before its next model call, cancelling a model call in progress.
+    """
+
+    turn: int
+    at: datetime
+    principal: str | None = None
+    via: str = "python"
+    kind: Literal["abort_requested"] = "abort_requested"
+
+
 Record: TypeAlias = Annotated[
-    SessionStarted | MessageAdded | CallCompleted | CallPaused | CallAnswered | TurnEnded,
+    SessionStarted
+    | MessageAdded
+    | CallCompleted
+    | CallPaused
+    | CallAnswered
+    | TurnEnded
+    | TurnStarted
+    | AbortRequested,
     Field(discriminator="kind"),
 ]
 
@@ -130,7 +185,16 @@ _CODEC: TypeAdapter[Record] = TypeAdapter(Record)
 # Encoding with the record's own type skips the union's search for the matching member.
 _ENCODERS: dict[type[Any], TypeAdapter[Any]] = {
     kind: TypeAdapter(kind)
-    for kind in (SessionStarted, MessageAdded, CallCompleted, CallPaused, CallAnswered, TurnEnded)
+    for kind in (
+        SessionStarted,
+        MessageAdded,
+        CallCompleted,
+        CallPaused,
+        CallAnswered,
+        TurnEnded,
+        TurnStarted,
+        AbortRequested,
+    )
 }
 
 

@@ -62,12 +62,15 @@ class SendBody(_Body):
 
 
 class RespondItem(_Body):
+    """An answer by the call's ref; with ``pause_id`` it answers that pause only (see ``PendingInterrupt``)."""
+
     ref: str
     name: str
     output: Any = None
     metadata: dict[str, Any] | None = None
     decision: Literal["respond", "deny"] = "respond"
     reason: str | None = None
+    pause_id: str | None = None
 
 
 class RestartItem(_Body):
@@ -75,6 +78,7 @@ class RestartItem(_Body):
     name: str
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
+    pause_id: str | None = None
 
 
 class ResumeBody(_Body):
@@ -86,23 +90,27 @@ class ResumeBody(_Body):
 
 
 class RespondBody(_Body):
-    """The paused call's result. ``name`` defaults to the paused tool's."""
+    """The paused call's result. ``name`` defaults to the paused tool's; ``pause_id`` (from the
+    pending interrupt) makes the answer apply to that pause only, not to a later one of the call."""
 
     output: Any = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
+    pause_id: str | None = None
 
 
 class DenyBody(_Body):
     reason: str = ""
     name: str | None = None
     metadata: dict[str, Any] | None = None
+    pause_id: str | None = None
 
 
 class RestartBody(_Body):
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
     name: str | None = None
+    pause_id: str | None = None
 
 
 class CancelBody(_Body):

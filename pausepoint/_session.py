@@ -6,6 +6,7 @@ reads the log from the store rebuilds exactly the state the writer had.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -13,6 +14,7 @@ from typing import Any, Literal, overload
 
 from ._messages import Message, ToolRequestPart, ToolResponsePart
 from ._records import (
+    AbortRequested,
     CallAnswered,
     CallCompleted,
     CallPaused,
@@ -20,10 +22,11 @@ from ._records import (
     Record,
     SessionStarted,
     TurnEnded,
+    TurnStarted,
 )
 from .stores import SessionSummary
 
-__all__ = ["Batch", "Call", "HistoryView", "Pause", "SessionState"]
+__all__ = ["Batch", "Call", "Detached", "HistoryView", "Pause", "SessionState"]
 
 
 class HistoryView(Sequence[Message]):
@@ -69,6 +72,7 @@ class Call:
     turn: int
     status: Literal["running", "completed", "paused"] = "running"
     started_at: datetime | None = None  # when it last started running (None: not known)
+    pause: str | None = None  # the id of its latest pause (``CallPaused.ref``), if it paused
 
 
 @dataclass(slots=True)
@@ -83,6 +87,18 @@ class Batch:
 
     refs: list[str]
     results: dict[str, ToolResponsePart] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Detached:
+    """A detached turn: its start (``version`` is its id), the abort asked of it, its end."""
+
+    version: int
+    started: TurnStarted
+    abort: AbortRequested | None = None
+    end: TurnEnded | None = None
+    end_version: int = 0
+    sent: bool = False  # whether the message it was sent is in the history yet
 
 
 @dataclass(slots=True)
@@ -115,6 +131,11 @@ class SessionState:
         self.keys: dict[str, KeyedOutcome] = {}
         self.last_end: TurnEnded | None = None
         self.last_end_version = 0
+        self.end_versions: list[int] = []  # where every TurnEnded is in the log, in order
+        self.end_reasons: list[str] = []  # and the finish reason of each
+        self.detached: dict[int, Detached] = {}
+        self.running_turn: Detached | None = None  # the detached turn that has not ended, if any
+        self.last_activity: datetime | None = None  # the latest time a turn recorded doing something
 
     # -- the fold -------------------------------------------------------------------------------
 
@@ -122,8 +143,11 @@ class SessionState:
         self.version += 1
         if isinstance(record, MessageAdded):
             self._add_message(record.message, record.at)
+            self._active(record.at)
             if record.message.role == "user":
                 self.audit.append(record)  # who sent it: the audit trail names every sender
+                if self.running_turn is not None:
+                    self.running_turn.sent = True
         elif isinstance(record, CallCompleted):
             call = self.calls[record.call_ref]
             call.status = "completed"
@@ -132,12 +156,24 @@ class SessionState:
             pause = Pause(record)
             self.pauses[record.ref] = pause
             self.open[record.ref] = pause
-            self.calls[record.call_ref].status = "paused"
+            call = self.calls[record.call_ref]
+            call.status = "paused"
+            call.pause = record.ref
+            self._active(record.at)
         elif isinstance(record, CallAnswered):
             self._answer(record)
+            self._active(record.at)
         elif isinstance(record, TurnEnded):
             self.last_end = record
             self.last_end_version = self.version
+            self.end_versions.append(self.version)
+            self.end_reasons.append(record.finish_reason)
+            self._active(record.at)
+            detached = self.detached.get(record.started) if record.started is not None else None
+            if detached is not None:
+                detached.end, detached.end_version = record, self.version
+                if self.running_turn is detached:
+                    self.running_turn = None
             if record.idempotency_key is not None:
                 keyed = self.keys[record.idempotency_key]
                 keyed.ended, keyed.ended_version = record, self.version
@@ -145,10 +181,22 @@ class SessionState:
                 for outcome in self.keys.values():
                     if outcome.ended is None:
                         outcome.ended, outcome.ended_version = record, self.version
+        elif isinstance(record, TurnStarted):
+            self.running_turn = self.detached[self.version] = Detached(self.version, record)
+            self._active(record.at)
+        elif isinstance(record, AbortRequested):
+            target = self.detached.get(record.turn)
+            if target is not None and target.abort is None:
+                target.abort = record
         elif isinstance(record, SessionStarted):
             self.agent = record.agent
             self.owner = record.owner
             self.created_at = record.at
+            self._active(record.at)
+
+    def _active(self, at: datetime | None) -> None:
+        if at is not None and (self.last_activity is None or at > self.last_activity):
+            self.last_activity = at
 
     def _add_message(self, message: Message, at: datetime | None) -> None:
         self.messages.append(message)
@@ -209,8 +257,29 @@ class SessionState:
             return None
         return calls
 
+    def open_refs(self) -> list[str]:
+        """The refs of the calls paused now (each call's ref, as every surface shows it)."""
+        return [p.record.call_ref for p in self.open.values()]
+
     def expired(self, now: datetime) -> list[Pause]:
         return [p for p in self.open.values() if p.record.expires_at is not None and p.record.expires_at <= now]
+
+    def parent_end(self, version: int) -> int | None:
+        """The version of the last turn end before ``version`` (a snapshot's parent), if any."""
+        index = bisect_left(self.end_versions, version)
+        return self.end_versions[index - 1] if index > 0 else None
+
+    def end_reason(self, version: int) -> str | None:
+        """The finish reason of the turn end at ``version``; None if no turn ended there."""
+        index = bisect_left(self.end_versions, version)
+        if index < len(self.end_versions) and self.end_versions[index] == version:
+            return self.end_reasons[index]
+        return None
+
+    def lost(self, now: datetime, after: timedelta) -> bool:
+        """Whether the running detached turn is presumed lost with its process: nothing was
+        recorded in the session for ``after`` (``Agent.abandon_after``)."""
+        return self.running_turn is not None and (self.last_activity is None or now - self.last_activity >= after)
 
     def last_model_index(self) -> int | None:
         for index in range(len(self.messages) - 1, -1, -1):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ._dispatch import CallJob, Completed, Outcome, Paused, dispatch
 from ._intake import model_message
 from ._messages import Message, ToolRequestPart
-from ._models import ModelChunk, ModelRequest, TextDelta
+from ._models import ModelChunk, ModelRequest, ModelResponse, TextDelta
 from ._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, HistoryView, SessionState
@@ -65,6 +65,10 @@ _MODEL_FINISH = {
 }
 
 
+class _Aborted(Exception):
+    """A detached turn's model call was cancelled because the turn was asked to abort."""
+
+
 def new_ref() -> str:
     """An unguessable ref, unique in practice (96 random bits).
 
@@ -75,7 +79,11 @@ def new_ref() -> str:
 
 
 class Journal:
-    """Folds new records into a session's state and appends them to the store at flush points."""
+    """Folds new records into a session's state and appends them to the store at flush points.
+
+    ``on_message`` sees each message the new records add to the history, as it is added (a
+    tool message appears when the last result of its batch arrives).
+    """
 
     def __init__(
         self,
@@ -87,20 +95,28 @@ class Journal:
         self.store = store
         self.state = state
         self.pending: list[Record] = []
+        self.on_message: Callable[[Message], None] | None = None
         self._reload = reload
         self._remember = remember
 
     def add(self, *records: Record) -> None:
         for record in records:
+            messages = self.state.messages
+            before = len(messages)
             self.state.apply(record)
             self.pending.append(record)
+            if self.on_message is not None:
+                for message in messages[before:]:
+                    self.on_message(message)
 
     async def flush(self, now: datetime, *, rebase: bool = True) -> None:
         """Append pending records with a conditional append on the session's version.
 
         If another writer got in first, records that do not depend on the history — results
         and answers of calls this call has already claimed — are replayed on the fresh state
-        and appended again (``rebase``); anything else raises ``ConcurrentUpdate``.
+        and appended again (``rebase``); anything else raises ``ConcurrentUpdate``. Requests to
+        abort a detached turn are taken in and everything is appended again (unless a turn end
+        is pending: it is computed again by ``Turn.end``).
         """
         while self.pending:
             state = self.state
@@ -111,6 +127,8 @@ class Journal:
             try:
                 await self.store.append(state.session_id, base, entries, state.summary(now))
             except VersionConflict as exc:
+                if not any(isinstance(r, TurnEnded) for r in self.pending) and await self.absorb_aborts():
+                    continue
                 if not rebase or any(isinstance(r, MessageAdded | TurnEnded) for r in self.pending):
                     raise ConcurrentUpdate(
                         f"session {state.session_id!r} was changed by another writer during this call",
@@ -121,6 +139,32 @@ class Journal:
             state.durable_version = state.version
             self.pending.clear()
             self._remember(state)
+
+    async def absorb_aborts(self) -> bool:
+        """Take in what other writers appended since our last write if it is only requests to
+        abort detached turns (they change nothing our pending records depend on): replay the
+        pending records on top and return True. Otherwise change nothing and return False."""
+        state = self.state
+        found = await self.store.read(state.session_id, after_version=state.durable_version)
+        if found is None or not found.entries or any(e.kind != "abort_requested" for e in found.entries):
+            return False
+        fresh = await self._reload()
+        if fresh.version != state.durable_version + len(found.entries):
+            return False  # it changed again meanwhile: the caller's own rules decide
+        for record in self.pending:
+            fresh.apply(record)
+        self.state = fresh
+        return True
+
+    async def discard(self, keep: Callable[[Record], bool] = lambda record: False) -> None:
+        """Forget the pending records ``keep`` does not keep: back to the store's state, with
+        the kept ones replayed on top."""
+        kept = [r for r in self.pending if keep(r)]
+        fresh = await self._reload()
+        for record in kept:
+            fresh.apply(record)
+        self.pending = kept
+        self.state = fresh
 
     async def refresh(self) -> None:
         """Start again from the store's state, replaying the pending records on top of it.
@@ -153,13 +197,20 @@ class Turn:
         principal: str | None,
         emit: Emit | None,
         idempotency_key: str | None = None,
+        began: datetime | None = None,
     ) -> None:
         self.agent = agent
         self.journal = journal
         self.principal = principal
         self.emit = emit
         self.idempotency_key = idempotency_key
+        self.began = began
+        # A detached turn: its id (its TurnStarted version) and the signal that stops it.
+        self.turn_id: int | None = None
+        self.abort: asyncio.Event | None = None
         self._text_streamed = False
+        if emit is not None:
+            journal.on_message = self._on_message
 
     @property
     def state(self) -> SessionState:
@@ -171,9 +222,16 @@ class Turn:
         """Call the model until it answers without tools, a call pauses, or ``max_turns`` is hit."""
         agent = self.agent
         for _ in range(agent.max_turns):
+            if self._aborting():
+                return await self.stop()
             request = ModelRequest(HistoryView(self.state.messages), agent.system, agent.tool_definitions, agent.config)
             self._text_streamed = False
-            response = await agent.model.generate(request, self._on_model_chunk if self.emit else None)
+            try:
+                response = await self._generate(request)
+            except _Aborted:
+                return await self.stop()
+            if self._aborting():  # a reply that arrives once the abort is known is dropped
+                return await self.stop()
             message, refused = model_message(self._adopt(response.message), response.finish_reason, agent.json_limits)
             self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
@@ -199,10 +257,6 @@ class Turn:
     async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
         """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""
         state = self.state
-        if self.emit is not None:
-            for claim in claims:
-                if claim.decision != "restart":
-                    self.emit(ToolResultChunk(claim.call_ref, claim.name, claim.output))
         jobs = []
         for claim in claims:
             if claim.decision != "restart":
@@ -256,29 +310,52 @@ class Turn:
             return await self.end(AgentFinishReason.INTERRUPTED)
         return await self._wait_for_other_writer()
 
+    async def stop(self) -> AgentResponse:
+        """End a detached turn that was asked to abort. A user message the model has not
+        answered is dropped: the history is as if it had not been sent."""
+        if any(isinstance(r, MessageAdded) for r in self.journal.pending):
+            await self.journal.discard(keep=lambda record: not isinstance(record, MessageAdded))
+        return await self.end(AgentFinishReason.ABORTED)
+
+    async def fail(self, error: str) -> AgentResponse:
+        """End a detached turn that failed: what it had not written is dropped, as for any
+        failed call, and the failure is recorded as its end."""
+        await self.journal.discard()
+        return await self.end(AgentFinishReason.FAILED, error=error)
+
     async def end(self, reason: AgentFinishReason, error: str | None = None) -> AgentResponse:
         """Record how this call ended and return its response.
 
         The end record lists the calls still open, so it is computed from the session as the
         append finds it: if another writer changed the session meanwhile, the records that
-        can be replayed are, and the end record is computed again.
+        can be replayed are, and the end record is computed again. A detached turn asked to
+        abort ends ``aborted``.
         """
         journal = self.journal
         for _ in range(_END_ATTEMPTS):
             state = journal.state
+            ended = self._ended_elsewhere()
+            if ended is not None:
+                return self._finished(ended)
+            now = self.agent.clock()
             record = TurnEnded(
                 turn=state.turn,
-                finish_reason=reason.value,
+                finish_reason=(AgentFinishReason.ABORTED if self._aborting() else reason).value,
                 open_refs=list(state.open),
                 error=error,
                 idempotency_key=self.idempotency_key,
                 message_index=state.last_model_index(),
+                began=self.began,
+                at=now,
+                started=self.turn_id,
             )
             journal.add(record)
             try:
-                await journal.flush(self.agent.clock(), rebase=False)
+                await journal.flush(now, rebase=False)
             except ConcurrentUpdate:
                 journal.pending.remove(record)
+                if await journal.absorb_aborts():
+                    continue
                 if any(isinstance(r, MessageAdded) for r in journal.pending):
                     raise
                 await journal.refresh()
@@ -319,8 +396,6 @@ class Turn:
     def _record(self, outcome: Outcome) -> Record:
         request = outcome.job.request
         if isinstance(outcome, Completed):
-            if self.emit is not None:
-                self.emit(ToolResultChunk(request.ref, request.name, outcome.output, outcome.is_error))
             return CallCompleted(request.ref, request.name, outcome.output, outcome.is_error)
         assert isinstance(outcome, Paused)
         now = self.agent.clock()
@@ -342,6 +417,40 @@ class Turn:
 
     # -- helpers --------------------------------------------------------------------------------
 
+    def _ended_elsewhere(self) -> AgentResponse | None:
+        """A detached turn presumed lost that another process ended meanwhile: that end stands."""
+        turn = self.state.detached.get(self.turn_id) if self.turn_id is not None else None
+        if turn is None or turn.end is None:
+            return None
+        return response_for(self.state, turn.end, turn.end_version)
+
+    def _aborting(self) -> bool:
+        """Whether this is a detached turn asked to abort (here, or in the log by anyone)."""
+        if self.turn_id is None:
+            return False
+        if self.abort is not None and self.abort.is_set():
+            return True
+        turn = self.state.detached.get(self.turn_id)
+        return turn is not None and turn.abort is not None
+
+    async def _generate(self, request: ModelRequest) -> ModelResponse:
+        """The model call; for a detached turn, cancelled when the turn is asked to abort."""
+        call = self.agent.model.generate(request, self._on_model_chunk if self.emit else None)
+        if self.abort is None:
+            return await call
+        task = asyncio.ensure_future(call)
+        stop = asyncio.ensure_future(self.abort.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})  # let the cancelled call wind down; its outcome no longer matters
+        if task.cancelled():
+            raise _Aborted
+        return task.result()
+
     def _must_not_repeat(self, request: ToolRequestPart) -> bool:
         """Whether running this call twice could do harm (unknown tools never run at all)."""
         tool = self.agent.tools.get(request.name)
@@ -354,6 +463,14 @@ class Turn:
             for p in message.parts
         ]
         return Message("model", parts)
+
+    def _on_message(self, message: Message) -> None:
+        """Stream a tool message when the history gets it: its results arrive together, once the
+        last call of the batch has one, so the chunks rebuild exactly the history."""
+        assert self.emit is not None
+        if message.role == "tool":
+            for part in message.tool_responses:
+                self.emit(ToolResultChunk(part.ref, part.name, part.output, part.is_error))
 
     def _on_model_chunk(self, chunk: ModelChunk) -> None:
         assert self.emit is not None

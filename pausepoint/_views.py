@@ -15,13 +15,14 @@ __all__ = ["audit_entry", "pending_interrupt", "response_for"]
 def pending_interrupt(record: CallPaused) -> PendingInterrupt:
     return PendingInterrupt(
         name=record.name,
-        ref=record.ref,
+        ref=record.call_ref,
         input=record.input,
         metadata=record.metadata,
         paused_at=record.at,
         expires_at=record.expires_at,
         turn=record.turn,
         call_ref=record.call_ref,
+        pause_id=record.ref,
     )
 
 
@@ -53,7 +54,7 @@ def audit_entry(record: CallAnswered | MessageAdded, paused: CallPaused | None =
             message=record.message,
         )
     return AuditEntry(
-        ref=record.ref,
+        ref=record.call_ref,
         name=record.name,
         decision=record.decision,
         at=record.at,
@@ -67,4 +68,5 @@ def audit_entry(record: CallAnswered | MessageAdded, paused: CallPaused | None =
         idempotency_key=record.idempotency_key,
         call_ref=record.call_ref,
         input=paused.input if paused is not None else None,
+        pause_id=record.ref,
     )

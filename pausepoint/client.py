@@ -242,10 +242,12 @@ class RemoteChat:
             "respond": [
                 {"ref": a.ref, "name": a.name, "output": a.output, "metadata": a.metadata, "decision": a.decision}
                 | ({"reason": a.reason} if a.reason is not None else {})
+                | ({"pause_id": a.pause_id} if a.pause_id else {})
                 for a in respond
             ],
             "restart": [
                 {"ref": a.ref, "name": a.name, "replace_input": a.replace_input, "resumed_metadata": a.resumed_metadata}
+                | ({"pause_id": a.pause_id} if a.pause_id else {})
                 for a in restart
             ],
             "metadata": metadata,
@@ -305,6 +307,8 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
     try:
         error = json.loads(content)["error"]
         code, message, details = str(error["code"]), str(error["message"]), dict(error.get("details") or {})
+        for echo in ("code", "reason"):  # repeated in details for Genkit's clients
+            details.pop(echo, None)
     except (ValueError, KeyError, TypeError):
         kind = core_errors.ServerError if status >= 500 else core_errors.UsageError
         return kind(f"HTTP {status}: {content[:200].decode(errors='replace')}", status=status)

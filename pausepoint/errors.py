@@ -20,6 +20,7 @@ The tree::
     │   ├── PendingInterrupts       send() while calls are paused
     │   ├── InvalidMessage          a user message a session cannot keep (not text/media, not JSON data)
     │   ├── SessionNotFound
+    │   ├── InvalidSessionId        a caller-chosen session id that cannot name a session
     │   ├── DefinitionError         a tool, model or agent definition is invalid
     │   ├── ModelNotFound
     │   └── (the HTTP edge)
@@ -33,7 +34,8 @@ The tree::
     │       └── ClientStateRefused  a Genkit ``init.state``: the server is the source of truth (400)
     ├── ConcurrentUpdate            another writer changed the session during this call
     ├── ResumeInProgress            a retried idempotency key whose first call has not finished
-    ├── TurnInProgress              another process is running this session's tool calls
+    ├── TurnInProgress              a detached turn, or another process's tool calls, run in the session
+    ├── TurnLost                    a detached turn's process stopped before the turn ended
     ├── StoreError                  a session store failed
     │   ├── VersionConflict         a conditional append lost the race (handled by the runtime)
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
@@ -70,6 +72,7 @@ __all__ = [
     "InvalidAnswer",
     "InvalidMessage",
     "InvalidRequest",
+    "InvalidSessionId",
     "ModelAuthError",
     "ModelBadRequest",
     "ModelError",
@@ -95,6 +98,7 @@ __all__ = [
     "StoreError",
     "ToolDefinitionChanged",
     "TurnInProgress",
+    "TurnLost",
     "Unauthenticated",
     "UnknownInterrupt",
     "UsageError",
@@ -186,6 +190,10 @@ class SessionNotFound(UsageError):
     code = "session_not_found"
 
 
+class InvalidSessionId(UsageError):
+    code = "invalid_session_id"
+
+
 class DefinitionError(UsageError):
     code = "definition_error"
 
@@ -204,6 +212,10 @@ class ResumeInProgress(PausepointError):
 
 class TurnInProgress(PausepointError):
     code = "turn_in_progress"
+
+
+class TurnLost(PausepointError):
+    code = "turn_lost"
 
 
 class StoreError(PausepointError):

@@ -46,7 +46,7 @@ async def test_shell_restart_pauses_again_then_runs_with_metadata(store):
     res = await chat.resume(restart=[first.restart()])  # same input, no approval: pauses again
     assert res.finish_reason == AgentFinishReason.INTERRUPTED
     second = res.interrupts[0]
-    assert second.ref != first.ref
+    assert second.ref == first.ref and second.pause_id != first.pause_id
     assert executed == []
 
     res = await chat.resume(restart=[second.restart(resumed_metadata={"tool_approved": True})])

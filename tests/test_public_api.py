@@ -10,13 +10,13 @@ import pausepoint.testing
 def test_top_level_names():
     assert sorted(pausepoint.__all__) == sorted(
         [
-            "Agent", "AgentFinishReason", "AgentResponse", "AuditEntry", "Chat", "FunctionModel", "Interrupt",
-            "InterruptChunk", "JsonLimits", "MediaPart", "Message", "Model", "ModelChunk", "ModelRequest",
+            "Agent", "AgentFinishReason", "AgentResponse", "AuditEntry", "Chat", "DetachedTurn", "FunctionModel",
+            "Interrupt", "InterruptChunk", "JsonLimits", "MediaPart", "Message", "Model", "ModelChunk", "ModelRequest",
             "ModelResponse", "Part", "PauseDisplay", "PauseField", "PauseView",
             "Pausepoint", "PendingInterrupt", "Plugin", "TextChunk", "TextDelta", "TextPart", "Tool", "ToolCallDelta",
             "ToolCallDeltaChunk", "ToolDefinition", "ToolProgressChunk", "ToolRequestChunk", "ToolRequestPart",
             "ToolResponse", "ToolResponsePart", "ToolRestart", "ToolResultChunk", "ToolRunContext", "TurnChunk",
-            "TurnEndChunk", "TurnStream", "Usage", "deny_on_expiry",
+            "TurnEndChunk", "TurnStatus", "TurnStream", "Usage", "deny_on_expiry",
         ]
     )  # fmt: skip
     for name in pausepoint.__all__:

@@ -148,6 +148,18 @@ async def test_replace_input_on_a_tool_that_did_not_opt_in(store):
     await then_valid_resume_works(chat, res, ledger)
 
 
+async def test_the_same_input_again_is_no_edit_so_any_tool_takes_it(store):
+    ledger: list[str] = []
+    agent, _ = approvals_agent(store, [[tool_call("guarded", {"action": "x"})], "done"], ledger=ledger)
+    chat = agent.chat()
+    pause = (await chat.send("go")).interrupts[0]
+    # what Genkit's client sends for restart(replace_input=<the same input>) on a tool without edits
+    res = await chat.resume(restart=[pause.restart(replace_input={"action": "x"}, resumed_metadata={"ok": True})])
+    assert res.text == "done" and ledger == ["guarded:x"]
+    _, entry = await chat.audit_trail()  # the message sent, then the answer
+    assert entry.replace_input is None  # recorded as what it is: a restart, not an edit
+
+
 async def test_invalid_replacement_on_a_tool_that_opted_in(store):
     from examples import shell
 

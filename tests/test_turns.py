@@ -1,9 +1,11 @@
 """SPEC 2.4, 2.6, 2.7, 2.8: partial answers, re-pausing restarts, no silent abandonment,
 tool errors that never corrupt a session; plus max_turns and model failures."""
 
+import asyncio
+
 import pytest
 
-from pausepoint import AgentFinishReason
+from pausepoint import AgentFinishReason, ToolResponse
 from pausepoint.errors import ModelError, NothingToResume, PendingInterrupts
 from pausepoint.testing import tool_call
 
@@ -61,7 +63,8 @@ async def test_restart_and_respond_in_one_resume(store):
     res = await chat.resume(respond=[ask.respond({"approved": True})], restart=[guarded.restart()])
     assert res.finish_reason == AgentFinishReason.INTERRUPTED  # guarded paused again
     [again] = res.interrupts
-    assert again.name == "guarded" and again.ref not in (guarded.ref, ask.ref)
+    assert again.name == "guarded" and again.ref == guarded.ref  # one ref per call...
+    assert again.pause_id != guarded.pause_id  # ...and a new pause of it
     res = await chat.resume(restart=[again.restart(resumed_metadata={"ok": True})])
     assert res.text == "both done"
     assert ledger == ["guarded:x"]
@@ -175,14 +178,37 @@ async def test_a_crashed_continuation_is_resumed_by_an_empty_resume(store):
         await chat.resume()
 
 
-async def test_unknown_session(store):
-    from pausepoint.errors import SessionNotFound
+async def test_unknown_session_reads_are_refused_and_a_send_creates_it_under_the_callers_id(store):
+    from pausepoint.errors import InvalidSessionId, SessionNotFound
 
-    agent, _ = approvals_agent(store, ["x"])
-    with pytest.raises(SessionNotFound):
-        await agent.chat("missing").send("hi")
+    agent, _ = approvals_agent(store, ["created", "continued"])
     with pytest.raises(SessionNotFound):
         await agent.chat("missing").interrupts()
+    with pytest.raises(SessionNotFound):
+        await agent.chat("missing").resume(respond=[ToolResponse("r", "ask", {"approved": True})])
+    assert (await agent.chat("my-conv-1", principal="alice").send("hi")).text == "created"
+    assert (await agent.chat("my-conv-1").send("again")).text == "continued"  # the same session
+    [summary] = await agent.list_sessions()
+    assert (summary.session_id, summary.owner, summary.turn) == ("my-conv-1", "alice", 2)
+    for bad in ("", "-rf", ".hidden", "a b", "x" * 129, "sess\x00", "naïve", "a/b"):
+        with pytest.raises(InvalidSessionId):
+            await agent.chat(bad).send("hi")
+    assert [s.session_id for s in await agent.list_sessions()] == ["my-conv-1"]  # nothing else written
+
+
+async def test_a_create_only_chat_never_continues_a_session_it_did_not_create(store):
+    from pausepoint import Chat
+    from pausepoint.errors import SessionNotFound
+
+    agent, model = approvals_agent(store, ["first", "second", "third"])
+    await agent.chat("taken", principal="alice").send("hi")  # cached in this process, too
+    with pytest.raises(SessionNotFound):
+        await Chat(agent, "taken", "bob", new=True).send("let me in")
+    assert model.remaining == 2  # refused before the model was called
+    racers = [Chat(agent, "race", who, new=True).send("mine") for who in ("alice", "bob")]
+    outcomes = await asyncio.gather(*racers, return_exceptions=True)
+    assert sorted(type(o).__name__ for o in outcomes) == ["AgentResponse", "SessionNotFound"]
+    assert [m.text for m in await agent.chat("taken").history()] == ["hi", "first"]
 
 
 async def test_the_tool_requests_of_one_model_turn_run_concurrently(store):

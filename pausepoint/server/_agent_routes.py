@@ -1,13 +1,18 @@
 """The agent endpoint in the reference's protocol: ``POST /agents/{agent}`` (a turn),
 ``POST /agents/{agent}/getSnapshot`` and ``POST /agents/{agent}/abort``.
 
-Translation lives in ``_genkit``; this module decides which session a request names, checks
-that the caller may use it and that the snapshot is the latest, and runs the turn through the
-same ``Chat`` calls a Python caller makes (so every promise of a pause holds; ``via="genkit"``).
+Translation lives in ``_genkit`` and snapshot ids in ``_snapshots``; this module decides which
+session a request names (a new one, one named by its id — created by its first message if no
+session has that id yet — or a snapshot's), checks that the caller may use it and that the
+snapshot is the newest, and runs the turn through the same ``Chat`` calls a Python caller
+makes (so every promise of a pause holds; ``via="genkit"``). ``detach: true`` starts the turn
+in the background and answers at once with the snapshot to poll (``getSnapshot``) or stop
+(``abort``), from any server process on the same store.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -16,14 +21,15 @@ from starlette.routing import Route
 
 from .._agent import Agent
 from .._chat import Chat
-from .._response import AgentResponse
-from ..errors import ClientStateRefused, InvalidRequest, NotFound, SessionNotFound, StaleSnapshot
+from .._detach import DetachedTurn, TurnStatus
+from ..errors import ClientStateRefused, InvalidRequest, NotFound
 from ..stores import SessionSummary
 from . import _genkit as genkit
 from ._errors import dumps, guarded
 from ._limits import check_history, check_message_size, read_json
 from ._service import Service
-from ._turns import run_turn
+from ._snapshots import latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
+from ._turns import run_turn, wants_stream
 
 __all__ = ["agent_routes"]
 
@@ -45,11 +51,34 @@ def agent_routes(service: Service) -> list[Route]:
             raise ClientStateRefused(
                 f"agent {agent.name!r} keeps its sessions on the server: send 'snapshotId' or 'sessionId', not 'state'"
             )
-        if wire.detach:
-            raise InvalidRequest("detached turns are not supported: stream the turn, or send it and wait")
         if wire.message is not None:
             check_message_size(wire.message_json, service.limits)
         chat = await _chat_for(service, agent, wire, principal)
+        key = request.headers.get("idempotency-key")
+        restart = []
+        if wire.message is None:
+            if wire.snapshot_id is None and wire.session_id is None:
+                raise InvalidRequest("a resume needs 'init.snapshotId' (or 'init.sessionId')")
+            paused = {p.ref: p for p in await chat.interrupts()}
+            restart = [genkit.restart_answer(w, paused.get(w.ref)) for w in wire.restart]
+        if wire.detach:
+            if wire.message is not None:
+                detached = await chat.detach(wire.message, principal=principal, via="genkit")
+            else:
+                detached = await chat.detach(
+                    respond=wire.respond,
+                    restart=restart,
+                    metadata=wire.metadata,
+                    idempotency_key=key,
+                    principal=principal,
+                    via="genkit",
+                )
+            _notify_when_done(service, agent, detached)
+            service.feed.notify(agent.name, chat.session_id)
+            reply = genkit.detached_json(chat.session_id, detached.turn_id)
+            if wants_stream(request):
+                return Response(genkit.frame("result", reply), media_type="text/event-stream")
+            return _json({"result": reply})
         if wire.message is not None:
             message = wire.message
 
@@ -57,11 +86,6 @@ def agent_routes(service: Service) -> list[Route]:
                 return chat.send_stream(message, principal=principal, via="genkit")
 
         else:
-            if wire.snapshot_id is None and wire.session_id is None:
-                raise InvalidRequest("a resume needs 'init.snapshotId' (or 'init.sessionId')")
-            paused = {p.ref: p for p in await chat.interrupts()}
-            restart = [genkit.restart_answer(w, paused.get(w.ref)) for w in wire.restart]
-            key = request.headers.get("idempotency-key")
 
             def start() -> Any:
                 return chat.resume_stream(
@@ -83,32 +107,37 @@ def agent_routes(service: Service) -> list[Route]:
         )
 
     async def get_snapshot(request: Request) -> Response:
-        principal = await service.principal(request)
+        principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
         agent = service.agent(request.path_params["agent"])
         snap, session_id = genkit.lookup_ids(await read_json(request, service.limits), need_one=True)
+        version = 0
         if snap is not None:
-            session_id, version = genkit.parse_snapshot_id(snap)
+            session_id, version = parse_snapshot_id(snap)
         assert session_id is not None
         summary = await service.visible(agent, session_id, principal)
-        chat = agent.chat(session_id, principal=principal)
-        latest = await _latest(chat)
+        state = await read_state(agent.chat(session_id, principal=principal))
+        now = agent.clock()
         if snap is not None:
-            _check_latest(snap, version, latest)
-        snapshot = genkit.snapshot_json(latest, await chat.history(), summary, await chat.interrupts())
-        return _json({"result": snapshot})
+            snapshot = snapshot_at(state, version, now, agent.abandon_after)
+        else:
+            snapshot = latest_snapshot(state, now, agent.abandon_after)
+        return _json({"result": genkit.snapshot_json(snapshot, summary.updated_at)})
 
     async def abort(request: Request) -> Response:
-        principal = await service.principal(request)
+        principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
         agent = service.agent(request.path_params["agent"])
         snap, _ = genkit.lookup_ids(await read_json(request, service.limits), need_one=False)
         assert snap is not None
-        session_id, version = genkit.parse_snapshot_id(snap)
+        session_id, version = parse_snapshot_id(snap)
         await service.conversable(agent, session_id, principal)
-        latest = await _latest(agent.chat(session_id, principal=principal))
-        if version > latest.version or not await _issued(agent, session_id, version):
+        chat = agent.chat(session_id, principal=principal)
+        status = status_at(await read_state(chat), version, agent.clock(), agent.abandon_after)
+        if status is None:
             raise NotFound(f"no snapshot {snap!r}", snapshot_id=snap)
-        failed = version == latest.version and latest.finish_reason.value == "failed"
-        return _json({"result": genkit.abort_json(snap, "failed" if failed else "completed")})
+        if status in (TurnStatus.PENDING, TurnStatus.EXPIRED):
+            status = await DetachedTurn(chat, version).abort(principal=principal, via="genkit")
+            service.feed.notify(agent.name, session_id)
+        return _json({"result": genkit.abort_json(snap, status)})
 
     return [
         Route("/agents/{agent}", guarded(turn), methods=["POST"]),
@@ -118,9 +147,10 @@ def agent_routes(service: Service) -> list[Route]:
 
 
 async def _chat_for(service: Service, agent: Agent, wire: genkit.GenkitTurn, principal: str) -> Chat:
-    """The chat a turn request names: a new session, the session named, or the snapshot's."""
+    """The chat a turn request names: a new session, the session named (created by a message
+    when no session has that id yet), or the snapshot's — which must be the newest."""
     if wire.snapshot_id is not None:
-        session_id, version = genkit.parse_snapshot_id(wire.snapshot_id)
+        session_id, version = parse_snapshot_id(wire.snapshot_id)
         if wire.session_id is not None and wire.session_id != session_id:
             raise InvalidRequest(
                 f"snapshot {wire.snapshot_id!r} does not belong to session {wire.session_id!r}",
@@ -128,9 +158,15 @@ async def _chat_for(service: Service, agent: Agent, wire: genkit.GenkitTurn, pri
             )
         summary = await _may_take(service, agent, session_id, principal, wire)
         chat = agent.chat(session_id, principal=principal)
-        _check_latest(wire.snapshot_id, version, await _latest(chat))
+        snapshot_at(await read_state(chat), version, agent.clock(), agent.abandon_after, to_continue=True)
     elif wire.session_id is not None:
-        summary = await _may_take(service, agent, wire.session_id, principal, wire)
+        if wire.message is None:
+            summary = await service.answerable(agent, wire.session_id, principal)
+        else:
+            found = await service.to_message(agent, wire.session_id, principal)
+            if found is None:  # the caller names the new session (see Service.to_message)
+                return Chat(agent, wire.session_id, principal, new=True)
+            summary = found
         chat = agent.chat(wire.session_id, principal=principal)
     else:
         return agent.chat(principal=principal)
@@ -148,33 +184,16 @@ async def _may_take(
     return await service.answerable(agent, session_id, principal)
 
 
-async def _issued(agent: Agent, session_id: str, version: int) -> bool:
-    """Whether a turn ended at ``version`` of the session's log (only those are snapshots)."""
-    if version < 1:
-        return False
-    found = await agent.store.read(session_id, after_version=version - 1, kinds=("turn_ended",))
-    return found is not None and bool(found.entries) and found.entries[0].version == version
+def _notify_when_done(service: Service, agent: Agent, detached: DetachedTurn) -> None:
+    async def wait() -> None:
+        try:
+            await detached.wait()
+        finally:
+            service.feed.notify(agent.name, detached.session_id)
 
-
-async def _latest(chat: Chat) -> AgentResponse:
-    latest = await chat.last_response()
-    if latest is None:
-        raise SessionNotFound(f"session {chat.session_id!r} has no completed turn", session_id=chat.session_id)
-    return latest
-
-
-def _check_latest(snap: str, version: int, latest: AgentResponse) -> None:
-    if version == latest.version:
-        return
-    current = genkit.snapshot_id(latest.session_id, latest.version)
-    if version < latest.version:
-        raise StaleSnapshot(
-            f"snapshot {snap!r} is not the latest of its session ({current!r}): continue from the latest "
-            "(getSnapshot with the sessionId) — sessions do not branch",
-            snapshot_id=snap,
-            latest_snapshot_id=current,
-        )
-    raise NotFound(f"no snapshot {snap!r}", snapshot_id=snap)
+    task = asyncio.ensure_future(wait())
+    agent._background.add(task)
+    task.add_done_callback(agent._background.discard)
 
 
 def _json(value: Any) -> Response:

@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .._agent import Agent
+from .._chat import Chat
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._rest import (
     MESSAGES,
@@ -56,6 +57,7 @@ class ApproveBody(BaseModel):
 
     replace_input: Any = None
     metadata: dict[str, Any] | None = None
+    pause_id: str | None = None
 
 
 def rest_routes(service: Service) -> list[Route]:
@@ -93,11 +95,17 @@ def rest_routes(service: Service) -> list[Route]:
         )
 
     async def send(request: Request) -> Response:
-        agent, session_id, principal = await _conversing(request)
+        principal = await service.principal(request)
+        agent = service.agent(request.path_params["agent"])
+        session_id = request.path_params["session_id"]
+        summary = await service.to_message(agent, session_id, principal)
+        if summary is None:
+            chat = Chat(agent, session_id, principal, new=True)  # a caller-chosen id: the message creates it
+        else:
+            check_history(summary, limits)
+            chat = agent.chat(session_id, principal=principal)
         body = parse_body(SendBody, await read_json(request, limits))
         check_message_size(body.model_dump(mode="json")["message"], limits)
-        check_history(await agent.store.get_summary(session_id), limits)
-        chat = agent.chat(session_id, principal=principal)
         message = user_message(body)
         return await _turn(
             request, agent, session_id, lambda: chat.send_stream(message, principal=principal, via="http")
@@ -132,8 +140,10 @@ def rest_routes(service: Service) -> list[Route]:
     async def resume(request: Request) -> Response:
         agent, session_id, principal = await _answering(request)
         body = parse_body(ResumeBody, await read_json(request, limits))
-        respond = [ToolResponse(a.ref, a.name, a.output, a.metadata, a.decision, a.reason) for a in body.respond]
-        restart = [ToolRestart(a.ref, a.name, a.replace_input, a.resumed_metadata) for a in body.restart]
+        respond = [
+            ToolResponse(a.ref, a.name, a.output, a.metadata, a.decision, a.reason, a.pause_id) for a in body.respond
+        ]
+        restart = [ToolRestart(a.ref, a.name, a.replace_input, a.resumed_metadata, a.pause_id) for a in body.restart]
         return await _answer(request, agent, session_id, principal, respond, restart, body.metadata)
 
     async def answer(request: Request) -> Response:
@@ -148,18 +158,21 @@ def rest_routes(service: Service) -> list[Route]:
         if action == "respond":
             r = parse_body(RespondBody, raw)
             name = r.name or await _name_of(chat, ref)
-            respond.append(ToolResponse(ref, name, r.output, r.metadata))
+            respond.append(ToolResponse(ref, name, r.output, r.metadata, pause_id=r.pause_id))
         elif action == "deny":
             d = parse_body(DenyBody, raw)
             name = d.name or await _name_of(chat, ref)
-            respond.append(ToolResponse(ref, name, None, d.metadata, decision="deny", reason=d.reason))
+            respond.append(
+                ToolResponse(ref, name, None, d.metadata, decision="deny", reason=d.reason, pause_id=d.pause_id)
+            )
         elif action == "restart":
             s = parse_body(RestartBody, raw)
             name = s.name or await _name_of(chat, ref)
-            restart.append(ToolRestart(ref, name, s.replace_input, s.resumed_metadata))
+            restart.append(ToolRestart(ref, name, s.replace_input, s.resumed_metadata, s.pause_id))
         else:
             a = parse_body(ApproveBody, raw)
-            approval = await _approval(agent, chat, ref, a.replace_input, edited="replace_input" in a.model_fields_set)
+            edited = "replace_input" in a.model_fields_set
+            approval = await _approval(agent, chat, ref, a.pause_id, a.replace_input, edited=edited)
             if isinstance(approval, ToolRestart):
                 restart.append(approval)
             else:
@@ -285,9 +298,10 @@ async def _name_of(chat: Any, ref: str) -> str:
 
 
 async def _approval(
-    agent: Agent, chat: Any, ref: str, replace_input: Any, *, edited: bool
+    agent: Agent, chat: Any, ref: str, pause_id: str | None, replace_input: Any, *, edited: bool
 ) -> ToolResponse | ToolRestart:
-    """The answer approving pause ``ref`` (``Agent.approval``), with ``replace_input`` if ``edited``.
+    """The answer approving the pause of call ``ref`` (``Agent.approval``), with ``replace_input``
+    if ``edited``; it names the pause ``pause_id`` when given, else the one live now.
 
     A ref that is not open now gets the same answer under its known name (so a retry with the
     same idempotency key matches the first one and gets its outcome), and the core refuses
@@ -297,8 +311,9 @@ async def _approval(
     if pause is None:
         name = await _name_of(chat, ref)
         if name not in agent.tools:
-            return ToolResponse(ref, name, None)
+            return ToolResponse(ref, name, None, pause_id=pause_id)
         pause = PendingInterrupt(name, ref, None, None, datetime.now(UTC))
+    pause = dataclasses.replace(pause, pause_id=pause_id or "")
     try:
         approval = agent.approval(pause)
     except ValueError as exc:

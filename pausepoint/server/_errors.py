@@ -1,9 +1,12 @@
 """The one place where errors become HTTP responses.
 
 Every error body has one shape, readable by pausepoint's client (``code``) and by Genkit's
-remote clients (``status``, the reference's canonical status name)::
+remote clients (``status``, the status the reference answers for the same meaning; ``details``
+repeats the ``code``, as Genkit's clients keep only ``status``, ``message`` and ``details``,
+and names the reference's ``reason`` where it has one)::
 
-    {"error": {"code": "already_resolved", "status": "ABORTED", "message": "...", "details": {...}}}
+    {"error": {"code": "already_resolved", "status": "FAILED_PRECONDITION", "message": "...",
+               "details": {"code": "already_resolved", "reason": "INVALID_RESUME", ...}}}
 
 Caller mistakes (``UsageError``) are 4xx; runtime and provider failures keep their meaning
 (409 for a lost race, 502/503/504 for the model); anything unexpected is a 500 whose body
@@ -35,12 +38,13 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.NotFound: (404, "NOT_FOUND"),
     core.RequestTooLarge: (413, "RESOURCE_EXHAUSTED"),
     core.HistoryTooLong: (422, "RESOURCE_EXHAUSTED"),
-    core.StaleSnapshot: (409, "FAILED_PRECONDITION"),
+    core.StaleSnapshot: (409, "INVALID_ARGUMENT"),  # the reference: a snapshot it cannot resume
     core.ClientStateRefused: (400, "FAILED_PRECONDITION"),
     core.ServerError: (500, "INTERNAL"),
     core.SessionNotFound: (404, "NOT_FOUND"),
-    core.UnknownInterrupt: (404, "NOT_FOUND"),
-    core.AlreadyResolved: (409, "ABORTED"),
+    core.InvalidSessionId: (400, "INVALID_ARGUMENT"),
+    core.UnknownInterrupt: (404, "INVALID_ARGUMENT"),  # the reference: an unresolved tool request
+    core.AlreadyResolved: (409, "FAILED_PRECONDITION"),  # the reference: nothing to resume
     core.StaleInterrupt: (409, "FAILED_PRECONDITION"),
     core.NotPaused: (409, "FAILED_PRECONDITION"),
     core.InterruptExpired: (409, "FAILED_PRECONDITION"),
@@ -59,6 +63,7 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.ConcurrentUpdate: (409, "ABORTED"),
     core.ResumeInProgress: (409, "ABORTED"),
     core.TurnInProgress: (409, "ABORTED"),
+    core.TurnLost: (409, "ABORTED"),
     core.PayloadTooLarge: (413, "RESOURCE_EXHAUSTED"),
     core.StoreError: (503, "UNAVAILABLE"),
     core.ModelRateLimited: (429, "RESOURCE_EXHAUSTED"),
@@ -87,10 +92,27 @@ def as_pausepoint_error(exc: BaseException) -> core.PausepointError:
     return core.ServerError("the server failed unexpectedly; the error was logged")
 
 
+# The reference's ``details.reason`` for the same refusal (``genkit``'s RuntimeErrorReason).
+_REASON: dict[type[core.PausepointError], str] = {
+    core.UnknownInterrupt: "UNRESOLVED_TOOL_REQUEST",
+    core.InterruptNameMismatch: "UNRESOLVED_TOOL_REQUEST",
+    core.AlreadyResolved: "INVALID_RESUME",
+    core.NotPaused: "INVALID_RESUME",
+    core.StaleInterrupt: "INVALID_RESUME",
+    core.NothingToResume: "INVALID_RESUME",
+    core.StaleSnapshot: "SNAPSHOT_NOT_RESUMABLE",
+    core.InvalidSessionId: "INVALID_SESSION_ID",
+    core.InvalidAnswer: "INVALID_INPUT",
+}
+
+
 def error_body(exc: BaseException) -> dict[str, Any]:
     error = as_pausepoint_error(exc)
     _, status = http_status(error)
-    details = _jsonable(error.details)
+    details = {**_jsonable(error.details), "code": error.code}
+    reason = next((_REASON[cls] for cls in type(error).__mro__ if cls in _REASON), None)
+    if reason is not None:
+        details["reason"] = reason
     return {"error": {"code": error.code, "status": status, "message": error.message, "details": details}}
 
 

@@ -37,7 +37,7 @@ log = logging.getLogger("pausepoint.server")
 @dataclass(slots=True)
 class _Seen:
     version: int
-    open_refs: set[str] = field(default_factory=set)
+    open_pauses: set[str] = field(default_factory=set)
     answers: int = 0
 
 
@@ -123,8 +123,8 @@ class Feed:
 
     async def _state(self, summary: SessionSummary) -> _Seen:
         chat = self.ai.agents[summary.agent].chat(summary.session_id)
-        open_refs = {p.ref for p in await chat.interrupts()}
-        return _Seen(summary.version, open_refs, len(await chat.audit_trail()))
+        open_pauses = {p.pause_id for p in await chat.interrupts()}
+        return _Seen(summary.version, open_pauses, len(await chat.audit_trail()))
 
     async def _check(self, summary: SessionSummary) -> None:
         key = (summary.agent, summary.session_id)
@@ -138,10 +138,10 @@ class Feed:
         events: list[tuple[str, dict[str, Any]]] = []
         for entry in audit_json(agent, [e for e in trail[seen.answers :] if e.decision != "message"]):
             events.append(("answer", {**base, "entry": entry}))
-        new = [p for p in pauses if p.ref not in seen.open_refs]
+        new = [p for p in pauses if p.pause_id not in seen.open_pauses]  # a call that paused again is news
         for pause in interrupts_json(agent, new):
             events.append(("pause", {**base, "interrupt": pause}))
-        self._seen[key] = _Seen(summary.version, {p.ref for p in pauses}, len(trail))
+        self._seen[key] = _Seen(summary.version, {p.pause_id for p in pauses}, len(trail))
         for subscriber in list(self._subscribers):
             if subscriber.visible(summary):
                 for item in events:

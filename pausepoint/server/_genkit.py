@@ -4,27 +4,34 @@ Requests: ``{"data": AgentInput, "init": AgentInit}``; replies ``{"result": Agen
 SSE lines ``data: {"message": AgentStreamChunk}`` … ``data: {"result": AgentOutput}`` (a failure
 after the stream started: ``data: {"error": {...}}``).
 
-Snapshots. A snapshot id names a session at a turn end: ``<session_id>.<version>``, the version
-being the session log's length when that turn end was recorded (``AgentResponse.version``).
-Only the latest turn end of a session can be continued or read; an older id is refused with
-``StaleSnapshot`` naming the latest, so a client can never branch a session or replay a turn.
+Snapshots: ``_snapshots`` (ids, and what each names).
 
-Parts. A tool request paused now carries the pause's ref (not the call's) and
-``metadata.interrupt`` (the interrupt's metadata, or ``true``), both in the stream and in the
-final message, so a client answers with exactly what it was shown. A restart part runs the
-tool on ``toolRequest.input``; ``metadata.resumed`` becomes ``ctx.resumed_metadata``; an input
-differing from the paused one is an edit (as is any part with ``metadata.replacedInput``).
+Parts. One ref per call: a tool request shows its call's ref everywhere, and answers name it.
+A call paused now carries ``metadata.interrupt`` (the interrupt's metadata, or ``true``) in the
+turn's output and in snapshots. A restart part runs the tool on ``toolRequest.input``;
+``metadata.resumed`` becomes ``ctx.resumed_metadata``; an input that differs from the paused
+one is an edit, and so is one sent with ``metadata.replacedInput`` unless it is the same input
+(Genkit's client sends that metadata whenever a replacement was given, even the same one).
+
+Stream. Chunks rebuild the history as Genkit's client rebuilds it: text and tool requests are
+model chunks of the model message, once each, when the model gives them; a tool message is one
+``tool`` chunk group, sent when the last result of its batch arrives (a call finished beside a
+paused one waits for the pause's answer, as in the history); a pause is not a chunk of its own —
+the turn's output message marks it, and Genkit's client takes that message in place of the
+streamed copy. ``index`` counts the turn's messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from .._detach import TurnStatus
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from .._response import AgentFinishReason, AgentResponse
@@ -36,23 +43,22 @@ from .._streaming import (
     TurnChunk,
     TurnEndChunk,
 )
-from ..errors import InvalidRequest, NotFound
-from ..stores import SessionSummary
+from ..errors import InvalidRequest
 from ._errors import dumps, error_body
-from ._limits import ascii_digits, parse_body
+from ._limits import parse_body
+from ._snapshots import Snapshot, snapshot_id
 
 __all__ = [
     "ChunkTranslator",
     "GenkitTurn",
     "WireRestart",
     "abort_json",
+    "detached_json",
     "frame",
     "lookup_ids",
     "output_json",
-    "parse_snapshot_id",
     "parse_turn",
     "restart_answer",
-    "snapshot_id",
     "snapshot_json",
 ]
 
@@ -214,7 +220,9 @@ def _restart(part: _Part) -> WireRestart:
 
 
 def restart_answer(wire: WireRestart, paused: PendingInterrupt | None) -> ToolRestart:
-    """The restart ``wire`` asks for: an edit when it says so or when its input differs."""
+    """The restart ``wire`` asks for: a replacement input when it says so (Genkit's client
+    sends ``metadata.replacedInput`` whenever one was given) or when its input differs from the
+    paused call's. The core takes the same input again as no edit, for any tool, as Genkit does."""
     edited = wire.edited or (paused is not None and wire.input is not None and wire.input != paused.input)
     return ToolRestart(
         wire.ref, wire.name, replace_input=wire.input if edited else None, resumed_metadata=wire.resumed_metadata
@@ -237,21 +245,6 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
     if not need_one and not snap:
         raise InvalidRequest("'snapshotId' is required")
     return snap or None, session or None
-
-
-# -- snapshot ids ---------------------------------------------------------------------------------
-
-
-def snapshot_id(session_id: str, version: int) -> str:
-    return f"{session_id}.{version}"
-
-
-def parse_snapshot_id(value: str) -> tuple[str, int]:
-    """``(session_id, version)``; ``NotFound`` when ``value`` cannot name a snapshot."""
-    session_id, dot, version = value.rpartition(".")
-    if not dot or not session_id or not ascii_digits(version) or len(version) > 18:
-        raise NotFound(f"no snapshot {value!r}", snapshot_id=value)
-    return session_id, int(version)
 
 
 # -- replies --------------------------------------------------------------------------------------
@@ -281,7 +274,7 @@ def _part_json(part: Part, paused: dict[str, PendingInterrupt]) -> dict[str, Any
 
 def message_json(message: Message, pauses: Iterable[PendingInterrupt] = ()) -> dict[str, Any]:
     """A message in the reference's shape; tool requests paused now become interrupt parts."""
-    paused = {p.call_ref: p for p in pauses}
+    paused = {p.ref: p for p in pauses}
     return {"role": message.role, "content": [_part_json(p, paused) for p in message.parts]}
 
 
@@ -301,29 +294,42 @@ def output_json(response: AgentResponse) -> dict[str, Any]:
     return output
 
 
-def snapshot_json(
-    response: AgentResponse, messages: list[Message], summary: SessionSummary, pauses: list[PendingInterrupt]
-) -> dict[str, Any]:
-    """``SessionSnapshot`` of a session at its latest turn end."""
+def snapshot_json(snapshot: Snapshot, fallback_time: datetime) -> dict[str, Any]:
+    """``SessionSnapshot`` (``fallback_time`` stands in for times logs written before turn ends
+    recorded theirs did not keep)."""
+    messages = snapshot.messages
     last_model = max((i for i, m in enumerate(messages) if m.role == "model"), default=-1)
-    wire_messages = [message_json(m, pauses if i == last_model else ()) for i, m in enumerate(messages)]
-    snapshot: dict[str, Any] = {
-        "snapshotId": snapshot_id(response.session_id, response.version),
-        "sessionId": response.session_id,
-        "createdAt": summary.updated_at.isoformat(),
-        "updatedAt": summary.updated_at.isoformat(),
-        "status": "failed" if response.finish_reason == AgentFinishReason.FAILED else "completed",
-        "finishReason": _FINISH[response.finish_reason],
-        "state": {"sessionId": response.session_id, "messages": wire_messages, "artifacts": []},
+    wire_messages = [message_json(m, snapshot.pauses if i == last_model else ()) for i, m in enumerate(messages)]
+    out: dict[str, Any] = {
+        "snapshotId": snapshot.id,
+        "sessionId": snapshot.session_id,
+        "parentId": snapshot.parent_id,
+        "createdAt": (snapshot.created_at or fallback_time).isoformat(),
+        "updatedAt": (snapshot.updated_at or snapshot.created_at or fallback_time).isoformat(),
+        "status": snapshot.status.value,
+        "state": {"sessionId": snapshot.session_id, "messages": wire_messages, "artifacts": []},
     }
-    if response.error is not None:
-        snapshot["error"] = {"status": "INTERNAL", "message": response.error}
-    return snapshot
+    response = snapshot.response
+    if response is not None:
+        out["finishReason"] = _FINISH[response.finish_reason]
+        if response.error is not None:
+            out["error"] = {"status": "INTERNAL", "message": response.error}
+    return out
 
 
-def abort_json(snapshot: str, status: Literal["completed", "failed"]) -> dict[str, Any]:
-    """``AgentAbortResponse``: the status before the call (a pausepoint turn is always over)."""
-    return {"snapshotId": snapshot, "status": status}
+def detached_json(session_id: str, turn_id: int) -> dict[str, Any]:
+    """``AgentOutput`` of a detached turn: the snapshot to poll, nothing else yet."""
+    return {
+        "sessionId": session_id,
+        "snapshotId": snapshot_id(session_id, turn_id),
+        "artifacts": [],
+        "finishReason": "detached",
+    }
+
+
+def abort_json(snapshot: str, status: TurnStatus) -> dict[str, Any]:
+    """``AgentAbortResponse``: the snapshot's status before the call (``pending``: it stopped it)."""
+    return {"snapshotId": snapshot, "status": status.value}
 
 
 class ChunkTranslator:
@@ -351,7 +357,7 @@ class ChunkTranslator:
         if isinstance(chunk, ToolRequestChunk):
             return self._chunk("model", {"toolRequest": {"ref": chunk.ref, "name": chunk.name, "input": chunk.input}})
         if isinstance(chunk, InterruptChunk):
-            return self._chunk("model", _interrupt_part(chunk.interrupt))
+            return None  # the call was streamed as a tool request; the turn's output marks it paused
         if isinstance(chunk, ToolResultChunk):
             return self._chunk("tool", {"toolResponse": {"ref": chunk.ref, "name": chunk.name, "output": chunk.output}})
         if isinstance(chunk, TurnEndChunk):

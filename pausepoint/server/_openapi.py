@@ -208,7 +208,13 @@ def openapi_document() -> dict[str, Any]:
             )
         },
         "/v1/agents/{agent}/sessions/{session_id}/messages": {
-            "post": _op("Send a user message", response, body="SendBody", stream=True, parameters=session)
+            "post": _op(
+                "Send a user message (to an id no session has yet: start a session with that id)",
+                response,
+                body="SendBody",
+                stream=True,
+                parameters=session,
+            )
         },
         "/v1/agents/{agent}/sessions/{session_id}/interrupts": {
             "get": _op(

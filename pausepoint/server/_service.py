@@ -69,6 +69,15 @@ class Service:
             )
         return summary
 
+    async def to_message(self, agent: Agent, session_id: str, principal: str) -> SessionSummary | None:
+        """Where a message to ``session_id`` goes: the session's summary if ``principal`` may
+        converse in it (``conversable``: 404 / 403 otherwise), or None when no session has that
+        id yet — the caller names a new one (``Chat(..., new=True)`` checks the id and creates it;
+        an id taken meanwhile is the same 404 as a session the caller may not see)."""
+        if _storable(session_id) and await agent.store.get_summary(session_id) is None:
+            return None
+        return await self.conversable(agent, session_id, principal)
+
 
 def _storable(text: str) -> bool:
     try:

@@ -25,6 +25,7 @@ from starlette.routing import Mount
 from examples import banking, shell
 from pausepoint.server import AccessPolicy, BearerTokens, Limits, create_app
 from pausepoint.stores import InMemorySessionStore, SessionStore
+from tests.server import lab
 from tests.stores.backends import open_store
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob", "desk-token": "desk"}
@@ -43,15 +44,23 @@ def build_app(
     limits: Limits | None = None,
     feed_interval: float = 0.2,
     policy: AccessPolicy | None = None,
+    events: lab.LabEvents | None = None,
 ) -> Starlette:
-    """The banking app at ``/bank`` and the shell app at ``/shell``, both on the store ``spec``."""
+    """The banking app at ``/bank``, the shell app at ``/shell`` and the lab at ``/lab``
+    (``tests.server.lab``; its events also go to the file ``spec["events"]``, when given), all
+    on the store ``spec``."""
     store = make_store(spec)
     bank_ai, _ = banking.build(store, ledger)
     shell_ai, _ = shell.build(store, executed)
+    lab_ai = lab.build(store, events or lab.LabEvents(spec.get("events")))
     auth = BearerTokens(TOKENS)
     options: dict[str, Any] = {"auth": auth, "limits": limits, "feed_interval": feed_interval, "policy": policy}
     return Starlette(
-        routes=[Mount("/bank", create_app(bank_ai, **options)), Mount("/shell", create_app(shell_ai, **options))]
+        routes=[
+            Mount("/bank", create_app(bank_ai, **options)),
+            Mount("/shell", create_app(shell_ai, **options)),
+            Mount("/lab", create_app(lab_ai, **options)),
+        ]
     )
 
 

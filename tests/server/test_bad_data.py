@@ -20,6 +20,7 @@ from pausepoint.testing import ScriptedModel, tool_call
 from tests.readback import read_elsewhere
 from tests.server.conftest import ALICE, BOB, Served
 from tests.server.harness import TOKENS, build_app, serve_in_thread
+from tests.server.lab import LabEvents
 
 DESK = {"Authorization": "Bearer desk-token"}
 
@@ -249,8 +250,11 @@ def desk_served(tmp_path) -> Iterator[Served]:
     executed: list[dict[str, Any]] = []
     spec = {"backend": "sqlite", "path": str(tmp_path / "desk.db")}
     policy = OwnerPolicy(approvers={"desk"})
-    with serve_in_thread(lambda: build_app(spec, ledger=ledger, executed=executed, policy=policy)) as url:
-        yield Served(url, ledger, executed)
+    events = LabEvents()
+    with serve_in_thread(
+        lambda: build_app(spec, ledger=ledger, executed=executed, policy=policy, events=events)
+    ) as url:
+        yield Served(url, ledger, executed, events)
 
 
 async def test_approvers_answer_but_never_speak_in_anothers_session(desk_served: Served, http):

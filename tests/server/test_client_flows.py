@@ -61,10 +61,10 @@ async def test_shell_flow_restart_pause_again_and_edit(served):
         first = res.interrupts[0]
         assert first.metadata == {"command": "rm -rf ./build", "reason": "The command can modify files."}
 
-        res = await chat.resume(restart=[first.restart()])  # runs again: pauses again, new ref
+        res = await chat.resume(restart=[first.restart()])  # runs again: pauses again, same ref
         second = res.interrupts[0]
-        assert res.finish_reason == AgentFinishReason.INTERRUPTED and second.ref != first.ref
-        assert second.call_ref == first.call_ref
+        assert res.finish_reason == AgentFinishReason.INTERRUPTED and second.ref == first.ref
+        assert second.pause_id != first.pause_id  # a new pause: the old answer cannot answer it
 
         with pytest.raises(AlreadyResolved):
             await chat.resume(restart=[first.restart(resumed_metadata={"tool_approved": True})])

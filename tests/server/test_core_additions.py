@@ -14,7 +14,7 @@ async def test_response_version_names_the_turn_end_and_survives_replays():
     paused = await chat.send("Transfer $5 to bob.")
     summary = await agent.store.get_summary(chat.session_id)
     assert paused.version == summary.version  # the pause is the session's latest turn end
-    assert paused.interrupts[0].call_ref == paused.message.tool_requests[0].ref
+    assert paused.interrupts[0].ref == paused.message.tool_requests[0].ref  # one ref per call
     answer = paused.interrupts[0].respond({"approved": True})
     done = await chat.resume(respond=[answer], idempotency_key="k")
     assert done.version > paused.version

@@ -99,13 +99,19 @@ async def test_turn_interrupt_resume_and_snapshot_shapes(served, http):
     for lookup in ({"sessionId": session_id}, {"snapshotId": result["snapshotId"]}):
         reply = await http.post(url + "/getSnapshot", json={"data": lookup}, headers=ALICE)
         snapshot = reply.json()["result"]
-        assert set(snapshot) == {"snapshotId", "sessionId", "createdAt", "updatedAt", "status", "finishReason", "state"}
-        assert (snapshot["snapshotId"], snapshot["status"], snapshot["finishReason"]) == (
+        assert set(snapshot) == {
+            "snapshotId", "sessionId", "parentId", "createdAt", "updatedAt", "status", "finishReason", "state",
+        }  # fmt: skip
+        assert (snapshot["snapshotId"], snapshot["parentId"], snapshot["status"], snapshot["finishReason"]) == (
             result["snapshotId"],
+            snap,  # the turn before: the pause
             "completed",
             "stop",
         )
+        assert snapshot["createdAt"] < snapshot["updatedAt"]  # the resume began, then ended
         assert [m["role"] for m in snapshot["state"]["messages"]] == ["user", "model", "tool", "model", "tool", "model"]
+    first = (await http.post(url + "/getSnapshot", json={"data": {"snapshotId": snap}}, headers=ALICE)).json()
+    assert first["error"]["details"]["latest_snapshot_id"] == result["snapshotId"]  # sessions do not branch
 
     reply = await http.post(url + "/abort", json={"data": {"snapshotId": result["snapshotId"]}}, headers=ALICE)
     assert reply.json() == {"result": {"snapshotId": result["snapshotId"], "status": "completed"}}
@@ -114,31 +120,24 @@ async def test_turn_interrupt_resume_and_snapshot_shapes(served, http):
     reply = await http.post(url, json={"data": user("again"), "init": {"snapshotId": snap}}, headers=ALICE)
     assert reply.status_code == 409
     error = reply.json()["error"]
-    assert error["code"] == "stale_snapshot" and error["status"] == "FAILED_PRECONDITION"
+    assert error["code"] == "stale_snapshot" and error["status"] == "INVALID_ARGUMENT"  # as the reference says
+    assert error["details"]["code"] == "stale_snapshot" and error["details"]["reason"] == "SNAPSHOT_NOT_RESUMABLE"
     assert error["details"]["latest_snapshot_id"] == result["snapshotId"]
     reply = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": snap}}, headers=ALICE)
     assert reply.status_code == 409
 
 
-async def test_interrupt_streams_with_its_metadata_and_restart_parts(served, http):
+async def test_a_paused_call_streams_once_and_the_output_marks_it(served, http):
     url = served.shell + "/agents/shellAgent"
     found = await events(http, url, {"data": user("Run: rm -rf ./build")})
-    interrupt_parts = [
-        p
-        for e in found[:-1]
-        for p in e["message"].get("modelChunk", {}).get("content", [])
-        if "interrupt" in p.get("metadata", {})
-    ]
+    streamed = [p for e in found[:-1] for p in e["message"].get("modelChunk", {}).get("content", [])]
+    [request] = streamed  # the call, once, with its ref; a pause is not a chunk of its own
+    ref = request["toolRequest"]["ref"]
+    assert request == {"toolRequest": {"ref": ref, "name": "run_shell", "input": {"command": "rm -rf ./build"}}}
     metadata = {"command": "rm -rf ./build", "reason": "The command can modify files."}
-    assert interrupt_parts == [
-        {
-            "toolRequest": {"ref": interrupt_parts[0]["toolRequest"]["ref"], "name": "run_shell",
-                            "input": {"command": "rm -rf ./build"}},
-            "metadata": {"interrupt": metadata},
-        }
-    ]  # fmt: skip
     result = found[-1]["result"]
-    assert result["message"]["content"] == interrupt_parts  # the same part, in the final message too
+    interrupt_parts = result["message"]["content"]
+    assert interrupt_parts == [{**request, "metadata": {"interrupt": metadata}}]  # the same call, the same ref
 
     restart = {
         "toolRequest": {"ref": interrupt_parts[0]["toolRequest"]["ref"], "name": "run_shell",
@@ -154,14 +153,12 @@ async def test_interrupt_streams_with_its_metadata_and_restart_parts(served, htt
     ]  # fmt: skip
 
 
-async def test_client_held_state_and_detach_are_refused(served, http):
+async def test_client_held_state_is_refused(served, http):
     url = served.bank + "/agents/bankingAgent"
     state = {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}
     reply = await http.post(url, json={"data": user("hi"), "init": {"state": state}}, headers=ALICE)
     assert reply.status_code == 400
     assert reply.json()["error"]["code"] == "client_state_refused"
-    reply = await http.post(url, json={"data": {**user("hi"), "detach": True}}, headers=ALICE)
-    assert reply.status_code == 400
 
 
 async def test_a_refused_streamed_resume_is_a_4xx_not_a_broken_stream(served, http):
@@ -172,7 +169,8 @@ async def test_a_refused_streamed_resume_is_a_4xx_not_a_broken_stream(served, ht
     reply = await http.post(url, json=body, headers=SSE)
     assert reply.status_code == 404
     assert reply.json()["error"]["code"] == "unknown_interrupt"
-    assert reply.json()["error"]["status"] == "NOT_FOUND"
+    assert reply.json()["error"]["status"] == "INVALID_ARGUMENT"  # the reference: an unresolved tool request
+    assert reply.json()["error"]["details"]["reason"] == "UNRESOLVED_TOOL_REQUEST"
 
 
 @pytest.mark.skipif(
@@ -197,3 +195,15 @@ def test_genkit_remote_agent_drives_the_server_unchanged(served):
     assert seen["finish"] == "stop" and seen["snapshot_id"].startswith(seen["session_id"] + ".")
     assert seen["snapshot_messages"] == 6 and seen["abort"] == "completed"
     assert served.ledger == ["500->savings"]
+
+
+async def test_abort_and_get_snapshot_of_ids_never_issued_are_404(served, http):
+    url = served.bank + "/agents/bankingAgent"
+    out = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
+    session = out["sessionId"]
+    for snap in (f"{session}.999", f"{session}.\uff11\uff12", f"{session}.1", "nosuch.3", session, f"{session}."):
+        for route in ("/abort", "/getSnapshot"):
+            reply = await http.post(url + route, json={"data": {"snapshotId": snap}}, headers=ALICE)
+            assert reply.status_code == 404, (route, snap, reply.text)  # Genkit's client reads a 404 as None
+    reply = await http.post(url + "/abort", json={"data": {"snapshotId": out["snapshotId"]}}, headers=ALICE)
+    assert reply.json() == {"result": {"snapshotId": out["snapshotId"], "status": "completed"}}

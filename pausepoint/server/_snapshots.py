@@ -1,0 +1,150 @@
+"""Genkit snapshot ids, resolved against a session: which turn an id names, and how it stands.
+
+A snapshot id is ``<session_id>.<version>``. The version is that of a ``TurnEnded`` record
+(the turn end a reply reported), or of a ``TurnStarted`` record (a detached turn: its id is
+issued when it starts, reads ``pending`` while it runs, and names its end afterwards). Sessions
+do not branch: only the newest turn can be read or continued; an older id is ``StaleSnapshot``,
+an id never issued ``NotFound``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .._chat import Chat
+from .._detach import TurnStatus, end_status, status_of
+from .._interrupts import PendingInterrupt
+from .._messages import Message
+from .._response import AgentResponse
+from .._session import Detached, SessionState
+from .._views import pending_interrupt, response_for
+from ..errors import NotFound, StaleSnapshot, TurnInProgress
+from ._limits import ascii_digits
+
+__all__ = ["Snapshot", "latest_snapshot", "parse_snapshot_id", "read_state", "snapshot_at", "snapshot_id", "status_at"]
+
+
+def snapshot_id(session_id: str, version: int) -> str:
+    return f"{session_id}.{version}"
+
+
+def parse_snapshot_id(value: str) -> tuple[str, int]:
+    """``(session_id, version)``; ``NotFound`` when ``value`` cannot name a snapshot."""
+    session_id, dot, version = value.rpartition(".")
+    if not dot or not session_id or not ascii_digits(version) or len(version) > 18:
+        raise NotFound(f"no snapshot {value!r}", snapshot_id=value)
+    return session_id, int(version)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A session at its newest turn, as the reference's ``SessionSnapshot`` shows it."""
+
+    id: str
+    session_id: str
+    status: TurnStatus
+    response: AgentResponse | None  # None while the (detached) turn runs
+    messages: list[Message]
+    pauses: list[PendingInterrupt]  # the calls paused now
+    created_at: datetime | None  # when the turn began
+    updated_at: datetime | None  # when it ended (while it runs: when it last recorded something)
+    parent_id: str  # the turn before ("" for the first, as the reference writes it)
+
+
+async def read_state(chat: Chat) -> SessionState:
+    """The session's state as recorded (never waits for a turn running on it)."""
+    return await chat._read()
+
+
+def latest_snapshot(state: SessionState, now: datetime, abandon_after: timedelta) -> Snapshot:
+    """The session's newest turn: the detached turn running, or else the latest turn end."""
+    if state.running_turn is not None:
+        return _running(state, state.running_turn, now, abandon_after)
+    if state.last_end is None:
+        raise NotFound(f"session {state.session_id!r} has no turn yet", session_id=state.session_id)
+    started = state.last_end.started
+    return _ended(state, state.detached.get(started) if started is not None else None)
+
+
+def snapshot_at(
+    state: SessionState, version: int, now: datetime, abandon_after: timedelta, *, to_continue: bool = False
+) -> Snapshot:
+    """The snapshot ``<session>.<version>`` names, if it is the newest. ``to_continue``: a turn
+    is to start from it, which a detached turn running forbids (``TurnInProgress``; one presumed
+    lost does not count: the core ends it first)."""
+    name = snapshot_id(state.session_id, version)
+    running = state.running_turn
+    busy = running is not None and not state.lost(now, abandon_after)
+    detached = state.detached.get(version)
+    if detached is not None and detached is running:
+        if to_continue and busy:
+            raise TurnInProgress(
+                f"snapshot {name!r} is a turn still running: wait for it, or abort it", snapshot_id=name
+            )
+        return _running(state, detached, now, abandon_after)
+    end_version = detached.end_version if detached is not None else version
+    if running is None and state.last_end is not None and end_version == state.last_end_version:
+        return _ended(state, detached)
+    if detached is None and state.end_reason(version) is None:
+        raise NotFound(f"no snapshot {name!r}", snapshot_id=name)
+    if to_continue and busy:
+        raise TurnInProgress(f"a detached turn is running in session {state.session_id!r}", snapshot_id=name)
+    latest = latest_snapshot(state, now, abandon_after)
+    raise StaleSnapshot(
+        f"snapshot {name!r} is not the latest of its session ({latest.id!r}): continue from the latest "
+        "(getSnapshot with the sessionId) — sessions do not branch",
+        snapshot_id=name,
+        latest_snapshot_id=latest.id,
+    )
+
+
+def status_at(state: SessionState, version: int, now: datetime, abandon_after: timedelta) -> TurnStatus | None:
+    """The status of the turn ``version`` names, newest or not (None: no snapshot has that id)."""
+    detached = state.detached.get(version)
+    if detached is not None:
+        return status_of(state, detached, now, abandon_after)
+    reason = state.end_reason(version)
+    return None if reason is None else end_status(reason)
+
+
+def _parent(state: SessionState, version: int) -> str:
+    parent = state.parent_end(version)
+    return "" if parent is None else snapshot_id(state.session_id, parent)
+
+
+def _ended(state: SessionState, detached: Detached | None) -> Snapshot:
+    """The latest turn end; under the id it was issued with when it ended a detached turn."""
+    end, version = state.last_end, state.last_end_version
+    assert end is not None
+    named = detached.version if detached is not None else version
+    return Snapshot(
+        id=snapshot_id(state.session_id, named),
+        session_id=state.session_id,
+        status=end_status(end.finish_reason),
+        response=response_for(state, end, version),
+        messages=list(state.messages),
+        pauses=[pending_interrupt(p.record) for p in state.open.values()],
+        created_at=detached.started.at if detached is not None else end.began,
+        updated_at=end.at,
+        parent_id=_parent(state, named),
+    )
+
+
+def _running(state: SessionState, detached: Detached, now: datetime, abandon_after: timedelta) -> Snapshot:
+    """A detached turn still running: the session as recorded so far, with the message it was
+    sent (the history records it with the model's first reply)."""
+    messages = list(state.messages)
+    if detached.started.message is not None and not detached.sent:
+        messages.append(detached.started.message)
+    return Snapshot(
+        id=snapshot_id(state.session_id, detached.version),
+        session_id=state.session_id,
+        status=status_of(state, detached, now, abandon_after),
+        response=None,
+        messages=messages,
+        pauses=[],
+        created_at=detached.started.at,
+        updated_at=state.last_activity,
+        parent_id=_parent(state, detached.version),
+    )
