@@ -180,9 +180,9 @@ class SessionStore(Protocol):
         """The position of the latest event a reader can see now (0: none): follow the stream from here."""
         ...
 
-    async def wait_for_events(self, after: int, timeout: float) -> None:
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
         """Return once an event after ``after`` may exist (written by any process), or after
-        ``timeout`` seconds; ``read_events`` tells which. Cheap to call in a loop."""
+        ``max_wait`` seconds; ``read_events`` tells which. Cheap to call in a loop."""
         ...
 
     async def claim_deliveries(

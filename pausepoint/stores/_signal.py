@@ -30,8 +30,8 @@ class Signal:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_wake, future)
 
-    async def wait(self, generation: int, timeout: float) -> None:
-        """Until the generation is no longer ``generation``, or ``timeout`` seconds."""
+    async def wait(self, generation: int, max_wait: float) -> None:
+        """Until the generation is no longer ``generation``, or ``max_wait`` seconds."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         waiter = (loop, future)
@@ -40,7 +40,7 @@ class Signal:
                 return
             self._waiters.add(waiter)
         try:
-            await asyncio.wait_for(future, max(timeout, 0.0))
+            await asyncio.wait_for(future, max(max_wait, 0.0))
         except TimeoutError:
             pass
         finally:
@@ -53,9 +53,9 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-async def wait_after(signal: Signal, after: int, timeout: float, head: Callable[[], Awaitable[int]]) -> None:
+async def wait_after(signal: Signal, after: int, max_wait: float, head: Callable[[], Awaitable[int]]) -> None:
     """``wait_for_events`` on a signal: return at once if the stream is past ``after`` already."""
     generation = signal.generation
     if await head() > after:
         return
-    await signal.wait(generation, timeout)
+    await signal.wait(generation, max_wait)

@@ -143,8 +143,8 @@ class InMemorySessionStore:
     async def last_event(self) -> int:
         return self._event_seq
 
-    async def wait_for_events(self, after: int, timeout: float) -> None:
-        await wait_after(self._signal, after, timeout, self.last_event)
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
+        await wait_after(self._signal, after, max_wait, self.last_event)
 
     async def claim_deliveries(
         self, targets: Collection[str], now: datetime, lease: timedelta, limit: int = 50
@@ -153,7 +153,11 @@ class InMemorySessionStore:
         token = secrets.token_hex(8)
         with self._lock:
             due = sorted(
-                (d for d in self._deliveries.values() if d.state == "pending" and d.target in wanted and d.due_at <= now),
+                (
+                    d
+                    for d in self._deliveries.values()
+                    if d.state == "pending" and d.target in wanted and d.due_at <= now
+                ),
                 key=lambda d: (d.due_at, d.id),
             )[:limit]
             claimed = [dataclasses.replace(d, due_at=now + lease, lease=token) for d in due]

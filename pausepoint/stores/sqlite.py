@@ -96,7 +96,9 @@ _DELIVERY_COLUMNS = (
     "d.id, d.target, d.state, d.attempts, d.due_us, d.updated_us, d.last_error, d.lease, "
     "e.seq, e.id, e.kind, e.session_id, e.agent, e.at_us, e.data"
 )
-_DELIVERIES = f"SELECT {_DELIVERY_COLUMNS} FROM pausepoint_deliveries AS d JOIN pausepoint_events AS e ON e.seq = d.event_seq"
+_DELIVERIES = (
+    f"SELECT {_DELIVERY_COLUMNS} FROM pausepoint_deliveries AS d JOIN pausepoint_events AS e ON e.seq = d.event_seq"
+)
 
 _SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn"
 
@@ -134,7 +136,7 @@ def _event(row: tuple[object, ...]) -> Event:
         session_id=str(session_id),
         agent=str(agent),
         at=_moment(int(at)),  # type: ignore[call-overload]
-        data=bytes(data),  # type: ignore[arg-type]
+        data=bytes(data),  # type: ignore[call-overload]
         seq=int(seq),  # type: ignore[call-overload]
     )
 
@@ -424,9 +426,9 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
-    async def wait_for_events(self, after: int, timeout: float) -> None:
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
         # Another process's commit shows as a change of data_version: cheap to poll, no I/O.
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + max_wait
         generation = self._signal.generation
         seen = await self._run(_data_version)
         if await self.last_event() > after:
@@ -472,8 +474,9 @@ class SqliteSessionStore:
         def op(conn: sqlite3.Connection) -> bool:
             return (
                 conn.execute(
-                    "UPDATE pausepoint_deliveries SET state = ?, attempts = attempts + 1, due_us = coalesce(?, due_us), "
-                    "updated_us = ?, last_error = ?, lease = NULL WHERE id = ? AND lease = ? AND state = 'pending'",
+                    "UPDATE pausepoint_deliveries SET state = ?, attempts = attempts + 1, "
+                    "due_us = coalesce(?, due_us), updated_us = ?, last_error = ?, lease = NULL "
+                    "WHERE id = ? AND lease = ? AND state = 'pending'",
                     (state, due, _us(now), error, delivery.id, delivery.lease),
                 ).rowcount
                 == 1
