@@ -679,10 +679,8 @@ class RedisSessionStore:
     async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
         async with self._translated("reading events"):
             client = await self._ready_client()
-            members: list[bytes] = await client.zrangebyscore(
-                f"{self.prefix}events", f"({after}", "+inf", start=0, num=limit
-            )
-        return [_event(m) for m in members]
+            members = await client.zrangebyscore(f"{self.prefix}events", f"({after}", "+inf", start=0, num=limit)
+        return [_event(m) for m in members if isinstance(m, bytes)]
 
     async def last_event(self) -> int:
         async with self._translated("reading events"):
