@@ -10,9 +10,11 @@ from pydantic import BaseModel
 
 from ._agent import Agent, Clock, ExpiryPolicy, deny_on_expiry
 from ._models import FunctionModel, Model, ModelFunction, Plugin
+from ._telemetry import Telemetry
 from ._tools import Interrupt, Tool
 from .errors import DefinitionError, ModelNotFound
 from .stores import InMemorySessionStore, SessionStore
+from .webhooks import Webhook, check_names
 
 __all__ = ["Pausepoint"]
 
@@ -27,12 +29,24 @@ class Pausepoint:
     """The application object: define tools, interrupts, models and agents on it.
 
     ``plugins`` resolve ``provider/model`` names (see ``pausepoint.models``). ``clock`` returns
-    the current time as an aware datetime; inject one to test expiry.
+    the current time as an aware datetime; inject one to test expiry. ``webhooks`` are told
+    about every agent's events (``pausepoint.webhooks``); ``telemetry`` sets up tracing and
+    metrics (default: OpenTelemetry spans when ``opentelemetry-api`` is installed, no metrics).
     """
 
-    def __init__(self, plugins: Sequence[Plugin] = (), *, clock: Clock = _utc_now) -> None:
+    def __init__(
+        self,
+        plugins: Sequence[Plugin] = (),
+        *,
+        clock: Clock = _utc_now,
+        webhooks: Sequence[Webhook] = (),
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        check_names(webhooks)
         self.plugins = list(plugins)
         self.clock = clock
+        self.webhooks = list(webhooks)
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
         self._models: dict[str, Model] = {}
         self._tools: dict[str, Tool] = {}
         self._agents: dict[str, Agent] = {}
@@ -162,6 +176,7 @@ class Pausepoint:
         on_expiry: ExpiryPolicy = deny_on_expiry,
         abandon_after: timedelta = timedelta(minutes=15),
         cache_size: int = 1024,
+        webhooks: Sequence[Webhook] = (),
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
 
@@ -171,13 +186,16 @@ class Pausepoint:
         expired interrupt to the result the model sees (default: a denial). A tool call that
         has been running longer than ``abandon_after`` without a recorded result is presumed
         lost with its process: the next ``send`` or empty ``resume`` records it as of unknown
-        outcome (or runs it again, for an idempotent tool).
+        outcome (or runs it again, for an idempotent tool). ``webhooks`` are told about this
+        agent's events, beside the app's.
         """
         if name in self._agents:
             raise DefinitionError(f"an agent named {name!r} is already defined")
         for tool in tools:
             if not isinstance(tool, Tool):
                 raise DefinitionError(f"agent {name!r}: {tool!r} is not a tool (decorate it with @ai.tool())")
+        known = {id(w): w for w in self.all_webhooks()}
+        check_names([*known.values(), *(w for w in webhooks if id(w) not in known)])
         agent = Agent(
             name=name,
             model=self.resolve_model(model),
@@ -192,9 +210,18 @@ class Pausepoint:
             on_expiry=on_expiry,
             abandon_after=abandon_after,
             cache_size=cache_size,
+            webhooks=[*self.webhooks, *webhooks],
+            telemetry=self.telemetry,
         )
         self._agents[name] = agent
         return agent
+
+    def all_webhooks(self) -> list[Webhook]:
+        """Every webhook of the app and of its agents, each once."""
+        found = {id(w): w for w in self.webhooks}
+        for agent in self._agents.values():
+            found.update((id(w), w) for w in agent.webhooks)
+        return list(found.values())
 
     @property
     def agents(self) -> dict[str, Agent]:

@@ -126,7 +126,7 @@ class Chat:
             turn.journal.add(*claims)
             return await turn.end(AgentFinishReason.ABORTED)
 
-        return await self._locked(op)
+        return await self._locked(op, operation="cancel")
 
     async def settle_expired(self) -> AgentResponse | None:
         """Resolve this session's expired pauses by the agent's expiry policy.
@@ -144,7 +144,7 @@ class Chat:
             await turn.journal.flush(self.agent.clock())
             return await turn.proceed()
 
-        return await self._locked(op)
+        return await self._locked(op, operation="settle_expired")
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -188,7 +188,7 @@ class Chat:
             turn.journal.add(MessageAdded(user, at=now))
             return await turn.run_model()
 
-        return await self._locked(op, creating=True)
+        return await self._locked(op, operation="send", creating=True)
 
     async def _resume(
         self,
@@ -233,7 +233,7 @@ class Chat:
                 return await turn.after_answers(claims)
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
-        return await self._locked(op)
+        return await self._locked(op, operation="resume")
 
     async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
         if state.open:
@@ -276,10 +276,24 @@ class Chat:
     # -- plumbing -------------------------------------------------------------------------------
 
     def _turn(self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None) -> Turn:
-        journal = Journal(self.agent.store, state, lambda: self.agent._reload(self.session_id), self.agent._remember)
+        agent = self.agent
+        journal = Journal(
+            agent.store,
+            state,
+            lambda: agent._reload(self.session_id),
+            agent._remember,
+            targets=agent._event_targets,
+            telemetry=agent.telemetry,
+        )
         return Turn(self.agent, journal, principal=principal or self.principal, emit=emit, idempotency_key=key)
 
-    async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, creating: bool = False) -> T:
+    async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, operation: str, creating: bool = False) -> T:
+        with self.agent.telemetry.turn(self.agent.name, self.session_id, operation) as traced:
+            result = await self._locked_op(op, creating)
+            traced.done(result)
+            return result
+
+    async def _locked_op(self, op: Callable[[SessionState], Awaitable[T]], creating: bool) -> T:
         async with self.agent._lock(self.session_id):
             if creating and self._is_new and self.session_id not in self.agent._cache:
                 # A fresh random id: nothing to read. A collision would still fail the
