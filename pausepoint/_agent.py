@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from ._approval import approval_for
 from ._chat import Chat
+from ._events import EVENT_KINDS
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ._models import Model, ToolDefinition
 from ._records import decode_record
 from ._response import AgentResponse
-from ._events import EVENT_KINDS
 from ._session import SessionState
 from ._telemetry import Telemetry
 from ._tools import Tool

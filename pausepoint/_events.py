@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
@@ -80,7 +80,7 @@ def announce(
             continue
         if head is None:
             head = b'{"owner":' + json.dumps(owner).encode() + b',"record":'
-        at = now if isinstance(record, TurnEnded) else record.at
+        at = record.at if isinstance(record, CallPaused | CallAnswered) else now
         data = head + entry.data + b"}"
         events.append(Event(secrets.token_hex(12), kind, session_id, agent, at, data, targets.get(kind, ())))
     return events

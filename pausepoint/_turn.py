@@ -31,7 +31,6 @@ from ._models import ModelChunk, ModelRequest, TextDelta
 from ._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, HistoryView, SessionState
-from ._telemetry import Telemetry
 from ._streaming import (
     Emit,
     InterruptChunk,
@@ -42,6 +41,7 @@ from ._streaming import (
     ToolResultChunk,
     TurnEndChunk,
 )
+from ._telemetry import Telemetry
 from ._views import pending_interrupt, response_for
 from .errors import ConcurrentUpdate, ResumeInProgress, VersionConflict
 from .stores import LogEntry, SessionStore

@@ -27,7 +27,8 @@ def test_subpackages_export_what_they_list():
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
     assert sorted(pausepoint.stores.__all__) == [
-        "Delivery", "DeliveryState", "Event", "InMemorySessionStore", "LogEntry", "LogSlice", "PostgresSessionStore", "RedisSessionStore",
+        "Delivery", "DeliveryState", "Event", "InMemorySessionStore", "LogEntry", "LogSlice", "PostgresSessionStore",
+        "RedisSessionStore",
         "SessionStore", "SessionSummary", "SqliteSessionStore",
     ]  # fmt: skip
     assert sorted(pausepoint.models.__all__) == ["RetryPolicy", "call_with_retries", "stream_with_retries"]
