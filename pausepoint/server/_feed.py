@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from .._app import Pausepoint
@@ -67,7 +67,7 @@ class Feed:
 
     async def follow(
         self, positions: list[int], visible: Callable[[SessionSummary], bool]
-    ) -> AsyncIterator[tuple[str, str, dict[str, Any]]]:
+    ) -> AsyncGenerator[tuple[str, str, dict[str, Any]], None]:
         """``(id, event name, body)`` for every visible event after ``positions``, as they come."""
         positions = list(positions)
         summaries: OrderedDict[str, SessionSummary | None] = OrderedDict()
