@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
     elif callable(target):
         if args.store or tokens or args.no_console or args.metrics or args.operator:
             raise CliError(
-                "--store, --token, --no-console, --metrics and --operator apply to a Pausepoint app; "
-                "an ASGI app brings its own"
+                "--store, --token and --no-console apply to a Pausepoint app (so do --metrics and "
+                "--operator); an ASGI app brings its own"
             )
         app, agents = target, "an ASGI app"
     else:
