@@ -29,10 +29,8 @@ def value(found: dict, name: str, **labels: str) -> float:
     return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_path):
-    args = ["serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--token", "ops=ops-token"]
-    args += ["--operator", "ops", "--metrics", "--log-format", "json", "--store", f"sqlite:///{tmp_path / 's.db'}"]
-    proc = subprocess.Popen(
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-m", "pausepoint", *args],
         cwd=ROOT,
         env=cli_env(),
@@ -40,6 +38,12 @@ async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_pat
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_path):
+    args = ["serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--token", "ops=ops-token"]
+    args += ["--operator", "ops", "--metrics", "--log-format", "json", "--store", f"sqlite:///{tmp_path / 's.db'}"]
+    proc = start(*args)
     try:
         assert proc.stdout is not None
         printed = ""

@@ -133,12 +133,12 @@ class Receiver:
 
         return Starlette(routes=[Route("/hook", hook, methods=["POST"])])
 
-    async def wait_for(self, count: int, timeout: float = 60.0) -> list[Received]:
+    async def wait_for(self, count: int, max_wait: float = 60.0) -> list[Received]:
         """The first ``count`` requests, once they have come (a guard against a hang, not a timing)."""
 
         def wait() -> list[Received]:
             with self._changed:
-                if not self._changed.wait_for(lambda: len(self.received) >= count, timeout):
+                if not self._changed.wait_for(lambda: len(self.received) >= count, max_wait):
                     raise AssertionError(f"{len(self.received)} webhook requests came, not {count}")
                 return list(self.received[:count])
 
