@@ -22,6 +22,7 @@ No message text is ever in an event: a receiver reads what it needs through the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -36,7 +37,17 @@ from ._rest import AUDIT, INTERRUPTS, dump
 from ._views import audit_entry, pending_interrupt
 from .stores import Event, LogEntry
 
-__all__ = ["EVENT_KINDS", "EventKind", "announce", "event_body"]
+__all__ = ["EVENT_KINDS", "EventKind", "announce", "event_body", "new_event_id"]
+
+# An event id: this process's random 64 bits, then a counter. Unique across processes without
+# asking the OS for randomness per event.
+_PROCESS = secrets.token_hex(8)
+_COUNTER = itertools.count(1)
+
+
+def new_event_id() -> str:
+    return f"{_PROCESS}{next(_COUNTER):08x}"
+
 
 EventKind: TypeAlias = Literal["pause", "answer", "expiry", "turn_end"]
 EVENT_KINDS: tuple[EventKind, ...] = ("pause", "answer", "expiry", "turn_end")
@@ -49,16 +60,6 @@ class _Envelope:
 
 
 _ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
-
-
-def _kind(record: Record) -> EventKind | None:
-    if isinstance(record, CallPaused):
-        return "pause"
-    if isinstance(record, CallAnswered):
-        return "expiry" if record.decision == "expire" else "answer"
-    if isinstance(record, TurnEnded):
-        return "turn_end"
-    return None
 
 
 def announce(
@@ -75,15 +76,23 @@ def announce(
     events: list[Event] = []
     head: bytes | None = None
     for record, entry in zip(records, entries, strict=True):
-        kind = _kind(record)
+        kind = _KINDS.get(type(record))
         if kind is None:
             continue
         if head is None:
-            head = b'{"owner":' + json.dumps(owner).encode() + b',"record":'
-        at = record.at if isinstance(record, CallPaused | CallAnswered) else now
-        data = head + entry.data + b"}"
-        events.append(Event(secrets.token_hex(12), kind, session_id, agent, at, data, targets.get(kind, ())))
+            head = b'{"owner":' + (b"null" if owner is None else json.dumps(owner).encode()) + b',"record":'
+        at = now
+        if isinstance(record, CallPaused):
+            at = record.at
+        elif isinstance(record, CallAnswered):
+            at = record.at
+            if record.decision == "expire":
+                kind = "expiry"
+        events.append(Event(new_event_id(), kind, session_id, agent, at, head + entry.data + b"}", targets[kind]))
     return events
+
+
+_KINDS: dict[type[Any], EventKind] = {CallPaused: "pause", CallAnswered: "answer", TurnEnded: "turn_end"}
 
 
 def event_body(event: Event) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._records import CallAnswered, CallPaused, Record
@@ -111,24 +111,45 @@ class Telemetry:
             capture_content = os.environ.get(CAPTURE_ENV, "").strip().lower() == "true"
         self.capture_content = capture_content
         self.metrics = metrics
-        self._tracer = _make_tracer(tracer_provider) if tracing else None
+        self._given = tracer_provider is not None
+        self._own = _make_tracer(tracer_provider) if tracing else None
+        self._provider: Any = None  # the global provider last seen, and the tracer it means
+        self._live: Any = self._own if self._given else None
+        self._next_check = 0.0
+
+    @property
+    def _tracer(self) -> Any:
+        """The tracer, while spans would go somewhere: a provider was given, or the application
+        set a global one (the API's default makes spans nobody records, at a cost per span)."""
+        if self._given or self._own is None:
+            return self._own
+        # Asking OpenTelemetry for its global provider reads the environment: at most once a
+        # second, until the application has set one.
+        if self._live is None and monotonic() >= self._next_check:
+            self._next_check = monotonic() + 1.0
+            provider = _global_provider()
+            if provider is not self._provider:
+                self._provider = provider
+                self._live = None if _is_default(provider) else self._own
+        return self._live
 
     @property
     def tracing(self) -> bool:
-        """Whether spans are made (OpenTelemetry is installed and tracing is on)."""
+        """Whether spans are made now (OpenTelemetry is installed, tracing is on, and a tracer
+        provider was given or set globally)."""
         return self._tracer is not None
 
     # -- hooks of the turn loop -----------------------------------------------------------------
 
     def turn(self, agent: str, session_id: str, operation: str) -> AbstractContextManager[_Handle]:
         """Around one call on a session; ``done(response)`` with what it returned."""
-        if self._tracer is None and self.metrics is None:
+        if self.metrics is None and self._tracer is None:
             return _NOOP
         return self._turn(agent, session_id, operation)
 
     def model_call(self, agent: str, model: str, request: ModelRequest) -> AbstractContextManager[_Handle]:
         """Around one model call; ``done(response)``."""
-        if self._tracer is None and self.metrics is None:
+        if self.metrics is None and self._tracer is None:
             return _NOOP
         return self._model_call(agent, model, request)
 
@@ -140,7 +161,8 @@ class Telemetry:
 
     def pause(self, tool: str, ref: str, call_ref: str, expires_at: datetime | None) -> str | None:
         """A call is pausing: its span's context as a W3C ``traceparent`` (kept in the pause record)."""
-        if self._tracer is None:
+        tracer = self._tracer
+        if tracer is None:
             return None
         attributes: dict[str, Any] = {
             "gen_ai.tool.name": tool,
@@ -149,12 +171,13 @@ class Telemetry:
         }
         if expires_at is not None:
             attributes["pausepoint.pause.expires_at"] = expires_at.isoformat()
-        with self._tracer.start_as_current_span(f"pause {tool}", attributes=attributes) as span:
+        with tracer.start_as_current_span(f"pause {tool}", attributes=attributes) as span:
             return _traceparent(span)
 
     def recorded(self, state: SessionState, records: Sequence[Record]) -> None:
         """Records were appended: count pauses, and trace each answer with a link to its pause."""
-        if self._tracer is None and self.metrics is None:
+        tracer = self._tracer
+        if tracer is None and self.metrics is None:
             return
         for record in records:
             if isinstance(record, CallPaused):
@@ -165,8 +188,8 @@ class Telemetry:
                 waited = max((record.at - pause.at).total_seconds(), 0.0)
                 if self.metrics is not None:
                     self.metrics.pause_resolved(state.agent, record.name, record.decision, waited)
-                if self._tracer is not None:
-                    self._answer_span(record, pause, waited)
+                if tracer is not None:
+                    self._answer_span(tracer, record, pause, waited)
 
     def store_call(self, store: object, operation: str) -> AbstractContextManager[Any]:
         """Around one store call (timed for the metrics)."""
@@ -177,11 +200,12 @@ class Telemetry:
     # -- the spans ------------------------------------------------------------------------------
 
     def _span(self, name: str, kind: Any = None, attributes: dict[str, Any] | None = None) -> Any:
-        if self._tracer is None:
+        tracer = self._tracer
+        if tracer is None:
             return nullcontext(None)
         from opentelemetry.trace import SpanKind
 
-        return self._tracer.start_as_current_span(name, kind=kind or SpanKind.INTERNAL, attributes=attributes)
+        return tracer.start_as_current_span(name, kind=kind or SpanKind.INTERNAL, attributes=attributes)
 
     @contextmanager
     def _turn(self, agent: str, session_id: str, operation: str) -> Iterator[_Handle]:
@@ -212,8 +236,6 @@ class Telemetry:
 
     @contextmanager
     def _model_call(self, agent: str, model: str, request: ModelRequest) -> Iterator[_Handle]:
-        from opentelemetry.trace import SpanKind
-
         handle = _Handle()
         start = perf_counter()
         provider, _, _ = model.partition("/")
@@ -228,7 +250,7 @@ class Telemetry:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 attributes[attribute] = value
         error: str | None = None
-        with self._span(f"chat {model}", SpanKind.CLIENT, attributes) as span:
+        with self._span(f"chat {model}", _client_kind() if self._tracer is not None else None, attributes) as span:
             try:
                 if span is not None and self.capture_content:
                     span.set_attribute("gen_ai.input.messages", _messages_json(request.messages))
@@ -265,7 +287,7 @@ class Telemetry:
             if span is not None and handle.outcome is not None:
                 _describe_outcome(span, handle.outcome, self.capture_content)
 
-    def _answer_span(self, record: CallAnswered, pause: CallPaused, waited: float) -> None:
+    def _answer_span(self, tracer: Any, record: CallAnswered, pause: CallPaused, waited: float) -> None:
         from opentelemetry.trace import Link
 
         links = []
@@ -284,8 +306,7 @@ class Telemetry:
             attributes["pausepoint.answer.principal"] = record.principal
         if self.capture_content and record.output is not None:
             attributes["pausepoint.answer.output"] = _json(record.output)
-        assert self._tracer is not None
-        with self._tracer.start_as_current_span(f"answer {record.name}", links=links, attributes=attributes):
+        with tracer.start_as_current_span(f"answer {record.name}", links=links, attributes=attributes):
             pass
 
     @contextmanager
@@ -304,6 +325,24 @@ _REQUEST_CONFIG = {
     "max_output_tokens": "gen_ai.request.max_tokens",
     "max_tokens": "gen_ai.request.max_tokens",
 }
+
+
+def _client_kind() -> Any:
+    from opentelemetry.trace import SpanKind
+
+    return SpanKind.CLIENT
+
+
+def _global_provider() -> Any:
+    from opentelemetry import trace
+
+    return trace.get_tracer_provider()
+
+
+def _is_default(provider: Any) -> bool:
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+
+    return isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
 
 
 def _make_tracer(provider: Any) -> Any:

@@ -71,7 +71,7 @@ class LogSlice:
     entries: list[LogEntry]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every append, and a frozen init costs several times more
 class Event:
     """An announcement of what an append recorded: a pause, an answer, an expiry, a turn's end.
 

@@ -36,14 +36,16 @@ class InMemorySessionStore:
     """Keeps every session in this process's memory; lost when the process exits.
 
     Entries are kept as the same encoded JSON a durable store would hold, so size limits and
-    isolation from the caller's objects behave as on the other backends.
+    isolation from the caller's objects behave as on the other backends. The event stream keeps
+    (at least) the latest ``keep_events`` events; deliveries keep their own.
     """
 
-    def __init__(self, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+    def __init__(self, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, keep_events: int = 10_000) -> None:
         self.max_record_bytes = max_record_bytes
+        self.keep_events = keep_events
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
-        self._events: list[Event] = []
+        self._events: list[tuple[int, Event]] = []
         self._deliveries: dict[int, Delivery] = {}
         self._event_seq = 0
         self._delivery_seq = 0
@@ -74,15 +76,18 @@ class InMemorySessionStore:
             session.summary = summary
             for event in events:
                 self._event_seq += 1
-                stored = dataclasses.replace(event, targets=(), seq=self._event_seq)
-                self._events.append(stored)
+                # Kept as given (its targets are ignored on the way out): the Event is made on read.
+                self._events.append((self._event_seq, event))
                 for target in event.targets:
                     self._delivery_seq += 1
                     number = self._delivery_seq
                     self._deliveries[number] = Delivery(
-                        number, target, stored, "pending", 0, summary.updated_at, summary.updated_at
-                    )
+                        number, target, _stored(self._event_seq, event), "pending", 0, summary.updated_at,
+                        summary.updated_at,
+                    )  # fmt: skip
             version = len(session.entries)
+            if len(self._events) > 2 * self.keep_events:  # the stream keeps the latest; trimmed in bulk
+                del self._events[: len(self._events) - self.keep_events]
         if events:
             self._signal.fire()
         return version
@@ -137,8 +142,8 @@ class InMemorySessionStore:
 
     async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
         with self._lock:
-            start = bisect.bisect_right(self._events, after, key=lambda e: e.seq)
-            return self._events[start : start + limit]
+            start = bisect.bisect_right(self._events, after, key=lambda e: e[0])
+            return [_stored(seq, event) for seq, event in self._events[start : start + limit]]
 
     async def last_event(self) -> int:
         return self._event_seq
@@ -208,7 +213,11 @@ class InMemorySessionStore:
     async def prune_events(self, before: datetime) -> int:
         with self._lock:
             held = {d.event.seq for d in self._deliveries.values() if d.state != "delivered"}
-            gone = {e.seq for e in self._events if e.at < before and e.seq not in held}
-            self._events = [e for e in self._events if e.seq not in gone]
+            gone = {seq for seq, e in self._events if e.at < before and seq not in held}
+            self._events = [(seq, e) for seq, e in self._events if seq not in gone]
             self._deliveries = {k: d for k, d in self._deliveries.items() if d.event.seq not in gone}
             return len(gone)
+
+
+def _stored(seq: int, event: Event) -> Event:
+    return Event(event.id, event.kind, event.session_id, event.agent, event.at, event.data, (), seq)
