@@ -216,7 +216,8 @@ class SessionStore(Protocol):
 
     async def prune_events(self, before: datetime) -> int:
         """Delete events from before ``before`` with no delivery still pending or failed, and
-        their settled deliveries. Returns how many events went."""
+        their settled deliveries. Returns how many events went. (A store may keep the latest
+        event whatever its age: positions are never handed out twice.)"""
         ...
 
 

@@ -66,9 +66,10 @@ CREATE TABLE IF NOT EXISTS pausepoint_records (
     data BLOB NOT NULL,
     PRIMARY KEY (session_id, version)
 );
--- AUTOINCREMENT: a position is never handed out twice, even after the latest event is pruned.
+-- A position is the rowid: the greatest plus one. Pruning always keeps the latest event, so a
+-- position is never handed out twice (AUTOINCREMENT would, at one more write per event).
 CREATE TABLE IF NOT EXISTS pausepoint_events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
     kind TEXT NOT NULL,
     session_id TEXT NOT NULL,
@@ -420,9 +421,8 @@ class SqliteSessionStore:
 
     async def last_event(self) -> int:
         def op(conn: sqlite3.Connection) -> int:
-            # sqlite_sequence keeps the latest position handed out, even when that event is pruned.
-            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'pausepoint_events'").fetchone()
-            return 0 if row is None else int(row[0])
+            row = conn.execute("SELECT max(seq) FROM pausepoint_events").fetchone()
+            return 0 if row is None or row[0] is None else int(row[0])
 
         return await self._run(op)
 
@@ -526,7 +526,8 @@ class SqliteSessionStore:
                 )
                 gone = conn.execute(
                     "DELETE FROM pausepoint_events WHERE at_us < ? AND NOT EXISTS "
-                    "(SELECT 1 FROM pausepoint_deliveries AS d WHERE d.event_seq = pausepoint_events.seq)",
+                    "(SELECT 1 FROM pausepoint_deliveries AS d WHERE d.event_seq = pausepoint_events.seq) "
+                    "AND seq < (SELECT max(seq) FROM pausepoint_events)",
                     (_us(before),),
                 ).rowcount
                 conn.execute("COMMIT")
