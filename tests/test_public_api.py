@@ -35,6 +35,22 @@ def test_subpackages_export_what_they_list():
     assert {"ScriptedModel", "tool_call", "reply"} <= set(pausepoint.testing.__all__)
 
 
+def test_operating_surface():
+    import pausepoint.metrics
+    import pausepoint.telemetry
+    import pausepoint.webhooks
+
+    assert sorted(pausepoint.telemetry.__all__) == ["CAPTURE_ENV", "Metrics", "Telemetry"]
+    assert sorted(pausepoint.metrics.__all__) == ["PrometheusMetrics"]
+    assert sorted(pausepoint.webhooks.__all__) == [
+        "EVENT_KINDS", "EventKind", "Webhook", "sign", "slack_text", "verify_signature",
+    ]  # fmt: skip
+    for module in (pausepoint.telemetry, pausepoint.metrics, pausepoint.webhooks):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
+    assert isinstance(pausepoint.metrics.PrometheusMetrics(), pausepoint.telemetry.Metrics)
+
+
 def test_every_error_has_a_distinct_code_and_interrupt_is_not_an_error():
     errors = [getattr(pausepoint.errors, n) for n in pausepoint.errors.__all__]
     codes = [e.code for e in errors]

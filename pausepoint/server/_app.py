@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._app import Pausepoint
 from .._extras import missing_extra
-from ..errors import InvalidRequest, NotFound
+from ..errors import DefinitionError, InvalidRequest, NotFound
 from ._agent_routes import agent_routes
 from ._approvals import rest_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
@@ -133,6 +133,11 @@ def _metrics(ai: Pausepoint, wanted: bool | Any) -> Any:
         existing = ai.telemetry.metrics
         if existing is not None and hasattr(existing, "exposition"):
             return existing
+        if existing is not None:
+            raise DefinitionError(
+                "metrics=True would replace the metrics the app reports to: pass metrics=False and expose "
+                "your own, or give create_app the PrometheusMetrics to serve"
+            )
         try:
             from ..metrics import PrometheusMetrics
         except ImportError as exc:
