@@ -9,15 +9,17 @@ the store's conditional append keeps them safe.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ._approval import approval_for
 from ._chat import Chat
 from ._detach import Running
+from ._events import EVENT_KINDS
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import JsonLimits
 from ._models import Model, ToolDefinition
@@ -25,9 +27,11 @@ from ._presentation import PauseView, expiry_note, render
 from ._records import decode_record
 from ._response import AgentResponse
 from ._session import SessionState
+from ._telemetry import Telemetry
 from ._tools import Tool
 from .errors import DefinitionError, SessionNotFound
 from .stores import SessionStore, SessionSummary
+from .webhooks import Webhook
 
 __all__ = ["Agent", "Clock", "ExpiryPolicy", "deny_on_expiry"]
 
@@ -64,6 +68,8 @@ class Agent:
         wait_timeout: float = 120.0,
         json_limits: JsonLimits | None = None,
         abort_poll: float = 0.5,
+        webhooks: Sequence[Webhook] = (),
+        telemetry: Telemetry | None = None,
     ) -> None:
         if max_turns < 1:
             raise DefinitionError(f"agent {name!r}: max_turns must be at least 1")
@@ -93,6 +99,14 @@ class Agent:
                 raise DefinitionError(f"agent {name!r}: two tools are named {tool.name!r}")
             self.tools[tool.name] = tool
         self.tool_definitions: list[ToolDefinition] = [t.definition for t in tools]
+        self.webhooks = [w for w in webhooks if w.agents is None or name in w.agents]
+        self.telemetry = telemetry or Telemetry(tracing=False)
+        # Which webhooks each event kind goes to; None when the store keeps no events.
+        self._event_targets: dict[str, tuple[str, ...]] | None = (
+            {kind: tuple(w.name for w in self.webhooks if w.wants(kind, name)) for kind in EVENT_KINDS}
+            if _keeps_events(store)
+            else None
+        )
         self._cache: OrderedDict[str, SessionState] = OrderedDict()
         self._cache_size = cache_size
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -181,7 +195,8 @@ class Agent:
         state = self._cache.get(session_id)
         if state is not None and state.version != state.durable_version:
             state = None  # holds records that were never written: start again from the store
-        found = await self.store.read(session_id, after_version=state.durable_version if state else 0)
+        with self.telemetry.store_call(self.store, "read"):
+            found = await self.store.read(session_id, after_version=state.durable_version if state else 0)
         if found is None:
             self._cache.pop(session_id, None)
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
@@ -205,3 +220,11 @@ class Agent:
 
     def _forget(self, session_id: str) -> None:
         self._cache.pop(session_id, None)
+
+
+def _keeps_events(store: SessionStore) -> bool:
+    """Whether ``store.append`` takes events (the built-in stores do; an older one may not)."""
+    try:
+        return "events" in inspect.signature(store.append).parameters
+    except (TypeError, ValueError):  # pragma: no cover - an append without a signature
+        return False

@@ -12,9 +12,11 @@ from ._agent import Agent, Clock, ExpiryPolicy, deny_on_expiry
 from ._jsondata import JsonLimits
 from ._models import FunctionModel, Model, ModelFunction, Plugin
 from ._presentation import PauseDisplay
+from ._telemetry import Telemetry
 from ._tools import Interrupt, Tool
 from .errors import DefinitionError, ModelNotFound
 from .stores import InMemorySessionStore, SessionStore
+from .webhooks import Webhook, check_names
 
 __all__ = ["Pausepoint"]
 
@@ -29,12 +31,24 @@ class Pausepoint:
     """The application object: define tools, interrupts, models and agents on it.
 
     ``plugins`` resolve ``provider/model`` names (see ``pausepoint.models``). ``clock`` returns
-    the current time as an aware datetime; inject one to test expiry.
+    the current time as an aware datetime; inject one to test expiry. ``webhooks`` are told
+    about every agent's events (``pausepoint.webhooks``); ``telemetry`` sets up tracing and
+    metrics (default: OpenTelemetry spans when ``opentelemetry-api`` is installed, no metrics).
     """
 
-    def __init__(self, plugins: Sequence[Plugin] = (), *, clock: Clock = _utc_now) -> None:
+    def __init__(
+        self,
+        plugins: Sequence[Plugin] = (),
+        *,
+        clock: Clock = _utc_now,
+        webhooks: Sequence[Webhook] = (),
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        check_names(webhooks)
         self.plugins = list(plugins)
         self.clock = clock
+        self.webhooks = list(webhooks)
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
         self._models: dict[str, Model] = {}
         self._tools: dict[str, Tool] = {}
         self._agents: dict[str, Agent] = {}
@@ -178,6 +192,7 @@ class Pausepoint:
         cache_size: int = 1024,
         json_limits: JsonLimits | None = None,
         abort_poll: float = 0.5,
+        webhooks: Sequence[Webhook] = (),
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
 
@@ -193,13 +208,16 @@ class Pausepoint:
         its sessions accept — messages, answers, model output, tool results (``JsonLimits()``:
         64 levels deep, integers of 640 digits, strings as long as the store's records allow).
         A detached turn (``Chat.detach``) looks in the log every ``abort_poll`` seconds for an
-        abort asked by another process.
+        abort asked by another process. ``webhooks`` are told about this agent's events, beside
+        the app's.
         """
         if name in self._agents:
             raise DefinitionError(f"an agent named {name!r} is already defined")
         for tool in tools:
             if not isinstance(tool, Tool):
                 raise DefinitionError(f"agent {name!r}: {tool!r} is not a tool (decorate it with @ai.tool())")
+        known = {id(w): w for w in self.all_webhooks()}
+        check_names([*known.values(), *(w for w in webhooks if id(w) not in known)])
         agent = Agent(
             name=name,
             model=self.resolve_model(model),
@@ -217,9 +235,18 @@ class Pausepoint:
             cache_size=cache_size,
             json_limits=json_limits,
             abort_poll=abort_poll,
+            webhooks=[*self.webhooks, *webhooks],
+            telemetry=self.telemetry,
         )
         self._agents[name] = agent
         return agent
+
+    def all_webhooks(self) -> list[Webhook]:
+        """Every webhook of the app and of its agents, each once."""
+        found = {id(w): w for w in self.webhooks}
+        for agent in self._agents.values():
+            found.update((id(w), w) for w in agent.webhooks)
+        return list(found.values())
 
     @property
     def agents(self) -> dict[str, Agent]:

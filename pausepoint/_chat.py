@@ -166,7 +166,7 @@ class Chat:
             turn.journal.add(*claims)
             return await turn.end(AgentFinishReason.ABORTED)
 
-        return await self._locked(op)
+        return await self._locked(op, operation="cancel")
 
     async def detach(
         self,
@@ -242,7 +242,7 @@ class Chat:
             await turn.journal.flush(self.agent.clock())
             return await turn.proceed()
 
-        return await self._locked(op)
+        return await self._locked(op, operation="settle_expired")
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -316,7 +316,7 @@ class Chat:
 
             return await launch.run(turn, body)
 
-        return await self._locked(op, creating=True)
+        return await self._locked(op, operation="send", creating=True)
 
     async def _resume(
         self,
@@ -366,7 +366,7 @@ class Chat:
                 return await launch.run(turn, functools.partial(turn.after_answers, claims))
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
-        return await self._locked(op)
+        return await self._locked(op, operation="resume")
 
     async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
         if state.open:
@@ -432,23 +432,37 @@ class Chat:
     # -- plumbing -------------------------------------------------------------------------------
 
     def _turn(self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None) -> Turn:
-        journal = Journal(self.agent.store, state, lambda: self.agent._reload(self.session_id), self.agent._remember)
+        agent = self.agent
+        journal = Journal(
+            agent.store,
+            state,
+            lambda: agent._reload(self.session_id),
+            agent._remember,
+            targets=agent._event_targets,
+            telemetry=agent.telemetry,
+        )
         return Turn(
-            self.agent,
+            agent,
             journal,
             principal=principal or self.principal,
             emit=emit,
             idempotency_key=key,
-            began=self.agent.clock(),
+            began=agent.clock(),
         )
 
-    async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, creating: bool = False) -> T:
+    async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, operation: str, creating: bool = False) -> T:
         running = self.agent._running.get(self.session_id)
         if running is not None:  # a detached turn holds the session here: say so rather than wait
             raise TurnInProgress(
                 f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
                 turn_id=running.turn_id,
             )
+        with self.agent.telemetry.turn(self.agent.name, self.session_id, operation) as traced:
+            result = await self._locked_op(op, creating)
+            traced.done(result)
+            return result
+
+    async def _locked_op(self, op: Callable[[SessionState], Awaitable[T]], creating: bool) -> T:
         async with self.agent._lock(self.session_id):
             if creating and self._is_new and (self._create_only or self.session_id not in self.agent._cache):
                 # A new session: nothing to read. If the id was taken meanwhile, the

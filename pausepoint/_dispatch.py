@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,22 +63,27 @@ async def dispatch(
     on_progress: Callable[[CallJob, Any], None] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     limits: JsonLimits = DEFAULT_LIMITS,
+    traced: Callable[[CallJob], AbstractContextManager[Any]] | None = None,
 ) -> list[Outcome]:
     """Run every job concurrently; outcomes come back in the jobs' order.
 
     ``on_outcome`` is called as each call finishes (streaming shows a pause the moment it
     happens). Errors raised by tools become ``Completed(is_error=True)``; ``Interrupt`` becomes
-    ``Paused``. Cancellation propagates.
+    ``Paused``. Cancellation propagates. ``traced(job)`` wraps each call (a span; its handle's
+    ``done`` gets the outcome), and ``on_outcome`` runs inside it.
     """
     loop = asyncio.get_running_loop()
     thread = threading.get_ident()
 
     async def run(job: CallJob) -> Outcome:
-        outcome = await _run_one(
-            job, tools.get(job.request.name), session_id, principal, on_progress, loop, thread, limits
-        )
-        if on_outcome is not None:
-            on_outcome(outcome)
+        with traced(job) if traced is not None else nullcontext() as span:
+            outcome = await _run_one(
+                job, tools.get(job.request.name), session_id, principal, on_progress, loop, thread, limits
+            )
+            if span is not None:
+                span.done(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
         return outcome
 
     if len(jobs) == 1:

@@ -88,6 +88,7 @@ class CallPaused:
     turn: int
     at: datetime
     expires_at: datetime | None = None
+    trace: str | None = None  # the pause span's context (W3C traceparent), when traced
     kind: Literal["call_paused"] = "call_paused"
 
 

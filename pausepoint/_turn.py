@@ -11,19 +11,21 @@ The loop is a small state machine over the session state:
 Records go through a ``Journal``: they are folded into the state as they are made and written
 to the store at flush points — after a resume's claims (before anything runs), after each batch
 of tool results (before the next model call), and at the end. A model failure before the first
-flush leaves the session exactly as it was.
+flush leaves the session exactly as it was. Each append carries the events announcing its pauses,
+answers and turn ends (``_events``), so the store writes them in the same transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import CallJob, Completed, Outcome, Paused, dispatch
+from ._events import announce
 from ._intake import model_message
 from ._messages import Message, ToolRequestPart
 from ._models import ModelChunk, ModelRequest, ModelResponse, TextDelta
@@ -40,6 +42,7 @@ from ._streaming import (
     ToolResultChunk,
     TurnEndChunk,
 )
+from ._telemetry import Telemetry
 from ._views import pending_interrupt, response_for
 from .errors import ConcurrentUpdate, ResumeInProgress, VersionConflict
 from .stores import LogEntry, SessionStore
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
     from ._agent import Agent
 
 __all__ = ["Journal", "Turn", "new_ref"]
+
+_QUIET = Telemetry(tracing=False)
 
 _END_ATTEMPTS = 20
 
@@ -91,6 +96,9 @@ class Journal:
         state: SessionState,
         reload: Callable[[], Awaitable[SessionState]],
         remember: Callable[[SessionState], None],
+        *,
+        targets: Mapping[str, tuple[str, ...]] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
         self.state = state
@@ -98,6 +106,8 @@ class Journal:
         self.on_message: Callable[[Message], None] | None = None
         self._reload = reload
         self._remember = remember
+        self._targets = targets  # event kind -> webhooks; None: the store keeps no events
+        self._telemetry = telemetry or _QUIET
 
     def add(self, *records: Record) -> None:
         for record in records:
@@ -125,7 +135,12 @@ class Journal:
                 LogEntry(base + i, record.kind, encode_record(record)) for i, record in enumerate(self.pending, 1)
             ]
             try:
-                await self.store.append(state.session_id, base, entries, state.summary(now))
+                with self._telemetry.store_call(self.store, "append"):
+                    if self._targets is None:
+                        await self.store.append(state.session_id, base, entries, state.summary(now))
+                    else:
+                        events = announce(state, self.pending, entries, now, self._targets)
+                        await self.store.append(state.session_id, base, entries, state.summary(now), events)
             except VersionConflict as exc:
                 if not any(isinstance(r, TurnEnded) for r in self.pending) and await self.absorb_aborts():
                     continue
@@ -137,6 +152,7 @@ class Journal:
                 await self.refresh()
                 continue
             state.durable_version = state.version
+            self._telemetry.recorded(state, self.pending)
             self.pending.clear()
             self._remember(state)
 
@@ -227,7 +243,9 @@ class Turn:
             request = ModelRequest(HistoryView(self.state.messages), agent.system, agent.tool_definitions, agent.config)
             self._text_streamed = False
             try:
-                response = await self._generate(request)
+                with agent.telemetry.model_call(agent.name, agent.model.name, request) as call:
+                    response = await self._generate(request)
+                    call.done(response)
             except _Aborted:
                 return await self.stop()
             if self._aborting():  # a reply that arrives once the abort is known is dropped
@@ -390,6 +408,7 @@ class Turn:
             on_progress=self._on_progress if self.emit else None,
             on_outcome=on_outcome,
             limits=self.agent.json_limits,
+            traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
         )
         return errors[0] if errors else None
 
@@ -400,8 +419,10 @@ class Turn:
         assert isinstance(outcome, Paused)
         now = self.agent.clock()
         ttl: timedelta | None = outcome.signal.ttl
+        ref = new_ref()
+        expires_at = None if ttl is None else now + ttl
         record = CallPaused(
-            ref=new_ref(),
+            ref=ref,
             call_ref=request.ref,
             name=request.name,
             input=outcome.input,
@@ -409,7 +430,8 @@ class Turn:
             fingerprint=self.agent.tools[request.name].fingerprint,
             turn=self.state.turn,
             at=now,
-            expires_at=None if ttl is None else now + ttl,
+            expires_at=expires_at,
+            trace=self.agent.telemetry.pause(request.name, ref, request.ref, expires_at),
         )
         if self.emit is not None:
             self.emit(InterruptChunk(pending_interrupt(record), request.ref))

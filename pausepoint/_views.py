@@ -9,7 +9,7 @@ from ._records import CallAnswered, CallPaused, MessageAdded, TurnEnded
 from ._response import AgentFinishReason, AgentResponse
 from ._session import SessionState
 
-__all__ = ["audit_entry", "pending_interrupt", "response_for"]
+__all__ = ["answered_pause", "audit_entry", "pending_interrupt", "response_for"]
 
 
 def pending_interrupt(record: CallPaused) -> PendingInterrupt:
@@ -69,4 +69,11 @@ def audit_entry(record: CallAnswered | MessageAdded, paused: CallPaused | None =
         call_ref=record.call_ref,
         input=paused.input if paused is not None else None,
         pause_id=record.ref,
+    )
+
+
+def answered_pause(entry: AuditEntry) -> PendingInterrupt:
+    """The pause an audit entry answered, as it was shown then (to render its view)."""
+    return PendingInterrupt(
+        entry.name, entry.ref, entry.input, entry.metadata, entry.at, call_ref=entry.ref, pause_id=entry.pause_id
     )

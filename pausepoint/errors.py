@@ -41,6 +41,7 @@ The tree::
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
     │   └── SchemaVersionError      the database holds a schema this version cannot use
     ├── ServerError                 a server failed without saying why (500; details never sent)
+    ├── WebhookSignatureError       a webhook request whose signature does not verify (receivers)
     └── ModelError                  the model failed
         ├── ModelAuthError          the provider refused the credentials
         ├── ModelRateLimited        too many requests (``retry_after`` seconds, when the provider said)
@@ -103,6 +104,7 @@ __all__ = [
     "UnknownInterrupt",
     "UsageError",
     "VersionConflict",
+    "WebhookSignatureError",
 ]
 
 
@@ -311,3 +313,10 @@ class ClientStateRefused(UsageError):
 
 class ServerError(PausepointError):
     code = "internal"
+
+
+class WebhookSignatureError(PausepointError):
+    """Raised by ``pausepoint.webhooks.verify_signature``: the request was not signed by a known
+    secret, or its timestamp is too old (a replay)."""
+
+    code = "webhook_signature"

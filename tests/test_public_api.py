@@ -28,11 +28,28 @@ def test_subpackages_export_what_they_list():
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
     assert sorted(pausepoint.stores.__all__) == [
-        "InMemorySessionStore", "LogEntry", "LogSlice", "PostgresSessionStore", "RedisSessionStore",
+        "Delivery", "DeliveryState", "Event", "InMemorySessionStore", "LogEntry", "LogSlice", "PostgresSessionStore",
+        "RedisSessionStore",
         "SessionStore", "SessionSummary", "SqliteSessionStore",
     ]  # fmt: skip
     assert sorted(pausepoint.models.__all__) == ["RetryPolicy", "call_with_retries", "stream_with_retries"]
     assert {"ScriptedModel", "tool_call", "reply"} <= set(pausepoint.testing.__all__)
+
+
+def test_operating_surface():
+    import pausepoint.metrics
+    import pausepoint.telemetry
+    import pausepoint.webhooks
+
+    assert sorted(pausepoint.telemetry.__all__) == ["CAPTURE_ENV", "Metrics", "Telemetry"]
+    assert sorted(pausepoint.metrics.__all__) == ["PrometheusMetrics"]
+    assert sorted(pausepoint.webhooks.__all__) == [
+        "EVENT_KINDS", "EventKind", "Webhook", "sign", "slack_text", "verify_signature",
+    ]  # fmt: skip
+    for module in (pausepoint.telemetry, pausepoint.metrics, pausepoint.webhooks):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
+    assert isinstance(pausepoint.metrics.PrometheusMetrics(), pausepoint.telemetry.Metrics)
 
 
 def test_every_error_has_a_distinct_code_and_interrupt_is_not_an_error():

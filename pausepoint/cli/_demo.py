@@ -10,6 +10,7 @@ from typing import Any
 from .. import demo
 from .._app import Pausepoint
 from ..stores import SqliteSessionStore
+from . import _logging
 from ._models import choose_model
 from ._serving import listen, serve_until_stopped
 from ._terminal import TerminalChat
@@ -43,10 +44,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
     parser.add_argument("--terminal", action="store_true", help="chat in this terminal instead of the console")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for the local model (default: all)")
+    _logging.add_arguments(parser, default="warning")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    _logging.configure(args.log_level, args.log_format)
     choice = choose_model(args.model, threads=args.threads)
     ai, agent = demo.build(SqliteSessionStore(args.db), model=choice.model, plugins=choice.plugins)
     header = f"pausepoint demo: {agent.name} on {choice.label}; sessions in {args.db}"
@@ -77,4 +80,4 @@ def _serve_demo(args: argparse.Namespace, ai: Pausepoint, header: str) -> int:
         if not args.no_open and not open_browser(console):
             print("(no browser here: open the console URL above yourself)", flush=True)
 
-    return serve_until_stopped(app, sock, ready)
+    return serve_until_stopped(app, sock, ready, args.log_level)

@@ -7,6 +7,7 @@ import secrets
 from typing import Any
 
 from .._app import Pausepoint
+from . import _logging
 from ._errors import CliError
 from ._serving import listen, serve_until_stopped
 from ._targets import load_target, replace_stores, store_from_url
@@ -41,6 +42,20 @@ def add_parser(subparsers: Any) -> None:
         help="accept 'Authorization: Bearer TOKEN' as the principal NAME (repeatable; default: one generated token)",
     )
     parser.add_argument("--no-console", action="store_true", help="do not serve the web console")
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="serve Prometheus metrics at /metrics (pip install 'pausepoint[metrics]')",
+    )
+    parser.add_argument(
+        "--operator",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a principal who may see and retry webhook deliveries at /v1/ops/deliveries (repeatable; "
+        "default: the generated token's principal)",
+    )
+    _logging.add_arguments(parser, default="info")
     parser.set_defaults(run=run)
 
 
@@ -58,20 +73,26 @@ def parse_tokens(values: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    _logging.configure(args.log_level, args.log_format)
     tokens = parse_tokens(args.token)
     target = load_target(args.target)
     generated = None
     if isinstance(target, Pausepoint):
         if args.store:
             replace_stores(list(target.agents.values()), store_from_url(args.store))
+        operators = list(args.operator)
         if not tokens:
             generated = secrets.token_urlsafe(18)
             tokens = {generated: "admin"}
-        app = http_app(target, tokens, console=not args.no_console)
+            operators = operators or ["admin"]
+        app = http_app(target, tokens, console=not args.no_console, metrics=args.metrics, operators=operators)
         agents = ", ".join(target.agents) or "no agents"
     elif callable(target):
-        if args.store or tokens or args.no_console:
-            raise CliError("--store, --token and --no-console apply to a Pausepoint app; an ASGI app brings its own")
+        if args.store or tokens or args.no_console or args.metrics or args.operator:
+            raise CliError(
+                "--store, --token and --no-console apply to a Pausepoint app (so do --metrics and "
+                "--operator); an ASGI app brings its own"
+            )
         app, agents = target, "an ASGI app"
     else:
         raise CliError(f"{args.target} is a {type(target).__name__}, not a Pausepoint app or an ASGI app")
@@ -87,4 +108,4 @@ def run(args: argparse.Namespace) -> int:
             print(f"  console  {base}/console/{hint}")
         print("Ctrl+C stops the server.", flush=True)
 
-    return serve_until_stopped(app, sock, ready)
+    return serve_until_stopped(app, sock, ready, args.log_level)

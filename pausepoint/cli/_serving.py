@@ -32,8 +32,12 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
-    """Serve ``app`` on ``sock`` until SIGINT/SIGTERM; ``on_ready()`` runs once it accepts requests."""
+async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None], log_level: str = "warning") -> None:
+    """Serve ``app`` on ``sock`` until SIGINT/SIGTERM; ``on_ready()`` runs once it accepts requests.
+
+    Logging is set up by the caller (``_logging.configure``): uvicorn keeps its hands off it,
+    and its access log (which prints query strings) stays off.
+    """
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -44,15 +48,15 @@ async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> 
 
     # No uvicorn access log: it writes each request's query string, and a token someone put in
     # a URL (``?token=...``) must never reach a log. (Credentials travel in the Authorization
-    # header; pausepoint reads none from a query string.)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
+    # header; pausepoint reads none from a query string; its own request log never writes one.)
+    config = uvicorn.Config(app, log_level=log_level, log_config=None, access_log=False, timeout_graceful_shutdown=3)
     await Server(config).serve(sockets=[sock])
 
 
-def serve_until_stopped(app: Any, sock: socket.socket, on_ready: Callable[[], None]) -> int:
+def serve_until_stopped(app: Any, sock: socket.socket, on_ready: Callable[[], None], log_level: str = "warning") -> int:
     """Serve ``app`` on ``sock`` until Ctrl+C or SIGTERM, then close it; the exit status (0)."""
     try:
-        asyncio.run(serve(app, sock, on_ready))
+        asyncio.run(serve(app, sock, on_ready, log_level))
     except KeyboardInterrupt:
         pass
     finally:

@@ -21,10 +21,25 @@ def _server() -> Any:
     return server
 
 
-def http_app(ai: Pausepoint, tokens: dict[str, str], *, console: bool = True) -> Any:
-    """``create_app(ai)`` with bearer ``tokens`` (token -> principal), with or without the console."""
+def http_app(
+    ai: Pausepoint,
+    tokens: dict[str, str],
+    *,
+    console: bool = True,
+    metrics: bool = False,
+    operators: list[str] | None = None,
+) -> Any:
+    """``create_app(ai)`` with bearer ``tokens`` (token -> principal), with or without the console
+    and metrics; ``operators`` may see webhook deliveries."""
     server = _server()
-    return server.create_app(ai, auth=server.BearerTokens(tokens), console=console)
+    if metrics:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError as exc:
+            raise CliError("--metrics needs prometheus-client: pip install 'pausepoint[metrics]'") from exc
+    return server.create_app(
+        ai, auth=server.BearerTokens(tokens), console=console, metrics=metrics, operators=operators or ()
+    )
 
 
 def open_browser(url: str) -> bool:

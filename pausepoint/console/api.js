@@ -43,12 +43,15 @@ async function errorFrom(reply) {
  * @param {ReadableStream<Uint8Array>} body
  * @param {(name: string, data: any) => void} onEvent
  * @param {AbortSignal} [signal]
+ * @param {(id: string) => void} [onId] called with an event's id once it was handled
  */
-export async function readEvents(body, onEvent, signal) {
+export async function readEvents(body, onEvent, signal, onId) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
   let name = "message";
+  /** @type {string | null} */
+  let id = null;
   /** @type {string[]} */
   let data = [];
   try {
@@ -62,12 +65,16 @@ export async function readEvents(body, onEvent, signal) {
         buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 2 : 1));
         if (line === "") {
           if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+          if (id !== null && onId) onId(id); // handled: a reconnect resumes after it
           name = "message";
+          id = null;
           data = [];
         } else if (line.startsWith(":")) {
           continue;
         } else if (line.startsWith("event:")) {
           name = line.slice(6).trim();
+        } else if (line.startsWith("id:")) {
+          id = line.slice(3).trim();
         } else if (line.startsWith("data:")) {
           data.push(line.slice(5).replace(/^ /, ""));
         }
@@ -135,24 +142,29 @@ export class Api {
   }
 
   /**
-   * The live feed: onEvent(name, data) for "pause" and "answer"; onState("live" | "reconnecting").
-   * Reconnects with backoff until stop() is called.
+   * The live feed: onEvent(name, data) for "pause", "answer" and "turn_end"; onState("live" |
+   * "reconnecting"). Reconnects with backoff until stop() is called, from the last event it had.
    * @param {(name: string, data: any) => void} onEvent @param {(state: string) => void} onState
    */
   feed(onEvent, onState) {
     const controller = new AbortController();
     let delay = 500;
+    /** @type {string | null} */
+    let lastId = null; // a reconnect asks for what it missed (Last-Event-ID), nothing twice
     const run = async () => {
       while (!controller.signal.aborted) {
         try {
+          /** @type {Record<string, string>} */
+          const extra = { Accept: "text/event-stream" };
+          if (lastId !== null) extra["Last-Event-ID"] = lastId;
           const reply = await fetch(this.base + "/v1/feed", {
-            headers: this.headers({ Accept: "text/event-stream" }),
+            headers: this.headers(extra),
             signal: controller.signal,
           });
           if (!reply.ok || !reply.body) throw await errorFrom(reply);
           onState("live");
           delay = 500;
-          await readEvents(reply.body, onEvent, controller.signal);
+          await readEvents(reply.body, onEvent, controller.signal, (id) => { lastId = id; });
         } catch (error) {
           if (controller.signal.aborted) return;
           if (error instanceof ApiError && error.status === 401) {

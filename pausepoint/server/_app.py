@@ -8,7 +8,7 @@ as HTML), and the redirect from ``/`` to the console is a path, never built from
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._app import Pausepoint
+from .._extras import missing_extra
 from ..errors import DefinitionError, InvalidRequest, NotFound
 from ._agent_routes import agent_routes
 from ._approvals import rest_routes
@@ -32,7 +33,10 @@ from ._expiry import ExpirySweep
 from ._feed import Feed
 from ._limits import Limits
 from ._openapi import openapi_document
+from ._ops import ops_routes
+from ._requestlog import RequestLog
 from ._service import Service
+from ._webhooks import WebhookSender
 
 __all__ = ["create_app"]
 
@@ -56,6 +60,10 @@ def create_app(
     feed_interval: float = 1.0,
     expiry_interval: float | None = 30.0,
     console: bool = True,
+    operators: Collection[str] = (),
+    metrics: bool | Any = False,
+    request_log: bool = True,
+    webhooks: bool | WebhookSender = True,
 ) -> Starlette:
     """An ASGI app serving every agent defined on ``ai``.
 
@@ -68,6 +76,13 @@ def create_app(
     (None: never here, e.g. when a separate job calls ``agent.settle_expired()``). ``console``
     serves the web console (static files; it signs in with a bearer token) at ``/console/``
     and redirects ``/`` there.
+
+    Operating it: ``/healthz`` and ``/readyz`` always; ``metrics=True`` (or a
+    ``pausepoint.metrics.PrometheusMetrics``; needs ``pausepoint[metrics]``) counts what the
+    runtime and the server do and serves it at ``/metrics``; ``request_log`` logs one line per
+    request (``pausepoint.server.access`` logger); ``operators`` are the principals who may read
+    and retry webhook deliveries (``/v1/ops/deliveries``); ``webhooks`` sends the app's webhooks
+    from this process (``False``: another process does; or a ``WebhookSender`` to tune it).
     """
     policy = policy or OwnerPolicy()
     missing = [m for m in ("can_view", "can_answer", "can_converse", "inbox_owner") if not hasattr(policy, m)]
@@ -78,7 +93,9 @@ def create_app(
         )
     feed = Feed(ai, interval=feed_interval)
     expiry = ExpirySweep(ai, interval=expiry_interval, settled=feed.notify)
-    service = Service(ai, auth, policy, limits or Limits(), feed, expiry)
+    prometheus = _metrics(ai, metrics)
+    sender = webhooks if isinstance(webhooks, WebhookSender) else (WebhookSender(ai) if webhooks else None)
+    service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender)
     document = dumps(openapi_document())
 
     async def openapi(_request: Request) -> Response:
@@ -94,20 +111,26 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        expiry.ensure_running()
+        service.start_background()
         yield
         await expiry.close()
         await feed.close()
+        if sender is not None:
+            await sender.close()
 
     routes: list[BaseRoute] = [Route("/openapi.json", openapi, methods=["GET"]), *rest_routes(service)]
+    routes += ops_routes(service, operators=operators, metrics=prometheus)
     routes += agent_routes(service)
     if console:
         routes += _console_routes()
+    middleware = [Middleware(_NoSniff)]
+    if request_log or prometheus is not None:
+        middleware.append(Middleware(RequestLog, log=request_log, metrics=prometheus))
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(_NoSniff)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
+        middleware=middleware,
     )
     app.state.pausepoint = service
     return app
@@ -133,6 +156,28 @@ class _NoSniff:
             await send(message)
 
         await self.app(scope, receive, send_with_header)
+
+
+def _metrics(ai: Pausepoint, wanted: bool | Any) -> Any:
+    """The PrometheusMetrics the app reports to, made and given to ``ai`` when asked for."""
+    if wanted is False or wanted is None:
+        return None
+    if wanted is True:
+        existing = ai.telemetry.metrics
+        if existing is not None and hasattr(existing, "exposition"):
+            return existing
+        if existing is not None:
+            raise DefinitionError(
+                "metrics=True would replace the metrics the app reports to: pass metrics=False and expose "
+                "your own, or give create_app the PrometheusMetrics to serve"
+            )
+        try:
+            from ..metrics import PrometheusMetrics
+        except ImportError as exc:
+            raise missing_extra("prometheus-client", "metrics") from exc
+        wanted = PrometheusMetrics()
+    ai.telemetry.metrics = wanted
+    return wanted
 
 
 def _console_routes() -> list[BaseRoute]:

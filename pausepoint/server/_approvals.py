@@ -9,6 +9,7 @@ another principal owns are 404 (``Service.visible``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -190,20 +191,28 @@ def rest_routes(service: Service) -> list[Route]:
 
     async def feed(request: Request) -> Response:
         principal = await service.principal(request)
-        subscription = await service.feed.subscribe(lambda s: service.policy.can_view(principal, s))
+        positions = await service.feed.start(request.headers.get("last-event-id"))
+        followed = service.feed.follow(positions, lambda s: service.policy.can_view(principal, s))
 
         async def events() -> AsyncIterator[bytes]:
+            yield b": connected\n\n"
+            pending: asyncio.Future[Any] | None = None
             try:
-                yield b": connected\n\n"
                 while True:
-                    try:
-                        name, data = await asyncio.wait_for(subscription.queue.get(), 15.0)
-                    except TimeoutError:
+                    pending = pending or asyncio.ensure_future(anext(followed))
+                    done, _ = await asyncio.wait([pending], timeout=15.0)
+                    if not done:
                         yield b": keep-alive\n\n"
                         continue
-                    yield event(name, data)
+                    event_id, name, data = pending.result()
+                    pending = None
+                    yield b"id: " + event_id.encode() + b"\n" + event(name, data)
             finally:
-                service.feed.unsubscribe(subscription)
+                if pending is not None:
+                    pending.cancel()
+                    with contextlib.suppress(BaseException):
+                        await pending
+                await followed.aclose()
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

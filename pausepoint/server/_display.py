@@ -19,6 +19,7 @@ from .._response import AgentResponse
 from .._rest import AUDIT, CHUNK, INTERRUPTS, RESPONSE, dump
 from .._streaming import TurnChunk
 from .._tools import Tool
+from .._views import answered_pause
 from ..stores import SessionSummary
 from ._auth import AccessPolicy
 
@@ -65,8 +66,7 @@ def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
         if not entry.name:  # not an answer to a pause (nothing to show as one)
             item["view"] = None
             continue
-        pause = PendingInterrupt(entry.name, entry.ref, entry.input, entry.metadata, entry.at, call_ref=entry.call_ref)
-        item["view"] = asdict(agent.view(pause))
+        item["view"] = asdict(agent.view(answered_pause(entry)))
     return items
 
 

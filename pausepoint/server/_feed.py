@@ -1,19 +1,22 @@
-"""The SSE feed of new pauses and answers, across sessions and processes.
+"""The SSE feed: the pauses, answers and turn ends of every process, resumable by event id.
 
-How it finds changes: while anyone is subscribed, one task per app polls each agent's store
-for the most recently updated sessions every ``interval`` seconds (``list_sessions`` ordered by
-update time; one cheap query per agent), and compares each session's version with the last one
-seen. Changes made through this process's own routes are announced at once (``notify``), so the
-poll only carries what other processes did. For a changed session it reads the pauses open now
-and the audit trail, and emits what is new since the feed last looked:
+The feed follows each store's event stream (``SessionStore.read_events``), the events every
+append writes in its own transaction, so it sees what any process did, in the order the store
+gives, and nothing that was not written. It learns of new events through the store's
+``wait_for_events``: PostgreSQL ``LISTEN/NOTIFY`` and Redis pub/sub wake it at once; SQLite is
+checked every 50 ms (a change counter, no query); ``interval`` bounds every wait.
 
-    event: pause    data: {"agent", "session_id", "owner", "interrupt": PendingInterrupt}
-    event: answer   data: {"agent", "session_id", "owner", "entry": AuditEntry}
+Every SSE event carries an ``id``: the stream positions after it (one per store, dot-joined).
+A client that reconnects with ``Last-Event-ID`` gets exactly the events it missed (while the
+store still keeps them: see ``prune_events``); without it the feed starts from now (read the
+inbox for what was already waiting)::
 
-(each interrupt and entry with its ``view``, as everywhere in the REST API).
+    id: 1742   event: pause     data: {"id", "type": "pause", "agent", "session_id", "owner", "interrupt"}
+    id: 1745   event: answer    data: {... "type": "answer" or "expiry", "entry": AuditEntry}
+    (each interrupt and entry with its ``view``, as everywhere in the REST API)
+    id: 1746   event: turn_end  data: {... "turn", "finish_reason", "open_refs", "error"}
 
-A subscriber sees only the sessions its principal may view. The feed starts from "now": read
-the inbox (``GET /v1/agents/{agent}/sessions?pending=true``) for what was already waiting.
+A subscriber sees only the sessions its principal may view.
 """
 
 from __future__ import annotations
@@ -21,129 +24,104 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from .._app import Pausepoint
-from ..stores import SessionSummary
-from ._display import audit_json, interrupts_json
+from .._events import event_body
+from ..errors import InvalidRequest
+from ..stores import SessionStore, SessionSummary
 
-__all__ = ["Feed", "Subscription"]
+__all__ = ["Feed"]
 
 log = logging.getLogger("pausepoint.server")
 
-
-@dataclass(slots=True)
-class _Seen:
-    version: int
-    open_pauses: set[str] = field(default_factory=set)
-    answers: int = 0
-
-
-@dataclass(slots=True, eq=False)
-class Subscription:
-    """One subscriber's queue of ``(event name, data)``, filtered by ``visible``."""
-
-    visible: Callable[[SessionSummary], bool]
-    queue: asyncio.Queue[tuple[str, dict[str, Any]]] = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
+_PAGE = 200
+_SUMMARIES = 1000
+# The SSE event name of each kind: an expiry is an answer the policy gave (its body says which).
+_NAMES = {"pause": "pause", "answer": "answer", "expiry": "answer", "turn_end": "turn_end"}
 
 
 class Feed:
-    def __init__(self, ai: Pausepoint, *, interval: float = 1.0, page: int = 200) -> None:
+    def __init__(self, ai: Pausepoint, *, interval: float = 1.0) -> None:
         self.ai = ai
         self.interval = interval
-        self.page = page
-        self._subscribers: set[Subscription] = set()
-        self._seen: dict[tuple[str, str], _Seen] = {}
-        self._dirty: set[tuple[str, str]] = set()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
+        found: dict[int, SessionStore] = {}
+        for agent in ai.agents.values():
+            found.setdefault(id(agent.store), agent.store)
+        self.stores = list(found.values())
 
     def notify(self, agent: str, session_id: str) -> None:
-        """A route of this process changed the session: look at it now (if anyone listens)."""
-        if self._subscribers:
-            self._dirty.add((agent, session_id))
-            self._wake.set()
+        """Kept for callers of the polling feed: the stores now wake the feed themselves."""
 
-    async def subscribe(self, visible: Callable[[SessionSummary], bool]) -> Subscription:
-        subscription = Subscription(visible)
-        self._subscribers.add(subscription)
-        if self._task is None or self._task.done():
-            self._ready.clear()
-            self._task = asyncio.create_task(self._run())
-        await self._ready.wait()  # the baseline is taken: everything after this is news
-        return subscription
+    async def start(self, last_event_id: str | None) -> list[int]:
+        """The positions to follow from: after ``last_event_id``, or from now."""
+        if last_event_id is None:
+            return [await store.last_event() for store in self.stores]
+        parts = last_event_id.strip().split(".")
+        if len(parts) != len(self.stores) or not all(p.isdigit() for p in parts):
+            raise InvalidRequest(
+                f"Last-Event-ID {last_event_id!r} is not an id this feed sent", last_event_id=last_event_id
+            )
+        return [int(p) for p in parts]
 
-    def unsubscribe(self, subscription: Subscription) -> None:
-        self._subscribers.discard(subscription)
-        if not self._subscribers and self._task is not None:
-            self._task.cancel()
-            self._task = None
-            self._seen.clear()
+    async def follow(
+        self, positions: list[int], visible: Callable[[SessionSummary], bool]
+    ) -> AsyncGenerator[tuple[str, str, dict[str, Any]], None]:
+        """``(id, event name, body)`` for every visible event after ``positions``, as they come."""
+        positions = list(positions)
+        summaries: OrderedDict[str, SessionSummary | None] = OrderedDict()
+        while True:
+            quiet = True
+            for index, store in enumerate(self.stores):
+                events = await store.read_events(positions[index], _PAGE)
+                for event in events:
+                    positions[index] = event.seq
+                    if event.agent not in self.ai.agents:
+                        continue  # another app's agent sharing the store
+                    summary = await self._summary(store, event.session_id, summaries)
+                    if summary is None or not visible(summary):
+                        continue
+                    try:
+                        body = event_body(event, self.ai.agents[event.agent])
+                    except ValueError:  # pragma: no cover - written by a newer pausepoint
+                        log.warning("the feed skipped event %s, which it cannot read", event.id)
+                        continue
+                    yield ".".join(map(str, positions)), _NAMES.get(event.kind, event.kind), body
+                quiet = quiet and len(events) < _PAGE
+            if quiet:
+                await self._wait(positions)
+
+    async def _wait(self, positions: list[int]) -> None:
+        if len(self.stores) == 1:
+            await self.stores[0].wait_for_events(positions[0], self.interval)
+            return
+        waits = [
+            asyncio.ensure_future(store.wait_for_events(position, self.interval))
+            for store, position in zip(self.stores, positions, strict=True)
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+            for wait in waits:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await wait
+
+    @staticmethod
+    async def _summary(
+        store: SessionStore, session_id: str, cache: OrderedDict[str, SessionSummary | None]
+    ) -> SessionSummary | None:
+        # Who may see a session (its agent, its owner) does not change: one read per session.
+        if session_id in cache:
+            cache.move_to_end(session_id)
+            return cache[session_id]
+        summary = cache[session_id] = await store.get_summary(session_id)
+        if len(cache) > _SUMMARIES:
+            cache.popitem(last=False)
+        return summary
 
     async def close(self) -> None:
-        self._subscribers.clear()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        try:
-            await self._poll(baseline=True)
-        finally:
-            self._ready.set()
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
-            self._wake.clear()
-            try:
-                dirty, self._dirty = self._dirty, set()
-                for agent, session_id in dirty:
-                    summary = await self.ai.agents[agent].store.get_summary(session_id)
-                    if summary is not None:
-                        await self._check(summary)
-                await self._poll(baseline=False)
-            except Exception:  # a store hiccup must not end the feed
-                log.exception("the approvals feed failed to poll; trying again")
-
-    async def _poll(self, *, baseline: bool) -> None:
-        for name, agent in self.ai.agents.items():
-            for summary in await agent.list_sessions(limit=self.page):
-                key = (name, summary.session_id)
-                seen = self._seen.get(key)
-                if baseline:
-                    if seen is None:
-                        self._seen[key] = await self._state(summary)
-                elif seen is None or seen.version < summary.version:
-                    await self._check(summary)
-
-    async def _state(self, summary: SessionSummary) -> _Seen:
-        chat = self.ai.agents[summary.agent].chat(summary.session_id)
-        open_pauses = {p.pause_id for p in await chat.interrupts()}
-        return _Seen(summary.version, open_pauses, len(await chat.audit_trail()))
-
-    async def _check(self, summary: SessionSummary) -> None:
-        key = (summary.agent, summary.session_id)
-        seen = self._seen.get(key) or _Seen(0)
-        if seen.version >= summary.version and key in self._seen:
-            return
-        agent = self.ai.agents[summary.agent]
-        chat = agent.chat(summary.session_id)
-        pauses, trail = await chat.interrupts(), await chat.audit_trail()
-        base = {"agent": summary.agent, "session_id": summary.session_id, "owner": summary.owner}
-        events: list[tuple[str, dict[str, Any]]] = []
-        for entry in audit_json(agent, [e for e in trail[seen.answers :] if e.decision != "message"]):
-            events.append(("answer", {**base, "entry": entry}))
-        new = [p for p in pauses if p.pause_id not in seen.open_pauses]  # a call that paused again is news
-        for pause in interrupts_json(agent, new):
-            events.append(("pause", {**base, "interrupt": pause}))
-        self._seen[key] = _Seen(summary.version, {p.pause_id for p in pauses}, len(trail))
-        for subscriber in list(self._subscribers):
-            if subscriber.visible(summary):
-                for item in events:
-                    with contextlib.suppress(asyncio.QueueFull):  # a stalled reader loses events, not memory
-                        subscriber.queue.put_nowait(item)
+        return None

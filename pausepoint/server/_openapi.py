@@ -275,8 +275,55 @@ def openapi_document() -> dict[str, Any]:
         },
         "/v1/feed": {
             "get": {
-                "summary": "Server-sent events: 'pause' and 'answer', for the sessions the caller may see",
-                "responses": {"200": {"description": "an event stream", "content": {"text/event-stream": {}}}},
+                "summary": "Server-sent events: 'pause', 'answer' and 'turn_end', for the sessions the caller may "
+                "see; each has an id: reconnect with Last-Event-ID to get exactly the events missed",
+                "parameters": [
+                    {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+                    "400": {"description": "a Last-Event-ID this feed never sent", "content": _json(_ref("Error"))},
+                },
+            }
+        },
+        "/v1/ops/deliveries": {
+            "get": _op(
+                "Webhook deliveries of the outbox, newest first (operators only: 403 for others)",
+                {"type": "object", "properties": {"deliveries": {**array, "items": {"type": "object"}}}},
+                parameters=[
+                    {
+                        "name": "state",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"enum": ["pending", "delivered", "failed"]},
+                    },
+                    {"name": "webhook", "in": "query", "required": False, "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1}},
+                ],
+            )
+        },
+        "/v1/ops/deliveries/{delivery}/retry": {
+            "post": _op(
+                "Send a failed delivery again (operators only)",
+                {"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"}}},
+                parameters=_params("delivery"),
+            )
+        },
+        "/healthz": {
+            "get": {
+                "summary": "The process serves requests (no credentials needed)",
+                "security": [],
+                "responses": {"200": {"description": "alive", "content": _json({"type": "object"})}},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "Every store answers (503 naming the one that does not; no credentials needed)",
+                "security": [],
+                "responses": {
+                    "200": {"description": "ready", "content": _json({"type": "object"})},
+                    "503": {"description": "a store does not answer", "content": _json({"type": "object"})},
+                },
             }
         },
     }

@@ -20,6 +20,8 @@ from ._auth import AccessPolicy, Authenticator, authenticate
 from ._expiry import ExpirySweep
 from ._feed import Feed
 from ._limits import Limits
+from ._requestlog import note_principal
+from ._webhooks import WebhookSender
 
 __all__ = ["Service"]
 
@@ -32,6 +34,7 @@ class Service:
     limits: Limits
     feed: Feed
     expiry: ExpirySweep
+    sender: WebhookSender | None = None
 
     def agent(self, name: str) -> Agent:
         agent = self.ai.agents.get(name)
@@ -39,9 +42,17 @@ class Service:
             raise NotFound(f"no agent named {name!r}", agent=name)
         return agent
 
+    def start_background(self) -> None:
+        """Start the expiry sweep and the webhook sender (if not running yet)."""
+        self.expiry.ensure_running()
+        if self.sender is not None:
+            self.sender.ensure_running()
+
     async def principal(self, request: Request) -> str:
-        self.expiry.ensure_running()  # mounted apps get no lifespan: start with the first request
-        return await authenticate(self.auth, request)
+        self.start_background()  # mounted apps get no lifespan: start with the first request
+        principal = await authenticate(self.auth, request)
+        note_principal(principal)
+        return principal
 
     async def visible(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
         """The session's summary if ``principal`` may see it; ``SessionNotFound`` otherwise."""

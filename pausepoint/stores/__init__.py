@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._base import LogEntry, LogSlice, SessionStore, SessionSummary
+from ._base import Delivery, DeliveryState, Event, LogEntry, LogSlice, SessionStore, SessionSummary
 from .memory import InMemorySessionStore
 from .sqlite import SqliteSessionStore
 
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from .redis import RedisSessionStore
 
 __all__ = [
+    "Delivery",
+    "DeliveryState",
+    "Event",
     "InMemorySessionStore",
     "LogEntry",
     "LogSlice",

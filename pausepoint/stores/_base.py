@@ -4,19 +4,31 @@ A store never interprets records: it keeps opaque JSON ``data`` with its ``kind`
 plus a small ``SessionSummary`` the runtime computes at each append, so listings (an approval
 inbox, an owner's sessions, the sessions whose pauses expire soon) need no JSON parsing.
 Every backend passes the conformance suite in ``tests/stores``.
+
+Beside the logs a store keeps an **event stream** and a **delivery outbox**: an append may carry
+``Event``s (announcements of the pauses, answers and turn ends its records hold, made by the
+runtime) which the store writes in the same transaction as the records, each with a position
+``seq`` in the stream, plus one ``Delivery`` per webhook the event is for. So an event exists
+exactly when its records do: a crash after the append loses no announcement, and an append that
+failed announces nothing. Readers follow the stream by position (``read_events``, woken by
+``wait_for_events``); webhook senders take due deliveries with a lease (``claim_deliveries``),
+so several processes can drain one outbox without sending the same delivery at the same time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol, runtime_checkable
+from datetime import datetime, timedelta
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import PayloadTooLarge
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
+    "Delivery",
+    "DeliveryState",
+    "Event",
     "LogEntry",
     "LogSlice",
     "SessionStore",
@@ -59,6 +71,50 @@ class LogSlice:
     entries: list[LogEntry]
 
 
+@dataclass(slots=True)  # not frozen: made on every append, and a frozen init costs several times more
+class Event:
+    """An announcement of what an append recorded: a pause, an answer, an expiry, a turn's end.
+
+    ``id`` is unique and stable (receivers de-duplicate on it); ``data`` is the JSON body the
+    runtime made; ``targets`` names the webhooks it is to be delivered to (only on the way in);
+    ``seq`` is its position in the store's event stream, assigned by the store (0 before): later
+    events have greater positions, and a reader that has seen position ``n`` misses nothing by
+    reading after ``n`` (positions need not be consecutive).
+    """
+
+    id: str
+    kind: str
+    session_id: str
+    agent: str
+    at: datetime
+    data: bytes
+    targets: tuple[str, ...] = ()
+    seq: int = 0
+
+
+DeliveryState: TypeAlias = Literal["pending", "delivered", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One event on its way to one webhook (``target``): the outbox's row.
+
+    ``attempts`` counts the tries made so far. A pending delivery is due at ``due_at``; a claim
+    moves ``due_at`` to the end of its lease and hands out a fresh ``lease`` token, which
+    ``settle_delivery`` must show.
+    """
+
+    id: int
+    target: str
+    event: Event
+    state: DeliveryState
+    attempts: int
+    due_at: datetime
+    updated_at: datetime
+    last_error: str | None = None
+    lease: str | None = None
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """An append-only log per session. Implementations must make ``append`` atomic."""
@@ -66,13 +122,20 @@ class SessionStore(Protocol):
     max_record_bytes: int
 
     async def append(
-        self, session_id: str, expected_version: int, entries: Sequence[LogEntry], summary: SessionSummary
+        self,
+        session_id: str,
+        expected_version: int,
+        entries: Sequence[LogEntry],
+        summary: SessionSummary,
+        events: Sequence[Event] = (),
     ) -> int:
         """Append ``entries`` if the session is at ``expected_version`` (0: it must not exist yet).
 
-        Entries carry versions ``expected_version + 1`` onwards. Returns the new version.
-        Raises ``VersionConflict`` (nothing written) when the session is at another version,
-        ``PayloadTooLarge`` when an entry exceeds ``max_record_bytes``.
+        Entries carry versions ``expected_version + 1`` onwards. ``events`` are written in the
+        same transaction, each with a pending delivery (due at once) per name in its
+        ``targets``. Returns the new version. Raises ``VersionConflict`` (nothing written) when
+        the session is at another version, ``PayloadTooLarge`` when an entry exceeds
+        ``max_record_bytes``.
         """
         ...
 
@@ -107,8 +170,60 @@ class SessionStore(Protocol):
         """Release connections. The store may not be used afterwards."""
         ...
 
+    # -- the event stream and the outbox --------------------------------------------------------
 
-def check_entries(expected_version: int, entries: Sequence[LogEntry], max_record_bytes: int) -> None:
+    async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
+        """Up to ``limit`` events positioned after ``after``, in order (``targets`` left empty)."""
+        ...
+
+    async def last_event(self) -> int:
+        """The position of the latest event a reader can see now (0: none): follow the stream from here."""
+        ...
+
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
+        """Return once an event after ``after`` may exist (written by any process), or after
+        ``max_wait`` seconds; ``read_events`` tells which. Cheap to call in a loop."""
+        ...
+
+    async def claim_deliveries(
+        self, targets: Collection[str], now: datetime, lease: timedelta, limit: int = 50
+    ) -> list[Delivery]:
+        """Take up to ``limit`` pending deliveries to ``targets`` due at ``now``, oldest first.
+
+        Each is leased until ``now + lease``: nobody else claims it meanwhile; if it is not
+        settled by then it is due again (at-least-once).
+        """
+        ...
+
+    async def settle_delivery(
+        self, delivery: Delivery, now: datetime, *, error: str | None = None, retry_at: datetime | None = None
+    ) -> bool:
+        """Record a claimed delivery's try: delivered (no ``error``), due again at ``retry_at``,
+        or failed for good (an ``error`` and no ``retry_at``). False, and nothing written, when
+        the claim's lease was lost to another claim meanwhile."""
+        ...
+
+    async def list_deliveries(
+        self, *, state: DeliveryState | None = None, target: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Delivery]:
+        """Deliveries matching every given filter, newest first."""
+        ...
+
+    async def requeue_delivery(self, delivery_id: int, now: datetime) -> bool:
+        """Make a failed delivery pending again, due at ``now`` with no attempts counted; True if
+        it was failed."""
+        ...
+
+    async def prune_events(self, before: datetime) -> int:
+        """Delete events from before ``before`` with no delivery still pending or failed, and
+        their settled deliveries. Returns how many events went. (A store may keep the latest
+        event whatever its age: positions are never handed out twice.)"""
+        ...
+
+
+def check_entries(
+    expected_version: int, entries: Sequence[LogEntry], max_record_bytes: int, events: Sequence[Event] = ()
+) -> None:
     """Shared argument checks for ``append``: consecutive versions, sizes within the limit."""
     if not entries:
         raise ValueError("append needs at least one entry")
@@ -120,5 +235,13 @@ def check_entries(expected_version: int, entries: Sequence[LogEntry], max_record
                 f"a {entry.kind!r} record of {len(entry.data)} bytes exceeds the store's limit of "
                 f"{max_record_bytes} bytes",
                 size=len(entry.data),
+                limit=max_record_bytes,
+            )
+    for event in events:
+        if len(event.data) > max_record_bytes:
+            raise PayloadTooLarge(
+                f"a {event.kind!r} event of {len(event.data)} bytes exceeds the store's limit of "
+                f"{max_record_bytes} bytes",
+                size=len(event.data),
                 limit=max_record_bytes,
             )

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
+import secrets
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..errors import VersionConflict
-from ._base import DEFAULT_MAX_RECORD_BYTES, LogEntry, LogSlice, SessionSummary, check_entries
+from ._base import (
+    DEFAULT_MAX_RECORD_BYTES,
+    Delivery,
+    DeliveryState,
+    Event,
+    LogEntry,
+    LogSlice,
+    SessionSummary,
+    check_entries,
+)
+from ._signal import Signal, wait_after
 
 __all__ = ["InMemorySessionStore"]
 
@@ -23,18 +36,30 @@ class InMemorySessionStore:
     """Keeps every session in this process's memory; lost when the process exits.
 
     Entries are kept as the same encoded JSON a durable store would hold, so size limits and
-    isolation from the caller's objects behave as on the other backends.
+    isolation from the caller's objects behave as on the other backends. The event stream keeps
+    (at least) the latest ``keep_events`` events; deliveries keep their own.
     """
 
-    def __init__(self, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+    def __init__(self, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, keep_events: int = 10_000) -> None:
         self.max_record_bytes = max_record_bytes
+        self.keep_events = keep_events
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
+        self._events: list[tuple[int, Event]] = []
+        self._deliveries: dict[int, Delivery] = {}
+        self._event_seq = 0
+        self._delivery_seq = 0
+        self._signal = Signal()
 
     async def append(
-        self, session_id: str, expected_version: int, entries: Sequence[LogEntry], summary: SessionSummary
+        self,
+        session_id: str,
+        expected_version: int,
+        entries: Sequence[LogEntry],
+        summary: SessionSummary,
+        events: Sequence[Event] = (),
     ) -> int:
-        check_entries(expected_version, entries, self.max_record_bytes)
+        check_entries(expected_version, entries, self.max_record_bytes, events)
         with self._lock:
             session = self._sessions.get(session_id)
             current = session.summary.version if session else 0
@@ -49,7 +74,23 @@ class InMemorySessionStore:
                 session = self._sessions[session_id] = _Session(summary)
             session.entries.extend(entries)
             session.summary = summary
-            return len(session.entries)
+            for event in events:
+                self._event_seq += 1
+                # Kept as given (its targets are ignored on the way out): the Event is made on read.
+                self._events.append((self._event_seq, event))
+                for target in event.targets:
+                    self._delivery_seq += 1
+                    number = self._delivery_seq
+                    self._deliveries[number] = Delivery(
+                        number, target, _stored(self._event_seq, event), "pending", 0, summary.updated_at,
+                        summary.updated_at,
+                    )  # fmt: skip
+            version = len(session.entries)
+            if len(self._events) > 2 * self.keep_events:  # the stream keeps the latest; trimmed in bulk
+                del self._events[: len(self._events) - self.keep_events]
+        if events:
+            self._signal.fire()
+        return version
 
     async def read(
         self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
@@ -96,3 +137,87 @@ class InMemorySessionStore:
 
     async def close(self) -> None:
         return None
+
+    # -- the event stream and the outbox --------------------------------------------------------
+
+    async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
+        with self._lock:
+            start = bisect.bisect_right(self._events, after, key=lambda e: e[0])
+            return [_stored(seq, event) for seq, event in self._events[start : start + limit]]
+
+    async def last_event(self) -> int:
+        return self._event_seq
+
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
+        await wait_after(self._signal, after, max_wait, self.last_event)
+
+    async def claim_deliveries(
+        self, targets: Collection[str], now: datetime, lease: timedelta, limit: int = 50
+    ) -> list[Delivery]:
+        wanted = set(targets)
+        token = secrets.token_hex(8)
+        with self._lock:
+            due = sorted(
+                (
+                    d
+                    for d in self._deliveries.values()
+                    if d.state == "pending" and d.target in wanted and d.due_at <= now
+                ),
+                key=lambda d: (d.due_at, d.id),
+            )[:limit]
+            claimed = [dataclasses.replace(d, due_at=now + lease, lease=token) for d in due]
+            for delivery in claimed:
+                self._deliveries[delivery.id] = delivery
+            return claimed
+
+    async def settle_delivery(
+        self, delivery: Delivery, now: datetime, *, error: str | None = None, retry_at: datetime | None = None
+    ) -> bool:
+        with self._lock:
+            current = self._deliveries.get(delivery.id)
+            if current is None or current.state != "pending" or current.lease != delivery.lease:
+                return False
+            state: DeliveryState = "delivered" if error is None else ("pending" if retry_at is not None else "failed")
+            self._deliveries[delivery.id] = dataclasses.replace(
+                current,
+                state=state,
+                attempts=current.attempts + 1,
+                due_at=retry_at if state == "pending" and retry_at is not None else current.due_at,
+                updated_at=now,
+                last_error=error,
+                lease=None,
+            )
+            return True
+
+    async def list_deliveries(
+        self, *, state: DeliveryState | None = None, target: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Delivery]:
+        with self._lock:
+            found = [
+                d
+                for d in reversed(self._deliveries.values())
+                if (state is None or d.state == state) and (target is None or d.target == target)
+            ]
+        return found[offset : offset + limit]
+
+    async def requeue_delivery(self, delivery_id: int, now: datetime) -> bool:
+        with self._lock:
+            current = self._deliveries.get(delivery_id)
+            if current is None or current.state != "failed":
+                return False
+            self._deliveries[delivery_id] = dataclasses.replace(
+                current, state="pending", attempts=0, due_at=now, updated_at=now, lease=None
+            )
+            return True
+
+    async def prune_events(self, before: datetime) -> int:
+        with self._lock:
+            held = {d.event.seq for d in self._deliveries.values() if d.state != "delivered"}
+            gone = {seq for seq, e in self._events if e.at < before and seq not in held}
+            self._events = [(seq, e) for seq, e in self._events if seq not in gone]
+            self._deliveries = {k: d for k, d in self._deliveries.items() if d.event.seq not in gone}
+            return len(gone)
+
+
+def _stored(seq: int, event: Event) -> Event:
+    return Event(event.id, event.kind, event.session_id, event.agent, event.at, event.data, (), seq)

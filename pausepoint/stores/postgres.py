@@ -11,19 +11,40 @@ one transaction, so it writes everything or nothing; two writers racing for the 
 serialise on the session row's lock, and the loser's ``WHERE version = expected`` no longer
 matches once the winner commits. Every asyncpg error is translated to ``StoreError`` in
 ``_translated``.
+
+Events ride in the same statement (further parts of the ``WITH``, joined with ``claimed`` like
+the records), with their deliveries, and a ``pg_notify`` that PostgreSQL sends at commit to
+every process listening (``wait_for_events`` keeps one ``LISTEN`` connection per store). An
+event's position is its transaction id times 65,536 + its place in the append: concurrent
+transactions commit in any order, so readers take only events of transactions older than every
+transaction still running (``pg_snapshot_xmin``); any event committed later has a greater
+position, and a reader following positions misses none. (A transaction left open elsewhere in
+the database holds the stream back until it ends.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import secrets
 from collections.abc import AsyncIterator, Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .._extras import missing_extra
 from ..errors import SchemaVersionError, StoreError, VersionConflict
-from ._base import DEFAULT_MAX_RECORD_BYTES, LogEntry, LogSlice, SessionSummary, check_entries
+from ._base import (
+    DEFAULT_MAX_RECORD_BYTES,
+    Delivery,
+    DeliveryState,
+    Event,
+    LogEntry,
+    LogSlice,
+    SessionSummary,
+    check_entries,
+)
+from ._signal import Signal
 
 try:
     import asyncpg
@@ -33,7 +54,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["PostgresSessionStore"]
 
-SCHEMA_VERSION = 1
+# 2 added the event stream and the delivery outbox; a version 1 schema is upgraded in place.
+SCHEMA_VERSION = 2
+_UPGRADABLE = {"1"}
+# While events of a transaction still running are held back, readers look again this often.
+_HELD_BACK_POLL = 0.02
 
 # ``{s}`` is the quoted schema name, substituted once per store; values always go through $n.
 # Identifiers use the "C" collation so that ordering by id matches the other backends (bytewise).
@@ -68,17 +93,64 @@ CREATE TABLE IF NOT EXISTS {s}.pausepoint_records (
 );
 """
 
+# Version 2. The deliveries' partial index holds only what is still to be sent.
+_OUTBOX = """
+CREATE TABLE IF NOT EXISTS {s}.pausepoint_events (
+    pos bigint PRIMARY KEY,
+    id text COLLATE "C" NOT NULL,
+    kind text NOT NULL,
+    session_id text COLLATE "C" NOT NULL,
+    agent text COLLATE "C" NOT NULL,
+    at timestamptz NOT NULL,
+    data bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.pausepoint_deliveries (
+    id bigserial PRIMARY KEY,
+    event_pos bigint NOT NULL,
+    target text COLLATE "C" NOT NULL,
+    state text NOT NULL,
+    attempts integer NOT NULL,
+    due_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    last_error text,
+    lease text
+);
+CREATE INDEX IF NOT EXISTS pausepoint_deliveries_due ON {s}.pausepoint_deliveries (target, due_at)
+    WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS pausepoint_deliveries_state ON {s}.pausepoint_deliveries (state, id);
+CREATE INDEX IF NOT EXISTS pausepoint_deliveries_event ON {s}.pausepoint_deliveries (event_pos);
+"""
+
+# Positions of events whose transaction ended before every transaction still running began.
+_SETTLED = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 65536"
+
 _META = "CREATE TABLE IF NOT EXISTS {s}.pausepoint_meta (key text PRIMARY KEY, value text NOT NULL)"
 
-# The records part of both appends (their parameters $10..$12): the entries are joined with
-# ``claimed``, so none is inserted when the version check matched no row.
+# The records part of both appends (parameters $10..$20): the entries and events are joined with
+# ``claimed``, so none is inserted when the version check matched no row. Reading ``claimed``
+# waits for its write, so the transaction has its id before an event's position is computed.
 _WRITE_RECORDS = """
 written AS (
     INSERT INTO {s}.pausepoint_records (session_id, version, kind, data)
     SELECT claimed.id, r.version, r.kind, r.data
     FROM claimed, unnest($10::bigint[], $11::text[], $12::bytea[]) AS r (version, kind, data)
+),
+announced AS (
+    INSERT INTO {s}.pausepoint_events (pos, id, kind, session_id, agent, at, data)
+    SELECT pg_current_xact_id()::text::bigint * 65536 + e.n, e.id, e.kind, claimed.id, e.agent, e.at, e.data
+    FROM claimed, unnest($13::text[], $14::text[], $15::text[], $16::timestamptz[], $17::bytea[])
+        WITH ORDINALITY AS e (id, kind, agent, at, data, n)
+    RETURNING pos, id
+),
+queued AS (
+    INSERT INTO {s}.pausepoint_deliveries (event_pos, target, state, attempts, due_at, updated_at)
+    SELECT announced.pos, t.target, 'pending', 0, $6, $6
+    FROM announced JOIN unnest($18::text[], $19::text[]) AS t (event_id, target) ON t.event_id = announced.id
+),
+notified AS (
+    SELECT pg_notify($20, '') FROM claimed WHERE cardinality($13::text[]) > 0
 )
-SELECT count(*) FROM claimed
+SELECT (SELECT count(*) FROM claimed) + 0 * (SELECT count(*) FROM notified)
 """
 
 _APPEND_NEW = (
@@ -99,7 +171,7 @@ WITH claimed AS (
     UPDATE {s}.pausepoint_sessions
     SET agent = $2, owner = $3, version = $4, created_at = $5, updated_at = $6, pending = $7,
         next_expiry = $8, turn = $9
-    WHERE id = $1 AND version = $13
+    WHERE id = $1 AND version = $21
     RETURNING id
 ),"""
     + _WRITE_RECORDS
@@ -117,11 +189,55 @@ ORDER BY r.version
 
 _SUMMARY_COLUMNS = "id, agent, owner, version, created_at, updated_at, pending, next_expiry, turn"
 
+_EVENT_COLUMNS = "e.pos, e.id, e.kind, e.session_id, e.agent, e.at, e.data"
+_DELIVERY_COLUMNS = "d.id, d.target, d.state, d.attempts, d.due_at, d.updated_at, d.last_error, d.lease, " + ", ".join(
+    f"{column} AS e_{column[2:]}" for column in _EVENT_COLUMNS.split(", ")
+)
+
+_CLAIM = """
+WITH due AS (
+    SELECT id FROM {s}.pausepoint_deliveries
+    WHERE state = 'pending' AND target = ANY($1::text[]) AND due_at <= $2
+    ORDER BY due_at, id LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {s}.pausepoint_deliveries AS d SET due_at = $4, lease = $5
+FROM due, {s}.pausepoint_events AS e
+WHERE d.id = due.id AND e.pos = d.event_pos
+RETURNING {columns}
+"""
+
 
 def _quote_identifier(name: str) -> str:
     if not name or "\x00" in name or len(name.encode()) > 63:
         raise ValueError(f"{name!r} is not a usable PostgreSQL schema name")
     return '"' + name.replace('"', '""') + '"'
+
+
+def _event(row: asyncpg.Record, prefix: str = "") -> Event:
+    return Event(
+        id=row[prefix + "id"],
+        kind=row[prefix + "kind"],
+        session_id=row[prefix + "session_id"],
+        agent=row[prefix + "agent"],
+        at=row[prefix + "at"],
+        data=row[prefix + "data"],
+        seq=row[prefix + "pos"],
+    )
+
+
+def _delivery(row: asyncpg.Record) -> Delivery:
+    return Delivery(
+        id=row["id"],
+        target=row["target"],
+        event=_event(row, "e_"),
+        state=row["state"],
+        attempts=row["attempts"],
+        due_at=row["due_at"],
+        updated_at=row["updated_at"],
+        last_error=row["last_error"],
+        lease=row["lease"],
+    )
 
 
 def _summary(row: asyncpg.Record) -> SessionSummary:
@@ -169,6 +285,15 @@ class PostgresSessionStore:
         self.schema = schema
         self.max_record_bytes = max_record_bytes
         quoted = _quote_identifier(schema)
+        # A channel name is at most 63 bytes, a schema name may be as long: name it by a digest.
+        self._channel = "pausepoint_" + hashlib.sha256(schema.encode()).hexdigest()[:24]
+        self._signal = Signal()
+        self._listener: asyncpg.Connection | PoolConnectionProxy[asyncpg.Record] | None = None
+        self._listen_lock = asyncio.Lock()
+        deliveries = (
+            f"SELECT {_DELIVERY_COLUMNS} FROM {quoted}.pausepoint_deliveries AS d "
+            f"JOIN {quoted}.pausepoint_events AS e ON e.pos = d.event_pos"
+        )
         self._sql = {
             "append_new": _APPEND_NEW.format(s=quoted),
             "append_next": _APPEND_NEXT.format(s=quoted),
@@ -184,6 +309,23 @@ class PostgresSessionStore:
             "get_version": f"SELECT value FROM {quoted}.pausepoint_meta WHERE key = 'schema_version'",
             "set_version": f"INSERT INTO {quoted}.pausepoint_meta (key, value) VALUES ('schema_version', $1)",
             "create_schema": f"CREATE SCHEMA IF NOT EXISTS {quoted}",
+            "outbox": _OUTBOX.format(s=quoted),
+            "upgrade_version": f"UPDATE {quoted}.pausepoint_meta SET value = $1 WHERE key = 'schema_version'",
+            "read_events": f"SELECT {_EVENT_COLUMNS} FROM {quoted}.pausepoint_events AS e WHERE e.pos > $1 "
+            f"AND e.pos < {_SETTLED} ORDER BY e.pos LIMIT $2",
+            "last_event": f"SELECT coalesce(max(pos) FILTER (WHERE pos < {_SETTLED}), 0), coalesce(max(pos), 0) "
+            f"FROM {quoted}.pausepoint_events",
+            "claim": _CLAIM.format(s=quoted, columns=_DELIVERY_COLUMNS),
+            "settle": f"UPDATE {quoted}.pausepoint_deliveries SET state = $3, attempts = attempts + 1, "
+            "due_at = coalesce($4, due_at), updated_at = $5, last_error = $6, lease = NULL "
+            "WHERE id = $1 AND lease = $2 AND state = 'pending'",
+            "deliveries": deliveries,
+            "requeue": f"UPDATE {quoted}.pausepoint_deliveries SET state = 'pending', attempts = 0, due_at = $2, "
+            "updated_at = $2, lease = NULL WHERE id = $1 AND state = 'failed'",
+            "prune_deliveries": f"DELETE FROM {quoted}.pausepoint_deliveries WHERE state = 'delivered' "
+            f"AND event_pos IN (SELECT pos FROM {quoted}.pausepoint_events WHERE at < $1)",
+            "prune_events": f"DELETE FROM {quoted}.pausepoint_events AS e WHERE e.at < $1 AND NOT EXISTS "
+            f"(SELECT 1 FROM {quoted}.pausepoint_deliveries AS d WHERE d.event_pos = e.pos)",
         }
         self._ready = False
         self._ready_lock = asyncio.Lock()
@@ -230,7 +372,11 @@ class PostgresSessionStore:
             found = await conn.fetchval(sql["get_version"])
             if found is None:
                 await conn.execute(sql["schema"])
+                await conn.execute(sql["outbox"])
                 await conn.execute(sql["set_version"], str(SCHEMA_VERSION))
+            elif found in _UPGRADABLE:
+                await conn.execute(sql["outbox"])
+                await conn.execute(sql["upgrade_version"], str(SCHEMA_VERSION))
             elif found != str(SCHEMA_VERSION):
                 raise SchemaVersionError(
                     f"PostgreSQL schema {self.schema!r} holds pausepoint schema version {found!r}; this "
@@ -242,9 +388,14 @@ class PostgresSessionStore:
     # -- the contract -------------------------------------------------------------------------
 
     async def append(
-        self, session_id: str, expected_version: int, entries: Sequence[LogEntry], summary: SessionSummary
+        self,
+        session_id: str,
+        expected_version: int,
+        entries: Sequence[LogEntry],
+        summary: SessionSummary,
+        events: Sequence[Event] = (),
     ) -> int:
-        check_entries(expected_version, entries, self.max_record_bytes)
+        check_entries(expected_version, entries, self.max_record_bytes, events)
         new_version = expected_version + len(entries)
         args: list[Any] = [
             session_id,
@@ -259,6 +410,14 @@ class PostgresSessionStore:
             [e.version for e in entries],
             [e.kind for e in entries],
             [e.data for e in entries],
+            [e.id for e in events],
+            [e.kind for e in events],
+            [e.agent for e in events],
+            [e.at for e in events],
+            [e.data for e in events],
+            [e.id for e in events for _ in e.targets],
+            [target for e in events for target in e.targets],
+            self._channel,
         ]
         if expected_version == 0:
             sql = self._sql["append_new"]
@@ -269,6 +428,8 @@ class PostgresSessionStore:
         async with self._translated(f"appending to session {session_id!r}"):
             matched = await pool.fetchval(sql, *args)
             if matched:
+                if events:
+                    self._signal.fire()
                 return new_version
             current = await pool.fetchval(self._sql["version"], session_id)
         raise VersionConflict(
@@ -340,7 +501,125 @@ class PostgresSessionStore:
             await conn.execute(self._sql["delete_records"], session_id)
         return bool(status != "DELETE 0")
 
+    # -- the event stream and the outbox --------------------------------------------------------
+
+    async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
+        pool = await self._ready_pool()
+        async with self._translated("reading events"):
+            rows = await pool.fetch(self._sql["read_events"], after, limit)
+        return [_event(r) for r in rows]
+
+    async def last_event(self) -> int:
+        return (await self._heads())[0]
+
+    async def _heads(self) -> tuple[int, int]:
+        """The latest position readers may take, and the latest written (possibly held back)."""
+        pool = await self._ready_pool()
+        async with self._translated("reading events"):
+            row = await pool.fetchrow(self._sql["last_event"])
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
+        try:
+            await self._listen()
+            listening = True
+        except StoreError:  # no LISTEN connection now: look again soon instead
+            listening = False
+        generation = self._signal.generation
+        settled, written = await self._heads()
+        if settled > after:
+            return
+        if written > after or not listening:
+            # An event is written but held back behind a running transaction, which may end
+            # without a notification of its own: look again shortly.
+            max_wait = min(max_wait, _HELD_BACK_POLL if written > after else 0.5)
+        await self._signal.wait(generation, max_wait)
+
+    async def _listen(self) -> None:
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        async with self._listen_lock:
+            if self._listener is not None and not self._listener.is_closed():
+                return
+            pool = await self._ready_pool()
+            async with self._translated("listening for events"):
+                if self._dsn is not None:
+                    conn: Any = await asyncpg.connect(self._dsn)
+                else:  # a pool we were given: hold one of its connections
+                    conn = await pool.acquire()
+                await conn.add_listener(self._channel, self._notified)
+                conn.add_termination_listener(self._listener_lost)
+            self._listener = conn
+
+    def _notified(self, *_: Any) -> None:
+        self._signal.fire()
+
+    def _listener_lost(self, *_: Any) -> None:
+        self._listener = None
+        self._signal.fire()  # waiters look at the stream themselves, then listen again
+
+    async def claim_deliveries(
+        self, targets: Collection[str], now: datetime, lease: timedelta, limit: int = 50
+    ) -> list[Delivery]:
+        if not targets or limit <= 0:
+            return []
+        pool = await self._ready_pool()
+        async with self._translated("claiming deliveries"):
+            rows = await pool.fetch(self._sql["claim"], list(targets), now, limit, now + lease, secrets.token_hex(8))
+        return sorted((_delivery(r) for r in rows), key=lambda d: d.id)
+
+    async def settle_delivery(
+        self, delivery: Delivery, now: datetime, *, error: str | None = None, retry_at: datetime | None = None
+    ) -> bool:
+        state = "delivered" if error is None else ("pending" if retry_at is not None else "failed")
+        due = retry_at if state == "pending" else None
+        pool = await self._ready_pool()
+        async with self._translated("settling a delivery"):
+            status = await pool.execute(self._sql["settle"], delivery.id, delivery.lease, state, due, now, error)
+        return bool(status == "UPDATE 1")
+
+    async def list_deliveries(
+        self, *, state: DeliveryState | None = None, target: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Delivery]:
+        where: list[str] = []
+        args: list[Any] = []
+        if state is not None:
+            args.append(state)
+            where.append(f"d.state = ${len(args)}")
+        if target is not None:
+            args.append(target)
+            where.append(f"d.target = ${len(args)}")
+        sql = self._sql["deliveries"] + (" WHERE " + " AND ".join(where) if where else "")
+        args += [limit, offset]
+        sql += f" ORDER BY d.id DESC LIMIT ${len(args) - 1} OFFSET ${len(args)}"
+        pool = await self._ready_pool()
+        async with self._translated("listing deliveries"):
+            rows = await pool.fetch(sql, *args)
+        return [_delivery(r) for r in rows]
+
+    async def requeue_delivery(self, delivery_id: int, now: datetime) -> bool:
+        pool = await self._ready_pool()
+        async with self._translated("requeueing a delivery"):
+            status = await pool.execute(self._sql["requeue"], delivery_id, now)
+        return bool(status == "UPDATE 1")
+
+    async def prune_events(self, before: datetime) -> int:
+        pool = await self._ready_pool()
+        async with self._translated("pruning events"), pool.acquire() as conn, conn.transaction():
+            await conn.execute(self._sql["prune_deliveries"], before)
+            status = await conn.execute(self._sql["prune_events"], before)
+        return int(status.split()[-1])
+
     async def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None and not listener.is_closed():
+            with contextlib.suppress(Exception):
+                listener.remove_termination_listener(self._listener_lost)
+                if isinstance(listener, PoolConnectionProxy) and self._pool is not None:
+                    await self._pool.release(listener)
+                else:
+                    await listener.close()
         pool, self._pool = self._pool, None
         self._ready = False
         self._dsn = None  # a closed store does not reconnect

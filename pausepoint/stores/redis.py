@@ -10,11 +10,20 @@ Keys (all under a configurable prefix, ``pausepoint:`` by default)::
     {prefix}owner:{owner}       sorted set: the owner's sessions by updated time
     {prefix}pending             sorted set: sessions with pending interrupts by updated time
     {prefix}expiry              sorted set: sessions with an expiring pause, by expiry time
+    {prefix}event_seq           counter: the latest event position handed out
+    {prefix}events              sorted set: the event stream, by position (member: the event)
+    {prefix}delivery_seq        counter: the latest delivery id handed out
+    {prefix}delivery:{n}        hash: one delivery of the outbox
+    {prefix}deliveries          sorted set: every delivery by id
+    {prefix}deliveries:failed   sorted set: the failed deliveries by id
+    {prefix}due:{target}        sorted set: a webhook's pending deliveries by due time
 
 Every write is a Lua script, which Redis runs atomically: no other command runs between its
 first and last line. The append script checks the version first and returns before writing
 anything if it does not match, so a refused append leaves no trace; otherwise it pushes the
-entries, rewrites the summary and moves the session in every index in the same step. Equal
+entries, rewrites the summary, moves the session in every index, adds the events and their
+deliveries and publishes on the ``{prefix}events`` channel in the same step (a reader's
+``wait_for_events`` subscribes to it). Equal
 scores in a sorted set are ordered by member, so "most recently updated first" breaks ties by
 session id, as on the SQL backends.
 
@@ -28,14 +37,27 @@ Redis's default snapshots a server crash loses the last writes, so run it with `
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._extras import missing_extra
 from ..errors import SchemaVersionError, StoreError, VersionConflict
-from ._base import DEFAULT_MAX_RECORD_BYTES, LogEntry, LogSlice, SessionSummary, check_entries
+from ._base import (
+    DEFAULT_MAX_RECORD_BYTES,
+    Delivery,
+    DeliveryState,
+    Event,
+    LogEntry,
+    LogSlice,
+    SessionSummary,
+    check_entries,
+)
+from ._redis_outbox import CLAIM, LIST_DELIVERIES, PRUNE, REQUEUE, SETTLE
+from ._signal import Signal, wait_after
 
 try:
     import redis.asyncio as aioredis
@@ -45,10 +67,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["RedisSessionStore"]
 
-SCHEMA_VERSION = 1
+# 2 added the event stream and the delivery outbox (new keys only): a version 1 prefix is upgraded.
+SCHEMA_VERSION = 2
+_UPGRADABLE = {b"1"}
 
 # KEYS: summary, log, all, pending, expiry, agent index[, owner index]
-# ARGV: id, expected, prefix, agent, has_owner, owner, created, updated, pending, expiry, turn, entries...
+# ARGV: id, expected, prefix, agent, has_owner, owner, created, updated, pending, expiry, turn,
+# event slots (k), events (k slots: id, kind, agent, at, data, target count, targets...), entries...
 _APPEND = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 local expected = tonumber(ARGV[2])
@@ -66,12 +91,32 @@ if current > 0 then
         redis.call('ZREM', prefix .. 'owner:' .. old[2], id)
     end
 end
+local first = 13 + tonumber(ARGV[12])
 -- unpack() is bounded by Lua's C stack: push in slices.
-for i = 12, #ARGV, 1000 do
+for i = first, #ARGV, 1000 do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-local version = expected + #ARGV - 11
+local version = expected + #ARGV - first + 1
 local updated = ARGV[8]
+local i = 13
+while i < first do
+    local seq = redis.call('INCR', prefix .. 'event_seq')
+    redis.call('ZADD', prefix .. 'events', seq, seq .. '\\n' .. ARGV[i] .. '\\n' .. ARGV[i + 1] .. '\\n' .. id ..
+        '\\n' .. ARGV[i + 2] .. '\\n' .. ARGV[i + 3] .. '\\n' .. ARGV[i + 4])
+    local targets = tonumber(ARGV[i + 5])
+    for t = 1, targets do
+        local target = ARGV[i + 5 + t]
+        local n = redis.call('INCR', prefix .. 'delivery_seq')
+        redis.call('HSET', prefix .. 'delivery:' .. n, 'target', target, 'seq', seq, 'state', 'pending',
+            'attempts', 0, 'due_us', updated, 'updated_us', updated)
+        redis.call('ZADD', prefix .. 'deliveries', n, n)
+        redis.call('ZADD', prefix .. 'due:' .. target, updated, n)
+    end
+    i = i + 6 + targets
+end
+if first > 13 then
+    redis.call('PUBLISH', prefix .. 'events', '')
+end
 redis.call('HSET', KEYS[1], 'version', version, 'agent', ARGV[4], 'created_us', ARGV[7],
     'updated_us', updated, 'pending', ARGV[9], 'turn', ARGV[11])
 redis.call('ZADD', KEYS[3], updated, id)
@@ -222,6 +267,37 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _event(member: bytes) -> Event:
+    seq, event_id, kind, session_id, agent, at, data = member.split(b"\n", 6)
+    return Event(
+        id=event_id.decode(),
+        kind=kind.decode(),
+        session_id=session_id.decode(),
+        agent=agent.decode(),
+        at=_moment(at),
+        data=data,
+        seq=int(seq),
+    )
+
+
+def _delivery(row: list[Any]) -> Delivery:
+    number, flat, member = row
+    fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    error = fields.get("error")
+    lease = fields.get("lease")
+    return Delivery(
+        id=int(number),
+        target=_text(fields["target"]),
+        event=_event(member),
+        state=_text(fields["state"]),  # type: ignore[arg-type]
+        attempts=int(fields["attempts"]),
+        due_at=_moment(fields["due_us"]),
+        updated_at=_moment(fields["updated_us"]),
+        last_error=None if error is None else _text(error),
+        lease=None if lease is None else _text(lease),
+    )
+
+
 def _summary(session_id: str, fields: Mapping[str, bytes | str]) -> SessionSummary:
     owner = fields.get("owner")
     expiry = fields.get("expiry_us")
@@ -268,9 +344,21 @@ class RedisSessionStore:
         self.max_record_bytes = max_record_bytes
         self._scripts = {
             name: self._client.register_script(source)
-            for name, source in (("append", _APPEND), ("read", _READ), ("list", _LIST), ("delete", _DELETE))
+            for name, source in (
+                ("append", _APPEND),
+                ("read", _READ),
+                ("list", _LIST),
+                ("delete", _DELETE),
+                ("claim", CLAIM),
+                ("settle", SETTLE),
+                ("requeue", REQUEUE),
+                ("list_deliveries", LIST_DELIVERIES),
+                ("prune", PRUNE),
+            )
         }
         self._ready = False
+        self._signal = Signal()
+        self._subscriber: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<RedisSessionStore prefix={self.prefix!r}>"
@@ -304,6 +392,9 @@ class RedisSessionStore:
         # SET NX: the first process claims the (empty) prefix; everyone then reads what is there.
         await client.set(key, str(SCHEMA_VERSION), nx=True)
         found = await client.get(key)
+        if found in _UPGRADABLE:  # the new layout only adds keys: upgrading is naming it
+            await client.set(key, str(SCHEMA_VERSION))
+            found = str(SCHEMA_VERSION).encode()
         if found != str(SCHEMA_VERSION).encode():
             shown = found.decode(errors="replace") if isinstance(found, bytes) else found
             raise SchemaVersionError(
@@ -321,9 +412,14 @@ class RedisSessionStore:
     # -- the contract -------------------------------------------------------------------------
 
     async def append(
-        self, session_id: str, expected_version: int, entries: Sequence[LogEntry], summary: SessionSummary
+        self,
+        session_id: str,
+        expected_version: int,
+        entries: Sequence[LogEntry],
+        summary: SessionSummary,
+        events: Sequence[Event] = (),
     ) -> int:
-        check_entries(expected_version, entries, self.max_record_bytes)
+        check_entries(expected_version, entries, self.max_record_bytes, events)
         for entry in entries:
             if "\n" in entry.kind:
                 raise ValueError(f"record kind {entry.kind!r} contains a newline")
@@ -342,9 +438,18 @@ class RedisSessionStore:
             summary.pending,
             "" if summary.next_expiry is None else _us(summary.next_expiry),
             summary.turn,
-            *(e.kind.encode() + b"\n" + e.data for e in entries),
+            0,
         ]
+        for event in events:
+            for text in (event.id, event.kind, event.agent, session_id):
+                if "\n" in text:
+                    raise ValueError(f"an event's id, kind, agent and session id may not contain a newline: {text!r}")
+            args += [event.id, event.kind, event.agent, _us(event.at), event.data, len(event.targets), *event.targets]
+        args[11] = len(args) - 12
+        args += [e.kind.encode() + b"\n" + e.data for e in entries]
         applied, version = await self._run("append", f"appending to session {session_id!r}", keys, args)
+        if applied and events:
+            self._signal.fire()
         if not applied:
             raise VersionConflict(
                 f"session {session_id!r} is at version {version}, not {expected_version}",
@@ -426,7 +531,94 @@ class RedisSessionStore:
         )
         return bool(gone)
 
+    # -- the event stream and the outbox --------------------------------------------------------
+
+    async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
+        async with self._translated("reading events"):
+            client = await self._ready_client()
+            members = await client.zrangebyscore(f"{self.prefix}events", f"({after}", "+inf", start=0, num=limit)
+        return [_event(m) for m in members if isinstance(m, bytes)]
+
+    async def last_event(self) -> int:
+        async with self._translated("reading events"):
+            client = await self._ready_client()
+            found = await client.get(f"{self.prefix}event_seq")
+        return 0 if found is None else int(found)
+
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
+        try:
+            await self._subscribe()
+        except StoreError:  # not subscribed now: look again soon instead
+            max_wait = min(max_wait, 0.5)
+        await wait_after(self._signal, after, max_wait, self.last_event)
+
+    async def _subscribe(self) -> None:
+        if self._subscriber is not None and not self._subscriber.done():
+            return
+        async with self._translated("subscribing to events"):
+            client = await self._ready_client()
+            pubsub = client.pubsub()
+            await pubsub.subscribe(f"{self.prefix}events")
+        self._subscriber = asyncio.get_running_loop().create_task(self._listen(pubsub))
+
+    async def _listen(self, pubsub: Any) -> None:
+        try:
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    self._signal.fire()
+        except (RedisError, OSError):
+            pass  # the next wait subscribes again
+        finally:
+            self._signal.fire()
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()
+
+    async def claim_deliveries(
+        self, targets: Collection[str], now: datetime, lease: timedelta, limit: int = 50
+    ) -> list[Delivery]:
+        if not targets or limit <= 0:
+            return []
+        args = [self.prefix, _us(now), _us(now + lease), secrets.token_hex(8), limit, *targets]
+        rows = await self._run("claim", "claiming deliveries", [], args)
+        return sorted((_delivery(r) for r in rows), key=lambda d: d.id)
+
+    async def settle_delivery(
+        self, delivery: Delivery, now: datetime, *, error: str | None = None, retry_at: datetime | None = None
+    ) -> bool:
+        state = "delivered" if error is None else ("pending" if retry_at is not None else "failed")
+        args = [
+            self.prefix,
+            delivery.id,
+            delivery.lease or "",
+            state,
+            "" if retry_at is None else _us(retry_at),
+            _us(now),
+            "0" if error is None else "1",
+            error or "",
+        ]
+        return bool(await self._run("settle", "settling a delivery", [], args))
+
+    async def list_deliveries(
+        self, *, state: DeliveryState | None = None, target: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Delivery]:
+        if limit <= 0:
+            return []
+        args = [self.prefix, state or "", target or "", offset, limit, "0" if target is None else "1"]
+        rows = await self._run("list_deliveries", "listing deliveries", [], args)
+        return [_delivery(r) for r in rows]
+
+    async def requeue_delivery(self, delivery_id: int, now: datetime) -> bool:
+        return bool(await self._run("requeue", "requeueing a delivery", [], [self.prefix, delivery_id, _us(now)]))
+
+    async def prune_events(self, before: datetime) -> int:
+        return int(await self._run("prune", "pruning events", [], [self.prefix, _us(before)]))
+
     async def close(self) -> None:
+        subscriber, self._subscriber = self._subscriber, None
+        if subscriber is not None and not subscriber.done():
+            subscriber.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
+                await subscriber
         client, self._client = self._client, None
         if client is not None and self._owns_client:
             async with self._translated("closing"):

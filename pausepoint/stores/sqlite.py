@@ -10,18 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar
 
 from ..errors import SchemaVersionError, StoreError, VersionConflict
-from ._base import DEFAULT_MAX_RECORD_BYTES, LogEntry, LogSlice, SessionSummary, check_entries
+from ._base import (
+    DEFAULT_MAX_RECORD_BYTES,
+    Delivery,
+    DeliveryState,
+    Event,
+    LogEntry,
+    LogSlice,
+    SessionSummary,
+    check_entries,
+)
+from ._signal import Signal
 
 __all__ = ["SqliteSessionStore"]
 
-SCHEMA_VERSION = 1
+# 2 added the event stream and the delivery outbox; a version 1 file is upgraded in place.
+SCHEMA_VERSION = 2
+_UPGRADABLE = {"1"}
+# How often a reader of the event stream checks whether another process wrote to the file.
+_POLL_SECONDS = 0.05
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pausepoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,7 +66,40 @@ CREATE TABLE IF NOT EXISTS pausepoint_records (
     data BLOB NOT NULL,
     PRIMARY KEY (session_id, version)
 );
+-- A position is the rowid: the greatest plus one. Pruning always keeps the latest event, so a
+-- position is never handed out twice (AUTOINCREMENT would, at one more write per event).
+CREATE TABLE IF NOT EXISTS pausepoint_events (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    at_us INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pausepoint_deliveries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_seq INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    due_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    last_error TEXT,
+    lease TEXT
+);
+CREATE INDEX IF NOT EXISTS pausepoint_deliveries_due ON pausepoint_deliveries (target, due_us)
+    WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS pausepoint_deliveries_state ON pausepoint_deliveries (state, id);
 """
+
+_DELIVERY_COLUMNS = (
+    "d.id, d.target, d.state, d.attempts, d.due_us, d.updated_us, d.last_error, d.lease, "
+    "e.seq, e.id, e.kind, e.session_id, e.agent, e.at_us, e.data"
+)
+_DELIVERIES = (
+    f"SELECT {_DELIVERY_COLUMNS} FROM pausepoint_deliveries AS d JOIN pausepoint_events AS e ON e.seq = d.event_seq"
+)
 
 _SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn"
 
@@ -81,6 +129,34 @@ def _summary(row: tuple[object, ...]) -> SessionSummary:
     )
 
 
+def _event(row: tuple[object, ...]) -> Event:
+    seq, event_id, kind, session_id, agent, at, data = row
+    return Event(
+        id=str(event_id),
+        kind=str(kind),
+        session_id=str(session_id),
+        agent=str(agent),
+        at=_moment(int(at)),  # type: ignore[call-overload]
+        data=bytes(data),  # type: ignore[call-overload]
+        seq=int(seq),  # type: ignore[call-overload]
+    )
+
+
+def _delivery(row: tuple[object, ...]) -> Delivery:
+    number, target, state, attempts, due, updated, error, lease = row[:8]
+    return Delivery(
+        id=int(number),  # type: ignore[call-overload]
+        target=str(target),
+        event=_event(row[8:]),
+        state=state,  # type: ignore[arg-type]
+        attempts=int(attempts),  # type: ignore[call-overload]
+        due_at=_moment(int(due)),  # type: ignore[call-overload]
+        updated_at=_moment(int(updated)),  # type: ignore[call-overload]
+        last_error=None if error is None else str(error),
+        lease=None if lease is None else str(lease),
+    )
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
@@ -106,6 +182,7 @@ class SqliteSessionStore:
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
+        self._signal = Signal()
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -125,6 +202,10 @@ class SqliteSessionStore:
             row = conn.execute("SELECT value FROM pausepoint_meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO pausepoint_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif row[0] in _UPGRADABLE:  # the statements above added what the newer version has
+                conn.execute(
+                    "UPDATE pausepoint_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+                )
             elif row[0] != str(SCHEMA_VERSION):
                 raise SchemaVersionError(
                     f"{self.path} holds pausepoint schema version {row[0]}; this version of pausepoint "
@@ -163,9 +244,14 @@ class SqliteSessionStore:
     # -- the contract -------------------------------------------------------------------------
 
     async def append(
-        self, session_id: str, expected_version: int, entries: Sequence[LogEntry], summary: SessionSummary
+        self,
+        session_id: str,
+        expected_version: int,
+        entries: Sequence[LogEntry],
+        summary: SessionSummary,
+        events: Sequence[Event] = (),
     ) -> int:
-        check_entries(expected_version, entries, self.max_record_bytes)
+        check_entries(expected_version, entries, self.max_record_bytes, events)
         new_version = expected_version + len(entries)
         params = (
             summary.agent,
@@ -202,13 +288,29 @@ class SqliteSessionStore:
                     "INSERT INTO pausepoint_records (session_id, version, kind, data) VALUES (?, ?, ?, ?)",
                     [(session_id, e.version, e.kind, e.data) for e in entries],
                 )
+                for event in events:
+                    seq = conn.execute(
+                        "INSERT INTO pausepoint_events (id, kind, session_id, agent, at_us, data) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (event.id, event.kind, event.session_id, event.agent, _us(event.at), event.data),
+                    ).lastrowid
+                    if event.targets:
+                        due = _us(summary.updated_at)
+                        conn.executemany(
+                            "INSERT INTO pausepoint_deliveries (event_seq, target, state, attempts, due_us, "
+                            "updated_us) VALUES (?, ?, 'pending', 0, ?, ?)",
+                            [(seq, target, due, due) for target in event.targets],
+                        )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             return new_version
 
-        return await self._run(op)
+        version = await self._run(op)
+        if events:
+            self._signal.fire()
+        return version
 
     async def read(
         self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
@@ -303,3 +405,139 @@ class SqliteSessionStore:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    # -- the event stream and the outbox --------------------------------------------------------
+
+    async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
+        def op(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                "SELECT seq, id, kind, session_id, agent, at_us, data FROM pausepoint_events WHERE seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (after, limit),
+            ).fetchall()
+            return [_event(r) for r in rows]
+
+        return await self._run(op)
+
+    async def last_event(self) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT max(seq) FROM pausepoint_events").fetchone()
+            return 0 if row is None or row[0] is None else int(row[0])
+
+        return await self._run(op)
+
+    async def wait_for_events(self, after: int, max_wait: float) -> None:
+        # Another process's commit shows as a change of data_version: cheap to poll, no I/O.
+        deadline = time.monotonic() + max_wait
+        generation = self._signal.generation
+        seen = await self._run(_data_version)
+        if await self.last_event() > after:
+            return
+        while (remaining := deadline - time.monotonic()) > 0:
+            await self._signal.wait(generation, min(remaining, _POLL_SECONDS))
+            if self._signal.generation != generation or await self._run(_data_version) != seen:
+                return
+
+    async def claim_deliveries(
+        self, targets: Collection[str], now: datetime, lease: timedelta, limit: int = 50
+    ) -> list[Delivery]:
+        names = list(targets)
+        if not names or limit <= 0:
+            return []
+        token = secrets.token_hex(8)
+        marks = ", ".join("?" * len(names))
+
+        def op(conn: sqlite3.Connection) -> list[Delivery]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "UPDATE pausepoint_deliveries SET due_us = ?, lease = ? WHERE id IN (SELECT id FROM "
+                    f"pausepoint_deliveries WHERE state = 'pending' AND target IN ({marks}) AND due_us <= ? "
+                    "ORDER BY due_us, id LIMIT ?)",
+                    (_us(now + lease), token, *names, _us(now), limit),
+                )
+                rows = conn.execute(_DELIVERIES + " WHERE d.lease = ? ORDER BY d.id", (token,)).fetchall()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return [_delivery(r) for r in rows]
+
+        return await self._run(op)
+
+    async def settle_delivery(
+        self, delivery: Delivery, now: datetime, *, error: str | None = None, retry_at: datetime | None = None
+    ) -> bool:
+        state = "delivered" if error is None else ("pending" if retry_at is not None else "failed")
+        due = None if state != "pending" or retry_at is None else _us(retry_at)
+
+        def op(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "UPDATE pausepoint_deliveries SET state = ?, attempts = attempts + 1, "
+                    "due_us = coalesce(?, due_us), updated_us = ?, last_error = ?, lease = NULL "
+                    "WHERE id = ? AND lease = ? AND state = 'pending'",
+                    (state, due, _us(now), error, delivery.id, delivery.lease),
+                ).rowcount
+                == 1
+            )
+
+        return await self._run(op)
+
+    async def list_deliveries(
+        self, *, state: DeliveryState | None = None, target: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Delivery]:
+        where: list[str] = []
+        args: list[object] = []
+        if state is not None:
+            where.append("d.state = ?")
+            args.append(state)
+        if target is not None:
+            where.append("d.target = ?")
+            args.append(target)
+        sql = _DELIVERIES + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY d.id DESC LIMIT ? OFFSET ?"
+
+        def op(conn: sqlite3.Connection) -> list[Delivery]:
+            return [_delivery(r) for r in conn.execute(sql, (*args, limit, offset)).fetchall()]
+
+        return await self._run(op)
+
+    async def requeue_delivery(self, delivery_id: int, now: datetime) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "UPDATE pausepoint_deliveries SET state = 'pending', attempts = 0, due_us = ?, updated_us = ?, "
+                    "lease = NULL WHERE id = ? AND state = 'failed'",
+                    (_us(now), _us(now), delivery_id),
+                ).rowcount
+                == 1
+            )
+
+        return await self._run(op)
+
+    async def prune_events(self, before: datetime) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "DELETE FROM pausepoint_deliveries WHERE state = 'delivered' AND event_seq IN "
+                    "(SELECT seq FROM pausepoint_events WHERE at_us < ?)",
+                    (_us(before),),
+                )
+                gone = conn.execute(
+                    "DELETE FROM pausepoint_events WHERE at_us < ? AND NOT EXISTS "
+                    "(SELECT 1 FROM pausepoint_deliveries AS d WHERE d.event_seq = pausepoint_events.seq) "
+                    "AND seq < (SELECT max(seq) FROM pausepoint_events)",
+                    (_us(before),),
+                ).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return int(gone)
+
+        return await self._run(op)
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])

@@ -41,7 +41,7 @@ def sse(text: str) -> list[tuple[str, Any]]:
 
 async def test_every_surface_shows_a_pause_with_the_same_view(served, http):
     feed: list = []
-    listening = asyncio.create_task(read_events(http, served.bank + "/v1/feed", ALICE, 2, feed))
+    listening = asyncio.create_task(read_events(http, served.bank + "/v1/feed", ALICE, 4, feed))
     await asyncio.sleep(0.5)
     streamed = await http.post(
         served.bank + "/v1/agents/bankingAgent/sessions",
@@ -75,8 +75,8 @@ async def test_every_surface_shows_a_pause_with_the_same_view(served, http):
     assert entry["call_ref"] in [p.get("ref") for m in history for p in m["parts"] if p["kind"] == "tool_request"]
 
     await asyncio.wait_for(listening, 10)
-    assert [name for name, _ in feed] == ["pause", "answer"]
-    assert feed[0][1]["interrupt"]["view"] == TRANSFER_VIEW and feed[1][1]["entry"]["view"] == TRANSFER_VIEW
+    assert [name for name, _ in feed] == ["pause", "turn_end", "answer", "turn_end"]
+    assert feed[0][1]["interrupt"]["view"] == TRANSFER_VIEW and feed[2][1]["entry"]["view"] == TRANSFER_VIEW
 
 
 @pytest.fixture

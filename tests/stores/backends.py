@@ -69,6 +69,13 @@ class Backend:
         """Make the place claim pausepoint schema ``value`` (a store must have used it before)."""
         raise NotImplementedError
 
+    async def schema_version(self) -> str:
+        raise NotImplementedError
+
+    async def make_version_1(self) -> None:
+        """Turn the place back into what pausepoint's schema version 1 made (no events, no outbox)."""
+        raise NotImplementedError
+
     def hold_writes(self, session_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """While entered, appends to ``session_id`` wait (reads may too); they proceed on exit.
 
@@ -107,6 +114,16 @@ class SqliteBackend(Backend):
         with sqlite3.connect(self.path) as conn:
             conn.execute("UPDATE pausepoint_meta SET value = ? WHERE key = 'schema_version'", (value,))
         conn.close()
+
+    async def schema_version(self) -> str:
+        with contextlib.closing(sqlite3.connect(self.path)) as conn:
+            return str(conn.execute("SELECT value FROM pausepoint_meta WHERE key = 'schema_version'").fetchone()[0])
+
+    async def make_version_1(self) -> None:
+        with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
+            conn.execute("DROP TABLE pausepoint_events")
+            conn.execute("DROP TABLE pausepoint_deliveries")
+            conn.execute("UPDATE pausepoint_meta SET value = '1' WHERE key = 'schema_version'")
 
     @contextlib.asynccontextmanager
     async def hold_writes(self, session_id: str) -> AsyncIterator[None]:
@@ -147,6 +164,23 @@ class PostgresBackend(Backend):
     async def set_schema_version(self, value: str) -> None:
         await self._execute(f"UPDATE {self.quoted}.pausepoint_meta SET value = $1 WHERE key = 'schema_version'", value)
 
+    async def schema_version(self) -> str:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url)
+        try:
+            return str(
+                await conn.fetchval(f"SELECT value FROM {self.quoted}.pausepoint_meta WHERE key = 'schema_version'")
+            )
+        finally:
+            await conn.close()
+
+    async def make_version_1(self) -> None:
+        await self._execute(
+            f"DROP TABLE {self.quoted}.pausepoint_events; DROP TABLE {self.quoted}.pausepoint_deliveries; "
+            f"UPDATE {self.quoted}.pausepoint_meta SET value = '1' WHERE key = 'schema_version'"
+        )
+
     @contextlib.asynccontextmanager
     async def hold_writes(self, session_id: str) -> AsyncIterator[None]:
         import asyncpg
@@ -183,6 +217,22 @@ class RedisBackend(Backend):
 
         async with aioredis.Redis.from_url(self.url) as client:
             await client.set(self.prefix + "schema_version", value)
+
+    async def schema_version(self) -> str:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            return (await client.get(self.prefix + "schema_version")).decode()
+
+    async def make_version_1(self) -> None:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            outbox = [key async for key in client.scan_iter(match=self.prefix + "event*", count=1000)]
+            outbox += [key async for key in client.scan_iter(match=self.prefix + "deliver*", count=1000)]
+            if outbox:
+                await client.delete(*outbox)
+            await client.set(self.prefix + "schema_version", "1")
 
     @contextlib.asynccontextmanager
     async def hold_writes(self, session_id: str) -> AsyncIterator[None]:

@@ -1,0 +1,139 @@
+"""Events: what the runtime announces of the records a turn appends, and the JSON body they show.
+
+Each append carries an ``Event`` for every record worth announcing, written by the store in the
+same transaction as the records (``stores.Event``):
+
+    CallPaused                      -> "pause"
+    CallAnswered (expire)           -> "expiry"
+    CallAnswered (any other)        -> "answer"
+    TurnEnded                       -> "turn_end"
+
+Making one costs next to nothing on the hot path: its data is the record's JSON, already encoded
+for the log, in a small envelope with the session's owner (and, for an answer, the input of the
+pause it answered; for a turn end, the refs of the calls left paused). Readers (the SSE feed,
+the webhook sender) turn it into the public body (``event_body``) when they read it, with the
+pause's ``view`` when they know the agent::
+
+    {"id", "type", "at", "agent", "session_id", "owner", ...}
+      pause:     "interrupt": PendingInterrupt (+ "view")
+      answer, expiry: "entry": AuditEntry (+ "view")
+      turn_end:  "turn", "finish_reason", "open_refs" (the paused calls' refs), "error"
+
+No message text is ever in an event: a receiver reads what it needs through the API.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from pydantic import TypeAdapter
+
+from ._records import CallAnswered, CallPaused, Record, TurnEnded
+from ._rest import AUDIT, INTERRUPTS, dump
+from ._session import SessionState
+from ._views import answered_pause, audit_entry, pending_interrupt
+from .stores import Event, LogEntry
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["EVENT_KINDS", "EventKind", "announce", "event_body", "new_event_id"]
+
+# An event id: this process's random 64 bits, then a counter. Unique across processes without
+# asking the OS for randomness per event.
+_PROCESS = secrets.token_hex(8)
+_COUNTER = itertools.count(1)
+
+
+def new_event_id() -> str:
+    return f"{_PROCESS}{next(_COUNTER):08x}"
+
+
+EventKind: TypeAlias = Literal["pause", "answer", "expiry", "turn_end"]
+EVENT_KINDS: tuple[EventKind, ...] = ("pause", "answer", "expiry", "turn_end")
+
+
+@dataclass(slots=True)
+class _Envelope:
+    owner: str | None
+    record: Record
+    input: Any = None  # an answer's: the input of the pause it answered
+    open: list[str] | None = None  # a turn end's: the refs of the calls left paused
+
+
+_ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
+
+
+def announce(
+    state: SessionState,
+    records: Sequence[Record],
+    entries: Sequence[LogEntry],
+    now: datetime,
+    targets: Mapping[str, tuple[str, ...]],
+) -> list[Event]:
+    """The events of an append of ``records`` (encoded as ``entries``, already folded into
+    ``state``); ``targets`` maps an event kind to the webhooks that want it."""
+    events: list[Event] = []
+    head: bytes | None = None
+    for record, entry in zip(records, entries, strict=True):
+        kind = _KINDS.get(type(record))
+        if kind is None:
+            continue
+        if head is None:
+            owner = state.owner
+            head = b'{"owner":' + (b"null" if owner is None else json.dumps(owner).encode()) + b',"record":'
+        at, tail = now, b"}"
+        if isinstance(record, CallPaused):
+            at = record.at
+        elif isinstance(record, CallAnswered):
+            at = record.at
+            if record.decision == "expire":
+                kind = "expiry"
+            tail = b',"input":' + _INPUT.dump_json(state.pauses[record.ref].record.input) + b"}"
+        elif isinstance(record, TurnEnded):
+            calls = [state.pauses[pause].record.call_ref for pause in record.open_refs]
+            tail = b',"open":' + json.dumps(calls).encode() + b"}"
+        event = Event(new_event_id(), kind, state.session_id, state.agent, at, head + entry.data + tail, targets[kind])
+        events.append(event)
+    return events
+
+
+_INPUT: TypeAdapter[Any] = TypeAdapter(Any)
+
+
+_KINDS: dict[type[Any], EventKind] = {CallPaused: "pause", CallAnswered: "answer", TurnEnded: "turn_end"}
+
+
+def event_body(event: Event, agent: Agent | None = None) -> dict[str, Any]:
+    """The public JSON body of a stored event (what the feed and webhooks send); with the
+    event's ``agent``, a pause and an answer carry the pause's ``view`` (``Agent.view``)."""
+    envelope = _ENVELOPE.validate_json(event.data)
+    record = envelope.record
+    body: dict[str, Any] = {
+        "id": event.id,
+        "type": event.kind,
+        "at": event.at.isoformat(),
+        "agent": event.agent,
+        "session_id": event.session_id,
+        "owner": envelope.owner,
+    }
+    if isinstance(record, CallPaused):
+        pause = pending_interrupt(record)
+        body["interrupt"] = dump(INTERRUPTS, [pause])[0]
+        if agent is not None:
+            body["interrupt"]["view"] = asdict(agent.view(pause))
+    elif isinstance(record, CallAnswered):
+        entry = replace(audit_entry(record), input=envelope.input)
+        body["entry"] = dump(AUDIT, [entry])[0]
+        if agent is not None:
+            body["entry"]["view"] = asdict(agent.view(answered_pause(entry)))
+    elif isinstance(record, TurnEnded):
+        open_refs = envelope.open if envelope.open is not None else record.open_refs
+        body.update(turn=record.turn, finish_reason=record.finish_reason, open_refs=open_refs, error=record.error)
+    return body

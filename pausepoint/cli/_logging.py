@@ -1,0 +1,66 @@
+"""``--log-level`` and ``--log-format``: where the server's logs go, as text or JSON lines.
+
+Both go to stderr. The ``pausepoint`` loggers (the request log is ``pausepoint.server.access``,
+webhooks ``pausepoint.webhooks``) and uvicorn's own take the level. uvicorn's access log is
+always off: it prints query strings, which may hold a token; pausepoint's request log does not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["LEVELS", "JsonFormatter", "add_arguments", "configure"]
+
+LEVELS = ("debug", "info", "warning", "error")
+
+# Attributes every LogRecord has; anything else was passed as ``extra`` and becomes a field.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and the record's extra fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def add_arguments(parser: Any, *, default: str) -> None:
+    parser.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        default=default,
+        help="what to log (default: %(default)s; info logs each request)",
+    )
+    parser.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="log lines as text or JSON (default: text)"
+    )
+
+
+def configure(level: str, log_format: str) -> None:
+    """Send pausepoint's and uvicorn's logs to stderr at ``level``, as text or JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("pausepoint", "uvicorn"):
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.setLevel(level.upper())
+        logger.propagate = False
+    logging.getLogger("uvicorn.access").disabled = True

@@ -1,0 +1,136 @@
+"""What operators use: ``/healthz``, ``/readyz``, ``/metrics`` and the outbox's deliveries.
+
+``/healthz`` says the process serves requests; ``/readyz`` that every store answers (a 503
+naming the failing backend otherwise), for load balancers and orchestrators. Neither needs
+credentials, nor does ``/metrics`` (Prometheus text format, when metrics are on): expose them
+to your infrastructure, not to the internet. The deliveries (``GET /v1/ops/deliveries``,
+``POST /v1/ops/deliveries/{id}/retry``) are for the principals named ``operators``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .._app import Pausepoint
+from ..errors import Forbidden, InvalidRequest, NotFound
+from ..stores import Delivery, SessionStore
+from ._errors import dumps, guarded
+from ._service import Service
+
+__all__ = ["ops_routes", "stores_of"]
+
+_READY_TIMEOUT = 5.0
+_STATES = ("pending", "delivered", "failed")
+
+
+def stores_of(ai: Pausepoint) -> list[SessionStore]:
+    """The app's distinct stores, in the order of its agents."""
+    found: dict[int, SessionStore] = {}
+    for agent in ai.agents.values():
+        found.setdefault(id(agent.store), agent.store)
+    return list(found.values())
+
+
+def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) -> list[Route]:
+    stores = stores_of(service.ai)
+    allowed = frozenset(operators)
+
+    async def healthz(_request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def readyz(_request: Request) -> Response:
+        checks = await asyncio.gather(*(_check(store) for store in stores))
+        ready = all(c["ok"] for c in checks)
+        return _json({"status": "ready" if ready else "unavailable", "stores": checks}, 200 if ready else 503)
+
+    async def metrics_page(_request: Request) -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    async def deliveries(request: Request) -> Response:
+        await _operator(request)
+        state = request.query_params.get("state")
+        if state is not None and state not in _STATES:
+            raise InvalidRequest(f"query parameter 'state' must be one of {', '.join(_STATES)}")
+        limit = _int(request, "limit", 100, 1, service.limits.max_page)
+        target = request.query_params.get("webhook")
+        found: list[dict[str, Any]] = []
+        for index, store in enumerate(stores):
+            for delivery in await store.list_deliveries(state=state, target=target, limit=limit):  # type: ignore[arg-type]
+                found.append(_delivery(index, delivery))
+        found.sort(key=lambda d: d["updated_at"], reverse=True)
+        return _json({"deliveries": found[:limit]})
+
+    async def retry(request: Request) -> Response:
+        await _operator(request)
+        key = request.path_params["delivery"]
+        index, _, number = key.partition("-")
+        if not (index.isdigit() and number.isdigit() and int(index) < len(stores)):
+            raise NotFound(f"no delivery {key!r}")
+        if not await stores[int(index)].requeue_delivery(int(number), service.ai.clock()):
+            raise NotFound(f"no failed delivery {key!r}")
+        return _json({"id": key, "state": "pending"})
+
+    async def _operator(request: Request) -> str:
+        principal = await service.principal(request)
+        if principal not in allowed:
+            raise Forbidden(f"{principal!r} is not an operator of this server")
+        return principal
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/v1/ops/deliveries", guarded(deliveries), methods=["GET"]),
+        Route("/v1/ops/deliveries/{delivery}/retry", guarded(retry), methods=["POST"]),
+    ]
+    if metrics is not None:
+        routes.append(Route("/metrics", metrics_page, methods=["GET"]))
+    return routes
+
+
+async def _check(store: SessionStore) -> dict[str, Any]:
+    backend = type(store).__name__
+    try:
+        await asyncio.wait_for(store.get_summary("pausepoint-readyz"), _READY_TIMEOUT)
+    except Exception as exc:  # any failure means "not ready"; its code, not its message (no DSNs)
+        return {"backend": backend, "ok": False, "error": str(getattr(exc, "code", type(exc).__name__))}
+    return {"backend": backend, "ok": True}
+
+
+def _delivery(index: int, delivery: Delivery) -> dict[str, Any]:
+    event = delivery.event
+    return {
+        "id": f"{index}-{delivery.id}",
+        "webhook": delivery.target,
+        "state": delivery.state,
+        "attempts": delivery.attempts,
+        "due_at": delivery.due_at.isoformat(),
+        "updated_at": delivery.updated_at.isoformat(),
+        "last_error": delivery.last_error,
+        "event": {
+            "id": event.id,
+            "type": event.kind,
+            "at": event.at.isoformat(),
+            "agent": event.agent,
+            "session_id": event.session_id,
+        },
+    }
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise InvalidRequest(f"query parameter {name!r} must be an integer from {low} to {high}")
+    return int(value)
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(dumps(value), status_code=status, media_type="application/json")

@@ -1,0 +1,197 @@
+"""``WebhookSender``: drains the outbox — claims due deliveries, POSTs them signed, settles them.
+
+Every server process may run one (``create_app`` does when the app has webhooks): a claim
+leases its deliveries, so processes never send the same delivery at the same time; a process
+that dies mid-delivery leaves its lease to run out, and the delivery is sent again by whoever
+claims it next (at least once; receivers de-duplicate on the event id). A failed attempt is due
+again after the webhook's backoff; after ``max_attempts`` the delivery is ``failed`` and stays
+in the outbox (``GET /v1/ops/deliveries?state=failed``, ``POST .../retry``).
+
+It wakes when the store announces new events (any process), when a retry it scheduled is due,
+and every ``interval`` seconds (for retries scheduled by other processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import httpx
+
+from .._app import Pausepoint
+from .._events import event_body
+from ..stores import Delivery, SessionStore
+from ..webhooks import Webhook, sign, slack_text
+
+__all__ = ["WebhookSender"]
+
+log = logging.getLogger("pausepoint.webhooks")
+
+try:
+    _AGENT = f"pausepoint/{version('pausepoint')}"
+except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+    _AGENT = "pausepoint"
+
+
+class WebhookSender:
+    """Sends the outbox of every store of ``ai`` to the app's webhooks.
+
+    ``lease`` is how long a claimed delivery is this sender's alone (longer than any webhook's
+    timeout); ``batch`` how many deliveries one claim takes; ``interval`` the longest sleep.
+    ``transport`` replaces httpx's network transport (tests, proxies).
+    """
+
+    def __init__(
+        self,
+        ai: Pausepoint,
+        *,
+        lease: float = 60.0,
+        batch: int = 20,
+        interval: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.ai = ai
+        self.lease = timedelta(seconds=lease)
+        self.batch = batch
+        self.interval = interval
+        self.webhooks: dict[str, Webhook] = {w.name: w for w in ai.all_webhooks()}
+        targets: dict[int, tuple[SessionStore, set[str]]] = {}
+        for agent in ai.agents.values():
+            names = {w.name for w in agent.webhooks}
+            if names:
+                targets.setdefault(id(agent.store), (agent.store, set()))[1].update(names)
+        self._stores = [(store, sorted(names)) for store, names in targets.values()]
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._retries: list[float] = []  # monotonic times of retries this sender scheduled
+
+    def ensure_running(self) -> None:
+        """Start sending in the running loop, unless there is nothing to send or it runs already."""
+        if not self._stores or any(not t.done() for t in self._tasks):
+            return
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run(store, targets)) for store, targets in self._stores]
+
+    async def close(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def send_due(self) -> int:
+        """One pass over every store: send what is due now. Returns how many were attempted."""
+        sent = 0
+        for store, targets in self._stores:
+            sent += await self._send_due(store, targets)
+        return sent
+
+    async def _run(self, store: SessionStore, targets: list[str]) -> None:
+        while True:
+            try:
+                head = await store.last_event()
+                if await self._send_due(store, targets) >= self.batch:
+                    continue  # more may be due
+                await store.wait_for_events(head, self._next_wait())
+            except Exception:  # a store or network hiccup must not end the sending for good
+                log.exception("sending webhooks failed; trying again in %ss", self.interval)
+                await asyncio.sleep(self.interval)
+
+    def _next_wait(self) -> float:
+        now = time.monotonic()
+        self._retries = [t for t in self._retries if t > now]
+        return min([self.interval, *(t - now for t in self._retries)])
+
+    async def _send_due(self, store: SessionStore, targets: list[str]) -> int:
+        claimed = await store.claim_deliveries(targets, self.ai.clock(), self.lease, self.batch)
+        if claimed:
+            await asyncio.gather(*(self._deliver(store, d) for d in claimed))
+        return len(claimed)
+
+    async def _deliver(self, store: SessionStore, delivery: Delivery) -> None:
+        webhook = self.webhooks.get(delivery.target)
+        if webhook is None:  # pragma: no cover - claims name only the webhooks we know
+            return
+        attempt = delivery.attempts + 1
+        error = await self._post(webhook, delivery, attempt)
+        now = self.ai.clock()
+        retry_at = None
+        if error is not None and attempt < webhook.max_attempts:
+            delay = webhook.retry_delay(attempt)
+            retry_at = now + timedelta(seconds=delay)
+            self._retries.append(time.monotonic() + delay)
+        settled = await store.settle_delivery(delivery, now, error=error, retry_at=retry_at)
+        outcome = "delivered" if error is None else ("retry" if retry_at is not None else "failed")
+        report: Callable[[str, str], None] | None = getattr(self.ai.telemetry.metrics, "webhook_attempted", None)
+        if report is not None:
+            report(webhook.name, outcome)
+        if error is None:
+            log.info("webhook %s: delivered %s event %s", webhook.name, delivery.event.kind, delivery.event.id)
+        elif retry_at is not None:
+            log.warning(
+                "webhook %s: attempt %d for event %s failed (%s); trying again at %s",
+                webhook.name,
+                attempt,
+                delivery.event.id,
+                error,
+                retry_at.isoformat(),
+            )
+        else:
+            log.error(
+                "webhook %s: event %s failed after %d attempts (%s); see GET /v1/ops/deliveries?state=failed",
+                webhook.name,
+                delivery.event.id,
+                attempt,
+                error,
+            )
+        if not settled:
+            log.warning("webhook %s: the lease on event %s ran out before it was settled", webhook.name, delivery.id)
+
+    async def _post(self, webhook: Webhook, delivery: Delivery, attempt: int) -> str | None:
+        """Send one attempt; the error that made it fail, or None when the receiver took it."""
+        event = delivery.event
+        try:
+            body = event_body(event, self.ai.agents.get(event.agent))
+        except ValueError as exc:  # pragma: no cover - written by a newer pausepoint
+            return f"the event cannot be read: {exc}"
+        payload = {"text": slack_text(body)} if webhook.format == "slack" else body
+        content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        stamp = int(time.time())
+        headers = {
+            **webhook.headers,
+            "Content-Type": "application/json",
+            "User-Agent": _AGENT,
+            "Pausepoint-Event-Id": event.id,
+            "Pausepoint-Event-Type": event.kind,
+            "Pausepoint-Timestamp": str(stamp),
+            "Pausepoint-Attempt": str(attempt),
+        }
+        if webhook.secret:
+            headers["Pausepoint-Signature"] = sign(webhook.secret, content, stamp)
+        try:
+            reply = await self._http().post(webhook.url, content=content, headers=headers, timeout=webhook.timeout)
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if 200 <= reply.status_code < 300:
+            return None
+        return f"HTTP {reply.status_code}"
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            options: dict[str, Any] = {"follow_redirects": False}
+            if self._transport is not None:
+                options["transport"] = self._transport
+            self._client = httpx.AsyncClient(**options)
+        return self._client

@@ -1,0 +1,104 @@
+"""Operating ``pausepoint serve``: the request log (JSON, no tokens, no answers), health, metrics."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cli.conftest import ROOT, cli_env
+
+TOKEN = "s3cret-token-do-not-log"
+PAYLOAD = "feedback-that-must-not-be-logged"
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pausepoint", *args],
+        cwd=ROOT,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_path):
+    args = ["serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--token", "ops=ops-token"]
+    args += ["--operator", "ops", "--metrics", "--log-format", "json", "--store", f"sqlite:///{tmp_path / 's.db'}"]
+    proc = start(*args)
+    try:
+        assert proc.stdout is not None
+        printed = ""
+        for line in proc.stdout:
+            printed += line
+            if line.startswith("Ctrl+C"):
+                break
+        base = re.search(r"at (http://127\.0\.0\.1:\d+)", printed)[1]
+        alice = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            assert (await http.get("/healthz")).json() == {"status": "ok"}
+            ready = (await http.get("/readyz")).json()
+            assert ready["status"] == "ready" and ready["stores"][0]["ok"] is True
+            body = (
+                await http.post(
+                    "/v1/agents/bankingAgent/sessions", json={"message": "Transfer $9 to x."}, headers=alice
+                )
+            ).json()
+            session = f"/v1/agents/bankingAgent/sessions/{body['session_id']}"
+            ref = body["interrupts"][0]["ref"]
+            answer = {"output": {"approved": True, "feedback": PAYLOAD}}
+            done = await http.post(f"{session}/interrupts/{ref}/respond", json=answer, headers=alice)
+            assert done.json()["finish_reason"] == "stop"
+            assert (await http.get(f"/v1/agents?token={TOKEN}")).status_code == 401  # a token in the query
+            assert (
+                await http.get("/v1/ops/deliveries", headers={"Authorization": "Bearer ops-token"})
+            ).status_code == 200
+            scraped = await http.get("/metrics")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+
+    assert scraped.headers["content-type"].startswith("text/plain")
+    found = samples(scraped.text)
+    assert value(found, "pausepoint_turns_total", agent="bankingAgent", finish_reason="interrupted") == 1
+    assert value(found, "pausepoint_turns_total", agent="bankingAgent", finish_reason="stop") == 1
+    assert value(found, "pausepoint_pauses_opened_total", agent="bankingAgent", tool="userApproval") == 1
+    resolved = {"agent": "bankingAgent", "tool": "userApproval", "decision": "respond"}
+    assert value(found, "pausepoint_pauses_resolved_total", **resolved) == 1
+    assert value(found, "pausepoint_pause_wait_seconds_count", agent="bankingAgent", tool="userApproval") == 1
+    assert value(found, "pausepoint_model_duration_seconds_count", agent="bankingAgent", model="scripted") == 3
+    assert value(found, "pausepoint_store_duration_seconds_count", backend="sqlite", operation="append") >= 2
+    route = "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/{action}"
+    assert value(found, "pausepoint_http_requests_total", method="POST", route=route, status="200") == 1
+
+    assert TOKEN not in err and PAYLOAD not in err and "token=" not in err
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    access = [
+        (e["method"], e["path"], e["status"], e["principal"])
+        for e in lines
+        if e["logger"] == "pausepoint.server.access"
+    ]
+    assert ("GET", "/healthz", 200, "-") in access
+    assert ("POST", "/v1/agents/bankingAgent/sessions", 200, "alice") in access
+    assert ("POST", f"{session}/interrupts/{ref}/respond", 200, "alice") in access
+    assert ("GET", "/v1/agents", 401, "-") in access
+    assert ("GET", "/v1/ops/deliveries", 200, "ops") in access
+    assert all(isinstance(e["duration_ms"], float) for e in lines if e["logger"] == "pausepoint.server.access")

@@ -1,0 +1,151 @@
+"""Webhooks over real HTTP on loopback: signed, retried, delivered at least once through the outbox."""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+import pytest
+
+from examples import banking
+from pausepoint.errors import PayloadTooLarge, WebhookSignatureError
+from pausepoint.server import WebhookSender
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.webhooks import Webhook, verify_signature
+from tests.server.conftest import ALICE
+from tests.server.harness import serve_in_thread
+from tests.server.ops_harness import OPERATOR, SECRET, Receiver, build_ops_app, serve_ops_process, until_up
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+async def pause(http: httpx.AsyncClient, base: str, amount: int = 5) -> dict:
+    reply = await http.post(
+        base + "/v1/agents/bankingAgent/sessions", json={"message": f"Transfer ${amount} to q."}, headers=ALICE
+    )
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+async def test_events_are_signed_and_verify(tmp_path):
+    receiver = Receiver()
+    with serve_in_thread(receiver.app) as hook_url:
+        config = {
+            "store": {"backend": "sqlite", "path": str(tmp_path / "s.db")},
+            "hooks": [{"name": "ops", "url": hook_url + "/hook"}],
+        }
+        with serve_in_thread(lambda: build_ops_app(config)) as base:
+            async with httpx.AsyncClient(timeout=30) as http:
+                body = await pause(http, base)
+                ref = body["interrupts"][0]["ref"]
+                received = await receiver.wait_for(2)
+    # The two events of the append are sent side by side: they may come in either order.
+    first, second = sorted(received, key=lambda r: r.headers["pausepoint-event-type"] != "pause")
+    events = [verify_signature(SECRET, r.body, r.headers) for r in (first, second)]
+    assert [e["type"] for e in events] == ["pause", "turn_end"]
+    assert events[0]["interrupt"]["ref"] == ref and events[0]["interrupt"]["name"] == "userApproval"
+    assert events[0]["interrupt"]["view"]["title"] == "Transfer $5 to q" and events[1]["open_refs"] == [ref]
+    assert events[0]["session_id"] == body["session_id"] and events[0]["owner"] == "alice"
+    assert events[0]["agent"] == "bankingAgent" and events[1]["finish_reason"] == "interrupted"
+    assert first.event_id == events[0]["id"] and first.headers["pausepoint-event-type"] == "pause"
+    assert first.headers["pausepoint-attempt"] == "1"
+    with pytest.raises(WebhookSignatureError):
+        verify_signature(SECRET, first.body.replace(b"alice", b"mallory"), first.headers)
+    with pytest.raises(WebhookSignatureError):
+        verify_signature("another secret", first.body, first.headers)
+    with pytest.raises(WebhookSignatureError):  # a replay, later than the tolerance
+        verify_signature(SECRET, first.body, first.headers, now=int(first.headers["pausepoint-timestamp"]) + 301)
+    assert verify_signature(["old", SECRET], first.body, first.headers)["id"] == first.event_id  # rotation
+
+
+async def test_a_failing_receiver_gets_the_same_event_again_until_it_takes_it(tmp_path):
+    receiver = Receiver(fail_first=3)
+    with serve_in_thread(receiver.app) as hook_url:
+        hook = {"name": "ops", "url": hook_url + "/hook", "events": ["pause"], "backoff": 0.01}
+        config = {"store": {"backend": "sqlite", "path": str(tmp_path / "s.db")}, "hooks": [hook]}
+        with serve_in_thread(lambda: build_ops_app(config)) as base:
+            async with httpx.AsyncClient(timeout=30) as http:
+                await pause(http, base)
+                tries = await receiver.wait_for(4)
+                reply = await http.get(base + "/v1/ops/deliveries?state=delivered", headers=OPERATOR)
+                while not reply.json()["deliveries"]:  # the fourth attempt is settled just after its reply
+                    await receiver.wait_for(4)
+                    reply = await http.get(base + "/v1/ops/deliveries?state=delivered", headers=OPERATOR)
+    assert len({t.event_id for t in tries}) == 1
+    assert [t.headers["pausepoint-attempt"] for t in tries] == ["1", "2", "3", "4"]
+    assert len({t.body for t in tries}) == 1 and tries[0].json["type"] == "pause"
+    [delivery] = reply.json()["deliveries"]
+    assert (delivery["webhook"], delivery["attempts"], delivery["state"]) == ("ops", 4, "delivered")
+    assert delivery["event"]["id"] == tries[0].event_id
+    assert len(receiver.received) == 4  # nothing more once it was taken
+
+
+async def test_failed_deliveries_are_shown_to_operators_and_sent_again_on_request(tmp_path):
+    receiver = Receiver(fail_first=2)
+    with serve_in_thread(receiver.app) as hook_url:
+        hook = {"name": "ops", "url": hook_url + "/hook", "events": ["pause"], "backoff": 0.01, "max_attempts": 2}
+        config = {"store": {"backend": "sqlite", "path": str(tmp_path / "s.db")}, "hooks": [hook]}
+        with serve_in_thread(lambda: build_ops_app(config)) as base:
+            async with httpx.AsyncClient(timeout=30) as http:
+                await pause(http, base)
+                await receiver.wait_for(2)
+                failed: list = []
+                while not failed:
+                    reply = await http.get(base + "/v1/ops/deliveries?state=failed", headers=OPERATOR)
+                    failed = reply.json()["deliveries"]
+                [delivery] = failed
+                assert (delivery["attempts"], delivery["last_error"]) == (2, "HTTP 500")
+                assert (await http.get(base + "/v1/ops/deliveries", headers=ALICE)).status_code == 403
+                retry = f"{base}/v1/ops/deliveries/{delivery['id']}/retry"
+                assert (await http.post(retry, headers=ALICE)).status_code == 403
+                assert (await http.post(retry, headers=OPERATOR)).json() == {"id": delivery["id"], "state": "pending"}
+                assert (await http.post(retry, headers=OPERATOR)).status_code == 404  # pending now, not failed
+                third = (await receiver.wait_for(3))[2]
+                bad = await http.get(base + "/v1/ops/deliveries?state=lost", headers=OPERATOR)
+    assert third.event_id == delivery["event"]["id"] and third.headers["pausepoint-attempt"] == "1"
+    assert bad.status_code == 400
+
+
+async def test_nothing_is_announced_for_an_append_that_failed(tmp_path):
+    store = SqliteSessionStore(tmp_path / "s.db", max_record_bytes=600)
+    receiver = Receiver()
+    with serve_in_thread(receiver.app) as hook_url:
+        hook = Webhook("ops", hook_url + "/hook", secret=SECRET, events=["pause", "turn_end"])
+        ai, agent = banking.build(store, webhooks=[hook])
+        sender = WebhookSender(ai)
+        try:
+            with pytest.raises(PayloadTooLarge):  # the pause's record is over the store's limit
+                # (a message a session can keep — each string within the record limit — in records that
+                # are not: the whole append fails)
+                await agent.chat(principal="alice").send("Transfer $5 to " + "q" * 540 + ".")
+            assert await store.list_deliveries() == [] and await store.read_events() == []
+            assert await sender.send_due() == 0
+            res = await agent.chat(principal="alice").send("Transfer $5 to q.")  # the next turn is announced
+            assert await sender.send_due() == 2
+            received = await receiver.wait_for(2)
+        finally:
+            await sender.close()
+            await store.close()
+    bodies = {r.json["type"]: r.json for r in received}  # sent side by side: in either order
+    assert sorted(bodies) == ["pause", "turn_end"]
+    assert bodies["pause"]["interrupt"]["ref"] == res.interrupts[0].ref
+    assert len(receiver.received) == 2
+
+
+async def test_a_server_killed_between_the_pause_and_the_delivery_delivers_after_restart(tmp_path):
+    receiver = Receiver(hang_first=1)  # the first attempt never gets its answer: the server dies first
+    with serve_in_thread(receiver.app) as hook_url:
+        hook = {"name": "ops", "url": hook_url + "/hook", "events": ["pause"]}
+        config = {"store": {"backend": "sqlite", "path": str(tmp_path / "s.db")}, "hooks": [hook], "lease": 1.0}
+        with serve_ops_process(config) as (base, first):
+            await until_up(base)
+            async with httpx.AsyncClient(timeout=30) as http:
+                body = await pause(http, base)
+            [attempt] = await receiver.wait_for(1)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        with serve_ops_process(config):  # a new process on the same file; the lease runs out
+            again = (await receiver.wait_for(2))[1]
+    assert attempt.event_id == again.event_id
+    assert again.json["interrupt"]["ref"] == body["interrupts"][0]["ref"]
+    assert again.headers["pausepoint-attempt"] == "1"  # the killed attempt was never settled
