@@ -33,7 +33,11 @@ __all__ = [
 ]
 
 AGENT_NAME = "bankingAgent"
-SYSTEM = "If the user wants to transfer money, ALWAYS use userApproval before transfer_money."
+SYSTEM = (
+    "You are a banking assistant. You move money only with the transfer_money tool, and before every transfer "
+    "you MUST first call the userApproval tool and wait for its answer. Never ask for approval in plain text: "
+    "call userApproval. Answer other questions in plain text."
+)
 
 
 class UserApprovalInput(BaseModel):

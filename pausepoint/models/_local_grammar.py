@@ -6,8 +6,10 @@ A local model answers in exactly one of two shapes (after at most a few leading 
   never be mistaken for a call or hide one in a code block;
 - tool calls, each ``{"name": "<tool>", "arguments": {...}}`` with ``arguments`` constrained to
   that tool's input schema, either inside ``<tool_call>...</tool_call>`` (the Hermes/Qwen
-  convention chat templates teach, a line break allowed inside the tags) or written as bare
-  JSON, as models trained on other formats do; one per message, or up to
+  convention chat templates teach, a line break allowed inside the tags), written as bare JSON
+  (as models trained on other formats do), or in doubled braces ``{{"name": ...}}``, the way
+  Qwen2.5's chat template shows the format (its example is a Jinja string, so the braces stay
+  doubled) and the model therefore likes to start a call; one per message, or up to
   ``MAX_PARALLEL_CALLS`` (one per line) when parallel calls are allowed.
 
 Why this shape rather than one JSON object for everything (``{"answer": "..."}``): a plain answer
@@ -83,7 +85,8 @@ def build_grammar(tools: Sequence[ToolDefinition], *, allow_text: bool, parallel
         f"root ::= lead ({'answer | calls' if allow_text else 'calls'})",
         _LEAD,
         "calls ::= call" + (f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""),
-        f'call ::= "{CALL_OPEN}" "\\n"? call-body "\\n"? "{CALL_CLOSE}" | call-body',
+        # tagged, bare, or in doubled braces as Qwen2.5's template shows it ({{"name": ...}})
+        f'call ::= "{CALL_OPEN}" "\\n"? call-body "\\n"? "{CALL_CLOSE}" | call-body | "{{" call-body "}}"',
         f"call-body ::= {' | '.join(alternatives)}",
     ]
     if allow_text:
@@ -111,7 +114,7 @@ def parse_arguments(raw: str) -> Any:
 
 # -- reading the output ------------------------------------------------------------------------
 
-_CALL_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*')
+_CALL_HEAD = re.compile(r'\s*(?:\{\s*)?\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*')
 
 
 @dataclass(slots=True)

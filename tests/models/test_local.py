@@ -76,11 +76,11 @@ def rules_of(grammar: str) -> dict[str, str]:
     return dict(line.split(" ::= ", 1) for line in grammar.splitlines())
 
 
-def test_grammar_offers_an_answer_or_one_call_of_each_tool_tagged_or_bare():
+def test_grammar_offers_an_answer_or_one_call_of_each_tool_tagged_bare_or_in_doubled_braces():
     rules = rules_of(fmt.build_grammar(BANKING_TOOLS, allow_text=True, parallel=False))
     assert rules["root"] == "lead (answer | calls)"
     assert rules["calls"] == "call"
-    assert rules["call"] == '"<tool_call>" "\\n"? call-body "\\n"? "</tool_call>" | call-body'
+    assert rules["call"] == '"<tool_call>" "\\n"? call-body "\\n"? "</tool_call>" | call-body | "{" call-body "}"'
     assert rules["call-body"] == "tool0-call | tool1-call"
     assert '"\\"userApproval\\""' in rules["tool0-call"] and "tool0-arguments" in rules["tool0-call"]
     assert '"\\"transfer_money\\""' in rules["tool1-call"]
@@ -224,15 +224,21 @@ def test_parser_reads_calls_in_any_chunking(size):
 def test_parser_reads_bare_and_tagged_calls_in_the_layouts_models_write(size):
     text = (
         '{"name": "userApproval", "arguments": {"action": "pay", "details": "{x}"}}\n'
-        '<tool_call>\n{"name": "transfer_money", "arguments": {"amount": 5, "to_account": "b"}}\n</tool_call>'
+        '<tool_call>\n{"name": "transfer_money", "arguments": {"amount": 5, "to_account": "b"}}\n</tool_call>\n'
+        '{{"name": "userApproval", "arguments": {"action": "}}", "details": ""}}}'
     )
     parser = fmt.OutputParser()
     events = feed_all(parser, "\n " + text, size)
     assert parser.mode == "calls"
-    assert [(c.name, c.complete) for c in parser.calls] == [("userApproval", True), ("transfer_money", True)]
+    assert [(c.name, c.complete) for c in parser.calls] == [
+        ("userApproval", True),
+        ("transfer_money", True),
+        ("userApproval", True),
+    ]
     assert json.loads(parser.calls[0].arguments) == {"action": "pay", "details": "{x}"}
     assert json.loads(parser.calls[1].arguments) == {"amount": 5, "to_account": "b"}
-    assert [e.call_name for e in events if e.call_name] == ["userApproval", "transfer_money"]
+    assert json.loads(parser.calls[2].arguments) == {"action": "}}", "details": ""}
+    assert [e.call_name for e in events if e.call_name] == ["userApproval", "transfer_money", "userApproval"]
 
 
 def test_parser_streams_text_at_once_and_drops_leading_blanks():
