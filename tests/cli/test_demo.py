@@ -112,6 +112,8 @@ def test_demo_on_smollm2_is_guided_and_says_so(tmp_path, terminals):
     child.expect_exact("paused: userApproval")
     child.expect_exact("choice> ")
     child.sendline("a")
+    child.expect_exact("[y/N] ")  # a transfer is high risk: the approval is confirmed
+    child.sendline("y")
     child.expect_exact("✓ transfer_money")
     child.expect(r"agent> \S")
     child.expect_exact("you> ")
