@@ -145,4 +145,4 @@ def test_a_users_strict_script_type_checks_against_the_installed_package(tmp_pat
     untyped = _mypy(script, python)
     assert untyped.returncode == 1, untyped.stdout + untyped.stderr
     assert "import-untyped" in untyped.stdout
-    assert 'module is installed, but missing library stubs or py.typed marker  [import-untyped]' in untyped.stdout
+    assert "module is installed, but missing library stubs or py.typed marker  [import-untyped]" in untyped.stdout
