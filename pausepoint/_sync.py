@@ -16,11 +16,12 @@ agent's session cache and the stores' connections belong to one loop at a time.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 from collections.abc import Awaitable, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._detach import TurnStatus
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
@@ -92,6 +93,9 @@ def run_sync(awaitable: Awaitable[T]) -> T:
     kept between calls (a store's connections, a turn running in the background) stays usable.
     Raises ``RuntimeError`` when called from code running on that loop itself (await instead).
     """
+
+    if inspect.iscoroutine(awaitable):  # run as it is (closed unawaited if refused)
+        return _PORTAL.run(cast("Coroutine[Any, Any, T]", awaitable))
 
     async def wrapper() -> T:
         return await awaitable
