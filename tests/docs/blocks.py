@@ -8,6 +8,8 @@ rendered page does not show:
   other pages) can import it, and then run as ``python NAME`` like any block.
 - ``<!-- docs: illustrative -->``: a sketch, not a program; not run (keep these few).
 - ``<!-- docs: needs VARIABLE -->``: runs only where ``VARIABLE`` is set (a cloud key).
+- ``<!-- docs: server ARGS -->``: runs while ``pausepoint serve ARGS`` serves (on a free port,
+  whose URL the block reads from ``PAUSEPOINT_URL``; the page shows the default port).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class Block:
     line: int  # the line of the opening fence, 1-based
     language: str
     code: str
-    directive: str = ""  # "file", "illustrative", "needs" or ""
+    directive: str = ""  # "file", "illustrative", "needs", "server" or ""
     argument: str = ""
 
     @property
@@ -64,7 +66,7 @@ def blocks(path: Path) -> list[Block]:
             previous -= 1
         if previous >= 0 and (marked := _DIRECTIVE.match(lines[previous].strip())) is not None:
             directive, argument = marked[1], marked[2]
-            if directive not in ("file", "illustrative", "needs"):
+            if directive not in ("file", "illustrative", "needs", "server"):
                 raise ValueError(f"{path}:{previous + 1}: unknown docs directive {directive!r}")
         found.append(Block(path, start + 1, opening[1], "\n".join(body) + "\n", directive, argument))
     return found

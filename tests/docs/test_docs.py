@@ -15,6 +15,7 @@ are not run. A failure names the page and line of its block.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,8 +59,10 @@ def _commands(block: Block) -> list[str]:
     return commands
 
 
-def _run_server(words: list[str], cwd: Path, where: str) -> str | None:
-    """Start a server command, wait for it to say it is ready, stop it. A problem, or None."""
+@contextlib.contextmanager
+def _serving(words: list[str], cwd: Path, where: str) -> Iterator[str]:
+    """Run a server command until the block is done; yields its URL. Raises ``Failed`` if it
+    does not say it is ready."""
     if "--port" in words:
         words[words.index("--port") + 1] = "0"
     else:
@@ -76,12 +80,26 @@ def _run_server(words: list[str], cwd: Path, where: str) -> str | None:
             output.append(line)
             if "Ctrl+C stops the server." in line or time.monotonic() > deadline:
                 break
-        if not any("Ctrl+C stops the server." in line for line in output):
-            return f"{where}: `{shlex.join(words)}` did not start:\n{''.join(output)}"
-        return None
+        urls = re.findall(r"(http://[\w.:]+)", "".join(output))
+        if not any("Ctrl+C stops the server." in line for line in output) or not urls:
+            raise Failed(f"{where}: `{shlex.join(words)}` did not start:\n{''.join(output)}")
+        yield urls[0]
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+class Failed(Exception):
+    """A block did not run as written (the message names its page and line)."""
+
+
+def _run_server(words: list[str], cwd: Path, where: str) -> str | None:
+    """Start a server command, wait for it to say it is ready, stop it. A problem, or None."""
+    try:
+        with _serving(words, cwd, where):
+            return None
+    except Failed as exc:
+        return str(exc)
 
 
 def _run_shell(block: Block, cwd: Path) -> list[str]:
@@ -117,13 +135,23 @@ def _run_shell(block: Block, cwd: Path) -> list[str]:
 
 
 def _run_python(block: Block, cwd: Path) -> str | None:
+    if block.directive == "server":
+        try:
+            with _serving(["pausepoint", "serve", *shlex.split(block.argument)], cwd, block.where) as url:
+                return _run_script(block, cwd, {"PAUSEPOINT_URL": url})
+        except Failed as exc:
+            return str(exc)
+    return _run_script(block, cwd, {})
+
+
+def _run_script(block: Block, cwd: Path, extra_env: dict[str, str]) -> str | None:
     name = block.argument if block.directive == "file" else f"block_{block.line}.py"
     script = cwd / name
     if block.directive != "file":
         script.write_text(block.code, encoding="utf-8")
     try:
         done = subprocess.run(
-            [sys.executable, name], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT
+            [sys.executable, name], cwd=cwd, env=_env() | extra_env, capture_output=True, text=True, timeout=TIMEOUT
         )
     except subprocess.TimeoutExpired:
         return f"{block.where}: did not finish in {TIMEOUT} s"
