@@ -1,4 +1,5 @@
-"""SPEC 2.3: a paused call is answered at most once — across tasks, agents and processes."""
+"""Exactly once: a paused call is answered at most once — across tasks, agents and processes; a
+retry with the same idempotency key gets the first outcome."""
 
 import asyncio
 import json

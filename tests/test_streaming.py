@@ -1,4 +1,4 @@
-"""SPEC 4: streamed turns — exact chunk sequences, pauses visible before the turn ends, and
+"""Streamed turns — exact chunk sequences, pauses visible before the turn ends, and
 consumers that stop reading without corrupting the session."""
 
 import asyncio
