@@ -108,7 +108,9 @@ class SyncChat:
 
     Get one with ``agent.chat().sync`` (or ``chat.sync`` for an existing chat). Each call runs
     the chat's async method on pausepoint's event loop (see ``run_sync``) and returns its
-    result; every error the async method raises is raised here, unchanged.
+    result; every error the async method raises is raised here, unchanged. ``detach`` has no
+    twin: ``run_sync(chat.detach(...))`` starts one, and its ``DetachedTurn`` is awaited the
+    same way (``run_sync(turn.wait())``).
     """
 
     def __init__(self, chat: Chat) -> None:

@@ -166,3 +166,18 @@ def test_the_sync_chat_mirrors_the_async_chat() -> None:
         assert [(p.name, p.kind, p.default) for p in sync_params] == [
             (p.name, p.kind, p.default) for p in async_params
         ], name
+
+
+def test_a_detached_turn_runs_on_between_calls(tmp_path: Path) -> None:
+    """``detach`` has no blocking twin: ``run_sync`` starts one, and its turn runs on pausepoint's
+    loop between calls until ``run_sync(turn.wait())`` gives its response."""
+    ledger: list[str] = []
+    agent, _ = approvals_agent(
+        SqliteSessionStore(tmp_path / "s.db"), [[tool_call("pay", {"amount": 9})], "Paid 9."], ledger=ledger
+    )
+    chat = agent.chat()
+    turn = run_sync(chat.detach("Pay 9."))
+    response = run_sync(turn.wait())
+    assert response.text == "Paid 9."
+    assert ledger == ["pay:9"]
+    assert chat.sync.last_response() == response
