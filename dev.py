@@ -81,6 +81,7 @@ COMMANDS = {
     "bench-server": ("dev", [str(PYTHON), "-m", "benchmarks.server"]),
     "lint": ("dev", [str(PYTHON), "-m", "ruff", "check", "pausepoint", "tests", "examples", "benchmarks"]),
     "typecheck": ("dev", [str(PYTHON), "-m", "mypy"]),
+    "docs": ("dev", [str(PYTHON), "-m", "mkdocs", "build", "--strict"]),
 }
 
 

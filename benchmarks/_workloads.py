@@ -1,6 +1,6 @@
-"""The measured workloads, one configuration per process: ``python -m benchmarks._workloads SPEC``.
+"""The measured workloads, one configuration per process: ``python -m benchmarks._workloads CONFIG``.
 
-SPEC is a JSON object, ``{"workload": name, ...arguments}``; the result is printed as one JSON
+CONFIG is a JSON object, ``{"workload": name, ...arguments}``; the result is printed as one JSON
 line on stdout. Running each configuration in a fresh process keeps peak RSS, the heap and the
 allocator's state per configuration, so one workload cannot tax the next.
 

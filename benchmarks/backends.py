@@ -12,7 +12,7 @@ text. One cycle is one *turn* below. It prints a table per backend, then one lin
 - bytes written per turn: the log records a turn appends, read back from the store, and the
   growth of the backend's own storage (file, relations, or Redis memory) per turn;
 - per-turn cost at 10 and at 1,000 prior turns: the median cycle on one session once it holds
-  that many turns (the SPEC's target: within 1.5x).
+  that many turns (the target: within 1.5x).
 
 PostgreSQL and Redis get a fresh schema / key prefix, removed at the end. Nothing here asserts a
 figure; a cycle that does not pause or end as expected stops the run.

@@ -32,6 +32,7 @@ from ._streaming import (
     TurnEndChunk,
     TurnStream,
 )
+from ._sync import SyncChat, SyncTurnStream, run_sync
 from ._tools import Interrupt, Tool, ToolRunContext
 
 __all__ = [
@@ -77,6 +78,9 @@ __all__ = [
     "TurnEndChunk",
     "TurnStatus",
     "TurnStream",
+    "SyncChat",
+    "SyncTurnStream",
     "Usage",
     "deny_on_expiry",
+    "run_sync",
 ]

@@ -20,6 +20,7 @@ from ._records import CallAnswered, MessageAdded, SessionStarted, TurnStarted, d
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, SessionState
 from ._streaming import Emit, TurnStream
+from ._sync import SyncChat
 from ._turn import Journal, Turn
 from ._views import audit_entry, pending_interrupt, response_for
 from .errors import (
@@ -70,6 +71,12 @@ class Chat:
 
     def __repr__(self) -> str:
         return f"<Chat {self.agent.name} session={self.session_id}>"
+
+    @property
+    def sync(self) -> SyncChat:
+        """This chat without ``await`` — for notebooks and synchronous code (see ``SyncChat``):
+        ``agent.chat().sync.send("...")``. Works inside a running event loop (a Jupyter cell) too."""
+        return SyncChat(self)
 
     # -- turns ----------------------------------------------------------------------------------
 

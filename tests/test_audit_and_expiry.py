@@ -1,4 +1,5 @@
-"""SPEC 2.10 and 2.11: every answer is audited; an expired pause cannot be answered."""
+"""Every answer is audited (who, when, through what, what was decided); an expired pause cannot be
+answered and is resolved by the agent's expiry policy."""
 
 from datetime import UTC, datetime, timedelta
 

@@ -1,4 +1,5 @@
-"""SPEC 2.9: a paused session survives the process; a changed tool definition is refused."""
+"""Durable and portable: a paused session survives the process and any process with the same
+agent resumes it; a pause whose tool definition changed since (fingerprinted) is refused."""
 
 import json
 import subprocess

@@ -1,4 +1,5 @@
-"""SPEC 2.3: a paused call is answered at most once — across tasks, agents and processes."""
+"""Exactly once: a paused call is answered at most once — across tasks, agents and processes; a
+retry with the same idempotency key gets the first outcome."""
 
 import asyncio
 import json
@@ -179,8 +180,12 @@ async def test_partial_answers_racing_with_a_restart_elsewhere_end_in_one_turn(s
 
     a = asyncio.create_task(agent_a.chat(res.session_id).resume(restart=[first.restart()]))
     await started.wait()
+    recorded = await store.last_event()
     b = asyncio.create_task(agent_b.chat(res.session_id).resume(respond=[second.respond("answered by B")]))
-    await asyncio.sleep(0.05)
+    answer = await asyncio.wait_for(next_event(store, recorded, "answer"), 10)
+    assert answer.session_id == res.session_id
+    for _ in range(100):  # B goes as far as it can while A's tool holds the turn
+        await asyncio.sleep(0)
     assert not b.done()  # B's answer is recorded, but the turn is A's to finish
     release.set()
     res_a, res_b = await asyncio.gather(a, b)
@@ -188,6 +193,18 @@ async def test_partial_answers_racing_with_a_restart_elsewhere_end_in_one_turn(s
     assert res_a.finish_reason == res_b.finish_reason == AgentFinishReason.STOP
     assert runs == ["1"]
     assert len(model_a.requests) == 2 and model_b.requests == []
+
+
+async def next_event(store, after: int, kind: str):
+    """The first ``kind`` event written after position ``after``, waiting for it."""
+    while True:
+        events = await store.read_events(after)
+        for event in events:
+            if event.kind == kind:
+                return event
+            after = event.seq
+        if not events:
+            await store.wait_for_events(after, 5.0)
 
 
 class InterleavingStore(InMemorySessionStore):

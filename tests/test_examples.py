@@ -1,4 +1,5 @@
-"""The two examples of SPEC section 1, end to end, on every store."""
+"""The two examples of Genkit's agent-interrupts documentation, as ported (examples/banking.py, an
+interrupt before a transfer; examples/shell.py, a tool that pauses itself), end to end, on every store."""
 
 from examples import banking, shell
 from pausepoint import AgentFinishReason

@@ -1,4 +1,4 @@
-"""SPEC 2.13: what a session accepts can be read back — in this process and in any other.
+"""What a session accepts can be read back, as it was written — in this process and in any other.
 
 Every value that breaks the stores' JSON rules (nested too deep, an integer too long, NaN or
 Infinity, a lone surrogate, a string over the limit) is written through every entry point of

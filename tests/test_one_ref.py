@@ -1,6 +1,6 @@
-"""SPEC 2.12: one ref per tool call on every surface; the streamed chunks, the response and the
-history tell the same story; a pause is still answered once, and an answer built for an old
-pause of a call that paused again is refused."""
+"""One ref per tool call on every surface (answering the ref seen anywhere works while the pause
+is live); the streamed chunks, the response and the history tell the same story; a pause is
+still answered once, and an answer built for an old pause of a call that paused again is refused."""
 
 from __future__ import annotations
 

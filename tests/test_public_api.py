@@ -17,6 +17,7 @@ def test_top_level_names():
             "ToolCallDeltaChunk", "ToolDefinition", "ToolProgressChunk", "ToolRequestChunk", "ToolRequestPart",
             "ToolResponse", "ToolResponsePart", "ToolRestart", "ToolResultChunk", "ToolRunContext", "TurnChunk",
             "TurnEndChunk", "TurnStatus", "TurnStream", "Usage", "deny_on_expiry",
+            "SyncChat", "SyncTurnStream", "run_sync",
         ]
     )  # fmt: skip
     for name in pausepoint.__all__:

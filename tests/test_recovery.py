@@ -19,7 +19,24 @@ class Clock:
         return self.now
 
 
-def make_agent(store, clock, steps, ledger, *, hang: asyncio.Event | None = None, seen_in_store=None):
+class Hang:
+    """Where a tool's process "dies": the tool arrives, then waits for ever (its task is
+    cancelled). ``all_arrived`` is set once ``calls`` tools are hanging there."""
+
+    def __init__(self, calls: int = 1) -> None:
+        self.calls = calls
+        self.arrived = 0
+        self.all_arrived = asyncio.Event()
+        self._never = asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.arrived += 1
+        if self.arrived == self.calls:
+            self.all_arrived.set()
+        await self._never.wait()
+
+
+def make_agent(store, clock, steps, ledger, *, hang: Hang | None = None, seen_in_store=None):
     ai = Pausepoint(clock=clock)
 
     @ai.tool()
@@ -29,7 +46,7 @@ def make_agent(store, clock, steps, ledger, *, hang: asyncio.Event | None = None
             seen_in_store.append(await store.read(ctx.session_id))
         ledger.append(f"transfer:{amount}")
         if hang is not None:
-            await hang.wait()  # the process "dies" here: its task is cancelled
+            await hang()  # the process "dies" here: its task is cancelled
         return "moved"
 
     @ai.tool(idempotent=True)
@@ -37,17 +54,18 @@ def make_agent(store, clock, steps, ledger, *, hang: asyncio.Event | None = None
         """Reads only: safe to run again."""
         ledger.append(f"lookup:{key}")
         if hang is not None:
-            await hang.wait()
+            await hang()
         return f"value of {key}"
 
     model = ScriptedModel(steps)
     return ai.define_agent(name="bank", model=model, tools=[transfer, lookup], store=store), model
 
 
-async def die_mid_call(agent, text):
+async def die_mid_call(agent, text, hang):
+    """Send ``text`` and "kill the process" once its tool calls hang (cancel the call)."""
     chat = agent.chat()
     task = asyncio.create_task(chat.send(text))
-    await asyncio.sleep(0.05)
+    await hang.all_arrived.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -64,8 +82,9 @@ async def test_the_call_is_recorded_before_a_non_idempotent_tool_runs(store):
 
 async def test_a_lost_call_is_settled_as_unknown_outcome_never_run_twice(store):
     clock, ledger = Clock(), []
-    dying, _ = make_agent(store, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=asyncio.Event())
-    session_id = await die_mid_call(dying, "pay 5")
+    hang = Hang()
+    dying, _ = make_agent(store, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
+    session_id = await die_mid_call(dying, "pay 5", hang)
     assert ledger == ["transfer:5"]
 
     later, model = make_agent(store, clock, ["It may not have gone through; let me check."], ledger)
@@ -85,14 +104,15 @@ async def test_a_lost_call_is_settled_as_unknown_outcome_never_run_twice(store):
 
 async def test_a_lost_idempotent_call_runs_again_and_send_settles_lost_calls(store):
     clock, ledger = Clock(), []
+    hang = Hang(calls=2)
     dying, _ = make_agent(
         store,
         clock,
         [[tool_call("transfer", {"amount": 1}), tool_call("lookup", {"key": "k"})]],
         ledger,
-        hang=asyncio.Event(),
+        hang=hang,
     )
-    session_id = await die_mid_call(dying, "go")
+    session_id = await die_mid_call(dying, "go", hang)
     assert sorted(ledger) == ["lookup:k", "transfer:1"]
 
     clock.now += timedelta(hours=1)

@@ -1,4 +1,5 @@
-"""SPEC 2.2 and 2.5: only a live pause can be answered, with a valid answer.
+"""Only a live pause (this session, named by its ref and tool, paused now) can be answered, and
+only with a valid answer (the output schema; input edits only where the tool opts in).
 
 Every refusal must execute nothing, record nothing, and leave the session usable: after each
 one, the store's version is unchanged and the next valid resume works.

@@ -1,4 +1,4 @@
-"""SPEC 4: streamed turns — exact chunk sequences, pauses visible before the turn ends, and
+"""Streamed turns — exact chunk sequences, pauses visible before the turn ends, and
 consumers that stop reading without corrupting the session."""
 
 import asyncio
@@ -170,11 +170,13 @@ async def test_a_consumer_that_breaks_out_early_does_not_corrupt_the_session(sto
 
 async def test_a_cancelled_consumer_does_not_corrupt_the_session(store):
     gate = asyncio.Event()
+    thinking = asyncio.Event()
 
     async def slow_model(request):
         from pausepoint import Message, ModelResponse, TextPart
 
         if request.messages[-1].text == "first":
+            thinking.set()
             await gate.wait()
         return ModelResponse(Message("model", [TextPart(f"re: {request.messages[-1].text}")]))
 
@@ -188,7 +190,8 @@ async def test_a_cancelled_consumer_does_not_corrupt_the_session(store):
         return [c async for c in stream]
 
     consumer = asyncio.create_task(consume())
-    await asyncio.sleep(0.01)
+    await thinking.wait()  # the turn is in its model call, the consumer waiting for a chunk
+    await asyncio.sleep(0)
     consumer.cancel()
     with pytest.raises(asyncio.CancelledError):
         await consumer

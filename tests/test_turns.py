@@ -1,4 +1,5 @@
-"""SPEC 2.4, 2.6, 2.7, 2.8: partial answers, re-pausing restarts, no silent abandonment,
+"""Partial answers (several resumes, the model continues after the last), restarts that pause again
+(a new pause, not an error), no silent abandonment (send while paused is refused; cancel_pending),
 tool errors that never corrupt a session; plus max_turns and model failures."""
 
 import asyncio

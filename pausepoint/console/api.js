@@ -14,7 +14,7 @@ export class ApiError extends Error {
 
 // The console lives at <base>/console/: the API is at <base>/v1/...
 /** @param {string} [pathname] */
-export function apiBase(pathname = location.pathname) {
+function apiBase(pathname = location.pathname) {
   const at = pathname.lastIndexOf("/console/");
   return at >= 0 ? pathname.slice(0, at) : "";
 }
@@ -45,7 +45,7 @@ async function errorFrom(reply) {
  * @param {AbortSignal} [signal]
  * @param {(id: string) => void} [onId] called with an event's id once it was handled
  */
-export async function readEvents(body, onEvent, signal, onId) {
+async function readEvents(body, onEvent, signal, onId) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";

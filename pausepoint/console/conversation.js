@@ -11,7 +11,7 @@ export function userMessage(text, who = "You") {
 }
 
 /** @param {string} text */
-export function modelMessage(text) {
+function modelMessage(text) {
   return h("div", { class: "msg msg-model" }, h("div", { class: "msg-role", text: "Agent" }), h("div", { class: "msg-body", text }));
 }
 
@@ -25,7 +25,7 @@ function preview(value) {
  * One line for a tool call or its result, expandable to the full JSON.
  * @param {"call" | "result"} kind @param {string} name @param {any} value @param {boolean} [isError]
  */
-export function activity(kind, name, value, isError = false) {
+function activity(kind, name, value, isError = false) {
   const arrow = kind === "call" ? "→" : isError ? "✕" : "←";
   const verb = kind === "call" ? "called" : isError ? "failed" : "returned";
   return h("details", { class: `activity activity-${kind}${isError ? " activity-error" : ""}` },

@@ -95,7 +95,7 @@ export function localTime(iso) {
  * The full local date and time with its zone, for a title attribute.
  * @param {string | null | undefined} iso
  */
-export function fullTime(iso) {
+function fullTime(iso) {
   if (!iso) return "";
   return new Date(iso).toLocaleString([], { dateStyle: "full", timeStyle: "long" });
 }

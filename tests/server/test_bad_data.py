@@ -1,4 +1,5 @@
-"""SPEC 2.13 and 7 over HTTP: what a session cannot keep is a 4xx with a JSON body — never a 500 —
+"""Bad input over HTTP (what a session cannot keep — too deep, too long, NaN, lone surrogates — and
+malformed requests): a 4xx with a JSON body — never a 500 —
 through the REST API and the Genkit endpoint, and nothing is written (a second process reads the
 session as it was). And: approvers answer but never speak in another's session; nothing is
 looked up before authentication; hardened responses.

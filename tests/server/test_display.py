@@ -41,8 +41,9 @@ def sse(text: str) -> list[tuple[str, Any]]:
 
 async def test_every_surface_shows_a_pause_with_the_same_view(served, http):
     feed: list = []
-    listening = asyncio.create_task(read_events(http, served.bank + "/v1/feed", ALICE, 4, feed))
-    await asyncio.sleep(0.5)
+    connected = asyncio.Event()
+    listening = asyncio.create_task(read_events(http, served.bank + "/v1/feed", ALICE, 4, feed, connected))
+    await asyncio.wait_for(connected.wait(), 10)
     streamed = await http.post(
         served.bank + "/v1/agents/bankingAgent/sessions",
         json={"message": "Transfer $700 to savings."},

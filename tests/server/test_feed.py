@@ -8,12 +8,16 @@ import json
 from tests.server.conftest import ALICE, BOB
 
 
-async def read_events(http, url, headers, count, into):
+async def read_events(http, url, headers, count, into, connected):
+    """Read ``count`` events into ``into``; ``connected`` is set once the feed has fixed its
+    starting point (its ``: connected`` comment): every event written after that is sent."""
     async with http.stream("GET", url, headers=headers) as reply:
         assert reply.status_code == 200
         name = None
         async for line in reply.aiter_lines():
-            if line.startswith("event:"):
+            if line == ": connected":
+                connected.set()
+            elif line.startswith("event:"):
                 name = line[6:].strip()
             elif line.startswith("data:"):
                 into.append((name, json.loads(line[5:])))
@@ -24,9 +28,10 @@ async def read_events(http, url, headers, count, into):
 async def test_feed_announces_pauses_and_answers_to_the_owner_only(served, http):
     alice_events: list = []
     bob_events: list = []
-    alice = asyncio.create_task(read_events(http, served.bank + "/v1/feed", ALICE, 4, alice_events))
-    bob = asyncio.create_task(read_events(http, served.bank + "/v1/feed", BOB, 1, bob_events))
-    await asyncio.sleep(0.5)
+    alice_connected, bob_connected = asyncio.Event(), asyncio.Event()
+    alice = asyncio.create_task(read_events(http, served.bank + "/v1/feed", ALICE, 4, alice_events, alice_connected))
+    bob = asyncio.create_task(read_events(http, served.bank + "/v1/feed", BOB, 1, bob_events, bob_connected))
+    await asyncio.wait_for(asyncio.gather(alice_connected.wait(), bob_connected.wait()), 10)
     reply = await http.post(served.bank + "/v1/agents/bankingAgent/sessions", json={"message": "Transfer $3 to q."},
                             headers=ALICE)  # fmt: skip
     body = reply.json()
@@ -43,6 +48,8 @@ async def test_feed_announces_pauses_and_answers_to_the_owner_only(served, http)
     assert alice_events[2][1]["entry"]["ref"] == ref and alice_events[2][1]["entry"]["input"]["details"]
     assert alice_events[2][1]["entry"]["view"]["title"] == "Transfer $3 to q"
     assert alice_events[3][1]["finish_reason"] == "stop"
-    await asyncio.sleep(0.5)
-    assert bob_events == []
-    bob.cancel()
+    # The feed is ordered: once Bob's own pause reaches him, nothing of Alice's came before it.
+    reply = await http.post(served.bank + "/v1/agents/bankingAgent/sessions", json={"message": "Transfer $4 to r."},
+                            headers=BOB)  # fmt: skip
+    await asyncio.wait_for(bob, 10)
+    assert [(name, data["session_id"]) for name, data in bob_events] == [("pause", reply.json()["session_id"])]

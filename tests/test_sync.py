@@ -1,0 +1,183 @@
+"""The chat without ``await`` (``chat.sync``): outside any event loop, inside a running one in the
+same thread (as a Jupyter cell runs), from other threads; the same results and errors as the
+async API; and what lives on a loop between calls (a PostgreSQL pool, a streamed turn still
+running) stays usable, because every synchronous call runs on one loop."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from pathlib import Path
+
+import pytest
+
+from pausepoint import AgentFinishReason, Chat, SyncChat, run_sync
+from pausepoint.errors import PendingInterrupts, UnknownInterrupt
+from pausepoint.stores import PostgresSessionStore, SessionStore, SqliteSessionStore
+from pausepoint.testing import tool_call
+
+from .helpers import approvals_agent
+from .stores.backends import PostgresBackend, service_url
+
+STEPS = [[tool_call("ask", {"question": "pay 5?"})], [tool_call("pay", {"amount": 5})], "Paid 5."]
+
+
+def approve_and_pay(chat: SyncChat, ledger: list[str]) -> None:
+    """The whole pause → approve → tool → answer cycle, without an await."""
+    res = chat.send("Pay 5, please.")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    (pause,) = res.interrupts
+    assert [p.ref for p in chat.interrupts()] == [pause.ref]
+    res = chat.resume(respond=[pause.respond({"approved": True})], principal="alice")
+    assert res.finish_reason == AgentFinishReason.STOP
+    assert res.text == "Paid 5."
+    assert ledger == ["pay:5"]
+    assert chat.interrupts() == []
+    assert [m.role for m in chat.history()] == ["user", "model", "tool", "model", "tool", "model"]
+    assert [(e.decision, e.principal) for e in chat.audit_trail()] == [("message", None), ("respond", "alice")]
+    last = chat.last_response()
+    assert last is not None and last.text == "Paid 5."
+
+
+def test_outside_an_event_loop(tmp_path: Path) -> None:
+    ledger: list[str] = []
+    agent, _ = approvals_agent(SqliteSessionStore(tmp_path / "s.db"), STEPS, ledger=ledger)
+    chat = agent.chat().sync
+    approve_and_pay(chat, ledger)
+    # the session is the async chat's: the same id, readable with await as well
+    again = agent.chat(session_id=chat.session_id)
+    assert [m.role for m in asyncio.run(again.history())][-1] == "model"
+
+
+async def test_inside_a_running_loop_in_the_same_thread(tmp_path: Path) -> None:
+    """A Jupyter cell: code running in the thread whose event loop is running calls the sync API."""
+    loop = asyncio.get_running_loop()
+    pending = asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="cannot be called from a running event loop"):
+        asyncio.run(pending)  # what the README's asyncio.run does in a notebook
+    pending.close()
+    ledger: list[str] = []
+    agent, _ = approvals_agent(SqliteSessionStore(tmp_path / "s.db"), STEPS, ledger=ledger)
+    approve_and_pay(agent.chat().sync, ledger)
+    assert asyncio.get_running_loop() is loop  # the caller's loop is left as it was
+
+
+def test_errors_are_the_async_apis(tmp_path: Path) -> None:
+    ask = [tool_call("ask", {"question": "pay 5?"})]
+    agent, _ = approvals_agent(SqliteSessionStore(tmp_path / "s.db"), [ask, ask])
+    sync_chat = agent.chat().sync
+    async_chat = agent.chat()
+    sync_chat.send("Pay 5, please.")
+    run_sync(async_chat.send("Pay 5, please."))
+    foreign = sync_chat.interrupts()[0]  # a pause of another session: refused as unknown there
+
+    with pytest.raises(UnknownInterrupt) as async_error:
+        asyncio.run(async_chat.resume(respond=[foreign.respond({"approved": True})]))
+    with pytest.raises(UnknownInterrupt) as sync_error:
+        agent.chat(session_id=async_chat.session_id).sync.resume(respond=[foreign.respond({"approved": True})])
+    assert sync_error.value.code == async_error.value.code == "unknown_interrupt"
+    assert str(sync_error.value) == str(async_error.value)
+    with pytest.raises(PendingInterrupts) as pending:
+        sync_chat.send("And 6?")
+    assert pending.value.code == "pending_interrupts"
+    with pytest.raises(ValueError, match="not both or neither"):
+        run_sync(async_chat.detach())
+
+
+async def test_state_on_the_loop_lasts_from_call_to_call(tmp_path: Path) -> None:
+    """An asyncpg pool belongs to the loop that opened it: every sync call, from the main thread
+    inside a running loop, outside one in another thread, uses the same pool."""
+    backend = PostgresBackend(service_url("postgres"))
+    store: SessionStore = PostgresSessionStore(backend.url, schema=backend.schema)
+    try:
+        ledger: list[str] = []
+        agent, _ = approvals_agent(store, STEPS, ledger=ledger)
+        chat = agent.chat().sync
+        res = chat.send("Pay 5, please.")  # opens the pool, on pausepoint's loop
+
+        answered: list[str] = []
+
+        def elsewhere() -> None:  # a thread with no loop of its own
+            answered.append(chat.resume(respond=[res.interrupts[0].respond({"approved": True})]).text)
+
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        await asyncio.to_thread(worker.join)
+        assert answered == ["Paid 5."]
+        assert ledger == ["pay:5"]
+        assert [e.decision for e in chat.audit_trail()] == ["message", "respond"]
+    finally:
+        run_sync(store.close())
+        await backend.cleanup()
+
+
+def test_a_stream_read_in_part_finishes_on_the_loop(tmp_path: Path) -> None:
+    """A streamed turn is a task on pausepoint's loop: it runs to its end between calls, whether
+    or not its chunks are read, and the next call sees it recorded."""
+    ledger: list[str] = []
+    agent, _ = approvals_agent(
+        SqliteSessionStore(tmp_path / "s.db"), [[tool_call("pay", {"amount": 7})], "Paid 7 in full."], ledger=ledger
+    )
+    chat = agent.chat().sync
+    stream = chat.send_stream("Pay 7.")
+    first = next(iter(stream))
+    assert first.kind in ("tool_call_delta", "tool_request")
+    response = stream.response()
+    assert response.text == "Paid 7 in full."
+    assert ledger == ["pay:7"]
+    assert chat.last_response() == response
+
+
+def test_the_stream_yields_the_async_streams_chunks(tmp_path: Path) -> None:
+    agent, _ = approvals_agent(SqliteSessionStore(tmp_path / "s.db"), STEPS)
+    chat = agent.chat().sync
+    chunks = list(chat.send_stream("Pay 5, please."))
+    kinds = [c.kind for c in chunks]
+    assert kinds[-1] == "turn_end"
+    assert "interrupt" in kinds
+    (pause,) = chat.interrupts()
+    resumed = chat.resume_stream(respond=[pause.respond({"approved": True})])
+    text = "".join(c.text for c in resumed if c.kind == "text")
+    assert text == "Paid 5."
+    assert resumed.response().text == "Paid 5."
+
+
+def test_a_sync_call_on_pausepoints_own_loop_is_refused() -> None:
+    """Blocking pausepoint's loop on itself would hang for ever: it is refused instead."""
+
+    async def inner() -> None:
+        run_sync(asyncio.sleep(0))
+
+    with pytest.raises(RuntimeError, match="await the async method instead"):
+        run_sync(inner())
+
+
+def test_the_sync_chat_mirrors_the_async_chat() -> None:
+    """Every call of ``Chat`` a caller makes without a background task has its blocking twin,
+    with the same parameters."""
+    skipped = {"detach", "sync"}
+    public = {name for name, _ in inspect.getmembers(Chat) if not name.startswith("_")} - skipped - {"session_id"}
+    methods = {name for name in public if callable(getattr(Chat, name))}
+    assert methods <= set(dir(SyncChat))
+    for name in methods:
+        async_params = list(inspect.signature(getattr(Chat, name)).parameters.values())
+        sync_params = list(inspect.signature(getattr(SyncChat, name)).parameters.values())
+        assert [(p.name, p.kind, p.default) for p in sync_params] == [
+            (p.name, p.kind, p.default) for p in async_params
+        ], name
+
+
+def test_a_detached_turn_runs_on_between_calls(tmp_path: Path) -> None:
+    """``detach`` has no blocking twin: ``run_sync`` starts one, and its turn runs on pausepoint's
+    loop between calls until ``run_sync(turn.wait())`` gives its response."""
+    ledger: list[str] = []
+    agent, _ = approvals_agent(
+        SqliteSessionStore(tmp_path / "s.db"), [[tool_call("pay", {"amount": 9})], "Paid 9."], ledger=ledger
+    )
+    chat = agent.chat()
+    turn = run_sync(chat.detach("Pay 9."))
+    response = run_sync(turn.wait())
+    assert response.text == "Paid 9."
+    assert ledger == ["pay:9"]
+    assert chat.sync.last_response() == response
