@@ -20,6 +20,13 @@ transactions commit in any order, so readers take only events of transactions ol
 transaction still running (``pg_snapshot_xmin``); any event committed later has a greater
 position, and a reader following positions misses none. (A transaction left open elsewhere in
 the database holds the stream back until it ends.)
+
+Durability: an append made with ``durable=False`` (see ``stores._base``) commits with
+``synchronous_commit = off`` for its own transaction: it is visible at once, but PostgreSQL does
+not wait for its WAL record to reach the disk (a crash of the database server or of its machine
+within a fraction of a second may lose it). The WAL is flushed in order, so the session's next
+durable append, which waits for its own flush as the server's ``synchronous_commit`` says (on by
+default), makes it durable too.
 """
 
 from __future__ import annotations
@@ -150,8 +157,12 @@ queued AS (
 notified AS (
     SELECT pg_notify($20, '') FROM claimed WHERE cardinality($13::text[]) > 0
 )
-SELECT (SELECT count(*) FROM claimed) + 0 * (SELECT count(*) FROM notified)
+SELECT (SELECT count(*) FROM claimed) + 0 * (SELECT count(*) FROM notified){relaxed}
 """
+
+# An append made with durable=False commits without waiting for its WAL flush: the setting is
+# local to the statement's own transaction, read by PostgreSQL when it commits.
+_RELAXED = " + 0 * length(set_config('synchronous_commit', 'off', true))"
 
 _APPEND_NEW = (
     """
@@ -295,8 +306,10 @@ class PostgresSessionStore:
             f"JOIN {quoted}.pausepoint_events AS e ON e.pos = d.event_pos"
         )
         self._sql = {
-            "append_new": _APPEND_NEW.format(s=quoted),
-            "append_next": _APPEND_NEXT.format(s=quoted),
+            "append_new": _APPEND_NEW.format(s=quoted, relaxed=""),
+            "append_next": _APPEND_NEXT.format(s=quoted, relaxed=""),
+            "append_new_relaxed": _APPEND_NEW.format(s=quoted, relaxed=_RELAXED),
+            "append_next_relaxed": _APPEND_NEXT.format(s=quoted, relaxed=_RELAXED),
             "read": _READ.format(s=quoted, kinds=""),
             "read_kinds": _READ.format(s=quoted, kinds="AND r.kind = ANY($3::text[])"),
             "version": f"SELECT version FROM {quoted}.pausepoint_sessions WHERE id = $1",
@@ -394,9 +407,12 @@ class PostgresSessionStore:
         entries: Sequence[LogEntry],
         summary: SessionSummary,
         events: Sequence[Event] = (),
+        *,
+        durable: bool = True,
     ) -> int:
         check_entries(expected_version, entries, self.max_record_bytes, events)
         new_version = expected_version + len(entries)
+        relaxed = "" if durable else "_relaxed"
         args: list[Any] = [
             session_id,
             summary.agent,
@@ -420,9 +436,9 @@ class PostgresSessionStore:
             self._channel,
         ]
         if expected_version == 0:
-            sql = self._sql["append_new"]
+            sql = self._sql["append_new" + relaxed]
         else:
-            sql = self._sql["append_next"]
+            sql = self._sql["append_next" + relaxed]
             args.append(expected_version)
         pool = await self._ready_pool()
         async with self._translated(f"appending to session {session_id!r}"):
