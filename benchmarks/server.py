@@ -51,7 +51,7 @@ def serve(db: str) -> None:
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
 
     async def main() -> None:
-        ai, _ = banking.build(SqliteSessionStore(db))
+        ai, _ = banking.build(SqliteSessionStore(db, synchronous=os.environ.get("I18_SYNC", "FULL")))
         app = create_app(ai, auth=BearerTokens({TOKEN: "bench"}))
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         await uvicorn.Server(config).serve(sockets=[sock])
