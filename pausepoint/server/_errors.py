@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from .. import errors as core
@@ -154,6 +154,10 @@ def guarded(handler: Handler) -> Handler:
     async def endpoint(request: Request) -> Response:
         try:
             return await handler(request)
+        except ClientDisconnect:
+            # The client went away before its request was read: nothing was done, and nobody
+            # reads this reply (it is no server error to log).
+            return Response(status_code=400)
         except Exception as exc:
             return error_response(exc)
 
