@@ -51,6 +51,7 @@ from typing import Any
 import httpx
 
 TOKEN = "bench-token"
+MESSAGE = {"message": "Transfer $5 to bob."}  # the banking model asks for approval, then transfers
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 ROOT = Path(__file__).resolve().parents[1]
 LUA = Path(__file__).with_name("cycle.lua")
@@ -318,7 +319,7 @@ def python_load(servers: Servers, clients: int, seconds: float, pin: bool) -> Ru
             async def worker() -> None:
                 while time.perf_counter() < end:
                     t0 = time.perf_counter()
-                    reply = await http.post(f"{servers.url}/v1/agents/bankingAgent/sessions", json={"message": "x"})
+                    reply = await http.post(f"{servers.url}/v1/agents/bankingAgent/sessions", json=MESSAGE)
                     t1 = time.perf_counter()
                     body = reply.json()
                     if reply.status_code != 200 or not body.get("interrupts"):
