@@ -1,6 +1,6 @@
 """The server under load: full approval cycles over loopback HTTP, one or several processes.
 
-    python -m benchmarks.server                     # every table, about two minutes
+    python -m benchmarks.server                     # every table, about three minutes
     python -m benchmarks.server --seconds 10 --long 60 --paused 10000   # the issue's long run
 
 A full cycle is two requests through the REST API: send (the transfer pauses for approval) and
@@ -17,14 +17,15 @@ Tables:
 - [S2] no decay: one server under 8 clients for ``--long`` seconds in back-to-back windows of
   10 s, the first window against the last;
 - [S3] memory per paused session: ``--paused`` sessions left paused on one server;
-- [S4] scale out: 1, 2 and 4 processes sharing one listening socket (the kernel spreads the
-  connections; a session's send and its approval often reach different processes) on one
+- [S4] scale out: 1, 2 and 4 processes, each listening on the same port (``SO_REUSEPORT``: the
+  kernel spreads the connections; a session's send and its approval often reach different
+  processes) on one
   PostgreSQL and on one Redis (``PAUSEPOINT_TEST_POSTGRES_URL`` / ``_REDIS_URL`` or
   ``--postgres`` / ``--redis``; skipped when unset). Exactly once is counted, not assumed: each
   process counts the transfers its tool made and the approvals it answered, one cycle in ten
   sends its approval twice (the second must be refused), and the table compares the sums.
 
-Every row ends with the command that reproduces it. Figures depend on the machine's other
+Every table ends with the command that reproduces it. Figures depend on the machine's other
 work: the load average is printed with each table.
 """
 
