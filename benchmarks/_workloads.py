@@ -42,6 +42,7 @@ from pausepoint import (
 from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
 from pausepoint.testing import ScriptedModel
 
+from ._floor import Floor, floor
 from ._measure import TimedModel, json_safe, rss_now, rss_peak, summarize
 
 __all__ = ["WORKLOADS", "main"]
@@ -63,27 +64,51 @@ class Bench:
     store: SessionStore
     model: TimedModel
     path: str | None
+    appends: Appends
 
 
 def make_store(kind: str, path: str) -> SessionStore:
+    """``memory``, ``sqlite`` (the default durability, ``synchronous="FULL"``), ``sqlite-normal``."""
     if kind == "memory":
         return InMemorySessionStore()
     if kind == "sqlite":
         return SqliteSessionStore(path)
-    raise ValueError(f"unknown store {kind!r} (known: memory, sqlite)")
+    if kind == "sqlite-normal":
+        return SqliteSessionStore(path, synchronous="NORMAL")
+    raise ValueError(f"unknown store {kind!r} (known: memory, sqlite, sqlite-normal)")
+
+
+class Appends:
+    """Counts a store's appends and the durable ones among them (the commits a cycle makes)."""
+
+    def __init__(self, store: SessionStore, *, wrap: bool = True) -> None:
+        self.total = 0
+        self.durable = 0
+        if not wrap:
+            return
+        inner = store.append
+
+        async def append(*args: Any, durable: bool = True, **kwargs: Any) -> int:
+            self.total += 1
+            self.durable += durable
+            return await inner(*args, durable=durable, **kwargs)
+
+        store.append = append  # type: ignore[method-assign]
 
 
 @asynccontextmanager
-async def banking(store_kind: str) -> AsyncIterator[Bench]:
-    """The banking example on a fresh store (SQLite: a file in a temporary directory)."""
+async def banking(store_kind: str, *, count: bool = False) -> AsyncIterator[Bench]:
+    """The banking example on a fresh store (SQLite: a file in a temporary directory); with
+    ``count``, its appends are counted (a wrapper that costs a little per append)."""
     with tempfile.TemporaryDirectory(prefix="pausepoint-bench-") as tmp:
         path = os.path.join(tmp, "sessions.db")
         store = make_store(store_kind, path)
         _, agent = build(store)
         model = TimedModel(agent.model)
         agent.model = model
+        appends = Appends(store, wrap=count)
         try:
-            yield Bench(agent, store, model, path if store_kind == "sqlite" else None)
+            yield Bench(agent, store, model, path if store_kind.startswith("sqlite") else None, appends)
         finally:
             await store.close()
 
@@ -155,6 +180,58 @@ async def cycles(store: str, n: int, warmup: int) -> Result:
             "model_per_cycle": (bench.model.ns - model_ns) / n / 1000,
             "first_tenth": first,
             "last_tenth": last,
+        }
+
+
+async def durability(synchronous: str, n: int, warmup: int) -> Result:
+    """pausepoint's cycle on SQLite beside the two hand-written ones (``_floor``), alternated
+    cycle by cycle in this process so that the disk's mood (fsync times vary with the
+    machine's other work) weighs on all three alike."""
+    store = "sqlite" if synchronous == "FULL" else "sqlite-normal"
+    async with banking(store, count=True) as bench:
+        folder = os.path.dirname(bench.path or "")
+        floors = {mode: Floor(folder, mode, synchronous) for mode in ("naive", "safe")}
+        ours: list[int] = []
+        theirs: dict[str, list[int]] = {mode: [] for mode in floors}
+        cpu = {"pausepoint": 0, **{mode: 0 for mode in floors}}
+        counts = (0, 0)
+        for i in range(warmup + n):
+            if i == warmup:
+                counts = (bench.appends.total, bench.appends.durable)
+                for hand in floors.values():
+                    hand.cycle.commits = hand.cycle.durable = 0
+            started = time.process_time_ns()
+            send, resume = await cycle(bench.agent)
+            if i >= warmup:
+                ours.append(send + resume)
+                cpu["pausepoint"] += time.process_time_ns() - started
+            for mode, hand in floors.items():
+                started = time.process_time_ns()
+                elapsed = hand.run()
+                if i >= warmup:
+                    theirs[mode].append(elapsed)
+                    cpu[mode] += time.process_time_ns() - started
+        for hand in floors.values():
+            hand.close()
+        fsyncs = synchronous == "FULL"
+        return {
+            "synchronous": synchronous,
+            "n": n,
+            "pausepoint": {
+                "cycle": summarize(ours),
+                "cpu_per_cycle": cpu["pausepoint"] / n / 1000,
+                "commits": (bench.appends.total - counts[0]) / n,
+                "durable": (bench.appends.durable - counts[1]) / n if fsyncs else 0,
+            },
+            **{
+                mode: {
+                    "cycle": summarize(theirs[mode]),
+                    "cpu_per_cycle": cpu[mode] / n / 1000,
+                    "commits": hand.cycle.commits / n,
+                    "durable": hand.cycle.durable / n,
+                }
+                for mode, hand in floors.items()
+            },
         }
 
 
@@ -425,6 +502,8 @@ async def stream_cycles(n: int, warmup: int) -> Result:
 
 WORKLOADS: dict[str, Callable[..., Coroutine[Any, Any, Result]]] = {
     "cycles": cycles,
+    "floor": floor,
+    "durability": durability,
     "history": history,
     "memory": memory,
     "streaming": streaming,

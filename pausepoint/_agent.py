@@ -102,11 +102,14 @@ class Agent:
         self.webhooks = [w for w in webhooks if w.agents is None or name in w.agents]
         self.telemetry = telemetry or Telemetry(tracing=False)
         # Which webhooks each event kind goes to; None when the store keeps no events.
+        appends = _append_parameters(store)
         self._event_targets: dict[str, tuple[str, ...]] | None = (
             {kind: tuple(w.name for w in self.webhooks if w.wants(kind, name)) for kind in EVENT_KINDS}
-            if _keeps_events(store)
+            if "events" in appends
             else None
         )
+        # Whether the store's append takes ``durable`` (a store written before it did not).
+        self._durability_hints = {"events", "durable"} <= appends
         self._cache: OrderedDict[str, SessionState] = OrderedDict()
         self._cache_size = cache_size
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -222,9 +225,10 @@ class Agent:
         self._cache.pop(session_id, None)
 
 
-def _keeps_events(store: SessionStore) -> bool:
-    """Whether ``store.append`` takes events (the built-in stores do; an older one may not)."""
+def _append_parameters(store: SessionStore) -> set[str]:
+    """The parameters ``store.append`` takes (``events``, ``durable``: the built-in stores take
+    both; one written against an older protocol may take neither)."""
     try:
-        return "events" in inspect.signature(store.append).parameters
+        return set(inspect.signature(store.append).parameters)
     except (TypeError, ValueError):  # pragma: no cover - an append without a signature
-        return False
+        return set()

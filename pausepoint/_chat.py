@@ -246,7 +246,7 @@ class Chat:
             turn = self._turn(state, None, None)
             self._end_lost_turn(turn, now)
             turn.journal.add(*claims)
-            await turn.journal.flush(self.agent.clock())
+            await turn.journal.flush(self.agent.clock(), durable=False)  # a claim (see Journal)
             return await turn.proceed()
 
         return await self._locked(op, operation="settle_expired")
@@ -362,8 +362,12 @@ class Chat:
                 turn.journal.add(*claims, *expired)
                 if launch is not None:
                     turn.journal.add(TurnStarted(at=now, principal=actor))
-                try:  # the claim: once written, these answers are ours alone
-                    await turn.journal.flush(now, rebase=False)
+                # The claim: once written, these answers are ours alone. Durable only if a tool
+                # that must not run twice restarts right after it, or the caller is told a
+                # detached turn runs; otherwise the turn's next durable append covers it.
+                durable = launch is not None or turn.restarts_must_not_repeat(claims)
+                try:
+                    await turn.journal.flush(now, rebase=False, durable=durable)
                 except ConcurrentUpdate:
                     state = await self.agent._reload(self.session_id)
                     continue
@@ -447,6 +451,7 @@ class Chat:
             agent._remember,
             targets=agent._event_targets,
             telemetry=agent.telemetry,
+            hints=agent._durability_hints,
         )
         return Turn(
             agent,

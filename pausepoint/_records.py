@@ -183,9 +183,10 @@ Record: TypeAlias = Annotated[
 ]
 
 _CODEC: TypeAdapter[Record] = TypeAdapter(Record)
-# Encoding with the record's own type skips the union's search for the matching member.
-_ENCODERS: dict[type[Any], TypeAdapter[Any]] = {
-    kind: TypeAdapter(kind)
+# Encoding with the record's own type skips the union's search for the matching member; the
+# serializer itself skips TypeAdapter's argument handling (a third of the cost of a small record).
+_ENCODERS: dict[type[Any], Any] = {
+    kind: TypeAdapter(kind).serializer
     for kind in (
         SessionStarted,
         MessageAdded,
@@ -205,8 +206,8 @@ _NO_SENDER = {"principal", "via"}
 def encode_record(record: Record) -> bytes:
     """Serialise a record to the compact JSON a store keeps."""
     if type(record) is MessageAdded and record.via is None:  # a model message: no sender to keep
-        return _ENCODERS[MessageAdded].dump_json(record, exclude=_NO_SENDER)
-    return _ENCODERS[type(record)].dump_json(record)
+        return _ENCODERS[MessageAdded].to_json(record, exclude=_NO_SENDER)  # type: ignore[no-any-return]
+    return _ENCODERS[type(record)].to_json(record)  # type: ignore[no-any-return]
 
 
 def decode_record(data: bytes | str) -> Record:

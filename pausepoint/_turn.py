@@ -9,15 +9,16 @@ The loop is a small state machine over the session state:
                                 └─(some paused)───────────▶ end: interrupted
 
 Records go through a ``Journal``: they are folded into the state as they are made and written
-to the store at flush points — after a resume's claims (before anything runs), after each batch
-of tool results (before the next model call), and at the end. A model failure before the first
-flush leaves the session exactly as it was. Each append carries the events announcing its pauses,
-answers and turn ends (``_events``), so the store writes them in the same transaction.
+to the store at flush points (see ``Journal`` for each one and why it is needed). A model
+failure before the first flush leaves the session exactly as it was. Each append carries the
+events announcing its pauses, answers and turn ends (``_events``), so the store writes them in
+the same transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -54,6 +55,8 @@ __all__ = ["Journal", "Turn", "new_ref"]
 
 _QUIET = Telemetry(tracing=False)
 
+log = logging.getLogger("pausepoint")
+
 _END_ATTEMPTS = 20
 
 _UNKNOWN_OUTCOME = {
@@ -88,6 +91,38 @@ class Journal:
 
     ``on_message`` sees each message the new records add to the history, as it is added (a
     tool message appears when the last result of its batch arrives).
+
+    A turn writes what it adds in as few appends as its promises allow. Each append is one
+    conditional append (the only arbiter between writers) carrying its events in the same
+    transaction. The flush points, and why each one is needed:
+
+    1. **A resume's claims, before anything runs** (``Chat._resume``, also ``settle_expired``'s
+       expiry claims). The conditional append decides which of two racing resumes owns the
+       pauses before either calls the model or a tool. *Not durable* when only the model runs
+       next: a power loss before the next durable append loses the claim, and with it nothing
+       that has happened outside the session (the model call has no side effect; the pause is
+       open again). *Durable* when a restarted tool that must not run twice runs next, and for
+       a detached turn (the caller is told it runs).
+    2. **A batch of calls, before a tool that must not run twice starts** (``Turn.run_model``):
+       the calls are in the log, durably, before any side effect, so a crash mid-call leaves a
+       call the next process settles as of unknown outcome, never runs again. This append also
+       carries the results of the batches before it.
+    3. **The end of the call** (``Turn.end``), before the caller gets the response: durable, so
+       what a caller was told — a pause to answer, a tool's result — survives any crash.
+    4. **The start of a detached turn** (``TurnStarted``): durable, the caller is told it runs.
+    5. **Between writers** (``Turn.proceed``, after restarted tools ran): the append brings in
+       what another process wrote meanwhile, so exactly one of them sees the batch complete and
+       calls the model. Not durable (the end is).
+
+    There is no flush between a batch's results and the next model call: the results ride with
+    the next append (2 or 3). If that model call fails, ``Turn`` writes them before the error
+    reaches the caller (``Turn._keep_results``); only a crash during it loses them, and the next
+    process then settles those calls as of unknown outcome (an idempotent one runs again), as
+    for a crash during the tool itself.
+
+    Durable appends wait for stable storage as the store is configured (``stores._base``); a
+    durable append makes the session's earlier non-durable ones durable too. A store whose
+    ``append`` takes no ``durable`` argument makes every append durable.
     """
 
     def __init__(
@@ -99,6 +134,7 @@ class Journal:
         *,
         targets: Mapping[str, tuple[str, ...]] | None = None,
         telemetry: Telemetry | None = None,
+        hints: bool = True,
     ) -> None:
         self.store = store
         self.state = state
@@ -108,6 +144,7 @@ class Journal:
         self._remember = remember
         self._targets = targets  # event kind -> webhooks; None: the store keeps no events
         self._telemetry = telemetry or _QUIET
+        self._hints = hints  # whether the store's append takes ``durable``
 
     def add(self, *records: Record) -> None:
         for record in records:
@@ -119,8 +156,9 @@ class Journal:
                 for message in messages[before:]:
                     self.on_message(message)
 
-    async def flush(self, now: datetime, *, rebase: bool = True) -> None:
-        """Append pending records with a conditional append on the session's version.
+    async def flush(self, now: datetime, *, rebase: bool = True, durable: bool = True) -> None:
+        """Append pending records with a conditional append on the session's version (durably,
+        unless ``durable`` is False: see the class docstring).
 
         If another writer got in first, records that do not depend on the history — results
         and answers of calls this call has already claimed — are replayed on the fresh state
@@ -136,11 +174,14 @@ class Journal:
             ]
             try:
                 with self._telemetry.store_call(self.store, "append"):
-                    if self._targets is None:
-                        await self.store.append(state.session_id, base, entries, state.summary(now))
+                    summary = state.summary(now)
+                    events = () if self._targets is None else announce(state, self.pending, entries, now, self._targets)
+                    if self._hints:
+                        await self.store.append(state.session_id, base, entries, summary, events, durable=durable)
+                    elif self._targets is None:  # a store from before events and durability hints
+                        await self.store.append(state.session_id, base, entries, summary)
                     else:
-                        events = announce(state, self.pending, entries, now, self._targets)
-                        await self.store.append(state.session_id, base, entries, state.summary(now), events)
+                        await self.store.append(state.session_id, base, entries, summary, events)
             except VersionConflict as exc:
                 if not any(isinstance(r, TurnEnded) for r in self.pending) and await self.absorb_aborts():
                     continue
@@ -225,6 +266,8 @@ class Turn:
         self.turn_id: int | None = None
         self.abort: asyncio.Event | None = None
         self._text_streamed = False
+        # Whether the pending records hold results of a batch this call ran (written later).
+        self._carry = False
         if emit is not None:
             journal.on_message = self._on_message
 
@@ -246,11 +289,16 @@ class Turn:
                 with agent.telemetry.model_call(agent.name, agent.model.name, request) as call:
                     response = await self._generate(request)
                     call.done(response)
+                if self._aborting():  # a reply that arrives once the abort is known is dropped
+                    return await self.stop()
+                message, refused = model_message(
+                    self._adopt(response.message), response.finish_reason, agent.json_limits
+                )
             except _Aborted:
                 return await self.stop()
-            if self._aborting():  # a reply that arrives once the abort is known is dropped
-                return await self.stop()
-            message, refused = model_message(self._adopt(response.message), response.finish_reason, agent.json_limits)
+            except BaseException:
+                await self._keep_results()
+                raise
             self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
             if self.emit is not None:
@@ -269,8 +317,19 @@ class Turn:
                 return await self.end(AgentFinishReason.FAILED, error=failed)
             if self.state.open:
                 return await self.end(AgentFinishReason.INTERRUPTED)
-            await self.journal.flush(agent.clock())
+            self._carry = True  # the results go with the next append (see Journal)
         return await self.end(AgentFinishReason.MAX_TURNS)
+
+    async def _keep_results(self) -> None:
+        """The model call after a batch failed (or was cancelled): write the batch's results
+        before the error reaches the caller, as if they had been written before the call. A
+        failure to write them is the caller's to see only as the original error."""
+        if not self._carry or not self.journal.pending:
+            return
+        try:
+            await self.journal.flush(self.agent.clock())
+        except Exception:
+            log.warning("could not record the tool results of session %s", self.state.session_id, exc_info=True)
 
     async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
         """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""
@@ -319,9 +378,10 @@ class Turn:
         """From a state with no call running here: continue the model, report pauses, or wait.
 
         Our records are written first: the append brings in anything another writer added
-        meanwhile, so the decision is made on the session as it is now.
+        meanwhile, so the decision is made on the session as it is now (not durably: whatever
+        follows ends with a durable append).
         """
-        await self.journal.flush(self.agent.clock())
+        await self.journal.flush(self.agent.clock(), durable=False)
         if self.state.awaiting_model:
             return await self.run_model()
         if self.state.open:
@@ -331,7 +391,7 @@ class Turn:
     async def stop(self) -> AgentResponse:
         """End a detached turn that was asked to abort. A user message the model has not
         answered is dropped: the history is as if it had not been sent."""
-        if any(isinstance(r, MessageAdded) for r in self.journal.pending):
+        if not self._carry and any(isinstance(r, MessageAdded) for r in self.journal.pending):
             await self.journal.discard(keep=lambda record: not isinstance(record, MessageAdded))
         return await self.end(AgentFinishReason.ABORTED)
 
@@ -473,10 +533,15 @@ class Turn:
             raise _Aborted
         return task.result()
 
-    def _must_not_repeat(self, request: ToolRequestPart) -> bool:
+    def _must_not_repeat(self, request: ToolRequestPart | CallAnswered) -> bool:
         """Whether running this call twice could do harm (unknown tools never run at all)."""
         tool = self.agent.tools.get(request.name)
         return tool is not None and not tool.idempotent
+
+    def restarts_must_not_repeat(self, claims: list[CallAnswered]) -> bool:
+        """Whether ``claims`` restart a call of a tool that must not run twice (their append must
+        then be durable: the tool runs right after it)."""
+        return any(c.decision == "restart" and self._must_not_repeat(c) for c in claims)
 
     def _adopt(self, message: Message) -> Message:
         """The model's message with a runtime-minted ref on every tool request."""

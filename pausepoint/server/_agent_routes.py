@@ -85,6 +85,9 @@ def agent_routes(service: Service) -> list[Route]:
             def start() -> Any:
                 return chat.send_stream(message, principal=principal, via="genkit")
 
+            def call() -> Any:
+                return chat.send(message, principal=principal, via="genkit")
+
         else:
 
             def start() -> Any:
@@ -97,9 +100,21 @@ def agent_routes(service: Service) -> list[Route]:
                     via="genkit",
                 )
 
+            def call() -> Any:
+                return chat.resume(
+                    respond=wire.respond,
+                    restart=restart,
+                    metadata=wire.metadata,
+                    idempotency_key=key,
+                    principal=principal,
+                    via="genkit",
+                )
+
         return await run_turn(
             request,
             start,
+            call=call,
+            keep_alive=agent._background,
             on_done=lambda: service.feed.notify(agent.name, chat.session_id),
             reply=lambda r: {"result": genkit.output_json(r)},
             chunk=genkit.ChunkTranslator().translate,

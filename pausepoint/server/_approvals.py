@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from starlette.routing import Route
 from .._agent import Agent
 from .._chat import Chat
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from .._response import AgentResponse
 from .._rest import (
     MESSAGES,
     SUMMARY,
@@ -92,7 +93,11 @@ def rest_routes(service: Service) -> list[Route]:
         chat = agent.chat(principal=principal)
         message = user_message(body)
         return await _turn(
-            request, agent, chat.session_id, lambda: chat.send_stream(message, principal=principal, via="http")
+            request,
+            agent,
+            chat.session_id,
+            lambda: chat.send_stream(message, principal=principal, via="http"),
+            lambda: chat.send(message, principal=principal, via="http"),
         )
 
     async def send(request: Request) -> Response:
@@ -109,7 +114,11 @@ def rest_routes(service: Service) -> list[Route]:
         check_message_size(body.model_dump(mode="json")["message"], limits)
         message = user_message(body)
         return await _turn(
-            request, agent, session_id, lambda: chat.send_stream(message, principal=principal, via="http")
+            request,
+            agent,
+            session_id,
+            lambda: chat.send_stream(message, principal=principal, via="http"),
+            lambda: chat.send(message, principal=principal, via="http"),
         )
 
     async def read(request: Request) -> Response:
@@ -239,10 +248,12 @@ def rest_routes(service: Service) -> list[Route]:
         await service.conversable(agent, session_id, principal)
         return agent, session_id, principal
 
-    async def _turn(request: Request, agent: Agent, session_id: str, start: Any) -> Response:
+    async def _turn(request: Request, agent: Agent, session_id: str, start: Any, call: Any) -> Response:
         return await run_turn(
             request,
             start,
+            call=call,
+            keep_alive=agent._background,
             on_done=lambda: service.feed.notify(agent.name, session_id),
             reply=lambda response: response_json(agent, response),
             chunk=lambda chunk: chunk_json(agent, chunk),
@@ -272,7 +283,17 @@ def rest_routes(service: Service) -> list[Route]:
                 via="http",
             )
 
-        return await _turn(request, agent, session_id, start)
+        def call() -> Awaitable[AgentResponse]:
+            return chat.resume(
+                respond=respond,
+                restart=restart,
+                metadata=metadata,
+                idempotency_key=key,
+                principal=principal,
+                via="http",
+            )
+
+        return await _turn(request, agent, session_id, start, call)
 
     base = "/v1/agents/{agent}/sessions"
     one = base + "/{session_id}"

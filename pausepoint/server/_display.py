@@ -9,12 +9,12 @@ added to the core's JSON: clients that do not know them read the same objects as
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from .._agent import Agent
 from .._approval import APPROVED_METADATA, approving_output
 from .._interrupts import AuditEntry, PendingInterrupt
+from .._presentation import PauseView
 from .._response import AgentResponse
 from .._rest import AUDIT, CHUNK, INTERRUPTS, RESPONSE, dump
 from .._streaming import TurnChunk
@@ -30,6 +30,7 @@ __all__ = [
     "interrupts_json",
     "permissions",
     "response_json",
+    "view_json",
 ]
 
 
@@ -37,7 +38,7 @@ def interrupts_json(agent: Agent, pauses: list[PendingInterrupt]) -> list[dict[s
     """``pauses`` as JSON, each with its ``view``."""
     items: list[dict[str, Any]] = dump(INTERRUPTS, pauses)
     for item, pause in zip(items, pauses, strict=True):
-        item["view"] = asdict(agent.view(pause))
+        item["view"] = view_json(agent.view(pause))
     return items
 
 
@@ -52,7 +53,7 @@ def chunk_json(agent: Agent, chunk: TurnChunk) -> dict[str, Any]:
     """A stream chunk as JSON; an ``interrupt`` chunk's pause carries its view."""
     body: dict[str, Any] = dump(CHUNK, chunk)
     if chunk.kind == "interrupt":
-        body["interrupt"]["view"] = asdict(agent.view(chunk.interrupt))
+        body["interrupt"]["view"] = view_json(agent.view(chunk.interrupt))
     elif chunk.kind == "turn_end":
         body["response"] = response_json(agent, chunk.response)
     return body
@@ -66,8 +67,21 @@ def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
         if not entry.name:  # not an answer to a pause (nothing to show as one)
             item["view"] = None
             continue
-        item["view"] = asdict(agent.view(answered_pause(entry)))
+        item["view"] = view_json(agent.view(answered_pause(entry)))
     return items
+
+
+def view_json(view: PauseView) -> dict[str, Any]:
+    """A ``PauseView`` as JSON data (what ``dataclasses.asdict`` gives, without its deep copies)."""
+    return {
+        "title": view.title,
+        "summary": view.summary,
+        "fields": [
+            {"name": f.name, "label": f.label, "text": f.text, "description": f.description} for f in view.fields
+        ],
+        "risk": view.risk,
+        "on_expiry": view.on_expiry,
+    }
 
 
 def describe_agent(agent: Agent) -> dict[str, Any]:

@@ -21,7 +21,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.requests import Request
+from pydantic_core import PydanticSerializationError, to_json
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from .. import errors as core
@@ -128,8 +129,12 @@ def error_response(exc: BaseException) -> Response:
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON, as the reference's handlers write it."""
-    return json.dumps(value, separators=(",", ":"), default=str).encode()
+    """Compact JSON, as the reference's handlers write it (UTF-8; a string that is not valid
+    Unicode, which only an error message echoing bad input can hold, is written escaped)."""
+    try:
+        return to_json(value, fallback=str, inf_nan_mode="constants")
+    except (PydanticSerializationError, ValueError, TypeError):
+        return json.dumps(value, separators=(",", ":"), default=str).encode()
 
 
 def _jsonable(details: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +154,10 @@ def guarded(handler: Handler) -> Handler:
     async def endpoint(request: Request) -> Response:
         try:
             return await handler(request)
+        except ClientDisconnect:
+            # The client went away before its request was read: nothing was done, and nobody
+            # reads this reply (it is no server error to log).
+            return Response(status_code=400)
         except Exception as exc:
             return error_response(exc)
 

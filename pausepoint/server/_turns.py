@@ -3,12 +3,15 @@
 A streamed turn's first chunk is awaited before the response starts, so a refusal (a bad
 answer, pending pauses, ...) is still a 4xx with a JSON body rather than a 200 stream holding
 an error. Once streaming, a client that goes away does not stop the turn: it finishes and is
-recorded (see ``pausepoint._streaming``).
+recorded (see ``pausepoint._streaming``). A turn answered with one JSON body makes no chunks
+at all (``call``), but it too runs in a task of its own, so that nothing that cancels the
+request — a client going away, a server shutting down — cuts it short.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -36,12 +39,15 @@ async def run_turn(
     request: Request,
     start: Callable[[], TurnStream],
     *,
+    call: Callable[[], Awaitable[AgentResponse]],
+    keep_alive: set[asyncio.Task[Any]],
     on_done: Callable[[], None],
     reply: Callable[[AgentResponse], Any] | None = None,
     chunk: Callable[[TurnChunk], Any] | None = None,
     frame: Callable[[str, Any], bytes] | None = None,
 ) -> Response:
-    """Run the turn ``start`` begins; reply with ``reply(response)`` as JSON, or stream.
+    """Run a turn; reply with ``reply(response)`` as JSON (the turn ``call`` makes), or stream
+    the turn ``start`` begins. ``keep_alive`` holds the turn's task until it ends (the agent's).
 
     ``chunk`` translates a chunk (None: skip it) and ``frame(kind, value)`` writes an event of
     kind ``chunk``/``response``/``error``; the defaults are the REST API's snake_case events.
@@ -49,23 +55,27 @@ async def run_turn(
     reply = reply or (lambda r: dump(RESPONSE, r))
     chunk = chunk or (lambda c: dump(CHUNK, c))
     frame = frame or (lambda kind, value: event(kind, error_body(value) if kind == "error" else value))
-    try:
-        stream = start()
-    except Exception as exc:
-        return error_response(exc)
 
     def done(future: Any) -> None:
         if not future.cancelled():
             future.exception()  # retrieved here; the reply reports it
         on_done()
 
-    stream.response.add_done_callback(done)
     if not wants_stream(request):
+        task = asyncio.ensure_future(call())
+        keep_alive.add(task)
+        task.add_done_callback(keep_alive.discard)
+        task.add_done_callback(done)
         try:
-            response = await stream
+            response = await asyncio.shield(task)
         except Exception as exc:
             return error_response(exc)
         return Response(dumps(reply(response)), media_type="application/json")
+    try:
+        stream = start()
+    except Exception as exc:
+        return error_response(exc)
+    stream.response.add_done_callback(done)
     iterator = stream.__aiter__()
     try:
         first: TurnChunk | None = await iterator.__anext__()

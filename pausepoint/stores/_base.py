@@ -13,6 +13,17 @@ exactly when its records do: a crash after the append loses no announcement, and
 failed announces nothing. Readers follow the stream by position (``read_events``, woken by
 ``wait_for_events``); webhook senders take due deliveries with a lease (``claim_deliveries``),
 so several processes can drain one outbox without sending the same delivery at the same time.
+
+**Durability.** Every append is atomic and, once it returns, visible to every reader and safe from
+a crash of the process that made it. ``append(durable=True)`` (the default) promises more: the
+records survive a crash of the machine or of the database server too, as far as the backend is
+configured to keep that promise (SQLite ``synchronous="FULL"``, PostgreSQL ``synchronous_commit``
+on, Redis ``appendfsync always``). ``durable=False`` lets the store make the append durable later:
+the runtime passes it only for appends that nothing outside the session depends on yet (a
+resume's claim before the model is called), and every later durable append of the same session
+makes the earlier ones durable too, because each append is conditional on the ones before it
+(the session's version) and the backends write their logs in order (SQLite's WAL, PostgreSQL's
+WAL). See ``_turn.Journal`` for which appends are which.
 """
 
 from __future__ import annotations
@@ -128,14 +139,17 @@ class SessionStore(Protocol):
         entries: Sequence[LogEntry],
         summary: SessionSummary,
         events: Sequence[Event] = (),
+        *,
+        durable: bool = True,
     ) -> int:
         """Append ``entries`` if the session is at ``expected_version`` (0: it must not exist yet).
 
         Entries carry versions ``expected_version + 1`` onwards. ``events`` are written in the
         same transaction, each with a pending delivery (due at once) per name in its
-        ``targets``. Returns the new version. Raises ``VersionConflict`` (nothing written) when
-        the session is at another version, ``PayloadTooLarge`` when an entry exceeds
-        ``max_record_bytes``.
+        ``targets``. With ``durable`` the append is on stable storage when this returns;
+        without, it may get there later (see the module docstring). Returns the new version.
+        Raises ``VersionConflict`` (nothing written) when the session is at another version,
+        ``PayloadTooLarge`` when an entry exceeds ``max_record_bytes``.
         """
         ...
 

@@ -58,6 +58,8 @@ class InMemorySessionStore:
         entries: Sequence[LogEntry],
         summary: SessionSummary,
         events: Sequence[Event] = (),
+        *,
+        durable: bool = True,  # nothing here outlives the process: every append is as durable as any
     ) -> int:
         check_entries(expected_version, entries, self.max_record_bytes, events)
         with self._lock:

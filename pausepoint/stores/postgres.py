@@ -20,6 +20,13 @@ transactions commit in any order, so readers take only events of transactions ol
 transaction still running (``pg_snapshot_xmin``); any event committed later has a greater
 position, and a reader following positions misses none. (A transaction left open elsewhere in
 the database holds the stream back until it ends.)
+
+Durability: an append made with ``durable=False`` (see ``stores._base``) commits with
+``synchronous_commit = off`` for its own transaction: it is visible at once, but PostgreSQL does
+not wait for its WAL record to reach the disk (a crash of the database server or of its machine
+within a fraction of a second may lose it). The WAL is flushed in order, so the session's next
+durable append, which waits for its own flush as the server's ``synchronous_commit`` says (on by
+default), makes it durable too.
 """
 
 from __future__ import annotations
@@ -150,8 +157,12 @@ queued AS (
 notified AS (
     SELECT pg_notify($20, '') FROM claimed WHERE cardinality($13::text[]) > 0
 )
-SELECT (SELECT count(*) FROM claimed) + 0 * (SELECT count(*) FROM notified)
+SELECT (SELECT count(*) FROM claimed) + 0 * (SELECT count(*) FROM notified){relaxed}
 """
+
+# An append made with durable=False commits without waiting for its WAL flush: the setting is
+# local to the statement's own transaction, read by PostgreSQL when it commits.
+_RELAXED = " + 0 * length(set_config('synchronous_commit', 'off', true))"
 
 _APPEND_NEW = (
     """
@@ -295,8 +306,10 @@ class PostgresSessionStore:
             f"JOIN {quoted}.pausepoint_events AS e ON e.pos = d.event_pos"
         )
         self._sql = {
-            "append_new": _APPEND_NEW.format(s=quoted),
-            "append_next": _APPEND_NEXT.format(s=quoted),
+            "append_new": _APPEND_NEW.format(s=quoted, relaxed=""),
+            "append_next": _APPEND_NEXT.format(s=quoted, relaxed=""),
+            "append_new_relaxed": _APPEND_NEW.format(s=quoted, relaxed=_RELAXED),
+            "append_next_relaxed": _APPEND_NEXT.format(s=quoted, relaxed=_RELAXED),
             "read": _READ.format(s=quoted, kinds=""),
             "read_kinds": _READ.format(s=quoted, kinds="AND r.kind = ANY($3::text[])"),
             "version": f"SELECT version FROM {quoted}.pausepoint_sessions WHERE id = $1",
@@ -353,7 +366,9 @@ class PostgresSessionStore:
                     raise StoreError("the store is closed")
                 min_size, max_size = self._pool_sizes
                 async with self._translated("connecting"):
-                    self._pool = await asyncpg.create_pool(self._dsn, min_size=min_size, max_size=max_size)
+                    self._pool = await asyncpg.create_pool(
+                        self._dsn, min_size=min_size, max_size=max_size, reset=_keep_session
+                    )
             if not self._ready:
                 async with self._translated("creating the schema"), self._pool.acquire() as conn:
                     await self._create_schema(conn)
@@ -394,9 +409,12 @@ class PostgresSessionStore:
         entries: Sequence[LogEntry],
         summary: SessionSummary,
         events: Sequence[Event] = (),
+        *,
+        durable: bool = True,
     ) -> int:
         check_entries(expected_version, entries, self.max_record_bytes, events)
         new_version = expected_version + len(entries)
+        relaxed = "" if durable else "_relaxed"
         args: list[Any] = [
             session_id,
             summary.agent,
@@ -420,9 +438,9 @@ class PostgresSessionStore:
             self._channel,
         ]
         if expected_version == 0:
-            sql = self._sql["append_new"]
+            sql = self._sql["append_new" + relaxed]
         else:
-            sql = self._sql["append_next"]
+            sql = self._sql["append_next" + relaxed]
             args.append(expected_version)
         pool = await self._ready_pool()
         async with self._translated(f"appending to session {session_id!r}"):
@@ -626,3 +644,14 @@ class PostgresSessionStore:
         if pool is not None and self._owns_pool:
             async with self._translated("closing"):
                 await pool.close()
+
+
+async def _keep_session(conn: Any) -> None:
+    """The pool's reset on release, for the pool the store makes itself: nothing beyond what
+    asyncpg always does (roll back a transaction left open, drop listeners).
+
+    asyncpg's default also runs ``RESET ALL``, ``UNLISTEN *``, ``CLOSE ALL`` and unlocks advisory
+    locks — a round trip on every release, as costly as the statement the connection was taken
+    for. The store leaves none of that behind: its settings and locks are transaction-scoped
+    (``set_config(..., true)``, ``pg_advisory_xact_lock``), it opens no cursor, and its ``LISTEN``
+    has a connection of its own. (A pool you give the store keeps your pool's reset.)"""

@@ -29,10 +29,14 @@ session id, as on the SQL backends.
 
 The scripts reach index keys derived from the prefix, so the store needs a single Redis server,
 version 6.2 or later (or a cluster with a hash-tagged prefix such as ``{pausepoint}:``, which
-keeps every key in one slot). Sessions are as durable as the server is configured to be: with
-Redis's default snapshots a server crash loses the last writes, so run it with ``appendonly yes``
-(``appendfsync always`` to lose none). Every redis-py error is translated to ``StoreError`` in
-``_translated``.
+keeps every key in one slot). Sessions are as durable as the server is configured to be, for
+every append alike (``append(durable=...)`` changes nothing here): with Redis's default
+snapshots a crash of the server loses the writes since the last snapshot; ``appendonly yes``
+with ``appendfsync everysec`` loses up to about a second of writes on a power loss or OS crash
+(a crash of the Redis process alone loses none); ``appendfsync always`` loses none. What a lost
+write means is the same as for SQLite's ``synchronous=NORMAL``: an answer whose tool already
+ran may be lost, and answering again would run the tool again. Every redis-py error is
+translated to ``StoreError`` in ``_translated``.
 """
 
 from __future__ import annotations
@@ -418,6 +422,8 @@ class RedisSessionStore:
         entries: Sequence[LogEntry],
         summary: SessionSummary,
         events: Sequence[Event] = (),
+        *,
+        durable: bool = True,  # as durable as the server is configured to be (see the module docstring)
     ) -> int:
         check_entries(expected_version, entries, self.max_record_bytes, events)
         for entry in entries:

@@ -69,6 +69,9 @@ def _listening_socket() -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted connections inherit it
     sock.bind(("127.0.0.1", 0))
+    # Listening before the URL is printed: a client that connects while the server is still
+    # starting waits in the backlog instead of being refused (seen on a loaded machine).
+    sock.listen(128)
     return sock
 
 

@@ -7,7 +7,9 @@ looked up before authentication; hardened responses.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -384,3 +386,29 @@ async def test_values_at_the_deepest_limit_read_back_from_every_wire_reply(http)
         parts = from_json(replies[1].text)["result"]["state"]["messages"][1]["content"]
         assert parts[0]["toolRequest"]["input"] == {"amount": value}
         assert parts[0]["metadata"]["interrupt"] == {"amount": value}
+
+
+async def test_a_client_gone_before_its_body_arrived_is_no_server_error(served: Served, http, caplog):
+    """A client that closes its connection in the middle of a request body: nothing is done,
+    and the server logs the request (no error, no traceback)."""
+    caplog.set_level(logging.INFO)
+    url = httpx.URL(served.url)
+    _, writer = await asyncio.open_connection(url.host, url.port)
+    head = (
+        "POST /bank/v1/agents/bankingAgent/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    )
+    writer.write(head.encode() + b'{"message": "Transfer $5')
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+    for _ in range(1000):  # until the request is logged as served
+        if any(r.name == "pausepoint.server.access" and "/sessions" in r.getMessage() for r in caplog.records):
+            break
+        await asyncio.sleep(0.01)
+    access = [r for r in caplog.records if r.name == "pausepoint.server.access"]
+    assert [r.status for r in access] == [400]  # type: ignore[attr-defined]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    reply = await http.get(f"{served.bank}/v1/agents/bankingAgent/sessions", headers=ALICE)
+    assert reply.status_code == 200 and reply.json()["sessions"] == []
+    assert served.ledger == []

@@ -95,6 +95,25 @@ async def test_appends_continue_the_log(store):
     assert (await store.read("s1", 5)) == LogSlice(7, entries(5, 2))
 
 
+async def test_an_append_not_yet_durable_is_seen_at_once_and_continued(backend):
+    """``durable=False`` changes when the append reaches stable storage, nothing else: it is
+    visible to every store object at once, conditional like any append, and continued by a
+    durable one."""
+    writer, reader = await backend.open(), await backend.open()
+    try:
+        assert await writer.append("s1", 0, entries(0, 2), summary("s1", 2), durable=False) == 2
+        assert await reader.read("s1") == LogSlice(2, entries(0, 2))
+        with pytest.raises(VersionConflict):
+            await reader.append("s1", 1, entries(1, 1), summary("s1", 2), durable=False)
+        assert await reader.append("s1", 2, entries(2, 1), summary("s1", 3, updated=1), durable=False) == 3
+        assert await writer.append("s1", 3, entries(3, 1), summary("s1", 4, updated=2)) == 4
+        assert await reader.read("s1") == LogSlice(4, entries(0, 4))
+        assert await reader.get_summary("s1") == summary("s1", 4, updated=2)
+    finally:
+        await writer.close()
+        await reader.close()
+
+
 @pytest.mark.parametrize("expected", [0, 2, 4, 100])
 async def test_conflicting_append_writes_nothing(store, expected):
     before = summary("s1", 3, updated=1)

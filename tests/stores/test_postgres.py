@@ -94,3 +94,39 @@ async def test_a_closed_store_refuses_work(place):
     await store.close()
     with pytest.raises(StoreError):
         await store.read("s1")
+
+
+async def test_an_append_not_yet_durable_leaves_the_connection_as_it_was(place):
+    """``durable=False`` relaxes ``synchronous_commit`` for its own transaction only."""
+    pool = await asyncpg.create_pool(place.url, min_size=1, max_size=1)
+    try:
+        store = PostgresSessionStore(pool, schema=place.schema)
+        await store.append("s1", 0, [LogEntry(1, "message", b"{}")], summary("s1", 1), durable=False)
+        await store.append("s1", 1, [LogEntry(2, "message", b"{}")], summary("s1", 2), durable=False)
+        assert await pool.fetchval("SHOW synchronous_commit") == "on"
+        assert (await store.read("s1")) == LogSlice(2, [LogEntry(1, "message", b"{}"), LogEntry(2, "message", b"{}")])
+        await store.close()
+    finally:
+        await pool.close()
+
+
+async def test_the_stores_own_pool_needs_no_reset_between_uses(place):
+    """The pool the store makes skips asyncpg's session reset on release: what the store does
+    on a connection (a relaxed commit, a schema lock) must end with its transaction."""
+    store = PostgresSessionStore(place.url, schema=place.schema, min_size=1, max_size=1)
+    try:
+        await store.append("s1", 0, [LogEntry(1, "message", b"{}")], summary("s1", 1), durable=False)
+        await store.append("s1", 1, [LogEntry(2, "message", b"{}")], summary("s1", 2))
+        pool = store._pool  # the one connection every call above used
+        assert pool is not None
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SHOW synchronous_commit") == "on"
+            assert not conn.is_in_transaction()
+            assert (
+                await conn.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+                )
+                == 0
+            )
+    finally:
+        await store.close()
