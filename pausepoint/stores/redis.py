@@ -488,7 +488,11 @@ class RedisSessionStore:
         async with self._translated(f"reading the checkpoint of session {session_id!r}"):
             client = await self._ready_client()
             version, data = await client.hmget(f"{self.prefix}checkpoint:{session_id}", ["version", "data"])
-        return None if version is None or data is None else Checkpoint(int(version), data if isinstance(data, bytes) else data.encode())
+        return (
+            None
+            if version is None or data is None
+            else Checkpoint(int(version), data if isinstance(data, bytes) else data.encode())
+        )
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         async with self._translated(f"reading session {session_id!r}"):

@@ -9,8 +9,7 @@ import pytest
 
 from pausepoint.errors import PayloadTooLarge, VersionConflict
 from pausepoint.stores import Event, LogEntry, SessionStore
-
-from .test_conformance import at, entries, summary
+from pausepoint.testing.stores import at, entries, summary
 
 LEASE = timedelta(seconds=30)
 
