@@ -255,24 +255,28 @@ class Agent:
     async def _checkpoint(self, store: CheckpointStore, state: SessionState) -> None:
         """Write the session's checkpoint; then keep the state loaded back from it, whose items
         stay encoded until read (so the next checkpoint copies them), unless a call is using
-        the session meanwhile."""
+        the session meanwhile. If the session moved on while it was written, and far enough,
+        write again (a few times at most: a busy session is checkpointed by its next turns)."""
+        session_id = state.session_id
         try:
-            loaded = await _checkpoint.save(store, state)
-            session_id = state.session_id
-            if (
-                loaded is not None
-                and self._cache.get(session_id) is state
-                and state.version == loaded.version
-                and not self._lock(session_id).locked()
-            ):
-                self._cache[session_id] = loaded
+            for _ in range(3):
+                loaded = await _checkpoint.save(store, state)
+                if (
+                    loaded is not None
+                    and self._cache.get(session_id) is state
+                    and state.version == loaded.version
+                    and not self._lock(session_id).locked()
+                ):
+                    self._cache[session_id] = loaded
+                latest = self._cache.get(session_id)
+                every = self.checkpoint_every
+                if latest is None or every is None or latest.version - latest.checkpointed < every:
+                    break
+                state = latest
         except Exception:  # a checkpoint is only ever a shortcut: the log is complete without it
-            log.warning("could not write the checkpoint of session %s", state.session_id, exc_info=True)
+            log.warning("could not write the checkpoint of session %s", session_id, exc_info=True)
         finally:
-            self._checkpointing.discard(state.session_id)
-
-    def _forget(self, session_id: str) -> None:
-        self._cache.pop(session_id, None)
+            self._checkpointing.discard(session_id)
 
 
 def _append_parameters(store: SessionStore) -> set[str]:

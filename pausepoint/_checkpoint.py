@@ -256,9 +256,10 @@ async def save(store: CheckpointStore, state: SessionState) -> SessionState | No
     if state.version != version or state.durable_version != version:
         return None  # changed while we read: the next turn will checkpoint it
     data = encode_state(state, record_digest(found.entries[0].data))
-    if not await store.write_checkpoint(state.session_id, version, data):
+    kept = await store.write_checkpoint(state.session_id, version, data)
+    state.checkpointed = max(state.checkpointed, version)  # if not kept, a later one is there already
+    if not kept:
         return None
-    state.checkpointed = version
     loaded = decode_state(state.session_id, data)
     if loaded is not None:
         loaded.checkpointed = version
