@@ -278,6 +278,9 @@ class Agent:
         finally:
             self._checkpointing.discard(session_id)
 
+    def _forget(self, session_id: str) -> None:
+        self._cache.pop(session_id, None)
+
 
 def _append_parameters(store: SessionStore) -> set[str]:
     """The parameters ``store.append`` takes (``events``, ``durable``: the built-in stores take
