@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from ._lazy import LazyDict, LazyList, Raw
+from ._lazy import LazyDict, LazyList
 from ._records import decode_record
 from ._session import SessionState
 from .stores import CheckpointStore
@@ -81,6 +81,8 @@ def _layout() -> tuple[tuple[_Field, ...], bytes]:
             field = _Field(f.name, "dict", TypeAdapter(args[1]), TypeAdapter(list[args[0]]))  # type: ignore[valid-type]
         else:
             field = _Field(f.name, "value", TypeAdapter(hint))
+        if field.shape != "value" and bytes in (args[-1], typing.get_origin(args[-1])):
+            raise TypeError(f"SessionState.{f.name}: a collection of bytes cannot be checkpointed")
         fields.append(field)
         keys = field.keys.json_schema(mode="serialization") if field.keys else None
         described.append([f.name, field.shape, field.item.json_schema(mode="serialization"), keys])
@@ -104,13 +106,13 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
     Items of a state loaded from a checkpoint that were never read are copied as they are.
     """
     fields, print_ = _layout()
-    homes: dict[int, bytes] = {}  # id of an object held in a collection -> "@field\tkey"
+    homes: dict[int, tuple[str, Any]] = {}  # id of a dataclass held in a collection -> (field, key)
     lines: list[bytes] = []
     for field in fields:
         value = getattr(state, field.name)
         if field.shape == "value":
-            ref = homes.get(id(value)) if value is not None else None
-            lines.append(ref if ref is not None else field.item.dump_json(value))
+            home = homes.get(id(value)) if value is not None else None
+            lines.append(b"@" + _json([home[0], home[1]]) if home else field.item.dump_json(value))
             continue
         if field.shape == "list":
             entries: Iterator[tuple[Any, Any]] = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
@@ -118,28 +120,34 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
             entries = iter(value.raw_items() if isinstance(value, LazyDict) else value.items())
         keys: list[Any] = []
         items: list[bytes] = []
-        here = b"@" + field.name.encode() + b"\t"
+        refs: list[list[Any]] = []  # [position, field, key] of each item held by an earlier field
         for key, item in entries:
             keys.append(key)
-            if type(item) is Raw:
-                items.append(item.data)
+            if type(item) is bytes:
+                items.append(item)
                 continue
-            ref = homes.get(id(item))
-            if ref is not None and not ref.startswith(here):
-                items.append(ref)
+            home = homes.get(id(item))
+            if home is not None and home[0] != field.name:
+                refs.append([len(items), home[0], home[1]])
+                items.append(b"@")
                 continue
-            if ref is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
-                homes[id(item)] = here + json.dumps(key).encode()
+            if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
+                homes[id(item)] = (field.name, key)
             items.append(field.item.dump_json(item))
-        lines.append(str(len(items)).encode())
+        lines.append(b"%d" % len(items))
         if field.keys is not None:
             lines.append(field.keys.dump_json(keys))
+        lines.append(_json(refs))
         lines.extend(items)
     body = b"\n".join(lines)
     head = b" ".join(
         [CHECKPOINT_FORMAT, print_, str(state.version).encode(), digest, b"%08x" % zlib.crc32(body), b"%d" % len(body)]
     )
     return head + b"\n" + body
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +175,11 @@ def read_header(data: bytes) -> Header | None:
     return Header(version, parts[3])
 
 
-def decode_state(session_id: str, data: bytes) -> SessionState | None:
+def decode_state(session_id: str, data: bytes, *, checked: bool = False) -> SessionState | None:
     """The state a checkpoint holds (its items decoded when read), or None when it is not a
-    whole checkpoint of ``session_id`` written by this code. The caller checks it against the
-    log (``Header``) before using it."""
-    if read_header(data) is None:
+    whole checkpoint of ``session_id`` written by this code (``checked``: ``read_header``
+    already said it is). The caller checks it against the log (``Header``) before using it."""
+    if not checked and read_header(data) is None:
         return None
     fields, _ = _layout()
     lines = data[data.find(b"\n") + 1 :].split(b"\n")
@@ -179,40 +187,35 @@ def decode_state(session_id: str, data: bytes) -> SessionState | None:
     at = 0
     try:
         for field in fields:
-            if field.shape == "value":
-                setattr(state, field.name, _resolve(state, lines[at], field.item))
-                at += 1
-                continue
-            count = int(lines[at])
+            line = lines[at]
             at += 1
-            if field.keys is not None:
-                keys = field.keys.validate_json(lines[at])
-                at += 1
-                raw = lines[at : at + count]
-                value: Any = LazyDict(((k, _item(state, line)) for k, line in zip(keys, raw, strict=True)), field.item)
-            else:
-                value = LazyList((_item(state, line) for line in lines[at : at + count]), field.item)
-            at += count
+            if field.shape == "value":
+                if line[:1] == b"@":
+                    home, key = json.loads(line[1:])
+                    setattr(state, field.name, getattr(state, home)[key])
+                else:
+                    setattr(state, field.name, field.item.validate_json(line))
+                continue
+            count = int(line)
+            keys = field.keys.validate_json(lines[at]) if field.keys is not None else None
+            at += 1 if keys is not None else 0
+            refs = json.loads(lines[at])
+            items: list[Any] = lines[at + 1 : at + 1 + count]  # undecoded: each item's JSON
+            at += 1 + count
+            if len(items) != count or (keys is not None and len(keys) != count):
+                return None
+            for position, home, key in refs:
+                items[position] = getattr(state, home)[key]
+            value: Any = (
+                LazyList(items, field.item) if keys is None else LazyDict(zip(keys, items, strict=True), field.item)
+            )
             setattr(state, field.name, value)
-    except (ValueError, IndexError, KeyError):
+    except (ValueError, IndexError, KeyError, TypeError):
         return None
     if at != len(lines) or state.session_id != session_id:
         return None
     state.durable_version = state.version
     return state
-
-
-def _item(state: SessionState, line: bytes) -> Any:
-    return _lookup(state, line) if line[:1] == b"@" else Raw(line)
-
-
-def _resolve(state: SessionState, line: bytes, adapter: TypeAdapter[Any]) -> Any:
-    return _lookup(state, line) if line[:1] == b"@" else adapter.validate_json(line)
-
-
-def _lookup(state: SessionState, line: bytes) -> Any:
-    name, _, key = line[1:].partition(b"\t")
-    return getattr(state, name.decode())[json.loads(key)]
 
 
 async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
@@ -230,7 +233,7 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
         return None
     if record_digest(found.entries[0].data) != header.digest:
         return None
-    state = decode_state(session_id, checkpoint.data)
+    state = decode_state(session_id, checkpoint.data, checked=True)
     if state is None or state.version != header.version:
         return None
     for entry in found.entries[1:]:
@@ -260,7 +263,7 @@ async def save(store: CheckpointStore, state: SessionState) -> SessionState | No
     state.checkpointed = max(state.checkpointed, version)  # if not kept, a later one is there already
     if not kept:
         return None
-    loaded = decode_state(state.session_id, data)
+    loaded = decode_state(state.session_id, data, checked=True)
     if loaded is not None:
         loaded.checkpointed = version
     return loaded

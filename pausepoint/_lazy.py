@@ -6,8 +6,10 @@ the calls and pauses it touches) are decoded. Everything else behaves as the bui
 dict (they are subclasses, so the fold and its readers need no change); an item, once decoded,
 replaces its JSON for good, so every reader sees the same object.
 
-``Raw`` marks an item still in JSON. A checkpoint writer copies those bytes as they are
-(``raw_items``), so writing the checkpoint of a state loaded from one costs what changed.
+An item still in JSON is its ``bytes`` (so the items never read cost nothing to load: the list
+or dict holds the checkpoint's own slices), which is why an item type may not be ``bytes``
+itself. A checkpoint writer copies those bytes as they are (``raw_items``), so writing the
+checkpoint of a state loaded from one costs what changed.
 """
 
 from __future__ import annotations
@@ -20,24 +22,15 @@ from pydantic import TypeAdapter
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
 
-__all__ = ["LazyDict", "LazyList", "Raw"]
+__all__ = ["LazyDict", "LazyList"]
 
 K = TypeVar("K")
 T = TypeVar("T")
 _MISSING: Any = object()
 
 
-class Raw:
-    """An item's JSON, not decoded yet."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-
 class LazyList(list[T], Generic[T]):
-    """A list whose ``Raw`` items are decoded with ``adapter`` when read."""
+    """A list whose ``bytes`` items are decoded with ``adapter`` when read."""
 
     __slots__ = ("_adapter",)
 
@@ -47,8 +40,8 @@ class LazyList(list[T], Generic[T]):
 
     def _at(self, index: SupportsIndex) -> T:
         value: Any = list.__getitem__(self, index)
-        if type(value) is Raw:
-            value = self._adapter.validate_json(value.data)
+        if type(value) is bytes:
+            value = self._adapter.validate_json(value)
             list.__setitem__(self, index, value)
         return cast(T, value)
 
@@ -100,12 +93,12 @@ class LazyList(list[T], Generic[T]):
         list.__delitem__(self, self.index(value))
 
     def raw_items(self) -> Iterator[Any]:
-        """The items as stored: decoded objects, or ``Raw`` for those never read."""
+        """The items as stored: decoded objects, or the JSON of those never read."""
         return list.__iter__(self)
 
 
 class LazyDict(dict[K, T], Generic[K, T]):
-    """A dict whose ``Raw`` values are decoded with ``adapter`` when read.
+    """A dict whose ``bytes`` values are decoded with ``adapter`` when read.
 
     Reading one value decodes only it; ``values()``, ``items()`` and the like decode them all.
     """
@@ -118,14 +111,14 @@ class LazyDict(dict[K, T], Generic[K, T]):
 
     def __getitem__(self, key: K) -> T:
         value: Any = dict.__getitem__(self, key)
-        if type(value) is Raw:
-            value = self._adapter.validate_json(value.data)
+        if type(value) is bytes:
+            value = self._adapter.validate_json(value)
             dict.__setitem__(self, key, value)
         return cast(T, value)
 
     def __iter__(self) -> Iterator[K]:
         # Defined (as dict's) so that dict(d) and {**d} read the values through __getitem__
-        # instead of copying the JSON placeholders.
+        # instead of copying the undecoded JSON.
         return dict.__iter__(self)
 
     def _decode_all(self) -> None:
@@ -179,5 +172,5 @@ class LazyDict(dict[K, T], Generic[K, T]):
         return dict.__repr__(self)
 
     def raw_items(self) -> Iterator[tuple[K, Any]]:
-        """The entries as stored: decoded values, or ``Raw`` for those never read."""
+        """The entries as stored: decoded values, or the JSON of those never read."""
         return iter(dict.items(self))
