@@ -19,15 +19,14 @@ durable append of that session covers it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, NamedTuple, TypeVar
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Literal, TypeVar
 
 from ..errors import SchemaVersionError, StoreError, VersionConflict
 from ._base import (
@@ -44,6 +43,7 @@ from ._base import (
 )
 from ._groupsync import GroupSync
 from ._signal import Signal
+from ._sqlite_rows import DeliveryRow, EventRow, SummaryRow, transaction, us
 
 __all__ = ["SqliteSessionStore"]
 
@@ -134,104 +134,6 @@ _SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, 
 T = TypeVar("T")
 
 
-def _us(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
-
-
-def _moment(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
-
-
-class _SummaryRow(NamedTuple):
-    """A row of ``_SUMMARY_COLUMNS``, as SQLite returns it."""
-
-    id: str
-    agent: str
-    owner: str | None
-    version: int
-    created_us: int
-    updated_us: int
-    pending: int
-    next_expiry_us: int | None
-    turn: int
-
-    def summary(self) -> SessionSummary:
-        return SessionSummary(
-            session_id=self.id,
-            agent=self.agent,
-            owner=self.owner,
-            version=self.version,
-            created_at=_moment(self.created_us),
-            updated_at=_moment(self.updated_us),
-            pending=self.pending,
-            next_expiry=None if self.next_expiry_us is None else _moment(self.next_expiry_us),
-            turn=self.turn,
-        )
-
-
-class _EventRow(NamedTuple):
-    """A row of the event columns, as SQLite returns it."""
-
-    seq: int
-    id: str
-    kind: str
-    session_id: str
-    agent: str
-    at_us: int
-    data: bytes
-
-    def event(self) -> Event:
-        return Event(
-            id=self.id,
-            kind=self.kind,
-            session_id=self.session_id,
-            agent=self.agent,
-            at=_moment(self.at_us),
-            data=bytes(self.data),
-            seq=self.seq,
-        )
-
-
-class _DeliveryRow(NamedTuple):
-    """A row of ``_DELIVERY_COLUMNS`` (the event's columns follow the delivery's)."""
-
-    id: int
-    target: str
-    state: DeliveryState
-    attempts: int
-    due_us: int
-    updated_us: int
-    last_error: str | None
-    lease: str | None
-
-    @staticmethod
-    def delivery(row: Sequence[Any]) -> Delivery:
-        own = _DeliveryRow(*row[:8])
-        return Delivery(
-            id=own.id,
-            target=own.target,
-            event=_EventRow(*row[8:]).event(),
-            state=own.state,
-            attempts=own.attempts,
-            due_at=_moment(own.due_us),
-            updated_at=_moment(own.updated_us),
-            last_error=own.last_error,
-            lease=own.lease,
-        )
-
-
-@contextlib.contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction: taken at once (``IMMEDIATE``), committed, or rolled back on any error."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
@@ -316,7 +218,7 @@ class SqliteSessionStore:
                 raise StoreError(f"could not flush {self.path} to stable storage: {exc}") from exc
 
     def _create_schema(self, conn: sqlite3.Connection) -> None:
-        with _transaction(conn):
+        with transaction(conn):
             conn.execute("CREATE TABLE IF NOT EXISTS pausepoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = conn.execute("SELECT value FROM pausepoint_meta WHERE key = 'schema_version'").fetchone()
             found = 0 if row is None else int(row[0]) if str(row[0]).isdigit() else -1
@@ -379,15 +281,15 @@ class SqliteSessionStore:
             summary.agent,
             summary.owner,
             new_version,
-            _us(summary.created_at),
-            _us(summary.updated_at),
+            us(summary.created_at),
+            us(summary.updated_at),
             summary.pending,
-            None if summary.next_expiry is None else _us(summary.next_expiry),
+            None if summary.next_expiry is None else us(summary.next_expiry),
             summary.turn,
         )
 
         def op(conn: sqlite3.Connection) -> int:
-            with _transaction(conn):
+            with transaction(conn):
                 if expected_version == 0:
                     try:
                         conn.execute(
@@ -413,10 +315,10 @@ class SqliteSessionStore:
                     seq = conn.execute(
                         "INSERT INTO pausepoint_events (id, kind, session_id, agent, at_us, data) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
-                        (event.id, event.kind, event.session_id, event.agent, _us(event.at), event.data),
+                        (event.id, event.kind, event.session_id, event.agent, us(event.at), event.data),
                     ).lastrowid
                     if event.targets:
-                        due = _us(summary.updated_at)
+                        due = us(summary.updated_at)
                         conn.executemany(
                             "INSERT INTO pausepoint_deliveries (event_seq, target, state, attempts, due_us, "
                             "updated_us) VALUES (?, ?, 'pending', 0, ?, ?)",
@@ -483,7 +385,7 @@ class SqliteSessionStore:
             row = conn.execute(
                 f"SELECT {_SUMMARY_COLUMNS} FROM pausepoint_sessions WHERE id = ?", (session_id,)
             ).fetchone()
-            return None if row is None else _SummaryRow(*row).summary()
+            return None if row is None else SummaryRow(*row).summary()
 
         return await self._run(op)
 
@@ -509,7 +411,7 @@ class SqliteSessionStore:
             where.append("pending > 0" if has_pending else "pending = 0")
         if expiring_before is not None:
             where.append("next_expiry_us < ?")
-            args.append(_us(expiring_before))
+            args.append(us(expiring_before))
         sql = f"SELECT {_SUMMARY_COLUMNS} FROM pausepoint_sessions"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -517,13 +419,13 @@ class SqliteSessionStore:
         args += [limit, offset]
 
         def op(conn: sqlite3.Connection) -> list[SessionSummary]:
-            return [_SummaryRow(*r).summary() for r in conn.execute(sql, args).fetchall()]
+            return [SummaryRow(*r).summary() for r in conn.execute(sql, args).fetchall()]
 
         return await self._run(op)
 
     async def delete(self, session_id: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
-            with _transaction(conn):
+            with transaction(conn):
                 conn.execute("DELETE FROM pausepoint_records WHERE session_id = ?", (session_id,))
                 conn.execute("DELETE FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
                 gone = conn.execute("DELETE FROM pausepoint_sessions WHERE id = ?", (session_id,)).rowcount
@@ -550,7 +452,7 @@ class SqliteSessionStore:
                 "ORDER BY seq LIMIT ?",
                 (after, limit),
             ).fetchall()
-            return [_EventRow(*r).event() for r in rows]
+            return [EventRow(*r).event() for r in rows]
 
         return await self._run(op)
 
@@ -583,15 +485,15 @@ class SqliteSessionStore:
         marks = ", ".join("?" * len(names))
 
         def op(conn: sqlite3.Connection) -> list[Delivery]:
-            with _transaction(conn):
+            with transaction(conn):
                 conn.execute(
                     "UPDATE pausepoint_deliveries SET due_us = ?, lease = ? WHERE id IN (SELECT id FROM "
                     f"pausepoint_deliveries WHERE state = 'pending' AND target IN ({marks}) AND due_us <= ? "
                     "ORDER BY due_us, id LIMIT ?)",
-                    (_us(now + lease), token, *names, _us(now), limit),
+                    (us(now + lease), token, *names, us(now), limit),
                 )
                 rows = conn.execute(_DELIVERIES + " WHERE d.lease = ? ORDER BY d.id", (token,)).fetchall()
-            return [_DeliveryRow.delivery(r) for r in rows]
+            return [DeliveryRow.delivery(r) for r in rows]
 
         claimed = await self._run(op)
         if claimed:
@@ -602,7 +504,7 @@ class SqliteSessionStore:
         self, delivery: Delivery, now: datetime, *, error: str | None = None, retry_at: datetime | None = None
     ) -> bool:
         state = "delivered" if error is None else ("pending" if retry_at is not None else "failed")
-        due = None if state != "pending" or retry_at is None else _us(retry_at)
+        due = None if state != "pending" or retry_at is None else us(retry_at)
 
         def op(conn: sqlite3.Connection) -> bool:
             return (
@@ -610,7 +512,7 @@ class SqliteSessionStore:
                     "UPDATE pausepoint_deliveries SET state = ?, attempts = attempts + 1, "
                     "due_us = coalesce(?, due_us), updated_us = ?, last_error = ?, lease = NULL "
                     "WHERE id = ? AND lease = ? AND state = 'pending'",
-                    (state, due, _us(now), error, delivery.id, delivery.lease),
+                    (state, due, us(now), error, delivery.id, delivery.lease),
                 ).rowcount
                 == 1
             )
@@ -634,7 +536,7 @@ class SqliteSessionStore:
         sql = _DELIVERIES + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY d.id DESC LIMIT ? OFFSET ?"
 
         def op(conn: sqlite3.Connection) -> list[Delivery]:
-            return [_DeliveryRow.delivery(r) for r in conn.execute(sql, (*args, limit, offset)).fetchall()]
+            return [DeliveryRow.delivery(r) for r in conn.execute(sql, (*args, limit, offset)).fetchall()]
 
         return await self._run(op)
 
@@ -644,7 +546,7 @@ class SqliteSessionStore:
                 conn.execute(
                     "UPDATE pausepoint_deliveries SET state = 'pending', attempts = 0, due_us = ?, updated_us = ?, "
                     "lease = NULL WHERE id = ? AND state = 'failed'",
-                    (_us(now), _us(now), delivery_id),
+                    (us(now), us(now), delivery_id),
                 ).rowcount
                 == 1
             )
@@ -656,17 +558,17 @@ class SqliteSessionStore:
 
     async def prune_events(self, before: datetime) -> int:
         def op(conn: sqlite3.Connection) -> int:
-            with _transaction(conn):
+            with transaction(conn):
                 conn.execute(
                     "DELETE FROM pausepoint_deliveries WHERE state = 'delivered' AND event_seq IN "
                     "(SELECT seq FROM pausepoint_events WHERE at_us < ?)",
-                    (_us(before),),
+                    (us(before),),
                 )
                 gone = conn.execute(
                     "DELETE FROM pausepoint_events WHERE at_us < ? AND NOT EXISTS "
                     "(SELECT 1 FROM pausepoint_deliveries AS d WHERE d.event_seq = pausepoint_events.seq) "
                     "AND seq < (SELECT max(seq) FROM pausepoint_events)",
-                    (_us(before),),
+                    (us(before),),
                 ).rowcount
             return int(gone)
 
