@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import typing
 import zlib
 from collections.abc import Iterator
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = b"PPCK1"
+
+log = logging.getLogger("pausepoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +239,12 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     state = decode_state(session_id, checkpoint.data, checked=True)
     if state is None or state.version != header.version:
         return None
-    for entry in found.entries[1:]:
-        state.apply(decode_record(entry.data))
+    try:
+        for entry in found.entries[1:]:
+            state.apply(decode_record(entry.data))
+    except Exception:  # a checkpoint the records after it do not fit: fold the whole log instead
+        log.warning("the checkpoint of session %s does not fit its log; folding the log", session_id, exc_info=True)
+        return None
     state.durable_version = state.version
     state.checkpointed = header.version
     return state
