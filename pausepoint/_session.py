@@ -110,7 +110,7 @@ class KeyedOutcome:
     ended_version: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)  # identity equality, and no repr of a whole history
 class SessionState:
     """Everything the runtime needs to know about a session, folded from its records.
 
