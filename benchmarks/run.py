@@ -3,7 +3,8 @@
 Prints five tables, each figure measured in a process of its own (see ``_workloads``):
 
 1. framework time per full cycle — new chat, send, pause, resume(respond), tool, final text;
-2. per-turn cost on sessions that already hold 10, 100 and 1,000 turns;
+2. per-turn cost on sessions that already hold 10, 100 and 1,000 turns; 2b. a cold cycle (a
+   new agent, the session not cached) against a warm one, up to 10,000 turns (``benchmarks.cold``);
 3. resident memory of one long session, and the bytes each turn stores;
 4. streaming: time to first chunk and overhead per chunk;
 5. pausepoint against the reference system (genkit 0.12.0) run on the same machine, as ratios.
@@ -28,6 +29,7 @@ from typing import Any
 
 from ._reference import DEFAULT_DIR, ReferenceRun, run_reference
 from ._report import Table, mib, note, num, ratio, us, verdict
+from .cold import table_cold
 
 __all__ = ["main"]
 
@@ -480,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     if "sqlite" in s.stores:
         table_durability(run, s)
     table_history(run, s)
+    run.results += table_cold(s.stores, (10, 100) if args.quick else (10, 100, 1000, 10000), s.k, args.timeout)
     table_memory(run, s)
     table_streaming(run, s)
 

@@ -4,18 +4,25 @@ The agent keeps a bounded in-process cache of session states: a session that has
 is not read again, and one that has is brought up to date by reading only the records after
 the cached version. Calls on one session are serialised within the process; across processes
 the store's conditional append keeps them safe.
+
+A session not cached here is loaded from the store's checkpoint of it plus the records after
+the checkpoint (``_checkpoint``), so a cold load costs what the recent records cost, not the
+whole history. Once a session has ``checkpoint_every`` records past its checkpoint, a
+background task writes a new one (off the turn's path; a failed write changes nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from . import _checkpoint
 from ._approval import approval_for
 from ._chat import Chat
 from ._detach import Running
@@ -30,10 +37,12 @@ from ._session import SessionState
 from ._telemetry import Telemetry
 from ._tools import Tool
 from .errors import DefinitionError, SessionNotFound
-from .stores import SessionStore, SessionSummary
+from .stores import CheckpointStore, SessionStore, SessionSummary
 from .webhooks import Webhook
 
 __all__ = ["Agent", "Clock", "ExpiryPolicy", "deny_on_expiry"]
+
+log = logging.getLogger("pausepoint")
 
 Clock = Callable[[], datetime]
 ExpiryPolicy = Callable[[PendingInterrupt], Any]
@@ -115,6 +124,10 @@ class Agent:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._background: set[asyncio.Task[Any]] = set()
         self._running: dict[str, Running] = {}  # session id -> its detached turn running here
+        #: how many records past its checkpoint a session may grow before a new one is written
+        #: (None: never write checkpoints; those in the store are still read)
+        self.checkpoint_every: int | None = 64
+        self._checkpointing: set[str] = set()  # sessions whose checkpoint is being written
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={self.model.name}>"
@@ -198,6 +211,12 @@ class Agent:
         state = self._cache.get(session_id)
         if state is not None and state.version != state.durable_version:
             state = None  # holds records that were never written: start again from the store
+        if state is None and isinstance(self.store, CheckpointStore):
+            with self.telemetry.store_call(self.store, "read"):
+                state = await _checkpoint.load(self.store, session_id)
+            if state is not None:
+                self._remember(state)
+                return state
         with self.telemetry.store_call(self.store, "read"):
             found = await self.store.read(session_id, after_version=state.durable_version if state else 0)
         if found is None:
@@ -220,6 +239,44 @@ class Agent:
         self._cache.move_to_end(state.session_id)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
+        every = self.checkpoint_every
+        if (
+            every is not None
+            and state.version - state.checkpointed >= every
+            and state.version == state.durable_version
+            and state.session_id not in self._checkpointing
+            and isinstance(self.store, CheckpointStore)
+        ):
+            self._checkpointing.add(state.session_id)
+            task = asyncio.get_running_loop().create_task(self._checkpoint(self.store, state))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _checkpoint(self, store: CheckpointStore, state: SessionState) -> None:
+        """Write the session's checkpoint; then keep the state loaded back from it, whose items
+        stay encoded until read (so the next checkpoint copies them), unless a call is using
+        the session meanwhile. If the session moved on while it was written, and far enough,
+        write again (a few times at most: a busy session is checkpointed by its next turns)."""
+        session_id = state.session_id
+        try:
+            for _ in range(3):
+                loaded = await _checkpoint.save(store, state)
+                if (
+                    loaded is not None
+                    and self._cache.get(session_id) is state
+                    and state.version == loaded.version
+                    and not self._lock(session_id).locked()
+                ):
+                    self._cache[session_id] = loaded
+                latest = self._cache.get(session_id)
+                every = self.checkpoint_every
+                if latest is None or every is None or latest.version - latest.checkpointed < every:
+                    break
+                state = latest
+        except Exception:  # a checkpoint is only ever a shortcut: the log is complete without it
+            log.warning("could not write the checkpoint of session %s", session_id, exc_info=True)
+        finally:
+            self._checkpointing.discard(session_id)
 
     def _forget(self, session_id: str) -> None:
         self._cache.pop(session_id, None)

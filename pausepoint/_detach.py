@@ -158,7 +158,7 @@ async def _watch(store: Any, session_id: str, turn_id: int, after: int, abort: a
             await asyncio.wait_for(abort.wait(), interval)
             return
         try:
-            found = await store.read(session_id, after_version=seen, kinds=("abort_requested",))
+            found = await store.read(session_id, after_version=seen)
         except Exception:  # a store hiccup: look again later
             log.warning("could not read session %s for aborts; retrying", session_id, exc_info=True)
             continue
@@ -166,6 +166,8 @@ async def _watch(store: Any, session_id: str, turn_id: int, after: int, abort: a
             return
         seen = max(seen, found.version)
         for entry in found.entries:
+            if entry.kind != "abort_requested":
+                continue
             record = decode_record(entry.data)
             if isinstance(record, AbortRequested) and record.turn == turn_id:
                 abort.set()

@@ -110,32 +110,40 @@ class KeyedOutcome:
     ended_version: int = 0
 
 
+@dataclass(eq=False, repr=False)  # identity equality, and no repr of a whole history
 class SessionState:
-    """Everything the runtime needs to know about a session, folded from its records."""
+    """Everything the runtime needs to know about a session, folded from its records.
 
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.version = 0
-        self.durable_version = 0  # how many of the folded records the store holds
-        self.agent = ""
-        self.owner: str | None = None
-        self.created_at: datetime | None = None
-        self.turn = 0
-        self.messages: list[Message] = []
-        self.calls: dict[str, Call] = {}
-        self.pauses: dict[str, Pause] = {}
-        self.open: dict[str, Pause] = {}
-        self.batch: Batch | None = None
-        self.awaiting_model = False
-        self.audit: list[CallAnswered | MessageAdded] = []
-        self.keys: dict[str, KeyedOutcome] = {}
-        self.last_end: TurnEnded | None = None
-        self.last_end_version = 0
-        self.end_versions: list[int] = []  # where every TurnEnded is in the log, in order
-        self.end_reasons: list[str] = []  # and the finish reason of each
-        self.detached: dict[int, Detached] = {}
-        self.running_turn: Detached | None = None  # the detached turn that has not ended, if any
-        self.last_activity: datetime | None = None  # the latest time a turn recorded doing something
+    A dataclass so that its shape is declared in one place: the checkpoint codec
+    (``_checkpoint``) derives its format and its schema fingerprint from these fields. Fields
+    marked ``transient`` are this process's bookkeeping, never written to a checkpoint.
+    """
+
+    session_id: str
+    version: int = 0
+    # How many of the folded records the store holds, and the version of its latest checkpoint
+    # this process knows of: this process's bookkeeping, not the session's.
+    durable_version: int = field(default=0, metadata={"transient": True})
+    checkpointed: int = field(default=0, metadata={"transient": True})
+    agent: str = ""
+    owner: str | None = None
+    created_at: datetime | None = None
+    turn: int = 0
+    messages: list[Message] = field(default_factory=list)
+    calls: dict[str, Call] = field(default_factory=dict)
+    pauses: dict[str, Pause] = field(default_factory=dict)
+    open: dict[str, Pause] = field(default_factory=dict)
+    batch: Batch | None = None
+    awaiting_model: bool = False
+    audit: list[CallAnswered | MessageAdded] = field(default_factory=list)
+    keys: dict[str, KeyedOutcome] = field(default_factory=dict)
+    last_end: TurnEnded | None = None
+    last_end_version: int = 0
+    end_versions: list[int] = field(default_factory=list)  # where every TurnEnded is in the log, in order
+    end_reasons: list[str] = field(default_factory=list)  # and the finish reason of each
+    detached: dict[int, Detached] = field(default_factory=dict)
+    running_turn: Detached | None = None  # the detached turn that has not ended, if any
+    last_activity: datetime | None = None  # the latest time a turn recorded doing something
 
     # -- the fold -------------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ def test_quick_benchmark_prints_every_table():
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for header in ("[1] Full cycle", "[2] One more turn", "[3] One session", "[4] Streaming", "[5] pausepoint vs"):
+    headers = ("[1] Full cycle", "[2] One more turn", "[2b] A cold cycle", "[3] One session", "[4] Streaming")
+    for header in (*headers, "[5] pausepoint vs"):
         assert header in proc.stdout, f"missing {header!r}:\n{proc.stdout}"
     assert "ERROR" not in proc.stdout, proc.stdout
     assert "skipped: not requested" in proc.stdout

@@ -29,12 +29,24 @@ def test_subpackages_export_what_they_list():
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
     assert sorted(pausepoint.stores.__all__) == [
+        "Checkpoint", "CheckpointStore",
         "Delivery", "DeliveryState", "Event", "InMemorySessionStore", "LogEntry", "LogSlice", "PostgresSessionStore",
         "RedisSessionStore",
         "SessionStore", "SessionSummary", "SqliteSessionStore",
     ]  # fmt: skip
     assert sorted(pausepoint.models.__all__) == ["RetryPolicy", "call_with_retries", "stream_with_retries"]
     assert {"ScriptedModel", "tool_call", "reply"} <= set(pausepoint.testing.__all__)
+
+
+def test_the_store_suite_is_public():
+    import pausepoint.testing.stores as suite
+
+    for name in suite.__all__:
+        assert hasattr(suite, name), f"pausepoint.testing.stores.{name}"
+    tests = [name for name in suite.__all__ if name.startswith("test_")]
+    assert len(tests) >= 25
+    assert {"test_racing_appends_one_wins", "test_a_checkpoint_is_kept_as_written"} <= set(tests)
+    assert {"store", "summary", "entries"} <= set(suite.__all__)
 
 
 def test_operating_surface():

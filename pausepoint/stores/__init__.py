@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._base import Delivery, DeliveryState, Event, LogEntry, LogSlice, SessionStore, SessionSummary
+from ._base import (
+    Checkpoint,
+    CheckpointStore,
+    Delivery,
+    DeliveryState,
+    Event,
+    LogEntry,
+    LogSlice,
+    SessionStore,
+    SessionSummary,
+)
 from .memory import InMemorySessionStore
 from .sqlite import SqliteSessionStore
 
@@ -18,6 +28,8 @@ if TYPE_CHECKING:
     from .redis import RedisSessionStore
 
 __all__ = [
+    "Checkpoint",
+    "CheckpointStore",
     "Delivery",
     "DeliveryState",
     "Event",

@@ -24,6 +24,14 @@ resume's claim before the model is called), and every later durable append of th
 makes the earlier ones durable too, because each append is conditional on the ones before it
 (the session's version) and the backends write their logs in order (SQLite's WAL, PostgreSQL's
 WAL). See ``_turn.Journal`` for which appends are which.
+
+**Checkpoints.** Beside each log a store keeps at most one ``Checkpoint``: opaque bytes the
+runtime wrote after folding the log up to some version, so that a process with nothing cached
+can fold only the records after it (``CheckpointStore``). The log stays the source of truth: a
+checkpoint may be lost, is written without waiting for stable storage, and the runtime checks
+it against the log before using it. The store's part is small and exact: it keeps a checkpoint
+only for a version its log holds, never replaces one with an older one (concurrent writers
+leave the latest), and forgets it with the session.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from ..errors import PayloadTooLarge
+from ..errors import PayloadTooLarge, VersionConflict
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
@@ -44,7 +52,10 @@ __all__ = [
     "LogSlice",
     "SessionStore",
     "SessionSummary",
+    "Checkpoint",
+    "CheckpointStore",
     "check_entries",
+    "version_conflict",
 ]
 
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
@@ -153,10 +164,8 @@ class SessionStore(Protocol):
         """
         ...
 
-    async def read(
-        self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
-    ) -> LogSlice | None:
-        """The entries after ``after_version`` (only of ``kinds`` when given); None if no such session."""
+    async def read(self, session_id: str, after_version: int = 0) -> LogSlice | None:
+        """The entries after ``after_version``; None if no such session."""
         ...
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
@@ -233,6 +242,43 @@ class SessionStore(Protocol):
         their settled deliveries. Returns how many events went. (A store may keep the latest
         event whatever its age: positions are never handed out twice.)"""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A session's checkpoint: what the runtime wrote after folding its log up to ``version``."""
+
+    version: int
+    data: bytes
+
+
+@runtime_checkable
+class CheckpointStore(SessionStore, Protocol):
+    """A store that keeps a checkpoint beside each session's log (see the module docstring).
+
+    Every built-in store is one; the runtime uses checkpoints when its store is one and folds
+    the whole log otherwise.
+    """
+
+    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
+        """Keep ``data`` as the session's checkpoint at ``version``, atomically, if the session
+        exists with at least ``version`` records and has no checkpoint at ``version`` or later.
+        Returns whether it was kept. Need not wait for stable storage."""
+        ...
+
+    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        """The session's checkpoint, or None (no session, or none written yet)."""
+        ...
+
+
+def version_conflict(session_id: str, expected: int, actual: int) -> VersionConflict:
+    """The error every store raises when an append finds the session at another version."""
+    return VersionConflict(
+        f"session {session_id!r} is at version {actual}, not {expected}",
+        session_id=session_id,
+        expected=expected,
+        actual=actual,
+    )
 
 
 def check_entries(

@@ -10,9 +10,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..errors import VersionConflict
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
+    Checkpoint,
     Delivery,
     DeliveryState,
     Event,
@@ -20,6 +20,7 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    version_conflict,
 )
 from ._signal import Signal, wait_after
 
@@ -30,6 +31,7 @@ __all__ = ["InMemorySessionStore"]
 class _Session:
     summary: SessionSummary
     entries: list[LogEntry] = field(default_factory=list)
+    checkpoint: Checkpoint | None = None
 
 
 class InMemorySessionStore:
@@ -66,12 +68,7 @@ class InMemorySessionStore:
             session = self._sessions.get(session_id)
             current = session.summary.version if session else 0
             if current != expected_version:
-                raise VersionConflict(
-                    f"session {session_id!r} is at version {current}, not {expected_version}",
-                    session_id=session_id,
-                    expected=expected_version,
-                    actual=current,
-                )
+                raise version_conflict(session_id, expected_version, current)
             if session is None:
                 session = self._sessions[session_id] = _Session(summary)
             session.entries.extend(entries)
@@ -94,17 +91,27 @@ class InMemorySessionStore:
             self._signal.fire()
         return version
 
-    async def read(
-        self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
-    ) -> LogSlice | None:
+    async def read(self, session_id: str, after_version: int = 0) -> LogSlice | None:
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None:
                 return None
-            entries = session.entries[after_version:]
-            if kinds is not None:
-                entries = [e for e in entries if e.kind in kinds]
-            return LogSlice(len(session.entries), entries)
+            return LogSlice(len(session.entries), session.entries[after_version:])
+
+    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None or len(session.entries) < version:
+                return False
+            if session.checkpoint is not None and session.checkpoint.version >= version:
+                return False
+            session.checkpoint = Checkpoint(version, bytes(data))
+            return True
+
+    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            return None if session is None else session.checkpoint
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         session = self._sessions.get(session_id)

@@ -40,9 +40,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .._extras import missing_extra
-from ..errors import SchemaVersionError, StoreError, VersionConflict
+from ..errors import SchemaVersionError, StoreError
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
+    Checkpoint,
     Delivery,
     DeliveryState,
     Event,
@@ -50,6 +51,7 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    version_conflict,
 )
 from ._signal import Signal
 
@@ -61,9 +63,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["PostgresSessionStore"]
 
-# 2 added the event stream and the delivery outbox; a version 1 schema is upgraded in place.
-SCHEMA_VERSION = 2
-_UPGRADABLE = {"1"}
 # While events of a transaction still running are held back, readers look again this often.
 _HELD_BACK_POLL = 0.02
 
@@ -127,6 +126,21 @@ CREATE INDEX IF NOT EXISTS pausepoint_deliveries_due ON {s}.pausepoint_deliverie
 CREATE INDEX IF NOT EXISTS pausepoint_deliveries_state ON {s}.pausepoint_deliveries (state, id);
 CREATE INDEX IF NOT EXISTS pausepoint_deliveries_event ON {s}.pausepoint_deliveries (event_pos);
 """
+
+# Version 3: one checkpoint per session (see stores._base).
+_CHECKPOINTS = """
+CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoints (
+    session_id text COLLATE "C" PRIMARY KEY,
+    version bigint NOT NULL,
+    data bytea NOT NULL
+);
+"""
+
+# The schema as a list of migrations: the script at index i takes a schema from version i to
+# version i + 1, so a new schema runs them all and an older one the ones it lacks. Never edit a
+# script once released: append a new one.
+_MIGRATIONS = [_SCHEMA, _OUTBOX, _CHECKPOINTS]
+SCHEMA_VERSION = len(_MIGRATIONS)
 
 # Positions of events whose transaction ended before every transaction still running began.
 _SETTLED = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 65536"
@@ -193,7 +207,7 @@ WITH claimed AS (
 _READ = """
 SELECT s.version AS head, r.version, r.kind, r.data
 FROM {s}.pausepoint_sessions AS s
-LEFT JOIN {s}.pausepoint_records AS r ON r.session_id = s.id AND r.version > $2 {kinds}
+LEFT JOIN {s}.pausepoint_records AS r ON r.session_id = s.id AND r.version > $2
 WHERE s.id = $1
 ORDER BY r.version
 """
@@ -310,20 +324,25 @@ class PostgresSessionStore:
             "append_next": _APPEND_NEXT.format(s=quoted, relaxed=""),
             "append_new_relaxed": _APPEND_NEW.format(s=quoted, relaxed=_RELAXED),
             "append_next_relaxed": _APPEND_NEXT.format(s=quoted, relaxed=_RELAXED),
-            "read": _READ.format(s=quoted, kinds=""),
-            "read_kinds": _READ.format(s=quoted, kinds="AND r.kind = ANY($3::text[])"),
+            "read": _READ.format(s=quoted),
             "version": f"SELECT version FROM {quoted}.pausepoint_sessions WHERE id = $1",
             "summary": f"SELECT {_SUMMARY_COLUMNS} FROM {quoted}.pausepoint_sessions WHERE id = $1",
             "list": f"SELECT {_SUMMARY_COLUMNS} FROM {quoted}.pausepoint_sessions",
             "delete_session": f"DELETE FROM {quoted}.pausepoint_sessions WHERE id = $1",
             "delete_records": f"DELETE FROM {quoted}.pausepoint_records WHERE session_id = $1",
-            "schema": _SCHEMA.format(s=quoted),
             "meta": _META.format(s=quoted),
             "get_version": f"SELECT value FROM {quoted}.pausepoint_meta WHERE key = 'schema_version'",
             "set_version": f"INSERT INTO {quoted}.pausepoint_meta (key, value) VALUES ('schema_version', $1)",
             "create_schema": f"CREATE SCHEMA IF NOT EXISTS {quoted}",
-            "outbox": _OUTBOX.format(s=quoted),
             "upgrade_version": f"UPDATE {quoted}.pausepoint_meta SET value = $1 WHERE key = 'schema_version'",
+            "delete_checkpoint": f"DELETE FROM {quoted}.pausepoint_checkpoints WHERE session_id = $1",
+            "read_checkpoint": f"SELECT version, data FROM {quoted}.pausepoint_checkpoints WHERE session_id = $1",
+            # Kept only for a version the log holds, and only over an older checkpoint; one
+            # statement, committed without waiting for the WAL's flush (never the source of truth).
+            "write_checkpoint": f"INSERT INTO {quoted}.pausepoint_checkpoints AS c (session_id, version, data) "
+            f"SELECT id, $2, $3 FROM {quoted}.pausepoint_sessions WHERE id = $1 AND version >= $2 "
+            "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data "
+            "WHERE excluded.version > c.version",
             "read_events": f"SELECT {_EVENT_COLUMNS} FROM {quoted}.pausepoint_events AS e WHERE e.pos > $1 "
             f"AND e.pos < {_SETTLED} ORDER BY e.pos LIMIT $2",
             "last_event": f"SELECT coalesce(max(pos) FILTER (WHERE pos < {_SETTLED}), 0), coalesce(max(pos), 0) "
@@ -340,6 +359,7 @@ class PostgresSessionStore:
             "prune_events": f"DELETE FROM {quoted}.pausepoint_events AS e WHERE e.at < $1 AND NOT EXISTS "
             f"(SELECT 1 FROM {quoted}.pausepoint_deliveries AS d WHERE d.event_pos = e.pos)",
         }
+        self._migrations = [script.format(s=quoted) for script in _MIGRATIONS]
         self._ready = False
         self._ready_lock = asyncio.Lock()
 
@@ -385,20 +405,20 @@ class PostgresSessionStore:
                 await conn.execute(sql["create_schema"])
             await conn.execute(sql["meta"])
             found = await conn.fetchval(sql["get_version"])
-            if found is None:
-                await conn.execute(sql["schema"])
-                await conn.execute(sql["outbox"])
-                await conn.execute(sql["set_version"], str(SCHEMA_VERSION))
-            elif found in _UPGRADABLE:
-                await conn.execute(sql["outbox"])
-                await conn.execute(sql["upgrade_version"], str(SCHEMA_VERSION))
-            elif found != str(SCHEMA_VERSION):
+            done = 0 if found is None else int(found) if found.isdigit() else -1
+            if found is not None and not 1 <= done <= SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"PostgreSQL schema {self.schema!r} holds pausepoint schema version {found!r}; this "
-                    f"version of pausepoint uses version {SCHEMA_VERSION}",
+                    f"version of pausepoint uses version {SCHEMA_VERSION} (and upgrades earlier ones)",
                     found=found,
                     expected=SCHEMA_VERSION,
                 )
+            for script in self._migrations[done:]:
+                await conn.execute(script)
+            if found is None:
+                await conn.execute(sql["set_version"], str(SCHEMA_VERSION))
+            elif done != SCHEMA_VERSION:
+                await conn.execute(sql["upgrade_version"], str(SCHEMA_VERSION))
 
     # -- the contract -------------------------------------------------------------------------
 
@@ -450,22 +470,12 @@ class PostgresSessionStore:
                     self._signal.fire()
                 return new_version
             current = await pool.fetchval(self._sql["version"], session_id)
-        raise VersionConflict(
-            f"session {session_id!r} is at version {current or 0}, not {expected_version}",
-            session_id=session_id,
-            expected=expected_version,
-            actual=current or 0,
-        )
+        raise version_conflict(session_id, expected_version, current or 0)
 
-    async def read(
-        self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
-    ) -> LogSlice | None:
+    async def read(self, session_id: str, after_version: int = 0) -> LogSlice | None:
         pool = await self._ready_pool()
         async with self._translated(f"reading session {session_id!r}"):
-            if kinds is None:
-                rows = await pool.fetch(self._sql["read"], session_id, after_version)
-            else:
-                rows = await pool.fetch(self._sql["read_kinds"], session_id, after_version, list(kinds))
+            rows = await pool.fetch(self._sql["read"], session_id, after_version)
         if not rows:
             return None
         entries = [LogEntry(r["version"], r["kind"], r["data"]) for r in rows if r["version"] is not None]
@@ -517,7 +527,22 @@ class PostgresSessionStore:
             # delete that follows (a new snapshot under READ COMMITTED) sees that append's records.
             status = await conn.execute(self._sql["delete_session"], session_id)
             await conn.execute(self._sql["delete_records"], session_id)
+            await conn.execute(self._sql["delete_checkpoint"], session_id)
         return bool(status != "DELETE 0")
+
+    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
+        pool = await self._ready_pool()
+        action = f"writing the checkpoint of session {session_id!r}"
+        async with self._translated(action), pool.acquire() as conn, conn.transaction():
+            await conn.execute("SET LOCAL synchronous_commit = off")
+            status = await conn.execute(self._sql["write_checkpoint"], session_id, version, data)
+        return bool(status == "INSERT 0 1")
+
+    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        pool = await self._ready_pool()
+        async with self._translated(f"reading the checkpoint of session {session_id!r}"):
+            row = await pool.fetchrow(self._sql["read_checkpoint"], session_id)
+        return None if row is None else Checkpoint(row["version"], row["data"])
 
     # -- the event stream and the outbox --------------------------------------------------------
 

@@ -5,6 +5,7 @@ Keys (all under a configurable prefix, ``pausepoint:`` by default)::
     {prefix}schema_version      the layout version below, checked at start
     {prefix}log:{id}            list: the session's entries, ``kind`` + "\\n" + JSON
     {prefix}summary:{id}        hash: the session's summary (times in epoch microseconds)
+    {prefix}checkpoint:{id}     hash: the session's checkpoint (``version``, ``data``)
     {prefix}all                 sorted set: every session by updated time
     {prefix}agent:{agent}       sorted set: the agent's sessions by updated time
     {prefix}owner:{owner}       sorted set: the owner's sessions by updated time
@@ -49,9 +50,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._extras import missing_extra
-from ..errors import SchemaVersionError, StoreError, VersionConflict
+from ..errors import SchemaVersionError, StoreError
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
+    Checkpoint,
     Delivery,
     DeliveryState,
     Event,
@@ -59,6 +61,7 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    version_conflict,
 )
 from ._redis_outbox import CLAIM, LIST_DELIVERIES, PRUNE, REQUEUE, SETTLE
 from ._signal import Signal, wait_after
@@ -71,9 +74,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["RedisSessionStore"]
 
-# 2 added the event stream and the delivery outbox (new keys only): a version 1 prefix is upgraded.
-SCHEMA_VERSION = 2
-_UPGRADABLE = {b"1"}
+# The layout's versions, each adding keys only, so a prefix of any earlier version is upgraded by
+# naming the new one: 1 sessions and logs, 2 the event stream and the delivery outbox, 3
+# checkpoints. A new version that changes existing keys adds its migration here.
+_LAYOUTS = ["sessions and logs", "the event stream and the delivery outbox", "checkpoints"]
+SCHEMA_VERSION = len(_LAYOUTS)
+_UPGRADABLE = {str(version).encode() for version in range(1, SCHEMA_VERSION)}
 
 # KEYS: summary, log, all, pending, expiry, agent index[, owner index]
 # ARGV: id, expected, prefix, agent, has_owner, owner, created, updated, pending, expiry, turn,
@@ -146,30 +152,31 @@ end
 return {1, version}
 """
 
-# KEYS: summary, log. ARGV: after_version, filter ('1' or '0'), kinds...
-# Returns nil for no session, else {version, v1, entry1, v2, entry2, ...}.
+# KEYS: summary, log. ARGV: after_version.
+# Returns nil for no session, else {version, entry1, entry2, ...} (the entries after after_version).
 _READ = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version then
     return false
 end
-local after = tonumber(ARGV[1])
-local entries = redis.call('LRANGE', KEYS[2], after, -1)
-local wanted = nil
-if ARGV[2] == '1' then
-    wanted = {}
-    for i = 3, #ARGV do
-        wanted[ARGV[i]] = true
-    end
-end
-local out = {tonumber(version)}
-for i, entry in ipairs(entries) do
-    if wanted == nil or wanted[string.sub(entry, 1, string.find(entry, '\\n', 1, true) - 1)] then
-        out[#out + 1] = after + i
-        out[#out + 1] = entry
-    end
-end
+local out = redis.call('LRANGE', KEYS[2], tonumber(ARGV[1]), -1)
+table.insert(out, 1, tonumber(version))
 return out
+"""
+
+# KEYS: summary, checkpoint. ARGV: version, data. Keeps the checkpoint only for a version the
+# log holds and only over an older one; returns 1 if kept.
+_WRITE_CHECKPOINT = """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version or tonumber(version) < tonumber(ARGV[1]) then
+    return 0
+end
+local current = redis.call('HGET', KEYS[2], 'version')
+if current and tonumber(current) >= tonumber(ARGV[1]) then
+    return 0
+end
+redis.call('HSET', KEYS[2], 'version', ARGV[1], 'data', ARGV[2])
+return 1
 """
 
 # KEYS: source index. ARGV: prefix, owner ('' = any), agent ('' = any), pending ('', '1', '0'),
@@ -247,7 +254,7 @@ if not old[1] then
     return 0
 end
 local id, prefix = ARGV[1], ARGV[2]
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], prefix .. 'checkpoint:' .. id)
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 redis.call('ZREM', KEYS[5], id)
@@ -353,6 +360,7 @@ class RedisSessionStore:
                 ("read", _READ),
                 ("list", _LIST),
                 ("delete", _DELETE),
+                ("write_checkpoint", _WRITE_CHECKPOINT),
                 ("claim", CLAIM),
                 ("settle", SETTLE),
                 ("requeue", REQUEUE),
@@ -457,27 +465,34 @@ class RedisSessionStore:
         if applied and events:
             self._signal.fire()
         if not applied:
-            raise VersionConflict(
-                f"session {session_id!r} is at version {version}, not {expected_version}",
-                session_id=session_id,
-                expected=expected_version,
-                actual=version,
-            )
+            raise version_conflict(session_id, expected_version, int(version))
         return int(version)
 
-    async def read(
-        self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
-    ) -> LogSlice | None:
+    async def read(self, session_id: str, after_version: int = 0) -> LogSlice | None:
         keys = self._keys(session_id)[:2]
-        args: list[Any] = [after_version, "0"] if kinds is None else [after_version, "1", *kinds]
-        reply = await self._run("read", f"reading session {session_id!r}", keys, args)
+        reply = await self._run("read", f"reading session {session_id!r}", keys, [after_version])
         if reply is None:
             return None
         entries = []
-        for i in range(1, len(reply), 2):
-            kind, _, data = reply[i + 1].partition(b"\n")
-            entries.append(LogEntry(int(reply[i]), kind.decode(), data))
+        for version, entry in enumerate(reply[1:], start=after_version + 1):
+            kind, _, data = entry.partition(b"\n")
+            entries.append(LogEntry(version, kind.decode(), data))
         return LogSlice(int(reply[0]), entries)
+
+    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
+        keys = [f"{self.prefix}summary:{session_id}", f"{self.prefix}checkpoint:{session_id}"]
+        action = f"writing the checkpoint of session {session_id!r}"
+        return bool(await self._run("write_checkpoint", action, keys, [version, data]))
+
+    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        async with self._translated(f"reading the checkpoint of session {session_id!r}"):
+            client = await self._ready_client()
+            version, data = await client.hmget(f"{self.prefix}checkpoint:{session_id}", ["version", "data"])
+        return (
+            None
+            if version is None or data is None
+            else Checkpoint(int(version), data if isinstance(data, bytes) else data.encode())
+        )
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         async with self._translated(f"reading session {session_id!r}"):

@@ -25,12 +25,13 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Collection, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal, TypeVar
 
 from ..errors import SchemaVersionError, StoreError, VersionConflict
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
+    Checkpoint,
     Delivery,
     DeliveryState,
     Event,
@@ -38,20 +39,20 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    version_conflict,
 )
 from ._groupsync import GroupSync
 from ._signal import Signal
+from ._sqlite_rows import DeliveryRow, EventRow, SummaryRow, transaction, us
 
 __all__ = ["SqliteSessionStore"]
 
-# 2 added the event stream and the delivery outbox; a version 1 file is upgraded in place.
-SCHEMA_VERSION = 2
-_UPGRADABLE = {"1"}
-# How often a reader of the event stream checks whether another process wrote to the file.
-_POLL_SECONDS = 0.05
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pausepoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+# The schema as a list of migrations: the script at index i takes a file from version i to
+# version i + 1, so a new file runs them all and an older one runs the ones it lacks. Never edit
+# a script once released: append a new one.
+_MIGRATIONS = [
+    # 1: sessions and their logs.
+    """
 CREATE TABLE IF NOT EXISTS pausepoint_sessions (
     id TEXT PRIMARY KEY,
     agent TEXT NOT NULL,
@@ -78,8 +79,11 @@ CREATE TABLE IF NOT EXISTS pausepoint_records (
     data BLOB NOT NULL,
     PRIMARY KEY (session_id, version)
 );
--- A position is the rowid: the greatest plus one. Pruning always keeps the latest event, so a
--- position is never handed out twice (AUTOINCREMENT would, at one more write per event).
+""",
+    # 2: the event stream and the delivery outbox. A position is the rowid: the greatest plus
+    # one. Pruning always keeps the latest event, so a position is never handed out twice
+    # (AUTOINCREMENT would, at one more write per event).
+    """
 CREATE TABLE IF NOT EXISTS pausepoint_events (
     seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
@@ -103,7 +107,19 @@ CREATE TABLE IF NOT EXISTS pausepoint_deliveries (
 CREATE INDEX IF NOT EXISTS pausepoint_deliveries_due ON pausepoint_deliveries (target, due_us)
     WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS pausepoint_deliveries_state ON pausepoint_deliveries (state, id);
-"""
+""",
+    # 3: one checkpoint per session (see stores._base).
+    """
+CREATE TABLE IF NOT EXISTS pausepoint_checkpoints (
+    session_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+""",
+]
+SCHEMA_VERSION = len(_MIGRATIONS)
+# How often a reader of the event stream checks whether another process wrote to the file.
+_POLL_SECONDS = 0.05
 
 _DELIVERY_COLUMNS = (
     "d.id, d.target, d.state, d.attempts, d.due_us, d.updated_us, d.last_error, d.lease, "
@@ -116,57 +132,6 @@ _DELIVERIES = (
 _SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn"
 
 T = TypeVar("T")
-
-
-def _us(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
-
-
-def _moment(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
-
-
-def _summary(row: tuple[object, ...]) -> SessionSummary:
-    sid, agent, owner, version, created, updated, pending, expiry, turn = row
-    return SessionSummary(
-        session_id=str(sid),
-        agent=str(agent),
-        owner=owner if owner is None else str(owner),
-        version=int(version),  # type: ignore[call-overload]
-        created_at=_moment(int(created)),  # type: ignore[call-overload]
-        updated_at=_moment(int(updated)),  # type: ignore[call-overload]
-        pending=int(pending),  # type: ignore[call-overload]
-        next_expiry=None if expiry is None else _moment(int(expiry)),  # type: ignore[call-overload]
-        turn=int(turn),  # type: ignore[call-overload]
-    )
-
-
-def _event(row: tuple[object, ...]) -> Event:
-    seq, event_id, kind, session_id, agent, at, data = row
-    return Event(
-        id=str(event_id),
-        kind=str(kind),
-        session_id=str(session_id),
-        agent=str(agent),
-        at=_moment(int(at)),  # type: ignore[call-overload]
-        data=bytes(data),  # type: ignore[call-overload]
-        seq=int(seq),  # type: ignore[call-overload]
-    )
-
-
-def _delivery(row: tuple[object, ...]) -> Delivery:
-    number, target, state, attempts, due, updated, error, lease = row[:8]
-    return Delivery(
-        id=int(number),  # type: ignore[call-overload]
-        target=str(target),
-        event=_event(row[8:]),
-        state=state,  # type: ignore[arg-type]
-        attempts=int(attempts),  # type: ignore[call-overload]
-        due_at=_moment(int(due)),  # type: ignore[call-overload]
-        updated_at=_moment(int(updated)),  # type: ignore[call-overload]
-        last_error=None if error is None else str(error),
-        lease=None if lease is None else str(lease),
-    )
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -253,29 +218,27 @@ class SqliteSessionStore:
                 raise StoreError(f"could not flush {self.path} to stable storage: {exc}") from exc
 
     def _create_schema(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+        with transaction(conn):
+            conn.execute("CREATE TABLE IF NOT EXISTS pausepoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = conn.execute("SELECT value FROM pausepoint_meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                conn.execute("INSERT INTO pausepoint_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] in _UPGRADABLE:  # the statements above added what the newer version has
-                conn.execute(
-                    "UPDATE pausepoint_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-                )
-            elif row[0] != str(SCHEMA_VERSION):
+            found = 0 if row is None else int(row[0]) if str(row[0]).isdigit() else -1
+            if row is not None and not 1 <= found <= SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"{self.path} holds pausepoint schema version {row[0]}; this version of pausepoint "
-                    f"uses version {SCHEMA_VERSION}",
+                    f"uses version {SCHEMA_VERSION} (and upgrades files from earlier ones)",
                     found=row[0],
                     expected=SCHEMA_VERSION,
                 )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            for script in _MIGRATIONS[found:]:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            if found != SCHEMA_VERSION:
+                conn.execute(
+                    "INSERT INTO pausepoint_meta VALUES ('schema_version', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``op`` on the connection, backing off asynchronously while another process writes."""
@@ -318,16 +281,15 @@ class SqliteSessionStore:
             summary.agent,
             summary.owner,
             new_version,
-            _us(summary.created_at),
-            _us(summary.updated_at),
+            us(summary.created_at),
+            us(summary.updated_at),
             summary.pending,
-            None if summary.next_expiry is None else _us(summary.next_expiry),
+            None if summary.next_expiry is None else us(summary.next_expiry),
             summary.turn,
         )
 
         def op(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 if expected_version == 0:
                     try:
                         conn.execute(
@@ -353,19 +315,15 @@ class SqliteSessionStore:
                     seq = conn.execute(
                         "INSERT INTO pausepoint_events (id, kind, session_id, agent, at_us, data) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
-                        (event.id, event.kind, event.session_id, event.agent, _us(event.at), event.data),
+                        (event.id, event.kind, event.session_id, event.agent, us(event.at), event.data),
                     ).lastrowid
                     if event.targets:
-                        due = _us(summary.updated_at)
+                        due = us(summary.updated_at)
                         conn.executemany(
                             "INSERT INTO pausepoint_deliveries (event_seq, target, state, attempts, due_us, "
                             "updated_us) VALUES (?, ?, 'pending', 0, ?, ?)",
                             [(seq, target, due, due) for target in event.targets],
                         )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return new_version
 
         version = await self._run(op)
@@ -375,20 +333,15 @@ class SqliteSessionStore:
             await self._durable()
         return version
 
-    async def read(
-        self, session_id: str, after_version: int = 0, kinds: Collection[str] | None = None
-    ) -> LogSlice | None:
+    async def read(self, session_id: str, after_version: int = 0) -> LogSlice | None:
         def op(conn: sqlite3.Connection) -> LogSlice | None:
             # One statement, so the session's version and its records come from one snapshot.
-            sql = (
+            rows = conn.execute(
                 "SELECT s.version, r.version, r.kind, r.data FROM pausepoint_sessions AS s "
-                "LEFT JOIN pausepoint_records AS r ON r.session_id = s.id AND r.version > ?"
-            )
-            args: list[object] = [after_version]
-            if kinds is not None:
-                sql += f" AND r.kind IN ({', '.join('?' * len(kinds))})"
-                args.extend(kinds)
-            rows = conn.execute(sql + " WHERE s.id = ? ORDER BY r.version", [*args, session_id]).fetchall()
+                "LEFT JOIN pausepoint_records AS r ON r.session_id = s.id AND r.version > ? "
+                "WHERE s.id = ? ORDER BY r.version",
+                (after_version, session_id),
+            ).fetchall()
             if not rows:
                 return None
             entries = [LogEntry(v, k, bytes(d)) for _, v, k, d in rows if v is not None]
@@ -399,20 +352,40 @@ class SqliteSessionStore:
     @staticmethod
     def _conflict(conn: sqlite3.Connection, session_id: str, expected_version: int) -> VersionConflict:
         row = conn.execute("SELECT version FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
-        actual = row[0] if row else 0
-        return VersionConflict(
-            f"session {session_id!r} is at version {actual}, not {expected_version}",
-            session_id=session_id,
-            expected=expected_version,
-            actual=actual,
-        )
+        return version_conflict(session_id, expected_version, row[0] if row else 0)
+
+    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
+        # One statement (so one transaction): kept only for a version the log holds, and only
+        # over an older checkpoint. Not waited for: a checkpoint is never the source of truth.
+        def op(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "INSERT INTO pausepoint_checkpoints (session_id, version, data) "
+                    "SELECT id, ?, ? FROM pausepoint_sessions WHERE id = ? AND version >= ? "
+                    "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data "
+                    "WHERE excluded.version > pausepoint_checkpoints.version",
+                    (version, data, session_id, version),
+                ).rowcount
+                == 1
+            )
+
+        return await self._run(op)
+
+    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        def op(conn: sqlite3.Connection) -> Checkpoint | None:
+            row = conn.execute(
+                "SELECT version, data FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return None if row is None else Checkpoint(int(row[0]), bytes(row[1]))
+
+        return await self._run(op)
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         def op(conn: sqlite3.Connection) -> SessionSummary | None:
             row = conn.execute(
                 f"SELECT {_SUMMARY_COLUMNS} FROM pausepoint_sessions WHERE id = ?", (session_id,)
             ).fetchone()
-            return None if row is None else _summary(row)
+            return None if row is None else SummaryRow(*row).summary()
 
         return await self._run(op)
 
@@ -438,7 +411,7 @@ class SqliteSessionStore:
             where.append("pending > 0" if has_pending else "pending = 0")
         if expiring_before is not None:
             where.append("next_expiry_us < ?")
-            args.append(_us(expiring_before))
+            args.append(us(expiring_before))
         sql = f"SELECT {_SUMMARY_COLUMNS} FROM pausepoint_sessions"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -446,20 +419,16 @@ class SqliteSessionStore:
         args += [limit, offset]
 
         def op(conn: sqlite3.Connection) -> list[SessionSummary]:
-            return [_summary(r) for r in conn.execute(sql, args).fetchall()]
+            return [SummaryRow(*r).summary() for r in conn.execute(sql, args).fetchall()]
 
         return await self._run(op)
 
     async def delete(self, session_id: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 conn.execute("DELETE FROM pausepoint_records WHERE session_id = ?", (session_id,))
+                conn.execute("DELETE FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
                 gone = conn.execute("DELETE FROM pausepoint_sessions WHERE id = ?", (session_id,)).rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return gone > 0
 
         deleted = await self._run(op)
@@ -483,7 +452,7 @@ class SqliteSessionStore:
                 "ORDER BY seq LIMIT ?",
                 (after, limit),
             ).fetchall()
-            return [_event(r) for r in rows]
+            return [EventRow(*r).event() for r in rows]
 
         return await self._run(op)
 
@@ -516,20 +485,15 @@ class SqliteSessionStore:
         marks = ", ".join("?" * len(names))
 
         def op(conn: sqlite3.Connection) -> list[Delivery]:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 conn.execute(
                     "UPDATE pausepoint_deliveries SET due_us = ?, lease = ? WHERE id IN (SELECT id FROM "
                     f"pausepoint_deliveries WHERE state = 'pending' AND target IN ({marks}) AND due_us <= ? "
                     "ORDER BY due_us, id LIMIT ?)",
-                    (_us(now + lease), token, *names, _us(now), limit),
+                    (us(now + lease), token, *names, us(now), limit),
                 )
                 rows = conn.execute(_DELIVERIES + " WHERE d.lease = ? ORDER BY d.id", (token,)).fetchall()
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            return [_delivery(r) for r in rows]
+            return [DeliveryRow.delivery(r) for r in rows]
 
         claimed = await self._run(op)
         if claimed:
@@ -540,7 +504,7 @@ class SqliteSessionStore:
         self, delivery: Delivery, now: datetime, *, error: str | None = None, retry_at: datetime | None = None
     ) -> bool:
         state = "delivered" if error is None else ("pending" if retry_at is not None else "failed")
-        due = None if state != "pending" or retry_at is None else _us(retry_at)
+        due = None if state != "pending" or retry_at is None else us(retry_at)
 
         def op(conn: sqlite3.Connection) -> bool:
             return (
@@ -548,7 +512,7 @@ class SqliteSessionStore:
                     "UPDATE pausepoint_deliveries SET state = ?, attempts = attempts + 1, "
                     "due_us = coalesce(?, due_us), updated_us = ?, last_error = ?, lease = NULL "
                     "WHERE id = ? AND lease = ? AND state = 'pending'",
-                    (state, due, _us(now), error, delivery.id, delivery.lease),
+                    (state, due, us(now), error, delivery.id, delivery.lease),
                 ).rowcount
                 == 1
             )
@@ -572,7 +536,7 @@ class SqliteSessionStore:
         sql = _DELIVERIES + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY d.id DESC LIMIT ? OFFSET ?"
 
         def op(conn: sqlite3.Connection) -> list[Delivery]:
-            return [_delivery(r) for r in conn.execute(sql, (*args, limit, offset)).fetchall()]
+            return [DeliveryRow.delivery(r) for r in conn.execute(sql, (*args, limit, offset)).fetchall()]
 
         return await self._run(op)
 
@@ -582,7 +546,7 @@ class SqliteSessionStore:
                 conn.execute(
                     "UPDATE pausepoint_deliveries SET state = 'pending', attempts = 0, due_us = ?, updated_us = ?, "
                     "lease = NULL WHERE id = ? AND state = 'failed'",
-                    (_us(now), _us(now), delivery_id),
+                    (us(now), us(now), delivery_id),
                 ).rowcount
                 == 1
             )
@@ -594,23 +558,18 @@ class SqliteSessionStore:
 
     async def prune_events(self, before: datetime) -> int:
         def op(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 conn.execute(
                     "DELETE FROM pausepoint_deliveries WHERE state = 'delivered' AND event_seq IN "
                     "(SELECT seq FROM pausepoint_events WHERE at_us < ?)",
-                    (_us(before),),
+                    (us(before),),
                 )
                 gone = conn.execute(
                     "DELETE FROM pausepoint_events WHERE at_us < ? AND NOT EXISTS "
                     "(SELECT 1 FROM pausepoint_deliveries AS d WHERE d.event_seq = pausepoint_events.seq) "
                     "AND seq < (SELECT max(seq) FROM pausepoint_events)",
-                    (_us(before),),
+                    (us(before),),
                 ).rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return int(gone)
 
         pruned = await self._run(op)

@@ -73,7 +73,8 @@ class Backend:
         raise NotImplementedError
 
     async def make_version_1(self) -> None:
-        """Turn the place back into what pausepoint's schema version 1 made (no events, no outbox)."""
+        """Turn the place back into what pausepoint's schema version 1 made (no events, no outbox,
+        no checkpoints)."""
         raise NotImplementedError
 
     def hold_writes(self, session_id: str) -> contextlib.AbstractAsyncContextManager[None]:
@@ -123,6 +124,7 @@ class SqliteBackend(Backend):
         with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
             conn.execute("DROP TABLE pausepoint_events")
             conn.execute("DROP TABLE pausepoint_deliveries")
+            conn.execute("DROP TABLE pausepoint_checkpoints")
             conn.execute("UPDATE pausepoint_meta SET value = '1' WHERE key = 'schema_version'")
 
     @contextlib.asynccontextmanager
@@ -178,6 +180,7 @@ class PostgresBackend(Backend):
     async def make_version_1(self) -> None:
         await self._execute(
             f"DROP TABLE {self.quoted}.pausepoint_events; DROP TABLE {self.quoted}.pausepoint_deliveries; "
+            f"DROP TABLE {self.quoted}.pausepoint_checkpoints; "
             f"UPDATE {self.quoted}.pausepoint_meta SET value = '1' WHERE key = 'schema_version'"
         )
 

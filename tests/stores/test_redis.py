@@ -8,9 +8,9 @@ import pytest
 
 from pausepoint.errors import StoreError
 from pausepoint.stores import LogEntry, LogSlice
+from pausepoint.testing.stores import summary
 
 from .backends import RedisBackend, service_url
-from .test_conformance import summary
 
 aioredis = pytest.importorskip("redis.asyncio")
 

@@ -12,8 +12,7 @@ import pytest
 from pausepoint.errors import StoreError
 from pausepoint.stores import LogEntry, SqliteSessionStore
 from pausepoint.stores._groupsync import GroupSync
-
-from .test_conformance import summary
+from pausepoint.testing.stores import summary
 
 
 def test_full_is_the_default_and_nothing_else_is_taken(tmp_path: Path):

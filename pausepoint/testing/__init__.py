@@ -21,9 +21,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from ._models import ChunkSink, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
-from .errors import ModelError
+from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from .._models import ChunkSink, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
+from ..errors import ModelError
 
 __all__ = ["ScriptedModel", "Step", "last_tool_results", "reply", "tool_call"]
 

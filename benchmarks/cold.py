@@ -1,0 +1,208 @@
+"""A cold cycle against a warm one: what a process with nothing cached pays, by history length.
+
+A *warm* cycle is the banking cycle by the agent that has been serving the session (its state
+cached). A *cold* cycle is the same cycle by another agent on the same store that has not seen
+the session (a new process, a restart, a cache eviction): it loads the session first. (That agent
+has served one cycle of another session before, so its own first-use costs — tool schemas,
+imports — are not counted: they are the same at any history.) With checkpoints (the default) a cold
+load reads the store's checkpoint and folds the records after it; *without* (the session was
+grown, and is cycled, by agents with ``checkpoint_every=None``, so the store holds none) it
+folds the whole log — what every cold load cost before checkpoints. Target: a cold cycle within
+2x a warm one at any history.
+
+Each configuration runs in a process of its own (``python -m benchmarks.cold SPEC``); the table
+is printed by ``python -m benchmarks.run`` (``python3 dev.py bench``), or alone with
+``python -m benchmarks.cold --table [--hist 10,100,1000,10000] [--k 20] [--stores memory,sqlite]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from examples.banking import build
+from pausepoint import Agent, AgentFinishReason
+from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+
+from ._report import Table, note, us, verdict
+
+__all__ = ["COLD_TARGET", "cold_vs_warm", "main", "table_cold"]
+
+COLD_TARGET = 2.0
+ROOT = Path(__file__).resolve().parent.parent
+COMMAND = "python -m benchmarks.cold --table --hist {hist} --k {k} --stores {stores}"
+
+
+def _store(kind: str, path: str) -> SessionStore:
+    if kind == "memory":
+        return InMemorySessionStore()
+    if kind == "sqlite":
+        return SqliteSessionStore(path)
+    raise ValueError(f"unknown store {kind!r} (known: memory, sqlite)")
+
+
+def _agent(store: SessionStore, checkpoints: bool) -> Agent:
+    _, agent = build(store)
+    if not checkpoints:
+        agent.checkpoint_every = None
+    return agent
+
+
+async def _cycle(agent: Agent, session_id: str) -> tuple[int, int]:
+    """One cycle; its wall-clock and CPU time (ns). CPU time is what to compare on a busy machine."""
+    chat = agent.chat(session_id)
+    start, cpu = time.perf_counter_ns(), time.process_time_ns()
+    paused = await chat.send("Transfer $500 to savings.")
+    if paused.finish_reason != AgentFinishReason.INTERRUPTED:
+        raise RuntimeError(f"expected a pause, got {paused.finish_reason}")
+    done = await chat.resume(respond=[paused.interrupts[0].respond({"approved": True})])
+    elapsed, cpu = time.perf_counter_ns() - start, time.process_time_ns() - cpu
+    if done.finish_reason != AgentFinishReason.STOP:
+        raise RuntimeError(f"unexpected end of cycle: {done.finish_reason}")
+    return elapsed, cpu
+
+
+async def _settle(agent: Agent) -> None:
+    """Let the agent's background checkpoint writes finish (they are not part of a cycle)."""
+    await asyncio.gather(*list(agent._background))
+
+
+async def _grow(agent: Agent, turns: int) -> str:
+    chat = agent.chat()
+    for i in range(turns):
+        await chat.send(f"hello number {i}, just chatting")
+    await _settle(agent)
+    return chat.session_id
+
+
+async def cold_vs_warm(store: str, hist: int, k: int) -> dict[str, Any]:
+    """Medians (ns, wall-clock and CPU) of K warm cycles, K cold cycles with checkpoints, K cold
+    ones without."""
+    with tempfile.TemporaryDirectory(prefix="pausepoint-cold-") as tmp:
+        made = _store(store, os.path.join(tmp, "sessions.db"))
+        try:
+            result: dict[str, Any] = {"store": store, "hist": hist, "k": k}
+            for checkpoints in (True, False):
+                grower = _agent(made, checkpoints)
+                session = await _grow(grower, hist)
+                await _cycle(grower, session)  # the first cycle of any process warms its imports
+                gc.collect()
+                warm = [await _cycle(grower, session) for _ in range(k)]
+                await _settle(grower)
+                cold = []
+                for _ in range(k):
+                    # A new agent on the store (a new process, or one whose cache let the session
+                    # go) that has served another session, so that what is measured is the load.
+                    fresh = _agent(made, checkpoints)
+                    await _cycle(fresh, fresh.chat().session_id)
+                    cold.append(await _cycle(fresh, session))
+                    await _settle(fresh)
+                label = "with" if checkpoints else "without"
+                result[f"warm_{label}"] = statistics.median(w for w, _ in warm)
+                result[f"cold_{label}"] = statistics.median(w for w, _ in cold)
+                result[f"warm_cpu_{label}"] = statistics.median(c for _, c in warm)
+                result[f"cold_cpu_{label}"] = statistics.median(c for _, c in cold)
+            return result
+        finally:
+            await made.close()
+
+
+def _run(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    command = [sys.executable, "-m", "benchmarks.cold", json.dumps(spec)]
+    try:
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {**spec, "error": f"took longer than {timeout:.0f}s"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        last = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+        return {**spec, "error": f"rc={proc.returncode}: {last[0]}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def table_cold(stores: tuple[str, ...], hist: tuple[int, ...], k: int, timeout: float = 1800) -> list[dict[str, Any]]:
+    """Print the cold-vs-warm table; returns the raw results."""
+    table = Table(
+        f"[2b] A cold cycle (a new agent on the same store, the session not cached) against a warm one, K={k} "
+        "per row, medians (µs)",
+        [
+            ("store", 7),
+            ("H", 6),
+            ("warm", 8),
+            ("cold", 8),
+            ("cold/warm", 9),
+            ("cpu warm", 8),
+            ("cpu cold", 8),
+            ("cpu c/w", 7),
+            ("no ckpt", 9),
+            ("no ckpt/warm", 12),
+            ("cpu no ckpt", 11),
+        ],
+    )
+    table.header()
+    results = []
+    worst: float | None = None
+    for store in stores:
+        for h in hist:
+            r = _run({"store": store, "hist": h, "k": k}, timeout)
+            results.append(r)
+            if "error" in r:
+                table.error(store, f"H={h}: {r['error']}")
+                continue
+            with_ratio = r["cold_with"] / r["warm_with"]
+            cpu_ratio = r["cold_cpu_with"] / r["warm_cpu_with"]
+            worst = cpu_ratio if worst is None else max(worst, cpu_ratio)
+            table.row(
+                store,
+                f"{h:,}",
+                us(r["warm_with"] / 1000),
+                us(r["cold_with"] / 1000),
+                f"{with_ratio:.2f}x",
+                us(r["warm_cpu_with"] / 1000),
+                us(r["cold_cpu_with"] / 1000),
+                f"{cpu_ratio:.2f}x",
+                us(r["cold_without"] / 1000),
+                f"{r['cold_without'] / r['warm_without']:.2f}x",
+                us(r["cold_cpu_without"] / 1000),
+            )
+    note(
+        "cold: the store's checkpoint plus the records after it (written every 64 records, in the background); "
+        "no ckpt: the whole log folded, as before checkpoints"
+    )
+    note("cpu: the process's CPU time for the cycle (no fsync wait in it; other work on the machine barely shows)")
+    note(f"worst CPU cold/warm with checkpoints: {verdict(worst, COLD_TARGET)} (target ≤ {COLD_TARGET}x at any H)")
+    note("reproduce: " + COMMAND.format(hist=",".join(map(str, hist)), k=k, stores=",".join(stores)))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0].startswith("{"):  # one configuration, in this process
+        spec = json.loads(args[0])
+        print(json.dumps(asyncio.run(cold_vs_warm(**spec))))
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cold", description=__doc__.splitlines()[0])
+    parser.add_argument("--table", action="store_true", help="print the table (the default)")
+    parser.add_argument("--hist", default="10,100,1000,10000", help="comma-separated prior-turn counts")
+    parser.add_argument("--k", type=int, default=20, help="cycles measured per row and kind")
+    parser.add_argument("--stores", default="memory,sqlite", help="comma-separated: memory,sqlite")
+    options = parser.parse_args(args)
+    hist = tuple(int(x) for x in options.hist.split(",") if x.strip())
+    results = table_cold(tuple(s for s in options.stores.split(",") if s), hist, options.k)
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

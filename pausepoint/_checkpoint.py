@@ -1,0 +1,276 @@
+"""Checkpoints: a session's folded state at some version, kept by the store beside its log.
+
+A process with nothing cached loads a session by reading its checkpoint and folding only the
+records after it, instead of folding the whole log. The log stays the only source of truth: a
+checkpoint is a cache of the fold, checked on every read and thrown away (the whole log is
+folded instead) unless all of this holds —
+
+- its **schema fingerprint** is this code's: a hash of the JSON schemas of ``SessionState``'s
+  fields, so any change to the state's shape (a field added, a type changed) retires every
+  checkpoint written before it, with no version number to remember to bump;
+- its **checksum** (CRC-32 of the body) and length match: a torn or corrupted write is caught;
+- it names this **session** and its **version** is in the log, and the record at that version
+  has the **digest** the checkpoint was taken after: a checkpoint of another log (a session
+  deleted and made again under the same id, records lost with a power failure) never applies.
+
+The format is derived from ``SessionState``'s dataclass fields, never listed by hand: each
+``list`` or ``dict`` field is written one item per line (each item's JSON from its type's
+pydantic adapter), every other field as one line of JSON. Items are decoded only when read
+(``_lazy``), so loading costs a split of the bytes plus the records after the checkpoint, and
+a state loaded from a checkpoint writes the next one by copying the items it never read. An
+object held in two fields (an open pause is also in ``pauses``; the running detached turn is
+also in ``detached``) is written once and referred to from the later field (``@field`` and the
+key), so it is one object again after loading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import typing
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import TypeAdapter
+
+from ._lazy import LazyDict, LazyList
+from ._records import decode_record
+from ._session import SessionState
+from .stores import CheckpointStore
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "decode_state",
+    "encode_state",
+    "fingerprint",
+    "load",
+    "read_header",
+    "record_digest",
+    "save",
+]
+
+CHECKPOINT_FORMAT = b"PPCK1"
+
+log = logging.getLogger("pausepoint")
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    shape: Literal["value", "list", "dict"]
+    item: TypeAdapter[Any]  # the field's adapter ("value") or its items' ("list", "dict")
+    keys: TypeAdapter[Any] | None = None  # a dict's keys, as a list
+
+
+@cache
+def _layout() -> tuple[tuple[_Field, ...], bytes]:
+    """The fields a checkpoint holds, in order, and the schema fingerprint they make."""
+    hints = typing.get_type_hints(SessionState)
+    fields: list[_Field] = []
+    described: list[Any] = []
+    for f in dataclasses.fields(SessionState):
+        if f.metadata.get("transient"):
+            continue
+        hint = hints[f.name]
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if origin is list:
+            field = _Field(f.name, "list", TypeAdapter(args[0]))
+        elif origin is dict:
+            field = _Field(f.name, "dict", TypeAdapter(args[1]), TypeAdapter(list[args[0]]))  # type: ignore[valid-type]
+        else:
+            field = _Field(f.name, "value", TypeAdapter(hint))
+        if field.shape != "value" and bytes in (args[-1], typing.get_origin(args[-1])):
+            raise TypeError(f"SessionState.{f.name}: a collection of bytes cannot be checkpointed")
+        fields.append(field)
+        keys = field.keys.json_schema(mode="serialization") if field.keys else None
+        described.append([f.name, field.shape, field.item.json_schema(mode="serialization"), keys])
+    schema = json.dumps([CHECKPOINT_FORMAT.decode(), described], sort_keys=True, separators=(",", ":"))
+    return tuple(fields), hashlib.sha256(schema.encode()).hexdigest()[:32].encode()
+
+
+def fingerprint() -> str:
+    """The schema fingerprint of the checkpoints this code writes and reads."""
+    return _layout()[1].decode()
+
+
+def record_digest(data: bytes) -> bytes:
+    """The digest of one log record's bytes that ties a checkpoint to its log."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest().encode()
+
+
+def encode_state(state: SessionState, digest: bytes) -> bytes:
+    """The checkpoint of ``state``, taken after the log record whose ``record_digest`` is ``digest``.
+
+    Items of a state loaded from a checkpoint that were never read are copied as they are.
+    """
+    fields, print_ = _layout()
+    homes: dict[int, tuple[str, Any]] = {}  # id of a dataclass held in a collection -> (field, key)
+    lines: list[bytes] = []
+    for field in fields:
+        value = getattr(state, field.name)
+        if field.shape == "value":
+            home = homes.get(id(value)) if value is not None else None
+            lines.append(b"@" + _json([home[0], home[1]]) if home else field.item.dump_json(value))
+            continue
+        if field.shape == "list":
+            entries: Iterator[tuple[Any, Any]] = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
+        else:
+            entries = iter(value.raw_items() if isinstance(value, LazyDict) else value.items())
+        keys: list[Any] = []
+        items: list[bytes] = []
+        refs: list[list[Any]] = []  # [position, field, key] of each item held by an earlier field
+        for key, item in entries:
+            keys.append(key)
+            if type(item) is bytes:
+                items.append(item)
+                continue
+            home = homes.get(id(item))
+            if home is not None and home[0] != field.name:
+                refs.append([len(items), home[0], home[1]])
+                items.append(b"@")
+                continue
+            if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
+                homes[id(item)] = (field.name, key)
+            items.append(field.item.dump_json(item))
+        lines.append(b"%d" % len(items))
+        if field.keys is not None:
+            lines.append(field.keys.dump_json(keys))
+        lines.append(_json(refs))
+        lines.extend(items)
+    body = b"\n".join(lines)
+    head = b" ".join(
+        [CHECKPOINT_FORMAT, print_, str(state.version).encode(), digest, b"%08x" % zlib.crc32(body), b"%d" % len(body)]
+    )
+    return head + b"\n" + body
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """What a checkpoint says about itself, read before its body is trusted."""
+
+    version: int
+    digest: bytes
+
+
+def read_header(data: bytes) -> Header | None:
+    """The header of a checkpoint written by this code (same format and fingerprint) whose body
+    is whole; None for anything else."""
+    end = data.find(b"\n")
+    parts = data[:end].split(b" ") if end > 0 else []
+    if len(parts) != 6 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
+        return None
+    try:
+        version, crc, length = int(parts[2]), int(parts[4], 16), int(parts[5])
+    except ValueError:
+        return None
+    body = memoryview(data)[end + 1 :]
+    if version < 1 or len(body) != length or zlib.crc32(body) != crc:
+        return None
+    return Header(version, parts[3])
+
+
+def decode_state(session_id: str, data: bytes, *, checked: bool = False) -> SessionState | None:
+    """The state a checkpoint holds (its items decoded when read), or None when it is not a
+    whole checkpoint of ``session_id`` written by this code (``checked``: ``read_header``
+    already said it is). The caller checks it against the log (``Header``) before using it."""
+    if not checked and read_header(data) is None:
+        return None
+    fields, _ = _layout()
+    lines = data[data.find(b"\n") + 1 :].split(b"\n")
+    state = SessionState(session_id)
+    at = 0
+    try:
+        for field in fields:
+            line = lines[at]
+            at += 1
+            if field.shape == "value":
+                if line[:1] == b"@":
+                    home, key = json.loads(line[1:])
+                    setattr(state, field.name, getattr(state, home)[key])
+                else:
+                    setattr(state, field.name, field.item.validate_json(line))
+                continue
+            count = int(line)
+            keys = field.keys.validate_json(lines[at]) if field.keys is not None else None
+            at += 1 if keys is not None else 0
+            refs = json.loads(lines[at])
+            items: list[Any] = lines[at + 1 : at + 1 + count]  # undecoded: each item's JSON
+            at += 1 + count
+            if len(items) != count or (keys is not None and len(keys) != count):
+                return None
+            for position, home, key in refs:
+                items[position] = getattr(state, home)[key]
+            value: Any = (
+                LazyList(items, field.item) if keys is None else LazyDict(zip(keys, items, strict=True), field.item)
+            )
+            setattr(state, field.name, value)
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
+    if at != len(lines) or state.session_id != session_id:
+        return None
+    state.durable_version = state.version
+    return state
+
+
+async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
+    """The session's state from its checkpoint and the records after it, or None when there is
+    no checkpoint this code can use (then the caller folds the whole log)."""
+    checkpoint = await store.read_checkpoint(session_id)
+    if checkpoint is None:
+        return None
+    header = read_header(checkpoint.data)
+    if header is None or header.version != checkpoint.version:
+        return None
+    # The record the checkpoint was taken after, and every one since.
+    found = await store.read(session_id, after_version=header.version - 1)
+    if found is None or not found.entries or found.entries[0].version != header.version:
+        return None
+    if record_digest(found.entries[0].data) != header.digest:
+        return None
+    state = decode_state(session_id, checkpoint.data, checked=True)
+    if state is None or state.version != header.version:
+        return None
+    try:
+        for entry in found.entries[1:]:
+            state.apply(decode_record(entry.data))
+    except Exception:  # a checkpoint the records after it do not fit: fold the whole log instead
+        log.warning("the checkpoint of session %s does not fit its log; folding the log", session_id, exc_info=True)
+        return None
+    state.durable_version = state.version
+    state.checkpointed = header.version
+    return state
+
+
+async def save(store: CheckpointStore, state: SessionState) -> SessionState | None:
+    """Write the checkpoint of ``state`` if it still matches the store's log at its version.
+
+    Returns the state loaded back from that checkpoint (equal to ``state``, its items not yet
+    decoded: the cheaper one to keep and to checkpoint next time), or None when nothing was
+    written (the state moved on meanwhile, or a newer checkpoint is there already).
+    """
+    version = state.version
+    if version == 0 or version != state.durable_version:
+        return None
+    found = await store.read(state.session_id, after_version=version - 1)
+    if found is None or not found.entries or found.entries[0].version != version:
+        return None
+    if state.version != version or state.durable_version != version:
+        return None  # changed while we read: the next turn will checkpoint it
+    data = encode_state(state, record_digest(found.entries[0].data))
+    kept = await store.write_checkpoint(state.session_id, version, data)
+    state.checkpointed = max(state.checkpointed, version)  # if not kept, a later one is there already
+    if not kept:
+        return None
+    loaded = decode_state(state.session_id, data, checked=True)
+    if loaded is not None:
+        loaded.checkpointed = version
+    return loaded

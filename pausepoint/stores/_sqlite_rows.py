@@ -1,0 +1,115 @@
+"""SQLite rows as typed tuples, and the one write-transaction helper of ``SqliteSessionStore``.
+
+``sqlite3`` returns untyped tuples; each row shape the store reads is a ``NamedTuple`` here, so
+the store converts rows to its dataclasses without casts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from ._base import Delivery, DeliveryState, Event, SessionSummary
+
+__all__ = ["DeliveryRow", "EventRow", "SummaryRow", "moment", "transaction", "us"]
+
+
+def us(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+def moment(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+class SummaryRow(NamedTuple):
+    """A row of ``_SUMMARY_COLUMNS``, as SQLite returns it."""
+
+    id: str
+    agent: str
+    owner: str | None
+    version: int
+    created_us: int
+    updated_us: int
+    pending: int
+    next_expiry_us: int | None
+    turn: int
+
+    def summary(self) -> SessionSummary:
+        return SessionSummary(
+            session_id=self.id,
+            agent=self.agent,
+            owner=self.owner,
+            version=self.version,
+            created_at=moment(self.created_us),
+            updated_at=moment(self.updated_us),
+            pending=self.pending,
+            next_expiry=None if self.next_expiry_us is None else moment(self.next_expiry_us),
+            turn=self.turn,
+        )
+
+
+class EventRow(NamedTuple):
+    """A row of the event columns, as SQLite returns it."""
+
+    seq: int
+    id: str
+    kind: str
+    session_id: str
+    agent: str
+    at_us: int
+    data: bytes
+
+    def event(self) -> Event:
+        return Event(
+            id=self.id,
+            kind=self.kind,
+            session_id=self.session_id,
+            agent=self.agent,
+            at=moment(self.at_us),
+            data=bytes(self.data),
+            seq=self.seq,
+        )
+
+
+class DeliveryRow(NamedTuple):
+    """A row of ``_DELIVERY_COLUMNS`` (the event's columns follow the delivery's)."""
+
+    id: int
+    target: str
+    state: DeliveryState
+    attempts: int
+    due_us: int
+    updated_us: int
+    last_error: str | None
+    lease: str | None
+
+    @staticmethod
+    def delivery(row: Sequence[Any]) -> Delivery:
+        own = DeliveryRow(*row[:8])
+        return Delivery(
+            id=own.id,
+            target=own.target,
+            event=EventRow(*row[8:]).event(),
+            state=own.state,
+            attempts=own.attempts,
+            due_at=moment(own.due_us),
+            updated_at=moment(own.updated_us),
+            last_error=own.last_error,
+            lease=own.lease,
+        )
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: taken at once (``IMMEDIATE``), committed, or rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,597 @@
+"""The session store contract as a test suite: run it on your own store.
+
+Every store pausepoint ships passes this suite, and a store of your own (any object with the
+methods of ``pausepoint.stores.SessionStore``) can run it too. In a test module of your
+project, import the suite and give it one fixture, ``open_store``: an async function that
+opens a store on one place (a file, a schema, a key prefix) — every call a new store object on
+the same data, as another process would open it, and taking the keyword options the built-in
+stores take (``max_record_bytes``)::
+
+    import pytest
+    from pausepoint.testing.stores import *  # noqa: F403 - the suite's tests and its ``store`` fixture
+
+    @pytest.fixture
+    async def open_store(tmp_path):
+        async def open_(**options):
+            return MyStore(tmp_path / "sessions", **options)
+        return open_
+
+pytest then collects every ``test_*`` of the suite in that module. The suite needs ``pytest``
+and ``pytest-asyncio`` with ``asyncio_mode = "auto"``. Each test starts from an empty place.
+A store that keeps checkpoints (``pausepoint.stores.CheckpointStore``) is held to that part of
+the contract too; one that does not skips those tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+try:
+    import pytest
+except ImportError as exc:  # pragma: no cover - exercised only without pytest
+    raise ImportError("pausepoint.testing.stores is a pytest suite: pip install pytest pytest-asyncio") from exc
+
+from ..errors import PayloadTooLarge, StoreError, VersionConflict
+from ..stores import Checkpoint, CheckpointStore, LogEntry, LogSlice, SessionStore, SessionSummary
+
+__all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "OpenStore",
+    "T0",
+    "at",
+    "checkpoints",
+    "entries",
+    "ids",
+    "listed",
+    "put",
+    "store",
+    "summary",
+    "test_a_checkpoint_is_kept_as_written",
+    "test_a_checkpoint_is_never_replaced_by_an_older_one",
+    "test_a_checkpoint_may_be_larger_than_a_record",
+    "test_a_checkpoint_needs_a_log_that_holds_its_version",
+    "test_a_deleted_session_takes_its_checkpoint_along",
+    "test_an_append_not_yet_durable_is_seen_at_once_and_continued",
+    "test_append_then_read",
+    "test_append_to_a_missing_session_conflicts",
+    "test_appends_continue_the_log",
+    "test_checkpoints_do_not_change_listings_or_appends",
+    "test_configured_size_limit",
+    "test_conflicting_append_writes_nothing",
+    "test_delete",
+    "test_is_a_session_store",
+    "test_list_filters_and_order",
+    "test_list_limit_and_offset",
+    "test_list_returns_whole_summaries",
+    "test_listing_follows_the_latest_summary",
+    "test_long_history_in_many_appends",
+    "test_long_history_in_one_append",
+    "test_malformed_append_is_refused",
+    "test_oversize_payload_is_refused_and_nothing_written",
+    "test_payload_at_the_limit_is_accepted",
+    "test_racing_appends_one_wins",
+    "test_racing_checkpoint_writers_leave_the_latest",
+    "test_racing_creators_one_wins",
+    "test_read_after_a_version_keeps_kinds_and_bytes",
+    "test_ties_are_ordered_by_id_bytewise",
+    "test_unicode",
+    "test_unknown_session",
+]
+
+OpenStore = Callable[..., Awaitable[SessionStore]]
+
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024  # the documented default of every store
+
+T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def summary(
+    session_id: str,
+    version: int,
+    *,
+    agent: str = "bankingAgent",
+    owner: str | None = "alice",
+    updated: float = 0,
+    pending: int = 0,
+    expiry: float | None = None,
+    turn: int = 1,
+) -> SessionSummary:
+    return SessionSummary(
+        session_id=session_id,
+        agent=agent,
+        owner=owner,
+        version=version,
+        created_at=T0,
+        updated_at=at(updated),
+        pending=pending,
+        next_expiry=None if expiry is None else at(expiry),
+        turn=turn,
+    )
+
+
+def entries(after: int, count: int, kind: str = "message") -> list[LogEntry]:
+    return [LogEntry(after + i, kind, b'{"n": %d}' % (after + i)) for i in range(1, count + 1)]
+
+
+async def put(store: SessionStore, s: SessionSummary, count: int = 1) -> None:
+    """Create session ``s.session_id`` with ``count`` entries and summary ``s``."""
+    await store.append(s.session_id, 0, entries(0, count), s)
+
+
+def ids(summaries: list[SessionSummary]) -> list[str]:
+    return [s.session_id for s in summaries]
+
+
+@pytest.fixture
+async def store(open_store: OpenStore) -> AsyncIterator[SessionStore]:
+    """A store on the test's place, closed at the end."""
+    made = await open_store()
+    yield made
+    await made.close()
+
+
+# -- appends and reads ---------------------------------------------------------------------------
+
+
+async def test_is_a_session_store(store: SessionStore) -> None:
+    assert isinstance(store, SessionStore)
+    assert store.max_record_bytes == DEFAULT_MAX_RECORD_BYTES
+
+
+async def test_unknown_session(store: SessionStore) -> None:
+    assert await store.read("nope") is None
+    assert await store.read("nope", 3) is None
+    assert await store.get_summary("nope") is None
+    assert await store.list_sessions() == []
+    assert await store.delete("nope") is False
+
+
+async def test_append_then_read(store: SessionStore) -> None:
+    written = entries(0, 3)
+    s = summary("s1", 3, pending=1, expiry=60, turn=2)
+    assert await store.append("s1", 0, written, s) == 3
+    assert await store.read("s1") == LogSlice(3, written)
+    assert await store.read("s1", 1) == LogSlice(3, written[1:])
+    assert await store.read("s1", 3) == LogSlice(3, [])
+    assert await store.get_summary("s1") == s
+
+
+async def test_appends_continue_the_log(store: SessionStore) -> None:
+    await store.append("s1", 0, entries(0, 2), summary("s1", 2))
+    assert await store.append("s1", 2, entries(2, 1), summary("s1", 3, updated=1)) == 3
+    assert await store.append("s1", 3, entries(3, 4), summary("s1", 7, updated=2, pending=2)) == 7
+    found = await store.read("s1")
+    assert found is not None
+    assert found.version == 7
+    assert [e.version for e in found.entries] == list(range(1, 8))
+    assert found.entries == entries(0, 7)
+    assert await store.get_summary("s1") == summary("s1", 7, updated=2, pending=2)
+    assert (await store.read("s1", 5)) == LogSlice(7, entries(5, 2))
+
+
+async def test_an_append_not_yet_durable_is_seen_at_once_and_continued(open_store: OpenStore) -> None:
+    """``durable=False`` changes when the append reaches stable storage, nothing else: it is
+    visible to every store object at once, conditional like any append, and continued by a
+    durable one."""
+    writer, reader = await open_store(), await open_store()
+    try:
+        assert await writer.append("s1", 0, entries(0, 2), summary("s1", 2), durable=False) == 2
+        assert await reader.read("s1") == LogSlice(2, entries(0, 2))
+        with pytest.raises(VersionConflict):
+            await reader.append("s1", 1, entries(1, 1), summary("s1", 2), durable=False)
+        assert await reader.append("s1", 2, entries(2, 1), summary("s1", 3, updated=1), durable=False) == 3
+        assert await writer.append("s1", 3, entries(3, 1), summary("s1", 4, updated=2)) == 4
+        assert await reader.read("s1") == LogSlice(4, entries(0, 4))
+        assert await reader.get_summary("s1") == summary("s1", 4, updated=2)
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+@pytest.mark.parametrize("expected", [0, 2, 4, 100])
+async def test_conflicting_append_writes_nothing(store: SessionStore, expected: Any) -> None:
+    before = summary("s1", 3, updated=1)
+    await store.append("s1", 0, entries(0, 3), before)
+    intruder = summary("s1", expected + 1, owner="mallory", agent="other", updated=9, pending=1, expiry=5)
+    with pytest.raises(VersionConflict) as caught:
+        await store.append("s1", expected, entries(expected, 1, kind="call_answered"), intruder)
+    assert caught.value.details == {"session_id": "s1", "expected": expected, "actual": 3}
+    assert isinstance(caught.value, StoreError)
+    assert await store.read("s1") == LogSlice(3, entries(0, 3))
+    assert await store.get_summary("s1") == before
+    assert ids(await store.list_sessions(owner="mallory")) == []
+    assert ids(await store.list_sessions(agent="other")) == []
+    assert ids(await store.list_sessions(has_pending=True)) == []
+    assert ids(await store.list_sessions(expiring_before=at(100))) == []
+    assert ids(await store.list_sessions(owner="alice")) == ["s1"]
+
+
+async def test_append_to_a_missing_session_conflicts(store: SessionStore) -> None:
+    with pytest.raises(VersionConflict) as caught:
+        await store.append("ghost", 2, entries(2, 1), summary("ghost", 3))
+    assert caught.value.details["actual"] == 0
+    assert await store.read("ghost") is None
+    assert await store.get_summary("ghost") is None
+    assert await store.list_sessions() == []
+
+
+async def test_racing_appends_one_wins(open_store: OpenStore) -> None:
+    """Twelve writers (separate connections on durable backends) race for the same version."""
+    first = await open_store()
+    await first.append("s1", 0, entries(0, 2), summary("s1", 2))
+    writers = [await open_store() for _ in range(12)]
+
+    async def attempt(n: int) -> int | None:
+        mine = [LogEntry(3, "call_answered", b'{"writer": %d}' % n), LogEntry(4, "turn_ended", b"{}")]
+        try:
+            return await writers[n].append("s1", 2, mine, summary("s1", 4, updated=n, owner=f"w{n}"))
+        except VersionConflict:
+            return None
+
+    results = await asyncio.gather(*(attempt(n) for n in range(12)))
+    winners = [n for n, result in enumerate(results) if result is not None]
+    assert len(winners) == 1
+    assert results[winners[0]] == 4
+    found = await first.read("s1")
+    assert found is not None
+    assert found.version == 4
+    assert found.entries[2] == LogEntry(3, "call_answered", b'{"writer": %d}' % winners[0])
+    assert [e.version for e in found.entries] == [1, 2, 3, 4]
+    assert await first.get_summary("s1") == summary("s1", 4, updated=winners[0], owner=f"w{winners[0]}")
+    for made in {id(s): s for s in [first, *writers]}.values():
+        await made.close()
+
+
+async def test_racing_creators_one_wins(open_store: OpenStore) -> None:
+    writers = [await open_store() for _ in range(8)]
+
+    async def attempt(n: int) -> bool:
+        try:
+            await writers[n].append("new", 0, [LogEntry(1, "session_started", b'{"w": %d}' % n)], summary("new", 1))
+        except VersionConflict:
+            return False
+        return True
+
+    results = await asyncio.gather(*(attempt(n) for n in range(8)))
+    assert results.count(True) == 1
+    found = await writers[0].read("new")
+    assert found is not None
+    assert found.entries == [LogEntry(1, "session_started", b'{"w": %d}' % results.index(True))]
+    for made in {id(s): s for s in writers}.values():
+        await made.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param([], id="no-entries"),
+        pytest.param([LogEntry(2, "message", b"{}")], id="gap"),
+        pytest.param([LogEntry(1, "message", b"{}"), LogEntry(1, "message", b"{}")], id="repeat"),
+    ],
+)
+async def test_malformed_append_is_refused(store: SessionStore, bad: list[LogEntry]) -> None:
+    with pytest.raises(ValueError):
+        await store.append("s1", 0, bad, summary("s1", len(bad)))
+    assert await store.read("s1") is None
+
+
+# -- listing -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def listed(store: SessionStore) -> SessionStore:
+    """Five sessions: s2 and s5 share an update time (ties go to the greater id)."""
+    await put(store, summary("s1", 1, agent="a", owner="alice", updated=1))
+    await put(store, summary("s2", 1, agent="a", owner="bob", updated=2, pending=2, expiry=100))
+    await put(store, summary("s3", 1, agent="b", owner="alice", updated=3, pending=1, expiry=50))
+    await put(store, summary("s4", 1, agent="a", owner=None, updated=4))
+    await put(store, summary("s5", 1, agent="a", owner="alice", updated=2, pending=1, expiry=200))
+    return store
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({}, ["s4", "s3", "s5", "s2", "s1"]),
+        ({"owner": "alice"}, ["s3", "s5", "s1"]),
+        ({"owner": "bob"}, ["s2"]),
+        ({"owner": "nobody"}, []),
+        ({"agent": "a"}, ["s4", "s5", "s2", "s1"]),
+        ({"agent": "b"}, ["s3"]),
+        ({"has_pending": True}, ["s3", "s5", "s2"]),
+        ({"has_pending": False}, ["s4", "s1"]),
+        ({"expiring_before": at(101)}, ["s3", "s2"]),
+        ({"expiring_before": at(100)}, ["s3"]),  # strictly before
+        ({"expiring_before": at(10)}, []),
+        ({"agent": "a", "has_pending": True}, ["s5", "s2"]),
+        ({"agent": "a", "has_pending": False}, ["s4", "s1"]),
+        ({"owner": "alice", "agent": "a"}, ["s5", "s1"]),
+        ({"owner": "alice", "has_pending": True}, ["s3", "s5"]),
+        ({"owner": "alice", "agent": "a", "has_pending": True}, ["s5"]),
+        ({"agent": "a", "expiring_before": at(300)}, ["s5", "s2"]),
+        ({"owner": "alice", "expiring_before": at(300)}, ["s3", "s5"]),
+        ({"has_pending": False, "expiring_before": at(300)}, []),
+    ],
+)
+async def test_list_filters_and_order(listed: SessionStore, filters: dict[str, Any], expected: Any) -> None:
+    assert ids(await listed.list_sessions(**filters)) == expected
+
+
+@pytest.mark.parametrize(
+    ("filters", "limit", "offset", "expected"),
+    [
+        ({}, 2, 0, ["s4", "s3"]),
+        ({}, 2, 2, ["s5", "s2"]),
+        ({}, 2, 4, ["s1"]),
+        ({}, 2, 5, []),
+        ({}, 100, 10, []),
+        ({}, 0, 0, []),
+        ({"has_pending": True}, 1, 1, ["s5"]),
+        ({"owner": "alice"}, 2, 1, ["s5", "s1"]),
+        ({"expiring_before": at(300)}, 2, 1, ["s5", "s2"]),
+    ],
+)
+async def test_list_limit_and_offset(
+    listed: SessionStore, filters: dict[str, Any], limit: int, offset: int, expected: Any
+) -> None:
+    assert ids(await listed.list_sessions(**filters, limit=limit, offset=offset)) == expected
+
+
+async def test_list_returns_whole_summaries(listed: SessionStore) -> None:
+    assert await listed.list_sessions(owner="bob") == [
+        summary("s2", 1, agent="a", owner="bob", updated=2, pending=2, expiry=100)
+    ]
+    assert await listed.list_sessions(agent="a", has_pending=False) == [
+        summary("s4", 1, agent="a", owner=None, updated=4),
+        summary("s1", 1, agent="a", owner="alice", updated=1),
+    ]
+
+
+async def test_listing_follows_the_latest_summary(listed: SessionStore) -> None:
+    store = listed
+    # s1 pauses and moves to the front of every list it belongs to.
+    await store.append("s1", 1, entries(1, 1), summary("s1", 2, agent="a", updated=10, pending=1, expiry=20))
+    assert ids(await store.list_sessions()) == ["s1", "s4", "s3", "s5", "s2"]
+    assert ids(await store.list_sessions(has_pending=True)) == ["s1", "s3", "s5", "s2"]
+    assert ids(await store.list_sessions(expiring_before=at(60))) == ["s1", "s3"]
+    # s2's pauses are answered: it leaves the inbox and the expiry list.
+    await store.append("s2", 1, entries(1, 1), summary("s2", 2, agent="a", owner="bob", updated=11))
+    assert ids(await store.list_sessions(has_pending=True)) == ["s1", "s3", "s5"]
+    assert ids(await store.list_sessions(has_pending=False)) == ["s2", "s4"]
+    assert ids(await store.list_sessions(expiring_before=at(1000))) == ["s1", "s3", "s5"]
+    # A summary naming another owner and agent moves the session between their lists.
+    await store.append("s3", 1, entries(1, 1), summary("s3", 2, agent="c", owner="carol", updated=12))
+    assert ids(await store.list_sessions(owner="alice")) == ["s1", "s5"]
+    assert ids(await store.list_sessions(owner="carol")) == ["s3"]
+    assert ids(await store.list_sessions(agent="b")) == []
+    assert ids(await store.list_sessions(agent="c")) == ["s3"]
+    # ... or to no owner at all.
+    await store.append("s5", 1, entries(1, 1), summary("s5", 2, agent="a", owner=None, updated=13, pending=1))
+    assert ids(await store.list_sessions(owner="alice")) == ["s1"]
+    assert (await store.get_summary("s5")) == summary("s5", 2, agent="a", owner=None, updated=13, pending=1)
+
+
+# -- reads from a version -------------------------------------------------------------------------
+
+
+async def test_read_after_a_version_keeps_kinds_and_bytes(store: SessionStore) -> None:
+    kinds = ["session_started", "message", "message", "call_paused", "turn_ended", "call_answered"]
+    kinds += ["message", "call_completed", "message", "turn_ended", "call_paused", "call_answered"]
+    log = [LogEntry(v, kind, b'{"v": %d}' % v) for v, kind in enumerate(kinds, 1)]
+    await store.append("s1", 0, log[:6], summary("s1", 6))
+    await store.append("s1", 6, log[6:], summary("s1", 12))
+    for after in (0, 5, 6, 11):
+        assert await store.read("s1", after) == LogSlice(12, log[after:])
+    assert await store.read("s1", 12) == LogSlice(12, [])
+    assert await store.read("s1", 40) == LogSlice(12, [])
+
+
+# -- delete --------------------------------------------------------------------------------------
+
+
+async def test_delete(listed: SessionStore) -> None:
+    store = listed
+    await store.append(
+        "s2", 1, entries(1, 5), summary("s2", 6, agent="a", owner="bob", updated=2, pending=2, expiry=100)
+    )
+    assert await store.delete("s2") is True
+    assert await store.read("s2") is None
+    assert await store.get_summary("s2") is None
+    assert "s2" not in ids(await store.list_sessions())
+    assert ids(await store.list_sessions(owner="bob")) == []
+    assert ids(await store.list_sessions(agent="a", has_pending=True)) == ["s5"]
+    assert ids(await store.list_sessions(expiring_before=at(1000))) == ["s3", "s5"]
+    assert await store.delete("s2") is False
+    # Others are untouched, and the id can start again from version 0 with a fresh log.
+    assert await store.read("s1") == LogSlice(1, entries(0, 1))
+    fresh = [LogEntry(1, "session_started", b'{"again": true}')]
+    assert await store.append("s2", 0, fresh, summary("s2", 1, owner="bob", updated=20)) == 1
+    assert await store.read("s2") == LogSlice(1, fresh)
+    assert ids(await store.list_sessions(owner="bob")) == ["s2"]
+
+
+# -- size and shape of what is stored ------------------------------------------------------------
+
+
+async def test_long_history_in_one_append(store: SessionStore) -> None:
+    log = [LogEntry(v, "message" if v % 100 else "call_answered", b'{"v": %d}' % v) for v in range(1, 10_001)]
+    assert await store.append("long", 0, log, summary("long", 10_000)) == 10_000
+    found = await store.read("long")
+    assert found is not None
+    assert found.version == 10_000
+    assert found.entries == log
+    assert await store.read("long", 9_990) == LogSlice(10_000, log[9_990:])
+    assert [e.version for e in found.entries if e.kind == "call_answered"] == list(range(100, 10_001, 100))
+
+
+async def test_long_history_in_many_appends(store: SessionStore) -> None:
+    version = 0
+    for batch in range(100):
+        log = [LogEntry(version + i, "message", b'{"batch": %d, "i": %d}' % (batch, i)) for i in range(1, 101)]
+        version = await store.append("long", version, log, summary("long", version + 100, updated=batch))
+    assert version == 10_000
+    found = await store.read("long")
+    assert found is not None
+    assert [e.version for e in found.entries] == list(range(1, 10_001))
+    assert found.entries[-1].data == b'{"batch": 99, "i": 100}'
+    assert await store.read("long", 9_999) == LogSlice(10_000, [found.entries[-1]])
+    assert await store.get_summary("long") == summary("long", 10_000, updated=99)
+
+
+async def test_unicode(store: SessionStore) -> None:
+    sid = "séance-日本語-🙂:log:summary"
+    text = '{"text": "Überweisung → 500 € an Zoë 👩\u200d💻, 转账, تحويل"}'.encode()
+    log = [LogEntry(1, "message", text), LogEntry(2, "call_paused", b'{"bytes": "\x00\xff\n"}' + b"\x00\xff\n")]
+    s = summary(sid, 2, agent="агент", owner="Zoë 👩\u200d💻", pending=1, expiry=5)
+    await store.append(sid, 0, log, s)
+    assert await store.read(sid) == LogSlice(2, log)
+    assert await store.read(sid, 1) == LogSlice(2, log[1:])
+    assert await store.get_summary(sid) == s
+    assert await store.list_sessions(owner="Zoë 👩\u200d💻") == [s]
+    assert await store.list_sessions(agent="агент", has_pending=True) == [s]
+    assert await store.list_sessions(owner="Zoe") == []
+    assert await store.delete(sid) is True
+    assert await store.read(sid) is None
+
+
+async def test_ties_are_ordered_by_id_bytewise(store: SessionStore) -> None:
+    names = ["b", "Z", "é", "日本", "🙂", "a-1", "a"]
+    for name in names:
+        await put(store, summary(name, 1, updated=7))
+    expected = sorted(names, key=lambda n: n.encode(), reverse=True)
+    assert ids(await store.list_sessions()) == expected
+    assert ids(await store.list_sessions(limit=3, offset=2)) == expected[2:5]
+
+
+async def test_payload_at_the_limit_is_accepted(store: SessionStore) -> None:
+    data = b'"' + b"x" * (store.max_record_bytes - 2) + b'"'
+    assert len(data) == DEFAULT_MAX_RECORD_BYTES
+    await store.append("big", 0, [LogEntry(1, "message", data), LogEntry(2, "message", b"{}")], summary("big", 2))
+    assert await store.read("big") == LogSlice(2, [LogEntry(1, "message", data), LogEntry(2, "message", b"{}")])
+
+
+async def test_oversize_payload_is_refused_and_nothing_written(store: SessionStore) -> None:
+    await put(store, summary("s1", 1))
+    too_big = b"x" * (store.max_record_bytes + 1)
+    batch = [LogEntry(2, "message", b"{}"), LogEntry(3, "message", too_big)]
+    with pytest.raises(PayloadTooLarge) as caught:
+        await store.append("s1", 1, batch, summary("s1", 3, updated=5, pending=1))
+    assert caught.value.details == {"size": len(too_big), "limit": store.max_record_bytes}
+    assert await store.read("s1") == LogSlice(1, entries(0, 1))
+    assert await store.get_summary("s1") == summary("s1", 1)
+    with pytest.raises(PayloadTooLarge):
+        await store.append("s2", 0, [LogEntry(1, "message", too_big)], summary("s2", 1))
+    assert await store.read("s2") is None
+    assert ids(await store.list_sessions()) == ["s1"]
+
+
+async def test_configured_size_limit(open_store: OpenStore) -> None:
+    small = await open_store(max_record_bytes=1000)
+    try:
+        assert small.max_record_bytes == 1000
+        await small.append("s1", 0, [LogEntry(1, "message", b"y" * 1000)], summary("s1", 1))
+        with pytest.raises(PayloadTooLarge):
+            await small.append("s1", 1, [LogEntry(2, "message", b"y" * 1001)], summary("s1", 2))
+        assert await small.read("s1") == LogSlice(1, [LogEntry(1, "message", b"y" * 1000)])
+    finally:
+        await small.close()
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+
+
+async def checkpoints(store: SessionStore) -> CheckpointStore:
+    if not isinstance(store, CheckpointStore):
+        pytest.skip("the store keeps no checkpoints")
+    return store
+
+
+async def test_a_checkpoint_is_kept_as_written(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    assert await keeper.read_checkpoint("s1") is None
+    await put(store, summary("s1", 3), 3)
+    assert await keeper.read_checkpoint("s1") is None
+    data = bytes(range(256)) * 4 + b"\n\x00 \xff"
+    assert await keeper.write_checkpoint("s1", 2, data) is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(2, data)
+    assert await store.read("s1") == LogSlice(3, entries(0, 3))  # the log is untouched
+
+
+async def test_a_checkpoint_may_be_larger_than_a_record(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 1))
+    big = b"x" * (store.max_record_bytes * 3)
+    assert await keeper.write_checkpoint("s1", 1, big) is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(1, big)
+
+
+async def test_a_checkpoint_needs_a_log_that_holds_its_version(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    assert await keeper.write_checkpoint("ghost", 1, b"state") is False
+    assert await keeper.read_checkpoint("ghost") is None
+    await put(store, summary("s1", 2), 2)
+    assert await keeper.write_checkpoint("s1", 3, b"ahead of the log") is False
+    assert await keeper.read_checkpoint("s1") is None
+    assert await keeper.write_checkpoint("s1", 2, b"at the log's head") is True
+
+
+async def test_a_checkpoint_is_never_replaced_by_an_older_one(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 6), 6)
+    assert await keeper.write_checkpoint("s1", 4, b"four") is True
+    assert await keeper.write_checkpoint("s1", 3, b"three") is False
+    assert await keeper.write_checkpoint("s1", 4, b"four again") is False
+    assert await keeper.read_checkpoint("s1") == Checkpoint(4, b"four")
+    assert await keeper.write_checkpoint("s1", 6, b"six") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(6, b"six")
+
+
+async def test_racing_checkpoint_writers_leave_the_latest(open_store: OpenStore) -> None:
+    """Writers on separate store objects race with checkpoints of every version: whatever the
+    order, the one kept is the latest, whole."""
+    first = await open_store()
+    if not isinstance(first, CheckpointStore):
+        await first.close()
+        pytest.skip("the store keeps no checkpoints")
+    await put(first, summary("s1", 12), 12)
+    writers = [await open_store() for _ in range(12)]
+    kept = await asyncio.gather(
+        *(
+            w.write_checkpoint("s1", v, b"v%d" % v * 1000)
+            for v, w in enumerate(writers, 1)
+            if isinstance(w, CheckpointStore)
+        )
+    )
+    assert kept[-1] is True
+    assert await first.read_checkpoint("s1") == Checkpoint(12, b"v12" * 1000)
+    for made in {id(s): s for s in [first, *writers]}.values():
+        await made.close()
+
+
+async def test_a_deleted_session_takes_its_checkpoint_along(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 3), 3)
+    assert await keeper.write_checkpoint("s1", 3, b"old life") is True
+    assert await store.delete("s1") is True
+    assert await keeper.read_checkpoint("s1") is None
+    await put(store, summary("s1", 1))  # the same id again: a new log, no checkpoint of the old one
+    assert await keeper.read_checkpoint("s1") is None
+    assert await keeper.write_checkpoint("s1", 3, b"ahead") is False
+
+
+async def test_checkpoints_do_not_change_listings_or_appends(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    s = summary("s1", 2, pending=1, expiry=5)
+    await put(store, s, 2)
+    await keeper.write_checkpoint("s1", 2, b"state")
+    assert await store.get_summary("s1") == s
+    assert await store.list_sessions(has_pending=True) == [s]
+    assert await store.append("s1", 2, entries(2, 1), summary("s1", 3)) == 3
+    assert await keeper.read_checkpoint("s1") == Checkpoint(2, b"state")
