@@ -10,7 +10,9 @@ Every adapter has the same anatomy, so they can be read side by side:
 - a plugin (``OpenAI``, ``Anthropic``, ``GoogleAI``, ``Local``) with ``prefix``,
   ``resolve_model(name)`` and ``aclose()`` (and ``retry``, but for the local model: it has no
   transient failures); a model made by it as ``XModel(plugin, model_id)``,
-  with ``plugin``, ``model_id``, ``name`` (``<prefix>/<model_id>``) and ``generate``;
+  with ``plugin``, ``model_id``, ``name`` (``<prefix>/<model_id>``), ``generate`` and
+  ``prepare()``, which checks before a first call what calls need (a cloud model its
+  credentials: ``ModelAuthError``; the local model loads, and says what it loaded);
 - ``_map_messages(messages)``, ``_map_tool_definition``, ``_process_response``,
   ``_process_streamed_response``, ``_map_usage``, ``_map_finish_reason``, and one ``_map_errors``
   context manager that translates the SDK's exceptions, HTTP statuses the same way for every

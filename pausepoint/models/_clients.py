@@ -34,11 +34,14 @@ class LoopClients(Generic[C]):
         self._spare: C | None = None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, C] = weakref.WeakKeyDictionary()
 
-    def prepare(self) -> None:
-        """Make a client now, so that configuration errors surface at once; the first loop to
-        call ``get()`` takes it (a client opens connections only when first used)."""
-        if self._given is None and self._spare is None:
+    def prepare(self) -> C:
+        """A client made now (or the given one), so that configuration errors surface at once;
+        the first loop to call ``get()`` takes it (a client opens connections only when first used)."""
+        if self._given is not None:
+            return self._given
+        if self._spare is None:
             self._spare = self._make()
+        return self._spare
 
     def get(self) -> C:
         """The client for the running event loop, made on first use."""

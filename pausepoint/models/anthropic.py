@@ -127,10 +127,7 @@ class Anthropic:
 
     def client(self) -> sdk.AsyncAnthropic:
         """The SDK client for the running event loop. Raises ``ModelAuthError`` without credentials."""
-        client = self._clients.get()
-        if client.api_key is None and client.auth_token is None and client.credentials is None:
-            raise ModelAuthError("no Anthropic API key: set ANTHROPIC_API_KEY or pass Anthropic(api_key=...)")
-        return client
+        return _require_credentials(self._clients.get())
 
     async def aclose(self) -> None:
         """Close the connections of the clients this plugin made (a given client is the caller's)."""
@@ -147,6 +144,12 @@ async def _close_client(client: sdk.AsyncAnthropic) -> None:
     await client.close()
 
 
+def _require_credentials(client: sdk.AsyncAnthropic) -> sdk.AsyncAnthropic:
+    if client.api_key is None and client.auth_token is None and client.credentials is None:
+        raise ModelAuthError("no Anthropic API key: set ANTHROPIC_API_KEY or pass Anthropic(api_key=...)")
+    return client
+
+
 class AnthropicModel:
     """One model of an ``Anthropic`` plugin; ``name`` is ``anthropic/<model_id>``
     (``model_id`` is the API's, e.g. ``claude-sonnet-4-5``)."""
@@ -155,6 +158,11 @@ class AnthropicModel:
         self.plugin = plugin
         self.model_id = model_id
         self.name = f"{plugin.prefix}/{model_id}"
+
+    def prepare(self) -> None:
+        """Check, before any call, what a call needs: raises ``ModelAuthError`` without an API key
+        (a client is made; it opens no connection until used)."""
+        _require_credentials(self.plugin._clients.prepare())
 
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """One Messages API call (streamed when ``on_chunk`` is given), retried per the policy.

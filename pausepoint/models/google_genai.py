@@ -186,6 +186,11 @@ class GoogleAIModel:
         self.model_id = model_id
         self.name = f"{plugin.prefix}/{model_id}"
 
+    def prepare(self) -> None:
+        """Check, before any call, what a call needs: raises ``ModelAuthError`` without an API key
+        (a client is made; it opens no connection until used)."""
+        self.plugin._clients.prepare()
+
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """One ``generateContent`` call (``streamGenerateContent`` when ``on_chunk`` is given).
 

@@ -205,6 +205,11 @@ class OpenAIModel:
         self.model_id = model_id
         self.name = f"{plugin.prefix}/{model_id}"
 
+    def prepare(self) -> None:
+        """Check, before any call, what a call needs: raises ``ModelAuthError`` without an API key
+        (a client is made; it opens no connection until used)."""
+        self.plugin._clients.prepare()
+
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """One Chat Completions call, streamed when ``on_chunk`` is given, retried as the plugin's
         ``RetryPolicy`` allows (a stream only until its first chunk was reported).

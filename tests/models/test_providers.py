@@ -111,7 +111,10 @@ async def test_no_key_is_an_auth_error_without_a_request(
     with provider.serve(scripted([provider.reply("ok", stream=False)])) as server:
         model = provider.keyless_plugin(server).resolve_model(provider.model_name)
         with pytest.raises(ModelAuthError, match=provider.key_variables[0]):
+            model.prepare()  # what ``pausepoint chat`` checks before its first prompt
+        with pytest.raises(ModelAuthError, match=provider.key_variables[0]):
             await model.generate(ModelRequest(USER))
+        provider.model(server).prepare()  # with a key: nothing to say, and nothing sent
     assert server.requests == []
 
 
