@@ -1,8 +1,9 @@
 """``pausepoint.client`` when the server is down, silent or drops the connection: typed
 ``pausepoint.errors`` (never a raw httpx error), retried only where sending again is safe.
 
-Every server here is real: a closed loopback port, a host name that cannot resolve, and a
-loopback socket that accepts connections and then holds them or drops them.
+Every server here is real: a closed loopback port, a host name that cannot resolve, a
+loopback socket that accepts connections and then holds them or drops them, and an HTTP server
+whose event stream ends before the turn's response.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from typing import Literal
 
 import httpx
 import pytest
+from pydantic import TypeAdapter
 
-from pausepoint import TextPart, ToolRequestPart
+from pausepoint import AgentResponse, Pausepoint, TextChunk, TextPart, ToolRequestPart, TurnEndChunk
 from pausepoint.client import Client
 from pausepoint.errors import InvalidMessage, ServerTimeout, ServerUnreachable, UsageError
+from pausepoint.testing import ScriptedModel
+from tests.models.wire_server import Json, Sse, WireServer, scripted
 
 
 class Listener:
@@ -151,3 +155,40 @@ async def test_a_user_message_of_other_parts_is_refused_before_sending() -> None
             with pytest.raises(InvalidMessage, match="text and media"):
                 await client.agent("bank").chat().send([TextPart("Hi"), ToolRequestPart("pay", {"amount": 5})])
     assert server.requests == []
+
+
+async def a_response() -> tuple[AgentResponse, dict[str, object]]:
+    """A real turn's response, and its JSON as the server sends it."""
+    agent = Pausepoint().define_agent(name="bank", model=ScriptedModel(["Done."]))
+    response = await agent.chat().send("Hi")
+    return response, TypeAdapter(AgentResponse).dump_python(response, mode="json")
+
+
+async def test_a_keyed_resume_whose_stream_broke_after_a_chunk_is_completed_by_its_key() -> None:
+    response, body = await a_response()
+    broken = Sse([("chunk", {"kind": "text", "text": "Do"})])  # then the connection closes
+    with WireServer(scripted([broken, Json(body)])) as server:
+        async with Client(server.url, retries=2) as client:
+            stream = client.agent("bank").chat(response.session_id).resume_stream(respond=[], idempotency_key="k1")
+            chunks = [chunk async for chunk in stream]
+            final = await stream.response
+    assert final == response
+    assert chunks == [TextChunk("Do"), TurnEndChunk(response)]
+    first, second = server.requests
+    assert first.headers["accept"] == "text/event-stream" and second.headers["accept"] != "text/event-stream"
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"] == "k1"
+    assert first.path == second.path == f"/v1/agents/bank/sessions/{response.session_id}/resume"
+    assert first.body == second.body == {"respond": [], "restart": [], "metadata": None}
+
+
+async def test_a_send_whose_stream_broke_after_a_chunk_is_not_sent_again() -> None:
+    response, body = await a_response()
+    broken = Sse([("chunk", {"kind": "text", "text": "Do"})])
+    with WireServer(scripted([broken, Json(body)])) as server:
+        async with Client(server.url, retries=2) as client:
+            stream = client.agent("bank").chat(response.session_id).send_stream("Hi")
+            with pytest.raises(ServerUnreachable, match="ended before the turn's response") as caught:
+                _ = [chunk async for chunk in stream]
+    assert isinstance(caught.value.__cause__, httpx.RemoteProtocolError)
+    [sent] = server.requests
+    assert sent.body == {"message": "Hi"}
