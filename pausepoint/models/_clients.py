@@ -2,7 +2,7 @@
 
 An SDK's async client keeps connections that belong to the event loop that opened them: used
 from another loop they fail or hang. A plugin may serve several loops in one process (an
-``asyncio.run`` per script step, a notebook's loop and ``Chat.send_sync``'s private one), so each
+``asyncio.run`` per script step, a notebook's loop and a loop run in another thread), so each
 loop gets a client of its own, made on its first call. A client the caller gave is used on
 every loop as it is, and never closed here: it is the caller's.
 """

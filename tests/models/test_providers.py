@@ -338,7 +338,7 @@ def test_each_event_loop_gets_a_client_and_aclose_closes_them(provider: Provider
         for _ in range(2):  # a loop per asyncio.run: each gets a client of its own
             assert asyncio.run(model.generate(ModelRequest(USER))).message.text == "ok"
 
-        # a loop running in another thread (as Chat.send_sync's is) and the caller's loop
+        # a loop running in another thread (as a sync wrapper's would be) and the caller's loop
         other = asyncio.new_event_loop()
         thread = threading.Thread(target=other.run_forever, daemon=True)
         thread.start()
