@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
@@ -34,6 +36,10 @@ class Pausepoint:
     the current time as an aware datetime; inject one to test expiry. ``webhooks`` are told
     about every agent's events (``pausepoint.webhooks``); ``telemetry`` sets up tracing and
     metrics (default: OpenTelemetry spans when ``opentelemetry-api`` is installed, no metrics).
+
+    ``await ai.aclose()`` (or ``async with Pausepoint(...) as ai:``) releases what the app holds:
+    the plugins' connections and the agents' stores. ``create_app``'s server does it when it
+    stops.
     """
 
     def __init__(
@@ -252,3 +258,39 @@ class Pausepoint:
     def agents(self) -> dict[str, Agent]:
         """The agents defined on this app, by name."""
         return dict(self._agents)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every plugin that can be closed (its ``aclose()``, e.g. the providers' HTTP
+        connections, or a local model's memory) and every agent's store, each once.
+
+        Plugins make their clients again if used later; stores may not be used afterwards (see
+        ``SessionStore.close``). Every one is closed even if another fails; the first failure
+        is raised after.
+        """
+        closers: list[Callable[[], Any]] = []
+        for plugin in self.plugins:
+            close = getattr(plugin, "aclose", None)
+            if callable(close):
+                closers.append(close)
+        stores = {id(agent.store): agent.store for agent in self._agents.values()}
+        closers += [store.close for store in stores.values()]
+        failure: BaseException | None = None
+        for close in closers:
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    async def __aenter__(self) -> Pausepoint:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

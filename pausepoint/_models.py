@@ -104,7 +104,12 @@ class Model(Protocol):
 
 @runtime_checkable
 class Plugin(Protocol):
-    """Resolves ``provider/model`` names to models (``pausepoint.models`` holds the providers)."""
+    """Resolves ``provider/model`` names to models (``pausepoint.models`` holds the providers).
+
+    A plugin that holds resources (connections, a loaded model) also defines ``async def
+    aclose(self) -> None``; ``Pausepoint.aclose()`` calls it. It is optional, so that a plugin
+    that only resolves names needs nothing else.
+    """
 
     def resolve_model(self, name: str) -> Model | None:
         """The model called ``name``, or None when this plugin does not serve it."""

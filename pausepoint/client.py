@@ -13,6 +13,10 @@ Retries. Reads are retried on connection failures. A resume always carries an id
 (``idempotency_key=`` or a fresh one), so it is retried on connection failures, timeouts and
 "still in progress" replies: the server returns the first outcome instead of answering twice.
 A send has no key, so it is retried only when the connection failed before the request went out.
+A server that cannot be reached (connection refused, a host name that does not resolve, a
+connection that broke) raises ``ServerUnreachable`` once the retries are spent, and one that does
+not answer within ``timeout`` seconds ``ServerTimeout`` (both from ``pausepoint.errors``, chained
+to httpx's error); no httpx error reaches the caller.
 Needs ``httpx`` (``pip install 'pausepoint[client]'``); not the server's dependencies.
 """
 
@@ -21,23 +25,39 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, Part, TextPart
 from ._response import AgentResponse
-from ._rest import AUDIT, CHUNK, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
+from ._rest import (
+    AUDIT,
+    CHUNK,
+    INTERRUPTS,
+    MESSAGES,
+    RESPONSE,
+    SUMMARY,
+    CancelBody,
+    RespondItem,
+    RestartItem,
+    ResumeBody,
+    SendBody,
+)
 from ._streaming import Emit, TurnEndChunk, TurnStream
 from .stores import SessionSummary
 
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
 
 T = TypeVar("T")
+#: what a request may be sent again after: ``"all"`` (a read, a keyed resume: any transport
+#: failure or a retryable reply), ``"connect"`` (a send: only a connection that never opened)
+Retry: TypeAlias = Literal["all", "connect"]
 
 _ERRORS: dict[str, type[core_errors.PausepointError]] = {
     cls.code: cls
@@ -49,7 +69,12 @@ _STREAM = {"Accept": "text/event-stream"}
 
 
 class Client:
-    """A connection to a pausepoint server. ``token`` is sent as ``Authorization: Bearer``."""
+    """A connection to a pausepoint server. ``token`` is sent as ``Authorization: Bearer``.
+
+    ``timeout`` is seconds per request (``ServerTimeout`` past it); ``retries`` is how many times
+    a failed request may be sent again (see the module docstring). Raises ``UsageError`` for a
+    ``base_url`` that is not an http(s) URL.
+    """
 
     def __init__(
         self,
@@ -61,6 +86,11 @@ class Client:
         retries: int = 4,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        url = httpx.URL(base_url)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise core_errors.UsageError(f"base_url must be an http:// or https:// URL, not {base_url!r}")
+        if retries < 0:
+            raise core_errors.UsageError(f"retries must be 0 or more, not {retries}")
         all_headers = dict(headers or {})
         if token is not None:
             all_headers["Authorization"] = f"Bearer {token}"
@@ -92,42 +122,41 @@ class Client:
     # -- transport ------------------------------------------------------------------------------
 
     async def _call(
-        self, method: str, path: str, *, json_body: Any = None, headers: dict[str, str] | None = None, retry: str
+        self,
+        method: str,
+        path: str,
+        *,
+        body: BaseModel | None = None,
+        headers: dict[str, str] | None = None,
+        retry: Retry,
     ) -> Any:
-        """One request, retried as ``retry`` allows (``"all"``, ``"connect"``); the JSON reply."""
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
-            try:
-                reply = await self._http.request(method, path, json=json_body, headers=headers)
-            except (httpx.ConnectError, httpx.ConnectTimeout):
-                if last:
-                    raise
-            except httpx.TransportError:
-                if retry != "all" or last:
-                    raise
-            else:
-                if reply.status_code < 400:
-                    return reply.json()
-                error = _error_from(reply.status_code, reply.content)
-                if retry != "all" or last or error.code not in _RETRY_CODES:
-                    raise error
-            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-        raise AssertionError("unreachable")
+        """One request, retried as ``retry`` allows; the JSON reply."""
+        payload = None if body is None else body.model_dump(mode="json")
+
+        async def attempt() -> Any:
+            reply = await self._http.request(method, path, json=payload, headers=headers)
+            if reply.status_code >= 400:
+                raise _error_from(reply.status_code, reply.content)
+            return reply.json()
+
+        return await self._retrying(method, path, attempt, retry)
 
     async def _stream(
-        self, path: str, json_body: Any, emit: Emit, *, headers: dict[str, str] | None = None, retry: str
+        self, path: str, body: BaseModel, emit: Emit, *, headers: dict[str, str] | None = None, retry: Retry
     ) -> AgentResponse:
         """A streamed turn: chunks go to ``emit``; returns the final response.
 
         Retried (as ``retry`` allows) only while nothing has been received; a resume whose
         stream breaks later is completed by asking again with its idempotency key.
         """
+        payload = body.model_dump(mode="json")
         received = False
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+
+        async def attempt() -> AgentResponse:
+            nonlocal received
             try:
                 async with self._http.stream(
-                    "POST", path, json=json_body, headers={**_STREAM, **(headers or {})}
+                    "POST", path, json=payload, headers={**_STREAM, **(headers or {})}
                 ) as reply:
                     if reply.status_code >= 400:
                         raise _error_from(reply.status_code, await reply.aread())
@@ -142,23 +171,41 @@ class Client:
                         elif name == "error":
                             raise _error_from(500, json.dumps(data).encode())
                     raise httpx.RemoteProtocolError("the event stream ended before the turn's response")
+            except (httpx.TransportError, core_errors.PausepointError) as error:
+                if not received:
+                    raise
+                if retry != "all" or not isinstance(error, httpx.TransportError):
+                    raise _Final(error) from error  # the caller saw part of the turn: not sent again
+            try:  # the turn ran: its outcome is one keyed request away
+                body_json = await self._call("POST", path, body=body, headers=headers, retry="all")
             except core_errors.PausepointError as error:
-                if retry != "all" or last or error.code not in _RETRY_CODES or received:
-                    raise
-            except (httpx.ConnectError, httpx.ConnectTimeout):
-                if last:
-                    raise
-            except httpx.TransportError:
-                if retry != "all" or last:
-                    raise
-                if received:  # the turn ran: its outcome is one keyed request away
-                    response = RESPONSE.validate_python(
-                        await self._call("POST", path, json_body=json_body, headers=headers, retry="all")
-                    )
-                    emit(TurnEndChunk(response))
-                    return response
-            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-        raise AssertionError("unreachable")
+                raise _Final(error) from error
+            response = RESPONSE.validate_python(body_json)
+            emit(TurnEndChunk(response))
+            return response
+
+        return await self._retrying("POST", path, attempt, retry)
+
+    async def _retrying(self, method: str, path: str, attempt: Callable[[], Awaitable[T]], retry: Retry) -> T:
+        """``attempt()``, again after a short wait while its failure is one ``retry`` allows
+        retrying (see the module docstring), up to ``retries`` times. The last failure is raised
+        as a typed error: the server's own, or ``ServerUnreachable`` / ``ServerTimeout`` for
+        transport failures, chained to httpx's."""
+        failure: BaseException
+        for number in range(self.retries + 1):
+            try:
+                return await attempt()
+            except _Final as final:
+                failure = final.error
+                break
+            except (httpx.TransportError, core_errors.PausepointError) as error:
+                failure = error
+                if number == self.retries or not _may_retry(error, retry):
+                    break
+            await asyncio.sleep(min(0.05 * 2**number, 1.0))
+        if isinstance(failure, httpx.TransportError):
+            raise _transport_error(failure, method, self._http.base_url.join(path)) from failure
+        raise failure
 
 
 class RemoteAgent:
@@ -205,7 +252,7 @@ class RemoteChat:
 
     def send_stream(self, message: str | Message | Sequence[Part]) -> TurnStream:
         """``send``, streamed: iterate for chunks; ``await stream.response``."""
-        body = {"message": _message_json(message)}
+        body = SendBody(message=_user_message(message))
 
         async def run(emit: Emit) -> AgentResponse:
             path = f"/v1/agents/{self.agent.name}/sessions"
@@ -238,20 +285,34 @@ class RemoteChat:
         idempotency_key: str | None = None,
     ) -> TurnStream:
         """``resume``, streamed."""
-        body = {
-            "respond": [
-                {"ref": a.ref, "name": a.name, "output": a.output, "metadata": a.metadata, "decision": a.decision}
-                | ({"reason": a.reason} if a.reason is not None else {})
-                | ({"pause_id": a.pause_id} if a.pause_id else {})
-                for a in respond
-            ],
-            "restart": [
-                {"ref": a.ref, "name": a.name, "replace_input": a.replace_input, "resumed_metadata": a.resumed_metadata}
-                | ({"pause_id": a.pause_id} if a.pause_id else {})
-                for a in restart
-            ],
-            "metadata": metadata,
-        }
+        try:
+            body = ResumeBody(
+                respond=[
+                    RespondItem(
+                        ref=a.ref,
+                        name=a.name,
+                        output=a.output,
+                        metadata=a.metadata,
+                        decision=a.decision,
+                        reason=a.reason,
+                        pause_id=a.pause_id,
+                    )
+                    for a in respond
+                ],
+                restart=[
+                    RestartItem(
+                        ref=a.ref,
+                        name=a.name,
+                        replace_input=a.replace_input,
+                        resumed_metadata=a.resumed_metadata,
+                        pause_id=a.pause_id,
+                    )
+                    for a in restart
+                ],
+                metadata=metadata,
+            )
+        except ValidationError as exc:
+            raise core_errors.InvalidRequest(f"not a resume the server can take: {exc}") from exc
         headers = {"Idempotency-Key": idempotency_key or secrets.token_urlsafe(16)}
 
         async def run(emit: Emit) -> AgentResponse:
@@ -261,7 +322,9 @@ class RemoteChat:
 
     async def cancel_pending(self, reason: str) -> AgentResponse:
         """Resolve every paused call as cancelled (see ``Chat.cancel_pending``)."""
-        body = await self.agent.client._call("POST", f"{self._path}/cancel", json_body={"reason": reason}, retry="no")
+        body = await self.agent.client._call(
+            "POST", f"{self._path}/cancel", body=CancelBody(reason=reason), retry="connect"
+        )
         return RESPONSE.validate_python(body)
 
     # -- reads ----------------------------------------------------------------------------------
@@ -287,19 +350,49 @@ class RemoteChat:
         return TurnStream(run, self.agent.client._background)
 
 
-def _message_json(message: str | Message | Sequence[Part]) -> Any:
+def _user_message(message: str | Message | Sequence[Part]) -> str | list[TextPart | MediaPart]:
+    """A user message as ``SendBody`` takes it; other parts raise ``InvalidMessage`` (as a local chat does)."""
     if isinstance(message, str):
         return message
     parts = message.parts if isinstance(message, Message) else list(message)
-    out: list[dict[str, Any]] = []
     for part in parts:
-        if isinstance(part, TextPart):
-            out.append({"kind": "text", "text": part.text})
-        elif isinstance(part, MediaPart):
-            out.append({"kind": "media", "url": part.url, "content_type": part.content_type})
-        else:
-            raise ValueError(f"a user message holds text and media parts, not {part!r}")
-    return out
+        if not isinstance(part, TextPart | MediaPart):
+            raise core_errors.InvalidMessage(f"a user message holds text and media parts, not {part!r}")
+    return list(parts)  # type: ignore[arg-type]  # checked above
+
+
+class _Final(Exception):
+    """Wraps a failure an attempt must not be retried after (a stream the caller already saw part of)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _may_retry(error: BaseException, retry: Retry) -> bool:
+    """Whether a request that failed with ``error`` may be sent again under ``retry``."""
+    if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
+        return True  # no connection, so nothing was sent
+    if isinstance(error, httpx.UnsupportedProtocol):
+        return False
+    if isinstance(error, httpx.TransportError):
+        return retry == "all"
+    return retry == "all" and isinstance(error, core_errors.PausepointError) and error.code in _RETRY_CODES
+
+
+def _transport_error(error: httpx.TransportError, method: str, url: httpx.URL) -> core_errors.ServerUnreachable:
+    """The typed error for httpx's failure to reach the server (or to hear back from it)."""
+    where = f"{method} {url}"
+    if isinstance(error, httpx.TimeoutException):
+        return core_errors.ServerTimeout(
+            f"the pausepoint server did not answer in time ({where}): {type(error).__name__}",
+            method=method,
+            url=str(url),
+        )
+    reason = str(error) or type(error).__name__
+    return core_errors.ServerUnreachable(
+        f"could not reach the pausepoint server ({where}): {reason}", method=method, url=str(url)
+    )
 
 
 def _error_from(status: int, content: bytes) -> core_errors.PausepointError:

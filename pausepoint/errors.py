@@ -41,6 +41,8 @@ The tree::
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
     │   └── SchemaVersionError      the database holds a schema this version cannot use
     ├── ServerError                 a server failed without saying why (500; details never sent)
+    ├── ServerUnreachable           ``pausepoint.client`` could not reach the server, or lost it mid-reply
+    │   └── ServerTimeout               the server did not answer in time
     ├── WebhookSignatureError       a webhook request whose signature does not verify (receivers)
     └── ModelError                  the model failed
         ├── ModelAuthError          the provider refused the credentials
@@ -93,6 +95,8 @@ __all__ = [
     "ResumeRefused",
     "SchemaVersionError",
     "ServerError",
+    "ServerTimeout",
+    "ServerUnreachable",
     "SessionNotFound",
     "StaleInterrupt",
     "StaleSnapshot",
@@ -313,6 +317,21 @@ class ClientStateRefused(UsageError):
 
 class ServerError(PausepointError):
     code = "internal"
+
+
+class ServerUnreachable(PausepointError):
+    """``pausepoint.client`` could not reach the server (connection refused, a host name that
+    does not resolve, a connection that broke), after its retries. ``details``: ``method``,
+    ``url``. The client retries only what is safe to send again, so a send that failed this way
+    may or may not have been taken: read the session before sending again."""
+
+    code = "server_unreachable"
+
+
+class ServerTimeout(ServerUnreachable):
+    """The server did not answer ``pausepoint.client`` within its ``timeout``, after its retries."""
+
+    code = "server_timeout"
 
 
 class WebhookSignatureError(PausepointError):

@@ -7,7 +7,8 @@ import asyncio
 import getpass
 from typing import Any
 
-from ..errors import SessionNotFound
+from .._agent import Agent
+from ..errors import ModelError, SessionNotFound, StoreError
 from ..stores import SqliteSessionStore
 from ._errors import CliError
 from ._targets import load_target, pick_agent, replace_stores, store_from_url
@@ -44,11 +45,36 @@ def run(args: argparse.Namespace) -> int:
     elif args.store:
         replace_stores([agent], store_from_url(args.store))
     principal = args.principal or _user()
+    _prepare_model(agent)
     terminal = TerminalChat(agent, session_id=args.session, principal=principal)
     try:
-        return asyncio.run(terminal.run(args.message))
+        return asyncio.run(_chat(agent, terminal, args.message))
     except SessionNotFound as exc:
         raise CliError(f"no session {args.session!r} in the agent's store ({exc})") from exc
+
+
+def _prepare_model(agent: Agent) -> None:
+    """Check the model before the first prompt: a cloud model without its key (or a local model
+    that cannot load) is an error now, not after the person typed a message."""
+    prepare = getattr(agent.model, "prepare", None)
+    if not callable(prepare):
+        return
+    try:
+        prepare()
+    except ModelError as exc:
+        raise CliError(f"the model {agent.model.name} cannot be used: {exc}") from exc
+
+
+async def _chat(agent: Agent, terminal: TerminalChat, first_messages: list[str]) -> int:
+    """The chat, once the store answered (an unreachable store is an error before any prompt)."""
+    try:
+        await agent.store.get_summary(terminal.chat.session_id or "")
+    except StoreError as exc:
+        raise CliError(f"the session store cannot be used: {exc}") from exc
+    try:
+        return await terminal.run(first_messages)
+    finally:
+        await agent.store.close()
 
 
 def _user() -> str:

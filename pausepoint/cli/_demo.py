@@ -12,7 +12,7 @@ from .._app import Pausepoint
 from ..stores import SqliteSessionStore
 from . import _logging
 from ._models import choose_model
-from ._serving import listen, serve_until_stopped
+from ._serving import listen, port_number, serve_until_stopped
 from ._terminal import TerminalChat
 from ._web import http_app, open_browser
 
@@ -41,7 +41,9 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--db", default="pausepoint-demo.db", help="the SQLite file (default: %(default)s)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8765, help="port to listen on; 0 picks one (default: %(default)s)")
+    parser.add_argument(
+        "--port", type=port_number, default=8765, help="port to listen on; 0 picks one (default: %(default)s)"
+    )
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
     parser.add_argument("--terminal", action="store_true", help="chat in this terminal instead of the console")
     parser.add_argument(

@@ -9,7 +9,7 @@ from typing import Any
 from .._app import Pausepoint
 from . import _logging
 from ._errors import CliError
-from ._serving import listen, serve_until_stopped
+from ._serving import listen, port_number, serve_until_stopped
 from ._targets import load_target, replace_stores, store_from_url
 from ._web import http_app
 
@@ -28,7 +28,9 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("target", metavar="TARGET", help="module:attribute, like myapp:ai")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks one (default: %(default)s)")
+    parser.add_argument(
+        "--port", type=port_number, default=8000, help="port to listen on; 0 picks one (default: %(default)s)"
+    )
     parser.add_argument(
         "--store",
         metavar="URL",

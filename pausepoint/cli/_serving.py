@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import socket
 from collections.abc import Callable
@@ -9,11 +10,25 @@ from typing import Any
 
 from ._errors import CliError
 
-__all__ = ["listen", "serve", "serve_until_stopped"]
+__all__ = ["listen", "port_number", "serve", "serve_until_stopped"]
+
+
+def port_number(text: str) -> int:
+    """``--port``'s type: a TCP port, 0 to 65535 (argparse reports anything else as bad usage)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use 1-65535, or 0 to pick a free one")
+    return port
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (0: a free port). Raises ``CliError`` if it is taken."""
+    """A listening TCP socket on ``host:port`` (0: a free port). Raises ``CliError`` if it is taken,
+    or not a port (the OS would silently take it modulo 65536)."""
+    if not 0 <= port <= 65535:
+        raise CliError(f"{port} is not a port: use 1-65535, or 0 to pick a free one")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:

@@ -49,12 +49,14 @@ def pick_agent(target: Any, name: str | None) -> Agent:
     if not isinstance(target, Pausepoint):
         raise CliError(f"expected an Agent or a Pausepoint app, got {type(target).__name__}")
     agents = target.agents
+    if not agents:
+        raise CliError("the app defines no agents: define one with ai.define_agent(...) before it is used")
     if name is not None:
         if name not in agents:
             raise CliError(f"no agent named {name!r}; the app has: {', '.join(agents) or 'none'}")
         return agents[name]
     if len(agents) != 1:
-        raise CliError(f"the app has {len(agents) or 'no'} agents; pick one with --agent ({', '.join(agents)})")
+        raise CliError(f"the app has {len(agents)} agents; pick one with --agent ({', '.join(agents)})")
     return next(iter(agents.values()))
 
 

@@ -23,6 +23,8 @@ from .._presentation import PauseView
 from .._response import AgentFinishReason, AgentResponse
 from .._streaming import TurnStream
 from ..errors import PausepointError, PendingInterrupts
+from ._lines import LineReader
+from ._shape import shape
 
 __all__ = ["TerminalChat"]
 
@@ -104,6 +106,9 @@ class TerminalChat:
         self._style = _Style(self._out)
         self._status = _Status(self._out, self._style)
         self._resuming = session_id is not None
+        self._lines = LineReader(self._in)
+        #: whether the session exists in the store (a new chat's id names nothing until a turn is written)
+        self._written = self._resuming
 
     # -- output -----------------------------------------------------------------------------------
 
@@ -118,19 +123,13 @@ class TerminalChat:
     async def ask(self, prompt: str) -> str | None:
         """One line from the person, without its newline; None at end of input."""
         self._status.stop()
-        if self._in is sys.stdin and self._in.isatty():
-            try:
-                line: str = await asyncio.to_thread(input, prompt)
-                return line
-            except EOFError:
-                return None
         self._out.write(prompt)
         self._out.flush()
-        line = await asyncio.to_thread(self._in.readline)
-        if not line:
+        line = await self._lines.readline()
+        if line is None:
             self._out.write("\n")
             return None
-        line = line.rstrip("\n")
+        line = line.removesuffix("\r")
         if not self._in.isatty():
             self._out.write(line + "\n")  # echo scripted input, so the transcript reads like a session
         return line
@@ -138,7 +137,25 @@ class TerminalChat:
     # -- the loop ---------------------------------------------------------------------------------
 
     async def run(self, first_messages: list[str] | None = None) -> int:
-        """Chat until the person quits or input ends. Returns the exit status (0)."""
+        """Chat until the person quits or input ends. Returns the exit status (0).
+
+        Cancelled (Ctrl+C), it says how to continue the session, if one was written, and
+        re-raises.
+        """
+        try:
+            await self._loop(first_messages)
+        except asyncio.CancelledError:
+            self.say()
+            self._say_how_to_continue()
+            raise
+        self._say_how_to_continue()
+        return 0
+
+    def _say_how_to_continue(self) -> None:
+        if self._written:
+            self.note(f"session {self.chat.session_id}: continue it with --session {self.chat.session_id}")
+
+    async def _loop(self, first_messages: list[str] | None) -> None:
         pending: list[PendingInterrupt] = []
         if self._resuming:
             pending = await self.chat.interrupts()  # SessionNotFound for an unknown id
@@ -160,9 +177,6 @@ class TerminalChat:
                     break
                 continue
             pending = await self._send(line)
-        if self.chat.session_id:
-            self.note(f"session {self.chat.session_id}: continue it with --session {self.chat.session_id}")
-        return 0
 
     async def _command(self, line: str) -> tuple[bool, list[PendingInterrupt]]:
         word = line.split()[0].lower()
@@ -197,6 +211,7 @@ class TerminalChat:
         return self._after(response)
 
     def _after(self, response: AgentResponse) -> list[PendingInterrupt]:
+        self._written = True
         if response.finish_reason == AgentFinishReason.INTERRUPTED:
             return list(response.interrupts)
         if response.finish_reason != AgentFinishReason.STOP:
@@ -312,9 +327,11 @@ class TerminalChat:
                 if await self._confirmed(self.agent.view(interrupt)):
                     return approval
             elif choice == "d":
-                reason = await self.ask("reason> ")
-                return None if reason is None else interrupt.deny(reason.strip())
+                reason = await self._read_reason()
+                return None if reason is None else interrupt.deny(reason)
             elif choice == "r":
+                tool = self.agent.tools.get(interrupt.name)
+                self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
                 output = await self._read_json("answer JSON> ")
                 if output is not _NOTHING:
                     return interrupt.respond(output)
@@ -337,6 +354,14 @@ class TerminalChat:
             return True
         self.note("not approved")
         return False
+
+    async def _read_reason(self) -> str | None:
+        """Why the pause is denied (the model is told): asked until it is not empty; None at end of input."""
+        while True:
+            reason = await self.ask("reason> ")
+            if reason is None or reason.strip():
+                return None if reason is None else reason.strip()
+            self.say("a denial needs a reason: the model is told it")
 
     async def _read_json(self, prompt: str) -> Any:
         """A JSON value, over as many lines as it takes; an empty line gives up (``_NOTHING``)."""

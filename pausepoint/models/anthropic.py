@@ -8,8 +8,8 @@ What maps to what:
 - ``ModelRequest.system`` → the top-level ``system``; ``config['max_tokens']`` (or
   ``max_output_tokens``; default 1024, the API requires one), ``stop_sequences``,
   ``temperature``, ``top_p`` and ``top_k`` → the request fields of those names (the last three
-  as extra body fields: the SDK's ``create`` no longer lists them). Other config keys are
-  ignored, so one agent config can serve several providers.
+  as extra body fields: the SDK's ``create`` no longer lists them). Any other config key is sent
+  in the body as given: the API refuses what it does not know (``ModelBadRequest``).
 - ``user`` messages → ``user`` text and image blocks; ``model`` messages → ``assistant`` text
   and ``tool_use`` blocks (``id`` = the call's ``call_id or ref``); ``tool`` messages → a
   ``user`` message of ``tool_result`` blocks (``tool_use_id``, content as text, ``is_error``).
@@ -26,24 +26,23 @@ What maps to what:
 - Stop reasons: ``end_turn``/``tool_use``/``stop_sequence`` → stop; ``max_tokens`` and
   ``model_context_window_exceeded`` → length; ``refusal`` → blocked; anything else → other.
 - Usage: input tokens (including cache reads and writes) and output tokens.
-- Errors (``_map_errors``): 401/403 → ``ModelAuthError``; 429 → ``ModelRateLimited`` with
-  Retry-After; 408 and timeouts → ``ModelTimeout``; 5xx (529 overloaded included) and failed
-  connections → ``ModelUnavailable``; other 4xx → ``ModelBadRequest``; an unparseable response
-  → ``ModelOutputError``. An ``error`` event inside a stream maps by its error type the same way.
-  The SDK's own retries are off: ``RetryPolicy`` retries, and a stream only until its first chunk
-  has been reported.
+- Errors (``_map_errors``): an error status maps as every provider's does
+  (``pausepoint.models._http``: 401/403 auth, 429 rate limited with Retry-After, 408/504
+  timeout, 409/5xx — 529 overloaded included — unavailable, other 4xx bad request); timeouts
+  and failed connections → ``ModelTimeout`` / ``ModelUnavailable``; an unparseable response →
+  ``ModelOutputError``. An ``error`` event inside a stream maps by its error type as the status
+  of that type would. The SDK's own retries are off: ``RetryPolicy`` retries, and a stream only
+  until its first chunk has been reported.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from .._extras import missing_extra
 from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
@@ -57,20 +56,13 @@ from .._models import (
     ToolDefinition,
     Usage,
 )
-from ..errors import (
-    ModelAuthError,
-    ModelBadRequest,
-    ModelError,
-    ModelOutputError,
-    ModelRateLimited,
-    ModelTimeout,
-    ModelUnavailable,
-)
+from ..errors import ModelAuthError, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
+from ._clients import LoopClients
+from ._http import error_kind, retry_after, status_error, transport_error
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
     import anthropic as sdk
-    import httpx2
     from anthropic.types import Message as SdkMessage
     from anthropic.types import RawMessageStreamEvent
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -78,9 +70,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["Anthropic", "AnthropicModel"]
 
-PREFIX = "anthropic/"
+PROVIDER = "anthropic"
 DEFAULT_MAX_TOKENS = 1024
-#: sampling fields taken from ``ModelRequest.config`` as they are, sent through ``extra_body``
+#: config keys the adapter translates; every other key goes in the request body as given
 _TRANSLATED_CONFIG = frozenset({"max_tokens", "max_output_tokens", "stop_sequences"})
 #: a tool input that is not a JSON object is sent back under this key
 RAW_ARGUMENTS_KEY = "_raw_arguments"
@@ -99,10 +91,13 @@ class Anthropic:
     """Plugin serving ``anthropic/<model>`` names, e.g. ``anthropic/claude-sonnet-4-5``.
 
     ``api_key`` defaults to ``ANTHROPIC_API_KEY`` (without either, the SDK's own credential
-    lookup applies: ``ANTHROPIC_AUTH_TOKEN``, profiles). ``client`` reuses an existing
-    ``anthropic.AsyncAnthropic`` (``api_key``, ``base_url`` and ``timeout`` then come from it).
-    Either way the SDK's own retries are turned off and ``retry`` governs retries instead.
+    lookup applies: ``ANTHROPIC_AUTH_TOKEN``, profiles). ``timeout`` is seconds per request;
+    ``retry`` governs retries of rate limits, server errors and timeouts. ``client`` reuses an
+    existing ``anthropic.AsyncAnthropic`` (``api_key``, ``base_url`` and ``timeout`` then come from
+    it). Either way the SDK's own retries are turned off and ``retry`` governs retries instead.
     Raises ``ModelAuthError`` if the SDK finds a credentials profile it cannot load.
+
+    The SDK client is made one per event loop (see ``pausepoint.models``); ``aclose()`` closes them.
     """
 
     def __init__(
@@ -110,38 +105,64 @@ class Anthropic:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 120.0,
+        timeout: float | None = 120.0,
         retry: RetryPolicy | None = None,
         client: sdk.AsyncAnthropic | None = None,
     ) -> None:
-        if client is None:
-            with _map_errors():  # the SDK may load (and fail to load) a credentials profile here
-                client = sdk.AsyncAnthropic(
-                    api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or None,
-                    base_url=base_url,
-                    timeout=timeout,
-                    max_retries=0,
-                )
-        else:
-            client = client.with_options(max_retries=0)
-        self.client = client
+        self.prefix = PROVIDER
         self.retry = retry if retry is not None else RetryPolicy()
+        self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        self._base_url = base_url
+        self._timeout = timeout
+        given = client.with_options(max_retries=0) if client is not None else None
+        self._clients = LoopClients(self._make_client, _close_client, given)
+        self._clients.prepare()  # the SDK loads (and may fail to load) a credentials profile here
 
     def resolve_model(self, name: str) -> AnthropicModel | None:
         """The model for ``anthropic/<model>``; None for any other name."""
-        if not name.startswith(PREFIX) or len(name) == len(PREFIX):
+        head, sep, model_id = name.partition("/")
+        if not sep or head != self.prefix or not model_id:
             return None
-        return AnthropicModel(name[len(PREFIX) :], client=self.client, retry=self.retry)
+        return AnthropicModel(self, model_id)
+
+    def client(self) -> sdk.AsyncAnthropic:
+        """The SDK client for the running event loop. Raises ``ModelAuthError`` without credentials."""
+        return _require_credentials(self._clients.get())
+
+    async def aclose(self) -> None:
+        """Close the connections of the clients this plugin made (a given client is the caller's)."""
+        await self._clients.aclose()
+
+    def _make_client(self) -> sdk.AsyncAnthropic:
+        with _map_errors():  # the SDK may load (and fail to load) a credentials profile here
+            return sdk.AsyncAnthropic(
+                api_key=self._api_key, base_url=self._base_url, timeout=self._timeout, max_retries=0
+            )
+
+
+async def _close_client(client: sdk.AsyncAnthropic) -> None:
+    await client.close()
+
+
+def _require_credentials(client: sdk.AsyncAnthropic) -> sdk.AsyncAnthropic:
+    if client.api_key is None and client.auth_token is None and client.credentials is None:
+        raise ModelAuthError("no Anthropic API key: set ANTHROPIC_API_KEY or pass Anthropic(api_key=...)")
+    return client
 
 
 class AnthropicModel:
-    """One Anthropic model (``model`` is the API's model id, e.g. ``claude-sonnet-4-5``)."""
+    """One model of an ``Anthropic`` plugin; ``name`` is ``anthropic/<model_id>``
+    (``model_id`` is the API's, e.g. ``claude-sonnet-4-5``)."""
 
-    def __init__(self, model: str, *, client: sdk.AsyncAnthropic, retry: RetryPolicy | None = None) -> None:
-        self.model = model
-        self.name = PREFIX + model
-        self._client = client
-        self._retry = retry if retry is not None else RetryPolicy()
+    def __init__(self, plugin: Anthropic, model_id: str) -> None:
+        self.plugin = plugin
+        self.model_id = model_id
+        self.name = f"{plugin.prefix}/{model_id}"
+
+    def prepare(self) -> None:
+        """Check, before any call, what a call needs: raises ``ModelAuthError`` without an API key
+        (a client is made; it opens no connection until used)."""
+        _require_credentials(self.plugin._clients.prepare())
 
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """One Messages API call (streamed when ``on_chunk`` is given), retried per the policy.
@@ -149,27 +170,23 @@ class AnthropicModel:
         Raises a ``ModelError`` subclass (see the module docstring). A streamed call is retried
         only while no chunk has been reported; after that its failure is raised as is.
         """
-        client = self._client
-        if client.api_key is None and client.auth_token is None and client.credentials is None:
-            raise ModelAuthError("no Anthropic API key: set ANTHROPIC_API_KEY or pass Anthropic(api_key=...)")
-        params = _request_params(self.model, request)
+        client = self.plugin.client()
+        params = _request_params(self.model_id, request)
+
+        async def complete() -> ModelResponse:
+            with _map_errors():
+                message = await client.messages.create(**params, stream=False)
+            return _process_response(message)
+
+        async def stream(sink: ChunkSink) -> ModelResponse:
+            with _map_errors():
+                events = await client.messages.create(**params, stream=True)
+                async with events:
+                    return await _process_streamed_response(events, sink)
 
         if on_chunk is None:
-
-            async def call() -> ModelResponse:
-                with _map_errors():
-                    message = await client.messages.create(**params, stream=False)
-                return _process_response(message)
-
-            return await call_with_retries(call, self._retry)
-
-        async def call_streamed(sink: ChunkSink) -> ModelResponse:
-            with _map_errors():
-                stream = await client.messages.create(**params, stream=True)
-                async with stream:
-                    return await _process_streamed_response(stream, sink)
-
-        return await stream_with_retries(call_streamed, on_chunk, self._retry)
+            return await call_with_retries(complete, self.plugin.retry)
+        return await stream_with_retries(stream, on_chunk, self.plugin.retry)
 
 
 # -- requests ------------------------------------------------------------------------------------
@@ -188,7 +205,8 @@ def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
         params["tools"] = [_map_tool_definition(tool) for tool in request.tools]
     if config.get("stop_sequences"):
         params["stop_sequences"] = list(config["stop_sequences"])
-    # Sampling keys and any key of Anthropic's own go in the body as given: the API decides.
+    # Sampling keys (temperature, top_p, top_k) and any key of Anthropic's own go in the body as
+    # given, through ``extra_body``: the API decides what it takes.
     extra = {key: value for key, value in config.items() if key not in _TRANSLATED_CONFIG and value is not None}
     if extra:
         params["extra_body"] = extra
@@ -356,7 +374,7 @@ async def _process_streamed_response(
         elif event.type == "message_stop":
             stopped = True
     if not stopped:
-        raise ModelUnavailable("the Anthropic stream ended before message_stop", provider="anthropic")
+        raise ModelUnavailable("the anthropic stream ended before message_stop", provider=PROVIDER)
     parts = [part for _, block in sorted(blocks.items()) if (part := block.part()) is not None]
     return ModelResponse(
         Message("model", parts),
@@ -389,14 +407,18 @@ def _map_finish_reason(stop_reason: str | None) -> ModelFinishReason:
 
 # -- errors --------------------------------------------------------------------------------------
 
-#: error types of the body (``error.type``), used for ``error`` events inside a 200 stream
-_ERROR_TYPES: dict[str, type[ModelError]] = {
-    "authentication_error": ModelAuthError,
-    "permission_error": ModelAuthError,
-    "rate_limit_error": ModelRateLimited,
-    "timeout_error": ModelTimeout,
-    "api_error": ModelUnavailable,
-    "overloaded_error": ModelUnavailable,
+#: the status each error type of the body (``error.type``) stands for: ``error`` events inside a
+#: 200 stream carry only the type
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
 }
 
 
@@ -406,61 +428,30 @@ def _map_errors() -> Iterator[None]:
     try:
         yield
     except sdk.APIStatusError as exc:
-        _raise_status_error(exc)
+        raise _status_error(exc) from exc
     except sdk.APITimeoutError as exc:
-        raise ModelTimeout("Anthropic did not answer in time", provider="anthropic") from exc
+        raise ModelTimeout(f"{PROVIDER}: no answer in time", provider=PROVIDER) from exc
     except sdk.APIConnectionError as exc:
-        raise ModelUnavailable(f"could not reach Anthropic: {exc.message}", provider="anthropic") from exc
+        raise ModelUnavailable(f"{PROVIDER}: could not connect: {exc.message}", provider=PROVIDER) from exc
     except sdk.APIResponseValidationError as exc:
-        raise ModelOutputError(f"Anthropic sent an unusable response: {exc.message}", provider="anthropic") from exc
-    except httpx2.TimeoutException as exc:  # while reading a stream, the SDK lets these through
-        raise ModelTimeout("the Anthropic stream stalled", provider="anthropic") from exc
-    except httpx2.TransportError as exc:
-        raise ModelUnavailable(f"the Anthropic connection failed: {exc}", provider="anthropic") from exc
+        raise ModelOutputError(f"{PROVIDER}: unusable response: {exc.message}", provider=PROVIDER) from exc
     except sdk.CredentialsError as exc:
-        raise ModelAuthError(f"Anthropic credentials could not be loaded: {exc}", provider="anthropic") from exc
+        raise ModelAuthError(f"{PROVIDER}: credentials could not be loaded: {exc}", provider=PROVIDER) from exc
     except sdk.AnthropicError as exc:
-        raise ModelError(f"Anthropic call failed: {exc}", provider="anthropic") from exc
+        raise ModelError(f"{PROVIDER}: the call failed: {exc}", provider=PROVIDER) from exc
+    except Exception as exc:  # while reading a stream, the SDK lets its HTTP client's errors through
+        error = transport_error(PROVIDER, exc)
+        if error is None:
+            raise
+        raise error from exc
 
 
-def _raise_status_error(exc: sdk.APIStatusError) -> NoReturn:
-    status = exc.status_code
+def _status_error(exc: sdk.APIStatusError) -> ModelError:
     detail = exc.api_message or exc.message
-    info: dict[str, Any] = {"provider": "anthropic", "status": status, "request_id": exc.request_id}
-    if status in (401, 403):
-        raise ModelAuthError(f"Anthropic refused the credentials ({status}): {detail}", **info) from exc
-    if status == 429:
-        retry_after = _retry_after(exc.response.headers)
-        raise ModelRateLimited(f"Anthropic rate limit (429): {detail}", retry_after=retry_after, **info) from exc
-    if status == 408:
-        raise ModelTimeout(f"Anthropic timed out (408): {detail}", **info) from exc
-    if status >= 500:
-        raise ModelUnavailable(f"Anthropic server error ({status}): {detail}", **info) from exc
-    if status >= 400:
-        raise ModelBadRequest(f"Anthropic rejected the request ({status}): {detail}", **info) from exc
-    # an ``error`` event in a stream whose response status was 200
-    kind = _ERROR_TYPES.get(exc.type or "", ModelError)
-    info["error_type"] = exc.type
-    raise kind(f"Anthropic stream error ({exc.type}): {detail}", **info) from exc
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms``, or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    info: dict[str, Any] = {"error_type": exc.type, "request_id": exc.request_id}
+    if exc.status_code < 400:  # an ``error`` event in a stream whose response status was 200
+        status = _ERROR_TYPE_STATUS.get(exc.type or "")
+        kind = error_kind(status) if status is not None else ModelError
+        message = f"{PROVIDER}: {detail} ({exc.type} in the stream)"
+        return kind(message, provider=PROVIDER, status=exc.status_code, **info)
+    return status_error(PROVIDER, exc.status_code, detail, retry_after=retry_after(exc.response.headers), **info)

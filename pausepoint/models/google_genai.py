@@ -40,26 +40,23 @@ What maps to what:
   without a finish reason was cut: ``ModelUnavailable``. A reply with neither a candidate nor a
   block reason is a ``ModelOutputError``.
 - Usage: ``promptTokenCount`` → input, ``candidatesTokenCount + thoughtsTokenCount`` → output.
-- Errors (``_map_errors``): 401/403 and a 400 ``API_KEY_INVALID`` → ``ModelAuthError``; 429 →
-  ``ModelRateLimited`` (``Retry-After`` header, else the ``RetryInfo.retryDelay`` detail); 408 and
-  504 → ``ModelTimeout``; other 4xx → ``ModelBadRequest``; 5xx, connection failures and
-  unparseable replies → ``ModelUnavailable``; client timeouts → ``ModelTimeout``; a reply the SDK
-  cannot read into its types → ``ModelOutputError``. Retries follow the plugin's ``RetryPolicy``
-  (the SDK's own retries are switched off); a stream is retried only before its first delta.
+- Errors (``_map_errors``): an error status maps as every provider's does
+  (``pausepoint.models._http``: 401/403 — and a 400 ``API_KEY_INVALID`` — auth, 429 rate
+  limited with the ``Retry-After`` header, else the ``RetryInfo.retryDelay`` detail, 408/504
+  timeout, 409/5xx unavailable, other 4xx bad request); connection failures and unparseable
+  replies → ``ModelUnavailable``; client timeouts → ``ModelTimeout``; a reply the SDK cannot
+  read into its types → ``ModelOutputError``. Retries follow the plugin's ``RetryPolicy`` (the
+  SDK's own retries are switched off); a stream is retried only before its first delta.
 """
 
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 import os
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from email.utils import parsedate_to_datetime
-from functools import cache
-from time import time
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -77,15 +74,9 @@ from .._models import (
     ToolDefinition,
     Usage,
 )
-from ..errors import (
-    ModelAuthError,
-    ModelBadRequest,
-    ModelError,
-    ModelOutputError,
-    ModelRateLimited,
-    ModelTimeout,
-    ModelUnavailable,
-)
+from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelUnavailable
+from ._clients import LoopClients
+from ._http import retry_after, status_error, transport_error
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -97,7 +88,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["GoogleAI", "GoogleAIModel"]
 
-PREFIX = "googleai/"
+PROVIDER = "googleai"
 API_KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 # Google's documented stand-in for a thought signature the client could not keep. The SDK
@@ -130,6 +121,8 @@ class GoogleAI:
     retries of rate limits, server errors, timeouts and unusable calls. ``client`` uses an existing
     ``genai.Client`` as is (its own timeout and retry options then apply; the other arguments but
     ``retry`` are ignored).
+
+    The SDK client is made one per event loop (see ``pausepoint.models``); ``aclose()`` closes them.
     """
 
     def __init__(
@@ -142,51 +135,61 @@ class GoogleAI:
         api_version: str | None = None,
         client: genai.Client | None = None,
     ) -> None:
+        self.prefix = PROVIDER
         self.api_key = api_key or next((v for name in API_KEY_VARIABLES if (v := os.environ.get(name))), None)
         self.base_url = base_url
         self.timeout = timeout
         self.api_version = api_version
         self.retry = retry if retry is not None else RetryPolicy()
-        self._client = client
-        self._owns_client = client is None
+        self._clients = LoopClients(self._make_client, _close_client, client)
 
     def resolve_model(self, name: str) -> GoogleAIModel | None:
         """The model for ``googleai/<model>``; None for any other name."""
-        if not name.startswith(PREFIX) or len(name) == len(PREFIX):
+        head, sep, model_id = name.partition("/")
+        if not sep or head != self.prefix or not model_id:
             return None
-        return GoogleAIModel(name[len(PREFIX) :], self)
+        return GoogleAIModel(self, model_id)
 
     def client(self) -> genai.Client:
-        """The SDK client, made on first use. Raises ``ModelAuthError`` when there is no API key."""
-        if self._client is None:
-            if not self.api_key:
-                raise ModelAuthError(
-                    "no Gemini API key: pass GoogleAI(api_key=...) or set GEMINI_API_KEY or GOOGLE_API_KEY"
-                )
-            options = types.HttpOptions(
-                base_url=self.base_url,
-                api_version=self.api_version,
-                timeout=None if self.timeout is None else max(1, round(self.timeout * 1000)),
-                # One attempt: retries belong to ``self.retry``, which knows streams and Retry-After.
-                retry_options=types.HttpRetryOptions(attempts=1),
-            )
-            self._client = genai.Client(api_key=self.api_key, vertexai=False, http_options=options)
-        return self._client
+        """The SDK client for the running event loop. Raises ``ModelAuthError`` when there is no API key."""
+        return self._clients.get()
 
     async def aclose(self) -> None:
-        """Close the HTTP connections of a client this plugin made (a given client is left open)."""
-        if self._client is not None and self._owns_client:
-            await self._client.aio.aclose()
-            self._client = None
+        """Close the HTTP connections of the clients this plugin made (a given client is left open)."""
+        await self._clients.aclose()
+
+    def _make_client(self) -> genai.Client:
+        if not self.api_key:
+            raise ModelAuthError(
+                "no Gemini API key: pass GoogleAI(api_key=...) or set GEMINI_API_KEY or GOOGLE_API_KEY"
+            )
+        options = types.HttpOptions(
+            base_url=self.base_url,
+            api_version=self.api_version,
+            timeout=None if self.timeout is None else max(1, round(self.timeout * 1000)),
+            # One attempt: retries belong to ``self.retry``, which knows streams and Retry-After.
+            retry_options=types.HttpRetryOptions(attempts=1),
+        )
+        return genai.Client(api_key=self.api_key, vertexai=False, http_options=options)
+
+
+async def _close_client(client: genai.Client) -> None:
+    await client.aio.aclose()
+    client.close()  # the SDK makes a sync client beside the async one; it is never used here
 
 
 class GoogleAIModel:
-    """One Gemini model; ``name`` is ``googleai/<model>``. Made by ``GoogleAI.resolve_model``."""
+    """One Gemini model; ``name`` is ``googleai/<model_id>``. Made by ``GoogleAI.resolve_model``."""
 
-    def __init__(self, model: str, plugin: GoogleAI) -> None:
-        self.model = model
-        self.name = PREFIX + model
-        self._plugin = plugin
+    def __init__(self, plugin: GoogleAI, model_id: str) -> None:
+        self.plugin = plugin
+        self.model_id = model_id
+        self.name = f"{plugin.prefix}/{model_id}"
+
+    def prepare(self) -> None:
+        """Check, before any call, what a call needs: raises ``ModelAuthError`` without an API key
+        (a client is made; it opens no connection until used)."""
+        self.plugin._clients.prepare()
 
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """One ``generateContent`` call (``streamGenerateContent`` when ``on_chunk`` is given).
@@ -194,26 +197,23 @@ class GoogleAIModel:
         Raises a ``ModelError`` subclass (see the module docstring) once retries are spent; a
         stream that already reported deltas is not retried.
         """
-        client = self._plugin.client()
+        models = self.plugin.client().aio.models
         contents = _map_messages(request.messages)
         config = _map_config(request)
-        models = client.aio.models
+
+        async def complete() -> ModelResponse:
+            with _map_errors():
+                response = await models.generate_content(model=self.model_id, contents=contents, config=config)
+            return _process_response(response)
+
+        async def stream(sink: ChunkSink) -> ModelResponse:
+            with _map_errors():
+                events = await models.generate_content_stream(model=self.model_id, contents=contents, config=config)
+                return await _process_streamed_response(events, sink)
 
         if on_chunk is None:
-
-            async def call() -> ModelResponse:
-                with _map_errors():
-                    response = await models.generate_content(model=self.model, contents=contents, config=config)
-                return _process_response(response)
-
-            return await call_with_retries(call, self._plugin.retry)
-
-        async def call_streamed(sink: ChunkSink) -> ModelResponse:
-            with _map_errors():
-                stream = await models.generate_content_stream(model=self.model, contents=contents, config=config)
-                return await _process_streamed_response(stream, sink)
-
-        return await stream_with_retries(call_streamed, on_chunk, self._plugin.retry)
+            return await call_with_retries(complete, self.plugin.retry)
+        return await stream_with_retries(stream, on_chunk, self.plugin.retry)
 
 
 # -- request ----------------------------------------------------------------------------------
@@ -395,7 +395,7 @@ class _Collector:
             raise error
         if self.block_reason is None and self.finish_reason is None:
             if streamed:
-                raise ModelUnavailable("the Gemini stream ended before a finish reason")
+                raise ModelUnavailable("the googleai stream ended before a finish reason", provider=PROVIDER)
             if not self.parts:
                 raise ModelOutputError("Gemini returned no candidate and no block reason")
         reason: ModelFinishReason = (
@@ -446,54 +446,34 @@ def _map_usage(usage: types.GenerateContentResponseUsageMetadata | None) -> Usag
 # -- errors -----------------------------------------------------------------------------------
 
 
-@cache
-def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(timeouts, other transport failures) of whichever HTTP stacks the SDK may use."""
-    timeouts: list[type[BaseException]] = [TimeoutError]
-    failures: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        timeouts.append(module.TimeoutException)
-        failures.append(module.TransportError)
-    with suppress(ImportError):
-        failures.append(importlib.import_module("aiohttp").ClientError)
-    return tuple(timeouts), tuple(failures)
-
-
 @contextmanager
 def _map_errors() -> Iterator[None]:
     """Translate the SDK's and its HTTP stack's exceptions into ``ModelError`` subclasses."""
-    timeouts, failures = _transport_errors()
     try:
         yield
     except genai_errors.APIError as exc:
-        raise _api_error(exc) from exc
-    except timeouts as exc:
-        raise ModelTimeout(f"Gemini did not answer in time: {exc!r}") from exc
-    except failures as exc:
-        raise ModelUnavailable(f"could not reach Gemini: {exc!r}") from exc
+        raise _status_error(exc) from exc
     except genai_errors.UnknownApiResponseError as exc:
-        raise ModelUnavailable(f"Gemini sent a reply that is not JSON: {exc}") from exc
+        raise ModelUnavailable(f"{PROVIDER}: a reply that is not JSON: {exc}", provider=PROVIDER) from exc
     except pydantic.ValidationError as exc:
-        raise ModelOutputError(f"Gemini sent a reply the SDK could not read: {exc}") from exc
+        raise ModelOutputError(f"{PROVIDER}: a reply the SDK could not read: {exc}", provider=PROVIDER) from exc
+    except Exception as exc:  # google-genai lets its HTTP stack's errors through
+        error = transport_error(PROVIDER, exc)
+        if error is None:
+            raise
+        raise error from exc
 
 
-def _api_error(exc: genai_errors.APIError) -> ModelError:
-    code = exc.code
-    message = f"Gemini {code} {exc.status or ''}: {exc.message or exc.details}".replace("  ", " ")
-    details = {"status_code": code, "status": exc.status}
-    if code in (401, 403) or "API_KEY_INVALID" in _error_reasons(exc):
-        return ModelAuthError(message, **details)
-    if code == 429:
-        return ModelRateLimited(message, retry_after=_retry_after(exc), **details)
-    if code in (408, 504):
-        return ModelTimeout(message, **details)
-    if 400 <= code < 500:
-        return ModelBadRequest(message, **details)
-    return ModelUnavailable(message, **details)
+def _status_error(exc: genai_errors.APIError) -> ModelError:
+    refused_key = "API_KEY_INVALID" in _error_reasons(exc)
+    return status_error(
+        PROVIDER,
+        exc.code,
+        str(exc.message or exc.details),
+        kind=ModelAuthError if refused_key else None,
+        retry_after=_retry_after(exc),
+        error_type=exc.status,
+    )
 
 
 def _error_details(exc: genai_errors.APIError) -> list[dict[str, Any]]:
@@ -512,16 +492,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 def _retry_after(exc: genai_errors.APIError) -> float | None:
     """Seconds to wait: the Retry-After header (seconds or a date), else ``RetryInfo.retryDelay``."""
-    headers = getattr(exc.response, "headers", None)
-    header = headers.get("retry-after") if headers is not None else None
-    if header:
-        try:
-            return max(0.0, float(header))
-        except ValueError:
-            try:
-                return max(0.0, parsedate_to_datetime(header).timestamp() - time())
-            except (TypeError, ValueError):
-                pass
+    found = retry_after(getattr(exc.response, "headers", None))
+    if found is not None:
+        return found
     for detail in _error_details(exc):
         match = _DURATION.match(str(detail.get("retryDelay", "")))
         if match:

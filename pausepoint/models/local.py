@@ -121,20 +121,21 @@ class Local:
         self._config = dict(config or {})
         self._timeout = timeout
         self._progress = progress
+        self.prefix = "local"
         self._loaded: dict[str, _Loaded] = {}
         self._lock = threading.Lock()
 
     def resolve_model(self, name: str) -> LocalModel | None:
         """The model for ``local/<bundled name>``, ``local/<alias>`` or ``local/<path>.gguf``; else None."""
-        provider, _, rest = name.partition("/")
-        if provider != "local" or not rest:
+        head, _, rest = name.partition("/")
+        if head != self.prefix or not rest:
             return None
         if rest in self._models:
-            return LocalModel(name, self, lambda: _read_file(self._models[rest]))
+            return LocalModel(self, rest, lambda: _read_file(self._models[rest]))
         if rest in BUNDLED:
-            return LocalModel(name, self, lambda: locate_bundled(rest, self._progress))
+            return LocalModel(self, rest, lambda: locate_bundled(rest, self._progress))
         if rest.endswith(".gguf"):
-            return LocalModel(name, self, lambda: _read_file(Path(rest).expanduser()))
+            return LocalModel(self, rest, lambda: _read_file(Path(rest).expanduser()))
         return None
 
     def _load(self, name: str, locate: Callable[[], tuple[Path, GgufInfo]]) -> _Loaded:
@@ -153,6 +154,10 @@ class Local:
                 loaded = self._loaded[key] = _Loaded(runtime, template, info)
                 say(f"loaded {name} in {time.monotonic() - started:.1f} s")
             return loaded
+
+    async def aclose(self) -> None:
+        """``close()`` without blocking the event loop (what ``Pausepoint.aclose()`` calls)."""
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Free the loaded models, waiting for running generations; they load again when used."""
@@ -174,11 +179,13 @@ def _read_file(path: Path) -> tuple[Path, GgufInfo]:
 
 
 class LocalModel:
-    """One local model; see the module docstring for what ``generate`` maps."""
+    """One model of a ``Local`` plugin; ``name`` is ``local/<model_id>`` (a bundled name, an alias
+    or a path). See the module docstring for what ``generate`` maps."""
 
-    def __init__(self, name: str, plugin: Local, locate: Callable[[], tuple[Path, GgufInfo]]) -> None:
-        self.name = name
-        self._plugin = plugin
+    def __init__(self, plugin: Local, model_id: str, locate: Callable[[], tuple[Path, GgufInfo]]) -> None:
+        self.plugin = plugin
+        self.model_id = model_id
+        self.name = f"{plugin.prefix}/{model_id}"
         self._locate = locate
 
     def prepare(self) -> str:
@@ -188,11 +195,11 @@ class LocalModel:
         ``ModelError`` as a call would.
         """
         with _map_errors():
-            return self._plugin._load(self.name, self._locate).info.describe()
+            return self.plugin._load(self.name, self._locate).info.describe()
 
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """Run the model on ``request``; see the module docstring. Raises ``ModelError`` subclasses."""
-        settings = _Settings.from_config({**self._plugin._config, **request.config}, request.tools)
+        settings = _Settings.from_config({**self.plugin._config, **request.config}, request.tools)
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         queue: asyncio.Queue[ModelChunk | None] = asyncio.Queue()
@@ -200,11 +207,11 @@ class LocalModel:
         def sink(chunk: ModelChunk) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, chunk)
 
-        deadline = None if self._plugin._timeout is None else time.monotonic() + self._plugin._timeout
+        deadline = None if self.plugin._timeout is None else time.monotonic() + self.plugin._timeout
 
         def work() -> tuple[_Output, _Plan]:
             with _map_errors():
-                loaded = self._plugin._load(self.name, self._locate)
+                loaded = self.plugin._load(self.name, self._locate)
                 plan = _plan(request, settings, loaded.template)
                 output = loaded.run(plan, settings, sink if on_chunk is not None else None, stop, deadline)
                 return output, plan

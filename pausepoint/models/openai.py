@@ -31,12 +31,9 @@ What is mapped, both ways, on ``POST /chat/completions``:
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import json
 import mimetypes
 import os
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,15 +53,9 @@ from .._models import (
     ToolDefinition,
     Usage,
 )
-from ..errors import (
-    ModelAuthError,
-    ModelBadRequest,
-    ModelError,
-    ModelOutputError,
-    ModelRateLimited,
-    ModelTimeout,
-    ModelUnavailable,
-)
+from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
+from ._clients import LoopClients
+from ._http import retry_after, status_error, transport_error
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -133,8 +124,8 @@ class OpenAI:
         self._base_url = base_url
         self._timeout = timeout
         self._headers = dict(default_headers or {})
-        self._given = client.with_options(max_retries=0) if client is not None else None
-        self._made: tuple[asyncio.AbstractEventLoop, AsyncOpenAI] | None = None
+        given = client.with_options(max_retries=0) if client is not None else None
+        self._clients = LoopClients(self._make_client, _close_client, given)
 
     @classmethod
     def compatible(
@@ -180,28 +171,30 @@ class OpenAI:
         return OpenAIModel(self, model_id)
 
     def client(self) -> AsyncOpenAI:
-        """The SDK client for the running event loop. Raises ``ModelAuthError`` without a key."""
-        if self._given is not None:
-            return self._given
-        loop = asyncio.get_running_loop()
-        if self._made is None or self._made[0] is not loop:
-            if not self._api_key:
-                raise ModelAuthError(f"{self.prefix}: no API key: pass OpenAI(api_key=...) or set OPENAI_API_KEY")
-            made = AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                timeout=self._timeout if self._timeout is not None else not_given,
-                max_retries=0,
-                default_headers=self._headers or None,
-            )
-            self._made = (loop, made)
-        return self._made[1]
+        """The SDK client for the running event loop (see ``pausepoint.models``: one per loop).
+
+        Raises ``ModelAuthError`` without a key.
+        """
+        return self._clients.get()
 
     async def aclose(self) -> None:
-        """Close the connections of the client this plugin made (a given client is the caller's)."""
-        if self._made is not None:
-            made, self._made = self._made[1], None
-            await made.close()
+        """Close the connections of the clients this plugin made (a given client is the caller's)."""
+        await self._clients.aclose()
+
+    def _make_client(self) -> AsyncOpenAI:
+        if not self._api_key:
+            raise ModelAuthError(f"{self.prefix}: no API key: pass OpenAI(api_key=...) or set OPENAI_API_KEY")
+        return AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._timeout if self._timeout is not None else not_given,
+            max_retries=0,
+            default_headers=self._headers or None,
+        )
+
+
+async def _close_client(client: AsyncOpenAI) -> None:
+    await client.close()
 
 
 class OpenAIModel:
@@ -212,6 +205,11 @@ class OpenAIModel:
         self.model_id = model_id
         self.name = f"{plugin.prefix}/{model_id}"
 
+    def prepare(self) -> None:
+        """Check, before any call, what a call needs: raises ``ModelAuthError`` without an API key
+        (a client is made; it opens no connection until used)."""
+        self.plugin._clients.prepare()
+
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """One Chat Completions call, streamed when ``on_chunk`` is given, retried as the plugin's
         ``RetryPolicy`` allows (a stream only until its first chunk was reported).
@@ -219,7 +217,7 @@ class OpenAIModel:
         Raises ``ModelError`` subclasses (see ``_map_errors``); ``ModelBadRequest`` before sending
         when the request holds what the API cannot take.
         """
-        messages = _map_messages(request)
+        messages = _map_system(request.system) + _map_messages(request.messages)
         tools = [_map_tool_definition(tool) for tool in request.tools]
         body = _map_config(request.config, self.plugin.output_limit_field, self.plugin.unsupported_config)
         label = self.plugin.prefix
@@ -252,12 +250,15 @@ class OpenAIModel:
 # -- requests -------------------------------------------------------------------------------------
 
 
-def _map_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
-    """The system prompt and the conversation as Chat Completions messages."""
+def _map_system(system: str | None) -> list[ChatCompletionMessageParam]:
+    """The system prompt as the leading message (none without one)."""
+    return [{"role": "system", "content": system}] if system else []
+
+
+def _map_messages(messages: Sequence[Message]) -> list[ChatCompletionMessageParam]:
+    """The conversation as Chat Completions messages."""
     out: list[ChatCompletionMessageParam] = []
-    if request.system:
-        out.append({"role": "system", "content": request.system})
-    for message in request.messages:
+    for message in messages:
         if message.role == "user":
             out.append(_user_message(message.parts))
         elif message.role == "model":
@@ -464,64 +465,45 @@ def _map_finish_reason(reason: str | None) -> ModelFinishReason:
 def _map_errors(provider: str) -> Iterator[None]:
     """Translate the SDK's exceptions into ``pausepoint.errors``, chained ``from`` the original.
 
-    timeout → ModelTimeout; no connection → ModelUnavailable; 401/403 → ModelAuthError;
-    429 → ModelRateLimited (Retry-After honoured; an exhausted quota is not retried);
-    408 → ModelTimeout; 409 and 5xx → ModelUnavailable; other 4xx → ModelBadRequest;
-    an error event inside a stream → ModelUnavailable; an unreadable body → ModelOutputError.
+    An error status maps as every provider's does (``pausepoint.models._http``; an exhausted
+    quota is a 429 that is not retried); timeouts → ModelTimeout; no connection →
+    ModelUnavailable; an error event inside a stream → ModelUnavailable; an unreadable body →
+    ModelOutputError.
     """
     try:
         yield
     except openai.APITimeoutError as exc:
-        raise ModelTimeout(f"{provider}: no answer in time") from exc
+        raise ModelTimeout(f"{provider}: no answer in time", provider=provider) from exc
     except openai.APIConnectionError as exc:
-        raise ModelUnavailable(f"{provider}: {exc.message}") from exc
+        raise ModelUnavailable(f"{provider}: {exc.message}", provider=provider) from exc
     except openai.APIStatusError as exc:
         raise _status_error(provider, exc) from exc
     except openai.APIResponseValidationError as exc:
-        raise ModelOutputError(f"{provider}: unexpected response: {exc.message}") from exc
+        raise ModelOutputError(f"{provider}: unexpected response: {exc.message}", provider=provider) from exc
     except openai.APIError as exc:
-        raise ModelUnavailable(f"{provider}: {exc.message}", code=exc.code) from exc
+        raise ModelUnavailable(f"{provider}: {exc.message}", provider=provider, error_type=exc.code) from exc
     except json.JSONDecodeError as exc:
-        raise ModelOutputError(f"{provider}: unreadable response: {exc}") from exc
+        raise ModelOutputError(f"{provider}: unreadable response: {exc}", provider=provider) from exc
     except openai.OpenAIError as exc:
-        raise ModelError(f"{provider}: {exc}") from exc
+        raise ModelError(f"{provider}: {exc}", provider=provider) from exc
+    except Exception as exc:
+        error = transport_error(provider, exc)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def _status_error(provider: str, exc: openai.APIStatusError) -> ModelError:
-    status = exc.status_code
-    message = f"{provider}: {exc.message}"
-    details: dict[str, Any] = {"status": status, "code": exc.code, "request_id": exc.request_id}
-    if status in (401, 403):
-        return ModelAuthError(message, **details)
-    if status == 429:
-        error = ModelRateLimited(message, retry_after=_retry_after(exc.response.headers), **details)
-        if exc.code == "insufficient_quota":
-            error.retryable = False  # billing, not load: waiting will not help
-        return error
-    if status == 408:
-        return ModelTimeout(message, **details)
-    if status == 409 or status >= 500:
-        return ModelUnavailable(message, **details)
-    return ModelBadRequest(message, **details)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if present."""
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            return max(0.0, float(milliseconds) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    body = exc.body if isinstance(exc.body, dict) else {}
+    detail = str(body.get("message") or exc.message)
+    error = status_error(
+        provider,
+        exc.status_code,
+        detail,
+        retry_after=retry_after(exc.response.headers),
+        error_type=exc.code or exc.type,
+        request_id=exc.request_id,
+    )
+    if exc.code == "insufficient_quota":
+        error.retryable = False  # billing, not load: waiting will not help
+    return error

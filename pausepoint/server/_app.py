@@ -83,6 +83,9 @@ def create_app(
     request (``pausepoint.server.access`` logger); ``operators`` are the principals who may read
     and retry webhook deliveries (``/v1/ops/deliveries``); ``webhooks`` sends the app's webhooks
     from this process (``False``: another process does; or a ``WebhookSender`` to tune it).
+
+    When the server stops (the ASGI lifespan's shutdown), ``ai.aclose()`` closes the plugins'
+    connections and the agents' stores.
     """
     policy = policy or OwnerPolicy()
     missing = [m for m in ("can_view", "can_answer", "can_converse", "inbox_owner") if not hasattr(policy, m)]
@@ -117,6 +120,7 @@ def create_app(
         await feed.close()
         if sender is not None:
             await sender.close()
+        await ai.aclose()  # the plugins' connections and the stores: nothing else uses them now
 
     routes: list[BaseRoute] = [Route("/openapi.json", openapi, methods=["GET"]), *rest_routes(service)]
     routes += ops_routes(service, operators=operators, metrics=prometheus)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Hang", "Json", "Reply", "Sse", "WireRequest", "WireServer", "scripted"]
+__all__ = ["Handler", "Hang", "Json", "Reply", "Sse", "WireRequest", "WireServer", "scripted"]
 
 
 @dataclass
@@ -52,7 +52,8 @@ class Sse:
     events: Sequence[Any]
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # between events, to make streaming observable
+    delay: float = 0.0  # between events, to make streaming observable (or to stall a stream)
+    delay_from: int = 0  # wait only after this many events were sent (0: after every event)
 
 
 @dataclass
@@ -124,10 +125,10 @@ class WireServer(AbstractContextManager["WireServer"]):
                     self.send_header(key, value)
                 self.end_headers()
                 self.close_connection = True
-                for event in reply.events:
+                for sent, event in enumerate(reply.events, start=1):
                     self.wfile.write(_sse_bytes(event))
                     self.wfile.flush()
-                    if reply.delay:
+                    if reply.delay and sent >= reply.delay_from:
                         time.sleep(reply.delay)
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle  # noqa: N815 - http.server names

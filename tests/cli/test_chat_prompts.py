@@ -1,0 +1,140 @@
+"""``pausepoint chat`` at its edges: Ctrl+C at a prompt, what cannot work (a model without its
+key, a store that cannot be reached, an app without agents, a port that is not one) refused
+before any prompt, a denial without a reason, and the shape an answer must have."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pexpect
+import pytest
+
+from pausepoint.cli import main
+from tests.cli.conftest import ROOT, cli_env, spawn
+
+BANK = "tests.cli.apps:bank_agent"
+
+
+def chat(*args: str, stdin: str = "Hello\n") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+        timeout=120,
+    )
+
+
+# -- Ctrl+C ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prompt", ["you> ", "choice> ", "answer JSON> ", "reason> "])
+def test_ctrl_c_at_a_prompt_exits_at_once(prompt, tmp_path, terminals):
+    child = spawn("chat", BANK, "--db", str(tmp_path / "chat.db"))
+    terminals.append(child)
+    child.expect_exact("you> ")
+    if prompt != "you> ":
+        child.sendline("Transfer $500 to savings.")
+        child.expect_exact("choice> ")
+        if prompt != "choice> ":
+            child.sendline({"answer JSON> ": "r", "reason> ": "d"}[prompt])
+            child.expect_exact(prompt)
+    child.sendintr()  # nothing typed after it: no Enter is needed to leave
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    assert child.exitstatus == 130
+    if prompt == "you> ":
+        assert "--session" not in child.before  # nothing was written
+    else:
+        assert "continue it with --session" in child.before  # the pause waits in the file
+    assert "Traceback" not in child.before
+
+
+# -- refused before any prompt -------------------------------------------------------------------
+
+
+def test_a_cloud_model_without_its_key_exits_2_before_prompting():
+    done = chat("tests.cli.apps:cloud_agent")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pausepoint chat: error: the model openai/gpt-4o-mini cannot be used" in done.stderr
+    assert "OPENAI_API_KEY" in done.stderr
+    assert "you>" not in done.stdout and "--session" not in done.stdout
+
+
+@pytest.mark.parametrize("url", ["postgresql://user:pw@127.0.0.1:1/db", "redis://127.0.0.1:1/0"])
+def test_a_store_that_cannot_be_reached_exits_2_before_prompting(url):
+    done = chat(BANK, "--store", url)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pausepoint chat: error: the session store cannot be used" in done.stderr
+    assert "you>" not in done.stdout and "--session" not in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_a_failed_turn_does_not_offer_a_session_that_was_never_written():
+    done = chat("tests.cli.apps:failing_agent")
+    assert done.returncode == 0, done.stderr
+    assert "error: the model is down for maintenance" in done.stdout
+    assert "--session" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["chat", "tests.cli.apps:empty_ai"], "the app defines no agents: define one with ai.define_agent"),
+        (["chat", "tests.cli.apps:empty_ai", "--agent", "bank"], "the app defines no agents"),
+        (["demo", "--model", "scripted", "--port", "80000"], "argument --port: 80000 is not a port: use 1-65535"),
+        (["demo", "--model", "scripted", "--port", "-1"], "argument --port: -1 is not a port"),
+        (["serve", "tests.cli.apps:bank_ai", "--port", "65536"], "argument --port: 65536 is not a port"),
+    ],
+)
+def test_what_cannot_work_exits_2_with_a_clear_message(argv, message, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        status = exit_.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "pick one with --agent ()" not in err
+
+
+# -- answering ---------------------------------------------------------------------------------
+
+
+def test_a_denial_needs_a_reason(tmp_path, terminals):
+    child = spawn("chat", BANK, "--db", str(tmp_path / "chat.db"))
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Transfer $90 to checking.")
+    child.expect_exact("choice> ")
+    child.sendline("d")
+    for empty in ("", "   "):
+        child.expect_exact("reason> ")
+        child.sendline(empty)
+        child.expect_exact("a denial needs a reason: the model is told it")
+    child.expect_exact("reason> ")
+    child.sendline("over budget")
+    child.expect_exact("agent> I did not transfer anything: over budget.")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+
+def test_respond_shows_the_expected_shape_first(tmp_path, terminals):
+    child = spawn("chat", BANK, "--db", str(tmp_path / "chat.db"))
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("Transfer $7 to alice.")
+    child.expect_exact("choice> ")
+    child.sendline("r")
+    child.expect_exact('expected: {"approved": boolean, "feedback"?: string}')
+    child.expect_exact("answer JSON> ")
+    child.sendline('{"approved": false, "feedback": "not now"}')
+    child.expect_exact("agent> I did not transfer anything: not now.")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)

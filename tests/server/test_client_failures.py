@@ -1,0 +1,194 @@
+"""``pausepoint.client`` when the server is down, silent or drops the connection: typed
+``pausepoint.errors`` (never a raw httpx error), retried only where sending again is safe.
+
+Every server here is real: a closed loopback port, a host name that cannot resolve, a
+loopback socket that accepts connections and then holds them or drops them, and an HTTP server
+whose event stream ends before the turn's response.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+import httpx
+import pytest
+from pydantic import TypeAdapter
+
+from pausepoint import AgentResponse, Pausepoint, TextChunk, TextPart, ToolRequestPart, TurnEndChunk
+from pausepoint.client import Client
+from pausepoint.errors import InvalidMessage, ServerTimeout, ServerUnreachable, UsageError
+from pausepoint.testing import ScriptedModel
+from tests.models.wire_server import Json, Sse, WireServer, scripted
+
+
+class Listener:
+    """A loopback socket that accepts connections, reads each request's head, then either holds
+    the connection open without answering (``hold``) or closes it without a word (``drop``)."""
+
+    def __init__(self, mode: Literal["hold", "drop"]) -> None:
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.requests: list[bytes] = []
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed: the test is over
+                return
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(65536)
+                if not data:
+                    break
+                head += data
+            self.requests.append(head.split(b"\r\n", 1)[0])
+            if self.mode == "drop":
+                conn.close()
+            else:
+                self._held.append(conn)
+
+    def __enter__(self) -> Listener:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+        for conn in self._held:
+            conn.close()
+        self._thread.join(5)
+
+
+@contextmanager
+def closed_port() -> Iterator[str]:
+    """The URL of a loopback port nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    yield url
+
+
+async def test_a_closed_port_is_server_unreachable_after_the_retries() -> None:
+    with closed_port() as url:
+        async with Client(url, token="t", retries=2) as client:
+            with pytest.raises(ServerUnreachable) as caught:
+                await client.agents()
+            # a send is retried too when the connection never opened: nothing was sent
+            with pytest.raises(ServerUnreachable) as sent:
+                await client.agent("bank").chat().send("Hello")
+    error = caught.value
+    assert type(error) is ServerUnreachable and error.code == "server_unreachable"
+    assert isinstance(error.__cause__, httpx.ConnectError)
+    assert error.details == {"method": "GET", "url": f"{url}/v1/agents"}
+    assert url in str(error)
+    assert sent.value.details == {"method": "POST", "url": f"{url}/v1/agents/bank/sessions"}
+    assert isinstance(sent.value.__cause__, httpx.ConnectError)
+
+
+async def test_a_host_name_that_does_not_resolve_is_server_unreachable() -> None:
+    async with Client("http://no-such-host.invalid:8000", retries=0) as client:
+        with pytest.raises(ServerUnreachable) as caught:
+            await client.agent("bank").chat("s1").history()
+    assert type(caught.value) is ServerUnreachable
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    assert caught.value.details["url"] == "http://no-such-host.invalid:8000/v1/agents/bank/sessions/s1/history"
+
+
+async def test_a_server_that_does_not_answer_is_server_timeout_and_a_read_is_asked_again() -> None:
+    with Listener("hold") as server:
+        async with Client(server.url, timeout=0.3, retries=1) as client:
+            with pytest.raises(ServerTimeout) as caught:
+                await client.agent("bank").chat("s1").interrupts()
+    assert caught.value.code == "server_timeout"
+    assert isinstance(caught.value, ServerUnreachable)  # one except clause catches both
+    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
+    assert server.requests == [b"GET /v1/agents/bank/sessions/s1/interrupts HTTP/1.1"] * 2
+
+
+async def test_a_send_that_timed_out_is_not_sent_again() -> None:
+    with Listener("hold") as server:
+        async with Client(server.url, timeout=0.3, retries=3) as client:
+            chat = client.agent("bank").chat()
+            with pytest.raises(ServerTimeout):
+                await chat.send("Transfer $500 to savings.")
+    assert server.requests == [b"POST /v1/agents/bank/sessions HTTP/1.1"]  # the server may have taken it
+    assert chat.session_id is None
+
+
+async def test_a_dropped_connection_is_server_unreachable_and_a_keyed_resume_is_asked_again() -> None:
+    with Listener("drop") as server:
+        async with Client(server.url, retries=2) as client:
+            chat = client.agent("bank").chat("s1")
+            with pytest.raises(ServerUnreachable) as resumed:
+                await chat.resume(respond=[], idempotency_key="k1")
+            with pytest.raises(ServerUnreachable) as sent:
+                await chat.send("Hello")
+            with pytest.raises(ServerUnreachable) as cancelled:
+                await chat.cancel_pending("no longer needed")
+    assert isinstance(resumed.value.__cause__, httpx.RemoteProtocolError)
+    assert type(sent.value) is ServerUnreachable and type(cancelled.value) is ServerUnreachable
+    assert server.requests == [
+        *[b"POST /v1/agents/bank/sessions/s1/resume HTTP/1.1"] * 3,  # keyed: safe to send again
+        b"POST /v1/agents/bank/sessions/s1/messages HTTP/1.1",  # no key: once
+        b"POST /v1/agents/bank/sessions/s1/cancel HTTP/1.1",
+    ]
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:8000", "ftp://example.com", "http://", "not a url"])
+def test_a_base_url_that_is_not_http_is_refused(base_url: str) -> None:
+    with pytest.raises(UsageError, match="base_url"):
+        Client(base_url)
+
+
+async def test_a_user_message_of_other_parts_is_refused_before_sending() -> None:
+    with Listener("drop") as server:
+        async with Client(server.url) as client:
+            with pytest.raises(InvalidMessage, match="text and media"):
+                await client.agent("bank").chat().send([TextPart("Hi"), ToolRequestPart("pay", {"amount": 5})])
+    assert server.requests == []
+
+
+async def a_response() -> tuple[AgentResponse, dict[str, object]]:
+    """A real turn's response, and its JSON as the server sends it."""
+    agent = Pausepoint().define_agent(name="bank", model=ScriptedModel(["Done."]))
+    response = await agent.chat().send("Hi")
+    return response, TypeAdapter(AgentResponse).dump_python(response, mode="json")
+
+
+async def test_a_keyed_resume_whose_stream_broke_after_a_chunk_is_completed_by_its_key() -> None:
+    response, body = await a_response()
+    broken = Sse([("chunk", {"kind": "text", "text": "Do"})])  # then the connection closes
+    with WireServer(scripted([broken, Json(body)])) as server:
+        async with Client(server.url, retries=2) as client:
+            stream = client.agent("bank").chat(response.session_id).resume_stream(respond=[], idempotency_key="k1")
+            chunks = [chunk async for chunk in stream]
+            final = await stream.response
+    assert final == response
+    assert chunks == [TextChunk("Do"), TurnEndChunk(response)]
+    first, second = server.requests
+    assert first.headers["accept"] == "text/event-stream" and second.headers["accept"] != "text/event-stream"
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"] == "k1"
+    assert first.path == second.path == f"/v1/agents/bank/sessions/{response.session_id}/resume"
+    assert first.body == second.body == {"respond": [], "restart": [], "metadata": None}
+
+
+async def test_a_send_whose_stream_broke_after_a_chunk_is_not_sent_again() -> None:
+    response, body = await a_response()
+    broken = Sse([("chunk", {"kind": "text", "text": "Do"})])
+    with WireServer(scripted([broken, Json(body)])) as server:
+        async with Client(server.url, retries=2) as client:
+            stream = client.agent("bank").chat(response.session_id).send_stream("Hi")
+            with pytest.raises(ServerUnreachable, match="ended before the turn's response") as caught:
+                _ = [chunk async for chunk in stream]
+    assert isinstance(caught.value.__cause__, httpx.RemoteProtocolError)
+    [sent] = server.requests
+    assert sent.body == {"message": "Hi"}
