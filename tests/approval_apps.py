@@ -69,7 +69,7 @@ def build(
     ai = Pausepoint(clock=clock, approval=app_policy) if clock else Pausepoint(approval=app_policy)
 
     @ai.tool(requires_approval=requires, allow_input_edits=edits)
-    async def transfer_money(input: Transfer) -> str:  # noqa: A002
+    async def transfer_money(input: Transfer) -> str:
         """Move money."""
         runs.append(f"{input.amount}->{input.to_account}")
         return f"sent {input.amount} to {input.to_account}"

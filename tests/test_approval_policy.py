@@ -43,7 +43,7 @@ from .helpers import version
 
 
 async def test_a_call_that_requires_approval_pauses_before_it_runs_and_approving_runs_exactly_it(store):
-    agent, model, ledger = build(store)
+    agent, _model, ledger = build(store)
     chat = agent.chat(principal="alice")
     res = await chat.send("pay 500 to savings")
     assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == []
@@ -371,7 +371,9 @@ async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
     agent, _, ledger = build(store, policy, clock=clock)
     chat = agent.chat()
     [pause] = (await chat.send("pay 5 to a")).interrupts
-    bounded = Grant(bounds={"amount": {"max": 100}, "to_account": {"one_of": ["a", "b"]}}, uses=2, ttl=timedelta(hours=1))
+    bounded = Grant(
+        bounds={"amount": {"max": 100}, "to_account": {"one_of": ["a", "b"]}}, uses=2, ttl=timedelta(hours=1)
+    )
     await chat.resume(restart=[pause.restart(grant=bounded)])
     [grant] = await chat.grants()
     assert grant.expires_at == clock.now + timedelta(hours=1)
@@ -402,12 +404,16 @@ async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"amount": {"near": 5}}), "approve", "'near'"),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"amount": {"max": "lots"}}), "approve", "max"),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(uses=0), "approve", "uses"),
-        (ApprovalPolicy(grantable={"transfer_money": timedelta(hours=1)}), Grant(ttl=timedelta(hours=2)), "approve",
-         "at most"),
+        (
+            ApprovalPolicy(grantable={"transfer_money": timedelta(hours=1)}),
+            Grant(ttl=timedelta(hours=2)),
+            "approve",
+            "at most",
+        ),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(tool="nothing"), "approve", "no tool"),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(), "deny", "goes with an approval"),
         (treasury(grantable=["transfer_money"], quorum={"transfer_money": 2}), Grant(), "approve", "several"),
-    ],  # fmt: skip
+    ],
 )
 async def test_grants_the_policy_or_the_tool_cannot_take_are_refused_and_nothing_is_written(
     store, policy, grant, answer, problem
@@ -459,7 +465,9 @@ async def test_a_quorum_counts_distinct_named_approvers_and_runs_the_call_once(s
     with pytest.raises(ApprovalForbidden, match="named"):  # nobody named: a quorum counts people
         await agent.chat(chat.session_id).resume(restart=[pause.restart()])
     with pytest.raises(DecisionNotAllowed):  # approvals are of one input: no edits in a quorum
-        await chat.resume(restart=[pause.restart(replace_input={"amount": 5, "to_account": "savings"})], principal="bob")
+        await chat.resume(
+            restart=[pause.restart(replace_input={"amount": 5, "to_account": "savings"})], principal="bob"
+        )
     assert await version(store, chat.session_id) == before
 
     res = await chat.resume(restart=[pause.restart()], principal="bob")
@@ -485,7 +493,7 @@ async def test_one_denial_denies_a_quorum(store):
 
 
 async def test_racing_approvers_resolve_a_quorum_exactly_once(store):
-    agent, model, ledger = build(store, treasury(quorum={"transfer_money": 2}))
+    agent, _model, ledger = build(store, treasury(quorum={"transfer_money": 2}))
     chat = agent.chat(principal="dave")
     [pause] = (await chat.send("pay 500 to savings")).interrupts
     others = [build(store, treasury(quorum={"transfer_money": 2}), ledger=ledger)[0] for _ in range(3)]
