@@ -1,6 +1,9 @@
 """Apps for the CLI tests to name as ``tests.cli.apps:<attr>`` (the examples, on in-memory stores)."""
 
 from examples import banking, shell
+from pausepoint import ApprovalPolicy, Pausepoint, Role
+from pausepoint.testing import ScriptedModel
+from tests.approval_apps import Transfer, script
 
 bank_ai, bank_agent = banking.build()
 shell_ai, shell_agent = shell.build()
@@ -12,3 +15,20 @@ async def asgi(scope, receive, send):
         return
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"plain ASGI"})
+
+
+def _pay_app() -> Pausepoint:
+    """Payments two of treasury approve; who holds treasury is declared by ``serve --approver``."""
+    ai = Pausepoint(approval=ApprovalPolicy(roles={"treasury": Role(tools=["transfer_money"])},
+                                            quorum={"transfer_money": 2}))  # fmt: skip
+
+    @ai.tool(requires_approval=True)
+    async def transfer_money(input: Transfer) -> str:
+        """Move money."""
+        return f"sent {input.amount} to {input.to_account}"
+
+    ai.define_agent(name="payAgent", model=ScriptedModel(script), tools=[transfer_money])
+    return ai
+
+
+pay_ai = _pay_app()
