@@ -3,7 +3,8 @@
 from examples import banking, shell
 from pausepoint import ApprovalPolicy, Pausepoint, Role
 from pausepoint.testing import ScriptedModel
-from tests.approval_apps import Transfer, script
+from tests.approval_apps import Transfer, script, treasury
+from tests.approval_apps import build as build_bank
 
 bank_ai, bank_agent = banking.build()
 shell_ai, shell_agent = shell.build()
@@ -32,3 +33,9 @@ def _pay_app() -> Pausepoint:
 
 
 pay_ai = _pay_app()
+
+
+# The approval tests' bank (tests/approval_apps.py): two of treasury approve each transfer; and
+# one of treasury who did not ask for it, who may grant later transfers for the session.
+quorum_agent, _, quorum_ledger = build_bank(policy=treasury(quorum={"transfer_money": 2}))
+grant_agent, _, grant_ledger = build_bank(policy=treasury(grantable=["transfer_money"], separation_of_duties=True))
