@@ -24,14 +24,16 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 
 from . import errors as core_errors
+from ._grants import GrantInfo
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, Part, TextPart
 from ._response import AgentResponse
-from ._rest import AUDIT, CHUNK, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
+from ._rest import AUDIT, CHUNK, GRANTS, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from ._streaming import Emit, TurnEndChunk, TurnStream
 from .stores import SessionSummary
 
@@ -243,11 +245,13 @@ class RemoteChat:
                 {"ref": a.ref, "name": a.name, "output": a.output, "metadata": a.metadata, "decision": a.decision}
                 | ({"reason": a.reason} if a.reason is not None else {})
                 | ({"pause_id": a.pause_id} if a.pause_id else {})
+                | ({"grant": a.grant.scope()} if a.grant is not None else {})
                 for a in respond
             ],
             "restart": [
                 {"ref": a.ref, "name": a.name, "replace_input": a.replace_input, "resumed_metadata": a.resumed_metadata}
                 | ({"pause_id": a.pause_id} if a.pause_id else {})
+                | ({"grant": a.grant.scope()} if a.grant is not None else {})
                 for a in restart
             ],
             "metadata": metadata,
@@ -273,6 +277,18 @@ class RemoteChat:
     async def audit_trail(self) -> list[AuditEntry]:
         body = await self.agent.client._call("GET", f"{self._path}/audit", retry="all")
         return AUDIT.validate_python(body["entries"])
+
+    async def grants(self) -> list[GrantInfo]:
+        """The grants given in this session (see ``Chat.grants``)."""
+        body = await self.agent.client._call("GET", f"{self._path}/grants", retry="all")
+        return GRANTS.validate_python(body["grants"])
+
+    async def revoke_grant(self, grant_id: str, *, reason: str = "") -> GrantInfo:
+        """Revoke a grant (see ``Chat.revoke_grant``; revoking it again changes nothing, so a
+        retry is safe). Raises ``GrantNotFound``."""
+        path = f"{self._path}/grants/{quote(grant_id, safe='')}/revoke"
+        body = await self.agent.client._call("POST", path, json_body={"reason": reason}, retry="all")
+        return GRANTS.validate_python([body["grant"]])[0]
 
     async def history(self) -> list[Message]:
         body = await self.agent.client._call("GET", f"{self._path}/history", retry="all")

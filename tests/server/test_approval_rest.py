@@ -229,3 +229,34 @@ async def test_a_quorum_approval_through_genkits_client_records_one_approval(ban
         assert approval_of(pause)["progress"] == "1 of 2 approvals"
         done_ = (await http.post(f"{session}/interrupts/{pause['ref']}/approve", json={}, headers=BOB)).json()
     assert done_["finish_reason"] == "stop" and bank.ledger == ["500->savings"]
+
+
+async def test_the_python_client_gives_counts_lists_and_revokes_like_a_local_chat(bank):
+    """pausepoint.client tells the same story as a local chat: a quorum's approval counted, a
+    grant given with an approval (not dropped on the way), listed and revoked."""
+    from pausepoint import Grant
+    from pausepoint.client import Client
+    from pausepoint.errors import AlreadyApproved, GrantNotFound
+
+    async with Client(f"{bank.url}/quorum", token="d") as dave, Client(f"{bank.url}/quorum", token="a") as alice:
+        asked = dave.agent("bank").chat()
+        [pause] = (await asked.send("pay 500 to savings")).interrupts
+        chat = alice.agent("bank").chat(asked.session_id)
+        res = await chat.resume(restart=[pause.restart()])
+        [still] = res.interrupts
+        assert still.approval is not None and still.approval.approved_by == ["alice"] and bank.ledger == []
+        with pytest.raises(AlreadyApproved):
+            await chat.resume(restart=[still.restart()])
+
+    async with Client(f"{bank.url}/grants", token="d") as dave, Client(f"{bank.url}/grants", token="b") as bob:
+        asked = dave.agent("bank").chat()
+        [pause] = (await asked.send("pay 40 to y")).interrupts
+        chat = bob.agent("bank").chat(asked.session_id)
+        await chat.resume(restart=[pause.restart(grant=Grant(uses=1))])
+        [grant] = await chat.grants()
+        assert (grant.principal, grant.uses, grant.status) == ("bob", 1, "active")
+        revoked = await chat.revoke_grant(grant.id, reason="done")
+        assert (revoked.status, revoked.revoked_by) == ("revoked", "bob")
+        with pytest.raises(GrantNotFound):
+            await chat.revoke_grant("nosuch")
+    assert bank.ledger == ["40->y"]
