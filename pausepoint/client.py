@@ -28,25 +28,30 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeAlias, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
+from ._grants import Grant, GrantInfo
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, Part, TextPart
 from ._response import AgentResponse
 from ._rest import (
     AUDIT,
     CHUNK,
+    GRANTS,
     INTERRUPTS,
     MESSAGES,
     RESPONSE,
     SUMMARY,
     CancelBody,
+    GrantBody,
     RespondItem,
     RestartItem,
     ResumeBody,
+    RevokeBody,
     SendBody,
 )
 from ._streaming import Emit, TurnEndChunk, TurnStream
@@ -296,6 +301,7 @@ class RemoteChat:
                         decision=a.decision,
                         reason=a.reason,
                         pause_id=a.pause_id,
+                        grant=_grant_body(a.grant),
                     )
                     for a in respond
                 ],
@@ -306,6 +312,7 @@ class RemoteChat:
                         replace_input=a.replace_input,
                         resumed_metadata=a.resumed_metadata,
                         pause_id=a.pause_id,
+                        grant=_grant_body(a.grant),
                     )
                     for a in restart
                 ],
@@ -336,6 +343,18 @@ class RemoteChat:
     async def audit_trail(self) -> list[AuditEntry]:
         body = await self.agent.client._call("GET", f"{self._path}/audit", retry="all")
         return AUDIT.validate_python(body["entries"])
+
+    async def grants(self) -> list[GrantInfo]:
+        """The grants given in this session (see ``Chat.grants``)."""
+        body = await self.agent.client._call("GET", f"{self._path}/grants", retry="all")
+        return GRANTS.validate_python(body["grants"])
+
+    async def revoke_grant(self, grant_id: str, *, reason: str = "") -> GrantInfo:
+        """Revoke a grant (see ``Chat.revoke_grant``; revoking it again changes nothing, so a
+        retry is safe). Raises ``GrantNotFound``."""
+        path = f"{self._path}/grants/{quote(grant_id, safe='')}/revoke"
+        body = await self.agent.client._call("POST", path, body=RevokeBody(reason=reason), retry="all")
+        return GRANTS.validate_python([body["grant"]])[0]
 
     async def history(self) -> list[Message]:
         body = await self.agent.client._call("GET", f"{self._path}/history", retry="all")
@@ -424,3 +443,8 @@ async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Any]]:
             name = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].lstrip())
+
+
+def _grant_body(grant: Grant | None) -> GrantBody | None:
+    """A ``Grant`` as the request body's ``grant`` (what the server turns back into the grant)."""
+    return None if grant is None else GrantBody.model_validate(grant.scope())

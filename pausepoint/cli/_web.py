@@ -28,9 +28,11 @@ def http_app(
     console: bool = True,
     metrics: bool = False,
     operators: list[str] | None = None,
+    approvers: set[str] | None = None,
 ) -> Any:
     """``create_app(ai)`` with bearer ``tokens`` (token -> principal), with or without the console
-    and metrics; ``operators`` may see webhook deliveries."""
+    and metrics; ``operators`` may see webhook deliveries; ``approvers`` see every session and
+    answer its pauses (``OwnerPolicy(approvers)``)."""
     server = _server()
     if metrics:
         try:
@@ -38,7 +40,12 @@ def http_app(
         except ImportError as exc:
             raise CliError("--metrics needs prometheus-client: pip install 'pausepoint[metrics]'") from exc
     return server.create_app(
-        ai, auth=server.BearerTokens(tokens), console=console, metrics=metrics, operators=operators or ()
+        ai,
+        auth=server.BearerTokens(tokens),
+        policy=server.OwnerPolicy(approvers or set()),
+        console=console,
+        metrics=metrics,
+        operators=operators or (),
     )
 
 

@@ -142,7 +142,8 @@ export class Api {
   }
 
   /**
-   * The live feed: onEvent(name, data) for "pause", "answer" and "turn_end"; onState("live" |
+   * The live feed: onEvent(name, data) for "pause", "answer", "approval" (one of several counted),
+   * "turn_end" and the rest the server sends; onState("live" |
    * "reconnecting"). Reconnects with backoff until stop() is called, from the last event it had.
    * @param {(name: string, data: any) => void} onEvent @param {(state: string) => void} onState
    */

@@ -272,7 +272,8 @@ async function showSession(agent, sessionId) {
   // them, then the one still open.
   const cardsFor = (/** @type {string} */ callRef) => {
     const cards = [];
-    for (const entry of entries.filter((/** @type {any} */ e) => e.call_ref === callRef)) {
+    // (a call the policy decided never paused: it is in the audit trail, not a card)
+    for (const entry of entries.filter((/** @type {any} */ e) => e.call_ref === callRef && answers(e) && e.via !== "policy")) {
       const card = makeCard({ name: entry.name, ref: entry.ref, pause_id: entry.pause_id, input: entry.input,
         metadata: null, view: entry.view, call_ref: entry.call_ref }, info);
       card.markAnswered(entry, { elsewhere: state.elsewhere.has(pauseKey(entry)) });
@@ -440,9 +441,20 @@ async function runTurn(path, body, key, { restoreText, answered = false } = {}) 
   return response;
 }
 
+/**
+ * Whether an audit entry answered a pause (or decided a call): not a grant given or revoked, an
+ * escalation, or one approval of several counted while the pause stayed open.
+ * @param {any} e
+ */
+function answers(e) {
+  if (e.decision === "grant" || e.decision === "revoke" || e.decision === "escalate") return false;
+  return !(e.decision === "approve" && e.via !== "policy" && e.required > 1 && e.approvals < e.required);
+}
+
 /** The audit entry that answered a card's pause. @param {any[]} entries @param {InterruptCard} card */
 function entryOf(entries, card) {
-  return entries.find((e) => pauseKey(e) === pauseKey(card.pause));
+  // the last answer: a quorum's resolving approval, not a grant given with it
+  return [...entries].reverse().find((e) => pauseKey(e) === pauseKey(card.pause) && answers(e));
 }
 
 /** Scroll to a card and select it (the person asked for it). @param {string} key */
@@ -465,6 +477,7 @@ function makeCard(pause, info) {
     expired: (c) => watchExpired(c),
     confirmAll: () => /** @type {HTMLInputElement} */ ($("confirm-all")).checked,
     canAnswer: state.canAnswer,
+    principal: state.principal,
   });
 }
 
@@ -482,8 +495,9 @@ async function answer(card, action, body) {
   if (state.busy) throw new Error("Wait for the agent to finish this turn.");
   if (!state.agent || !state.sessionId) throw new Error("No session.");
   const path = `${sessionPath(state.agent, state.sessionId)}/interrupts/${encodeURIComponent(card.pause.ref)}/${action}`;
+  let response;
   try {
-    await runTurn(path, body, newKey(), { answered: true });
+    response = await runTurn(path, body, newKey(), { answered: true });
   } catch (error) {
     if (error instanceof ApiError && (error.code === "already_resolved" || error.code === "interrupt_expired")) {
       const entries = await refreshAudit();
@@ -493,6 +507,13 @@ async function answer(card, action, body) {
       return;
     }
     throw error;
+  }
+  const still = response && response.interrupts.find((/** @type {any} */ p) => pauseKey(p) === pauseKey(card.pause));
+  if (still) { // an approval a quorum counted: the pause waits for the others
+    const shown = still.view && still.view.approval;
+    card.stillOpen(still, shown ? `Your approval is counted: ${shown.progress}. ${shown.waiting_for}` : "");
+    updateOpen();
+    return;
   }
   const entries = await refreshAudit();
   card.markAnswered(entryOf(entries, card));
@@ -687,6 +708,17 @@ async function onFeedEvent(name, data) {
       // paused by another client while we watch: show that turn and its card (without taking focus)
       announce(`The agent is waiting for your answer: ${title}`);
       await catchUp();
+    }
+  } else if (name === "approval") { // one approval of several counted: the pause stays open, its progress moves on
+    await refreshSession(data.agent, data.session_id);
+    if (isHere()) {
+      const card = state.cards.get(pauseKey(data.entry));
+      if (card && card.open && !card.answering) {
+        const open = await state.api.get(`${sessionPath(data.agent, data.session_id)}/interrupts`);
+        const still = open.interrupts.find((/** @type {any} */ p) => pauseKey(p) === pauseKey(card.pause));
+        if (still) card.stillOpen(still, "");
+      }
+      await refreshAudit();
     }
   } else if (name === "answer") {
     await refreshSession(data.agent, data.session_id);

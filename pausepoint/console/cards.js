@@ -25,7 +25,7 @@ let counter = 0;
  *   deny: (card: InterruptCard, reason: string) => Promise<void>,
  *   validate: (tool: string, kind: "input" | "output", value: any) => Promise<{valid: boolean, errors: any[]}>,
  *   expired: (card: InterruptCard) => void,
- *   confirmAll: () => boolean, canAnswer: boolean}} CardContext
+ *   confirmAll: () => boolean, canAnswer: boolean, principal?: string}} CardContext
  */
 
 export class InterruptCard {
@@ -52,17 +52,28 @@ export class InterruptCard {
     const approval = tool ? tool.approval : null;
     const canEdit = !!(tool && tool.allow_input_edits);
 
+    // Under an approval policy: where the approval stands, and whether this person may give it
+    // (not the requester under separation of duties; not someone whose approval is counted).
+    const shown = view.approval || null;
+    this.mayApprove = !(shown && ctx.principal && shown.excluded.includes(ctx.principal));
+    this.canRespond = !shown || shown.decisions.includes("respond");
+    this.approvalBox = shown ? h("div", { class: "card-approval" }) : null;
+    this.renderApproval(shown);
+
     this.badge = h("span", { class: "badge badge-wait", text: ctx.canAnswer ? "Waiting for you" : "Waiting for an answer" });
     this.status = h("p", { class: "card-status", role: "status" });
     this.expiry = pause.expires_at ? h("p", { class: "card-expiry" }) : null;
 
     // -- what each answer does ------------------------------------------------------------------
     const selfPaused = tool && !tool.pauses_only;
+    const more = shown && shown.required > 1 ? shown.required - shown.approvals : 0;
     /** @type {Record<string, string>} */
     this.effects = {
       approve: !approval ? ""
+        : more > 1 ? `Your approval is counted (${shown.approvals + 1} of ${shown.required}); ${name} runs, on the input above, once ${more - 1} more approve.`
         : approval.kind === "restart" ? `${name} runs now, on the input above.`
         : `The agent is told: ${plainText(approval.output)}.`,
+      grant: shown && shown.grantable ? `${name} runs now, on the input above; later calls of ${name} in this session run without asking, until the grant is revoked.` : "",
       respond: selfPaused ? `${name} does not run: the agent gets your answer as its result.`
         : "The agent gets your answer.",
       edit: `${name} runs now, on the input as you edit it.`,
@@ -71,13 +82,18 @@ export class InterruptCard {
     };
 
     // -- actions --------------------------------------------------------------------------------
-    this.approveBtn = approval
+    this.approveBtn = approval && this.mayApprove
       ? h("button", { type: "button", class: "btn btn-approve", onclick: () => this.approve() }, "Approve")
       : null;
-    this.respondBtn = h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…");
-    this.editBtn = canEdit ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null;
+    this.grantBtn = approval && this.mayApprove && shown && shown.grantable
+      ? h("button", { type: "button", class: "btn", onclick: () => this.approve({ grant: true }) }, "Approve for this session")
+      : null;
+    this.respondBtn = this.canRespond
+      ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…") : null;
+    this.editBtn = canEdit && this.mayApprove
+      ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null;
     this.denyBtn = h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…");
-    this.actionsRow = h("div", { class: "card-actions" }, this.approveBtn, this.respondBtn, this.editBtn, this.denyBtn);
+    this.actionsRow = h("div", { class: "card-actions" }, this.approveBtn, this.grantBtn, this.respondBtn, this.editBtn, this.denyBtn);
 
     // -- the confirmation step ------------------------------------------------------------------
     this.confirmTitle = h("p", { class: "confirm-title", id: `${id}-confirm-title` });
@@ -126,11 +142,16 @@ export class InterruptCard {
       : null;
     const why = pause.metadata && typeof pause.metadata.reason === "string"
       ? h("p", { class: "card-why" }, h("strong", { text: "Why it paused: " }), pause.metadata.reason) : null;
-    this.effectLine = this.effects.approve
-      ? h("p", { class: "card-effect" }, h("strong", { text: "If you approve: " }), this.effects.approve)
-      : h("p", { class: "card-effect" }, "A plain yes cannot answer this: respond with a value, or deny.");
+    this.effectLine = !this.mayApprove
+      ? h("p", { class: "card-effect" }, shown && shown.approved_by.includes(ctx.principal)
+        ? "Your approval is counted: the others decide now (you may still deny)."
+        : "You asked for this call: someone else approves it (you may still deny).")
+      : this.effects.approve
+        ? h("p", { class: "card-effect" }, h("strong", { text: "If you approve: " }), this.effects.approve)
+        : h("p", { class: "card-effect" }, "A plain yes cannot answer this: respond with a value, or deny.");
     this.keysHint = h("p", { class: "card-keys", "aria-hidden": "true" },
-      "Selected · ", ...[approval ? ["a", "approve"] : null, ["r", "respond"], canEdit ? ["e", "edit"] : null, ["d", "deny"]]
+      "Selected · ", ...[this.approveBtn ? ["a", "approve"] : null, this.respondBtn ? ["r", "respond"] : null,
+        this.editBtn ? ["e", "edit"] : null, ["d", "deny"]]
         .filter(Boolean).flatMap((pair) => [h("kbd", { text: /** @type {string[]} */ (pair)[0] }), ` ${/** @type {string[]} */ (pair)[1]} · `]),
       h("kbd", { text: "Esc" }), " close");
     const details = h("details", { class: "card-details" },
@@ -151,7 +172,7 @@ export class InterruptCard {
         h("div", { class: "card-badges" }, this.badge, risk),
         h("h3", { id: `${id}-title`, class: "card-title", text: view.title }),
         view.summary ? h("p", { id: `${id}-summary`, class: "card-summary", text: view.summary }) : null),
-      fields, why, this.expiry,
+      fields, why, this.approvalBox, this.expiry,
       ctx.canAnswer ? this.effectLine : h("p", { class: "card-effect", text: "You may see this pause, but not answer it." }),
       ctx.canAnswer ? this.actionsRow : null,
       this.confirmBox, this.denyForm, this.respondForm, this.editForm,
@@ -235,7 +256,7 @@ export class InterruptCard {
     if (e.target !== this.el || !this.open || !this.ctx.canAnswer || this.answering) return;
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     const action = { a: "approve", d: "deny", r: "respond", e: "edit" }[e.key];
-    if (!action) return;
+    if (!action || (action === "respond" && !this.respondBtn)) return;
     e.preventDefault();
     if (action === "approve") this.approve({ fromKey: true });
     else this.openPanel(/** @type {"deny"|"respond"|"edit"} */ (action));
@@ -246,7 +267,7 @@ export class InterruptCard {
   /** @param {"deny" | "respond" | "edit"} kind */
   openPanel(kind) {
     if (!this.open || this.answering || !this.ctx.canAnswer) return;
-    if (kind === "edit" && !this.editForm) return;
+    if ((kind === "edit" && !this.editBtn) || (kind === "respond" && !this.respondBtn)) return;
     this.show(kind);
     const target = kind === "deny" ? this.reason : kind === "respond" ? this.respondSchema.first() : this.editSchema && this.editSchema.first();
     if (target) target.focus();
@@ -278,10 +299,57 @@ export class InterruptCard {
    * Approve: at once, or after the confirmation step when it must be confirmed.
    * @param {{fromKey?: boolean}} [how]
    */
-  approve({ fromKey = false } = {}) {
+  approve({ fromKey = false, grant = false } = {}) {
     if (!this.open || this.answering || !this.approveBtn) return;
+    if (grant && this.grantBtn) {
+      // a grant always asks first: it approves more than the call in front of the person
+      this.decide(`Approve “${this.view.title}” and later calls for this session?`, this.effects.grant,
+        [this.view.approval.grant_note], "Yes, approve for this session", () => this.ctx.approve(this, { grant: {} }),
+        true, "Approving for this session");
+      return;
+    }
     this.decide(`Approve “${this.view.title}”?`, this.effects.approve, [], "Yes, approve",
       () => this.ctx.approve(this, {}), fromKey, "Approving");
+  }
+
+  /**
+   * Where the approval stands: "1 of 2 approvals", who approved, who is still needed.
+   * @param {any} shown the view's `approval` (or null)
+   */
+  renderApproval(shown) {
+    if (!this.approvalBox || !shown) return;
+    const by = shown.approved_by.length ? ` · approved by ${shown.approved_by.join(", ")}` : "";
+    this.approvalBox.replaceChildren(
+      h("p", { class: "approval-progress" }, h("strong", { text: shown.progress }), by),
+      h("p", { class: "approval-waiting", text: shown.waiting_for }),
+      ...[shown.escalated, shown.offer, shown.grant_note].filter(Boolean).map((text) => h("p", { class: "approval-note", text })));
+    this.approvalBox.dataset.approvals = String(shown.approvals);
+    this.approvalBox.dataset.required = String(shown.required);
+  }
+
+  /**
+   * The pause is still open after this person's answer (a quorum counted their approval, or
+   * another approval arrived): show where it stands now; their own approval cannot be given twice.
+   * @param {any} pause the pending interrupt as the server now sends it
+   * @param {string} note
+   */
+  stillOpen(pause, note) {
+    this.pause = pause;
+    if (pause.view) this.view = pause.view;
+    const shown = this.view.approval || null;
+    this.renderApproval(shown);
+    if (this.answering) this.setBusy(false);
+    if (shown && this.ctx.principal && shown.excluded.includes(this.ctx.principal)) {
+      this.mayApprove = false;
+      this.badge.textContent = "Waiting for others";
+      for (const part of [this.approveBtn, this.grantBtn, this.editBtn]) if (part) part.remove();
+      this.approveBtn = this.grantBtn = this.editBtn = null;
+      this.effectLine.replaceChildren("Your approval is counted: the others decide now (you may still deny).");
+      for (const key of this.keysHint.querySelectorAll("kbd")) {
+        if (key.textContent === "a" || key.textContent === "e") { key.nextSibling?.remove(); key.remove(); }
+      }
+    }
+    if (note) this.setStatus(note, "note"); // (the feed's later word on the same approval keeps it)
   }
 
   /**

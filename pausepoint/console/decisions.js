@@ -7,7 +7,7 @@ import { humanize, localTime, plainText } from "./dom.js";
 /**
  * @typedef {{ref: string, pause_id?: string, name: string, decision: string, at: string, principal: string | null, via: string,
  *   output?: any, replace_input?: any, resumed_metadata?: any, reason?: string | null, call_ref?: string,
- *   input?: any, view?: any}} Entry
+ *   input?: any, view?: any, rule?: string | null, grant?: string | null, approvals?: number, required?: number}} Entry
  */
 
 /**
@@ -26,12 +26,23 @@ export function decisionLabel(entry) {
       return "Message";
     case "restart":
       if (entry.replace_input !== null && entry.replace_input !== undefined) return "Edited & approved";
+      if (entry.required && entry.required > 1) return `Approved (${entry.approvals} of ${entry.required})`;
       return entry.resumed_metadata && entry.resumed_metadata.tool_approved ? "Approved" : "Run again";
     case "respond":
       if (entry.output && entry.output.approved === true) return "Approved";
       if (entry.output && entry.output.approved === false) return "Not approved";
       return "Answered";
+    case "approve":
+      if (entry.via === "policy") return entry.rule ? "Approved by a rule" : "Approved by a grant";
+      return entry.required && entry.required > 1 ? `Approved (${entry.approvals} of ${entry.required})` : "Approved";
+    case "grant":
+      return "Granted";
+    case "revoke":
+      return "Grant revoked";
+    case "escalate":
+      return "Escalated";
     case "deny":
+      if (entry.via === "policy") return "Denied by a rule";
       return "Denied";
     case "cancel":
       return "Cancelled";
@@ -57,6 +68,10 @@ export function decisionTone(entry) {
  */
 export function decisionWho(entry) {
   if (entry.decision === "expire") return `Nobody answered in time · ${localTime(entry.at)}`;
+  if (entry.via === "policy") {
+    const by = entry.rule ? `the rule “${entry.rule}”` : `grant ${entry.grant || ""}`.trim();
+    return `by ${by} at ${localTime(entry.at)}`;
+  }
   const who = entry.principal ? `by ${entry.principal}` : "by an unnamed caller";
   return `${who} at ${localTime(entry.at)} · via ${entry.via}`;
 }

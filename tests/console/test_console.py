@@ -295,14 +295,19 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
 
     page.reload()  # the trail and the cards come from the server, not from this page's memory
     entries = page.locator(ANSWERS)
-    expect(entries).to_have_count(2)
-    expect(entries.locator(".badge")).to_have_text(["Denied", "Approved"])
-    expect(entries.locator(".audit-title")).to_have_text(["Transfer $6 to ben", "Transfer $5 to anna"])
-    expect(entries.locator(".audit-who")).to_have_text([re.compile(rf"^by alice at {CLOCK} · via http$")] * 2)
-    expect(entries.nth(0).locator(".audit-reason")).to_have_text("“Ben was paid already.”")
+    expect(entries).to_have_count(4)  # the yes also granted the transfer it described, which ran on that grant
+    expect(entries.locator(".badge")).to_have_text(["Approved by a grant", "Denied", "Granted", "Approved"])
+    expect(entries.locator(".audit-title")).to_have_text(
+        ["Transfer $5.00 to anna", "Transfer $6 to ben", "transfer_money", "Transfer $5 to anna"]
+    )
+    by_alice = re.compile(rf"^by alice at {CLOCK} · via http$")
+    expect(entries.locator(".audit-who")).to_have_text(
+        [re.compile(rf"^by grant \w+ at {CLOCK}$"), by_alice, by_alice, by_alice]
+    )
+    expect(entries.nth(1).locator(".audit-reason")).to_have_text("“Ben was paid already.”")
     assert not ISO.search(page.locator("#audit").inner_text())
-    entries.nth(1).locator("summary").click()
-    expect(entries.nth(1).locator(".json")).to_contain_text('"approved": true')
+    entries.nth(3).locator("summary").click()
+    expect(entries.nth(3).locator(".json")).to_contain_text('"approved": true')
     sent = page.locator("#audit .audit-message")  # who wrote into the session is in the trail too
     expect(sent.locator(".audit-who").last).to_have_text(re.compile(rf"^by alice at {CLOCK} · via http$"))
     panel = page.locator(".audit")

@@ -1,0 +1,165 @@
+"""Approval policies in the web console (real headless Chromium, a real server on loopback, a real
+SQLite file): a quorum's progress ("1 of 2 approvals", who still needs to approve) on the card,
+moving on live when another approver approves; the requester not offered an approval under
+separation of duties; "Approve for this session" granting later calls. The same story the
+Python API, REST and the terminal tell."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from pausepoint import Pausepoint
+from pausepoint.server import BearerTokens, OwnerPolicy, create_app
+from pausepoint.stores import SqliteSessionStore
+from tests.approval_apps import build, treasury
+from tests.console.conftest import Shots
+from tests.server.harness import serve_in_thread
+
+PEOPLE = ("alice", "bob", "carol", "dave")
+TOKENS = {f"{who}-token": who for who in PEOPLE}
+
+
+class Bank:
+    def __init__(self, url: str, ledger: list[str]) -> None:
+        self.url = url
+        self.ledger = ledger
+
+    def ask(self, app: str, text: str) -> dict[str, Any]:
+        """dave asks for something over HTTP (his own client)."""
+        reply = httpx.post(
+            f"{self.url}/{app}/v1/agents/bank/sessions",
+            json={"message": text},
+            headers={"Authorization": "Bearer dave-token"},
+        )
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> Iterator[Bank]:
+    """/quorum: two of treasury (alice, bob, carol) approve each transfer. /grants: one of
+    treasury who did not ask for it, who may approve later transfers for the session."""
+    ledger: list[str] = []
+
+    def factory() -> Starlette:
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        quorum, grants = Pausepoint(), Pausepoint()
+        build(store, treasury(quorum={"transfer_money": 2}), ledger=ledger, app=quorum)
+        build(store, treasury(grantable={"transfer_money": timedelta(days=1)}, separation_of_duties=True),
+              ledger=ledger, app=grants)  # fmt: skip
+        options: dict[str, Any] = {
+            "auth": BearerTokens(TOKENS),
+            "policy": OwnerPolicy({"alice", "bob", "carol"}),
+            "feed_interval": 0.2,
+        }
+        return Starlette(
+            routes=[Mount("/quorum", create_app(quorum, **options)), Mount("/grants", create_app(grants, **options))]
+        )
+
+    with serve_in_thread(factory) as url:
+        yield Bank(url, ledger)
+
+
+def open_session(page: Page, bank: Bank, app: str, who: str, session_id: str) -> None:
+    page.goto(f"{bank.url}/{app}/console/#token={who}-token&agent=bank&session={session_id}")
+    expect(page.locator("#who")).to_have_text(who)
+    expect(page.locator("#feed-state")).to_have_text("live")
+
+
+def test_a_quorum_shows_its_progress_and_who_still_needs_to_approve(bank: Bank, browser, shots: Shots):
+    paused = bank.ask("quorum", "pay 500 to savings")
+    alice, bob = browser.new_page(), browser.new_page()
+    open_session(alice, bank, "quorum", "alice", paused["session_id"])
+    open_session(bob, bank, "quorum", "bob", paused["session_id"])
+    card, bobs = alice.locator(".card"), bob.locator(".card")
+    approval = card.locator(".card-approval")
+    expect(approval.locator(".approval-progress")).to_have_text("0 of 2 approvals")
+    expect(approval.locator(".approval-waiting")).to_have_text(
+        "Waiting for 2 more approvals from treasury (alice, bob or carol)."
+    )
+    expect(card.locator(".card-effect")).to_have_text(
+        "If you approve: Your approval is counted (1 of 2); transfer_money runs, on the input above, "
+        "once 1 more approve."
+    )
+    expect(card.get_by_role("button", name="Respond…")).to_have_count(0)  # approve or deny: no made-up result
+    expect(card.get_by_role("button", name="Approve for this session")).to_have_count(0)  # no grant for a quorum
+    shots(alice, "waiting")
+
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(approval.locator(".approval-progress")).to_have_text("1 of 2 approvals · approved by alice")
+    expect(card).to_have_attribute("data-state", "open")
+    expect(card.locator(".card-status")).to_have_text(
+        "Your approval is counted: 1 of 2 approvals. Waiting for 1 more approval from treasury (bob or carol)."
+    )
+    expect(card.get_by_role("button", name="Approve", exact=True)).to_have_count(0)  # not twice
+    expect(card.get_by_role("button", name="Deny…")).to_be_visible()
+    assert bank.ledger == []
+    shots(alice, "counted")
+
+    # bob's console moved on live (the feed), and shows him as the one still needed
+    expect(bobs.locator(".approval-progress")).to_have_text("1 of 2 approvals · approved by alice")
+    expect(bobs.locator(".approval-waiting")).to_have_text("Waiting for 1 more approval from treasury (bob or carol).")
+    shots(bob, "bob sees it")
+    bobs.get_by_role("button", name="Approve", exact=True).click()
+    expect(bobs).to_have_attribute("data-state", "answered")
+    expect(bobs.locator(".card-status")).to_have_text(re.compile(r"^Approved \(2 of 2\) by bob at .* · via http$"))
+    expect(bob.locator(".msg-model .msg-body").last).to_contain_text("sent 500 to savings")
+    assert bank.ledger == ["500->savings"]
+    expect(bob.locator("#audit .audit-entry:not(.audit-message)")).to_have_count(2)
+    expect(bob.locator("#audit")).to_contain_text("Approved (1 of 2)")
+    shots(bob, "resolved")
+    expect(card).not_to_have_attribute("data-state", "open")  # alice's card settles from the feed
+
+
+def test_approve_for_this_session_grants_later_calls_and_the_requester_may_not_approve(
+    bank: Bank, browser, shots: Shots
+):
+    paused = bank.ask("grants", "pay 500 to savings")
+    dave = browser.new_page()
+    open_session(dave, bank, "grants", "dave", paused["session_id"])
+    own = dave.locator(".card")
+    expect(own.locator(".approval-waiting")).to_have_text(
+        "Waiting for an approval from treasury (alice, bob or carol); not from dave, who asked for it."
+    )
+    expect(own.locator(".card-effect")).to_have_text(
+        "You asked for this call: someone else approves it (you may still deny)."
+    )
+    expect(own.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    shots(dave, "requester")
+
+    alice = browser.new_page()
+    open_session(alice, bank, "grants", "alice", paused["session_id"])
+    card = alice.locator(".card")
+    expect(card.locator(".approval-note")).to_have_text(
+        "An approval may also approve later calls of transfer_money in this session."
+    )
+    card.get_by_role("button", name="Approve for this session").click()
+    confirm = card.locator(".card-confirm")
+    expect(confirm).to_contain_text("and later calls for this session?")
+    expect(confirm).to_contain_text("later calls of transfer_money in this session run without asking")
+    shots(alice, "grant confirm")
+    assert bank.ledger == []  # a grant always asks first
+    confirm.get_by_role("button", name="Yes, approve for this session").click()
+    expect(card).to_have_attribute("data-state", "answered")
+    assert bank.ledger == ["500->savings"]
+    expect(alice.locator("#audit")).to_contain_text("Granted")
+
+    headers = {"Authorization": "Bearer dave-token"}
+    url = f"{bank.url}/grants/v1/agents/bank/sessions/{paused['session_id']}"
+    later = httpx.post(f"{url}/messages", json={"message": "pay 20 to x"}, headers=headers).json()
+    assert later["finish_reason"] == "stop" and bank.ledger == ["500->savings", "20->x"]  # by alice's grant
+    [grant] = httpx.get(f"{url}/grants", headers=headers).json()["grants"]
+    assert (grant["principal"], grant["bounds"], grant["used"]) == ("alice", None, 1)
+    alice.reload()
+    expect(alice.locator("#audit")).to_contain_text("Approved by a grant")
+    shots(alice, "granted")
