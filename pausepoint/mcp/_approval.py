@@ -29,9 +29,7 @@ log = logging.getLogger("pausepoint")
 Rule: TypeAlias = bool | Callable[[dict[str, Any]], bool]
 
 #: what ``mcp_tools(requires_approval=...)`` takes: see ``rule_for``
-ApprovalSpec: TypeAlias = (
-    bool | Collection[str] | Mapping[str, Rule] | Callable[[str, dict[str, Any]], bool]
-)
+ApprovalSpec: TypeAlias = bool | Collection[str] | Mapping[str, Rule] | Callable[[str, dict[str, Any]], bool]
 
 
 def rule_for(spec: ApprovalSpec, mcp_name: str) -> Rule:
@@ -56,14 +54,12 @@ def rule_for(spec: ApprovalSpec, mcp_name: str) -> Rule:
 
 def unknown_names(spec: ApprovalSpec) -> set[str]:
     """The tool names ``spec`` mentions (for checking them against the server's tools)."""
-    if isinstance(spec, bool) or callable(spec) and not isinstance(spec, Mapping):
+    if isinstance(spec, bool) or (callable(spec) and not isinstance(spec, Mapping)):
         return set()
     return set(spec)
 
 
-def approval_gate(
-    rule: Rule, arguments: dict[str, Any], ctx: ToolRunContext, about: dict[str, Any]
-) -> None:
+def approval_gate(rule: Rule, arguments: dict[str, Any], ctx: ToolRunContext, about: dict[str, Any]) -> None:
     """Raise ``Interrupt`` (the call pauses before it reaches the server) unless ``rule`` lets
     the call through or the call was restarted with approval (see the module docstring).
 

@@ -219,7 +219,13 @@ class McpConnection:
                 server=self.name,
                 mcp_code=exc.code,
             ) from exc
-        except (OSError, httpx2.HTTPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        except (
+            OSError,
+            httpx2.HTTPError,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+            anyio.EndOfStream,
+        ) as exc:
             self._drop(live)
             raise McpUnavailable(
                 f"MCP server {self.name!r}: the connection failed while {doing} ({type(exc).__name__}: {exc}); "
@@ -340,4 +346,3 @@ def _root(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-

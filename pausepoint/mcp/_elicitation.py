@@ -130,4 +130,3 @@ def responses(answers: dict[str, Any]) -> types.InputResponses:
         else:
             found[key] = types.ElicitResult(action=value["action"], content=value.get("content"))
     return found
-

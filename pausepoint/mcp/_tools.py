@@ -137,7 +137,11 @@ class McpTool(Tool):
         raise AssertionError("McpTool.run calls the server itself")
 
     async def _rounds(
-        self, arguments: dict[str, Any], round_state: dict[str, Any] | None, about: dict[str, Any], approved: bool = False
+        self,
+        arguments: dict[str, Any],
+        round_state: dict[str, Any] | None,
+        about: dict[str, Any],
+        approved: bool = False,
     ) -> Any:
         """Call the tool, sending a round's answers if there are any, until it has a result or
         a question for a person (raised as an ``Interrupt``)."""
@@ -217,7 +221,9 @@ def _text(content: list[types.ContentBlock]) -> str:
 
 
 def _title(name: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").replace(".", "_").split("_")) + "Input"
+    return (
+        "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").replace(".", "_").split("_")) + "Input"
+    )
 
 
 async def load_tools(
@@ -233,16 +239,18 @@ async def load_tools(
     """The server's tools as ``McpTool``s (see ``Pausepoint.mcp_tools`` for the options)."""
     if not isinstance(connection, McpConnection):
         raise DefinitionError(f"mcp_tools() takes an McpConnection (McpConnection.stdio/.http), not {connection!r}")
-    for option, value in (("include", include), ("exclude", exclude), ("idempotent", idempotent)):
+    given: dict[str, object] = {"include": include, "exclude": exclude, "idempotent": idempotent}
+    given["allow_input_edits"] = allow_input_edits
+    for option_name, value in given.items():
         if isinstance(value, str):
-            raise DefinitionError(f"{option} takes a collection of tool names, not one string")
+            raise DefinitionError(f"{option_name} takes a collection of tool names, not one string")
     offered = await connection.list_tools()
     names = {t.name for t in offered}
     named = set(exclude) | (set(include) if include is not None and not callable(include) else set())
     named |= unknown_names(requires_approval)
-    for option in (idempotent, allow_input_edits):
-        if not isinstance(option, bool):
-            named |= set(option)
+    for flags in (idempotent, allow_input_edits):
+        if not isinstance(flags, bool):
+            named |= set(flags)
     missing = sorted(named - names)
     if missing:
         raise DefinitionError(

@@ -157,7 +157,9 @@ async def test_a_pause_taken_on_a_tool_the_server_changed_since_is_refused(ledge
     # a new process: the same agent definition, but the server now wants a memo
     ai2 = Pausepoint()
     changed = stdio_bank(ledger, BANK_VERSION="2")
-    agent2 = gated_agent(ai2, await ai2.mcp_tools_async(changed, requires_approval=True), SqliteSessionStore(store_path))
+    agent2 = gated_agent(
+        ai2, await ai2.mcp_tools_async(changed, requires_approval=True), SqliteSessionStore(store_path)
+    )
     with pytest.raises(ToolDefinitionChanged, match="'transfer' changed since it paused"):
         await agent2.chat(chat.session_id).resume(restart=[agent2.approval(pause)])
     assert ledger.entries() == []
