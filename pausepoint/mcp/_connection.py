@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,7 +81,7 @@ class McpConnection:
         self._live: _Live | None = None
         #: called when the server says its tool list changed (``notifications/tools/list_changed``)
         self.on_tools_changed: list[Callable[[], None]] = []
-        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     @classmethod
     def stdio(

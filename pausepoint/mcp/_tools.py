@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -48,7 +49,7 @@ class _Catalog:
         self.connection = connection
         self.tools: dict[str, McpTool] = {}  # by the server's name
         self._checked: object = None  # the connection (its live state) last compared
-        self._lock: asyncio.Lock | None = None
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
         connection.on_tools_changed.append(self.stale)
 
     def stale(self) -> None:
@@ -58,9 +59,8 @@ class _Catalog:
         """Compare the server's listing with the definitions once per connection."""
         if self._checked is not None and self._checked is self.connection._live:
             return
-        if self._lock is None or self._lock._loop is not asyncio.get_running_loop():  # type: ignore[attr-defined]
-            self._lock = asyncio.Lock()
-        async with self._lock:
+        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
             if self._checked is not None and self._checked is self.connection._live:
                 return
             offered = {t.name: t for t in await self.connection.list_tools()}

@@ -165,3 +165,13 @@ async def test_served_over_stdio_by_the_cli() -> None:
             client, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=pause["ref"], decision="approve"
         )
         assert done["text"] == "Transferred $500.00 to savings."
+
+
+async def test_the_consoles_validate_route_checks_an_mcp_tools_input_with_its_json_schema(served: str) -> None:
+    url = f"{served}/v1/agents/{AGENT}/tools/transfer_money/validate"
+    async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}) as http:
+        bad = (await http.post(url, json={"input": {"amount": [1], "to_account": "savings"}})).json()
+        good = (await http.post(url, json={"input": {"amount": "12.50", "to_account": "savings"}})).json()
+    assert bad["valid"] is False
+    assert [(e["path"], e["pointer"], e["type"]) for e in bad["errors"]] == [(["amount"], "/amount", "json_schema")]
+    assert good == {"valid": True, "errors": [], "value": {"amount": "12.50", "to_account": "savings"}}
