@@ -4,7 +4,10 @@ Four tools, each a thin door onto ``Chat`` (so every promise of a pause holds, a
 trail says ``via="mcp"`` and who):
 
 - ``list_agents()``: the agents, what they do, and their tools;
-- ``send_message(agent, text, session_id?)``: one turn; the reply, and the pauses it left;
+- ``send_message(agent, text, session_id?, ask?)``: one turn; the reply, and the pauses it left
+  — or, with ``ask=true``, each pause put to the client as a question (MCP elicitation: on a
+  2026-07-28 connection the tool *returns* its questions and the client calls again with the
+  answers), so the person at the client approves in its own UI and gets the final reply;
 - ``list_pending(agent?)``: the pauses waiting for the caller (an approvals inbox);
 - ``answer_pause(agent, session_id, ref, decision, ...)``: approve, deny or respond to one
   pause (``pause_id``: that pause only; ``idempotency_key``: a retry gets the first outcome).
@@ -23,18 +26,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._agent import Agent
 from .._app import Pausepoint
 from .._chat import Chat
-from .._interrupts import PendingInterrupt, ToolResponse
+from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._response import AgentResponse
-from ..errors import Forbidden, NotFound, PausepointError, SessionNotFound
+from ..errors import Forbidden, InvalidAnswer, NotFound, PausepointError, SessionNotFound
 from ..stores import SessionSummary
 
 __all__ = ["mcp_server"]
@@ -93,19 +100,105 @@ class _Doors:
             {"name": a.name, "description": a.description, "tools": sorted(a.tools)} for a in self.ai.agents.values()
         ]
 
-    async def send_message(self, agent: str, text: str, ctx: Context, session_id: str | None = None) -> dict[str, Any]:
+    async def send_message(
+        self, agent: str, text: str, ctx: Context, session_id: str | None = None, ask: bool = False
+    ) -> dict[str, Any] | types.InputRequiredResult:
         """Send a message to an agent and get its reply. Without session_id a new conversation
         starts; the reply's session_id continues it. If the reply lists pauses, tool calls wait
-        for a person: answer each with answer_pause."""
+        for a person: answer each with answer_pause — or pass ask=true to be asked about them
+        here (approve or deny each, or give the answer asked for) and get the final reply."""
         who = await self._who(ctx)
         found = self._agent(agent)
         async with _errors():
+            carried = _carried(ctx.request_state, found.name)
+            if carried is not None:  # a later round: the client answered what we asked
+                return await self._answered(found, who, carried, ctx.input_responses or {})
             if session_id is None:
                 chat = found.chat(principal=who)
+                session_id = chat.session_id
+                res = await chat.send(text, principal=who, via=VIA)
             else:
                 summary = await self._to_message(found, session_id, who)
-                chat = Chat(found, session_id, who, new=summary is None)
-            return _turn(found, chat.session_id, await chat.send(text, principal=who, via=VIA))
+                res = await Chat(found, session_id, who, new=summary is None).send(text, principal=who, via=VIA)
+        if ask and res.interrupts and _can_ask(ctx):
+            asking = _questions(found, session_id, who, res.interrupts)
+            if asking is not None:
+                return asking
+        return _turn(found, session_id, res)
+
+    async def _answered(
+        self, agent: Agent, who: str, carried: dict[str, Any], responses: dict[str, Any]
+    ) -> dict[str, Any] | types.InputRequiredResult:
+        """A later round of ``send_message(ask=true)``: the client's answers, applied in one
+        resume; the turn that follows (which may ask again). An answer the pause does not accept
+        answers nothing: the questions are put again, saying why."""
+        session_id = str(carried["session_id"])
+        if carried.get("principal") != who:  # the state was minted for someone else's round
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        summary = await self._visible(agent, session_id, who)
+        if not self.policy.can_answer(who, summary):
+            raise Forbidden(f"{who!r} may not answer pauses of session {session_id!r}", session_id=session_id)
+        chat = agent.chat(session_id, principal=who)
+        try:
+            res = await self._client_answers(agent, chat, who, carried, responses)
+        except InvalidAnswer as exc:
+            refs = {asked["ref"] for asked in carried["pauses"].values()}
+            again = [p for p in await chat.interrupts() if p.ref in refs]
+            asking = _questions(agent, session_id, who, again, refused=exc.message)
+            if asking is None:
+                raise
+            return asking
+        if res is None:  # the person dismissed every question: the pauses stay open, listed
+            return _turn(agent, session_id, await _last(chat))
+        return _turn(agent, session_id, res)
+
+    async def _client_answers(
+        self, agent: Agent, chat: Chat, who: str, carried: dict[str, Any], responses: dict[str, Any]
+    ) -> AgentResponse | None:
+        """Answer the pauses we asked the client about, as it answered them (one resume; a
+        retried round carries the same state and answers, so it gets the first outcome; other
+        answers to a pause already answered are refused). None when every question was
+        dismissed (MCP cancel) or left unanswered: nothing is answered."""
+        live = {p.ref: p for p in await chat.interrupts()}
+        respond: list[ToolResponse] = []
+        restart: list[ToolRestart] = []
+        for key, asked in carried["pauses"].items():
+            answer = responses.get(key)
+            if not isinstance(answer, types.ElicitResult) or answer.action == "cancel":
+                continue  # not answered here: the pause stays open
+            pause = live.get(asked["ref"])
+            if pause is None or pause.pause_id != asked["pause_id"]:
+                # answered (or replaced) since it was asked: resume() says so, or a retry of this
+                # very round gets its first outcome by the idempotency key
+                pause = PendingInterrupt(
+                    name=asked["tool"], ref=asked["ref"], input=None, metadata=None, paused_at=agent.clock(),
+                    pause_id=asked["pause_id"],
+                )  # fmt: skip
+            content = dict(answer.content or {})
+            if answer.action == "decline":
+                respond.append(pause.deny("declined at the MCP client"))
+            elif asked["kind"] == "respond":
+                respond.append(pause.respond(content))  # checked against the question by resume()
+            elif content.get("decision") == "deny":
+                respond.append(pause.deny(str(content.get("reason") or "denied at the MCP client")))
+            elif content.get("decision") == "approve":
+                given = agent.approval(pause)
+                if isinstance(given, ToolResponse):
+                    respond.append(given)
+                else:
+                    restart.append(given)
+            else:
+                raise InvalidAnswer(
+                    f"the answer to {asked['tool']!r} must be a decision, 'approve' or 'deny'",
+                    ref=asked["ref"],
+                )
+        if not respond and not restart:
+            return None
+        answers = {k: v.model_dump(mode="json") for k, v in sorted(responses.items()) if k in carried["pauses"]}
+        digest = hashlib.sha256(json.dumps([carried, answers], sort_keys=True).encode()).hexdigest()[:32]
+        return await chat.resume(
+            respond=respond, restart=restart, principal=who, via=VIA, idempotency_key=f"mcp-ask-{digest}"
+        )
 
     async def list_pending(self, ctx: Context, agent: str | None = None) -> list[dict[str, Any]]:
         """The pauses waiting for you (an approvals inbox), newest sessions first."""
@@ -211,6 +304,83 @@ async def _errors() -> Any:
         raise ToolError(f"{exc.code}: {exc.message}") from exc
     except (TypeError, ValueError) as exc:
         raise ToolError(f"invalid_request: {exc}") from exc
+
+
+_MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+_DECISION = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "enum": ["approve", "deny"], "title": "Approve or deny"},
+        "reason": {"type": "string", "title": "Reason (for a denial)"},
+    },
+    "required": ["decision"],
+}
+
+
+def _can_ask(ctx: Context) -> bool:
+    """Whether this call may return questions: a 2026-07-28 connection (the tool returns them;
+    nothing is held open) from a client that answers form elicitations."""
+    if ctx.protocol_version not in _MODERN:
+        return False
+    capabilities = ctx.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+def _questions(
+    agent: Agent, session_id: str, who: str, pauses: list[PendingInterrupt], *, refused: str | None = None
+) -> types.InputRequiredResult | None:
+    """The pauses a person at the client can answer in a form, as MCP elicitations (None: none
+    can be: they stay listed for answer_pause). A server's question keeps its own schema; a
+    pause that a yes approves asks approve or deny. ``refused``: why the last answers were not
+    accepted (said in each question asked again)."""
+    asked: dict[str, Any] = {}
+    requests: dict[str, types.InputRequest] = {}
+    for index, pause in enumerate(pauses):
+        question = (pause.metadata or {}).get("elicitation")
+        view = agent.view(pause)
+        if isinstance(question, dict):
+            if "requested_schema" not in question:
+                continue  # a URL to visit: listed, not asked
+            kind, schema, message = "respond", question["requested_schema"], str(question.get("message", view.title))
+        else:
+            try:
+                agent.approval(pause)
+            except ValueError:
+                continue  # more than a yes: answered with answer_pause
+            kind, schema = "approve", _DECISION
+            message = f"{view.title}: {view.summary} (risk: {view.risk}). Approve?"
+        if refused is not None:
+            message = f"Your answer was not accepted ({refused}). {message}"
+        key = f"pause{index}"
+        asked[key] = {"ref": pause.ref, "pause_id": pause.pause_id, "tool": pause.name, "kind": kind}
+        requests[key] = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        )
+    if not requests:
+        return None
+    state = json.dumps({"agent": agent.name, "session_id": session_id, "principal": who, "pauses": asked})
+    return types.InputRequiredResult(input_requests=requests, request_state=state)
+
+
+def _carried(state: str | None, agent: str) -> dict[str, Any] | None:
+    """What a round of ``send_message(ask=true)`` left for the next one (sealed by the SDK on the
+    wire, so it is what this server wrote), or None on a first round."""
+    if not state:
+        return None
+    try:
+        carried = json.loads(state)
+    except ValueError:
+        return None
+    if not isinstance(carried, dict) or carried.get("agent") != agent:
+        return None
+    return carried
+
+
+async def _last(chat: Chat) -> AgentResponse:
+    last = await chat.last_response()
+    if last is None:
+        raise NotFound(f"no turn in session {chat.session_id!r}")
+    return last
 
 
 def _name_of(history: list[Any], ref: str) -> str:
