@@ -4,7 +4,8 @@ from ._agent import Agent, deny_on_expiry
 from ._app import Pausepoint
 from ._chat import Chat
 from ._detach import DetachedTurn, TurnStatus
-from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from ._grants import Grant, GrantInfo
+from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import JsonLimits
 from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ._models import (
@@ -19,7 +20,8 @@ from ._models import (
     ToolDefinition,
     Usage,
 )
-from ._presentation import PauseDisplay, PauseField, PauseView
+from ._policy import ApprovalPolicy, Escalation, Role, Rule
+from ._presentation import ApprovalView, PauseDisplay, PauseField, PauseView
 from ._response import AgentFinishReason, AgentResponse
 from ._streaming import (
     InterruptChunk,
@@ -38,10 +40,16 @@ __all__ = [
     "Agent",
     "AgentFinishReason",
     "AgentResponse",
+    "ApprovalPolicy",
+    "ApprovalStatus",
+    "ApprovalView",
     "AuditEntry",
     "Chat",
     "DetachedTurn",
+    "Escalation",
     "FunctionModel",
+    "Grant",
+    "GrantInfo",
     "Interrupt",
     "InterruptChunk",
     "JsonLimits",
@@ -58,6 +66,8 @@ __all__ = [
     "Pausepoint",
     "PendingInterrupt",
     "Plugin",
+    "Role",
+    "Rule",
     "TextChunk",
     "TextDelta",
     "TextPart",

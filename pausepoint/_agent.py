@@ -9,6 +9,7 @@ the store's conditional append keeps them safe.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import weakref
 from collections import OrderedDict
@@ -20,10 +21,12 @@ from ._approval import approval_for
 from ._chat import Chat
 from ._detach import Running
 from ._events import EVENT_KINDS
+from ._grants import Grant
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import JsonLimits
 from ._models import Model, ToolDefinition
-from ._presentation import PauseView, expiry_note, render
+from ._policy import ApprovalPolicy
+from ._presentation import PauseView, approval_view, expiry_note, render
 from ._records import decode_record
 from ._response import AgentResponse
 from ._session import SessionState
@@ -70,6 +73,8 @@ class Agent:
         abort_poll: float = 0.5,
         webhooks: Sequence[Webhook] = (),
         telemetry: Telemetry | None = None,
+        approval: ApprovalPolicy | None = None,
+        known_tools: set[str] | None = None,
     ) -> None:
         if max_turns < 1:
             raise DefinitionError(f"agent {name!r}: max_turns must be at least 1")
@@ -99,6 +104,8 @@ class Agent:
                 raise DefinitionError(f"agent {name!r}: two tools are named {tool.name!r}")
             self.tools[tool.name] = tool
         self.tool_definitions: list[ToolDefinition] = [t.definition for t in tools]
+        self._known_tools = set(self.tools) | (known_tools or set())
+        self.approval_policy = approval or ApprovalPolicy()
         self.webhooks = [w for w in webhooks if w.agents is None or name in w.agents]
         self.telemetry = telemetry or Telemetry(tracing=False)
         # Which webhooks each event kind goes to; None when the store keeps no events.
@@ -116,6 +123,27 @@ class Agent:
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={self.model.name}>"
 
+    @property
+    def approval_policy(self) -> ApprovalPolicy:
+        """Who approves which of this agent's calls, and what decides without a person (the
+        agent's ``ApprovalPolicy``, then the app's). Assign a new policy to change it (the
+        settings a pause was made with stay with that pause)."""
+        return self._approval_policy
+
+    @approval_policy.setter
+    def approval_policy(self, policy: ApprovalPolicy) -> None:
+        if not isinstance(policy, ApprovalPolicy):
+            raise DefinitionError(f"agent {self.name!r}: approval must be an ApprovalPolicy, not {policy!r}")
+        policy.check_tools(self.tools, self._known_tools, self.name)
+        self._approval_policy = policy
+        # Whether the policy (or a tool) has any say at all: if not, the turn loop skips it.
+        self._judged = bool(
+            policy.rules
+            or policy.roles
+            or policy._separate_tools
+            or any(t.requires_approval is not False or t.approves is not None for t in self.tools.values())
+        )
+
     def chat(self, session_id: str | None = None, *, principal: str | None = None) -> Chat:
         """A chat on a new session, or on the session ``session_id``.
 
@@ -127,22 +155,25 @@ class Agent:
         """
         return Chat(self, session_id, principal)
 
-    def approval(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart:
+    def approval(self, interrupt: PendingInterrupt, *, grant: Grant | None = None) -> ToolResponse | ToolRestart:
         """The answer that approves ``interrupt``, as the console and the terminal chat give it.
 
         For an interrupt-only tool (``define_interrupt``): a response saying yes, fitted to its
-        output schema (``{"approved": True}`` without one). For a tool that paused itself: a
-        restart with ``resumed_metadata={"tool_approved": True}``. Raises ``ValueError`` when
-        the tool is unknown or its output schema needs more than a yes (answer it explicitly).
+        output schema (``{"approved": True}`` without one). For a tool that paused itself, or a
+        call paused for approval: a restart with ``resumed_metadata={"tool_approved": True}``
+        (the call runs with exactly the input shown). ``grant`` approves later calls too. Raises
+        ``ValueError`` when the tool is unknown or its output schema needs more than a yes
+        (answer it explicitly).
         """
         tool = self.tools.get(interrupt.name)
         if tool is None:
             raise ValueError(f"agent {self.name!r} has no tool {interrupt.name!r}")
-        return approval_for(tool, interrupt)
+        return approval_for(tool, interrupt, grant)
 
     def view(self, interrupt: PendingInterrupt) -> PauseView:
         """How ``interrupt`` reads to the person deciding on it: title, summary, the input fields
-        that matter, risk, and what happens if nobody answers in time.
+        that matter, risk, what happens if nobody answers in time, and — for a pause the approval
+        policy governs — where its approval stands ("1 of 2 approvals", who may still decide).
 
         Rendered from the tool's ``PauseDisplay`` (or defaults from its input schema); the REST
         API, the console and the terminal chat all show this. Never raises.
@@ -150,8 +181,12 @@ class Agent:
         expiry = expiry_note(self.on_expiry, deny_on_expiry) if interrupt.expires_at is not None else None
         tool = self.tools.get(interrupt.name)
         if tool is None:
-            return render(None, None, interrupt.name, interrupt.input, on_expiry=expiry)
-        return tool.view(interrupt.input, on_expiry=expiry)
+            view = render(None, None, interrupt.name, interrupt.input, on_expiry=expiry)
+        else:
+            view = tool.view(interrupt.input, on_expiry=expiry)
+        if interrupt.approval is None:
+            return view
+        return dataclasses.replace(view, approval=approval_view(interrupt, self.approval_policy, self.tools))
 
     async def list_sessions(
         self,

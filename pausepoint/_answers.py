@@ -12,14 +12,17 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
 
+from ._gate import review
+from ._grants import Grant
 from ._interrupts import ToolResponse, ToolRestart
 from ._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, json_text
-from ._records import CallAnswered
+from ._policy import ApprovalPolicy
+from ._records import ApprovalPaused, CallAnswered, PauseEscalated, Record
 from ._session import Pause, SessionState
 from ._tools import Tool, jsonable
 from ._views import pending_interrupt
@@ -36,7 +39,7 @@ from .errors import (
     UnknownInterrupt,
 )
 
-__all__ = ["AnswerContext", "check_answers", "expiry_claims", "prepare_answers", "request_hash"]
+__all__ = ["AnswerContext", "check_answers", "escalates", "expiry_claims", "prepare_answers", "request_hash"]
 
 Answer = ToolResponse | ToolRestart
 
@@ -101,8 +104,12 @@ def prepare_answers(
             if extra is not None:
                 at = ("respond", index, "metadata")
                 extra = _metadata(extra, limits)
-            if output is not response.output or extra is not response.metadata:
-                response = replace(response, output=output, metadata=extra)
+            grant = response.grant
+            if grant is not None:
+                at = ("respond", index, "grant")
+                grant = _grant(grant, limits)
+            if output is not response.output or extra is not response.metadata or grant is not response.grant:
+                response = replace(response, output=output, metadata=extra, grant=grant)
             answers.append(response)
         for index, again in enumerate(restart):
             ref = again.ref
@@ -113,8 +120,16 @@ def prepare_answers(
             if resumed is not None:
                 at = ("restart", index, "resumed_metadata")
                 resumed = _metadata(resumed, limits)
-            if new_input is not again.replace_input or resumed is not again.resumed_metadata:
-                again = replace(again, replace_input=new_input, resumed_metadata=resumed)
+            grant = again.grant
+            if grant is not None:
+                at = ("restart", index, "grant")
+                grant = _grant(grant, limits)
+            if (
+                new_input is not again.replace_input
+                or resumed is not again.resumed_metadata
+                or grant is not again.grant
+            ):
+                again = replace(again, replace_input=new_input, resumed_metadata=resumed, grant=grant)
             answers.append(again)
     except NotJsonData as exc:
         exc.root = _path(at)
@@ -138,6 +153,19 @@ def _check_names(answer: Answer, at: tuple[Any, ...], limits: JsonLimits) -> Non
         except NotJsonData as exc:
             exc.root = _path((*at, name))
             raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **exc.details()) from None
+
+
+def _grant(given: Any, limits: JsonLimits) -> Grant:
+    if not isinstance(given, Grant):
+        raise NotJsonData(f"must be a Grant, not {type(given).__name__}", "json_type")
+    grant: Grant = given
+    if grant.tool is not None:
+        json_text(grant.tool, limits)
+    if grant.bounds is not None:
+        bounds = json_data(grant.bounds, limits)
+        if bounds is not grant.bounds:
+            grant = replace(grant, bounds=bounds)
+    return grant
 
 
 def _metadata(value: Any, limits: JsonLimits) -> dict[str, Any]:
@@ -165,18 +193,26 @@ def check_answers(
     ctx: AnswerContext,
     *,
     allow_changed_tools: bool = False,
-) -> list[CallAnswered]:
-    """The claim records for ``answers`` (from ``prepare_answers``), or a ``ResumeRefused``
-    error; all or nothing."""
-    claims: list[CallAnswered] = []
+    policy: ApprovalPolicy | None = None,
+) -> list[Record]:
+    """The records ``answers`` (from ``prepare_answers``) make — the claims of the pauses they
+    resolve, approvals counted towards a quorum, grants given — or a ``ResumeRefused`` error;
+    all or nothing. ``policy`` decides who may answer what (see ``_gate.review``)."""
+    records: list[Record] = []
     seen: set[str] = set()
     for answer in answers:
         pause = _locate(state, answer)
         if pause.record.ref in seen:
             raise DuplicateAnswer(f"this resume answers {answer.ref!r} twice", ref=answer.ref)
         seen.add(pause.record.ref)
-        claims.append(_check_one(state, pause, answer, tools, ctx, allow_changed_tools))
-    return claims
+        claim = _check_one(state, pause, answer, tools, ctx, allow_changed_tools)
+        if policy is not None and (
+            isinstance(pause.record, ApprovalPaused) or answer.grant is not None or policy.governs(claim.name)
+        ):
+            records.extend(review(policy, state, pause, answer, claim, tools, ctx.limits))
+        else:
+            records.append(claim)
+    return records
 
 
 def _locate(state: SessionState, answer: Answer) -> Pause:
@@ -239,8 +275,8 @@ def _check_one(
         raise StaleInterrupt(
             f"the pause of call {ref!r} belongs to turn {paused.turn}; the session is at turn {state.turn}", ref=ref
         )
-    if paused.expires_at is not None and paused.expires_at <= ctx.now:
-        raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {paused.expires_at.isoformat()}", ref=ref)
+    if pause.expires_at is not None and pause.expires_at <= ctx.now:
+        raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {pause.expires_at.isoformat()}", ref=ref)
     tool = tools.get(name)
     if tool is None:
         raise ToolDefinitionChanged(f"tool {name!r} paused in this session is no longer defined on the agent", ref=ref)
@@ -316,22 +352,45 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]
     return {**a, **b}
 
 
+def escalates(pause: Pause) -> bool:
+    """Whether the pause, once expired, is handed to other approvers rather than resolved."""
+    record = pause.record
+    return isinstance(record, ApprovalPaused) and pause.level < len(record.approval.escalation)
+
+
 def expiry_claims(
     state: SessionState,
     now: datetime,
     policy: Any,
     principal: str | None = None,
     limits: JsonLimits = DEFAULT_LIMITS,
-) -> list[CallAnswered]:
-    """Claims resolving every open pause whose time-to-live has passed, by the expiry policy.
+) -> list[CallAnswered | PauseEscalated]:
+    """Records settling every open pause whose time-to-live has passed.
 
-    ``policy(interrupt)`` returns the output the model receives for the expired call (when it
-    returns something a session cannot keep, the model is told the pause expired, and why the
-    policy's output is missing).
+    A pause the approval policy escalates goes to the next step's roles (``PauseEscalated``,
+    with their time-to-live); any other is resolved by the expiry policy: ``policy(interrupt)``
+    returns the output the model receives for the expired call (when it returns something a
+    session cannot keep, the model is told the pause expired, and why the policy's output is
+    missing).
     """
-    claims = []
+    claims: list[CallAnswered | PauseEscalated] = []
     for pause in state.expired(now):
         record = pause.record
+        if escalates(pause):
+            assert isinstance(record, ApprovalPaused)
+            step = record.approval.escalation[pause.level]
+            claims.append(
+                PauseEscalated(
+                    ref=record.ref,
+                    call_ref=record.call_ref,
+                    name=record.name,
+                    at=now,
+                    to=list(step.to),
+                    expires_at=now + timedelta(seconds=step.ttl_seconds),
+                    level=pause.level + 1,
+                )
+            )
+            continue
         claims.append(
             CallAnswered(
                 ref=record.ref,
@@ -341,8 +400,8 @@ def expiry_claims(
                 at=now,
                 principal=principal,
                 via="expiry",
-                output=_expiry_output(policy, pending_interrupt(record), limits),
-                reason=f"no answer before {record.expires_at.isoformat() if record.expires_at else '?'}",
+                output=_expiry_output(policy, pending_interrupt(record, pause), limits),
+                reason=f"no answer before {pause.expires_at.isoformat() if pause.expires_at else '?'}",
             )
         )
     return claims

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from pydantic import BaseModel
 
 from ._agent import Agent, Clock, ExpiryPolicy, deny_on_expiry
+from ._grants import Grant
 from ._jsondata import JsonLimits
 from ._models import FunctionModel, Model, ModelFunction, Plugin
+from ._policy import ApprovalPolicy, Check
 from ._presentation import PauseDisplay
 from ._telemetry import Telemetry
 from ._tools import Interrupt, Tool
@@ -39,6 +41,7 @@ class Pausepoint:
     the current time as an aware datetime; inject one to test expiry. ``webhooks`` are told
     about every agent's events (``pausepoint.webhooks``); ``telemetry`` sets up tracing and
     metrics (default: OpenTelemetry spans when ``opentelemetry-api`` is installed, no metrics).
+    ``approval`` is the ``ApprovalPolicy`` of every agent (after the agent's own).
     """
 
     def __init__(
@@ -48,8 +51,12 @@ class Pausepoint:
         clock: Clock = _utc_now,
         webhooks: Sequence[Webhook] = (),
         telemetry: Telemetry | None = None,
+        approval: ApprovalPolicy | None = None,
     ) -> None:
         check_names(webhooks)
+        if approval is not None and not isinstance(approval, ApprovalPolicy):
+            raise DefinitionError(f"approval must be an ApprovalPolicy, not {approval!r}")
+        self.approval = approval
         self.plugins = list(plugins)
         self.clock = clock
         self.webhooks = list(webhooks)
@@ -74,6 +81,7 @@ class Pausepoint:
         allow_input_edits: bool = False,
         idempotent: bool = False,
         display: PauseDisplay | None = None,
+        requires_approval: bool | Check = False,
     ) -> Callable[[F], Tool]: ...
 
     def tool(
@@ -86,6 +94,7 @@ class Pausepoint:
         allow_input_edits: bool = False,
         idempotent: bool = False,
         display: PauseDisplay | None = None,
+        requires_approval: bool | Check = False,
     ) -> Tool | Callable[[F], Tool]:
         """Decorator turning a function into a tool (``@ai.tool()`` or ``@ai.tool``).
 
@@ -96,6 +105,9 @@ class Pausepoint:
         does no harm: its calls are then not written down before they run, and a call whose
         process died mid-run is run again instead of being reported as of unknown outcome.
         ``display`` says how the tool's pauses read to a person (``PauseDisplay``).
+        ``requires_approval`` (True, or a predicate of the validated input and the run context,
+        sync or async) pauses every call — or those the predicate picks — *before* the tool
+        runs; approving runs it with exactly the arguments shown (see ``ApprovalPolicy``).
         """
 
         def define(f: F) -> Tool:
@@ -106,6 +118,7 @@ class Pausepoint:
                 allow_input_edits=allow_input_edits,
                 idempotent=idempotent,
                 display=display,
+                requires_approval=requires_approval,
             )
             return self._register(tool)
 
@@ -121,12 +134,16 @@ class Pausepoint:
         ttl: timedelta | float | None = None,
         allow_input_edits: bool = False,
         display: PauseDisplay | None = None,
+        approves: Callable[[Any], Grant | None] | None = None,
     ) -> Tool:
         """A tool that always pauses: the model fills ``input_schema``; a person answers.
 
         ``respond()`` answers are validated against ``output_schema`` when given. ``ttl`` bounds
         how long each pause waits (see the agent's ``on_expiry``). ``display`` says how its
         pauses read to a person (``PauseDisplay``: title, summary, fields, risk).
+        ``approves(input)`` returns the ``Grant`` a yes to this interrupt also gives — the call
+        it asked about, bounded to exactly its arguments — so that call is not asked about
+        twice (None: nothing). It is shown with the pause and recorded with the yes.
         """
         signal_ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
 
@@ -144,6 +161,7 @@ class Pausepoint:
             idempotent=True,  # it only pauses: nothing happens twice
             pauses_only=True,
             display=display,
+            approves=approves,
         )
         return self._register(tool)
 
@@ -281,6 +299,7 @@ class Pausepoint:
         json_limits: JsonLimits | None = None,
         abort_poll: float = 0.5,
         webhooks: Sequence[Webhook] = (),
+        approval: ApprovalPolicy | None = None,
     ) -> Agent:
         """Define an agent. The model name is resolved now, once.
 
@@ -304,6 +323,9 @@ class Pausepoint:
         for tool in tools:
             if not isinstance(tool, Tool):
                 raise DefinitionError(f"agent {name!r}: {tool!r} is not a tool (decorate it with @ai.tool())")
+        if approval is not None and not isinstance(approval, ApprovalPolicy):
+            raise DefinitionError(f"agent {name!r}: approval must be an ApprovalPolicy, not {approval!r}")
+        policy = approval + self.approval if approval and self.approval else approval or self.approval
         known = {id(w): w for w in self.all_webhooks()}
         check_names([*known.values(), *(w for w in webhooks if id(w) not in known)])
         agent = Agent(
@@ -325,6 +347,8 @@ class Pausepoint:
             abort_poll=abort_poll,
             webhooks=[*self.webhooks, *webhooks],
             telemetry=self.telemetry,
+            approval=policy,
+            known_tools=set(self._tools),
         )
         self._agents[name] = agent
         return agent

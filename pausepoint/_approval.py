@@ -1,10 +1,11 @@
 """What "approve" means for a pause, for the people-facing tools (console, terminal chat).
 
-Two kinds of pause exist. An interrupt-only tool (``define_interrupt``) does no work: approving
+Three kinds of pause exist. An interrupt-only tool (``define_interrupt``) does no work: approving
 it means answering with an output that says yes. A tool that paused itself (``raise
 Interrupt``) does the work once allowed: approving it means running it again with
 ``resumed_metadata={"tool_approved": True}`` — the convention of Genkit's documentation, which
-such tools check (``ctx.resumed_metadata.get("tool_approved")``).
+such tools check (``ctx.resumed_metadata.get("tool_approved")``). A call the runtime paused for
+approval (``requires_approval``) is approved the same way: it runs, with exactly the input shown.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ._grants import Grant
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ._tools import Tool
 
-__all__ = ["APPROVED_METADATA", "approval_for", "approving_output"]
+__all__ = ["APPROVED_METADATA", "approval_for", "approving_output", "yes_or_no"]
 
 APPROVED_METADATA = {"tool_approved": True}
 
@@ -39,11 +41,23 @@ def approving_output(tool: Tool) -> Any:
         raise ValueError(f"approving {tool.name!r} needs more than a yes: {exc}") from exc
 
 
-def approval_for(tool: Tool, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart:
-    """The answer that approves ``interrupt``, a pause of ``tool`` (see the module docstring)."""
+def approval_for(tool: Tool, interrupt: PendingInterrupt, grant: Grant | None = None) -> ToolResponse | ToolRestart:
+    """The answer that approves ``interrupt``, a pause of ``tool`` (see the module docstring),
+    granting ``grant`` too when given."""
     if tool.pauses_only:
-        return interrupt.respond(approving_output(tool))
-    return interrupt.restart(resumed_metadata=dict(APPROVED_METADATA))
+        return interrupt.respond(approving_output(tool), grant=grant)
+    return interrupt.restart(resumed_metadata=dict(APPROVED_METADATA), grant=grant)
+
+
+def yes_or_no(tool: Tool, output: Any) -> bool | None:
+    """Whether ``output``, an answer to an interrupt-only tool, says yes (True) or no (False) in
+    the yes/no fields ``approving_output`` fills (approved, ok, ...); None when it says neither."""
+    if not isinstance(output, dict):
+        return None
+    flags = [output[name] for name in _YES_FIELDS if isinstance(output.get(name), bool)]
+    if not flags:
+        return None
+    return all(flags)
 
 
 _YES_FIELDS = frozenset({"approved", "approve", "ok", "confirmed", "allowed"})

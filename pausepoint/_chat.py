@@ -10,13 +10,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._answers import AnswerContext, check_answers, expiry_claims, prepare_answers, request_hash
+from ._answers import AnswerContext, check_answers, escalates, expiry_claims, prepare_answers, request_hash
 from ._detach import DetachedTurn, Launch, TurnStatus, abort_turn, end_status, lost_turn_end
+from ._events import announce
+from ._grants import GrantInfo, grant_info
 from ._intake import user_message
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import NotJsonData, json_text
 from ._messages import Message, Part
-from ._records import CallAnswered, MessageAdded, SessionStarted, TurnStarted, decode_record
+from ._records import (
+    CallAnswered,
+    GrantRevoked,
+    MessageAdded,
+    SessionStarted,
+    TurnStarted,
+    decode_record,
+    encode_record,
+)
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, SessionState
 from ._streaming import Emit, TurnStream
@@ -24,6 +34,7 @@ from ._turn import Journal, Turn
 from ._views import audit_entry, pending_interrupt, response_for
 from .errors import (
     ConcurrentUpdate,
+    GrantNotFound,
     IdempotencyKeyReused,
     InvalidAnswer,
     InvalidMessage,
@@ -33,7 +44,9 @@ from .errors import (
     ResumeInProgress,
     SessionNotFound,
     TurnInProgress,
+    VersionConflict,
 )
+from .stores import LogEntry
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -110,6 +123,12 @@ class Chat:
         answered at most once, even across processes (``AlreadyResolved``). A retry with the
         same ``idempotency_key`` returns the first call's response. An empty resume continues a
         turn whose answers are all in (after a crash, say) and is refused while calls are paused.
+
+        The agent's ``ApprovalPolicy`` decides who may answer what: ``principal`` (or the
+        chat's) must hold a role that decides the pause (``ApprovalForbidden``), may not approve
+        a call they asked for under separation of duties, and counts once towards a quorum
+        (``AlreadyApproved``); an approval that is not the last one a call needs is recorded
+        and the call stays paused (``res.interrupts`` shows it, "1 of 2 approvals").
         """
         return await self._resume(respond, restart, metadata, idempotency_key, principal, via, None)
 
@@ -249,19 +268,64 @@ class Chat:
     async def interrupts(self) -> list[PendingInterrupt]:
         """The calls paused now, in the order the model asked for them."""
         state = await self._read()
-        return [pending_interrupt(p.record) for p in state.open.values()]
+        return [pending_interrupt(p.record, p) for p in state.open.values()]
 
     async def history(self) -> list[Message]:
         """The conversation as the model sees it."""
         return list((await self._read()).messages)
 
     async def audit_trail(self) -> list[AuditEntry]:
-        """Every answer given and every user message sent in this session, oldest first."""
+        """Every answer given and every user message sent in this session, oldest first — and
+        every decision the approval policy made: approvals counted, calls approved or denied by
+        a rule or a grant, grants given and revoked, pauses escalated."""
         state = await self._read()
-        return [
-            audit_entry(r, state.pauses[r.ref].record) if isinstance(r, CallAnswered) else audit_entry(r)
-            for r in state.audit
-        ]
+        return [audit_entry(r, state) for r in state.audit]
+
+    async def grants(self) -> list[GrantInfo]:
+        """The grants given in this session (active, revoked, expired or used up), oldest first."""
+        state = await self._read()
+        now = self.agent.clock()
+        return [grant_info(g.record, g.used, g.revoked, now) for g in state.grants.values()]
+
+    async def revoke_grant(
+        self, grant_id: str, *, reason: str = "", principal: str | None = None, via: str = "python"
+    ) -> GrantInfo:
+        """Make the grant ``grant_id`` approve nothing more, from any process; returns it as it
+        now stands. Revoking a grant revoked already changes nothing. A turn using the grant
+        at this moment either wrote its approval first (that call was approved) or fails with
+        ``ConcurrentUpdate`` before its call runs. Raises ``GrantNotFound``; ``InvalidAnswer``
+        for a reason or principal a session cannot keep."""
+        actor = principal or self.principal
+        try:
+            json_text(reason, self.agent.json_limits, path="$.reason")
+            json_text(via, self.agent.json_limits, path="$.via", name=True)
+            if actor is not None:
+                json_text(actor, self.agent.json_limits, path="$.principal", name=True)
+        except NotJsonData as exc:
+            raise InvalidAnswer(f"the revocation cannot be recorded: {exc}", **exc.details()) from None
+        agent = self.agent
+        for _ in range(_CLAIM_ATTEMPTS):
+            state = await self._peek()  # never waits for a turn running here: it may be the one to stop
+            grant = state.grants.get(grant_id) if isinstance(grant_id, str) else None
+            if grant is None:
+                raise GrantNotFound(f"no grant {grant_id!r} in session {self.session_id!r}", grant_id=str(grant_id))
+            now = agent.clock()
+            if grant.revoked is None:
+                record = GrantRevoked(grant_id, now, actor, via, reason)
+                entry = LogEntry(state.version + 1, record.kind, encode_record(record))
+                state.apply(record)
+                summary = state.summary(now)
+                try:
+                    with agent.telemetry.store_call(agent.store, "append"):
+                        if agent._event_targets is None:
+                            await agent.store.append(self.session_id, state.version - 1, [entry], summary)
+                        else:
+                            events = announce(state, [record], [entry], now, agent._event_targets)
+                            await agent.store.append(self.session_id, state.version - 1, [entry], summary, events)
+                except VersionConflict:
+                    continue
+            return grant_info(grant.record, grant.used, grant.revoked, now)
+        raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; the grant was not revoked")
 
     async def last_response(self) -> AgentResponse | None:
         """The response of the latest call that ended on this session, rebuilt from the log."""
@@ -287,7 +351,7 @@ class Chat:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
             self._check_free(state, now)
-            expired = {p.record.ref for p in state.expired(now)}
+            expired = {p.record.ref for p in state.expired(now) if not escalates(p)}
             live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
             if live:
                 raise PendingInterrupts(
@@ -343,16 +407,22 @@ class Chat:
                 if not answers:
                     return await self._continue(state, principal, emit)
                 context = AnswerContext(now, actor, via, metadata, key, digest, limits)
-                claims = check_answers(
-                    state, answers, self.agent.tools, context, allow_changed_tools=self.agent.allow_changed_tools
+                records = check_answers(
+                    state,
+                    answers,
+                    self.agent.tools,
+                    context,
+                    allow_changed_tools=self.agent.allow_changed_tools,
+                    policy=self.agent.approval_policy,
                 )
+                claims = [r for r in records if isinstance(r, CallAnswered)]
                 turn = self._turn(state, principal, emit, key)
                 self._end_lost_turn(turn, now)
                 answered = {c.ref for c in claims}
                 expired = [
                     c for c in expiry_claims(state, now, self.agent.on_expiry, limits=limits) if c.ref not in answered
                 ]
-                turn.journal.add(*claims, *expired)
+                turn.journal.add(*records, *expired)
                 if launch is not None:
                     turn.journal.add(TurnStarted(at=now, principal=actor))
                 try:  # the claim: once written, these answers are ours alone

@@ -3,10 +3,14 @@
 Each append carries an ``Event`` for every record worth announcing, written by the store in the
 same transaction as the records (``stores.Event``):
 
-    CallPaused                      -> "pause"
+    CallPaused, ApprovalPaused      -> "pause"
     CallAnswered (expire)           -> "expiry"
     CallAnswered (any other)        -> "answer"
     TurnEnded                       -> "turn_end"
+    ApprovalGiven                   -> "approval"    (one approval of several counted; still paused)
+    CallDecided                     -> "decision"    (the approval policy approved or denied a call)
+    GrantAdded, GrantRevoked        -> "grant"
+    PauseEscalated                  -> "escalation"  (handed to other approvers)
 
 Making one costs next to nothing on the hot path: its data is the record's JSON, already encoded
 for the log, in a small envelope with the session's owner (and, for an answer, the input of the
@@ -16,7 +20,7 @@ pause's ``view`` when they know the agent::
 
     {"id", "type", "at", "agent", "session_id", "owner", ...}
       pause:     "interrupt": PendingInterrupt (+ "view")
-      answer, expiry: "entry": AuditEntry (+ "view")
+      answer, expiry, approval, decision, grant, escalation: "entry": AuditEntry (+ "view")
       turn_end:  "turn", "finish_reason", "open_refs" (the paused calls' refs), "error"
 
 No message text is ever in an event: a receiver reads what it needs through the API.
@@ -34,7 +38,18 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
-from ._records import CallAnswered, CallPaused, Record, TurnEnded
+from ._records import (
+    ApprovalGiven,
+    ApprovalPaused,
+    CallAnswered,
+    CallDecided,
+    CallPaused,
+    GrantAdded,
+    GrantRevoked,
+    PauseEscalated,
+    Record,
+    TurnEnded,
+)
 from ._rest import AUDIT, INTERRUPTS, dump
 from ._session import SessionState
 from ._views import answered_pause, audit_entry, pending_interrupt
@@ -55,8 +70,17 @@ def new_event_id() -> str:
     return f"{_PROCESS}{next(_COUNTER):08x}"
 
 
-EventKind: TypeAlias = Literal["pause", "answer", "expiry", "turn_end"]
-EVENT_KINDS: tuple[EventKind, ...] = ("pause", "answer", "expiry", "turn_end")
+EventKind: TypeAlias = Literal["pause", "answer", "expiry", "turn_end", "approval", "decision", "grant", "escalation"]
+EVENT_KINDS: tuple[EventKind, ...] = (
+    "pause",
+    "answer",
+    "expiry",
+    "turn_end",
+    "approval",
+    "decision",
+    "grant",
+    "escalation",
+)
 
 
 @dataclass(slots=True)
@@ -65,6 +89,8 @@ class _Envelope:
     record: Record
     input: Any = None  # an answer's: the input of the pause it answered
     open: list[str] | None = None  # a turn end's: the refs of the calls left paused
+    count: int = 0  # an approval's: how many approvals the pause has with it
+    required: int = 0  # ... and how many it needs
 
 
 _ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
@@ -91,11 +117,21 @@ def announce(
         at, tail = now, b"}"
         if isinstance(record, CallPaused):
             at = record.at
-        elif isinstance(record, CallAnswered):
+        elif isinstance(record, CallAnswered | ApprovalGiven | PauseEscalated):
             at = record.at
-            if record.decision == "expire":
+            if isinstance(record, CallAnswered) and record.decision == "expire":
                 kind = "expiry"
-            tail = b',"input":' + _INPUT.dump_json(state.pauses[record.ref].record.input) + b"}"
+            pause = state.pauses[record.ref]
+            tail = b',"input":' + _INPUT.dump_json(pause.record.input)
+            if isinstance(pause.record, ApprovalPaused):
+                count = len(pause.approvals) if not isinstance(record, CallAnswered) else len(record.approvals or ())
+                tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
+            tail += b"}"
+        elif isinstance(record, CallDecided):
+            at = record.at
+            tail = b',"input":' + _INPUT.dump_json(state.calls[record.call_ref].request.input) + b"}"
+        elif isinstance(record, GrantAdded | GrantRevoked):
+            at = record.at
         elif isinstance(record, TurnEnded):
             calls = [state.pauses[pause].record.call_ref for pause in record.open_refs]
             tail = b',"open":' + json.dumps(calls).encode() + b"}"
@@ -107,7 +143,17 @@ def announce(
 _INPUT: TypeAdapter[Any] = TypeAdapter(Any)
 
 
-_KINDS: dict[type[Any], EventKind] = {CallPaused: "pause", CallAnswered: "answer", TurnEnded: "turn_end"}
+_KINDS: dict[type[Any], EventKind] = {
+    CallPaused: "pause",
+    ApprovalPaused: "pause",
+    CallAnswered: "answer",
+    TurnEnded: "turn_end",
+    ApprovalGiven: "approval",
+    CallDecided: "decision",
+    GrantAdded: "grant",
+    GrantRevoked: "grant",
+    PauseEscalated: "escalation",
+}
 
 
 def event_body(event: Event, agent: Agent | None = None) -> dict[str, Any]:
@@ -128,12 +174,22 @@ def event_body(event: Event, agent: Agent | None = None) -> dict[str, Any]:
         body["interrupt"] = dump(INTERRUPTS, [pause])[0]
         if agent is not None:
             body["interrupt"]["view"] = asdict(agent.view(pause))
-    elif isinstance(record, CallAnswered):
-        entry = replace(audit_entry(record), input=envelope.input)
-        body["entry"] = dump(AUDIT, [entry])[0]
-        if agent is not None:
-            body["entry"]["view"] = asdict(agent.view(answered_pause(entry)))
     elif isinstance(record, TurnEnded):
+        pass
+    else:
+        assert isinstance(
+            record, CallAnswered | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
+        )
+        entry = audit_entry(record)
+        if envelope.input is not None:
+            entry = replace(entry, input=envelope.input)
+        if envelope.required:
+            entry = replace(entry, approvals=envelope.count, required=envelope.required)
+        body["entry"] = dump(AUDIT, [entry])[0]
+        body["entry"]["view"] = None
+        if agent is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
+            body["entry"]["view"] = asdict(agent.view(answered_pause(entry)))
+    if isinstance(record, TurnEnded):
         open_refs = envelope.open if envelope.open is not None else record.open_refs
         body.update(turn=record.turn, finish_reason=record.finish_reason, open_refs=open_refs, error=record.error)
     return body

@@ -15,13 +15,14 @@ it. A call may pause more than once (a restarted tool can pause again); each pau
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from ._grants import Grant
 from ._messages import Message
 
-__all__ = ["AuditEntry", "PendingInterrupt", "ToolResponse", "ToolRestart"]
+__all__ = ["ApprovalStatus", "AuditEntry", "PendingInterrupt", "ToolResponse", "ToolRestart"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class ToolResponse:
     reason: str | None = None
     #: the pause this answers (None: whichever pause of the call is live now)
     pause_id: str | None = None
+    #: later calls this yes approves too (see ``Grant``; only with a yes)
+    grant: Grant | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,8 @@ class ToolRestart:
 
     The tool sees ``ctx.resumed_metadata`` (``{}`` when none is given); with ``replace_input``
     it runs on the new input (only for tools defined with ``allow_input_edits=True``) and sees
-    the old one as ``ctx.original_input``.
+    the old one as ``ctx.original_input``. Restarting a call paused for approval approves it;
+    ``grant`` approves later calls too (see ``Grant``).
     """
 
     ref: str
@@ -57,6 +61,38 @@ class ToolRestart:
     resumed_metadata: dict[str, Any] | None = None
     #: the pause this answers (None: whichever pause of the call is live now)
     pause_id: str | None = None
+    #: later calls this approval approves too (see ``Grant``)
+    grant: Grant | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalStatus:
+    """Where the approval of a pause stands (``PendingInterrupt.approval``).
+
+    ``required`` distinct approvals, of which ``approved_by`` are counted; ``roles`` decide it
+    (None: whoever may answer the session; after an escalation, the roles it was handed to,
+    ``escalated`` times); ``requested_by`` sent the message that led to the call and may not
+    approve it when ``separate``; ``gated``: the call has not run, approving runs it;
+    ``decisions`` the answers it takes; ``grantable``: an approval may grant later calls;
+    ``offer``: the grant a yes gives (``Grant.scope()`` JSON); ``rule``: the rule that asked.
+    """
+
+    required: int = 1
+    approved_by: list[str] = field(default_factory=list)
+    roles: list[str] | None = None
+    requested_by: str | None = None
+    separate: bool = False
+    gated: bool = False
+    decisions: list[str] = field(default_factory=list)
+    grantable: bool = False
+    offer: dict[str, Any] | None = None
+    rule: str | None = None
+    escalated: int = 0
+
+    @property
+    def remaining(self) -> int:
+        """How many more approvals it needs."""
+        return max(self.required - len(self.approved_by), 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,18 +114,25 @@ class PendingInterrupt:
     turn: int = 0
     call_ref: str = ""
     pause_id: str = ""
+    #: what approving it takes (None: nothing beyond the right to answer the session)
+    approval: ApprovalStatus | None = None
 
-    def respond(self, output: Any, *, metadata: dict[str, Any] | None = None) -> ToolResponse:
+    def respond(
+        self, output: Any, *, metadata: dict[str, Any] | None = None, grant: Grant | None = None
+    ) -> ToolResponse:
         """An answer giving ``output`` as the call's result (validated against the output schema)."""
-        return ToolResponse(self.ref, self.name, output, metadata, pause_id=self._pause)
+        return ToolResponse(self.ref, self.name, output, metadata, pause_id=self._pause, grant=grant)
 
     def deny(self, reason: str = "", *, metadata: dict[str, Any] | None = None) -> ToolResponse:
         """An answer refusing the call; the model sees the denial and the reason."""
         return ToolResponse(self.ref, self.name, None, metadata, decision="deny", reason=reason, pause_id=self._pause)
 
-    def restart(self, *, replace_input: Any = None, resumed_metadata: dict[str, Any] | None = None) -> ToolRestart:
-        """An answer that runs the tool again (a restarted tool may pause again: same ref, new pause)."""
-        return ToolRestart(self.ref, self.name, replace_input, resumed_metadata, pause_id=self._pause)
+    def restart(
+        self, *, replace_input: Any = None, resumed_metadata: dict[str, Any] | None = None, grant: Grant | None = None
+    ) -> ToolRestart:
+        """An answer that runs the tool again (a restarted tool may pause again: same ref, new
+        pause). For a call paused for approval, this approves it (``grant``: later calls too)."""
+        return ToolRestart(self.ref, self.name, replace_input, resumed_metadata, pause_id=self._pause, grant=grant)
 
     @property
     def _pause(self) -> str | None:
@@ -106,11 +149,21 @@ class AuditEntry:
     was shown to whoever answered. A user message is an entry too, with ``decision="message"``:
     ``principal`` sent ``message`` (``ref`` and ``name`` are empty; ``via`` is ``"unknown"`` for
     messages recorded before senders were).
+
+    The approval policy's decisions are entries too: ``approve`` — an approval counted towards
+    a quorum (``approvals`` of ``required``), or a call approved without a person, by the rule
+    named ``rule`` or the grant ``grant`` (``via="policy"``); ``deny`` with a ``rule`` — a call a
+    rule denied; ``grant`` — ``principal`` approved later calls of ``name`` (the grant
+    ``grant``, its ``scope``: bounds, uses, expiry); ``revoke`` — the grant ``grant`` revoked;
+    ``escalate`` — nobody decided the pause in time, and it went to the roles ``escalated_to``.
+    The answer that resolves a call paused for approval has ``approvals`` and ``required`` too.
     """
 
     ref: str
     name: str
-    decision: Literal["respond", "deny", "restart", "cancel", "expire", "message"]
+    decision: Literal[
+        "respond", "deny", "restart", "cancel", "expire", "message", "approve", "grant", "revoke", "escalate"
+    ]
     at: datetime
     principal: str | None
     via: str
@@ -124,3 +177,9 @@ class AuditEntry:
     input: Any = None
     message: Message | None = None
     pause_id: str = ""
+    rule: str | None = None
+    grant: str | None = None
+    approvals: int = 0
+    required: int = 0
+    scope: dict[str, Any] | None = None
+    escalated_to: list[str] | None = None

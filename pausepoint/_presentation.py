@@ -27,7 +27,17 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import DefinitionError
 
-__all__ = ["PauseDisplay", "PauseField", "PauseView", "Risk", "check_display", "expiry_note", "render"]
+__all__ = [
+    "ApprovalView",
+    "PauseDisplay",
+    "PauseField",
+    "PauseView",
+    "Risk",
+    "approval_view",
+    "check_display",
+    "expiry_note",
+    "render",
+]
 
 log = logging.getLogger("pausepoint")
 
@@ -84,11 +94,44 @@ class PauseField:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalView:
+    """Where a pause's approval stands, as every surface shows it (``PauseView.approval``).
+
+    ``progress`` reads "Needs approval" or "1 of 2 approvals"; ``approved_by`` are the
+    approvals counted; ``may_approve`` / ``may_deny`` who may still give them (None: anyone who
+    may answer the session, or members the policy cannot list); ``excluded`` who may not
+    approve (the requester under separation of duties, those counted already); ``waiting_for``
+    says it in a sentence. ``grantable``: an approval may grant later calls (``grant_note``
+    says which); ``offer`` says what a yes also approves; ``rule`` names the rule that asked
+    for a person; ``escalated`` says who it was handed to when nobody decided in time.
+    """
+
+    required: int
+    approvals: int
+    progress: str
+    approved_by: list[str] = field(default_factory=list)
+    roles: list[str] | None = None
+    may_approve: list[str] | None = None
+    may_deny: list[str] | None = None
+    excluded: list[str] = field(default_factory=list)
+    requested_by: str | None = None
+    waiting_for: str = ""
+    decisions: list[str] = field(default_factory=list)
+    gated: bool = False
+    grantable: bool = False
+    grant_note: str | None = None
+    offer: str | None = None
+    rule: str | None = None
+    escalated: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PauseView:
     """A paused call as a person reads it: what ``Agent.view(interrupt)`` returns.
 
     ``on_expiry`` says what happens if nobody answers in time (None when the pause has no
-    time-to-live).
+    time-to-live); ``approval`` where its approval stands, for a pause the approval policy
+    governs (None otherwise).
     """
 
     title: str
@@ -96,6 +139,7 @@ class PauseView:
     fields: list[PauseField] = field(default_factory=list)
     risk: Risk = "normal"
     on_expiry: str | None = None
+    approval: ApprovalView | None = None
 
 
 def check_display(display: PauseDisplay, model: type[BaseModel], tool_name: str) -> None:
@@ -172,6 +216,114 @@ def expiry_note(policy: Callable[..., Any], default: Callable[..., Any]) -> str:
         return "It is denied automatically, and the agent is told nobody answered in time."
     doc = (getattr(policy, "__doc__", None) or "").strip().splitlines()
     return doc[0].strip() if doc else "The agent's expiry policy answers it."
+
+
+def approval_view(interrupt: Any, policy: Any, tools: Any) -> ApprovalView:
+    """The ``ApprovalView`` of ``interrupt`` (a ``PendingInterrupt`` with an ``approval``) under
+    ``policy`` (an ``ApprovalPolicy``); ``tools`` name the agent's tools (for an offer's words)."""
+    status = interrupt.approval
+    name = interrupt.name
+    counted = list(status.approved_by)
+    excluded = [*counted]
+    if status.separate and status.requested_by is not None and status.requested_by not in excluded:
+        excluded.append(status.requested_by)
+    may_approve = _without(policy.eligible(status.roles, name, "approve"), excluded)
+    may_deny = policy.eligible(status.roles, name, "deny")
+    if status.required > 1:
+        progress = f"{len(counted)} of {status.required} approvals"
+    else:
+        progress = "Needs approval" if status.gated else "Needs an answer"
+    waiting = _waiting(status, may_approve, excluded)
+    grant_note = f"An approval may also approve later calls of {name} in this session." if status.grantable else None
+    escalated = None
+    if status.escalated and status.roles:
+        escalated = f"Handed to {_or(status.roles)}: nobody decided it in time."
+    return ApprovalView(
+        required=status.required,
+        approvals=len(counted),
+        progress=progress,
+        approved_by=counted,
+        roles=status.roles,
+        may_approve=may_approve,
+        may_deny=may_deny,
+        excluded=excluded,
+        requested_by=status.requested_by,
+        waiting_for=waiting,
+        decisions=list(status.decisions),
+        gated=status.gated,
+        grantable=status.grantable,
+        grant_note=grant_note,
+        offer=_offer_text(status.offer, tools) if status.offer else None,
+        rule=status.rule,
+        escalated=escalated,
+    )
+
+
+def _without(names: list[str] | None, excluded: list[str]) -> list[str] | None:
+    return None if names is None else [n for n in names if n not in excluded]
+
+
+def _or(names: Sequence[str]) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _waiting(status: Any, may_approve: list[str] | None, excluded: list[str]) -> str:
+    left = max(status.required - len(status.approved_by), 0)
+    more = "1 more approval" if left == 1 else f"{left} more approvals"
+    if status.required == 1:
+        more = "an approval" if status.gated else "an answer"
+    who = ""
+    if status.roles:
+        who = f" from {_or(status.roles)}"
+        if may_approve:
+            who += f" ({_or(may_approve)})"
+        elif may_approve == []:
+            who += " (nobody left who may approve it)"
+    not_them = ""
+    if status.separate and status.requested_by:
+        not_them = f"; not from {status.requested_by}, who asked for it"
+    return f"Waiting for {more}{who}{not_them}."
+
+
+def _offer_text(offer: dict[str, Any], tools: Any) -> str:
+    tool_name = offer.get("tool") or "?"
+    tool = tools.get(tool_name) if hasattr(tools, "get") else None
+    model = tool.input_model if tool is not None else None
+    parts = []
+    for field_name, conditions in (offer.get("bounds") or {}).items():
+        label = _field(model, field_name, "").label.lower()
+        for op, value in conditions.items():
+            shown = _text(field_name, value, {}, _annotation(model, field_name))
+            words = {
+                "equals": f"{label} {shown}",
+                "max": f"{label} at most {shown}",
+                "min": f"{label} at least {shown}",
+            }
+            if op == "one_of" and isinstance(value, list):
+                words["one_of"] = f"{label} one of {', '.join(str(v) for v in value)}"
+            parts.append(words.get(op, f"{label} {op} {shown}"))
+    uses = offer.get("uses")
+    count = (
+        f"one {tool_name} call" if uses == 1 else f"{tool_name} calls" if uses is None else f"{uses} {tool_name} calls"
+    )
+    text = f"A yes also approves {count}"
+    if parts:
+        text += " with " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
+    ttl = offer.get("ttl_seconds")
+    if ttl:
+        text += f", within the next {_duration(ttl)}"
+    return text + "."
+
+
+def _duration(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        hours = int(seconds // 3600)
+        return "1 hour" if hours == 1 else f"{hours} hours"
+    if seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return "1 minute" if minutes == 1 else f"{minutes} minutes"
+    return f"{seconds:g} seconds"
 
 
 def humanize(name: str) -> str:

@@ -15,10 +15,16 @@ from typing import Any, Literal, overload
 from ._messages import Message, ToolRequestPart, ToolResponsePart
 from ._records import (
     AbortRequested,
+    ApprovalGiven,
+    ApprovalPaused,
     CallAnswered,
     CallCompleted,
+    CallDecided,
     CallPaused,
+    GrantAdded,
+    GrantRevoked,
     MessageAdded,
+    PauseEscalated,
     Record,
     SessionStarted,
     TurnEnded,
@@ -26,7 +32,10 @@ from ._records import (
 )
 from .stores import SessionSummary
 
-__all__ = ["Batch", "Call", "Detached", "HistoryView", "Pause", "SessionState"]
+__all__ = ["AuditRecord", "Batch", "Call", "Detached", "GrantState", "HistoryView", "Pause", "SessionState"]
+
+# What the audit trail lists: every answer, approval, policy decision, grant, escalation, message.
+AuditRecord = CallAnswered | MessageAdded | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
 
 
 class HistoryView(Sequence[Message]):
@@ -73,12 +82,41 @@ class Call:
     status: Literal["running", "completed", "paused"] = "running"
     started_at: datetime | None = None  # when it last started running (None: not known)
     pause: str | None = None  # the id of its latest pause (``CallPaused.ref``), if it paused
+    approved: Any = None  # the input it was approved to run with (by a person, a rule or a grant)
 
 
 @dataclass(slots=True)
 class Pause:
+    """A pause and what happened to it: its answer, the approvals counted so far (with the
+    version of each), and — after escalations — who decides it now and until when."""
+
     record: CallPaused
     answer: CallAnswered | None = None
+    approvals: list[tuple[int, ApprovalGiven]] = field(default_factory=list)
+    expires_at: datetime | None = None
+    roles: list[str] | None = None
+    level: int = 0
+
+    def approved_by(self, until: int | None = None) -> list[str]:
+        """The principals whose approvals are counted (those recorded up to version ``until``)."""
+        return [a.principal for version, a in self.approvals if until is None or version <= until]
+
+
+@dataclass(slots=True)
+class GrantState:
+    """A grant, how many calls it approved, and its revocation."""
+
+    record: GrantAdded
+    used: int = 0
+    revoked: GrantRevoked | None = None
+
+    def active(self, now: datetime) -> bool:
+        added = self.record
+        return (
+            self.revoked is None
+            and (added.uses is None or self.used < added.uses)
+            and (added.expires_at is None or added.expires_at > now)
+        )
 
 
 @dataclass(slots=True)
@@ -127,7 +165,7 @@ class SessionState:
         self.open: dict[str, Pause] = {}
         self.batch: Batch | None = None
         self.awaiting_model = False
-        self.audit: list[CallAnswered | MessageAdded] = []
+        self.audit: list[AuditRecord] = []
         self.keys: dict[str, KeyedOutcome] = {}
         self.last_end: TurnEnded | None = None
         self.last_end_version = 0
@@ -136,6 +174,8 @@ class SessionState:
         self.detached: dict[int, Detached] = {}
         self.running_turn: Detached | None = None  # the detached turn that has not ended, if any
         self.last_activity: datetime | None = None  # the latest time a turn recorded doing something
+        self.requester: str | None = None  # who sent the latest user message (calls it leads to are theirs)
+        self.grants: dict[str, GrantState] = {}
 
     # -- the fold -------------------------------------------------------------------------------
 
@@ -146,6 +186,7 @@ class SessionState:
             self._active(record.at)
             if record.message.role == "user":
                 self.audit.append(record)  # who sent it: the audit trail names every sender
+                self.requester = record.principal
                 if self.running_turn is not None:
                     self.running_turn.sent = True
         elif isinstance(record, CallCompleted):
@@ -153,7 +194,9 @@ class SessionState:
             call.status = "completed"
             self._add_result(call, record.output, record.is_error)
         elif isinstance(record, CallPaused):
-            pause = Pause(record)
+            pause = Pause(record, expires_at=record.expires_at)
+            if isinstance(record, ApprovalPaused):
+                pause.roles = record.approval.roles
             self.pauses[record.ref] = pause
             self.open[record.ref] = pause
             call = self.calls[record.call_ref]
@@ -188,6 +231,30 @@ class SessionState:
             target = self.detached.get(record.turn)
             if target is not None and target.abort is None:
                 target.abort = record
+        elif isinstance(record, ApprovalGiven):
+            self.pauses[record.ref].approvals.append((self.version, record))
+            self.audit.append(record)
+            self._keyed(record.idempotency_key, record.request_hash)
+            self._active(record.at)
+        elif isinstance(record, CallDecided):
+            if record.decision == "approve":
+                call = self.calls[record.call_ref]
+                call.approved = call.request.input
+            if record.grant is not None:
+                self.grants[record.grant].used += 1
+            self.audit.append(record)
+            self._active(record.at)
+        elif isinstance(record, GrantAdded):
+            self.grants[record.id] = GrantState(record)
+            self.audit.append(record)
+        elif isinstance(record, GrantRevoked):
+            self.grants[record.id].revoked = record
+            self.audit.append(record)
+        elif isinstance(record, PauseEscalated):
+            escalated = self.pauses[record.ref]
+            escalated.roles, escalated.expires_at, escalated.level = list(record.to), record.expires_at, record.level
+            self.audit.append(record)
+            self._active(record.at)
         elif isinstance(record, SessionStarted):
             self.agent = record.agent
             self.owner = record.owner
@@ -230,15 +297,21 @@ class SessionState:
         pause.answer = record
         self.open.pop(record.ref, None)
         self.audit.append(record)
-        if record.idempotency_key is not None and record.idempotency_key not in self.keys:
-            self.keys[record.idempotency_key] = KeyedOutcome(record.request_hash or "")
+        self._keyed(record.idempotency_key, record.request_hash)
         call = self.calls[record.call_ref]
         if record.decision == "restart":
             call.status = "running"
             call.started_at = record.at
+            paused = pause.record
+            if isinstance(paused, ApprovalPaused) and paused.approval.gated:
+                call.approved = paused.input if record.replace_input is None else record.replace_input
         else:
             call.status = "completed"
             self._add_result(call, record.output, False)
+
+    def _keyed(self, key: str | None, request_hash: str | None) -> None:
+        if key is not None and key not in self.keys:
+            self.keys[key] = KeyedOutcome(request_hash or "")
 
     # -- questions ------------------------------------------------------------------------------
 
@@ -262,7 +335,7 @@ class SessionState:
         return [p.record.call_ref for p in self.open.values()]
 
     def expired(self, now: datetime) -> list[Pause]:
-        return [p for p in self.open.values() if p.record.expires_at is not None and p.record.expires_at <= now]
+        return [p for p in self.open.values() if p.expires_at is not None and p.expires_at <= now]
 
     def parent_end(self, version: int) -> int | None:
         """The version of the last turn end before ``version`` (a snapshot's parent), if any."""
@@ -288,7 +361,7 @@ class SessionState:
         return None
 
     def summary(self, now: datetime) -> SessionSummary:
-        expiries = [p.record.expires_at for p in self.open.values() if p.record.expires_at is not None]
+        expiries = [p.expires_at for p in self.open.values() if p.expires_at is not None]
         return SessionSummary(
             session_id=self.session_id,
             agent=self.agent,

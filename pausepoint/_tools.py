@@ -14,15 +14,19 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from ._grants import Grant
 from ._jsondata import json_data
 from ._models import ToolDefinition
 from ._presentation import PauseDisplay, PauseView, check_display, render
 from .errors import DefinitionError
+
+if TYPE_CHECKING:
+    from ._policy import Check
 
 __all__ = ["Interrupt", "Tool", "ToolRunContext", "fingerprint_of", "jsonable"]
 
@@ -93,7 +97,15 @@ def fingerprint_of(name: str, input_schema: dict[str, Any], output_schema: dict[
 
 
 class Tool:
-    """A callable tool. Build one with ``Pausepoint.tool()`` or ``Pausepoint.define_interrupt()``."""
+    """A callable tool. Build one with ``Pausepoint.tool()`` or ``Pausepoint.define_interrupt()``.
+
+    ``requires_approval`` (True, or a predicate of the validated input — or of the input and
+    the ``ToolRunContext`` — sync or async) makes the runtime pause each call *before* the tool
+    runs, showing its exact arguments; approving the pause runs the tool with exactly those
+    arguments (see ``ApprovalPolicy`` for who approves, and what approves without a person). A
+    predicate that raises counts as True. ``approves`` (interrupt-only tools) maps the
+    interrupt's validated input to the ``Grant`` a yes to it gives: the call it asked about.
+    """
 
     def __init__(
         self,
@@ -107,6 +119,8 @@ class Tool:
         input_model: type[BaseModel] | None = None,
         output_schema: type[Any] | None = None,
         display: PauseDisplay | None = None,
+        requires_approval: bool | Check = False,
+        approves: Callable[[Any], Grant | None] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -133,6 +147,19 @@ class Tool:
             check_display(display, self.input_model, self.name)
         #: how this tool's pauses read to a person (None: defaults from the input schema)
         self.display = display
+        if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+            raise DefinitionError(
+                f"tool {self.name!r}: requires_approval is True/False or a predicate of the input, "
+                f"not {requires_approval!r}"
+            )
+        if requires_approval is not False and pauses_only:
+            raise DefinitionError(f"tool {self.name!r} only asks (define_interrupt): it cannot require approval")
+        #: pause each call for approval before it runs (True, or a predicate of the call)
+        self.requires_approval: bool | Check = requires_approval
+        if approves is not None and (not callable(approves) or not pauses_only):
+            raise DefinitionError(f"tool {self.name!r}: approves= is a function of an interrupt's input")
+        #: for an interrupt: the grant a yes to it gives (the call it asked about)
+        self.approves = approves
         self._is_async = inspect.iscoroutinefunction(fn)
 
     def __repr__(self) -> str:

@@ -11,13 +11,18 @@ The loop is a small state machine over the session state:
 Records go through a ``Journal``: they are folded into the state as they are made and written
 to the store at flush points — after a resume's claims (before anything runs), after each batch
 of tool results (before the next model call), and at the end. A model failure before the first
-flush leaves the session exactly as it was. Each append carries the events announcing its pauses,
+flush leaves the session exactly as it was.
+
+Before calls run, the approval policy has its say (``Turn.gate``, see ``_gate``): a call may be
+approved or denied without a person, or paused for one; a decision that lets a call run is
+written before the call starts. Each append carries the events announcing its pauses,
 answers and turn ends (``_events``), so the store writes them in the same transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -26,10 +31,22 @@ from typing import TYPE_CHECKING, Any
 
 from ._dispatch import CallJob, Completed, Outcome, Paused, dispatch
 from ._events import announce
+from ._gate import judge, request_for_pause
 from ._intake import model_message
 from ._messages import Message, ToolRequestPart
 from ._models import ModelChunk, ModelRequest, ModelResponse, TextDelta
-from ._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
+from ._records import (
+    ApprovalPaused,
+    ApprovalRequest,
+    CallAnswered,
+    CallCompleted,
+    CallDecided,
+    CallPaused,
+    MessageAdded,
+    Record,
+    TurnEnded,
+    encode_record,
+)
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, HistoryView, SessionState
 from ._streaming import (
@@ -43,6 +60,7 @@ from ._streaming import (
     TurnEndChunk,
 )
 from ._telemetry import Telemetry
+from ._tools import Interrupt
 from ._views import pending_interrupt, response_for
 from .errors import ConcurrentUpdate, ResumeInProgress, VersionConflict
 from .stores import LogEntry, SessionStore
@@ -55,6 +73,8 @@ __all__ = ["Journal", "Turn", "new_ref"]
 _QUIET = Telemetry(tracing=False)
 
 _END_ATTEMPTS = 20
+
+_PAUSE_FIELDS = [f.name for f in dataclasses.fields(CallPaused) if f.name != "kind"]
 
 _UNKNOWN_OUTCOME = {
     "error": "interrupted: the process running this call stopped before recording its result; "
@@ -260,11 +280,13 @@ class Turn:
                     self.emit(ToolRequestChunk(request_part.ref, request_part.name, request_part.input))
             if not requests:
                 return await self.end(_MODEL_FINISH[response.finish_reason])
-            if any(self._must_not_repeat(r) for r in requests):
+            jobs = await self.gate([CallJob(r, r.input, refusal=refused.get(r.ref)) for r in requests])
+            if any(self._must_not_repeat(j.request) for j in jobs) or self._decided():
                 # Record the calls before a tool that must not run twice starts: if this process
                 # dies mid-call, the session then knows the call may have run (see recover()).
+                # The policy's approvals are written before the calls they let run, too.
                 await self.journal.flush(agent.clock())
-            failed = await self.run_calls([CallJob(r, r.input, refusal=refused.get(r.ref)) for r in requests])
+            failed = await self.run_calls(jobs)
             if failed is not None and agent.tool_errors == "fail":
                 return await self.end(AgentFinishReason.FAILED, error=failed)
             if self.state.open:
@@ -290,6 +312,10 @@ class Turn:
                     original_input=paused.input if edited else None,
                 )
             )
+        if jobs:
+            jobs = await self.gate(jobs)
+            if self._decided():
+                await self.journal.flush(self.agent.clock())
         failed = await self.run_calls(jobs) if jobs else None
         if failed is not None and self.agent.tool_errors == "fail":
             return await self.end(AgentFinishReason.FAILED, error=failed)
@@ -391,6 +417,46 @@ class Turn:
 
     # -- tool calls -----------------------------------------------------------------------------
 
+    async def gate(self, jobs: list[CallJob]) -> list[CallJob]:
+        """The approval policy's say before calls run (``_gate.judge``): records what it decided —
+        approvals by a rule or a grant, denials with their result, pauses for a person — and
+        returns the calls that may run now. Calls the policy does not concern pass untouched."""
+        agent = self.agent
+        if not agent._judged:
+            return jobs
+        kept = []
+        for job in jobs:
+            request = job.request
+            now = agent.clock()
+            verdict = await judge(
+                agent.approval_policy,
+                agent.tools.get(request.name),
+                self.state,
+                job,
+                self.principal,
+                now,
+                agent.json_limits,
+            )
+            if verdict.kind == "run":
+                kept.append(job)
+            elif verdict.kind == "approve":
+                self.journal.add(CallDecided(request.ref, request.name, "approve", now, verdict.rule, verdict.grant))
+                kept.append(job)
+            elif verdict.kind == "deny":
+                denial = {"denied": True, "reason": verdict.reason or ""}
+                self.journal.add(
+                    CallDecided(request.ref, request.name, "deny", now, verdict.rule, reason=verdict.reason),
+                    CallCompleted(request.ref, request.name, denial),
+                )
+            else:
+                signal = Interrupt({"reason": verdict.reason}, ttl=verdict.ttl)
+                self.journal.add(self._record(Paused(job, verdict.input, signal), verdict.request))
+        return kept
+
+    def _decided(self) -> bool:
+        """Whether the policy approved a call whose decision is not written yet."""
+        return any(isinstance(r, CallDecided) for r in self.journal.pending)
+
     async def run_calls(self, jobs: list[CallJob]) -> str | None:
         """Run calls, recording each outcome as it arrives. Returns the first error, if any."""
         errors: list[str] = []
@@ -412,27 +478,39 @@ class Turn:
         )
         return errors[0] if errors else None
 
-    def _record(self, outcome: Outcome) -> Record:
+    def _record(self, outcome: Outcome, approval: ApprovalRequest | None = None) -> Record:
+        """The record of a call's outcome. A pause the approval policy governs — the gate's
+        (``approval``), or a tool's own the policy has a say on — is an ``ApprovalPaused``."""
         request = outcome.job.request
         if isinstance(outcome, Completed):
             return CallCompleted(request.ref, request.name, outcome.output, outcome.is_error)
         assert isinstance(outcome, Paused)
-        now = self.agent.clock()
+        agent = self.agent
+        now = agent.clock()
         ttl: timedelta | None = outcome.signal.ttl
         ref = new_ref()
         expires_at = None if ttl is None else now + ttl
+        tool = agent.tools[request.name]
+        if (
+            approval is None
+            and agent._judged
+            and (tool.approves is not None or agent.approval_policy.governs(tool.name))
+        ):
+            approval = request_for_pause(agent.approval_policy, tool, self.state, outcome.input)
         record = CallPaused(
             ref=ref,
             call_ref=request.ref,
             name=request.name,
             input=outcome.input,
             metadata=outcome.signal.metadata,
-            fingerprint=self.agent.tools[request.name].fingerprint,
+            fingerprint=tool.fingerprint,
             turn=self.state.turn,
             at=now,
             expires_at=expires_at,
-            trace=self.agent.telemetry.pause(request.name, ref, request.ref, expires_at),
+            trace=agent.telemetry.pause(request.name, ref, request.ref, expires_at),
         )
+        if approval is not None:
+            record = ApprovalPaused(**{f: getattr(record, f) for f in _PAUSE_FIELDS}, approval=approval)
         if self.emit is not None:
             self.emit(InterruptChunk(pending_interrupt(record), request.ref))
         return record

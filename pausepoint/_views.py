@@ -4,25 +4,55 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ._interrupts import AuditEntry, PendingInterrupt
-from ._records import CallAnswered, CallPaused, MessageAdded, TurnEnded
+from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt
+from ._records import (
+    ApprovalGiven,
+    ApprovalPaused,
+    CallAnswered,
+    CallDecided,
+    CallPaused,
+    GrantAdded,
+    GrantRevoked,
+    MessageAdded,
+    PauseEscalated,
+    TurnEnded,
+)
 from ._response import AgentFinishReason, AgentResponse
-from ._session import SessionState
+from ._session import AuditRecord, Pause, SessionState
 
 __all__ = ["answered_pause", "audit_entry", "pending_interrupt", "response_for"]
 
 
-def pending_interrupt(record: CallPaused) -> PendingInterrupt:
+def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int | None = None) -> PendingInterrupt:
+    """The pause ``record`` as callers see it; with ``pause``, as it stands now (approvals
+    counted up to version ``until``, escalations)."""
+    approval = None
+    if isinstance(record, ApprovalPaused):
+        request = record.approval
+        approval = ApprovalStatus(
+            required=request.required,
+            approved_by=pause.approved_by(until) if pause is not None else [],
+            roles=pause.roles if pause is not None else request.roles,
+            requested_by=request.requester,
+            separate=request.separate,
+            gated=request.gated,
+            decisions=list(request.decisions),
+            grantable=request.grantable,
+            offer=request.offer,
+            rule=request.rule,
+            escalated=pause.level if pause is not None else 0,
+        )
     return PendingInterrupt(
         name=record.name,
         ref=record.call_ref,
         input=record.input,
         metadata=record.metadata,
         paused_at=record.at,
-        expires_at=record.expires_at,
+        expires_at=pause.expires_at if pause is not None else record.expires_at,
         turn=record.turn,
         call_ref=record.call_ref,
         pause_id=record.ref,
+        approval=approval,
     )
 
 
@@ -34,15 +64,17 @@ def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResp
         session_id=state.session_id,
         finish_reason=AgentFinishReason(end.finish_reason),
         message=message,
-        interrupts=[pending_interrupt(state.pauses[ref].record) for ref in end.open_refs],
+        interrupts=[pending_interrupt(state.pauses[ref].record, state.pauses[ref], version) for ref in end.open_refs],
         error=end.error,
         turn=end.turn,
         version=version,
     )
 
 
-def audit_entry(record: CallAnswered | MessageAdded, paused: CallPaused | None = None) -> AuditEntry:
-    """One audit entry: an answer (with ``paused``, the pause it answered) or a user message."""
+def audit_entry(record: AuditRecord, state: SessionState | None = None) -> AuditEntry:
+    """One audit entry: an answer, an approval, a policy's decision, a grant, an escalation, or a
+    user message. With ``state``, an entry about a pause carries the pause's input and an
+    approval its count."""
     if isinstance(record, MessageAdded):
         return AuditEntry(
             ref="",
@@ -53,6 +85,86 @@ def audit_entry(record: CallAnswered | MessageAdded, paused: CallPaused | None =
             via=record.via or "unknown",
             message=record.message,
         )
+    if isinstance(record, CallDecided):
+        call = state.calls.get(record.call_ref) if state is not None else None
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.name,
+            decision=record.decision,
+            at=record.at,
+            principal=None,
+            via="policy",
+            reason=record.reason,
+            call_ref=record.call_ref,
+            input=call.request.input if call is not None else None,
+            rule=record.rule,
+            grant=record.grant,
+        )
+    if isinstance(record, GrantAdded):
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.tool,
+            decision="grant",
+            at=record.at,
+            principal=record.principal,
+            via=record.via,
+            call_ref=record.call_ref,
+            pause_id=record.ref,
+            grant=record.id,
+            scope={"bounds": record.bounds, "uses": record.uses, "expires_at": _iso(record.expires_at)},
+        )
+    if isinstance(record, GrantRevoked):
+        added = state.grants[record.id].record if state is not None and record.id in state.grants else None
+        return AuditEntry(
+            ref="",
+            name=added.tool if added is not None else "",
+            decision="revoke",
+            at=record.at,
+            principal=record.principal,
+            via=record.via,
+            reason=record.reason or None,
+            grant=record.id,
+        )
+    paused = state.pauses[record.ref] if state is not None and record.ref in state.pauses else None
+    pause_input = paused.record.input if paused is not None else None
+    required = paused.record.approval.required if paused and isinstance(paused.record, ApprovalPaused) else 0
+    if isinstance(record, PauseEscalated):
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.name,
+            decision="escalate",
+            at=record.at,
+            principal=None,
+            via="expiry",
+            call_ref=record.call_ref,
+            input=pause_input,
+            pause_id=record.ref,
+            escalated_to=list(record.to),
+            required=required,
+        )
+    if isinstance(record, ApprovalGiven):
+        counted = 0
+        if paused is not None:
+            counted = next((i for i, (_, a) in enumerate(paused.approvals, 1) if a is record), len(paused.approvals))
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.name,
+            decision="approve",
+            at=record.at,
+            principal=record.principal,
+            via=record.via,
+            metadata=record.metadata,
+            idempotency_key=record.idempotency_key,
+            call_ref=record.call_ref,
+            input=pause_input,
+            pause_id=record.ref,
+            approvals=counted,
+            required=required,
+        )
+    assert isinstance(record, CallAnswered)
+    approvals = 0
+    if required:
+        approvals = len(record.approvals) if record.approvals is not None else int(record.decision == "restart")
     return AuditEntry(
         ref=record.call_ref,
         name=record.name,
@@ -67,9 +179,15 @@ def audit_entry(record: CallAnswered | MessageAdded, paused: CallPaused | None =
         reason=record.reason,
         idempotency_key=record.idempotency_key,
         call_ref=record.call_ref,
-        input=paused.input if paused is not None else None,
+        input=pause_input,
         pause_id=record.ref,
+        approvals=approvals,
+        required=required,
     )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def answered_pause(entry: AuditEntry) -> PendingInterrupt:

@@ -1,23 +1,34 @@
-"""The banking demo: ``transfer_money`` guarded by a ``userApproval`` interrupt.
+"""The banking demo: ``transfer_money`` guarded twice — by the seed's ``userApproval`` interrupt,
+which the model is asked to call first, and by ``requires_approval``, which the runtime enforces.
 
 This is the agent ``pausepoint demo`` serves (and ``examples/banking.py`` re-exports):
 ``build(store, ledger, model=..., plugins=...)`` gives the app and its ``bankingAgent``. With no
 model it runs on ``ScriptedModel(banking_script)``, an offline stand-in that does what the
 system prompt asks. Any real model decides by itself when to ask for approval: the system
 prompt and the tools' descriptions are all it is told.
+
+The two guards work together. A model that follows the prompt asks ``userApproval`` about the
+transfer ("Transfer $500 to savings"); a yes to it also grants that one transfer — exactly that
+amount to exactly that account, once, within 15 minutes (``transfer_it_describes``) — so the
+person is not asked twice for the same thing. A model that skips the question, calls
+``transfer_money`` after a denial, or with other arguments than were approved, gets its call
+paused for approval by the runtime: the transfer itself is shown, and nothing moves unless a
+person approves it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from decimal import Decimal
+from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pydantic import BaseModel
 
 from ._agent import Agent
 from ._app import Pausepoint
+from ._grants import Grant
 from ._models import Model, ModelRequest, Plugin
 from ._presentation import PauseDisplay
 from .stores import InMemorySessionStore, SessionStore
@@ -32,6 +43,7 @@ __all__ = [
     "UserApprovalInput",
     "banking_script",
     "build",
+    "transfer_it_describes",
 ]
 
 AGENT_NAME = "bankingAgent"
@@ -60,6 +72,35 @@ class TransferMoneyInput(BaseModel):
 
 
 TRANSFER = re.compile(r"\$(\d+(?:\.\d+)?) to (\w+)")
+
+# A transfer as people (and models) write one: "$500 to savings", "20 dollars to Bob",
+# "$1,000 from checking to the savings account".
+_DESCRIBED = re.compile(
+    r"(?:\$\s*(?P<a>\d[\d,]*(?:\.\d+)?)|(?P<b>\d[\d,]*(?:\.\d+)?)\s*(?:dollars|usd|\$))"
+    r"(?:\s+from\s+(?:the\s+|my\s+)?[\w-]+(?:\s+account)?)?\s+to\s+(?:the\s+|my\s+)?(?P<to>[\w-]+)",
+    re.IGNORECASE,
+)
+#: how long a yes to userApproval keeps the transfer it described approved
+GRANT_TTL = timedelta(minutes=15)
+
+
+def transfer_it_describes(approval: UserApprovalInput) -> Grant | None:
+    """The one transfer a ``userApproval`` asks about, as a grant: that amount, to that account,
+    once, within ``GRANT_TTL``; None when its details do not name exactly one transfer."""
+    found = list(_DESCRIBED.finditer(approval.details)) or list(_DESCRIBED.finditer(approval.action))
+    if len(found) != 1:
+        return None
+    match = found[0]
+    try:
+        amount = Decimal((match["a"] or match["b"]).replace(",", ""))
+    except InvalidOperation:
+        return None
+    return Grant(
+        tool="transfer_money",
+        bounds={"amount": {"equals": str(amount)}, "to_account": {"equals": match["to"]}},
+        uses=1,
+        ttl=GRANT_TTL,
+    )
 
 
 def banking_script(request: ModelRequest) -> Step:
@@ -111,9 +152,16 @@ def build(
         input_schema=UserApprovalInput,
         output_schema=ApprovalOutput,
         display=PauseDisplay(title="{details}", summary="The agent asks before it runs {action}.", risk="high"),
+        approves=transfer_it_describes,
     )
 
-    @ai.tool()
+    @ai.tool(
+        requires_approval=True,
+        display=PauseDisplay(
+            title="Transfer ${amount} to {to_account}", summary="The transfer itself, as the model asked for it.",
+            risk="high",
+        ),
+    )  # fmt: skip
     async def transfer_money(input: TransferMoneyInput) -> str:  # noqa: A002 - the reference's name
         """Transfer money after approval."""
         if ledger is not None:

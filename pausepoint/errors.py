@@ -16,10 +16,15 @@ The tree::
     │   │   ├── InvalidAnswer           an answer fails its schema, or is not JSON data a session can keep
     │   │   ├── InputEditNotAllowed     replace_input on a tool that did not opt in
     │   │   ├── ToolDefinitionChanged   the paused tool's definition changed since the pause
-    │   │   └── IdempotencyKeyReused    the key was used before for a different request
+    │   │   ├── IdempotencyKeyReused    the key was used before for a different request
+    │   │   ├── ApprovalForbidden       the principal may not give this decision (role, separation of duties)
+    │   │   ├── AlreadyApproved         this principal's approval of the pause is already counted
+    │   │   ├── DecisionNotAllowed      the pause does not take this kind of answer
+    │   │   └── InvalidGrant            a grant that cannot be given (a tool not grantable, bad bounds)
     │   ├── PendingInterrupts       send() while calls are paused
     │   ├── InvalidMessage          a user message a session cannot keep (not text/media, not JSON data)
     │   ├── SessionNotFound
+    │   ├── GrantNotFound           no such grant in the session
     │   ├── InvalidSessionId        a caller-chosen session id that cannot name a session
     │   ├── DefinitionError         a tool, model or agent definition is invalid
     │   ├── ModelNotFound
@@ -62,18 +67,23 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AlreadyApproved",
     "AlreadyResolved",
+    "ApprovalForbidden",
     "ClientStateRefused",
     "ConcurrentUpdate",
+    "DecisionNotAllowed",
     "DefinitionError",
     "DuplicateAnswer",
     "Forbidden",
+    "GrantNotFound",
     "HistoryTooLong",
     "IdempotencyKeyReused",
     "InputEditNotAllowed",
     "InterruptExpired",
     "InterruptNameMismatch",
     "InvalidAnswer",
+    "InvalidGrant",
     "InvalidMessage",
     "InvalidRequest",
     "InvalidSessionId",
@@ -183,6 +193,35 @@ class IdempotencyKeyReused(ResumeRefused):
     code = "idempotency_key_reused"
 
 
+class ApprovalForbidden(ResumeRefused):
+    """The approval policy does not let this principal give this decision on this pause: the
+    principal holds none of the roles that decide it, asked for the call themselves (separation
+    of duties), or is unnamed where the policy must know who decides. ``details["reason"]``
+    says which: ``role``, ``decision``, ``separation_of_duties`` or ``anonymous``."""
+
+    code = "approval_forbidden"
+
+
+class AlreadyApproved(ResumeRefused):
+    """The pause needs several distinct approvers, and this principal's approval is counted already."""
+
+    code = "already_approved"
+
+
+class DecisionNotAllowed(ResumeRefused):
+    """The pause does not take this kind of answer (a call paused for approval is approved or
+    denied, not answered with a made-up result; a quorum's input is not edited)."""
+
+    code = "decision_not_allowed"
+
+
+class InvalidGrant(ResumeRefused):
+    """A grant that cannot be given: a tool the policy does not let anyone grant, one that needs
+    several approvals, bounds that do not fit the tool's input, a lifetime beyond the policy's."""
+
+    code = "invalid_grant"
+
+
 class PendingInterrupts(UsageError):
     code = "pending_interrupts"
 
@@ -196,6 +235,10 @@ class InvalidMessage(UsageError):
 
 class SessionNotFound(UsageError):
     code = "session_not_found"
+
+
+class GrantNotFound(UsageError):
+    code = "grant_not_found"
 
 
 class InvalidSessionId(UsageError):

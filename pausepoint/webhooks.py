@@ -20,7 +20,8 @@ The request (``format="json"``)::
     POST <url>
     Content-Type: application/json
     Pausepoint-Event-Id: 3f9c...            the event's id: the same on every retry
-    Pausepoint-Event-Type: pause            pause | answer | expiry | turn_end
+    Pausepoint-Event-Type: pause            pause | answer | expiry | turn_end | approval | decision
+                                            | grant | escalation
     Pausepoint-Timestamp: 1767225600        when this attempt was signed (Unix seconds)
     Pausepoint-Signature: v1=5257a8...      hex HMAC-SHA256(secret, f"{timestamp}." + body)
     Pausepoint-Attempt: 1
@@ -68,7 +69,8 @@ class Webhook:
 
     ``name`` identifies it in the outbox (letters, digits, ``_.:-``; unique in an app);
     ``secret`` signs every request (HMAC-SHA256; required for ``format="json"``); ``events``
-    are the kinds it wants (default: all of ``pause``, ``answer``, ``expiry``, ``turn_end``);
+    are the kinds it wants (default: all of ``pause``, ``answer``, ``expiry``, ``turn_end``,
+    ``approval``, ``decision``, ``grant``, ``escalation``);
     ``agents`` limits it to some agents' sessions (default: every agent it is configured for);
     ``format`` is ``"json"`` (the event body) or ``"slack"`` (an incoming-webhook message).
     A failed attempt (no 2xx reply within ``timeout`` seconds) is retried after ``backoff``
@@ -184,6 +186,24 @@ def slack_text(body: Mapping[str, Any]) -> str:
             return f":hourglass: `{entry['name']}` in {session} of *{body['agent']}* expired unanswered"
         who = entry.get("principal") or "someone"
         return f":white_check_mark: `{entry['name']}` in {session} of *{body['agent']}*: {entry['decision']} by {who}"
+    if kind in ("approval", "decision", "grant", "escalation"):
+        entry = body["entry"]
+        where = f"`{entry['name']}` in {session} of *{body['agent']}*"
+        if kind == "approval":
+            counted = f"approval {entry['approvals']} of {entry['required']}"
+            return f":ballot_box_with_check: {where}: {counted} by {entry['principal']}"
+        if kind == "decision":
+            by = f"rule “{entry['rule']}”" if entry.get("rule") else f"grant `{entry.get('grant')}`"
+            done = "approved" if entry["decision"] == "approve" else "denied"
+            return f":robot_face: {where}: {done} by {by}"
+        if kind == "escalation":
+            return (
+                f":rotating_light: {where}: nobody decided in time; handed to {', '.join(entry['escalated_to'] or [])}"
+            )
+        action = "revoked" if entry["decision"] == "revoke" else "granted"
+        return (
+            f":key: {where}: later calls {action} by {entry.get('principal') or 'someone'} (grant `{entry['grant']}`)"
+        )
     pending = len(body.get("open_refs") or [])
     text = f":speech_balloon: *{body['agent']}* ended a turn in {session}: {body['finish_reason']}"
     return text + (f" ({pending} waiting for an answer)" if pending else "")

@@ -10,10 +10,11 @@ import pausepoint.testing
 def test_top_level_names():
     assert sorted(pausepoint.__all__) == sorted(
         [
-            "Agent", "AgentFinishReason", "AgentResponse", "AuditEntry", "Chat", "DetachedTurn", "FunctionModel",
+            "Agent", "AgentFinishReason", "AgentResponse", "ApprovalPolicy", "ApprovalStatus", "ApprovalView",
+            "AuditEntry", "Chat", "DetachedTurn", "Escalation", "FunctionModel", "Grant", "GrantInfo",
             "Interrupt", "InterruptChunk", "JsonLimits", "MediaPart", "Message", "Model", "ModelChunk", "ModelRequest",
-            "ModelResponse", "Part", "PauseDisplay", "PauseField", "PauseView",
-            "Pausepoint", "PendingInterrupt", "Plugin", "TextChunk", "TextDelta", "TextPart", "Tool", "ToolCallDelta",
+            "ModelResponse", "Part", "PauseDisplay", "PauseField", "PauseView", "Pausepoint", "PendingInterrupt",
+            "Plugin", "Role", "Rule", "TextChunk", "TextDelta", "TextPart", "Tool", "ToolCallDelta",
             "ToolCallDeltaChunk", "ToolDefinition", "ToolProgressChunk", "ToolRequestChunk", "ToolRequestPart",
             "ToolResponse", "ToolResponsePart", "ToolRestart", "ToolResultChunk", "ToolRunContext", "TurnChunk",
             "TurnEndChunk", "TurnStatus", "TurnStream", "Usage", "deny_on_expiry",

@@ -63,7 +63,7 @@ def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
     then; None for an entry that answers no pause)."""
     items: list[dict[str, Any]] = dump(AUDIT, entries)
     for item, entry in zip(items, entries, strict=True):
-        if not entry.name:  # not an answer to a pause (nothing to show as one)
+        if not entry.name or entry.decision in ("grant", "revoke"):  # about no call (nothing to show as one)
             item["view"] = None
             continue
         item["view"] = asdict(agent.view(answered_pause(entry)))

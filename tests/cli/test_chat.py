@@ -66,7 +66,12 @@ async def test_approve_from_the_keyboard_runs_the_transfer(tmp_path, terminals):
 
     texts, audit = await recorded(db, session_of(child.before))
     assert texts[-1] == "Transferred $500 to savings."
-    assert audit == [("message", None, "terminal"), ("respond", None, "terminal")]
+    assert audit == [
+        ("message", None, "terminal"),
+        ("respond", None, "terminal"),
+        ("grant", None, "terminal"),  # the yes grants the one transfer it asked about ...
+        ("approve", None, "policy"),  # ... and the transfer runs on that grant
+    ]
 
 
 async def test_deny_with_a_reason_the_model_sees(tmp_path, terminals):

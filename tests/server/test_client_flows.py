@@ -33,10 +33,13 @@ async def test_banking_flow_streamed_through_the_client(served):
         assert res.text == text == "Transferred $500 to savings."
         assert served.ledger == ["500->savings"]
 
-        sent, entry = await chat.audit_trail()
+        sent, entry, grant, decided = await chat.audit_trail()
         assert (sent.decision, sent.principal, sent.via) == ("message", "alice", "http")
         assert (entry.ref, entry.decision, entry.principal, entry.via) == (pause.ref, "respond", "alice", "http")
         assert entry.output == {"approved": True, "feedback": "Looks good!"}
+        # the yes granted the transfer it asked about, and that grant approved the transfer
+        assert (grant.decision, grant.principal, grant.name) == ("grant", "alice", "transfer_money")
+        assert (decided.decision, decided.via, decided.grant) == ("approve", "policy", grant.grant)
 
         with pytest.raises(AlreadyResolved):  # the same answer again: refused, nothing runs twice
             await chat.resume(respond=[pause.respond({"approved": True})])

@@ -47,9 +47,10 @@ async def test_approve_answers_an_interrupt_only_tool_with_a_yes(served, http):
     reply = await http.post(f"{session}/interrupts/{ref}/approve", headers={**ALICE, "Idempotency-Key": "k1"})
     assert reply.status_code == 200, reply.text
     assert reply.json()["finish_reason"] == "stop" and served.ledger == ["12->ann"]
-    sent, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    sent, entry, grant, decided = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
     assert (sent["decision"], sent["principal"], sent["via"]) == ("message", "alice", "http")
     assert sent["message"]["parts"][0]["text"] == "Transfer $12 to ann."
+    assert (grant["decision"], decided["decision"], decided["grant"]) == ("grant", "approve", grant["grant"])
     assert (entry["decision"], entry["output"], entry["principal"]) == (
         "respond",
         {"approved": True, "feedback": ""},

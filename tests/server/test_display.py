@@ -26,6 +26,7 @@ TRANSFER_VIEW = {
     ],
     "risk": "high",
     "on_expiry": None,
+    "approval": None,  # what an audit entry shows; a pause shows where its approval stands
 }
 
 
@@ -62,21 +63,29 @@ async def test_every_surface_shows_a_pause_with_the_same_view(served, http):
         detail["last_response"]["interrupts"][0]["view"],
         listed[0]["view"],
     ]
-    assert seen == [TRANSFER_VIEW] * 5
+    # the yes also approves the transfer it asks about: every surface says so, the same way
+    assert [{**view, "approval": None} for view in seen] == [TRANSFER_VIEW] * 5
+    assert all(view["approval"] == seen[0]["approval"] for view in seen)
+    assert seen[0]["approval"]["offer"] == (
+        "A yes also approves one transfer_money call with amount 700.00 and to account savings, within the next "
+        "15 minutes."
+    )
 
     approved = await http.post(f"{session}/interrupts/{ref}/approve", headers=ALICE)
     assert approved.status_code == 200, approved.text
-    sent, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    sent, entry, grant, decided = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
     assert (sent["decision"], sent["principal"], sent["view"]) == ("message", "alice", None)
     assert entry["view"] == TRANSFER_VIEW  # the audit says what was approved, not just "userApproval"
+    assert (grant["view"], decided["view"]["title"]) == (None, "Transfer $700.00 to savings")
     assert entry["input"] == {"action": "transfer_money", "details": "Transfer $700 to savings"}
     assert entry["call_ref"] == chunk["call_ref"]  # finds its tool request in the history
     history = (await http.get(session + "/history", headers=ALICE)).json()["messages"]
     assert entry["call_ref"] in [p.get("ref") for m in history for p in m["parts"] if p["kind"] == "tool_request"]
 
     await asyncio.wait_for(listening, 10)
-    assert [name for name, _ in feed] == ["pause", "turn_end", "answer", "turn_end"]
-    assert feed[0][1]["interrupt"]["view"] == TRANSFER_VIEW and feed[2][1]["entry"]["view"] == TRANSFER_VIEW
+    assert [name for name, _ in feed] == ["pause", "turn_end", "answer", "grant"]
+    assert {**feed[0][1]["interrupt"]["view"], "approval": None} == TRANSFER_VIEW
+    assert feed[2][1]["entry"]["view"] == TRANSFER_VIEW
 
 
 @pytest.fixture

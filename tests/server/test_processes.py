@@ -35,6 +35,8 @@ async def pause_in_one_answer_in_another(spec) -> None:
             assert [(e.decision, e.principal, e.via) for e in trail] == [
                 ("message", "alice", "http"),
                 ("respond", "alice", "http"),
+                ("grant", "alice", "http"),  # the yes grants the one transfer it asked about
+                ("approve", None, "policy"),  # ... which that grant approves
             ]
 
 

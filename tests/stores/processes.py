@@ -24,14 +24,17 @@ class Worker:
         self._stderr = stderr
 
     @classmethod
-    async def start(cls, spec: dict[str, Any], ledger: Path, stderr: Path) -> Worker:
+    async def start(
+        cls, spec: dict[str, Any], ledger: Path, stderr: Path, *, module: str = "tests.stores.worker", extra: str = ""
+    ) -> Worker:
         with stderr.open("wb") as errors:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "tests.stores.worker",
+                module,
                 json.dumps(spec),
                 str(ledger),
+                *([extra] if extra else []),
                 cwd=ROOT,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,

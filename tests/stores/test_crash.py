@@ -49,6 +49,10 @@ def sessions_seen(replies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return seen
 
 
+# A person's answers (the yes grants the transfer it asked about, which the policy then approves).
+PEOPLE = ("respond", "deny", "restart", "cancel", "expire")
+
+
 def transferred_texts(history: list[Any], account: str) -> int:
     return sum(1 for m in history if m.role == "model" and m.text == f"Transferred $7 to {account}.")
 
@@ -63,7 +67,7 @@ async def recover(chat: Chat, account: str, report: dict[str, Any], ledger: str)
         assert transfers(ledger, account) == 0
         return "not written"
     open_pauses = await chat.interrupts()
-    audit = [e for e in await chat.audit_trail() if e.decision != "message"]
+    audit = [e for e in await chat.audit_trail() if e.decision in PEOPLE]
     assert len(audit) <= 1
     assert transfers(ledger, account) <= 1
     assert transferred_texts(history, account) <= 1
@@ -106,7 +110,7 @@ async def recover(chat: Chat, account: str, report: dict[str, Any], ledger: str)
     assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "You said: Thanks!")
     assert await chat.interrupts() == []
     assert [e.decision for e in await chat.audit_trail()].count("message") == 2  # the transfer request, "Thanks!"
-    assert len([e for e in await chat.audit_trail() if e.decision != "message"]) == 1
+    assert len([e for e in await chat.audit_trail() if e.decision in PEOPLE]) == 1
     assert transfers(ledger, account) == made  # recovery never transfers again
     if lost:
         assert made <= 1  # at most once: the kill may have come before the transfer itself

@@ -53,8 +53,11 @@ async def test_racing_processes_answer_a_pause_exactly_once(durable_backend, tmp
             _, reader = build(store)
             session = reader.chat(chat.session_id)
             audit = await session.audit_trail()
-            assert [(a.decision, a.principal) for a in audit if a.decision != "message"] == [
-                ("respond", f"worker-{winner['pid']}")
+            # the winner's yes, the one transfer it grants, and the transfer approved by that grant
+            assert [(a.decision, a.principal, a.via) for a in audit if a.decision != "message"] == [
+                ("respond", f"worker-{winner['pid']}", "python"),
+                ("grant", f"worker-{winner['pid']}", "python"),
+                ("approve", None, "policy"),
             ]
             assert await session.interrupts() == []
             last = await session.last_response()
@@ -110,8 +113,8 @@ async def test_a_pause_made_in_one_process_is_answered_in_another(durable_backen
         history = await session.history()
         assert [m.role for m in history] == ["user", "model", "tool", "model", "tool", "model"]
         assert history[-1].text == "Transferred $5 to savings."
-        answers = [a for a in await session.audit_trail() if a.decision != "message"]
-        assert [a.principal for a in answers] == [f"worker-{answerer.pid}"]
+        answers = [a for a in await session.audit_trail() if a.decision not in ("message", "grant")]
+        assert [(a.principal, a.via) for a in answers] == [(f"worker-{answerer.pid}", "python"), (None, "policy")]
         assert await reader.list_sessions(has_pending=True) == []
     finally:
         await store.close()

@@ -1,0 +1,642 @@
+"""SPEC 2.14: approval is bound to the call — ``requires_approval``, and the ``ApprovalPolicy``'s
+rules, grants, quorum, separation of duties, roles and escalation, each accepted and refused,
+with the audit entries they leave (on the in-memory store and a real SQLite file)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from pydantic import BaseModel
+
+from pausepoint import (
+    AgentFinishReason,
+    ApprovalPolicy,
+    Escalation,
+    Grant,
+    Interrupt,
+    Pausepoint,
+    Role,
+    Rule,
+    ToolRunContext,
+)
+from pausepoint.errors import (
+    AlreadyApproved,
+    AlreadyResolved,
+    ApprovalForbidden,
+    DecisionNotAllowed,
+    DefinitionError,
+    GrantNotFound,
+    InputEditNotAllowed,
+    InvalidAnswer,
+    InvalidGrant,
+    PausepointError,
+    PendingInterrupts,
+)
+from pausepoint.testing import ScriptedModel, tool_call
+
+from .approval_apps import Clock, build, told, treasury
+from .helpers import version
+
+# -- requires_approval ----------------------------------------------------------------------------
+
+
+async def test_a_call_that_requires_approval_pauses_before_it_runs_and_approving_runs_exactly_it(store):
+    agent, _model, ledger = build(store)
+    chat = agent.chat(principal="alice")
+    res = await chat.send("pay 500 to savings")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == []
+    [pause] = res.interrupts
+    assert (pause.name, pause.input) == ("transfer_money", {"amount": "500", "to_account": "savings"})
+    assert pause.ref == (await chat.history())[-1].tool_requests[0].ref  # the call's own ref
+    assert pause.metadata == {"reason": "transfer_money needs approval before it runs"}
+    assert pause.approval is not None and pause.approval.gated and pause.approval.required == 1
+    assert pause.approval.decisions == ["approve", "deny"]  # no made-up result, no edits: the tool said so
+    view = agent.view(pause)
+    assert view.approval is not None and view.approval.progress == "Needs approval"
+    assert [f.text for f in view.fields] == ["500.00", "savings"]
+
+    res = await chat.resume(restart=[agent.approval(pause)], principal="bob")
+    assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "sent 500 to savings")
+    assert ledger == ["500->savings"]
+    entry = (await chat.audit_trail())[-1]
+    assert (entry.decision, entry.principal, entry.ref, entry.approvals, entry.required) == (
+        "restart",
+        "bob",
+        pause.ref,
+        1,
+        1,
+    )
+    assert entry.input == {"amount": "500", "to_account": "savings"}  # what was approved, exactly
+
+
+async def test_denying_hands_the_model_the_denial_and_the_tool_never_runs(store):
+    agent, model, ledger = build(store)
+    chat = agent.chat()
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    res = await chat.resume(respond=[pause.deny("not this month")])
+    assert res.finish_reason == AgentFinishReason.STOP and ledger == []
+    assert told(model) == [{"denied": True, "reason": "not this month"}]
+
+
+async def test_a_predicate_of_the_input_and_context_picks_the_calls_that_need_approval(store):
+    seen: list[str] = []
+
+    async def large(transfer, ctx: ToolRunContext) -> bool:
+        seen.append(ctx.session_id)
+        return transfer.amount > 100
+
+    agent, _, ledger = build(store, requires=large)
+    chat = agent.chat()
+    assert (await chat.send("pay 40 to savings")).text == "sent 40 to savings"
+    assert [e.decision for e in await chat.audit_trail()] == ["message"]  # no approval needed, none recorded
+    res = await chat.send("pay 400 to savings")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == ["40->savings"]
+    assert seen == [chat.session_id] * 2
+
+    agent, _, ledger = build(requires=lambda transfer: transfer.amount > 100)  # one parameter, sync
+    chat = agent.chat()
+    assert (await chat.send("pay 40 to a")).finish_reason == AgentFinishReason.STOP
+    assert (await chat.send("pay 400 to a")).finish_reason == AgentFinishReason.INTERRUPTED
+
+
+async def test_a_check_that_fails_makes_a_person_decide(store):
+    def broken(transfer) -> bool:
+        raise RuntimeError("limits service down")
+
+    agent, _, ledger = build(store, requires=broken)
+    res = await agent.chat().send("pay 1 to a")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == []
+    assert "failed (RuntimeError): a person decides" in res.interrupts[0].metadata["reason"]
+
+
+async def test_edits_only_where_the_tool_allows_them_validated_and_recorded(store):
+    agent, _, ledger = build(store, edits=True)
+    chat = agent.chat()
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    assert pause.approval.decisions == ["approve", "edit", "deny"]
+    before = await version(store, chat.session_id)
+    with pytest.raises(InvalidAnswer):
+        await chat.resume(restart=[pause.restart(replace_input={"amount": "lots", "to_account": "savings"})])
+    assert await version(store, chat.session_id) == before and ledger == []
+    res = await chat.resume(restart=[pause.restart(replace_input={"amount": 450, "to_account": "savings"})])
+    assert res.text == "sent 450 to savings" and ledger == ["450->savings"]
+    entry = (await chat.audit_trail())[-1]
+    assert (entry.input, entry.replace_input) == (
+        {"amount": "500", "to_account": "savings"},
+        {"amount": "450", "to_account": "savings"},
+    )
+
+    agent, _, ledger = build(store)  # this one does not allow edits
+    chat = agent.chat()
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    with pytest.raises(InputEditNotAllowed):
+        await chat.resume(restart=[pause.restart(replace_input={"amount": 5, "to_account": "savings"})])
+    assert ledger == []
+
+
+async def test_a_call_paused_for_approval_takes_no_made_up_result(store):
+    agent, _, ledger = build(store)
+    chat = agent.chat()
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    before = await version(store, chat.session_id)
+    with pytest.raises(DecisionNotAllowed):
+        await chat.resume(respond=[pause.respond("sent 500 to savings")])
+    assert await version(store, chat.session_id) == before and ledger == []
+    assert (await chat.resume(restart=[pause.restart()])).text == "sent 500 to savings"
+
+
+async def test_a_tool_that_pauses_itself_too_is_approved_once_for_its_input(store):
+    """The seed's pattern inside a tool that requires approval: approving the call lets it
+    run; its own pause, restarted with the same input, is not asked about again."""
+    ai = Pausepoint()
+    runs: list[str] = []
+
+    @ai.tool(requires_approval=True)
+    async def rotate(key: str, ctx: ToolRunContext) -> str:
+        """Rotate a key (needs a fresh token first)."""
+        if not (ctx.resumed_metadata or {}).get("token"):
+            raise Interrupt({"need": "token"})
+        runs.append(key)
+        return f"rotated {key}"
+
+    agent = ai.define_agent(
+        name="ops", model=ScriptedModel([tool_call("rotate", {"key": "k1"}), "done"]), tools=[rotate], store=store
+    )
+    chat = agent.chat()
+    [gate] = (await chat.send("rotate")).interrupts
+    assert gate.approval is not None and gate.approval.gated
+    [own] = (await chat.resume(restart=[gate.restart()])).interrupts  # approved: it ran, and paused itself
+    assert own.approval is None and own.metadata == {"need": "token"} and own.ref == gate.ref
+    res = await chat.resume(restart=[own.restart(resumed_metadata={"token": "t"})])
+    assert res.text == "done" and runs == ["k1"]
+
+
+# -- a model that skips the person (the banking demo) --------------------------------------------
+
+
+def demo_agent(store, steps):
+    from pausepoint.demo import build as build_demo
+
+    ledger: list[str] = []
+    _, agent = build_demo(store, ledger, model=ScriptedModel(steps))
+    return agent, ledger
+
+
+def approval_call(details: str):
+    return tool_call("userApproval", {"action": "transfer_money", "details": details})
+
+
+def transfer_call(amount, to):
+    return tool_call("transfer_money", {"amount": amount, "to_account": to})
+
+
+async def test_a_model_that_calls_the_guarded_tool_directly_cannot_move_money(store):
+    agent, ledger = demo_agent(store, [transfer_call(500, "savings"), "Done."])
+    chat = agent.chat()
+    res = await chat.send("Transfer $500 to savings.")
+    [pause] = res.interrupts
+    assert pause.name == "transfer_money" and ledger == []  # the transfer itself waits for a person
+    assert agent.view(pause).title == "Transfer $500.00 to savings"
+    await chat.resume(restart=[agent.approval(pause)])
+    assert ledger == ["500->savings"]
+
+
+async def test_a_model_that_transfers_other_arguments_than_approved_is_paused(store):
+    steps = [approval_call("Transfer $500 to savings"), transfer_call(5000, "savings"), "Done."]
+    agent, ledger = demo_agent(store, steps)
+    chat = agent.chat()
+    [question] = (await chat.send("Transfer $500 to savings.")).interrupts
+    assert agent.view(question).approval.offer == (
+        "A yes also approves one transfer_money call with amount 500.00 and to account savings, within the next "
+        "15 minutes."
+    )
+    res = await chat.resume(respond=[agent.approval(question)])
+    [pause] = res.interrupts  # $5,000 is not what the person approved: the runtime asks about it
+    assert (pause.name, pause.input["amount"]) == ("transfer_money", "5000") and ledger == []
+    await chat.resume(respond=[pause.deny("that is not what I approved")])
+    assert ledger == []
+
+
+async def test_a_model_that_ignores_a_denial_cannot_move_money(store):
+    steps = [approval_call("Transfer $500 to savings"), transfer_call(500, "savings"), "I did it anyway."]
+    agent, ledger = demo_agent(store, steps)
+    chat = agent.chat()
+    [question] = (await chat.send("Transfer $500 to savings.")).interrupts
+    res = await chat.resume(respond=[question.respond({"approved": False, "feedback": "no"})])
+    [pause] = res.interrupts
+    assert pause.name == "transfer_money" and ledger == []
+    trail = await chat.audit_trail()
+    assert [e.decision for e in trail] == ["message", "respond"]  # a no grants nothing
+
+
+async def test_a_yes_approves_the_transfer_it_described_once(store):
+    steps = [
+        approval_call("Transfer $500 to savings"),
+        transfer_call(500, "savings"),
+        transfer_call(500, "savings"),
+        "Done twice?",
+    ]
+    agent, ledger = demo_agent(store, steps)
+    chat = agent.chat(principal="alice")
+    [question] = (await chat.send("Transfer $500 to savings.")).interrupts
+    res = await chat.resume(respond=[question.respond({"approved": True})], principal="alice")
+    assert ledger == ["500->savings"]  # the described transfer ran on the yes, with no second question
+    [again] = res.interrupts  # the same transfer again is another transfer: asked about
+    assert again.name == "transfer_money"
+    trail = await chat.audit_trail()
+    assert [(e.decision, e.name, e.principal, e.via) for e in trail] == [
+        ("message", "", "alice", "python"),
+        ("respond", "userApproval", "alice", "python"),
+        ("grant", "transfer_money", "alice", "python"),
+        ("approve", "transfer_money", None, "policy"),
+    ]
+    assert trail[2].scope["bounds"] == {"amount": {"equals": "500"}, "to_account": {"equals": "savings"}}
+    assert trail[3].grant == trail[2].grant
+    [grant] = await chat.grants()
+    assert (grant.status, grant.used, grant.uses) == ("used", 1, 1)
+
+
+# -- rules ------------------------------------------------------------------------------------------
+
+
+async def test_a_rule_approves_small_transfers_and_the_audit_names_it(store):
+    policy = ApprovalPolicy(rules=[Rule.approve("small transfers", ["transfer_money"], when=lambda t: t.amount <= 100)])
+    agent, _, ledger = build(store, policy)
+    chat = agent.chat()
+    assert (await chat.send("pay 50 to savings")).text == "sent 50 to savings"
+    assert (await chat.send("pay 500 to savings")).finish_reason == AgentFinishReason.INTERRUPTED
+    assert ledger == ["50->savings"]
+    decided = [e for e in await chat.audit_trail() if e.via == "policy"]
+    assert [(e.decision, e.rule, e.name, e.principal, e.input) for e in decided] == [
+        ("approve", "small transfers", "transfer_money", None, {"amount": "50", "to_account": "savings"})
+    ]
+
+
+async def test_a_rule_denies_and_the_model_is_told_why(store):
+    policy = ApprovalPolicy(
+        rules=[
+            Rule.deny("closed accounts", ["transfer_money"], when=lambda t: t.to_account.startswith("ext-"),
+                      reason="external accounts are closed"),
+        ]
+    )  # fmt: skip
+    agent, model, ledger = build(store, policy)
+    chat = agent.chat()
+    res = await chat.send("pay 5 to ext-1")
+    assert res.finish_reason == AgentFinishReason.STOP and ledger == []
+    assert told(model) == [{"denied": True, "reason": "external accounts are closed"}]
+    [entry] = [e for e in await chat.audit_trail() if e.via == "policy"]
+    assert (entry.decision, entry.rule, entry.reason) == ("deny", "closed accounts", "external accounts are closed")
+
+
+async def test_an_ask_rule_puts_a_person_before_any_tool_and_no_grant_stands_in(store):
+    policy = ApprovalPolicy(rules=[Rule.ask("deploys need a person", ["deploy"])], grantable=["deploy"])
+    agent, _, ledger = build(store, policy)
+    chat = agent.chat()
+    [pause] = (await chat.send("deploy web")).interrupts
+    assert pause.name == "deploy" and pause.approval.rule == "deploys need a person" and ledger == []
+    await chat.resume(restart=[pause.restart(grant=Grant())])  # a grant is given ...
+    assert ledger == ["deploy:web"]
+    res = await chat.send("deploy web")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED  # ... but the rule asks a person anyway
+    assert ledger == ["deploy:web"]
+
+
+async def test_rules_apply_in_order_and_a_rule_that_fails_never_approves(store):
+    def broken(transfer) -> bool:
+        raise ValueError("no")
+
+    policy = ApprovalPolicy(
+        rules=[
+            Rule.deny("frozen", ["transfer_money"], when=lambda t: t.to_account == "frozen"),
+            Rule.approve("tiny", ["transfer_money"], when=lambda t: t.amount < 10),
+            Rule.approve("broken", ["transfer_money"], when=broken),
+        ]
+    )
+    agent, _, ledger = build(store, policy)
+    chat = agent.chat()
+    assert (await chat.send("pay 1 to frozen")).text == '{"denied": true, "reason": "frozen"}'
+    assert (await chat.send("pay 1 to a")).text == "sent 1 to a"
+    res = await chat.send("pay 50 to a")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED
+    assert "the rule 'broken' could not be evaluated (ValueError)" in res.interrupts[0].metadata["reason"]
+    assert ledger == ["1->a"]
+
+
+async def test_the_agents_policy_comes_before_the_apps(store):
+    app = ApprovalPolicy(rules=[Rule.deny("app says no", ["transfer_money"])])
+    agent_rules = ApprovalPolicy(rules=[Rule.approve("agent says yes to savings", ["transfer_money"],
+                                                     when=lambda t: t.to_account == "savings")])  # fmt: skip
+    agent, _, ledger = build(store, agent_rules, app_policy=app)
+    chat = agent.chat()
+    assert (await chat.send("pay 5 to savings")).text == "sent 5 to savings"
+    assert "app says no" in (await chat.send("pay 5 to elsewhere")).text
+    assert ledger == ["5->savings"]
+
+
+# -- grants ---------------------------------------------------------------------------------------
+
+
+async def test_a_grant_for_the_session_approves_later_calls_until_revoked(store):
+    agent, _, ledger = build(store, ApprovalPolicy(grantable=["transfer_money"]))
+    chat = agent.chat(principal="alice")
+    [pause] = (await chat.send("pay 5 to a")).interrupts
+    assert pause.approval.grantable and agent.view(pause).approval.grant_note
+    await chat.resume(restart=[agent.approval(pause, grant=Grant())])
+    assert (await chat.send("pay 7 to b")).text == "sent 7 to b"
+    [grant] = await chat.grants()
+    assert (grant.tool, grant.principal, grant.status, grant.used, grant.ref) == (
+        "transfer_money", "alice", "active", 1, pause.ref
+    )  # fmt: skip
+    trail = await chat.audit_trail()
+    assert [(e.decision, e.grant) for e in trail if e.decision in ("grant", "approve")] == [
+        ("grant", grant.id),
+        ("approve", grant.id),
+    ]
+
+    revoked = await chat.revoke_grant(grant.id, reason="done for today", principal="bob")
+    assert (revoked.status, revoked.revoked_by, revoked.reason) == ("revoked", "bob", "done for today")
+    assert (await chat.revoke_grant(grant.id)).revoked_by == "bob"  # again: nothing changes
+    res = await chat.send("pay 9 to c")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == ["5->a", "7->b"]
+    assert (await chat.audit_trail())[-2].decision == "revoke"
+    with pytest.raises(GrantNotFound):
+        await chat.revoke_grant("nope")
+
+
+async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
+    clock = Clock()
+    policy = ApprovalPolicy(grantable={"transfer_money": timedelta(hours=8)})
+    agent, _, ledger = build(store, policy, clock=clock)
+    chat = agent.chat()
+    [pause] = (await chat.send("pay 5 to a")).interrupts
+    bounded = Grant(
+        bounds={"amount": {"max": 100}, "to_account": {"one_of": ["a", "b"]}}, uses=2, ttl=timedelta(hours=1)
+    )
+    await chat.resume(restart=[pause.restart(grant=bounded)])
+    [grant] = await chat.grants()
+    assert grant.expires_at == clock.now + timedelta(hours=1)
+    assert (await chat.send("pay 100 to b")).text == "sent 100 to b"  # within: approved
+    for outside in ("pay 101 to a", "pay 5 to c"):  # above the amount, another account
+        [asked] = (await chat.send(outside)).interrupts
+        await chat.resume(respond=[asked.deny("no")])
+    assert (await chat.send("pay 1 to a")).text == "sent 1 to a"  # the second use
+    [asked] = (await chat.send("pay 2 to a")).interrupts  # no uses left
+    await chat.resume(respond=[asked.deny("no")])
+    assert ledger == ["5->a", "100->b", "1->a"]
+    assert (await chat.grants())[0].status == "used"
+
+    [pause] = (await chat.send("pay 3 to a")).interrupts
+    await chat.resume(restart=[pause.restart(grant=Grant())])  # the policy's longest: 8 hours
+    assert (await chat.grants())[1].expires_at == clock.now + timedelta(hours=8)
+    assert (await chat.send("pay 4 to a")).text == "sent 4 to a"
+    clock.advance(timedelta(hours=9))
+    assert (await chat.send("pay 6 to a")).finish_reason == AgentFinishReason.INTERRUPTED
+    assert [g.status for g in await chat.grants()] == ["used", "expired"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "grant", "answer", "problem"),
+    [
+        (ApprovalPolicy(), Grant(), "approve", "lets nobody grant"),
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"iban": {"equals": "x"}}), "approve", "'iban'"),
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"amount": {"near": 5}}), "approve", "'near'"),
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"amount": {"max": "lots"}}), "approve", "max"),
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(uses=0), "approve", "uses"),
+        (
+            ApprovalPolicy(grantable={"transfer_money": timedelta(hours=1)}),
+            Grant(ttl=timedelta(hours=2)),
+            "approve",
+            "at most",
+        ),
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(tool="nothing"), "approve", "no tool"),
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(), "deny", "goes with an approval"),
+        (treasury(grantable=["transfer_money"], quorum={"transfer_money": 2}), Grant(), "approve", "several"),
+    ],
+)
+async def test_grants_the_policy_or_the_tool_cannot_take_are_refused_and_nothing_is_written(
+    store, policy, grant, answer, problem
+):
+    agent, _, ledger = build(store, policy)
+    chat = agent.chat(principal="carol")
+    [pause] = (await chat.send("pay 5 to a")).interrupts
+    before = await version(store, chat.session_id)
+    given = pause.restart(grant=grant) if answer == "approve" else pause.deny("no")
+    if answer == "deny":
+        given = type(given)(given.ref, given.name, None, None, "deny", "no", given.pause_id, grant)
+    with pytest.raises(InvalidGrant, match=problem):
+        await chat.resume(**({"restart": [given]} if answer == "approve" else {"respond": [given]}), principal="alice")
+    assert await version(store, chat.session_id) == before and ledger == []
+    assert await chat.grants() == []
+
+
+async def test_a_grant_never_approves_a_call_its_grantor_asked_for_under_separation_of_duties(store):
+    agent, _, ledger = build(store, treasury(grantable=["transfer_money"], separation_of_duties=True))
+    chat = agent.chat(principal="carol")
+    [pause] = (await chat.send("pay 5 to a")).interrupts
+    await chat.resume(restart=[pause.restart(grant=Grant())], principal="alice")
+    assert (await chat.send("pay 6 to a")).text == "sent 6 to a"  # carol asks; alice's grant approves
+    res = await chat.send("pay 7 to a", principal="alice")  # alice asks: her own grant may not approve it
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == ["5->a", "6->a"]
+
+
+# -- quorum ---------------------------------------------------------------------------------------
+
+
+async def test_a_quorum_counts_distinct_named_approvers_and_runs_the_call_once(store):
+    agent, model, ledger = build(store, treasury(quorum={"transfer_money": 2}), edits=True)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    assert agent.view(pause).approval.progress == "0 of 2 approvals"
+
+    res = await chat.resume(restart=[pause.restart()], principal="alice")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == []
+    [waiting] = res.interrupts
+    assert (waiting.ref, waiting.pause_id, waiting.approval.approved_by) == (pause.ref, pause.pause_id, ["alice"])
+    view = agent.view(waiting).approval
+    assert (view.progress, view.approved_by, view.may_approve) == ("1 of 2 approvals", ["alice"], ["bob", "carol"])
+    assert view.waiting_for == "Waiting for 1 more approval from treasury (bob or carol)."
+    assert (await chat.interrupts())[0].approval.approved_by == ["alice"]  # every process reads the same
+
+    before = await version(store, chat.session_id)
+    with pytest.raises(AlreadyApproved):
+        await chat.resume(restart=[pause.restart()], principal="alice")
+    with pytest.raises(ApprovalForbidden, match="named"):  # nobody named: a quorum counts people
+        await agent.chat(chat.session_id).resume(restart=[pause.restart()])
+    with pytest.raises(DecisionNotAllowed):  # approvals are of one input: no edits in a quorum
+        await chat.resume(
+            restart=[pause.restart(replace_input={"amount": 5, "to_account": "savings"})], principal="bob"
+        )
+    assert await version(store, chat.session_id) == before
+
+    res = await chat.resume(restart=[pause.restart()], principal="bob")
+    assert (res.finish_reason, res.text, ledger) == (AgentFinishReason.STOP, "sent 500 to savings", ["500->savings"])
+    with pytest.raises(AlreadyResolved):
+        await chat.resume(restart=[pause.restart()], principal="carol")
+    trail = [e for e in await chat.audit_trail() if e.decision != "message"]
+    assert [(e.decision, e.principal, e.approvals, e.required) for e in trail] == [
+        ("approve", "alice", 1, 2),
+        ("restart", "bob", 2, 2),
+    ]
+    assert len(model.requests) == 2  # the model went on once, after the second approval
+
+
+async def test_one_denial_denies_a_quorum(store):
+    agent, model, ledger = build(store, treasury(quorum={"transfer_money": 2}))
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    await chat.resume(restart=[pause.restart()], principal="alice")
+    res = await chat.resume(respond=[pause.deny("not approved by bob")], principal="bob")
+    assert res.finish_reason == AgentFinishReason.STOP and ledger == []
+    assert told(model) == [{"denied": True, "reason": "not approved by bob"}]
+
+
+async def test_racing_approvers_resolve_a_quorum_exactly_once(store):
+    agent, _model, ledger = build(store, treasury(quorum={"transfer_money": 2}))
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    others = [build(store, treasury(quorum={"transfer_money": 2}), ledger=ledger)[0] for _ in range(3)]
+
+    async def approve(agent_, who):
+        try:
+            return await agent_.chat(chat.session_id).resume(restart=[pause.restart()], principal=who)
+        except PausepointError as exc:
+            return exc
+
+    racers = [approve(others[i % 3], who) for i, who in enumerate(["alice", "bob", "carol"] * 4)]
+    outcomes = await asyncio.gather(*racers)
+    assert ledger == ["500->savings"]
+    trail = await agent.chat(chat.session_id).audit_trail()
+    counted = [e.principal for e in trail if e.decision in ("approve", "restart")]
+    assert len(counted) == 2 and len(set(counted)) == 2
+    assert sum(not isinstance(o, Exception) for o in outcomes) == 2  # the two counted approvals
+    assert all(isinstance(o, AlreadyResolved | AlreadyApproved) for o in outcomes if isinstance(o, Exception))
+
+
+# -- separation of duties and roles ----------------------------------------------------------------
+
+
+async def test_the_requester_cannot_approve_their_own_call_but_may_withdraw_it(store):
+    agent, _, ledger = build(store, treasury(separation_of_duties=True))
+    chat = agent.chat(principal="alice")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    assert pause.approval.requested_by == "alice" and pause.approval.separate
+    assert agent.view(pause).approval.may_approve == ["bob", "carol"]
+    before = await version(store, chat.session_id)
+    with pytest.raises(ApprovalForbidden, match="asked for this call") as refused:
+        await chat.resume(restart=[pause.restart()], principal="alice")
+    assert refused.value.details["reason"] == "separation_of_duties"
+    assert await version(store, chat.session_id) == before and ledger == []
+    await chat.resume(restart=[pause.restart()], principal="bob")
+    assert ledger == ["500->savings"]
+
+    [pause] = (await chat.send("pay 9 to b")).interrupts
+    await chat.resume(respond=[pause.deny("never mind")], principal="alice")  # a no is always hers to give
+    assert ledger == ["500->savings"]
+
+
+async def test_only_the_deciding_roles_answer_with_the_decisions_their_role_allows(store):
+    # composed: treasury's policy, and an on-call role that may stop anything but approve nothing
+    policy = treasury() + ApprovalPolicy(roles={"oncall": Role(tools=["*"], decisions=["deny"])},
+                                         members={"olga": ["oncall"]})  # fmt: skip
+    agent, _, ledger = build(store, policy)
+    chat = agent.chat()
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    assert pause.approval.roles == ["oncall", "treasury"]
+    view = agent.view(pause).approval
+    assert (view.may_approve, view.may_deny) == (["alice", "bob", "carol"], ["alice", "bob", "carol", "olga"])
+    for who, reason in (("dave", "role"), (None, "role"), ("olga", "decision")):
+        with pytest.raises(ApprovalForbidden) as refused:
+            await chat.resume(restart=[pause.restart()], principal=who)
+        assert refused.value.details["reason"] == reason
+    await chat.resume(respond=[pause.deny("on call says no")], principal="olga")
+    assert ledger == []
+
+
+async def test_roles_from_a_function_and_on_pauses_a_tool_made_itself(store):
+    class Question(BaseModel):
+        question: str
+
+    ai = Pausepoint()
+    ask = ai.define_interrupt(name="ask_legal", description="Ask legal.", input_schema=Question)
+    policy = ApprovalPolicy(roles={"legal": Role(tools=["ask_legal"])},
+                            members=lambda who: ["legal"] if who.endswith("@legal") else [])  # fmt: skip
+    model = ScriptedModel([tool_call("ask_legal", {"question": "May we?"}), "ok"])
+    agent = ai.define_agent(name="asker", model=model, tools=[ask], store=store, approval=policy)
+    chat = agent.chat()
+    [pause] = (await chat.send("go")).interrupts
+    assert pause.approval is not None and not pause.approval.gated and pause.approval.roles == ["legal"]
+    assert agent.view(pause).approval.may_approve is None  # members come from a function: not listed
+    with pytest.raises(ApprovalForbidden):
+        await chat.resume(respond=[pause.respond({"approved": True})], principal="sam@sales")
+    assert (await chat.resume(respond=[pause.respond({"approved": True})], principal="lou@legal")).text == "ok"
+
+
+# -- escalation -------------------------------------------------------------------------------------
+
+
+async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_the_expiry_policy(store):
+    clock = Clock()
+    policy = treasury(
+        ttl={"transfer_money": timedelta(minutes=10)},
+        escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
+    )
+    agent, model, ledger = build(store, policy, clock=clock)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    assert pause.expires_at == clock.now + timedelta(minutes=10)
+    clock.advance(timedelta(minutes=11))
+    with pytest.raises(PendingInterrupts):  # it is handed on, not dropped: still open
+        await chat.send("anything else?")
+    await agent.settle_expired()
+    [handed] = await chat.interrupts()
+    assert (handed.pause_id, handed.approval.roles, handed.approval.escalated) == (pause.pause_id, ["leads"], 1)
+    assert handed.expires_at == clock.now + timedelta(hours=1)
+    assert agent.view(handed).approval.escalated == "Handed to leads: nobody decided it in time."
+    with pytest.raises(ApprovalForbidden):
+        await chat.resume(restart=[handed.restart()], principal="alice")  # treasury no longer decides it
+    res = await chat.resume(restart=[handed.restart()], principal="erin")
+    assert res.text == "sent 500 to savings" and ledger == ["500->savings"]
+    trail = [e for e in await chat.audit_trail() if e.decision != "message"]
+    assert [(e.decision, e.via, e.principal, e.escalated_to) for e in trail] == [
+        ("escalate", "expiry", None, ["leads"]),
+        ("restart", "python", "erin", None),
+    ]
+
+    [pause] = (await chat.send("pay 9 to b")).interrupts  # the next one: nobody decides at all
+    clock.advance(timedelta(minutes=11))
+    await agent.settle_expired()
+    clock.advance(timedelta(hours=2))
+    await agent.settle_expired()
+    assert await chat.interrupts() == [] and ledger == ["500->savings"]
+    assert told(model)[0]["denied"] is True
+
+
+# -- definitions -------------------------------------------------------------------------------------
+
+
+def test_policies_that_cannot_work_are_refused_when_defined():
+    with pytest.raises(DefinitionError, match="'trasfer_money', which is no tool"):
+        build(policy=ApprovalPolicy(rules=[Rule.deny("typo", ["trasfer_money"])]))
+    with pytest.raises(DefinitionError, match="quorum counts approvals"):
+        build(policy=ApprovalPolicy(quorum={"deploy": 2}))
+    with pytest.raises(DefinitionError, match="only 3 member"):
+        build(policy=treasury(quorum={"transfer_money": 4}))
+    with pytest.raises(DefinitionError, match="give it a ttl"):
+        ApprovalPolicy(escalation={"deploy": [Escalation(to=["leads"], ttl=timedelta(hours=1))]})
+    with pytest.raises(DefinitionError):
+        ApprovalPolicy(quorum={"deploy": 0})
+    with pytest.raises(DefinitionError):
+        Rule("", "approve")
+    with pytest.raises(DefinitionError):
+        Role(decisions=["approve", "ignore"])
+    with pytest.raises(DefinitionError, match="requires_approval"):
+        build(requires="yes")  # type: ignore[arg-type]
+    ai = Pausepoint()
+    with pytest.raises(DefinitionError, match="cannot require approval"):
+        from pausepoint import Tool
+
+        Tool(lambda x: x, name="t", pauses_only=True, requires_approval=True)
+    with pytest.raises(DefinitionError):
+        ai.define_agent(name="a", model=ScriptedModel([]), approval="strict")  # type: ignore[arg-type]
