@@ -185,8 +185,9 @@ class Pausepoint:
         ``include`` (names, or a predicate on the SDK's ``Tool``) and ``exclude`` (names) choose
         which. ``requires_approval`` makes calls pause before they reach the server: ``True``
         (every tool), names, a mapping from name to a bool or a predicate on the arguments, or
-        a function ``(name, arguments) -> bool``; approve with ``agent.approval(interrupt)`` (a
-        restart with ``{"tool_approved": True}``). ``idempotent`` / ``allow_input_edits``: as
+        a function ``(name, arguments) -> bool`` — it is each tool's ``requires_approval``, so
+        the agent's ``ApprovalPolicy`` (rules, grants, quorum, separation of duties) applies as
+        to any tool; approve with ``agent.approval(interrupt)``. ``idempotent`` / ``allow_input_edits``: as
         for ``@ai.tool()``, for every tool (a bool) or the tools named. A server's question
         during a call (elicitation) is a pause answered with ``respond(content)`` or ``deny()``.
 

@@ -19,8 +19,8 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in devel
 
     raise missing_extra("mcp", "mcp") from exc
 
-from ._approval import ApprovalSpec, Rule
+from ._approval import ApprovalSpec
 from ._connection import McpConnection
 from ._tools import McpTool
 
-__all__ = ["ApprovalSpec", "McpConnection", "McpTool", "Rule"]
+__all__ = ["ApprovalSpec", "McpConnection", "McpTool"]

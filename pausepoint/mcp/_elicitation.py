@@ -38,7 +38,7 @@ __all__ = ["answered", "first_round", "handed_answer", "question", "responses"]
 _ACTIONS = ("accept", "decline", "cancel")
 
 
-def first_round(result: types.InputRequiredResult, about: dict[str, Any], approved: bool) -> dict[str, Any]:
+def first_round(result: types.InputRequiredResult, about: dict[str, Any]) -> dict[str, Any]:
     """The state of a round of questions: each question (as a person reads it), the answers so
     far (requests no person answers are answered now: roots, none shared), the ``request_state``.
     Raises ``ValueError`` for a request pausepoint cannot answer (sampling the agent's model)."""
@@ -61,7 +61,6 @@ def first_round(result: types.InputRequiredResult, about: dict[str, Any], approv
         "questions": questions,
         "answers": answers,
         "request_state": result.request_state,
-        "approved": approved,
         "about": about,
     }
 
@@ -111,7 +110,7 @@ def handed_answer(pause_metadata: dict[str, Any] | None, answer: Any) -> dict[st
     reply: dict[str, Any] = {"action": action}
     if content is not None:
         reply["content"] = content
-    return {"elicitation": reply, "mcp_round": round_state, "tool_approved": bool(round_state.get("approved"))}
+    return {"elicitation": reply, "mcp_round": round_state}
 
 
 def answered(resumed: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ path of its field, the shape the runtime, the REST API and the console already u
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
@@ -60,6 +60,9 @@ def schema_model(schema: dict[str, Any], *, title: str) -> type[RootModel[dict[s
     exact = dict(schema)
 
     class SchemaInput(RootModel[dict[str, Any]]):
+        #: the object's properties and their types, as grant bounds read them (``_grants``)
+        bound_fields: ClassVar[dict[str, Any]] = _property_types(schema)
+
         @model_validator(mode="after")
         def _check(self) -> SchemaInput:
             check_against(validator, self.root, title)
@@ -69,8 +72,34 @@ def schema_model(schema: dict[str, Any], *, title: str) -> type[RootModel[dict[s
         def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
             return dict(exact)
 
+        if not TYPE_CHECKING:
+
+            def __getattr__(self, name: str) -> Any:
+                # the object's properties read as attributes (``t.amount``), as a tool input
+                # model's fields do: what approval rules and grant bounds read
+                root = self.__dict__.get("root")
+                if isinstance(root, dict) and name in root and not name.startswith("_"):
+                    return root[name]
+                return super().__getattr__(name)
+
     SchemaInput.__name__ = SchemaInput.__qualname__ = title
     return SchemaInput
+
+
+_SIMPLE: dict[str, Any] = {"integer": int, "number": float, "string": str, "boolean": bool}
+
+
+def _property_types(schema: dict[str, Any]) -> dict[str, Any]:
+    """Each top-level property of an object schema with the Python type its values read as
+    (``Any`` for anything but one simple JSON type)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    found: dict[str, Any] = {}
+    for name, spec in properties.items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        found[name] = _SIMPLE.get(kind, Any) if isinstance(kind, str) else Any
+    return found
 
 
 def output_validator(schema: dict[str, Any], title: str) -> Any:

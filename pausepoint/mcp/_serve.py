@@ -40,6 +40,7 @@ from .._agent import Agent
 from .._app import Pausepoint
 from .._chat import Chat
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from .._presentation import ApprovalView
 from .._response import AgentResponse
 from ..errors import Forbidden, InvalidAnswer, NotFound, PausepointError, SessionNotFound
 from ..stores import SessionSummary
@@ -343,12 +344,15 @@ def _questions(
                 continue  # a URL to visit: listed, not asked
             kind, schema, message = "respond", question["requested_schema"], str(question.get("message", view.title))
         else:
+            if pause.approval is not None and who in pause.approval.approved_by:
+                continue  # this caller's approval is counted: the others' are awaited
             try:
                 agent.approval(pause)
             except ValueError:
                 continue  # more than a yes: answered with answer_pause
             kind, schema = "approve", _DECISION
-            message = f"{view.title}: {view.summary} (risk: {view.risk}). Approve?"
+            progress = f", {view.approval.progress.lower()}" if view.approval and view.approval.required > 1 else ""
+            message = f"{view.title}: {view.summary} (risk: {view.risk}{progress}). Approve?"
         if refused is not None:
             message = f"Your answer was not accepted ({refused}). {message}"
         key = f"pause{index}"
@@ -401,6 +405,9 @@ def _pause(agent: Agent, pause: PendingInterrupt) -> dict[str, Any]:
     except ValueError:
         can_approve = False
     schema = asked.get("requested_schema") if isinstance(asked, dict) else tool.output_schema if tool else None
+    answers = ["approve", "deny", "respond"] if can_approve else ["deny", "respond"]
+    if pause.approval is not None:  # what the approval policy lets this pause take
+        answers = [a for a in answers if a in pause.approval.decisions]
     return {
         "ref": pause.ref,
         "pause_id": pause.pause_id,
@@ -411,8 +418,20 @@ def _pause(agent: Agent, pause: PendingInterrupt) -> dict[str, Any]:
         "summary": view.summary,
         "risk": view.risk,
         "expires_at": pause.expires_at.isoformat() if pause.expires_at else None,
-        "answers": ["approve", "deny", "respond"] if can_approve else ["deny", "respond"],
+        "answers": answers,
         "output_schema": schema,
+        "approval": None if view.approval is None else _approval(view.approval),
+    }
+
+
+def _approval(approval: ApprovalView) -> dict[str, Any]:
+    """Where a pause's approval stands (quorum, roles), as the REST API and the console say."""
+    return {
+        "required": approval.required,
+        "approved_by": approval.approved_by,
+        "progress": approval.progress,
+        "waiting_for": approval.waiting_for,
+        "may_approve": approval.may_approve,
     }
 
 

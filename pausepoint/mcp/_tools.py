@@ -8,8 +8,9 @@ validates arguments with it, and every pause's fingerprint covers it. A call:
    and every ``tools/list_changed`` notice): a tool that changed fails the call, and its
    fingerprint becomes the new definition's, so pauses taken on the old one are refused when
    answered (``ToolDefinitionChanged``);
-2. passes the approval gate (``_approval``): a call that needs approval pauses here, before
-   anything reaches the server;
+2. (before it runs at all, the runtime's approval gate has paused it if it needs approval —
+   ``Tool.requires_approval``, from ``mcp_tools(requires_approval=...)``, and the agent's
+   ``ApprovalPolicy`` — so nothing reached the server before it was approved);
 3. sends one ``tools/call`` round; a question from the server becomes a pause (``_elicitation``),
    and its answer sends the next round;
 4. hands the result to the model: the text the server wrote for models (``content``), or
@@ -30,7 +31,7 @@ from pydantic import BaseModel, RootModel
 from .._tools import Tool, ToolRunContext, fingerprint_of
 from ..errors import DefinitionError, McpError
 from . import _elicitation as elicitation
-from ._approval import ApprovalSpec, Rule, approval_gate, rule_for, unknown_names
+from ._approval import ApprovalSpec, needs_approval, unknown_names
 from ._connection import McpConnection
 from ._schema import schema_model
 
@@ -84,15 +85,13 @@ class McpTool(Tool):
         catalog: _Catalog,
         *,
         name: str,
-        rule: Rule,
+        requires_approval: bool | Callable[[BaseModel], bool],
         idempotent: bool,
         allow_input_edits: bool,
     ) -> None:
         self.mcp_name = spec.name
         self.connection = catalog.connection
         self._catalog = catalog
-        #: whether a call pauses for approval before it reaches the server (see ``_approval``)
-        self.mcp_requires_approval = rule
         self._changed: str | None = None
         model = schema_model(spec.input_schema, title=_title(name))
         description = spec.description or spec.title or (spec.annotations.title if spec.annotations else None) or ""
@@ -103,6 +102,7 @@ class McpTool(Tool):
             allow_input_edits=allow_input_edits,
             idempotent=idempotent,
             input_model=model,
+            requires_approval=requires_approval,
         )
         # What the model sees is the text the server wrote for models (see _result), so the tool
         # declares no output schema of its own; the fingerprint covers the server's anyway.
@@ -129,9 +129,7 @@ class McpTool(Tool):
             if asking is not None:
                 raise asking
             return await self._rounds(arguments, round_state, about)
-        approval_gate(self.mcp_requires_approval, arguments, ctx, about)
-        approved = resumed.get("tool_approved") is True
-        return await self._rounds(arguments, None, about, approved=approved)
+        return await self._rounds(arguments, None, about)
 
     async def _call(self, validated: BaseModel, ctx: ToolRunContext) -> Any:  # pragma: no cover - see run()
         raise AssertionError("McpTool.run calls the server itself")
@@ -141,13 +139,10 @@ class McpTool(Tool):
         arguments: dict[str, Any],
         round_state: dict[str, Any] | None,
         about: dict[str, Any],
-        approved: bool = False,
     ) -> Any:
         """Call the tool, sending a round's answers if there are any, until it has a result or
         a question for a person (raised as an ``Interrupt``)."""
         for _ in range(_MAX_ROUNDS):
-            if round_state is not None:
-                approved = bool(round_state.get("approved"))
             try:
                 result = await self.connection.call_tool(
                     self.mcp_name,
@@ -171,7 +166,7 @@ class McpTool(Tool):
             if isinstance(result, types.CallToolResult):
                 return self._result(result)
             try:
-                round_state = elicitation.first_round(result, about, approved)
+                round_state = elicitation.first_round(result, about)
             except ValueError as exc:
                 raise McpError(f"MCP tool {self.mcp_name!r}: {exc}", server=self.connection.name) from None
             asking = elicitation.question(round_state)
@@ -268,7 +263,7 @@ async def load_tools(
             spec,
             catalog,
             name=prefix + spec.name,
-            rule=rule_for(requires_approval, spec.name),
+            requires_approval=needs_approval(requires_approval, spec.name),
             idempotent=_flag(idempotent, spec),
             allow_input_edits=_flag(allow_input_edits, spec),
         )

@@ -17,7 +17,7 @@ from .test_serve import AGENT, call
 
 
 def test_the_mcp_surface_is_pinned() -> None:
-    assert sorted(pausepoint.mcp.__all__) == ["ApprovalSpec", "McpConnection", "McpTool", "Rule"]
+    assert sorted(pausepoint.mcp.__all__) == ["ApprovalSpec", "McpConnection", "McpTool"]
 
 
 async def test_serve_with_mcp_mounts_the_endpoint_behind_the_same_tokens() -> None:

@@ -89,7 +89,7 @@ async def test_an_approved_call_that_then_asks_is_not_asked_for_approval_again(
     agent = opener(ai, await ai.mcp_tools_async(bank, include=["open_account"], requires_approval=True))
     chat = agent.chat()
     pause = (await chat.send("Open a savings account.")).interrupts[0]
-    assert pause.metadata["approval"] == "required"
+    assert pause.approval is not None and pause.approval.gated
     question = (await chat.resume(restart=[agent.approval(pause)])).interrupts[0]
     assert question.ref == pause.ref and question.pause_id != pause.pause_id  # the same call, a new pause
     assert "elicitation" in question.metadata

@@ -67,7 +67,7 @@ async def approves(alice: Client) -> None:
     assert reply["finish_reason"] == "interrupted"
     (pause,) = reply["pauses"]
     assert pause["tool"] == "transfer_money" and pause["input"] == {"amount": "500", "to_account": "savings"}
-    assert pause["answers"] == ["approve", "deny", "respond"]
+    assert pause["answers"] == ["approve", "deny"]  # the approval policy: a gated call takes no made-up result
     inbox = await call(alice, "list_pending", agent=AGENT)
     assert [(s["session_id"], [p["ref"] for p in s["pauses"]]) for s in inbox] == [
         (reply["session_id"], [pause["ref"]])

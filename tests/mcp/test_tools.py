@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pausepoint import AgentFinishReason, Pausepoint, ToolResponse
-from pausepoint.errors import AlreadyResolved, DefinitionError, McpUnavailable, ToolDefinitionChanged
+from pausepoint.errors import (
+    AlreadyResolved,
+    DecisionNotAllowed,
+    DefinitionError,
+    McpUnavailable,
+    ToolDefinitionChanged,
+)
 from pausepoint.mcp import McpConnection, McpTool
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from pausepoint.testing import last_tool_results, tool_call
@@ -103,7 +109,8 @@ async def test_an_approval_gated_tool_pauses_before_the_call_and_approval_sends_
     assert res.finish_reason == AgentFinishReason.INTERRUPTED
     pause = res.interrupts[0]
     assert pause.name == "transfer" and pause.input == {"amount": 500, "to_account": "savings"}
-    assert pause.metadata == {"approval": "required", "mcp": {"server": "bank", "tool": "transfer"}}
+    assert pause.metadata == {"reason": "transfer needs approval before it runs"}  # the runtime's gate
+    assert pause.approval is not None and pause.approval.gated and pause.approval.decisions == ["approve", "deny"]
     assert ledger.entries() == []  # nothing reached the server yet
     approve = agent.approval(pause)
     res = await chat.resume(restart=[approve], idempotency_key="k1")
@@ -191,7 +198,7 @@ async def test_a_server_that_dies_mid_call_is_an_error_the_model_sees_and_the_se
     assert res.text == "savings: $1,000"
 
 
-async def test_responding_to_an_approval_pause_gives_the_result_without_calling(
+async def test_a_made_up_result_for_an_approval_pause_is_refused_and_nothing_is_sent(
     bank: McpConnection, ledger: Ledger
 ) -> None:
     ai = Pausepoint()
@@ -199,6 +206,7 @@ async def test_responding_to_an_approval_pause_gives_the_result_without_calling(
     chat = agent.chat()
     res = await chat.send("Move $500 to savings.")
     pause = res.interrupts[0]
-    res = await chat.resume(respond=[ToolResponse(pause.ref, "transfer", "done by hand")])
-    assert "done by hand" in res.text
+    with pytest.raises(DecisionNotAllowed, match="takes approve, deny, not respond"):
+        await chat.resume(respond=[ToolResponse(pause.ref, "transfer", "done by hand")])
+    assert (await chat.interrupts())[0].pause_id == pause.pause_id  # still waiting
     assert ledger.entries() == []
