@@ -20,7 +20,7 @@ from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
 from tests.server.harness import serve_in_thread
 
-from .conftest import Ledger, stdio_bank
+from .conftest import SLOW, Ledger, stdio_bank
 
 AGENT = "teller"
 TOKENS = {"alice-token": "alice", "desk-token": "desk", "eve-token": "eve"}
@@ -58,7 +58,7 @@ async def never(context: Any, params: Any) -> ElicitResult:
 
 
 def client(url: str, token: str = "alice-token", callback: Any = never) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=SLOW)
     return Client(streamable_http_client(f"{url}/mcp", http_client=http), elicitation_callback=callback)
 
 
