@@ -113,8 +113,12 @@ class _Doors:
         async with _errors():
             carried = _carried(ctx.request_state, found.name)
             if carried is not None:  # a later round: the client answered what we asked
-                return await self._answered(found, who, carried, ctx.input_responses or {})
-            if session_id is None:
+                session_id = str(carried["session_id"])
+                answered = await self._answered(found, who, carried, ctx.input_responses or {})
+                if not isinstance(answered, AgentResponse):
+                    return answered  # asked again, or nothing answered
+                res = answered
+            elif session_id is None:
                 chat = found.chat(principal=who)
                 session_id = chat.session_id
                 res = await chat.send(text, principal=who, via=VIA)
@@ -129,10 +133,10 @@ class _Doors:
 
     async def _answered(
         self, agent: Agent, who: str, carried: dict[str, Any], responses: dict[str, Any]
-    ) -> dict[str, Any] | types.InputRequiredResult:
+    ) -> AgentResponse | dict[str, Any] | types.InputRequiredResult:
         """A later round of ``send_message(ask=true)``: the client's answers, applied in one
-        resume; the turn that follows (which may ask again). An answer the pause does not accept
-        answers nothing: the questions are put again, saying why."""
+        resume; the turn that follows (whose new pauses are asked about in turn). An answer the
+        pause does not accept answers nothing: the questions are put again, saying why."""
         session_id = str(carried["session_id"])
         if carried.get("principal") != who:  # the state was minted for someone else's round
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
@@ -150,8 +154,8 @@ class _Doors:
                 raise
             return asking
         if res is None:  # the person dismissed every question: the pauses stay open, listed
-            return _turn(agent, session_id, await _last(chat))
-        return _turn(agent, session_id, res)
+            return _turn(agent, session_id, await _last(chat))  # listed, not asked again
+        return res
 
     async def _client_answers(
         self, agent: Agent, chat: Chat, who: str, carried: dict[str, Any], responses: dict[str, Any]

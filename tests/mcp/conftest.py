@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from pausepoint import ModelRequest
@@ -17,6 +18,9 @@ from pausepoint.mcp import McpConnection
 from pausepoint.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[2]
+
+#: an MCP client's HTTP timeouts (the SDK's own defaults; httpx's 5 s is too short on a busy machine)
+SLOW = httpx2.Timeout(30, read=300)
 
 
 class Ledger:

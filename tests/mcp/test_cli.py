@@ -13,6 +13,7 @@ import pausepoint.mcp
 from tests.cli.conftest import ROOT, cli_env
 from tests.cli.test_serve import serving
 
+from .conftest import SLOW
 from .test_serve import AGENT, call
 
 
@@ -23,7 +24,7 @@ def test_the_mcp_surface_is_pinned() -> None:
 async def test_serve_with_mcp_mounts_the_endpoint_behind_the_same_tokens() -> None:
     with serving("examples.banking_mcp:ai", "--token", "alice=s3cret", "--mcp") as (base, printed):
         assert f"mcp      {base}/mcp" in printed
-        http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"})
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, timeout=SLOW)
         async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
             reply = await call(client, "send_message", agent=AGENT, text="Transfer $500 to savings.")
             ref = reply["pauses"][0]["ref"]

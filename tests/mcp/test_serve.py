@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from tests.server.harness import serve_in_thread
 
-from .conftest import ROOT
+from .conftest import ROOT, SLOW
 
 AGENT = "bankingAgent"
 
@@ -52,7 +52,7 @@ def served() -> Iterator[str]:
 
 def http_client(url: str, token: str | None) -> Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers)))
+    return Client(streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=SLOW)))
 
 
 async def test_an_mcp_client_sends_a_message_and_approves_the_pause(served: str) -> None:

@@ -20,7 +20,7 @@ from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
 from tests.server.harness import serve_in_thread
 
-from .conftest import Ledger, stdio_bank
+from .conftest import SLOW, Ledger, stdio_bank
 
 AGENT = "teller"
 TOKENS = {"alice-token": "alice", "desk-token": "desk", "eve-token": "eve"}
@@ -45,7 +45,9 @@ def teller(request: ModelRequest) -> Step:
 def served(ledger: Ledger) -> Iterator[str]:
     def factory() -> Any:
         ai = Pausepoint()
-        tools = ai.mcp_tools(stdio_bank(ledger), include=["transfer", "open_account"], requires_approval={"transfer"})
+        tools = ai.mcp_tools(
+            stdio_bank(ledger), include=["transfer", "open_account"], requires_approval={"transfer", "open_account"}
+        )
         ai.define_agent(name=AGENT, model=ScriptedModel(teller), tools=tools)
         return create_app(ai, auth=BearerTokens(TOKENS), policy=OwnerPolicy(approvers={"desk"}), mcp=True)
 
@@ -58,7 +60,7 @@ async def never(context: Any, params: Any) -> ElicitResult:
 
 
 def client(url: str, token: str = "alice-token", callback: Any = never) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=SLOW)
     return Client(streamable_http_client(f"{url}/mcp", http_client=http), elicitation_callback=callback)
 
 
@@ -126,14 +128,15 @@ async def test_a_denial_or_a_decline_never_reaches_the_server_and_a_cancel_leave
     assert ledger.entries("transfer") == [{"tool": "transfer", "amount": 500, "to_account": "savings"}]
 
 
-async def test_the_servers_question_is_put_to_the_client_and_an_invalid_answer_is_refused_and_asked_again(
+async def test_approved_then_the_servers_question_is_put_to_the_client_and_an_invalid_answer_is_asked_again(
     served: str, ledger: Ledger
 ) -> None:
-    callback, asked = answering({"overdraft": True}, {"holder": "Alice Martin"})
+    callback, asked = answering({"decision": "approve"}, {"overdraft": True}, {"holder": "Alice Martin"})
     async with client(served, callback=callback) as alice:
         done = await send(alice, "Open a savings account.")
     assert done["text"] == "Opened a savings account for Alice Martin."
-    first, again = asked
+    approval, first, again = asked  # the call was approved, then the bank asked: one flow
+    assert approval.message.endswith("Approve?")
     assert first.message == "Who holds the new savings account?"
     assert first.requested_schema["required"] == ["holder"]
     assert again.message.startswith("Your answer was not accepted (") and "holder" in again.message
