@@ -129,3 +129,42 @@ async def test_a_policy_alone_gates_an_mcp_tool_named_by_an_ask_rule(bank: McpCo
     assert pause.approval is not None and pause.approval.rule == "a person" and ledger.entries() == []
     assert (await chat.resume(restart=[agent.approval(pause)])).text == "Transferred $500 to savings."
     assert ledger.entries() == [TRANSFER]
+
+
+async def test_served_over_mcp_a_quorum_asks_each_approver_once_and_sends_the_call_once(ledger: Ledger) -> None:
+    """The person at an MCP client approves with ``send_message(ask=true)``; their approval is
+    counted, they are not asked again, and the desk's second approval sends the call."""
+    from pausepoint.server import BearerTokens, OwnerPolicy, create_app
+    from tests.server.harness import serve_in_thread
+
+    from .conftest import stdio_bank
+    from .test_serve_ask import TOKENS, answering, client, data, send
+
+    ai = Pausepoint()  # listed here, not in the server's thread (which must start in 10 s)
+    tools = ai.mcp_tools(stdio_bank(ledger), include=["transfer"], requires_approval=True)
+    policy = ApprovalPolicy(
+        roles={"treasury": Role(tools=["transfer"])},
+        members={"alice": ["treasury"], "desk": ["treasury"]},
+        quorum={"transfer": 2},
+    )
+    ai.define_agent(name="teller", model=ScriptedModel(teller), tools=tools, approval=policy)
+
+    def factory() -> Any:
+        return create_app(ai, auth=BearerTokens(TOKENS), policy=OwnerPolicy(approvers={"desk"}), mcp=True)
+
+    with serve_in_thread(factory) as url:
+        callback, asked = answering({"decision": "approve"})
+        async with client(url, callback=callback) as alice:
+            waiting = await send(alice, "pay 500 to savings")
+        (question,) = asked
+        assert question.message.endswith("(risk: normal, 0 of 2 approvals). Approve?")
+        assert waiting["finish_reason"] == "interrupted" and ledger.entries() == []
+        (pause,) = waiting["pauses"]
+        assert pause["approval"]["approved_by"] == ["alice"] and pause["approval"]["progress"] == "1 of 2 approvals"
+        async with client(url, "desk-token") as desk:
+            answer = {"agent": "teller", "session_id": waiting["session_id"], "ref": pause["ref"]}
+            done = data(await desk.call_tool("answer_pause", {**answer, "decision": "approve"}))
+            again = data(await desk.call_tool("answer_pause", {**answer, "decision": "approve"}))
+    assert done["text"] == "Transferred $500 to savings." and ledger.entries() == [TRANSFER]
+    assert again[0] == "error" and "already_resolved" in again[1]
+    assert ledger.entries() == [TRANSFER]
