@@ -43,12 +43,13 @@ def teller(request: ModelRequest) -> Step:
 
 @pytest.fixture
 def served(ledger: Ledger) -> Iterator[str]:
+    ai = Pausepoint()  # listed here, not in the server's thread (which must start in 10 s)
+    tools = ai.mcp_tools(
+        stdio_bank(ledger), include=["transfer", "open_account"], requires_approval={"transfer", "open_account"}
+    )
+    ai.define_agent(name=AGENT, model=ScriptedModel(teller), tools=tools)
+
     def factory() -> Any:
-        ai = Pausepoint()
-        tools = ai.mcp_tools(
-            stdio_bank(ledger), include=["transfer", "open_account"], requires_approval={"transfer", "open_account"}
-        )
-        ai.define_agent(name=AGENT, model=ScriptedModel(teller), tools=tools)
         return create_app(ai, auth=BearerTokens(TOKENS), policy=OwnerPolicy(approvers={"desk"}), mcp=True)
 
     with serve_in_thread(factory) as url:
