@@ -94,6 +94,13 @@ class ApprovalStatus:
         """How many more approvals it needs."""
         return max(self.required - len(self.approved_by), 0)
 
+    @property
+    def progress(self) -> str:
+        """ "1 of 2 approvals" for a quorum; "Needs approval" / "Needs an answer" otherwise."""
+        if self.required > 1:
+            return f"{len(self.approved_by)} of {self.required} approvals"
+        return "Needs approval" if self.gated else "Needs an answer"
+
 
 @dataclass(frozen=True, slots=True)
 class PendingInterrupt:

@@ -229,10 +229,7 @@ def approval_view(interrupt: Any, policy: Any, tools: Any) -> ApprovalView:
         excluded.append(status.requested_by)
     may_approve = _without(policy.eligible(status.roles, name, "approve"), excluded)
     may_deny = policy.eligible(status.roles, name, "deny")
-    if status.required > 1:
-        progress = f"{len(counted)} of {status.required} approvals"
-    else:
-        progress = "Needs approval" if status.gated else "Needs an answer"
+    progress = status.progress
     waiting = _waiting(status, may_approve, excluded)
     grant_note = f"An approval may also approve later calls of {name} in this session." if status.grantable else None
     escalated = None

@@ -8,10 +8,12 @@ refused; the OpenAPI document is generated from both.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ._grants import Grant, GrantInfo
 from ._interrupts import AuditEntry, PendingInterrupt
 from ._messages import MediaPart, Message, TextPart
 from ._response import AgentResponse
@@ -21,17 +23,21 @@ from .stores import SessionSummary
 __all__ = [
     "AUDIT",
     "CHUNK",
+    "GRANTS",
     "INTERRUPTS",
     "RESPONSE",
     "SUMMARY",
     "CancelBody",
     "DenyBody",
+    "GrantBody",
     "RespondBody",
     "RestartBody",
     "ResumeBody",
+    "RevokeBody",
     "SendBody",
     "ValidateBody",
     "dump",
+    "grant_of",
     "user_message",
 ]
 
@@ -44,6 +50,7 @@ AUDIT: TypeAdapter[list[AuditEntry]] = TypeAdapter(list[AuditEntry])
 SUMMARY: TypeAdapter[SessionSummary] = TypeAdapter(SessionSummary)
 CHUNK: TypeAdapter[AnyChunk] = TypeAdapter(AnyChunk)
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+GRANTS: TypeAdapter[list[GrantInfo]] = TypeAdapter(list[GrantInfo])
 
 
 def dump(adapter: TypeAdapter[Any], value: Any) -> Any:
@@ -61,6 +68,26 @@ class SendBody(_Body):
     message: str | list[UserPart]
 
 
+class GrantBody(_Body):
+    """Later calls an approval approves too (``Grant``): calls of ``tool`` (default: the paused
+    call's) in this session, within ``bounds`` (input field -> ``equals`` / ``one_of`` / ``min``
+    / ``max``; none: any arguments), at most ``uses`` times, for ``ttl_seconds`` (none: as long
+    as the approval policy allows). ``{}`` approves the tool's calls for this session."""
+
+    tool: str | None = None
+    bounds: dict[str, dict[str, Any]] | None = None
+    uses: int | None = Field(default=None, ge=1)
+    ttl_seconds: float | None = Field(default=None, gt=0, le=10**9)
+
+    def to_grant(self) -> Grant:
+        ttl = None if self.ttl_seconds is None else timedelta(seconds=self.ttl_seconds)
+        return Grant(tool=self.tool, bounds=self.bounds, uses=self.uses, ttl=ttl)
+
+
+def grant_of(body: GrantBody | None) -> Grant | None:
+    return None if body is None else body.to_grant()
+
+
 class RespondItem(_Body):
     """An answer by the call's ref; with ``pause_id`` it answers that pause only (see ``PendingInterrupt``)."""
 
@@ -71,6 +98,7 @@ class RespondItem(_Body):
     decision: Literal["respond", "deny"] = "respond"
     reason: str | None = None
     pause_id: str | None = None
+    grant: GrantBody | None = None
 
 
 class RestartItem(_Body):
@@ -79,6 +107,7 @@ class RestartItem(_Body):
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
     pause_id: str | None = None
+    grant: GrantBody | None = None
 
 
 class ResumeBody(_Body):
@@ -97,6 +126,7 @@ class RespondBody(_Body):
     name: str | None = None
     metadata: dict[str, Any] | None = None
     pause_id: str | None = None
+    grant: GrantBody | None = None
 
 
 class DenyBody(_Body):
@@ -107,10 +137,20 @@ class DenyBody(_Body):
 
 
 class RestartBody(_Body):
+    """Run the paused call again (for a call paused for approval: approve it); ``grant``
+    approves later calls too."""
+
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
     name: str | None = None
     pause_id: str | None = None
+    grant: GrantBody | None = None
+
+
+class RevokeBody(_Body):
+    """Why a grant is revoked (kept in the audit trail)."""
+
+    reason: str = ""
 
 
 class CancelBody(_Body):

@@ -63,10 +63,12 @@ def build(
     clock: Clock | None = None,
     app_policy: ApprovalPolicy | None = None,
     steps: Any = None,
+    app: Pausepoint | None = None,
 ) -> tuple[Agent, ScriptedModel, list[str]]:
-    """The bank agent; every transfer and deploy that runs is appended to the ledger."""
+    """The bank agent (defined on ``app`` when given); every transfer and deploy that runs is
+    appended to the ledger."""
     runs = ledger if ledger is not None else []
-    ai = Pausepoint(clock=clock, approval=app_policy) if clock else Pausepoint(approval=app_policy)
+    ai = app or (Pausepoint(clock=clock, approval=app_policy) if clock else Pausepoint(approval=app_policy))
 
     @ai.tool(requires_approval=requires, allow_input_edits=edits)
     async def transfer_money(input: Transfer) -> str:

@@ -7,6 +7,7 @@ import secrets
 from typing import Any
 
 from .._app import Pausepoint
+from ..errors import DefinitionError
 from . import _logging
 from ._errors import CliError
 from ._serving import listen, serve_until_stopped
@@ -40,6 +41,14 @@ def add_parser(subparsers: Any) -> None:
         default=[],
         metavar="NAME=TOKEN",
         help="accept 'Authorization: Bearer TOKEN' as the principal NAME (repeatable; default: one generated token)",
+    )
+    parser.add_argument(
+        "--approver",
+        action="append",
+        default=[],
+        metavar="NAME:TOKEN[:ROLE,...]",
+        help="an approver: 'Authorization: Bearer TOKEN' is the principal NAME, who sees every session and "
+        "answers its pauses, holding ROLEs of the agents' approval policies (repeatable)",
     )
     parser.add_argument("--no-console", action="store_true", help="do not serve the web console")
     parser.add_argument(
@@ -84,9 +93,46 @@ def parse_tokens(values: list[str]) -> dict[str, str]:
     return tokens
 
 
+def parse_approvers(values: list[str], tokens: dict[str, str]) -> dict[str, list[str]]:
+    """``NAME:TOKEN[:ROLE,...]`` options: their tokens go into ``tokens``; returns name -> roles."""
+    approvers: dict[str, list[str]] = {}
+    for value in values:
+        name, _, rest = value.partition(":")
+        token, _, roles = rest.partition(":")
+        held = [r.strip() for r in roles.split(",") if r.strip()]
+        if not name or not token or (roles and not held):
+            raise CliError(f"--approver wants NAME:TOKEN or NAME:TOKEN:ROLE[,ROLE...], not {value!r}")
+        if token in tokens:
+            raise CliError(f"the token of {name!r} is given twice")
+        tokens[token] = name
+        approvers[name] = sorted({*approvers.get(name, []), *held})
+    return approvers
+
+
+def add_approvers(ai: Pausepoint, approvers: dict[str, list[str]]) -> None:
+    """Make each approver a member of their roles in every agent's approval policy; a role no
+    agent's policy defines is a ``CliError`` (a typo would give nobody the right to approve)."""
+    defined = {role for agent in ai.agents.values() for role in agent.approval_policy.roles}
+    for name, roles in approvers.items():
+        unknown = sorted(set(roles) - defined)
+        if unknown:
+            known = ", ".join(sorted(defined)) or "none"
+            raise CliError(f"--approver {name}: no agent's approval policy defines the role(s) "
+                           f"{', '.join(unknown)} (roles: {known})")  # fmt: skip
+    members = {name: roles for name, roles in approvers.items() if roles}
+    if not members:
+        return
+    for agent in ai.agents.values():
+        try:
+            agent.approval_policy = agent.approval_policy.with_members(members)
+        except DefinitionError as exc:
+            raise CliError(f"--approver: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     _logging.configure(args.log_level, args.log_format)
     tokens = parse_tokens(args.token)
+    approvers = parse_approvers(args.approver, tokens)
     target = load_target(args.target)
     generated = None
     if args.mcp_stdio is not None:
@@ -94,20 +140,27 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(target, Pausepoint):
         if args.store:
             replace_stores(list(target.agents.values()), store_from_url(args.store))
+        add_approvers(target, approvers)
         operators = list(args.operator)
         if not tokens:
             generated = secrets.token_urlsafe(18)
             tokens = {generated: "admin"}
             operators = operators or ["admin"]
         app = http_app(
-            target, tokens, console=not args.no_console, metrics=args.metrics, operators=operators, mcp=args.mcp
+            target,
+            tokens,
+            console=not args.no_console,
+            metrics=args.metrics,
+            operators=operators,
+            approvers=set(approvers),
+            mcp=args.mcp,
         )
         agents = ", ".join(target.agents) or "no agents"
     elif callable(target):
         if args.store or tokens or args.no_console or args.metrics or args.operator or args.mcp:
             raise CliError(
-                "--store, --token and --no-console apply to a Pausepoint app (so do --metrics and "
-                "--operator, --mcp); an ASGI app brings its own"
+                "--store, --token and --no-console apply to a Pausepoint app (so do --approver, --metrics, "
+                "--operator and --mcp); an ASGI app brings its own"
             )
         app, agents = target, "an ASGI app"
     else:
@@ -117,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
 
     def ready() -> None:
         print(f"pausepoint: serving {args.target} ({agents}) at {base}")
+        for name, roles in approvers.items():
+            print(f"  approver {name}" + (f" ({', '.join(roles)})" if roles else ""))
         if generated is not None:
             print(f"  token    {generated}  (principal 'admin'; pass --token NAME=TOKEN to choose your own)")
         if isinstance(target, Pausepoint) and not args.no_console:

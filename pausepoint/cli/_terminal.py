@@ -3,7 +3,10 @@
 It reads lines (from a terminal, or from a pipe, so it can be scripted) and writes to stdout.
 On a terminal a spinner shows that the model or a tool is working; elsewhere only the events
 are printed. A pause reads as ``agent.view(interrupt)`` says (the console's title, summary and
-fields). "Approve" is ``agent.approval(interrupt)``: the same meaning as in the console. A choice
+fields), with where its approval stands under the agent's approval policy ("1 of 2 approvals",
+who still decides; a quorum the person approved already is not asked about again). "Approve" is
+``agent.approval(interrupt)``: the same meaning as in the console; "grant" approves later calls of
+the tool in this session too, where the policy allows it. A choice
 is a whole line (``a`` or ``approve``), never the first letter of whatever was typed, and a
 high-risk pause is approved only after a ``y`` to "are you sure".
 """
@@ -18,6 +21,7 @@ from typing import Any, TextIO
 
 from .._agent import Agent
 from .._chat import Chat
+from .._grants import Grant
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._presentation import PauseView
 from .._response import AgentFinishReason, AgentResponse
@@ -247,6 +251,8 @@ class TerminalChat:
         respond: list[ToolResponse] = []
         restart: list[ToolRestart] = []
         for interrupt in pending:
+            if self._approved_already(interrupt):
+                continue
             self._card(interrupt)
             answer = await self._decide(interrupt)
             if isinstance(answer, ToolResponse):
@@ -254,7 +260,8 @@ class TerminalChat:
             elif isinstance(answer, ToolRestart):
                 restart.append(answer)
         if not respond and not restart:
-            self.note("left open: /pending answers it later")
+            if any(not self._approved_already(p) for p in pending):
+                self.note("left open: /pending answers it later")
             return []
         try:
             response = await self._play(
@@ -283,18 +290,51 @@ class TerminalChat:
         if interrupt.expires_at is not None:
             when = interrupt.expires_at.astimezone().isoformat(sep=" ", timespec="seconds")
             lines.append(f"{side} expires {when}: {view.on_expiry}")
+        lines.extend(f"{side} {row}" for row in self._approval_lines(view))
         lines.append(f"{bottom} {self._choices(interrupt)}")
         self.say("\n".join(lines))
 
+    def _approval_lines(self, view: PauseView) -> list[str]:
+        """Where the pause's approval stands ("1 of 2 approvals", who still decides), as the
+        console shows it."""
+        shown = view.approval
+        if shown is None:
+            return []
+        head = shown.progress + (f" (approved by {', '.join(shown.approved_by)})" if shown.approved_by else "")
+        rows = [f"{self._style('approval', '1')} {head}", f"  {shown.waiting_for}"]
+        rows += [f"  {note}" for note in (shown.escalated, shown.offer, shown.grant_note) if note]
+        return rows
+
+    def _approved_already(self, interrupt: PendingInterrupt) -> bool:
+        """Whether the person typing gave this pause's approval already (a quorum waits for
+        others): said once, not asked again."""
+        status = interrupt.approval
+        if status is None or self.principal is None or self.principal not in status.approved_by:
+            return False
+        view = self.agent.view(interrupt)
+        assert view.approval is not None
+        self.note(f"{interrupt.name} ({interrupt.ref}): {view.approval.progress}. {view.approval.waiting_for}")
+        return True
+
     def _choices(self, interrupt: PendingInterrupt) -> str:
-        choices = ["[a]pprove", "[d]eny", "[r]espond with JSON"]
+        choices = ["[a]pprove"]
+        if self._grantable(interrupt):
+            choices.append("[g]rant: approve for this session")
+        choices.append("[d]eny")
+        if interrupt.approval is None or "respond" in interrupt.approval.decisions:
+            choices.append("[r]espond with JSON")
         if self._editable(interrupt):
             choices.append("[e]dit input")
         return "  ".join([*choices, "[s]kip"])
 
     def _editable(self, interrupt: PendingInterrupt) -> bool:
         tool = self.agent.tools.get(interrupt.name)
-        return tool is not None and tool.allow_input_edits
+        decisions = interrupt.approval.decisions if interrupt.approval is not None else ["edit"]
+        return tool is not None and tool.allow_input_edits and "edit" in decisions
+
+    @staticmethod
+    def _grantable(interrupt: PendingInterrupt) -> bool:
+        return interrupt.approval is not None and interrupt.approval.grantable
 
     async def _decide(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart | None:
         """The person's answer to one pause; None when skipped (or input ended)."""
@@ -303,9 +343,9 @@ class TerminalChat:
             if line is None:
                 return None
             choice = _CHOICES.get(line.strip().lower(), "")
-            if choice == "a":
-                try:
-                    approval = self.agent.approval(interrupt)
+            if choice == "a" or (choice == "g" and self._grantable(interrupt)):
+                try:  # a grant "for this session": later calls of this tool, as the policy bounds it
+                    approval = self.agent.approval(interrupt, grant=Grant() if choice == "g" else None)
                 except ValueError as exc:
                     self.say(f"cannot approve with a plain yes: {exc}; respond with JSON instead")
                     continue
@@ -356,6 +396,6 @@ class TerminalChat:
 
 _NOTHING: Any = object()
 # A whole line names a choice: "and thanks" typed at the prompt is not an approval.
-_CHOICES = {word: word[0] for word in ("approve", "deny", "respond", "edit", "skip")} | {
-    letter: letter for letter in "adres"
+_CHOICES = {word: word[0] for word in ("approve", "grant", "deny", "respond", "edit", "skip")} | {
+    letter: letter for letter in "agdres"
 }

@@ -28,10 +28,12 @@ def http_app(
     console: bool = True,
     metrics: bool = False,
     operators: list[str] | None = None,
+    approvers: set[str] | None = None,
     mcp: bool = False,
 ) -> Any:
     """``create_app(ai)`` with bearer ``tokens`` (token -> principal), with or without the console
-    and metrics; ``operators`` may see webhook deliveries; ``mcp`` serves the agents over MCP at /mcp."""
+    and metrics; ``operators`` may see webhook deliveries; ``approvers`` see every session and
+    answer its pauses (``OwnerPolicy(approvers)``); ``mcp`` serves the agents over MCP at /mcp."""
     server = _server()
     if metrics:
         try:
@@ -41,7 +43,13 @@ def http_app(
     if mcp:
         need_mcp()
     return server.create_app(
-        ai, auth=server.BearerTokens(tokens), console=console, metrics=metrics, operators=operators or (), mcp=mcp
+        ai,
+        auth=server.BearerTokens(tokens),
+        policy=server.OwnerPolicy(approvers or set()),
+        console=console,
+        metrics=metrics,
+        operators=operators or (),
+        mcp=mcp,
     )
 
 

@@ -1,5 +1,5 @@
 """The REST API (snake_case JSON, described by ``/openapi.json``): chats, the approvals inbox,
-answers by ref, the audit trail, and the SSE feed.
+answers by ref, the audit trail, the grants given in a session, and the SSE feed.
 
 Every answer goes through ``Chat.resume`` with ``via="http"`` and the caller as principal, so
 the core checks every promise of a pause and the audit trail records who answered. Sessions
@@ -24,15 +24,19 @@ from .._agent import Agent
 from .._chat import Chat
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._rest import (
+    GRANTS,
     MESSAGES,
     SUMMARY,
     CancelBody,
     DenyBody,
+    GrantBody,
     RespondBody,
     RestartBody,
     ResumeBody,
+    RevokeBody,
     SendBody,
     dump,
+    grant_of,
     user_message,
 )
 from .._streaming import TurnStream
@@ -52,13 +56,15 @@ _MAX_KEY = 200
 class ApproveBody(BaseModel):
     """Approve a pause the way the console does (``Agent.approval``): a yes for an interrupt-only
     tool, a run with ``tool_approved`` for a tool that paused itself. ``replace_input`` (only for
-    tools that allow edits) approves an edited input."""
+    tools that allow edits) approves an edited input; ``grant`` approves later calls too (where
+    the approval policy lets the pause grant them: its view says ``approval.grantable``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     replace_input: Any = None
     metadata: dict[str, Any] | None = None
     pause_id: str | None = None
+    grant: GrantBody | None = None
 
 
 def rest_routes(service: Service) -> list[Route]:
@@ -142,9 +148,13 @@ def rest_routes(service: Service) -> list[Route]:
         agent, session_id, principal = await _answering(request)
         body = parse_body(ResumeBody, await read_json(request, limits))
         respond = [
-            ToolResponse(a.ref, a.name, a.output, a.metadata, a.decision, a.reason, a.pause_id) for a in body.respond
+            ToolResponse(a.ref, a.name, a.output, a.metadata, a.decision, a.reason, a.pause_id, grant_of(a.grant))
+            for a in body.respond
         ]
-        restart = [ToolRestart(a.ref, a.name, a.replace_input, a.resumed_metadata, a.pause_id) for a in body.restart]
+        restart = [
+            ToolRestart(a.ref, a.name, a.replace_input, a.resumed_metadata, a.pause_id, grant_of(a.grant))
+            for a in body.restart
+        ]
         return await _answer(request, agent, session_id, principal, respond, restart, body.metadata)
 
     async def answer(request: Request) -> Response:
@@ -159,7 +169,7 @@ def rest_routes(service: Service) -> list[Route]:
         if action == "respond":
             r = parse_body(RespondBody, raw)
             name = r.name or await _name_of(chat, ref)
-            respond.append(ToolResponse(ref, name, r.output, r.metadata, pause_id=r.pause_id))
+            respond.append(ToolResponse(ref, name, r.output, r.metadata, pause_id=r.pause_id, grant=grant_of(r.grant)))
         elif action == "deny":
             d = parse_body(DenyBody, raw)
             name = d.name or await _name_of(chat, ref)
@@ -169,17 +179,30 @@ def rest_routes(service: Service) -> list[Route]:
         elif action == "restart":
             s = parse_body(RestartBody, raw)
             name = s.name or await _name_of(chat, ref)
-            restart.append(ToolRestart(ref, name, s.replace_input, s.resumed_metadata, s.pause_id))
+            restart.append(ToolRestart(ref, name, s.replace_input, s.resumed_metadata, s.pause_id, grant_of(s.grant)))
         else:
             a = parse_body(ApproveBody, raw)
             edited = "replace_input" in a.model_fields_set
             approval = await _approval(agent, chat, ref, a.pause_id, a.replace_input, edited=edited)
+            approval = dataclasses.replace(approval, grant=grant_of(a.grant))
             if isinstance(approval, ToolRestart):
                 restart.append(approval)
             else:
                 respond.append(approval)
             return await _answer(request, agent, session_id, principal, respond, restart, a.metadata)
         return await _answer(request, agent, session_id, principal, respond, restart, None)
+
+    async def grants(request: Request) -> Response:
+        agent, session_id, _ = await _viewing(request)
+        return _json({"grants": dump(GRANTS, await agent.chat(session_id).grants())})
+
+    async def revoke(request: Request) -> Response:
+        agent, session_id, principal = await _answering(request)
+        body = parse_body(RevokeBody, await read_json(request, limits))
+        chat = agent.chat(session_id, principal=principal)
+        grant = await chat.revoke_grant(request.path_params["grant_id"], reason=body.reason, via="http")
+        service.feed.notify(agent.name, session_id)
+        return _json({"grant": dump(GRANTS, [grant])[0]})
 
     async def cancel(request: Request) -> Response:
         agent, session_id, principal = await _conversing(request)
@@ -289,6 +312,8 @@ def rest_routes(service: Service) -> list[Route]:
         Route(one + "/resume", guarded(resume), methods=["POST"]),
         Route(one + "/cancel", guarded(cancel), methods=["POST"]),
         Route(one + "/interrupts/{ref}/{action:str}", guarded(answer), methods=["POST"]),
+        Route(one + "/grants", guarded(grants), methods=["GET"]),
+        Route(one + "/grants/{grant_id}/revoke", guarded(revoke), methods=["POST"]),
         validate_route(service),
         Route("/v1/feed", guarded(feed), methods=["GET"]),
     ]

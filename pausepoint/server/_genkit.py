@@ -8,7 +8,9 @@ Snapshots: ``_snapshots`` (ids, and what each names).
 
 Parts. One ref per call: a tool request shows its call's ref everywhere, and answers name it.
 A call paused now carries ``metadata.interrupt`` (the interrupt's metadata, or ``true``) in the
-turn's output and in snapshots. A restart part runs the tool on ``toolRequest.input``;
+turn's output and in snapshots; a call paused for approval before it ran (``requires_approval``)
+also carries ``metadata.approval`` (``{required, approvals, approvedBy, progress, requestedBy}``: "1 of 2
+approvals" after the first of two, the pause still open). A restart part runs the tool on ``toolRequest.input``;
 ``metadata.resumed`` becomes ``ctx.resumed_metadata``; an input that differs from the paused
 one is an edit, and so is one sent with ``metadata.replacedInput`` unless it is the same input
 (Genkit's client sends that metadata whenever a replacement was given, even the same one).
@@ -251,10 +253,17 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
 
 
 def _interrupt_part(pause: PendingInterrupt) -> dict[str, Any]:
-    return {
-        "toolRequest": {"ref": pause.ref, "name": pause.name, "input": pause.input},
-        "metadata": {"interrupt": pause.metadata or True},
-    }
+    metadata: dict[str, Any] = {"interrupt": pause.metadata or True}
+    status = pause.approval
+    if status is not None and status.gated:  # a call paused before it ran: where its approval stands
+        metadata["approval"] = {
+            "required": status.required,
+            "approvals": len(status.approved_by),
+            "approvedBy": list(status.approved_by),
+            "progress": status.progress,
+            "requestedBy": status.requested_by,
+        }
+    return {"toolRequest": {"ref": pause.ref, "name": pause.name, "input": pause.input}, "metadata": metadata}
 
 
 def _part_json(part: Part, paused: dict[str, PendingInterrupt]) -> dict[str, Any]:

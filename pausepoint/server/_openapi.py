@@ -8,11 +8,22 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
+from .._grants import GrantInfo
 from .._interrupts import AuditEntry, PendingInterrupt
 from .._messages import Message
 from .._presentation import PauseView
 from .._response import AgentResponse
-from .._rest import CancelBody, DenyBody, RespondBody, RestartBody, ResumeBody, SendBody, ValidateBody
+from .._rest import (
+    CancelBody,
+    DenyBody,
+    GrantBody,
+    RespondBody,
+    RestartBody,
+    ResumeBody,
+    RevokeBody,
+    SendBody,
+    ValidateBody,
+)
 from ..stores import SessionSummary
 from ._approvals import ApproveBody
 
@@ -31,6 +42,8 @@ def _schemas() -> dict[str, Any]:
         CancelBody,
         ApproveBody,
         ValidateBody,
+        GrantBody,
+        RevokeBody,
     ]
     _, found = models_json_schema([(m, "validation") for m in bodies], ref_template=_REF)
     schemas: dict[str, Any] = dict(found.get("$defs", {}))
@@ -41,6 +54,7 @@ def _schemas() -> dict[str, Any]:
         ("SessionSummary", SessionSummary),
         ("Message", Message),
         ("PauseView", PauseView),
+        ("GrantInfo", GrantInfo),
     ):
         schema = TypeAdapter(kind).json_schema(mode="serialization", ref_template=_REF)
         schemas.update(schema.pop("$defs", {}))
@@ -252,16 +266,42 @@ def openapi_document() -> dict[str, Any]:
             "post": _op("Deny a pause", response, body="DenyBody", stream=True, parameters=answer)
         },
         "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/restart": {
-            "post": _op("Run the paused tool again", response, body="RestartBody", stream=True, parameters=answer)
+            "post": _op(
+                "Run the paused tool again (a call paused for approval: approve it; with grant, later calls too)",
+                response,
+                body="RestartBody",
+                stream=True,
+                parameters=answer,
+            )
         },
         "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/approve": {
             "post": _op(
                 "Approve a pause: a yes for an interrupt-only tool, a run with tool_approved for a tool "
-                "that paused itself (422 when a yes cannot answer it)",
+                "that paused itself or was paused for approval (422 when a yes cannot answer it). Under the "
+                "agent's approval policy: 403 approval_forbidden (a role the caller lacks, or separation of "
+                "duties), 409 already_approved (the caller's approval of a quorum is counted already); an "
+                "approval that is not the last a quorum needs is recorded and the pause stays open "
+                "(view.approval.progress: '1 of 2 approvals'). grant: approve later calls too",
                 response,
                 body="ApproveBody",
                 stream=True,
                 parameters=answer,
+            )
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/grants": {
+            "get": _op(
+                "The grants given in the session (active, revoked, expired or used up), oldest first",
+                {"type": "object", "properties": {"grants": {**array, "items": _ref("GrantInfo")}}},
+                parameters=session,
+            )
+        },
+        "/v1/agents/{agent}/sessions/{session_id}/grants/{grant_id}/revoke": {
+            "post": _op(
+                "Revoke a grant: it approves no later call (revoking it again changes nothing; 404 "
+                "grant_not_found for an id the session never gave)",
+                {"type": "object", "properties": {"grant": _ref("GrantInfo")}},
+                body="RevokeBody",
+                parameters=_params("agent", "session_id", "grant_id"),
             )
         },
         "/v1/agents/{agent}/tools/{tool}/validate": {

@@ -10,6 +10,8 @@ import pexpect
 
 from examples import banking
 from pausepoint.stores import SqliteSessionStore
+from tests.approval_apps import build as build_bank
+from tests.approval_apps import treasury
 from tests.cli.conftest import ROOT, cli_env, spawn
 
 BANK = "tests.cli.apps:bank_agent"
@@ -213,3 +215,85 @@ def test_an_unknown_session_is_a_clear_error(tmp_path):
     )
     assert done.returncode == 2
     assert "pausepoint chat: error: no session 'nope'" in done.stderr
+
+
+def _quit(child: pexpect.spawn) -> str:
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    return str(child.before)
+
+
+async def test_a_quorum_is_approved_from_two_terminals_and_shows_its_progress(tmp_path, terminals):
+    """dave asks; alice approves (1 of 2: she is told who is left, and not asked again); bob,
+    in another process on the same file, sees alice's approval and runs the transfer."""
+    db = str(tmp_path / "chat.db")
+    asker = spawn("chat", "tests.cli.apps:quorum_agent", "--db", db, "--principal", "dave")
+    terminals.append(asker)
+    asker.expect_exact("you> ")
+    asker.sendline("pay 500 to savings")
+    asker.expect_exact("paused: transfer_money")
+    asker.expect_exact("approval 0 of 2 approvals")
+    asker.expect_exact("Waiting for 2 more approvals from treasury (alice, bob or carol).")
+    asker.expect_exact("[a]pprove  [d]eny  [s]kip")  # a call paused for approval takes no made-up result
+    asker.sendline("s")
+    session = session_of(_quit(asker))
+
+    alice = spawn("chat", "tests.cli.apps:quorum_agent", "--db", db, "--principal", "alice", "--session", session)
+    terminals.append(alice)
+    alice.expect_exact("approval 0 of 2 approvals")
+    alice.expect_exact("choice> ")
+    alice.sendline("a")
+    alice.expect_exact("transfer_money (")
+    alice.expect_exact("): 1 of 2 approvals. Waiting for 1 more approval from treasury (bob or carol).")
+    _quit(alice)
+
+    bob = spawn("chat", "tests.cli.apps:quorum_agent", "--db", db, "--principal", "bob", "--session", session)
+    terminals.append(bob)
+    bob.expect_exact("approval 1 of 2 approvals (approved by alice)")
+    bob.expect_exact("choice> ")
+    bob.sendline("approve")
+    bob.expect_exact("agent> sent 500 to savings")
+    _quit(bob)
+
+    store = SqliteSessionStore(db)
+    agent, _, _ = build_bank(store, treasury(quorum={"transfer_money": 2}))
+    trail = await agent.chat(session).audit_trail()
+    await store.close()
+    assert [(e.decision, e.principal, e.via, e.approvals) for e in trail[1:]] == [
+        ("approve", "alice", "terminal", 1),
+        ("restart", "bob", "terminal", 2),
+    ]
+
+
+async def test_grant_for_this_session_from_the_terminal(tmp_path, terminals):
+    db = str(tmp_path / "chat.db")
+    asker = spawn("chat", "tests.cli.apps:grant_agent", "--db", db, "--principal", "dave")
+    terminals.append(asker)
+    asker.expect_exact("you> ")
+    asker.sendline("pay 500 to savings")
+    asker.expect_exact("not from dave, who asked for it.")
+    asker.expect_exact("An approval may also approve later calls of transfer_money in this session.")
+    asker.expect_exact("[a]pprove  [g]rant: approve for this session  [d]eny  [s]kip")
+    asker.sendline("g")  # dave may not approve his own transfer
+    asker.expect_exact("refused: separation of duties: 'dave' asked for this call")
+    asker.expect_exact("choice> ")  # asked again: the pause is as it was
+    asker.sendline("s")
+    session = session_of(_quit(asker))
+
+    alice = spawn("chat", "tests.cli.apps:grant_agent", "--db", db, "--principal", "alice", "--session", session)
+    terminals.append(alice)
+    alice.expect_exact("choice> ")
+    alice.sendline("grant")
+    alice.expect_exact("agent> sent 500 to savings")
+    _quit(alice)
+
+    store = SqliteSessionStore(db)
+    agent, _, _ = build_bank(store, treasury(grantable=["transfer_money"], separation_of_duties=True))
+    chat = agent.chat(session, principal="dave")
+    assert (await chat.send("pay 20 to x")).text == "sent 20 to x"  # approved by alice's grant
+    [grant] = await chat.grants()
+    await store.close()
+    assert (grant.principal, grant.via, grant.bounds, grant.used) == ("alice", "terminal", None, 1)

@@ -86,7 +86,7 @@ def test_demo_in_the_terminal_on_the_default_local_model_which_decides_by_itself
     child.sendline("Transfer $500 to savings.")
     child.expect_exact("paused: userApproval")
     child.expect_exact("choice> ")
-    assert "transfer_money" not in child.before  # nothing moved before the approval
+    assert "✓ transfer_money" not in child.before  # nothing moved before the approval (the card names it)
     child.sendline("a")
     child.expect_exact("[y/N] ")  # the demo's approvals are high risk
     child.sendline("y")

@@ -98,3 +98,38 @@ def test_a_token_in_a_query_string_is_never_logged():
             proc.wait()
     assert secret not in "".join(head) + out + err
     assert "stopped" in out
+
+
+async def test_serve_declares_approvers_and_their_roles():
+    """``--approver NAME:TOKEN:ROLE`` makes NAME a member of ROLE in the agents' approval
+    policies and an approvals desk (sees every session, answers its pauses): two of treasury
+    approve a transfer; an approver without the role is refused; the requester is not asked."""
+    args = ["tests.cli.apps:pay_ai", "--token", "dave=d4ve", "--approver", "alice:a1ice:treasury",
+            "--approver", "bob:b0b:treasury", "--approver", "carol:car0l", "--no-console"]  # fmt: skip
+    with serving(*args) as (base, printed):
+        assert "approver alice (treasury)" in printed and "approver carol\n" in printed
+        async with httpx.AsyncClient(base_url=base) as http:
+            sessions = "/v1/agents/payAgent/sessions"
+            sent = await http.post(sessions, json={"message": "pay 500 to savings"}, headers=_bearer("d4ve"))
+            [pause] = sent.json()["interrupts"]
+            assert pause["view"]["approval"]["may_approve"] == ["alice", "bob"]  # the declared treasury
+            approve = f"{sessions}/{sent.json()['session_id']}/interrupts/{pause['ref']}/approve"
+            refused = await http.post(approve, json={}, headers=_bearer("car0l"))
+            assert refused.status_code == 403 and refused.json()["error"]["details"]["reason"] == "role"
+            first = (await http.post(approve, json={}, headers=_bearer("a1ice"))).json()
+            [still] = first["interrupts"]
+            shown = still["view"]["approval"]
+            assert (first["finish_reason"], shown["progress"], shown["may_approve"]) == (
+                "interrupted",
+                "1 of 2 approvals",
+                ["bob"],
+            )
+            assert shown["waiting_for"] == "Waiting for 1 more approval from treasury (bob)."
+            again = await http.post(approve, json={}, headers=_bearer("a1ice"))
+            assert again.status_code == 409 and again.json()["error"]["code"] == "already_approved"
+            done = (await http.post(approve, json={}, headers=_bearer("b0b"))).json()
+            assert (done["finish_reason"], done["message"]["parts"][0]["text"]) == ("stop", "sent 500 to savings")
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

@@ -148,7 +148,7 @@ def _fields(op: Any) -> list[str]:
 
 def fuzz_nasty_body(client: httpx.Client, op: Any, session_id: str, ref: str, failures: list[str]) -> None:
     path = op.path.format(
-        agent=AGENT, session_id=session_id, ref=ref, action="respond", tool="userApproval", delivery="0"
+        agent=AGENT, session_id=session_id, ref=ref, action="respond", tool="userApproval", delivery="0", grant_id="0"
     )
     fields = _fields(op)
 
