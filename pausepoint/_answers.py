@@ -298,6 +298,14 @@ def _check_one(
         idempotency_key=ctx.idempotency_key,
         request_hash=ctx.request_hash,
     )
+    try:
+        handed = tool.answer_restart(paused.metadata, answer)
+    except ValueError as exc:
+        raise InvalidAnswer(f"the answer to {name!r} is not valid for its question: {exc}", ref=ref) from exc
+    if handed is not None:  # the call asked a question mid-way: the answer goes back to it
+        claim.resumed_metadata = _kept(handed, ctx.limits, ref, f"the answer to {name!r}")
+        claim.reason = answer.reason if isinstance(answer, ToolResponse) else None
+        return claim
     if isinstance(answer, ToolRestart):
         claim.resumed_metadata = dict(answer.resumed_metadata or {})
         if answer.replace_input is not None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -21,6 +23,9 @@ from ._tools import Interrupt, Tool
 from .errors import DefinitionError, ModelNotFound
 from .stores import InMemorySessionStore, SessionStore
 from .webhooks import Webhook, check_names
+
+if TYPE_CHECKING:
+    from .mcp import ApprovalSpec, McpConnection
 
 __all__ = ["Pausepoint"]
 
@@ -165,6 +170,90 @@ class Pausepoint:
             approves=approves,
         )
         return self._register(tool)
+
+    def mcp_tools(
+        self,
+        server: McpConnection,
+        *,
+        prefix: str = "",
+        include: Collection[str] | Callable[[Any], bool] | None = None,
+        exclude: Collection[str] = (),
+        requires_approval: ApprovalSpec = False,
+        idempotent: bool | Collection[str] = False,
+        allow_input_edits: bool | Collection[str] = False,
+    ) -> list[Tool]:
+        """The tools an MCP server offers, as tools for agents (``pip install 'pausepoint[mcp]'``).
+
+        Connects to ``server`` (``pausepoint.mcp.McpConnection.stdio(...)`` or ``.http(...)``)
+        and lists its tools now: each becomes a tool named ``prefix + its name`` whose input
+        schema is the server's JSON Schema (validated with ``jsonschema``; fingerprinted, so a
+        pause taken on a definition the server later changed is refused when answered).
+        ``include`` (names, or a predicate on the SDK's ``Tool``) and ``exclude`` (names) choose
+        which. ``requires_approval`` makes calls pause before they reach the server: ``True``
+        (every tool), names, a mapping from name to a bool or a predicate on the arguments, or
+        a function ``(name, arguments) -> bool`` — it is each tool's ``requires_approval``, so
+        the agent's ``ApprovalPolicy`` (rules, grants, quorum, separation of duties) applies as
+        to any tool; approve with ``agent.approval(interrupt)``. ``idempotent`` / ``allow_input_edits``: as
+        for ``@ai.tool()``, for every tool (a bool) or the tools named. A server's question
+        during a call (elicitation) is a pause answered with ``respond(content)`` or ``deny()``.
+
+        Lists synchronously (also at import time); inside a running event loop it blocks until
+        the listing is done — prefer ``await ai.mcp_tools_async(...)`` there. Raises
+        ``DefinitionError`` (a name that is not offered, a name already defined, an invalid
+        schema) or an ``McpError`` (the server could not be reached, ``McpUnavailable``; did
+        not answer, ``McpTimeout``).
+        """
+        options = dict(
+            prefix=prefix,
+            include=include,
+            exclude=exclude,
+            requires_approval=requires_approval,
+            idempotent=idempotent,
+            allow_input_edits=allow_input_edits,
+        )
+
+        async def listed() -> list[Tool]:
+            try:
+                return await self.mcp_tools_async(server, **options)  # type: ignore[arg-type]
+            finally:
+                await server.aclose()  # this loop ends here: calls open their own connection
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(listed())
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pausepoint-mcp") as pool:
+            return pool.submit(asyncio.run, listed()).result()
+
+    async def mcp_tools_async(
+        self,
+        server: McpConnection,
+        *,
+        prefix: str = "",
+        include: Collection[str] | Callable[[Any], bool] | None = None,
+        exclude: Collection[str] = (),
+        requires_approval: ApprovalSpec = False,
+        idempotent: bool | Collection[str] = False,
+        allow_input_edits: bool | Collection[str] = False,
+    ) -> list[Tool]:
+        """``mcp_tools``, awaited: the connection it opens stays open for the tools' calls."""
+        from .mcp._tools import load_tools
+
+        tools = await load_tools(
+            server,
+            prefix=prefix,
+            include=include,
+            exclude=exclude,
+            requires_approval=requires_approval,
+            idempotent=idempotent,
+            allow_input_edits=allow_input_edits,
+        )
+        taken = [t.name for t in tools if t.name in self._tools]
+        if taken:
+            raise DefinitionError(
+                f"a tool named {taken[0]!r} is already defined (give the MCP tools a prefix= or exclude= it)"
+            )
+        return [self._register(tool) for tool in tools]
 
     def _register(self, tool: Tool) -> Tool:
         if tool.name in self._tools:

@@ -129,8 +129,8 @@ def check_bounds(model: type[BaseModel], bounds: Any, tool: str) -> dict[str, di
         raise InvalidGrant(f"a grant's bounds map input fields to conditions, not {type(bounds).__name__}", tool=tool)
     checked: dict[str, dict[str, Any]] = {}
     for name, conditions in bounds.items():
-        if name not in model.model_fields:
-            fields = ", ".join(model.model_fields) or "none"
+        if name not in _fields(model):
+            fields = ", ".join(_fields(model)) or "none"
             raise InvalidGrant(
                 f"a grant bounds {name!r}, which is not an input field of {tool!r} ({fields})", tool=tool
             )
@@ -187,5 +187,15 @@ def _read(model: type[BaseModel], name: str, value: Any) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
-    annotation: Any = model.model_fields[name].annotation
+    annotation: Any = _fields(model)[name]
     return TypeAdapter(annotation)
+
+
+def _fields(model: type[BaseModel]) -> dict[str, Any]:
+    """The input fields a grant may bound, with their types: the model's fields — or, for an
+    input that is one JSON value checked by its schema (an MCP tool's), the ``bound_fields``
+    it declares."""
+    declared: dict[str, Any] | None = getattr(model, "bound_fields", None)
+    if declared is not None:
+        return declared
+    return {name: field.annotation for name, field in model.model_fields.items()}

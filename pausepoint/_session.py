@@ -90,7 +90,7 @@ class Pause:
     """A pause and what happened to it: its answer, the approvals counted so far (with the
     version of each), and — after escalations — who decides it now and until when."""
 
-    record: CallPaused
+    record: CallPaused | ApprovalPaused  # both named: a checkpoint restores the kind it was
     answer: CallAnswered | None = None
     approvals: list[tuple[int, ApprovalGiven]] = field(default_factory=list)
     expires_at: datetime | None = None

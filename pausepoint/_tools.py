@@ -175,6 +175,18 @@ class Tool:
             return raw
         return self.input_model.model_validate(raw)
 
+    def answer_restart(self, pause_metadata: dict[str, Any] | None, answer: Any) -> dict[str, Any] | None:
+        """How an answer reaches a call that asked a question mid-way (an MCP elicitation).
+
+        None, for every pause of an ordinary tool: a response is the call's result and a
+        restart runs the call as it says. A tool whose pause hands its answer back to the call
+        returns the ``resumed_metadata`` of the restart that does so (the answer is recorded as
+        that restart); ``answer`` is the ``ToolResponse`` or ``ToolRestart`` given. Raises
+        ``ValueError`` (a pydantic ``ValidationError`` is one) for an answer the question does
+        not accept: the resume is refused with ``InvalidAnswer``.
+        """
+        return None
+
     def validate_output(self, raw: Any) -> Any:
         """JSON data for an answer given in place of running the tool; raises ``ValidationError``."""
         if self.output_adapter is None:

@@ -49,6 +49,9 @@ The tree::
     ├── ServerUnreachable           ``pausepoint.client`` could not reach the server, or lost it mid-reply
     │   └── ServerTimeout               the server did not answer in time
     ├── WebhookSignatureError       a webhook request whose signature does not verify (receivers)
+    ├── McpError                    an MCP server failed (pausepoint.mcp)
+    │   ├── McpUnavailable          it could not be reached, or its connection closed
+    │   └── McpTimeout              it did not answer in time
     └── ModelError                  the model failed
         ├── ModelAuthError          the provider refused the credentials
         ├── ModelRateLimited        too many requests (``retry_after`` seconds, when the provider said)
@@ -86,6 +89,9 @@ __all__ = [
     "InvalidMessage",
     "InvalidRequest",
     "InvalidSessionId",
+    "McpError",
+    "McpTimeout",
+    "McpUnavailable",
     "ModelAuthError",
     "ModelBadRequest",
     "ModelError",
@@ -321,6 +327,27 @@ class ModelBadRequest(ModelError):
 
 class ModelOutputError(ModelError):
     code = "model_output"
+
+
+class McpError(PausepointError):
+    """An MCP server failed: it answered a request with an error, or broke the protocol.
+
+    Raised while listing a server's tools; during a call, a tool's ``McpError`` is handed to
+    the model as that call's result like any tool error (``tool_errors="model"``)."""
+
+    code = "mcp_error"
+
+
+class McpUnavailable(McpError):
+    """The MCP server could not be started or reached, or its connection closed (it died)."""
+
+    code = "mcp_unavailable"
+
+
+class McpTimeout(McpError):
+    """The MCP server did not answer in time (``connect_timeout`` / ``call_timeout``)."""
+
+    code = "mcp_timeout"
 
 
 # -- the HTTP edge: raised by pausepoint.server, raised again by pausepoint.client ---------

@@ -12,7 +12,7 @@ from . import _logging
 from ._errors import CliError
 from ._serving import listen, port_number, serve_until_stopped
 from ._targets import load_target, replace_stores, store_from_url
-from ._web import http_app
+from ._web import http_app, need_mcp
 
 __all__ = ["add_parser", "run"]
 
@@ -65,6 +65,18 @@ def add_parser(subparsers: Any) -> None:
         metavar="NAME",
         help="a principal who may see and retry webhook deliveries at /v1/ops/deliveries (repeatable; "
         "default: the generated token's principal)",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also serve the agents as an MCP server at /mcp (streamable HTTP, the same tokens; "
+        "pip install 'pausepoint[mcp]')",
+    )
+    parser.add_argument(
+        "--mcp-stdio",
+        metavar="PRINCIPAL",
+        help="serve the agents as an MCP server over stdin/stdout instead of HTTP, for an MCP client that "
+        "starts this process; PRINCIPAL is who that client acts as",
     )
     _logging.add_arguments(parser, default="info")
     parser.set_defaults(run=run)
@@ -125,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     approvers = parse_approvers(args.approver, tokens)
     target = load_target(args.target)
     generated = None
+    if args.mcp_stdio is not None:
+        return _serve_stdio(target, args)
     if isinstance(target, Pausepoint):
         if args.store:
             replace_stores(list(target.agents.values()), store_from_url(args.store))
@@ -141,13 +155,14 @@ def run(args: argparse.Namespace) -> int:
             metrics=args.metrics,
             operators=operators,
             approvers=set(approvers),
+            mcp=args.mcp,
         )
         agents = ", ".join(target.agents) or "no agents"
     elif callable(target):
-        if args.store or tokens or args.no_console or args.metrics or args.operator:
+        if args.store or tokens or args.no_console or args.metrics or args.operator or args.mcp:
             raise CliError(
-                "--store, --token and --no-console apply to a Pausepoint app (so do --approver, --metrics "
-                "and --operator); an ASGI app brings its own"
+                "--store, --token and --no-console apply to a Pausepoint app (so do --approver, --metrics, "
+                "--operator and --mcp); an ASGI app brings its own"
             )
         app, agents = target, "an ASGI app"
     else:
@@ -164,6 +179,26 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(target, Pausepoint) and not args.no_console:
             hint = f"#token={generated}" if generated else ""
             print(f"  console  {base}/console/{hint}")
+        if args.mcp:
+            print(f"  mcp      {base}/mcp  (streamable HTTP; the same bearer token)")
         print("Ctrl+C stops the server.", flush=True)
 
     return serve_until_stopped(app, sock, ready, args.log_level)
+
+
+def _serve_stdio(target: Any, args: argparse.Namespace) -> int:
+    """The agents as an MCP server on stdin/stdout (stdout carries the protocol: nothing else
+    is printed there)."""
+    if not isinstance(target, Pausepoint):
+        raise CliError("--mcp-stdio serves a Pausepoint app's agents, not an ASGI app")
+    if args.mcp or args.token or args.port != 8000 or args.host != "127.0.0.1":
+        raise CliError("--mcp-stdio speaks over stdin/stdout: --mcp, --token, --host and --port do not apply")
+    if not args.mcp_stdio:
+        raise CliError("--mcp-stdio wants the principal the MCP client acts as, like --mcp-stdio alice")
+    need_mcp()
+    if args.store:
+        replace_stores(list(target.agents.values()), store_from_url(args.store))
+    from ..mcp._serve import mcp_server
+
+    mcp_server(target, principal=args.mcp_stdio).run("stdio")
+    return 0

@@ -10,7 +10,7 @@ from typing import Any
 from .._app import Pausepoint
 from ._errors import CliError
 
-__all__ = ["http_app", "open_browser"]
+__all__ = ["http_app", "need_mcp", "open_browser"]
 
 
 def _server() -> Any:
@@ -29,16 +29,19 @@ def http_app(
     metrics: bool = False,
     operators: list[str] | None = None,
     approvers: set[str] | None = None,
+    mcp: bool = False,
 ) -> Any:
     """``create_app(ai)`` with bearer ``tokens`` (token -> principal), with or without the console
     and metrics; ``operators`` may see webhook deliveries; ``approvers`` see every session and
-    answer its pauses (``OwnerPolicy(approvers)``)."""
+    answer its pauses (``OwnerPolicy(approvers)``); ``mcp`` serves the agents over MCP at /mcp."""
     server = _server()
     if metrics:
         try:
             import prometheus_client  # noqa: F401
         except ImportError as exc:
             raise CliError("--metrics needs prometheus-client: pip install 'pausepoint[metrics]'") from exc
+    if mcp:
+        need_mcp()
     return server.create_app(
         ai,
         auth=server.BearerTokens(tokens),
@@ -46,7 +49,15 @@ def http_app(
         console=console,
         metrics=metrics,
         operators=operators or (),
+        mcp=mcp,
     )
+
+
+def need_mcp() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise CliError("--mcp needs the MCP SDK: pip install 'pausepoint[mcp]'") from exc
 
 
 def open_browser(url: str) -> bool:

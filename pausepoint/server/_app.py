@@ -64,6 +64,7 @@ def create_app(
     metrics: bool | Any = False,
     request_log: bool = True,
     webhooks: bool | WebhookSender = True,
+    mcp: bool = False,
 ) -> Starlette:
     """An ASGI app serving every agent defined on ``ai``.
 
@@ -83,6 +84,8 @@ def create_app(
     request (``pausepoint.server.access`` logger); ``operators`` are the principals who may read
     and retry webhook deliveries (``/v1/ops/deliveries``); ``webhooks`` sends the app's webhooks
     from this process (``False``: another process does; or a ``WebhookSender`` to tune it).
+    ``mcp=True`` serves the agents as an MCP server at ``/mcp`` (streamable HTTP; the same
+    ``auth`` and ``policy``; needs ``pausepoint[mcp]``; see ``pausepoint.mcp``).
 
     When the server stops (the ASGI lifespan's shutdown), ``ai.aclose()`` closes the plugins'
     connections and the agents' stores.
@@ -100,6 +103,7 @@ def create_app(
     sender = webhooks if isinstance(webhooks, WebhookSender) else (WebhookSender(ai) if webhooks else None)
     service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender)
     document = dumps(openapi_document())
+    endpoint = _mcp_endpoint(ai, service) if mcp else None
 
     async def openapi(_request: Request) -> Response:
         return Response(document, media_type="application/json")
@@ -120,9 +124,13 @@ def create_app(
         await feed.close()
         if sender is not None:
             await sender.close()
+        if endpoint is not None:
+            await endpoint.close()
         await ai.aclose()  # the plugins' connections and the stores: nothing else uses them now
 
     routes: list[BaseRoute] = [Route("/openapi.json", openapi, methods=["GET"]), *rest_routes(service)]
+    if endpoint is not None:
+        routes.append(Route("/mcp", endpoint))
     routes += ops_routes(service, operators=operators, metrics=prometheus)
     routes += agent_routes(service)
     if console:
@@ -160,6 +168,14 @@ class _NoSniff:
             await send(message)
 
         await self.app(scope, receive, send_with_header)
+
+
+def _mcp_endpoint(ai: Pausepoint, service: Service) -> Any:
+    try:
+        from ..mcp._serve import McpEndpoint
+    except ImportError as exc:
+        raise missing_extra("mcp", "mcp") from exc
+    return McpEndpoint(ai, service)
 
 
 def _metrics(ai: Pausepoint, wanted: bool | Any) -> Any:

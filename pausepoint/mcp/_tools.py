@@ -1,0 +1,277 @@
+"""MCP tools as pausepoint tools: listing a server, and what one call does.
+
+``load_tools`` lists a server's tools and makes each an ``McpTool`` — a ``Tool`` whose input
+model is the server's JSON Schema (``_schema``), so the model is shown that schema, the runtime
+validates arguments with it, and every pause's fingerprint covers it. A call:
+
+1. checks that the server still offers the tool as it was defined (after every new connection
+   and every ``tools/list_changed`` notice): a tool that changed fails the call, and its
+   fingerprint becomes the new definition's, so pauses taken on the old one are refused when
+   answered (``ToolDefinitionChanged``);
+2. (before it runs at all, the runtime's approval gate has paused it if it needs approval —
+   ``Tool.requires_approval``, from ``mcp_tools(requires_approval=...)``, and the agent's
+   ``ApprovalPolicy`` — so nothing reached the server before it was approved);
+3. sends one ``tools/call`` round; a question from the server becomes a pause (``_elicitation``),
+   and its answer sends the next round;
+4. hands the result to the model: the text the server wrote for models (``content``), or
+   the structured content when it wrote no content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from collections.abc import Callable, Collection
+from typing import Any
+
+import mcp.types as types
+from pydantic import BaseModel, RootModel
+
+from .._tools import Tool, ToolRunContext, fingerprint_of
+from ..errors import DefinitionError, McpError
+from . import _elicitation as elicitation
+from ._approval import ApprovalSpec, needs_approval, unknown_names
+from ._connection import McpConnection
+from ._schema import schema_model
+
+__all__ = ["McpTool", "load_tools"]
+
+# The code a 2026-07-28 server answers a request_state it cannot verify with (expired, or
+# sealed by a server process that is gone): the round must start over.
+_STALE_STATE = types.INVALID_PARAMS
+_MAX_ROUNDS = 10
+
+
+class _Catalog:
+    """The tools defined from one server, and whether they still match what it offers."""
+
+    def __init__(self, connection: McpConnection) -> None:
+        self.connection = connection
+        self.tools: dict[str, McpTool] = {}  # by the server's name
+        self._checked: object = None  # the connection (its live state) last compared
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+        connection.on_tools_changed.append(self.stale)
+
+    def stale(self) -> None:
+        self._checked = None
+
+    async def check(self) -> None:
+        """Compare the server's listing with the definitions once per connection."""
+        if self._checked is not None and self._checked is self.connection._live:
+            return
+        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if self._checked is not None and self._checked is self.connection._live:
+                return
+            offered = {t.name: t for t in await self.connection.list_tools()}
+            for name, tool in self.tools.items():
+                tool._compare(offered.get(name))
+            self._checked = self.connection._live
+
+
+class McpTool(Tool):
+    """A tool an MCP server offers, as an agent's tool (see the module docstring).
+
+    ``mcp_name`` is the server's name for it; ``connection`` the server. Its input schema is
+    the server's, exactly; its result is the text the server wrote for models (its structured
+    content when it wrote none), so it declares no output schema; its fingerprint covers the
+    server's input and output schemas.
+    """
+
+    def __init__(
+        self,
+        spec: types.Tool,
+        catalog: _Catalog,
+        *,
+        name: str,
+        requires_approval: bool | Callable[[BaseModel], bool],
+        idempotent: bool,
+        allow_input_edits: bool,
+    ) -> None:
+        self.mcp_name = spec.name
+        self.connection = catalog.connection
+        self._catalog = catalog
+        self._changed: str | None = None
+        model = schema_model(spec.input_schema, title=_title(name))
+        description = spec.description or spec.title or (spec.annotations.title if spec.annotations else None) or ""
+        super().__init__(
+            self._call,
+            name=name,
+            description=description,
+            allow_input_edits=allow_input_edits,
+            idempotent=idempotent,
+            input_model=model,
+            requires_approval=requires_approval,
+        )
+        # What the model sees is the text the server wrote for models (see _result), so the tool
+        # declares no output schema of its own; the fingerprint covers the server's anyway.
+        self.fingerprint = fingerprint_of(self.name, self.input_schema, spec.output_schema)
+        self._defined = (spec.input_schema, spec.output_schema)
+
+    def __repr__(self) -> str:
+        return f"<McpTool {self.name} ({self.connection.name}:{self.mcp_name})>"
+
+    def answer_restart(self, pause_metadata: dict[str, Any] | None, answer: Any) -> dict[str, Any] | None:
+        return elicitation.handed_answer(pause_metadata, answer)
+
+    async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
+        assert isinstance(validated, RootModel)
+        arguments: dict[str, Any] = validated.model_dump(mode="json")
+        await self._catalog.check()
+        if self._changed is not None:
+            raise McpError(self._changed, server=self.connection.name, tool=self.mcp_name)
+        about = {"server": self.connection.name, "tool": self.mcp_name}
+        resumed = ctx.resumed_metadata or {}
+        if isinstance(resumed.get("mcp_round"), dict) and isinstance(resumed.get("elicitation"), dict):
+            round_state = elicitation.answered(resumed)
+            asking = elicitation.question(round_state)
+            if asking is not None:
+                raise asking
+            return await self._rounds(arguments, round_state, about)
+        return await self._rounds(arguments, None, about)
+
+    async def _call(self, validated: BaseModel, ctx: ToolRunContext) -> Any:  # pragma: no cover - see run()
+        raise AssertionError("McpTool.run calls the server itself")
+
+    async def _rounds(
+        self,
+        arguments: dict[str, Any],
+        round_state: dict[str, Any] | None,
+        about: dict[str, Any],
+    ) -> Any:
+        """Call the tool, sending a round's answers if there are any, until it has a result or
+        a question for a person (raised as an ``Interrupt``)."""
+        for _ in range(_MAX_ROUNDS):
+            try:
+                result = await self.connection.call_tool(
+                    self.mcp_name,
+                    arguments,
+                    input_responses=None if round_state is None else elicitation.responses(round_state["answers"]),
+                    request_state=None if round_state is None else round_state.get("request_state"),
+                )
+            except McpError as exc:
+                if round_state is None or exc.details.get("mcp_code") != _STALE_STATE:
+                    raise
+                if not self.idempotent:
+                    raise McpError(
+                        f"MCP server {self.connection.name!r} no longer accepts the answer to its question about "
+                        f"{self.mcp_name!r} (its state expired, or the server restarted since it asked); the call "
+                        "did not complete: call the tool again to start over",
+                        server=self.connection.name,
+                        outcome="not_completed",
+                    ) from exc
+                round_state = None  # idempotent: start the call over; the server asks again
+                continue
+            if isinstance(result, types.CallToolResult):
+                return self._result(result)
+            try:
+                round_state = elicitation.first_round(result, about)
+            except ValueError as exc:
+                raise McpError(f"MCP tool {self.mcp_name!r}: {exc}", server=self.connection.name) from None
+            asking = elicitation.question(round_state)
+            if asking is not None:
+                raise asking
+            if not result.input_requests:
+                await asyncio.sleep(0.05)  # "not done yet": the server asked for nothing, only to call again
+        raise McpError(
+            f"MCP tool {self.mcp_name!r} kept asking for more input after {_MAX_ROUNDS} rounds",
+            server=self.connection.name,
+        )
+
+    def _result(self, result: types.CallToolResult) -> Any:
+        if result.is_error:
+            raise McpError(
+                f"MCP tool {self.mcp_name!r} failed: {_text(result.content) or 'no details'}",
+                server=self.connection.name,
+                tool=self.mcp_name,
+            )
+        texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+        if texts and len(texts) == len(result.content):
+            return "\n".join(texts)  # what MCP writes for models
+        if not result.content:
+            return result.structured_content
+        return [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content]
+
+    def _compare(self, offered: types.Tool | None) -> None:
+        """Take in the server's current definition of this tool (see the module docstring)."""
+        if offered is None:
+            self._changed = f"MCP server {self.connection.name!r} no longer offers tool {self.mcp_name!r}"
+            self.fingerprint = fingerprint_of(self.name, {"removed": True}, None)
+            return
+        if (offered.input_schema, offered.output_schema) == self._defined:
+            self._changed = None
+            self.fingerprint = fingerprint_of(self.name, *self._defined)
+            return
+        self._changed = (
+            f"MCP server {self.connection.name!r} changed tool {self.mcp_name!r} since the agent was defined "
+            "(its schemas differ); define the agent again to use the new definition"
+        )
+        self.fingerprint = fingerprint_of(self.name, offered.input_schema, offered.output_schema)
+
+
+def _text(content: list[types.ContentBlock]) -> str:
+    parts = [b.text if isinstance(b, types.TextContent) else json.dumps(b.model_dump(mode="json")) for b in content]
+    return "\n".join(parts)
+
+
+def _title(name: str) -> str:
+    return (
+        "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").replace(".", "_").split("_")) + "Input"
+    )
+
+
+async def load_tools(
+    connection: McpConnection,
+    *,
+    prefix: str = "",
+    include: Collection[str] | Callable[[types.Tool], bool] | None = None,
+    exclude: Collection[str] = (),
+    requires_approval: ApprovalSpec = False,
+    idempotent: bool | Collection[str] = False,
+    allow_input_edits: bool | Collection[str] = False,
+) -> list[McpTool]:
+    """The server's tools as ``McpTool``s (see ``Pausepoint.mcp_tools`` for the options)."""
+    if not isinstance(connection, McpConnection):
+        raise DefinitionError(f"mcp_tools() takes an McpConnection (McpConnection.stdio/.http), not {connection!r}")
+    given: dict[str, object] = {"include": include, "exclude": exclude, "idempotent": idempotent}
+    given["allow_input_edits"] = allow_input_edits
+    for option_name, value in given.items():
+        if isinstance(value, str):
+            raise DefinitionError(f"{option_name} takes a collection of tool names, not one string")
+    offered = await connection.list_tools()
+    names = {t.name for t in offered}
+    named = set(exclude) | (set(include) if include is not None and not callable(include) else set())
+    named |= unknown_names(requires_approval)
+    for flags in (idempotent, allow_input_edits):
+        if not isinstance(flags, bool):
+            named |= set(flags)
+    missing = sorted(named - names)
+    if missing:
+        raise DefinitionError(
+            f"MCP server {connection.name!r} has no tool {', '.join(map(repr, missing))} "
+            f"(it offers: {', '.join(sorted(names)) or 'none'})"
+        )
+    catalog = _Catalog(connection)
+    tools = []
+    for spec in offered:
+        if spec.name in exclude:
+            continue
+        if include is not None and not (include(spec) if callable(include) else spec.name in include):
+            continue
+        tool = McpTool(
+            spec,
+            catalog,
+            name=prefix + spec.name,
+            requires_approval=needs_approval(requires_approval, spec.name),
+            idempotent=_flag(idempotent, spec),
+            allow_input_edits=_flag(allow_input_edits, spec),
+        )
+        catalog.tools[spec.name] = tool
+        tools.append(tool)
+    catalog._checked = connection._live
+    return tools
+
+
+def _flag(option: bool | Collection[str], spec: types.Tool) -> bool:
+    return option if isinstance(option, bool) else spec.name in option

@@ -1,0 +1,177 @@
+"""Agents served over MCP: an MCP client (the SDK's own) sends messages and answers pauses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from pausepoint.server import BearerTokens, OwnerPolicy, create_app
+from tests.server.harness import serve_in_thread
+
+from .conftest import ROOT, SLOW
+
+AGENT = "bankingAgent"
+
+
+def banking() -> Any:
+    from examples import banking_mcp  # imported here: it starts the MCP bank to list its tools
+
+    return banking_mcp
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> Any:
+    """A tool's result as data; a tool error as ``("error", text)``."""
+    result = await client.call_tool(tool, arguments)
+    text = "\n".join(b.text for b in result.content if hasattr(b, "text"))
+    if result.is_error:
+        return ("error", text)
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content["result"] if set(content) == {"result"} else content
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    module = banking()
+    tokens = BearerTokens({"alice-token": "alice", "desk-token": "desk", "eve-token": "eve"})
+
+    def factory() -> Any:
+        return create_app(module.ai, auth=tokens, policy=OwnerPolicy(approvers={"desk"}), mcp=True)
+
+    with serve_in_thread(factory) as url:
+        yield url
+
+
+def http_client(url: str, token: str | None) -> Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client(streamable_http_client(f"{url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=SLOW)))
+
+
+async def test_an_mcp_client_sends_a_message_and_approves_the_pause(served: str) -> None:
+    async with http_client(served, "alice-token") as alice:
+        await approves(alice)
+
+
+async def approves(alice: Client) -> None:
+    agents = await call(alice, "list_agents")
+    assert [a["name"] for a in agents] == [AGENT]
+    reply = await call(alice, "send_message", agent=AGENT, text="Transfer $500 to savings.")
+    assert reply["finish_reason"] == "interrupted"
+    (pause,) = reply["pauses"]
+    assert pause["tool"] == "transfer_money" and pause["input"] == {"amount": "500", "to_account": "savings"}
+    assert pause["answers"] == ["approve", "deny"]  # the approval policy: a gated call takes no made-up result
+    inbox = await call(alice, "list_pending", agent=AGENT)
+    assert [(s["session_id"], [p["ref"] for p in s["pauses"]]) for s in inbox] == [
+        (reply["session_id"], [pause["ref"]])
+    ]
+    done = await call(
+        alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=pause["ref"], decision="approve"
+    )
+    assert done["finish_reason"] == "stop" and done["text"] == "Transferred $500.00 to savings."
+    again = await call(
+        alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=pause["ref"], decision="approve"
+    )
+    assert again[0] == "error" and "already_resolved" in again[1]
+    trail = await banking().banking_agent.chat(reply["session_id"]).audit_trail()
+    assert [(e.decision, e.principal, e.via) for e in trail] == [
+        ("message", "alice", "mcp"),
+        ("restart", "alice", "mcp"),
+    ]
+
+
+async def test_the_banks_question_reaches_the_mcp_client_as_a_pause_it_answers(served: str) -> None:
+    async with http_client(served, "alice-token") as alice:
+        await answers_the_question(alice)
+
+
+async def answers_the_question(alice: Client) -> None:
+    reply = await call(alice, "send_message", agent=AGENT, text="Open a savings account.")
+    (pause,) = reply["pauses"]
+    assert pause["metadata"]["elicitation"]["message"] == "Who will hold the new savings account?"
+    assert pause["answers"] == ["deny", "respond"] and pause["output_schema"]["required"] == ["holder"]
+    bad = await call(
+        alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=pause["ref"], decision="respond",
+        output={"name": "x"},
+    )  # fmt: skip
+    assert bad[0] == "error" and "invalid_answer" in bad[1]
+    done = await call(
+        alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=pause["ref"], decision="respond",
+        output={"holder": "Alice Martin"},
+    )  # fmt: skip
+    assert done["text"] == "Opened a savings account for Alice Martin."
+
+
+async def test_a_denial_continues_the_conversation_and_the_session_id_continues_it(served: str) -> None:
+    async with http_client(served, "alice-token") as alice:
+        await denies(alice)
+
+
+async def denies(alice: Client) -> None:
+    reply = await call(alice, "send_message", agent=AGENT, text="Transfer $500 to savings.")
+    ref = reply["pauses"][0]["ref"]
+    denied = await call(
+        alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=ref, decision="deny", reason="too much"
+    )
+    assert denied["text"] == "I did not do it: too much."
+    more = await call(alice, "send_message", agent=AGENT, text="Hello", session_id=reply["session_id"])
+    assert more["session_id"] == reply["session_id"] and more["text"] == "I can transfer money or open an account."
+
+
+async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> None:
+    async with http_client(served, "alice-token") as alice:
+        reply = await call(alice, "send_message", agent=AGENT, text="Transfer $500 to savings.")
+        unknown = await call(alice, "send_message", agent="nobody", text="hi")
+        assert unknown[0] == "error" and "no agent named 'nobody'" in unknown[1]
+    ref = reply["pauses"][0]["ref"]
+    async with httpx2.AsyncClient() as raw:
+        refused = await raw.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthenticated"
+    async with http_client(served, "eve-token") as eve:
+        assert await call(eve, "list_pending") == []
+        hidden = await call(
+            eve, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=ref, decision="approve"
+        )
+        assert hidden[0] == "error" and "session_not_found" in hidden[1]
+        other = await call(eve, "send_message", agent=AGENT, text="hi", session_id=reply["session_id"])
+        assert other[0] == "error" and "session_not_found" in other[1]
+    async with http_client(served, "desk-token") as desk:  # an approvals desk sees and answers every session
+        inbox = await call(desk, "list_pending", agent=AGENT)
+        assert reply["session_id"] in [s["session_id"] for s in inbox]
+        done = await call(
+            desk, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=ref, decision="approve"
+        )
+        assert done["text"] == "Transferred $500.00 to savings."
+
+
+async def test_served_over_stdio_by_the_cli() -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "pausepoint", "serve", "examples.banking_mcp:ai", "--mcp-stdio", "alice"],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT)},
+    )
+    async with Client(params) as client:
+        reply = await call(client, "send_message", agent=AGENT, text="Transfer $500 to savings.")
+        (pause,) = reply["pauses"]
+        done = await call(
+            client, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=pause["ref"], decision="approve"
+        )
+        assert done["text"] == "Transferred $500.00 to savings."
+
+
+async def test_the_consoles_validate_route_checks_an_mcp_tools_input_with_its_json_schema(served: str) -> None:
+    url = f"{served}/v1/agents/{AGENT}/tools/transfer_money/validate"
+    async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}) as http:
+        bad = (await http.post(url, json={"input": {"amount": [1], "to_account": "savings"}})).json()
+        good = (await http.post(url, json={"input": {"amount": "12.50", "to_account": "savings"}})).json()
+    assert bad["valid"] is False
+    assert [(e["path"], e["pointer"], e["type"]) for e in bad["errors"]] == [(["amount"], "/amount", "json_schema")]
+    assert good == {"valid": True, "errors": [], "value": {"amount": "12.50", "to_account": "savings"}}
