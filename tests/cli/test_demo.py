@@ -114,7 +114,15 @@ def test_demo_on_smollm2_is_guided_and_says_so(tmp_path, terminals):
     child.sendline("a")
     child.expect_exact("[y/N] ")  # a transfer is high risk: the approval is confirmed
     child.sendline("y")
-    child.expect_exact("✓ transfer_money")
+    # The yes grants the transfer the question described. When the small model's question does
+    # not name exactly one transfer (it often does not), transfer_money's own requires_approval
+    # pauses the call itself: the person approves the exact call, and only then does it run.
+    if child.expect_exact(["✓ transfer_money", "paused: transfer_money"]) == 1:
+        child.expect_exact("choice> ")
+        child.sendline("a")
+        child.expect_exact("[y/N] ")
+        child.sendline("y")
+        child.expect_exact("✓ transfer_money")
     child.expect(r"agent> \S")
     child.expect_exact("you> ")
     child.sendline("/quit")
