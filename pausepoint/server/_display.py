@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from .._agent import Agent
 from .._approval import APPROVED_METADATA, approving_output
 from .._interrupts import AuditEntry, PendingInterrupt
@@ -72,16 +74,12 @@ def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
 
 
 def view_json(view: PauseView) -> dict[str, Any]:
-    """A ``PauseView`` as JSON data (what ``dataclasses.asdict`` gives, without its deep copies)."""
-    return {
-        "title": view.title,
-        "summary": view.summary,
-        "fields": [
-            {"name": f.name, "label": f.label, "text": f.text, "description": f.description} for f in view.fields
-        ],
-        "risk": view.risk,
-        "on_expiry": view.on_expiry,
-    }
+    """A ``PauseView`` as JSON data: every field of it (what ``dataclasses.asdict`` gives,
+    without its deep copies), so a field added to the view reaches every surface."""
+    return _VIEW.to_python(view, mode="json")  # type: ignore[no-any-return]
+
+
+_VIEW = TypeAdapter(PauseView).serializer
 
 
 def describe_agent(agent: Agent) -> dict[str, Any]:

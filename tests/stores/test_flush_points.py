@@ -72,9 +72,12 @@ async def test_a_cycle_makes_four_appends_three_of_them_durable(backend: Backend
         res = await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
         assert res.text == "Transferred $500 to savings." and ledger == ["500->savings"]
         assert [(a.durable, a.kinds) for a in recorder.appends] == [
-            (True, ["session_started", "message", "message", "call_paused", "turn_ended"]),
-            (False, ["call_answered"]),
-            (True, ["message"]),
+            # userApproval's pause offers a grant (issue 13), so it is an approval_paused; the yes
+            # records the grant with the answer, and the grant's decision to let transfer_money
+            # run is durable with the model's message, before the tool runs.
+            (True, ["session_started", "message", "message", "approval_paused", "turn_ended"]),
+            (False, ["call_answered", "grant_added"]),
+            (True, ["message", "call_decided"]),
             (True, ["call_completed", "message", "turn_ended"]),
         ]
     finally:
