@@ -112,7 +112,9 @@ def _run_shell(block: Block, cwd: Path) -> list[str]:
             continue  # the local model: tests/cli and tests/console run it
         if any("<" in word for word in words):
             continue  # a placeholder to fill in (<id>)
-        if words[1] in ("serve", "demo") and "--terminal" not in words:
+        # A server listening on a port runs until it says it is ready; anything else (the
+        # terminal, MCP over stdin/stdout: stdin is empty, so it ends at once) runs to its end.
+        if words[1] in ("serve", "demo") and "--terminal" not in words and "--mcp-stdio" not in words:
             problem = _run_server(words, cwd, block.where)
         else:
             done = subprocess.run(
