@@ -297,7 +297,7 @@ export class InterruptCard {
 
   /**
    * Approve: at once, or after the confirmation step when it must be confirmed.
-   * @param {{fromKey?: boolean}} [how]
+   * @param {{fromKey?: boolean, grant?: boolean}} [how]
    */
   approve({ fromKey = false, grant = false } = {}) {
     if (!this.open || this.answering || !this.approveBtn) return;
