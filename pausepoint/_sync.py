@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._detach import TurnStatus
+from ._grants import GrantInfo
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import Message, Part
 from ._response import AgentResponse
@@ -202,6 +203,16 @@ class SyncChat:
     def interrupts(self) -> list[PendingInterrupt]:
         """``Chat.interrupts``, blocking: the calls paused now."""
         return _PORTAL.run(self.chat.interrupts())
+
+    def grants(self) -> list[GrantInfo]:
+        """``Chat.grants``, blocking: the grants given in this session."""
+        return _PORTAL.run(self.chat.grants())
+
+    def revoke_grant(
+        self, grant_id: str, *, reason: str = "", principal: str | None = None, via: str = "python"
+    ) -> GrantInfo:
+        """``Chat.revoke_grant``, blocking: the grant approves nothing more; returns it as it now stands."""
+        return _PORTAL.run(self.chat.revoke_grant(grant_id, reason=reason, principal=principal, via=via))
 
     def history(self) -> list[Message]:
         """``Chat.history``, blocking: the conversation as the model sees it."""
