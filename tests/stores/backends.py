@@ -243,8 +243,9 @@ class RedisBackend(Backend):
 
         async with aioredis.Redis.from_url(self.url) as client:
             # Holds every client's scripts (the store's reads are scripts too) until unpaused;
-            # the racers' claims are then queued together.
-            await client.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+            # the racers' claims are then queued together. The pause ends by itself after 5 s
+            # (a hold lasts well under one) should the unpause never arrive.
+            await client.execute_command("CLIENT", "PAUSE", "5000", "WRITE")
             try:
                 yield
             finally:
