@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,15 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     )
     yield made
     await made.close()
+
+
+@pytest.fixture(autouse=True)
+def _loggers_as_they_were() -> Iterator[None]:
+    """The CLI, run in this process by some tests, sets up pausepoint's and uvicorn's loggers for
+    a terminal (own handler, no propagation): put them back after each test, so that a later
+    test's ``caplog`` sees their records."""
+    loggers = [logging.getLogger(name) for name in ("pausepoint", "uvicorn", "uvicorn.access")]
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers]
+    yield
+    for lg, handlers, level, propagate, disabled in saved:
+        lg.handlers, lg.level, lg.propagate, lg.disabled = handlers, level, propagate, disabled
