@@ -23,23 +23,21 @@ import gc
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from examples.banking import build
 from pausepoint import Agent, AgentFinishReason
 from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
 
+from ._child import run_in_child
 from ._report import Table, note, us, verdict
 
 __all__ = ["COLD_TARGET", "cold_vs_warm", "main", "table_cold"]
 
 COLD_TARGET = 2.0
-ROOT = Path(__file__).resolve().parent.parent
 COMMAND = "python -m benchmarks.cold --table --hist {hist} --k {k} --stores {stores}"
 
 
@@ -117,21 +115,6 @@ async def cold_vs_warm(store: str, hist: int, k: int) -> dict[str, Any]:
             await made.close()
 
 
-def _run(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, "-m", "benchmarks.cold", json.dumps(spec)]
-    try:
-        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {**spec, "error": f"took longer than {timeout:.0f}s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        last = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-        return {**spec, "error": f"rc={proc.returncode}: {last[0]}"}
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
-
-
 def table_cold(stores: tuple[str, ...], hist: tuple[int, ...], k: int, timeout: float = 1800) -> list[dict[str, Any]]:
     """Print the cold-vs-warm table; returns the raw results."""
     table = Table(
@@ -156,7 +139,7 @@ def table_cold(stores: tuple[str, ...], hist: tuple[int, ...], k: int, timeout: 
     worst: float | None = None
     for store in stores:
         for h in hist:
-            r = _run({"store": store, "hist": h, "k": k}, timeout)
+            r = run_in_child("benchmarks.cold", {"store": store, "hist": h, "k": k}, timeout)
             results.append(r)
             if "error" in r:
                 table.error(store, f"H={h}: {r['error']}")

@@ -20,20 +20,19 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from ._child import run_in_child
 from ._reference import DEFAULT_DIR, ReferenceRun, run_reference
 from ._report import Table, mib, note, num, ratio, us, verdict
 from .cold import table_cold
 
 __all__ = ["main"]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # The targets: µs per full cycle by store, and the growth allowed from 10 to 1,000 prior turns.
 CYCLE_TARGET_US = {"memory": 300.0, "sqlite": 1000.0}
@@ -111,18 +110,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def run_workload(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run one configuration in a fresh interpreter; its result, or ``{"error": ...}``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, "-m", "benchmarks._workloads", json.dumps(spec)]
-    try:
-        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {**spec, "error": f"took longer than {timeout:.0f}s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        last = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-        return {**spec, "error": f"rc={proc.returncode}: {last[0]}"}
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return run_in_child("benchmarks._workloads", spec, timeout)
 
 
 class Runner:

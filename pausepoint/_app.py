@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import inspect
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,6 +16,7 @@ from ._jsondata import JsonLimits
 from ._models import FunctionModel, Model, ModelFunction, Plugin
 from ._policy import ApprovalPolicy, Check
 from ._presentation import PauseDisplay
+from ._sync import run_sync
 from ._telemetry import Telemetry
 from ._tools import Interrupt, Tool
 from .errors import DefinitionError, ModelNotFound
@@ -203,27 +202,22 @@ class Pausepoint:
         schema) or an ``McpError`` (the server could not be reached, ``McpUnavailable``; did
         not answer, ``McpTimeout``).
         """
-        options = dict(
-            prefix=prefix,
-            include=include,
-            exclude=exclude,
-            requires_approval=requires_approval,
-            idempotent=idempotent,
-            allow_input_edits=allow_input_edits,
-        )
 
         async def listed() -> list[Tool]:
             try:
-                return await self.mcp_tools_async(server, **options)  # type: ignore[arg-type]
+                return await self.mcp_tools_async(
+                    server,
+                    prefix=prefix,
+                    include=include,
+                    exclude=exclude,
+                    requires_approval=requires_approval,
+                    idempotent=idempotent,
+                    allow_input_edits=allow_input_edits,
+                )
             finally:
-                await server.aclose()  # this loop ends here: calls open their own connection
+                await server.aclose()  # the calls open their own connection, on their own loop
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(listed())
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pausepoint-mcp") as pool:
-            return pool.submit(asyncio.run, listed()).result()
+        return run_sync(listed())
 
     async def mcp_tools_async(
         self,

@@ -292,7 +292,7 @@ class Chat:
         """The grants given in this session (active, revoked, expired or used up), oldest first."""
         state = await self._read()
         now = self.agent.clock()
-        return [grant_info(g.record, g.used, g.revoked, now) for g in state.grants.values()]
+        return [grant_info(g, now) for g in state.grants.values()]
 
     async def revoke_grant(
         self, grant_id: str, *, reason: str = "", principal: str | None = None, via: str = "python"
@@ -331,7 +331,7 @@ class Chat:
                             await agent.store.append(self.session_id, state.version - 1, [entry], summary, events)
                 except VersionConflict:
                     continue
-            return grant_info(grant.record, grant.used, grant.revoked, now)
+            return grant_info(grant, now)
         raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; the grant was not revoked")
 
     async def last_response(self) -> AgentResponse | None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .errors import InvalidGrant
 
 if TYPE_CHECKING:
-    from ._records import GrantAdded, GrantRevoked
+    from ._session import GrantState
 
 __all__ = ["CONDITIONS", "Grant", "GrantInfo", "GrantStatus", "check_bounds", "within"]
 
@@ -95,14 +95,9 @@ class GrantInfo:
     reason: str = ""
 
 
-def grant_info(added: GrantAdded, used: int, revoked: GrantRevoked | None, now: datetime) -> GrantInfo:
-    status: GrantStatus = "active"
-    if revoked is not None:
-        status = "revoked"
-    elif added.uses is not None and used >= added.uses:
-        status = "used"
-    elif added.expires_at is not None and added.expires_at <= now:
-        status = "expired"
+def grant_info(grant: GrantState, now: datetime) -> GrantInfo:
+    """A grant as callers read it (``Chat.grants``), with its status at ``now``."""
+    added, used, revoked = grant.record, grant.used, grant.revoked
     return GrantInfo(
         id=added.id,
         tool=added.tool,
@@ -113,7 +108,7 @@ def grant_info(added: GrantAdded, used: int, revoked: GrantRevoked | None, now: 
         uses=added.uses,
         used=used,
         expires_at=added.expires_at,
-        status=status,
+        status=grant.status(now),
         ref=added.call_ref,
         revoked_at=revoked.at if revoked else None,
         revoked_by=revoked.principal if revoked else None,

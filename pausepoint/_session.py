@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
 
+from ._grants import GrantStatus
 from ._messages import Message, ToolRequestPart, ToolResponsePart
 from ._records import (
     AbortRequested,
@@ -110,13 +111,19 @@ class GrantState:
     used: int = 0
     revoked: GrantRevoked | None = None
 
-    def active(self, now: datetime) -> bool:
+    def status(self, now: datetime) -> GrantStatus:
+        """Whether it approves calls now ("active"), or why not."""
         added = self.record
-        return (
-            self.revoked is None
-            and (added.uses is None or self.used < added.uses)
-            and (added.expires_at is None or added.expires_at > now)
-        )
+        if self.revoked is not None:
+            return "revoked"
+        if added.uses is not None and self.used >= added.uses:
+            return "used"
+        if added.expires_at is not None and added.expires_at <= now:
+            return "expired"
+        return "active"
+
+    def active(self, now: datetime) -> bool:
+        return self.status(now) == "active"
 
 
 @dataclass(slots=True)

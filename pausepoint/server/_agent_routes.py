@@ -82,26 +82,15 @@ def agent_routes(service: Service) -> list[Route]:
         if wire.message is not None:
             message = wire.message
 
-            def start() -> Any:
-                return chat.send_stream(message, principal=principal, via="genkit")
-
-            def call() -> Any:
-                return chat.send(message, principal=principal, via="genkit")
+            def turn(streamed: bool) -> Any:
+                send = chat.send_stream if streamed else chat.send
+                return send(message, principal=principal, via="genkit")
 
         else:
 
-            def start() -> Any:
-                return chat.resume_stream(
-                    respond=wire.respond,
-                    restart=restart,
-                    metadata=wire.metadata,
-                    idempotency_key=key,
-                    principal=principal,
-                    via="genkit",
-                )
-
-            def call() -> Any:
-                return chat.resume(
+            def turn(streamed: bool) -> Any:
+                resume = chat.resume_stream if streamed else chat.resume
+                return resume(
                     respond=wire.respond,
                     restart=restart,
                     metadata=wire.metadata,
@@ -112,8 +101,7 @@ def agent_routes(service: Service) -> list[Route]:
 
         return await run_turn(
             request,
-            start,
-            call=call,
+            turn,
             keep_alive=agent._background,
             on_done=lambda: service.feed.notify(agent.name, chat.session_id),
             reply=lambda r: {"result": genkit.output_json(r)},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +23,6 @@ from starlette.routing import Route
 from .._agent import Agent
 from .._chat import Chat
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
-from .._response import AgentResponse
 from .._rest import (
     GRANTS,
     MESSAGES,
@@ -40,7 +39,6 @@ from .._rest import (
     grant_of,
     user_message,
 )
-from .._streaming import TurnStream
 from ..errors import InputEditNotAllowed, InvalidAnswer, InvalidRequest, NotFound
 from ._display import audit_json, chunk_json, describe_agent, interrupts_json, permissions, response_json
 from ._errors import dumps, guarded
@@ -102,8 +100,7 @@ def rest_routes(service: Service) -> list[Route]:
             request,
             agent,
             chat.session_id,
-            lambda: chat.send_stream(message, principal=principal, via="http"),
-            lambda: chat.send(message, principal=principal, via="http"),
+            lambda streamed: (chat.send_stream if streamed else chat.send)(message, principal=principal, via="http"),
         )
 
     async def send(request: Request) -> Response:
@@ -123,8 +120,7 @@ def rest_routes(service: Service) -> list[Route]:
             request,
             agent,
             session_id,
-            lambda: chat.send_stream(message, principal=principal, via="http"),
-            lambda: chat.send(message, principal=principal, via="http"),
+            lambda streamed: (chat.send_stream if streamed else chat.send)(message, principal=principal, via="http"),
         )
 
     async def read(request: Request) -> Response:
@@ -271,11 +267,10 @@ def rest_routes(service: Service) -> list[Route]:
         await service.conversable(agent, session_id, principal)
         return agent, session_id, principal
 
-    async def _turn(request: Request, agent: Agent, session_id: str, start: Any, call: Any) -> Response:
+    async def _turn(request: Request, agent: Agent, session_id: str, turn: Callable[[bool], Any]) -> Response:
         return await run_turn(
             request,
-            start,
-            call=call,
+            turn,
             keep_alive=agent._background,
             on_done=lambda: service.feed.notify(agent.name, session_id),
             reply=lambda response: response_json(agent, response),
@@ -296,8 +291,9 @@ def rest_routes(service: Service) -> list[Route]:
             raise InvalidRequest(f"the Idempotency-Key header must have 1 to {_MAX_KEY} characters")
         chat = agent.chat(session_id, principal=principal)
 
-        def start() -> TurnStream:
-            return chat.resume_stream(
+        def turn(streamed: bool) -> Any:
+            resume = chat.resume_stream if streamed else chat.resume
+            return resume(
                 respond=respond,
                 restart=restart,
                 metadata=metadata,
@@ -306,17 +302,7 @@ def rest_routes(service: Service) -> list[Route]:
                 via="http",
             )
 
-        def call() -> Awaitable[AgentResponse]:
-            return chat.resume(
-                respond=respond,
-                restart=restart,
-                metadata=metadata,
-                idempotency_key=key,
-                principal=principal,
-                via="http",
-            )
-
-        return await _turn(request, agent, session_id, start, call)
+        return await _turn(request, agent, session_id, turn)
 
     base = "/v1/agents/{agent}/sessions"
     one = base + "/{session_id}"

@@ -11,7 +11,7 @@ request — a client going away, a server shutting down — cuts it short.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -37,17 +37,18 @@ def event(name: str, data: Any) -> bytes:
 
 async def run_turn(
     request: Request,
-    start: Callable[[], TurnStream],
+    turn: Callable[[bool], Any],
     *,
-    call: Callable[[], Awaitable[AgentResponse]],
     keep_alive: set[asyncio.Task[Any]],
     on_done: Callable[[], None],
     reply: Callable[[AgentResponse], Any] | None = None,
     chunk: Callable[[TurnChunk], Any] | None = None,
     frame: Callable[[str, Any], bytes] | None = None,
 ) -> Response:
-    """Run a turn; reply with ``reply(response)`` as JSON (the turn ``call`` makes), or stream
-    the turn ``start`` begins. ``keep_alive`` holds the turn's task until it ends (the agent's).
+    """Run a turn; reply with ``reply(response)`` as JSON, or stream it. ``turn(streamed)``
+    starts it: a ``TurnStream`` when ``streamed``, else the awaitable ``AgentResponse`` (a
+    chat's ``send_stream`` / ``send``, ``resume_stream`` / ``resume``). ``keep_alive`` holds the
+    turn's task until it ends (the agent's).
 
     ``chunk`` translates a chunk (None: skip it) and ``frame(kind, value)`` writes an event of
     kind ``chunk``/``response``/``error``; the defaults are the REST API's snake_case events.
@@ -62,7 +63,7 @@ async def run_turn(
         on_done()
 
     if not wants_stream(request):
-        task = asyncio.ensure_future(call())
+        task: asyncio.Task[AgentResponse] = asyncio.ensure_future(turn(False))
         keep_alive.add(task)
         task.add_done_callback(keep_alive.discard)
         task.add_done_callback(done)
@@ -72,7 +73,7 @@ async def run_turn(
             return error_response(exc)
         return Response(dumps(reply(response)), media_type="application/json")
     try:
-        stream = start()
+        stream: TurnStream = turn(True)
     except Exception as exc:
         return error_response(exc)
     stream.response.add_done_callback(done)
