@@ -45,12 +45,7 @@ class Listener:
                 conn, _ = self.sock.accept()
             except OSError:  # closed: the test is over
                 return
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    break
-                head += data
+            head = _read_request(conn)
             self.requests.append(head.split(b"\r\n", 1)[0])
             if self.mode == "drop":
                 conn.close()
@@ -66,6 +61,28 @@ class Listener:
         for conn in self._held:
             conn.close()
         self._thread.join(5)
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """Read one whole request, body included: a socket closed with unread bytes sends a reset
+    instead of a clean end, and the client would see a different error each run."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        0,
+    )
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head
 
 
 @contextmanager
