@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ._grants import Grant, GrantInfo
-from ._interrupts import AuditEntry, PendingInterrupt
+from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, TextPart
 from ._response import AgentResponse
 from ._streaming import TurnChunk
@@ -79,6 +79,11 @@ class GrantBody(_Body):
     uses: int | None = Field(default=None, ge=1)
     ttl_seconds: float | None = Field(default=None, gt=0, le=10**9)
 
+    @classmethod
+    def of(cls, grant: Grant | None) -> GrantBody | None:
+        """``grant`` as a request body's ``grant`` (None stays None)."""
+        return None if grant is None else cls.model_validate(grant.scope())
+
     def to_grant(self) -> Grant:
         ttl = None if self.ttl_seconds is None else timedelta(seconds=self.ttl_seconds)
         return Grant(tool=self.tool, bounds=self.bounds, uses=self.uses, ttl=ttl)
@@ -100,6 +105,33 @@ class RespondItem(_Body):
     pause_id: str | None = None
     grant: GrantBody | None = None
 
+    @classmethod
+    def of(cls, answer: ToolResponse) -> RespondItem:
+        """The item that carries ``answer`` (what the client sends)."""
+        return cls(
+            ref=answer.ref,
+            name=answer.name,
+            output=answer.output,
+            metadata=answer.metadata,
+            decision=answer.decision,
+            reason=answer.reason,
+            pause_id=answer.pause_id,
+            grant=GrantBody.of(answer.grant),
+        )
+
+    def to_answer(self) -> ToolResponse:
+        """The answer this item carries (what the server gives the chat)."""
+        return ToolResponse(
+            self.ref,
+            self.name,
+            self.output,
+            self.metadata,
+            self.decision,
+            self.reason,
+            self.pause_id,
+            grant_of(self.grant),
+        )
+
 
 class RestartItem(_Body):
     ref: str
@@ -108,6 +140,24 @@ class RestartItem(_Body):
     resumed_metadata: dict[str, Any] | None = None
     pause_id: str | None = None
     grant: GrantBody | None = None
+
+    @classmethod
+    def of(cls, answer: ToolRestart) -> RestartItem:
+        """The item that carries ``answer`` (what the client sends)."""
+        return cls(
+            ref=answer.ref,
+            name=answer.name,
+            replace_input=answer.replace_input,
+            resumed_metadata=answer.resumed_metadata,
+            pause_id=answer.pause_id,
+            grant=GrantBody.of(answer.grant),
+        )
+
+    def to_answer(self) -> ToolRestart:
+        """The restart this item carries (what the server gives the chat)."""
+        return ToolRestart(
+            self.ref, self.name, self.replace_input, self.resumed_metadata, self.pause_id, grant_of(self.grant)
+        )
 
 
 class ResumeBody(_Body):

@@ -34,7 +34,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
-from ._grants import Grant, GrantInfo
+from ._grants import GrantInfo
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, Part, TextPart
 from ._response import AgentResponse
@@ -47,7 +47,6 @@ from ._rest import (
     RESPONSE,
     SUMMARY,
     CancelBody,
-    GrantBody,
     RespondItem,
     RestartItem,
     ResumeBody,
@@ -292,30 +291,8 @@ class RemoteChat:
         """``resume``, streamed."""
         try:
             body = ResumeBody(
-                respond=[
-                    RespondItem(
-                        ref=a.ref,
-                        name=a.name,
-                        output=a.output,
-                        metadata=a.metadata,
-                        decision=a.decision,
-                        reason=a.reason,
-                        pause_id=a.pause_id,
-                        grant=_grant_body(a.grant),
-                    )
-                    for a in respond
-                ],
-                restart=[
-                    RestartItem(
-                        ref=a.ref,
-                        name=a.name,
-                        replace_input=a.replace_input,
-                        resumed_metadata=a.resumed_metadata,
-                        pause_id=a.pause_id,
-                        grant=_grant_body(a.grant),
-                    )
-                    for a in restart
-                ],
+                respond=[RespondItem.of(a) for a in respond],
+                restart=[RestartItem.of(a) for a in restart],
                 metadata=metadata,
             )
         except ValidationError as exc:
@@ -443,8 +420,3 @@ async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Any]]:
             name = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].lstrip())
-
-
-def _grant_body(grant: Grant | None) -> GrantBody | None:
-    """A ``Grant`` as the request body's ``grant`` (what the server turns back into the grant)."""
-    return None if grant is None else GrantBody.model_validate(grant.scope())

@@ -152,14 +152,8 @@ def rest_routes(service: Service) -> list[Route]:
     async def resume(request: Request) -> Response:
         agent, session_id, principal = await _answering(request)
         body = parse_body(ResumeBody, await read_json(request, limits))
-        respond = [
-            ToolResponse(a.ref, a.name, a.output, a.metadata, a.decision, a.reason, a.pause_id, grant_of(a.grant))
-            for a in body.respond
-        ]
-        restart = [
-            ToolRestart(a.ref, a.name, a.replace_input, a.resumed_metadata, a.pause_id, grant_of(a.grant))
-            for a in body.restart
-        ]
+        respond = [item.to_answer() for item in body.respond]
+        restart = [item.to_answer() for item in body.restart]
         return await _answer(request, agent, session_id, principal, respond, restart, body.metadata)
 
     async def answer(request: Request) -> Response:

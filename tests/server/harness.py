@@ -108,9 +108,17 @@ def serve_in_thread(factory: Callable[[], Starlette]) -> Iterator[str]:
 @contextlib.contextmanager
 def serve_in_process(spec: dict[str, Any]) -> Iterator[str]:
     """Serve the examples on ``spec`` from a process of its own; yields the URL."""
+    with serve_module("tests.server.serve", spec) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def serve_module(module: str, config: dict[str, Any]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """Run ``python -m module '<config>'``, a server that prints its URL once it listens; yields
+    the URL and the process, and stops it at the end."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.server.serve", json.dumps(spec)],
+        [sys.executable, "-m", module, json.dumps(config)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -121,14 +129,15 @@ def serve_in_process(spec: dict[str, Any]) -> Iterator[str]:
         line = proc.stdout.readline()
         if not line.startswith("http://"):
             raise RuntimeError(f"the server process did not start: {line!r}")
-        yield line.strip()
+        yield line.strip(), proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def run_forever(spec: dict[str, Any]) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ from starlette.routing import Route
 from examples import banking
 from pausepoint.server import BearerTokens, WebhookSender, create_app
 from pausepoint.webhooks import Webhook
-from tests.server.harness import ROOT, TOKENS, _listening_socket, make_store
+from tests.server.harness import TOKENS, _listening_socket, make_store, serve_module
 
 SECRET = "whsec-test-secret"
 OPERATOR = {"Authorization": "Bearer desk-token"}
@@ -55,28 +54,8 @@ def build_ops_app(config: dict[str, Any]) -> Starlette:
 @contextlib.contextmanager
 def serve_ops_process(config: dict[str, Any]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """Serve ``build_ops_app(config)`` from a process of its own; yields its URL and the process."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.server.ops_harness", json.dumps(config)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith("http://"):
-            raise RuntimeError(f"the server process did not start: {line!r}")
-        yield line.strip(), proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with serve_module("tests.server.ops_harness", config) as served:
+        yield served
 
 
 async def until_up(base: str) -> None:
