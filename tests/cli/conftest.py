@@ -30,7 +30,14 @@ def spawn(*args: str, timeout: float = 60) -> pexpect.spawn:
         encoding="utf-8",
         timeout=timeout,
         dimensions=(50, 250),
+        preexec_fn=_ctrl_c_interrupts,
     )
+
+
+def _ctrl_c_interrupts() -> None:
+    """Ctrl+C interrupts the CLI as it does in a user's terminal, also when the test run itself
+    was started with SIGINT ignored (a shell's background job), which children would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
