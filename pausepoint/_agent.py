@@ -109,10 +109,11 @@ class Agent:
         self._event_targets: dict[str, tuple[str, ...]] = {
             kind: tuple(w.name for w in self.webhooks if w.wants(kind, name)) for kind in EVENT_KINDS
         }
-        # Internal: what this process keeps for the sessions it serves (see ``LocalSessions``).
         self.sessions = LocalSessions(
             Appender(store, self._event_targets), telemetry or Telemetry(tracing=False), cache_size=cache_size
         )
+        """Internal, not part of the public API: what this process keeps for the sessions the agent
+        serves (``LocalSessions``: cached states, locks, background tasks, checkpoint writes)."""
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={self.model.name}>"
