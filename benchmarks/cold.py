@@ -72,7 +72,7 @@ async def _cycle(agent: Agent, session_id: str) -> tuple[int, int]:
 
 async def _settle(agent: Agent) -> None:
     """Let the agent's background checkpoint writes finish (they are not part of a cycle)."""
-    await asyncio.gather(*list(agent._background))
+    await agent.sessions.settle()
 
 
 async def _grow(agent: Agent, turns: int) -> str:

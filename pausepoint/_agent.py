@@ -1,51 +1,37 @@
 """``Agent``: a model, a system prompt, tools and a store — and the sessions it serves.
 
-The agent keeps a bounded in-process cache of session states: a session that has not changed
-is not read again, and one that has is brought up to date by reading only the records after
-the cached version. Calls on one session are serialised within the process; across processes
-the store's conditional append keeps them safe.
-
-A session not cached here is loaded from the store's checkpoint of it plus the records after
-the checkpoint (``_checkpoint``), so a cold load costs what the recent records cost, not the
-whole history. Once a session has ``checkpoint_every`` records past its checkpoint, a
-background task writes a new one (off the turn's path; a failed write changes nothing).
+What the agent keeps for the sessions it serves in this process — their cached states, their
+locks, checkpoint writes, background tasks, detached turns running here — is a
+``LocalSessions`` (``_sessions``); how its records reach the store, an ``Appender``
+(``_journal``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import inspect
-import logging
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from . import _checkpoint
 from ._approval import approval_for
 from ._chat import Chat
-from ._detach import Running
 from ._events import EVENT_KINDS
 from ._grants import Grant
 from ._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from ._journal import Appender
 from ._jsondata import JsonLimits
 from ._models import Model, ToolDefinition
 from ._policy import ApprovalPolicy
 from ._presentation import PauseView, approval_view, expiry_note, render
-from ._records import decode_record
 from ._response import AgentResponse
-from ._session import SessionState
+from ._sessions import LocalSessions
 from ._telemetry import Telemetry
 from ._tools import Tool
-from .errors import DefinitionError, SessionNotFound
-from .stores import CheckpointStore, SessionStore, SessionSummary
+from .errors import DefinitionError
+from .stores import SessionStore, SessionSummary
 from .webhooks import Webhook
 
 __all__ = ["Agent", "Clock", "ExpiryPolicy", "deny_on_expiry"]
-
-log = logging.getLogger("pausepoint")
 
 Clock = Callable[[], datetime]
 ExpiryPolicy = Callable[[PendingInterrupt], Any]
@@ -58,7 +44,11 @@ def deny_on_expiry(interrupt: PendingInterrupt) -> Any:
 
 
 class Agent:
-    """An agent definition. Create with ``Pausepoint.define_agent``; talk to it with ``chat()``."""
+    """An agent definition. Create with ``Pausepoint.define_agent``; talk to it with ``chat()``.
+
+    ``agent.sessions`` — what this process keeps for the sessions the agent serves (cached
+    states, locks, background tasks) — is internal, not part of the public API.
+    """
 
     def __init__(
         self,
@@ -95,7 +85,6 @@ class Agent:
         #: what the agent does, for people and clients (never the system prompt)
         self.description = description or ""
         self.config = dict(config or {})
-        self.store = store
         # What the sessions accept (see JsonLimits); strings are bounded by the store's records.
         self.json_limits = (json_limits or JsonLimits()).bounded_by(store.max_record_bytes)
         self.clock = clock
@@ -116,28 +105,48 @@ class Agent:
         self._known_tools = set(self.tools) | (known_tools or set())
         self.approval_policy = approval or ApprovalPolicy()
         self.webhooks = [w for w in webhooks if w.agents is None or name in w.agents]
-        self.telemetry = telemetry or Telemetry(tracing=False)
-        # Which webhooks each event kind goes to; None when the store keeps no events.
-        appends = _append_parameters(store)
-        self._event_targets: dict[str, tuple[str, ...]] | None = (
-            {kind: tuple(w.name for w in self.webhooks if w.wants(kind, name)) for kind in EVENT_KINDS}
-            if "events" in appends
-            else None
+        # Which webhooks each event kind goes to.
+        self._event_targets: dict[str, tuple[str, ...]] = {
+            kind: tuple(w.name for w in self.webhooks if w.wants(kind, name)) for kind in EVENT_KINDS
+        }
+        self.sessions = LocalSessions(
+            Appender(store, self._event_targets), telemetry or Telemetry(tracing=False), cache_size=cache_size
         )
-        # Whether the store's append takes ``durable`` (a store written before it did not).
-        self._durability_hints = {"events", "durable"} <= appends
-        self._cache: OrderedDict[str, SessionState] = OrderedDict()
-        self._cache_size = cache_size
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._background: set[asyncio.Task[Any]] = set()
-        self._running: dict[str, Running] = {}  # session id -> its detached turn running here
-        #: how many records past its checkpoint a session may grow before a new one is written
-        #: (None: never write checkpoints; those in the store are still read)
-        self.checkpoint_every: int | None = 64
-        self._checkpointing: set[str] = set()  # sessions whose checkpoint is being written
+        """Internal, not part of the public API: what this process keeps for the sessions the agent
+        serves (``LocalSessions``: cached states, locks, background tasks, checkpoint writes)."""
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={self.model.name}>"
+
+    @property
+    def store(self) -> SessionStore:
+        """Where this agent's sessions are kept. Assign another store only before the agent
+        serves any session (the CLI's ``--store`` does)."""
+        return self.sessions.store
+
+    @store.setter
+    def store(self, store: SessionStore) -> None:
+        self.sessions.appender = Appender(store, self._event_targets)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where this agent's spans and metrics go (the app's ``Telemetry``)."""
+        return self.sessions.telemetry
+
+    @telemetry.setter
+    def telemetry(self, telemetry: Telemetry) -> None:
+        self.sessions.telemetry = telemetry
+
+    @property
+    def checkpoint_every(self) -> int | None:
+        """How many records past its checkpoint a session may grow before a new one is written
+        in the background (default 64; None: never write checkpoints — those in the store are
+        still read). Settable."""
+        return self.sessions.checkpoint_every
+
+    @checkpoint_every.setter
+    def checkpoint_every(self, every: int | None) -> None:
+        self.sessions.checkpoint_every = every
 
     @property
     def approval_policy(self) -> ApprovalPolicy:
@@ -152,13 +161,6 @@ class Agent:
             raise DefinitionError(f"agent {self.name!r}: approval must be an ApprovalPolicy, not {policy!r}")
         policy.check_tools(self.tools, self._known_tools, self.name)
         self._approval_policy = policy
-        # Whether the policy (or a tool) has any say at all: if not, the turn loop skips it.
-        self._judged = bool(
-            policy.rules
-            or policy.roles
-            or policy._separate_tools
-            or any(t.requires_approval is not False or t.approves is not None for t in self.tools.values())
-        )
 
     def chat(self, session_id: str | None = None, *, principal: str | None = None) -> Chat:
         """A chat on a new session, or on the session ``session_id``.
@@ -232,95 +234,3 @@ class Agent:
             if response is not None:
                 responses.append(response)
         return responses
-
-    # -- sessions in this process ---------------------------------------------------------------
-
-    def _lock(self, session_id: str) -> asyncio.Lock:
-        lock = self._locks.get(session_id)
-        if lock is None:
-            lock = self._locks[session_id] = asyncio.Lock()
-        return lock
-
-    async def _refresh(self, session_id: str) -> SessionState:
-        """The session's state, brought up to date with the store. Raises ``SessionNotFound``."""
-        state = self._cache.get(session_id)
-        if state is not None and state.version != state.durable_version:
-            state = None  # holds records that were never written: start again from the store
-        if state is None and isinstance(self.store, CheckpointStore):
-            with self.telemetry.store_call(self.store, "read"):
-                state = await _checkpoint.load(self.store, session_id)
-            if state is not None:
-                self._remember(state)
-                return state
-        with self.telemetry.store_call(self.store, "read"):
-            found = await self.store.read(session_id, after_version=state.durable_version if state else 0)
-        if found is None:
-            self._cache.pop(session_id, None)
-            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
-        if state is None:
-            state = SessionState(session_id)
-        for entry in found.entries:
-            state.apply(decode_record(entry.data))
-        state.durable_version = state.version
-        self._remember(state)
-        return state
-
-    async def _reload(self, session_id: str) -> SessionState:
-        self._cache.pop(session_id, None)
-        return await self._refresh(session_id)
-
-    def _remember(self, state: SessionState) -> None:
-        self._cache[state.session_id] = state
-        self._cache.move_to_end(state.session_id)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        every = self.checkpoint_every
-        if (
-            every is not None
-            and state.version - state.checkpointed >= every
-            and state.version == state.durable_version
-            and state.session_id not in self._checkpointing
-            and isinstance(self.store, CheckpointStore)
-        ):
-            self._checkpointing.add(state.session_id)
-            task = asyncio.get_running_loop().create_task(self._checkpoint(self.store, state))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    async def _checkpoint(self, store: CheckpointStore, state: SessionState) -> None:
-        """Write the session's checkpoint; then keep the state loaded back from it, whose items
-        stay encoded until read (so the next checkpoint copies them), unless a call is using
-        the session meanwhile. If the session moved on while it was written, and far enough,
-        write again (a few times at most: a busy session is checkpointed by its next turns)."""
-        session_id = state.session_id
-        try:
-            for _ in range(3):
-                loaded = await _checkpoint.save(store, state)
-                if (
-                    loaded is not None
-                    and self._cache.get(session_id) is state
-                    and state.version == loaded.version
-                    and not self._lock(session_id).locked()
-                ):
-                    self._cache[session_id] = loaded
-                latest = self._cache.get(session_id)
-                every = self.checkpoint_every
-                if latest is None or every is None or latest.version - latest.checkpointed < every:
-                    break
-                state = latest
-        except Exception:  # a checkpoint is only ever a shortcut: the log is complete without it
-            log.warning("could not write the checkpoint of session %s", session_id, exc_info=True)
-        finally:
-            self._checkpointing.discard(session_id)
-
-    def _forget(self, session_id: str) -> None:
-        self._cache.pop(session_id, None)
-
-
-def _append_parameters(store: SessionStore) -> set[str]:
-    """The parameters ``store.append`` takes (``events``, ``durable``: the built-in stores take
-    both; one written against an older protocol may take neither)."""
-    try:
-        return set(inspect.signature(store.append).parameters)
-    except (TypeError, ValueError):  # pragma: no cover - an append without a signature
-        return set()

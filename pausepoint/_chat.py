@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._answers import AnswerContext, check_answers, escalates, expiry_claims, prepare_answers, request_hash
 from ._detach import DetachedTurn, Launch, TurnStatus, abort_turn, end_status, lost_turn_end
-from ._events import announce
 from ._grants import GrantInfo, grant_info
 from ._intake import user_message
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
@@ -31,7 +30,7 @@ from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, SessionState
 from ._streaming import Emit, TurnStream
 from ._sync import SyncChat
-from ._turn import Journal, Turn
+from ._turn import Turn
 from ._views import audit_entry, pending_interrupt, response_for
 from .errors import (
     ConcurrentUpdate,
@@ -222,8 +221,7 @@ class Chat:
         else:
             run = self._resume(respond, restart, metadata, idempotency_key, principal, via, None, launch)
         task = asyncio.ensure_future(run)
-        self.agent._background.add(task)
-        task.add_done_callback(self.agent._background.discard)
+        self.agent.sessions.keep(task)
         launch.running.task = task
         waiting: set[asyncio.Future[Any]] = {launch.started, task}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -252,7 +250,7 @@ class Chat:
         When that answers the last paused call, the turn continues (the model sees the denial).
         Returns None when nothing had expired, or while a detached turn runs in the session.
         """
-        if self.session_id in self.agent._running:
+        if self.agent.sessions.running(self.session_id) is not None:
             return None
 
         async def op(state: SessionState) -> AgentResponse | None:
@@ -321,14 +319,9 @@ class Chat:
                 record = GrantRevoked(grant_id, now, actor, via, reason)
                 entry = LogEntry(state.version + 1, record.kind, encode_record(record))
                 state.apply(record)
-                summary = state.summary(now)
                 try:
                     with agent.telemetry.store_call(agent.store, "append"):
-                        if agent._event_targets is None:
-                            await agent.store.append(self.session_id, state.version - 1, [entry], summary)
-                        else:
-                            events = announce(state, [record], [entry], now, agent._event_targets)
-                            await agent.store.append(self.session_id, state.version - 1, [entry], summary, events)
+                        await agent.sessions.appender.append(state, state.version - 1, [record], [entry], now)
                 except VersionConflict:
                     continue
             return grant_info(grant, now)
@@ -439,7 +432,7 @@ class Chat:
                 try:
                     await turn.journal.flush(now, rebase=False, durable=durable)
                 except ConcurrentUpdate:
-                    state = await self.agent._reload(self.session_id)
+                    state = await self.agent.sessions.reload(self.session_id)
                     continue
                 if launch is None:
                     return await turn.after_answers(claims)
@@ -514,18 +507,9 @@ class Chat:
 
     def _turn(self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None) -> Turn:
         agent = self.agent
-        journal = Journal(
-            agent.store,
-            state,
-            lambda: agent._reload(self.session_id),
-            agent._remember,
-            targets=agent._event_targets,
-            telemetry=agent.telemetry,
-            hints=agent._durability_hints,
-        )
         return Turn(
             agent,
-            journal,
+            agent.sessions.journal(state),
             principal=principal or self.principal,
             emit=emit,
             idempotency_key=key,
@@ -533,7 +517,7 @@ class Chat:
         )
 
     async def _locked(self, op: Callable[[SessionState], Awaitable[T]], *, operation: str, creating: bool = False) -> T:
-        running = self.agent._running.get(self.session_id)
+        running = self.agent.sessions.running(self.session_id)
         if running is not None:  # a detached turn holds the session here: say so rather than wait
             raise TurnInProgress(
                 f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
@@ -545,8 +529,9 @@ class Chat:
             return result
 
     async def _locked_op(self, op: Callable[[SessionState], Awaitable[T]], creating: bool) -> T:
-        async with self.agent._lock(self.session_id):
-            if creating and self._is_new and (self._create_only or self.session_id not in self.agent._cache):
+        sessions = self.agent.sessions
+        async with sessions.lock(self.session_id):
+            if creating and self._is_new and (self._create_only or sessions.cached(self.session_id) is None):
                 # A new session: nothing to read. If the id was taken meanwhile, the
                 # conditional append at version 0 fails.
                 if self._create_only and await self.agent.store.get_summary(self.session_id) is not None:
@@ -554,18 +539,18 @@ class Chat:
                 state = SessionState(self.session_id)
             elif creating:
                 try:
-                    state = await self.agent._refresh(self.session_id)
+                    state = await sessions.refresh(self.session_id)
                 except SessionNotFound:  # a caller-chosen id: the first send creates the session
                     check_session_id(self.session_id)
                     state = SessionState(self.session_id)
             else:
-                state = await self.agent._refresh(self.session_id)
+                state = await sessions.refresh(self.session_id)
             try:
                 result = await op(state)
             except BaseException as exc:
-                cached = self.agent._cache.get(self.session_id)
+                cached = sessions.cached(self.session_id)
                 if cached is not None and cached.version != cached.durable_version:
-                    self.agent._forget(self.session_id)
+                    sessions.forget(self.session_id)
                 if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
                     # The id was taken meanwhile: to this caller it is a session it cannot see.
                     raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id) from None
@@ -576,11 +561,11 @@ class Chat:
     async def _read(self) -> SessionState:
         """The session as recorded. Never waits for a call running on it in this process: then
         it reads the store afresh (a running call's records are not durable yet)."""
-        lock = self.agent._lock(self.session_id)
+        lock = self.agent.sessions.lock(self.session_id)
         if lock.locked():
             return await self._peek()
         async with lock:
-            return await self.agent._refresh(self.session_id)
+            return await self.agent.sessions.refresh(self.session_id)
 
     async def _peek(self) -> SessionState:
         """The session as the store holds it, read afresh (no lock, no cache)."""
@@ -594,7 +579,7 @@ class Chat:
         return state
 
     def _stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
-        return TurnStream(run, self.agent._background)
+        return TurnStream(run, self.agent.sessions.tasks)
 
 
 def check_session_id(session_id: str) -> str:

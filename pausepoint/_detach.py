@@ -125,7 +125,7 @@ class Launch:
         agent = self.chat.agent
         self.running.turn_id = turn.turn_id = running_turn.version
         turn.abort = self.running.abort
-        agent._running[self.chat.session_id] = self.running
+        agent.sessions.track(self.chat.session_id, self.running)
         self.running.watcher = asyncio.ensure_future(
             _watch(agent.store, self.chat.session_id, running_turn.version, turn.state.version, self.running.abort,
                    agent.abort_poll)
@@ -143,9 +143,7 @@ class Launch:
             log.exception("detached turn %s of session %s failed", turn.turn_id, self.chat.session_id)
             return await turn.fail(f"{type(exc).__name__}: {exc}")
         finally:
-            agent = self.chat.agent
-            if agent._running.get(self.chat.session_id) is self.running:
-                del agent._running[self.chat.session_id]
+            self.chat.agent.sessions.untrack(self.chat.session_id, self.running)
             if self.running.watcher is not None:
                 self.running.watcher.cancel()
 
@@ -248,7 +246,7 @@ async def abort_turn(chat: Chat, turn_id: int, principal: str | None, via: str) 
             await agent.store.append(chat.session_id, state.version - 1, [entry], state.summary(now))
         except VersionConflict:
             continue
-        running = agent._running.get(chat.session_id)
+        running = agent.sessions.running(chat.session_id)
         if running is not None and running.turn_id == turn_id:
             running.abort.set()  # it runs here: no need to wait for its next look at the log
         return status

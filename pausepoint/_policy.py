@@ -320,6 +320,16 @@ class ApprovalPolicy:
 
     # -- before a call runs -------------------------------------------------------------------------
 
+    def has_say(self, tools: Mapping[str, Tool]) -> bool:
+        """Whether this policy, or one of ``tools`` (one that requires approval or approves its
+        own calls), has any say over calls at all: if not, the turn loop skips the policy."""
+        return bool(
+            self.rules
+            or self.roles
+            or self._separate_tools
+            or any(t.requires_approval is not False or t.approves is not None for t in tools.values())
+        )
+
     def governs(self, tool: str) -> bool:
         """Whether any setting names ``tool`` (or every tool): its pauses need the policy's review."""
         if any(r.tools is not None and tool in r.tools for r in self.rules):

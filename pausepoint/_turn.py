@@ -8,11 +8,11 @@ The loop is a small state machine over the session state:
                                 │
                                 └─(some paused)───────────▶ end: interrupted
 
-Records go through a ``Journal``: they are folded into the state as they are made and written
-to the store at flush points (see ``Journal`` for each one and why it is needed). A model
-failure before the first flush leaves the session exactly as it was. Each append carries the
-events announcing its pauses, answers and turn ends (``_events``), so the store writes them in
-the same transaction.
+Records go through a ``Journal`` (``_journal``): they are folded into the state as they are
+made and written to the store at flush points (see ``Journal`` for each one and why it is
+needed). A model failure before the first flush leaves the session exactly as it was. Each
+append carries the events announcing its pauses, answers and turn ends (``_events``), so the
+store writes them in the same transaction.
 
 Before calls run, the approval policy has its say (``Turn.gate``, see ``_gate``): a call may be
 approved or denied without a person, or paused for one; a decision that lets a call run is
@@ -25,15 +25,14 @@ import asyncio
 import dataclasses
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import CallJob, Completed, Outcome, Paused, dispatch
-from ._events import announce
 from ._gate import judge, request_for_pause
 from ._intake import model_message
+from ._journal import Journal
 from ._messages import Message, ToolRequestPart
 from ._models import ModelChunk, ModelRequest, ModelResponse, TextDelta
 from ._records import (
@@ -46,7 +45,6 @@ from ._records import (
     MessageAdded,
     Record,
     TurnEnded,
-    encode_record,
 )
 from ._response import AgentFinishReason, AgentResponse
 from ._session import Call, HistoryView, SessionState
@@ -60,18 +58,14 @@ from ._streaming import (
     ToolResultChunk,
     TurnEndChunk,
 )
-from ._telemetry import Telemetry
 from ._tools import Interrupt
 from ._views import pending_interrupt, response_for
-from .errors import ConcurrentUpdate, ResumeInProgress, VersionConflict
-from .stores import LogEntry, SessionStore
+from .errors import ConcurrentUpdate, ResumeInProgress
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["Journal", "Turn", "new_ref"]
-
-_QUIET = Telemetry(tracing=False)
+__all__ = ["Turn", "new_ref"]
 
 log = logging.getLogger("pausepoint")
 
@@ -106,163 +100,6 @@ def new_ref() -> str:
     return secrets.token_hex(12)
 
 
-class Journal:
-    """Folds new records into a session's state and appends them to the store at flush points.
-
-    ``on_message`` sees each message the new records add to the history, as it is added (a
-    tool message appears when the last result of its batch arrives).
-
-    A turn writes what it adds in as few appends as its promises allow. Each append is one
-    conditional append (the only arbiter between writers) carrying its events in the same
-    transaction. The flush points, and why each one is needed:
-
-    1. **A resume's claims, before anything runs** (``Chat._resume``, also ``settle_expired``'s
-       expiry claims). The conditional append decides which of two racing resumes owns the
-       pauses before either calls the model or a tool. *Not durable* when only the model runs
-       next: a power loss before the next durable append loses the claim, and with it nothing
-       that has happened outside the session (the model call has no side effect; the pause is
-       open again). *Durable* when a restarted tool that must not run twice runs next, and for
-       a detached turn (the caller is told it runs).
-    2. **A batch of calls, before a tool that must not run twice starts** (``Turn.run_model``):
-       the calls are in the log, durably, before any side effect, so a crash mid-call leaves a
-       call the next process settles as of unknown outcome, never runs again. This append also
-       carries the results of the batches before it.
-    3. **The end of the call** (``Turn.end``), before the caller gets the response: durable, so
-       what a caller was told — a pause to answer, a tool's result — survives any crash.
-    4. **The start of a detached turn** (``TurnStarted``): durable, the caller is told it runs.
-    5. **Between writers** (``Turn.proceed``, after restarted tools ran): the append brings in
-       what another process wrote meanwhile, so exactly one of them sees the batch complete and
-       calls the model. Not durable (the end is).
-
-    There is no flush between a batch's results and the next model call: the results ride with
-    the next append (2 or 3). If that model call fails, ``Turn`` writes them before the error
-    reaches the caller (``Turn._keep_results``); only a crash during it loses them, and the next
-    process then settles those calls as of unknown outcome (an idempotent one runs again), as
-    for a crash during the tool itself.
-
-    Durable appends wait for stable storage as the store is configured (``stores._base``); a
-    durable append makes the session's earlier non-durable ones durable too. A store whose
-    ``append`` takes no ``durable`` argument makes every append durable.
-    """
-
-    def __init__(
-        self,
-        store: SessionStore,
-        state: SessionState,
-        reload: Callable[[], Awaitable[SessionState]],
-        remember: Callable[[SessionState], None],
-        *,
-        targets: Mapping[str, tuple[str, ...]] | None = None,
-        telemetry: Telemetry | None = None,
-        hints: bool = True,
-    ) -> None:
-        self.store = store
-        self.state = state
-        self.pending: list[Record] = []
-        self.on_message: Callable[[Message], None] | None = None
-        self._reload = reload
-        self._remember = remember
-        self._targets = targets  # event kind -> webhooks; None: the store keeps no events
-        self._telemetry = telemetry or _QUIET
-        self._hints = hints  # whether the store's append takes ``durable``
-
-    def add(self, *records: Record) -> None:
-        for record in records:
-            messages = self.state.messages
-            before = len(messages)
-            self.state.apply(record)
-            self.pending.append(record)
-            if self.on_message is not None:
-                for message in messages[before:]:
-                    self.on_message(message)
-
-    async def flush(self, now: datetime, *, rebase: bool = True, durable: bool = True) -> None:
-        """Append pending records with a conditional append on the session's version (durably,
-        unless ``durable`` is False: see the class docstring).
-
-        If another writer got in first, records that do not depend on the history — results
-        and answers of calls this call has already claimed — are replayed on the fresh state
-        and appended again (``rebase``); anything else raises ``ConcurrentUpdate``. Requests to
-        abort a detached turn are taken in and everything is appended again (unless a turn end
-        is pending: it is computed again by ``Turn.end``).
-        """
-        while self.pending:
-            state = self.state
-            base = state.durable_version
-            entries = [
-                LogEntry(base + i, record.kind, encode_record(record)) for i, record in enumerate(self.pending, 1)
-            ]
-            try:
-                with self._telemetry.store_call(self.store, "append"):
-                    summary = state.summary(now)
-                    events = () if self._targets is None else announce(state, self.pending, entries, now, self._targets)
-                    if self._hints:
-                        await self.store.append(state.session_id, base, entries, summary, events, durable=durable)
-                    elif self._targets is None:  # a store from before events and durability hints
-                        await self.store.append(state.session_id, base, entries, summary)
-                    else:
-                        await self.store.append(state.session_id, base, entries, summary, events)
-            except VersionConflict as exc:
-                if not any(isinstance(r, TurnEnded) for r in self.pending) and await self.absorb_aborts():
-                    continue
-                if not rebase or any(isinstance(r, MessageAdded | TurnEnded) for r in self.pending):
-                    raise ConcurrentUpdate(
-                        f"session {state.session_id!r} was changed by another writer during this call",
-                        session_id=state.session_id,
-                    ) from exc
-                await self.refresh()
-                continue
-            state.durable_version = state.version
-            self._telemetry.recorded(state, self.pending)
-            self.pending.clear()
-            self._remember(state)
-
-    async def absorb_aborts(self) -> bool:
-        """Take in what other writers appended since our last write if it is only requests to
-        abort detached turns (they change nothing our pending records depend on): replay the
-        pending records on top and return True. Otherwise change nothing and return False."""
-        state = self.state
-        found = await self.store.read(state.session_id, after_version=state.durable_version)
-        if found is None or not found.entries or any(e.kind != "abort_requested" for e in found.entries):
-            return False
-        fresh = await self._reload()
-        if fresh.version != state.durable_version + len(found.entries):
-            return False  # it changed again meanwhile: the caller's own rules decide
-        for record in self.pending:
-            fresh.apply(record)
-        self.state = fresh
-        return True
-
-    async def discard(self, keep: Callable[[Record], bool] = lambda record: False) -> None:
-        """Forget the pending records ``keep`` does not keep: back to the store's state, with
-        the kept ones replayed on top."""
-        kept = [r for r in self.pending if keep(r)]
-        fresh = await self._reload()
-        for record in kept:
-            fresh.apply(record)
-        self.pending = kept
-        self.state = fresh
-
-    async def refresh(self) -> None:
-        """Start again from the store's state, replaying the pending records on top of it.
-
-        Records another writer made moot are dropped: a result for a call settled meanwhile
-        (as of unknown outcome), an expiry or cancellation of a pause answered meanwhile.
-        (Answers given by a resume are never replayed: they are checked again instead.)
-        """
-        fresh = await self._reload()
-        kept = []
-        for record in self.pending:
-            if isinstance(record, CallCompleted | CallPaused) and fresh.calls[record.call_ref].status != "running":
-                continue
-            if isinstance(record, CallAnswered) and fresh.pauses[record.ref].answer is not None:
-                continue
-            fresh.apply(record)
-            kept.append(record)
-        self.pending = kept
-        self.state = fresh
-
-
 class Turn:
     """Runs the model loop and tool calls for one call on a session, recording as it goes."""
 
@@ -286,6 +123,8 @@ class Turn:
         self.turn_id: int | None = None
         self.abort: asyncio.Event | None = None
         self._text_streamed = False
+        # Whether the approval policy (or a tool) has any say at all: if not, ``gate`` skips it.
+        self._judged = agent.approval_policy.has_say(agent.tools)
         # Whether the pending records hold results of a batch this call ran (written later).
         self._carry = False
         if emit is not None:
@@ -482,7 +321,7 @@ class Turn:
         approvals by a rule or a grant, denials with their result, pauses for a person — and
         returns the calls that may run now. Calls the policy does not concern pass untouched."""
         agent = self.agent
-        if not agent._judged:
+        if not self._judged:
             return jobs
         kept = []
         for job in jobs:
@@ -553,7 +392,7 @@ class Turn:
         tool = agent.tools[request.name]
         if (
             approval is None
-            and agent._judged
+            and self._judged
             and (tool.approves is not None or agent.approval_policy.governs(tool.name))
         ):
             approval = request_for_pause(agent.approval_policy, tool, self.state, outcome.input)
@@ -661,7 +500,7 @@ class Turn:
         while asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
-            state: SessionState = await self.agent._refresh(self.state.session_id)
+            state: SessionState = await self.agent.sessions.refresh(self.state.session_id)
             self.journal.state = state
             if state.last_end is not None and state.last_end_version > seen:
                 return self._finished(response_for(state, state.last_end, state.last_end_version))

@@ -102,7 +102,7 @@ def agent_routes(service: Service) -> list[Route]:
         return await run_turn(
             request,
             turn,
-            keep_alive=agent._background,
+            keep_alive=agent.sessions.tasks,
             on_done=lambda: service.feed.notify(agent.name, chat.session_id),
             reply=lambda r: {"result": genkit.output_json(r)},
             chunk=genkit.ChunkTranslator().translate,
@@ -194,9 +194,7 @@ def _notify_when_done(service: Service, agent: Agent, detached: DetachedTurn) ->
         finally:
             service.feed.notify(agent.name, detached.session_id)
 
-    task = asyncio.ensure_future(wait())
-    agent._background.add(task)
-    task.add_done_callback(agent._background.discard)
+    agent.sessions.keep(asyncio.ensure_future(wait()))
 
 
 def _json(value: Any) -> Response:

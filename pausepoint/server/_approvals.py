@@ -265,7 +265,7 @@ def rest_routes(service: Service) -> list[Route]:
         return await run_turn(
             request,
             turn,
-            keep_alive=agent._background,
+            keep_alive=agent.sessions.tasks,
             on_done=lambda: service.feed.notify(agent.name, session_id),
             reply=lambda response: response_json(agent, response),
             chunk=lambda chunk: chunk_json(agent, chunk),

@@ -23,7 +23,7 @@ the runtime passes it only for appends that nothing outside the session depends 
 resume's claim before the model is called), and every later durable append of the same session
 makes the earlier ones durable too, because each append is conditional on the ones before it
 (the session's version) and the backends write their logs in order (SQLite's WAL, PostgreSQL's
-WAL). See ``_turn.Journal`` for which appends are which.
+WAL). See ``_journal.Journal`` for which appends are which.
 
 **Checkpoints.** Beside each log a store keeps at most one ``Checkpoint``: opaque bytes the
 runtime wrote after folding the log up to some version, so that a process with nothing cached

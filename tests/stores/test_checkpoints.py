@@ -33,7 +33,15 @@ async def agent_on(backend: Backend, ledger: list[str] | None = None, every: int
 
 async def settled(agent: Agent) -> None:
     """Wait for the checkpoints the agent is writing in the background."""
-    await asyncio.gather(*list(agent._background))
+    await agent.sessions.settle()
+
+
+def checkpointed(agent: Agent, session_id: str) -> int:
+    """The version of the checkpoint the agent's cached state of the session was loaded from
+    (0: folded from the log alone)."""
+    state = agent.sessions.cached(session_id)
+    assert state is not None
+    return state.checkpointed
 
 
 async def cycle(agent: Agent, session_id: str | None = None) -> str:
@@ -73,7 +81,7 @@ async def test_a_checkpoint_older_than_the_log(backend: Backend) -> None:
 
     cold = await agent_on(backend)
     assert await seen(cold, sid) == await seen(writer, sid)
-    assert cold._cache[sid].checkpointed == checkpoint.version  # loaded from it, not from the whole log
+    assert checkpointed(cold, sid) == checkpoint.version  # loaded from it, not from the whole log
     await cycle(cold, sid)  # and goes on from there
     assert await seen(cold, sid) == await seen(await agent_on(backend), sid)
 
@@ -89,9 +97,9 @@ async def test_a_crash_between_the_append_and_the_checkpoint(backend: Backend) -
     assert before is not None
     chat = writer.chat(sid)
     paused = await chat.send(TRANSFER)
-    for task in list(writer._background):  # the checkpoint writes never happen
+    for task in list(writer.sessions.tasks):  # the checkpoint writes never happen
         task.cancel()
-    await asyncio.gather(*list(writer._background), return_exceptions=True)
+    await asyncio.gather(*list(writer.sessions.tasks), return_exceptions=True)
     assert await (await keeper(writer.store)).read_checkpoint(sid) == before
 
     ledger: list[str] = []
@@ -137,13 +145,13 @@ async def test_a_damaged_checkpoint_is_not_used(backend: Backend, damage: str) -
 
     cold = await agent_on(backend)
     assert await seen(cold, sid) == await seen(writer, sid)
-    assert cold._cache[sid].checkpointed == 0  # folded from the log
+    assert checkpointed(cold, sid) == 0  # folded from the log
     cold.checkpoint_every = 1
     await cycle(cold, sid)  # and writes a sound checkpoint over the damaged one
     await settled(cold)
     again = await agent_on(backend)
     assert await seen(again, sid) == await seen(cold, sid)
-    assert again._cache[sid].checkpointed > summary.version
+    assert checkpointed(again, sid) > summary.version
 
 
 async def test_a_checkpoint_of_another_log_is_not_used(backend: Backend) -> None:
@@ -167,7 +175,7 @@ async def test_a_checkpoint_of_another_log_is_not_used(backend: Backend) -> None
     cold = await agent_on(backend)
     assert await seen(cold, sid) == await seen(writer, sid)
     assert (await cold.chat(sid).history())[0].text == "the second life of this id"
-    assert cold._cache[sid].checkpointed == 0
+    assert checkpointed(cold, sid) == 0
 
 
 async def test_exactly_once_across_agents_loading_from_checkpoints(backend: Backend) -> None:

@@ -7,7 +7,6 @@ paused banking turn writes. Opening it with today's store runs the migrations it
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 from datetime import datetime
@@ -104,7 +103,7 @@ async def test_a_version_1_file_is_upgraded_and_its_sessions_go_on(tmp_path: Pat
         done = await chat.resume(respond=[pending.respond({"approved": True})])
         assert done.finish_reason == AgentFinishReason.STOP
         assert ledger == ["500->savings"]
-        await asyncio.gather(*list(agent._background))
+        await agent.sessions.settle()
         assert await store.read_checkpoint(session_id) is not None  # the new tables work
         assert await store.last_event() > 0
     finally:
