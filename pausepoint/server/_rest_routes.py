@@ -283,6 +283,7 @@ def rest_routes(service: Service) -> list[Endpoint]:
         return await _turn(request, agent, session_id, turn)
 
     response = schema_ref("AgentResponse")
+    sessions = "/v1/agents/{agent}/sessions"  # two routes: the inbox, and a new session
     answers = {
         "respond": Operation(
             "Answer a pause with the call's result", response, body="RespondBody", stream=True, params=[IDEMPOTENCY_KEY]
@@ -330,7 +331,7 @@ def rest_routes(service: Service) -> list[Endpoint]:
         ),
         Endpoint(
             "GET",
-            "/v1/agents/{agent}/sessions",
+            sessions,
             list_sessions,
             Operation(
                 "Sessions the caller may see (pending=true: the approvals inbox)",
@@ -344,7 +345,7 @@ def rest_routes(service: Service) -> list[Endpoint]:
         ),
         Endpoint(
             "POST",
-            "/v1/agents/{agent}/sessions",
+            sessions,
             create,
             Operation("Start a session with a user message", response, body="SendBody", stream=True),
         ),
