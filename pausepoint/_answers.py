@@ -39,7 +39,15 @@ from .errors import (
     UnknownInterrupt,
 )
 
-__all__ = ["AnswerContext", "check_answers", "escalates", "expiry_claims", "prepare_answers", "request_hash"]
+__all__ = [
+    "AnswerContext",
+    "call_name",
+    "check_answers",
+    "escalates",
+    "expiry_claims",
+    "prepare_answers",
+    "request_hash",
+]
 
 Answer = ToolResponse | ToolRestart
 
@@ -144,8 +152,10 @@ def _path(at: tuple[Any, ...]) -> str:
 
 
 def _check_names(answer: Answer, at: tuple[Any, ...], limits: JsonLimits) -> None:
-    for name in ("ref", "name"):
+    for name in ("ref", "name", "pause_id"):
         value = getattr(answer, name)
+        if name == "pause_id" and value is None:
+            continue
         try:
             if type(value) is not str:
                 raise NotJsonData(f"must be a string, not {type(value).__name__}", "json_type")
@@ -213,6 +223,19 @@ def check_answers(
         else:
             records.append(claim)
     return records
+
+
+def call_name(state: SessionState, ref: Any) -> str:
+    """The tool name of the call ``ref`` names (by the call's ref, or by the pause's own ref that
+    logs written before refs were per call showed), whether or not it is paused now; ``""``
+    when the session has no such call (an answer by that name is refused as unknown)."""
+    if not isinstance(ref, str):
+        return ""
+    call = state.calls.get(ref)
+    if call is not None:
+        return call.request.name
+    legacy = state.pauses.get(ref)
+    return "" if legacy is None else legacy.record.name
 
 
 def _locate(state: SessionState, answer: Answer) -> Pause:

@@ -10,9 +10,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._answers import AnswerContext, check_answers, escalates, expiry_claims, prepare_answers, request_hash
+from ._answers import (
+    AnswerContext,
+    call_name,
+    check_answers,
+    escalates,
+    expiry_claims,
+    prepare_answers,
+    request_hash,
+)
+from ._approval import approval_by_ref
 from ._detach import DetachedTurn, Launch, TurnStatus, abort_turn, end_status, lost_turn_end
-from ._grants import GrantInfo, grant_info
+from ._grants import Grant, GrantInfo, grant_info
 from ._intake import user_message
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._jsondata import NotJsonData, json_text
@@ -51,7 +60,7 @@ from .stores import LogEntry
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["Chat", "check_session_id"]
+__all__ = ["Chat", "answer_by_ref", "check_session_id"]
 
 _CLAIM_ATTEMPTS = 20
 
@@ -59,6 +68,9 @@ _CLAIM_ATTEMPTS = 20
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 T = TypeVar("T")
+
+#: an answer to the call a ref names, built from the name of the call's tool (``""``: no such call)
+BuildAnswer = Callable[[str], ToolResponse | ToolRestart]
 
 
 class Chat:
@@ -151,6 +163,60 @@ class Chat:
         """``resume``, streamed (see ``send_stream``)."""
         return self._stream(
             lambda emit: self._resume(respond, restart, metadata, idempotency_key, principal, via, emit)
+        )
+
+    async def approve(
+        self,
+        ref: str,
+        *,
+        replace_input: Any = ...,
+        grant: Grant | None = None,
+        pause_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> AgentResponse:
+        """Approve the paused call ``ref`` (``PendingInterrupt.ref``) in one call, as the console's
+        Approve does (``agent.approval``): a yes fitted to an interrupt-only tool's output schema,
+        or a run with ``resumed_metadata={"tool_approved": True}`` for a tool that paused itself
+        or was paused for approval. Then the turn continues, as with ``resume``.
+
+        The pause is looked up under the session's lock, in the operation that records the
+        answer: of two approvers racing, in one process or several, exactly one resolves it.
+        ``pause_id`` approves that pause of the call only (else whichever is live now);
+        ``replace_input`` (when given, even None) approves an edited input instead — for tools
+        defined with ``allow_input_edits=True``; ``grant`` approves later calls too (``Grant``).
+        ``metadata``, ``idempotency_key``, ``principal`` and ``via`` are ``resume``'s: a retry
+        with the same key returns the first call's response, and the approval policy decides
+        who may approve (an approval that is not the last one a quorum needs is recorded and
+        the call stays paused).
+
+        Raises what ``resume`` raises for a pause that is not open now (``AlreadyResolved``,
+        ``UnknownInterrupt``, ``NotPaused``, ...) and for an approver the policy refuses;
+        ``InvalidAnswer`` when a yes cannot answer the tool (answer it with ``resume``);
+        ``InputEditNotAllowed`` for an edited input of a tool that only asks a question.
+        ``resume(restart=[pause.restart(...)])`` remains the Genkit-compatible way to answer.
+        """
+        build = self._approval(ref, replace_input, grant, pause_id)
+        return await self._resume((), (), metadata, idempotency_key, principal, via, None, by_ref=(ref, build))
+
+    def approve_stream(
+        self,
+        ref: str,
+        *,
+        replace_input: Any = ...,
+        grant: Grant | None = None,
+        pause_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> TurnStream:
+        """``approve``, streamed (see ``send_stream``)."""
+        build = self._approval(ref, replace_input, grant, pause_id)
+        return self._stream(
+            lambda emit: self._resume((), (), metadata, idempotency_key, principal, via, emit, by_ref=(ref, build))
         )
 
     async def cancel_pending(self, reason: str, *, principal: str | None = None, via: str = "python") -> AgentResponse:
@@ -392,24 +458,39 @@ class Chat:
         via: str,
         emit: Emit | None,
         launch: Launch | None = None,
+        *,
+        by_ref: tuple[str, BuildAnswer] | None = None,
     ) -> AgentResponse:
+        """Answer paused calls: the answers given, or — ``by_ref`` — the one answer built for the
+        call that ref names, from the session as the locked operation finds it (so a pause is
+        never looked up in a read made before the lock)."""
         limits = self.agent.json_limits
         actor = principal or self.principal
         answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
         digest = request_hash(answers, metadata) if key is not None else None
 
+        def resolved(state: SessionState) -> tuple[list[ToolResponse | ToolRestart], str | None]:
+            if by_ref is None:
+                return answers, digest
+            ref, build = by_ref
+            answer = build(call_name(state, ref))
+            single = ([answer], []) if isinstance(answer, ToolResponse) else ([], [answer])
+            found, _ = prepare_answers(*single, None, limits)
+            return found, request_hash(found, metadata) if key is not None else None
+
         async def op(state: SessionState) -> AgentResponse:
             for _ in range(_CLAIM_ATTEMPTS):
+                given, asked = resolved(state)
                 if key is not None and key in state.keys:
-                    return self._replay(state, key, digest)
+                    return self._replay(state, key, asked)
                 now = self.agent.clock()
                 self._check_free(state, now)
-                if not answers:
+                if not given:
                     return await self._continue(state, principal, emit)
-                context = AnswerContext(now, actor, via, metadata, key, digest, limits)
+                context = AnswerContext(now, actor, via, metadata, key, asked, limits)
                 records = check_answers(
                     state,
-                    answers,
+                    given,
                     self.agent.tools,
                     context,
                     allow_changed_tools=self.agent.allow_changed_tools,
@@ -441,6 +522,15 @@ class Chat:
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
         return await self._locked(op, operation="resume")
+
+    def _approval(self, ref: str, replace_input: Any, grant: Grant | None, pause_id: str | None) -> BuildAnswer:
+        """What ``approve`` answers, given the name of the call's tool (``approval_by_ref``)."""
+        tools = self.agent.tools
+
+        def build(name: str) -> ToolResponse | ToolRestart:
+            return approval_by_ref(tools, ref, name, pause_id=pause_id, replace_input=replace_input, grant=grant)
+
+        return build
 
     async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
         if state.open:
@@ -580,6 +670,31 @@ class Chat:
 
     def _stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
         return TurnStream(run, self.agent.sessions.tasks)
+
+
+def answer_by_ref(
+    chat: Chat,
+    ref: str,
+    build: BuildAnswer,
+    *,
+    streamed: bool,
+    metadata: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    principal: str | None = None,
+    via: str = "python",
+) -> Awaitable[AgentResponse] | TurnStream:
+    """``chat.resume`` with the answer ``build(name)`` to the call ``ref`` names, ``name`` being
+    its tool's (``""`` for a ref the session has no call of), looked up in the locked operation
+    that records the answer — for callers that know a call by its ref only (the REST API's
+    respond, deny and restart without a ``name``). Refused as ``resume`` refuses; a retry with
+    the same ``idempotency_key`` gets the first outcome. ``streamed``: a ``TurnStream``, else
+    the awaitable response."""
+    by_ref = (ref, build)
+    if streamed:
+        return chat._stream(
+            lambda emit: chat._resume((), (), metadata, idempotency_key, principal, via, emit, by_ref=by_ref)
+        )
+    return chat._resume((), (), metadata, idempotency_key, principal, via, None, by_ref=by_ref)
 
 
 def check_session_id(session_id: str) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "INTERRUPTS",
     "RESPONSE",
     "SUMMARY",
+    "ApproveBody",
     "CancelBody",
     "DenyBody",
     "GrantBody",
@@ -193,6 +194,18 @@ class RestartBody(_Body):
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
     name: str | None = None
+    pause_id: str | None = None
+    grant: GrantBody | None = None
+
+
+class ApproveBody(_Body):
+    """Approve a pause the way the console does (``Agent.approval``): a yes for an interrupt-only
+    tool, a run with ``tool_approved`` for a tool that paused itself. ``replace_input`` (only for
+    tools that allow edits) approves an edited input; ``grant`` approves later calls too (where
+    the approval policy lets the pause grant them: its view says ``approval.grantable``)."""
+
+    replace_input: Any = None
+    metadata: dict[str, Any] | None = None
     pause_id: str | None = None
     grant: GrantBody | None = None
 

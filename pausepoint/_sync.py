@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._detach import TurnStatus
-from ._grants import GrantInfo
+from ._grants import Grant, GrantInfo
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import Message, Part
 from ._response import AgentResponse
@@ -180,6 +180,60 @@ class SyncChat:
             return self.chat.resume_stream(
                 respond=respond,
                 restart=restart,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
+                principal=principal,
+                via=via,
+            )
+
+        return SyncTurnStream(_PORTAL.run(start()))
+
+    def approve(
+        self,
+        ref: str,
+        *,
+        replace_input: Any = ...,
+        grant: Grant | None = None,
+        pause_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> AgentResponse:
+        """``Chat.approve``, blocking: approve the paused call ``ref`` as the console does, in one call."""
+        return _PORTAL.run(
+            self.chat.approve(
+                ref,
+                replace_input=replace_input,
+                grant=grant,
+                pause_id=pause_id,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
+                principal=principal,
+                via=via,
+            )
+        )
+
+    def approve_stream(
+        self,
+        ref: str,
+        *,
+        replace_input: Any = ...,
+        grant: Grant | None = None,
+        pause_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
+    ) -> SyncTurnStream:
+        """``Chat.approve_stream``, blocking (see ``send_stream``)."""
+
+        async def start() -> TurnStream:
+            return self.chat.approve_stream(
+                ref,
+                replace_input=replace_input,
+                grant=grant,
+                pause_id=pause_id,
                 metadata=metadata,
                 idempotency_key=idempotency_key,
                 principal=principal,

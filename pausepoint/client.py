@@ -4,12 +4,13 @@
         chat = client.agent("bankingAgent").chat()
         res = await chat.send("Transfer $500 to savings.")
         res = await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+        # or, in one call by ref: res = await chat.approve(res.interrupts[0].ref)
 
 Calls return the same objects a local ``Chat`` returns (``AgentResponse``, ``PendingInterrupt``,
 ``AuditEntry``, the stream's chunks) and raise the same typed errors: an error reply's ``code``
 picks the class from ``pausepoint.errors``.
 
-Retries. Reads are retried on connection failures. A resume always carries an idempotency key
+Retries. Reads are retried on connection failures. A resume (or approve) always carries an idempotency key
 (``idempotency_key=`` or a fresh one), so it is retried on connection failures, timeouts and
 "still in progress" replies: the server returns the first outcome instead of answering twice.
 A send has no key, so it is retried only when the connection failed before the request went out.
@@ -34,7 +35,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
-from ._grants import GrantInfo
+from ._grants import Grant, GrantInfo
 from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ._messages import MediaPart, Message, Part, TextPart
 from ._response import AgentResponse
@@ -46,7 +47,9 @@ from ._rest import (
     MESSAGES,
     RESPONSE,
     SUMMARY,
+    ApproveBody,
     CancelBody,
+    GrantBody,
     RespondItem,
     RestartItem,
     ResumeBody,
@@ -135,7 +138,7 @@ class Client:
         retry: Retry,
     ) -> Any:
         """One request, retried as ``retry`` allows; the JSON reply."""
-        payload = None if body is None else body.model_dump(mode="json")
+        payload = None if body is None else body.model_dump(mode="json", exclude_unset=True)
 
         async def attempt() -> Any:
             reply = await self._http.request(method, path, json=payload, headers=headers)
@@ -153,7 +156,7 @@ class Client:
         Retried (as ``retry`` allows) only while nothing has been received; a resume whose
         stream breaks later is completed by asking again with its idempotency key.
         """
-        payload = body.model_dump(mode="json")
+        payload = body.model_dump(mode="json", exclude_unset=True)  # a field left out is not the same as null
         received = False
 
         async def attempt() -> AgentResponse:
@@ -301,6 +304,58 @@ class RemoteChat:
 
         async def run(emit: Emit) -> AgentResponse:
             return await self.agent.client._stream(f"{self._path}/resume", body, emit, headers=headers, retry="all")
+
+        return self._start(run)
+
+    async def approve(
+        self,
+        ref: str,
+        *,
+        replace_input: Any = ...,
+        grant: Grant | None = None,
+        pause_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> AgentResponse:
+        """Approve the paused call ``ref`` as the console does, in one call (see ``Chat.approve``:
+        ``replace_input`` approves an edited input, ``grant`` later calls too); retried safely
+        under one idempotency key."""
+        return await self.approve_stream(
+            ref,
+            replace_input=replace_input,
+            grant=grant,
+            pause_id=pause_id,
+            metadata=metadata,
+            idempotency_key=idempotency_key,
+        )
+
+    def approve_stream(
+        self,
+        ref: str,
+        *,
+        replace_input: Any = ...,
+        grant: Grant | None = None,
+        pause_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> TurnStream:
+        """``approve``, streamed."""
+        if not isinstance(ref, str):
+            raise core_errors.InvalidAnswer(f"ref must be a string, not {type(ref).__name__}")
+        if not ref:  # a path with an empty segment is no route at all: refuse it as the server would
+            raise core_errors.UnknownInterrupt("no paused call with ref ''", ref=ref)
+        if grant is not None and not isinstance(grant, Grant):
+            raise core_errors.InvalidAnswer(f"grant must be a Grant, not {type(grant).__name__}")
+        edit = {} if replace_input is ... else {"replace_input": replace_input}
+        try:
+            body = ApproveBody(pause_id=pause_id, metadata=metadata, grant=GrantBody.of(grant), **edit)
+        except ValidationError as exc:
+            raise core_errors.InvalidRequest(f"not an approval the server can take: {exc}") from exc
+        headers = {"Idempotency-Key": idempotency_key or secrets.token_urlsafe(16)}
+
+        async def run(emit: Emit) -> AgentResponse:
+            path = f"{self._path}/interrupts/{quote(ref, safe='')}/approve"
+            return await self.agent.client._stream(path, body, emit, headers=headers, retry="all")
 
         return self._start(run)
 

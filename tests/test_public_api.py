@@ -75,3 +75,20 @@ def test_every_error_has_a_distinct_code_and_interrupt_is_not_an_error():
     assert issubclass(pausepoint.errors.AlreadyResolved, pausepoint.errors.ResumeRefused)
     assert issubclass(pausepoint.errors.ResumeRefused, pausepoint.errors.UsageError)
     assert not issubclass(pausepoint.errors.ModelError, pausepoint.errors.UsageError)
+
+
+def test_every_chat_surface_approves_by_ref():
+    """``approve`` (and ``approve_stream``) is on the async chat, the sync chat and the client's
+    chat, with the same parameters (the client's caller is its token: no principal, no via)."""
+    import inspect
+
+    from pausepoint.client import RemoteChat
+
+    def parameters(cls: type, name: str) -> list[str]:
+        return [p for p in inspect.signature(getattr(cls, name)).parameters if p != "self"]
+
+    expected = ["ref", "replace_input", "grant", "pause_id", "metadata", "idempotency_key"]
+    for name in ("approve", "approve_stream"):
+        assert parameters(pausepoint.Chat, name) == [*expected, "principal", "via"]
+        assert parameters(pausepoint.SyncChat, name) == [*expected, "principal", "via"]
+        assert parameters(RemoteChat, name) == expected

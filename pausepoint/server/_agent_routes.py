@@ -17,7 +17,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from .._agent import Agent
 from .._chat import Chat
@@ -25,8 +24,9 @@ from .._detach import DetachedTurn, TurnStatus
 from ..errors import ClientStateRefused, InvalidRequest, NotFound
 from ..stores import SessionSummary
 from . import _genkit as genkit
-from ._errors import dumps, guarded
+from ._errors import dumps
 from ._limits import check_history, check_message_size, read_json
+from ._routes import Endpoint
 from ._service import Service
 from ._snapshots import latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
 from ._turns import run_turn, wants_stream
@@ -42,7 +42,7 @@ def _frame(kind: str, value: Any) -> bytes:
     return genkit.frame("error", value)
 
 
-def agent_routes(service: Service) -> list[Route]:
+def agent_routes(service: Service) -> list[Endpoint]:
     async def turn(request: Request) -> Response:
         principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
         agent = service.agent(request.path_params["agent"])
@@ -143,9 +143,9 @@ def agent_routes(service: Service) -> list[Route]:
         return _json({"result": genkit.abort_json(snap, status)})
 
     return [
-        Route("/agents/{agent}", guarded(turn), methods=["POST"]),
-        Route("/agents/{agent}/getSnapshot", guarded(get_snapshot), methods=["POST"]),
-        Route("/agents/{agent}/abort", guarded(abort), methods=["POST"]),
+        Endpoint("POST", "/agents/{agent}", turn),
+        Endpoint("POST", "/agents/{agent}/getSnapshot", get_snapshot),
+        Endpoint("POST", "/agents/{agent}/abort", abort),
     ]
 
 

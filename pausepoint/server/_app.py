@@ -18,7 +18,6 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,7 +25,6 @@ from .._app import Pausepoint
 from .._extras import missing_extra
 from ..errors import DefinitionError, InvalidRequest, NotFound
 from ._agent_routes import agent_routes
-from ._approvals import rest_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
 from ._errors import dumps, error_response
 from ._expiry import ExpirySweep
@@ -35,6 +33,8 @@ from ._limits import Limits
 from ._openapi import openapi_document
 from ._ops import ops_routes
 from ._requestlog import RequestLog
+from ._rest_routes import rest_routes
+from ._routes import Endpoint, starlette_routes
 from ._service import Service
 from ._webhooks import WebhookSender
 
@@ -102,11 +102,20 @@ def create_app(
     prometheus = _metrics(ai, metrics)
     sender = webhooks if isinstance(webhooks, WebhookSender) else (WebhookSender(ai) if webhooks else None)
     service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender)
-    document = dumps(openapi_document())
     endpoint = _mcp_endpoint(ai, service) if mcp else None
 
     async def openapi(_request: Request) -> Response:
         return Response(document, media_type="application/json")
+
+    # The route table: every route, once, in the order the OpenAPI document lists them.
+    table: list[Endpoint] = [Endpoint("GET", "/openapi.json", openapi), *rest_routes(service)]
+    if endpoint is not None:
+        table.append(Endpoint(None, "/mcp", endpoint))
+    table += ops_routes(service, operators=operators, metrics=prometheus)
+    table += agent_routes(service)
+    if console:
+        table += _console_routes()
+    document = dumps(openapi_document(table))
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -128,18 +137,11 @@ def create_app(
             await endpoint.close()
         await ai.aclose()  # the plugins' connections and the stores: nothing else uses them now
 
-    routes: list[BaseRoute] = [Route("/openapi.json", openapi, methods=["GET"]), *rest_routes(service)]
-    if endpoint is not None:
-        routes.append(Route("/mcp", endpoint))
-    routes += ops_routes(service, operators=operators, metrics=prometheus)
-    routes += agent_routes(service)
-    if console:
-        routes += _console_routes()
     middleware = [Middleware(_NoSniff)]
     if request_log or prometheus is not None:
         middleware.append(Middleware(RequestLog, log=request_log, metrics=prometheus))
     app = Starlette(
-        routes=routes,
+        routes=starlette_routes(table),
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
         middleware=middleware,
@@ -200,15 +202,15 @@ def _metrics(ai: Pausepoint, wanted: bool | Any) -> Any:
     return wanted
 
 
-def _console_routes() -> list[BaseRoute]:
+def _console_routes() -> list[Endpoint]:
     async def home(request: Request) -> Response:
         # A path (where the app is mounted, then console/), never an absolute URL built from the
         # request's Host header: a forged Host cannot send a browser elsewhere.
         return RedirectResponse(request.scope.get("root_path", "") + "/console/")
 
     return [
-        Route("/", home, methods=["GET"]),
-        Mount("/console", _ConsoleFiles(directory=CONSOLE, html=True), name="console"),
+        Endpoint("GET", "/", home),
+        Endpoint(None, "/console", _ConsoleFiles(directory=CONSOLE, html=True), mount=True),
     ]
 
 

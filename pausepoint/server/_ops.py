@@ -3,8 +3,8 @@
 ``/healthz`` says the process serves requests; ``/readyz`` that every store answers (a 503
 naming the failing backend otherwise), for load balancers and orchestrators. Neither needs
 credentials, nor does ``/metrics`` (Prometheus text format, when metrics are on): expose them
-to your infrastructure, not to the internet. The deliveries (``GET /v1/ops/deliveries``,
-``POST /v1/ops/deliveries/{id}/retry``) are for the principals named ``operators``.
+to your infrastructure, not to the internet. The deliveries (listed, and a failed one sent
+again) are for the principals named ``operators``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from .._app import Pausepoint
 from ..errors import Forbidden, InvalidRequest, NotFound
 from ..stores import Delivery, SessionStore
-from ._errors import dumps, guarded
+from ._errors import dumps
+from ._routes import Endpoint, Operation, query
 from ._service import Service
 
 __all__ = ["ops_routes", "stores_of"]
@@ -37,7 +37,7 @@ def stores_of(ai: Pausepoint) -> list[SessionStore]:
     return list(found.values())
 
 
-def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) -> list[Route]:
+def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) -> list[Endpoint]:
     stores = stores_of(service.ai)
     allowed = frozenset(operators)
 
@@ -83,14 +83,57 @@ def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) ->
             raise Forbidden(f"{principal!r} is not an operator of this server")
         return principal
 
+    json = {"application/json": {"schema": {"type": "object"}}}
     routes = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/v1/ops/deliveries", guarded(deliveries), methods=["GET"]),
-        Route("/v1/ops/deliveries/{delivery}/retry", guarded(retry), methods=["POST"]),
+        Endpoint(
+            "GET",
+            "/v1/ops/deliveries",
+            deliveries,
+            Operation(
+                "Webhook deliveries of the outbox, newest first (operators only: 403 for others)",
+                {"type": "object", "properties": {"deliveries": {"type": "array", "items": {"type": "object"}}}},
+                params=[
+                    query("state", {"enum": list(_STATES)}),
+                    query("webhook", {"type": "string"}),
+                    query("limit", {"type": "integer", "minimum": 1}),
+                ],
+            ),
+        ),
+        Endpoint(
+            "POST",
+            "/v1/ops/deliveries/{delivery}/retry",
+            retry,
+            Operation(
+                "Send a failed delivery again (operators only)",
+                {"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"}}},
+            ),
+        ),
+        Endpoint(
+            "GET",
+            "/healthz",
+            healthz,
+            Operation(
+                "The process serves requests (no credentials needed)",
+                responses={"200": {"description": "alive", "content": json}},
+                public=True,
+            ),
+        ),
+        Endpoint(
+            "GET",
+            "/readyz",
+            readyz,
+            Operation(
+                "Every store answers (503 naming the one that does not; no credentials needed)",
+                responses={
+                    "200": {"description": "ready", "content": json},
+                    "503": {"description": "a store does not answer", "content": json},
+                },
+                public=True,
+            ),
+        ),
     ]
     if metrics is not None:
-        routes.append(Route("/metrics", metrics_page, methods=["GET"]))
+        routes.append(Endpoint("GET", "/metrics", metrics_page))
     return routes
 
 

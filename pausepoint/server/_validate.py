@@ -1,4 +1,4 @@
-"""``POST /v1/agents/{agent}/tools/{tool}/validate``: check a candidate answer without giving it.
+"""The ``validate`` route: check a candidate answer without giving it.
 
 The console's forms post what a person typed — a replacement input (``{"input": ...}``) or a
 result (``{"output": ...}``) — and get back every problem with the JSON path of its field. The
@@ -13,12 +13,12 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from .._rest import ValidateBody
 from ..errors import InvalidRequest, NotFound
-from ._errors import dumps, guarded
+from ._errors import dumps
 from ._limits import parse_body, read_json
+from ._routes import Endpoint, Operation, schema_ref
 from ._service import Service
 
 __all__ = ["field_errors", "validate_route"]
@@ -43,7 +43,7 @@ def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
     return found
 
 
-def validate_route(service: Service) -> Route:
+def validate_route(service: Service) -> Endpoint:
     async def validate(request: Request) -> Response:
         agent = service.agent(request.path_params["agent"])
         await service.principal(request)
@@ -67,7 +67,17 @@ def validate_route(service: Service) -> Route:
             return _json({"valid": False, "errors": [problem]})
         return _json({"valid": True, "errors": [], "value": value})
 
-    return Route("/v1/agents/{agent}/tools/{tool}/validate", guarded(validate), methods=["POST"])
+    return Endpoint(
+        "POST",
+        "/v1/agents/{agent}/tools/{tool}/validate",
+        validate,
+        Operation(
+            "Check a candidate replacement input or result against the tool's schema, without answering "
+            "anything: every problem with the JSON path of its field",
+            schema_ref("Validation"),
+            body="ValidateBody",
+        ),
+    )
 
 
 def _json(value: Any) -> Response:

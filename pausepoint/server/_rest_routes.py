@@ -1,35 +1,33 @@
 """The REST API (snake_case JSON, described by ``/openapi.json``): chats, the approvals inbox,
-answers by ref, the audit trail, the grants given in a session, and the SSE feed.
+answers by ref, the audit trail, the grants given in a session, and the SSE feed — its rows of
+the route table (``_routes``), each with its handler and how the document describes it.
 
-Every answer goes through ``Chat.resume`` with ``via="http"`` and the caller as principal, so
-the core checks every promise of a pause and the audit trail records who answered. Sessions
-another principal owns are 404 (``Service.visible``).
+Every answer goes through ``Chat.resume`` (``Chat.approve``, ``answer_by_ref`` for an answer by
+ref alone) with ``via="http"`` and the caller as principal, so the core checks every promise of
+a pause — a pause named by its ref is looked up under the session's lock, never here — and the
+audit trail records who answered. Sessions another principal owns are 404 (``Service.visible``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
 
 from .._agent import Agent
-from .._chat import Chat
-from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from .._chat import Chat, answer_by_ref
+from .._interrupts import ToolResponse, ToolRestart
 from .._rest import (
     GRANTS,
     MESSAGES,
     SUMMARY,
+    ApproveBody,
     CancelBody,
     DenyBody,
-    GrantBody,
     RespondBody,
     RestartBody,
     ResumeBody,
@@ -39,34 +37,21 @@ from .._rest import (
     grant_of,
     user_message,
 )
-from ..errors import InputEditNotAllowed, InvalidAnswer, InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound
 from ._display import audit_json, chunk_json, describe_agent, interrupts_json, permissions, response_json
-from ._errors import dumps, guarded
+from ._errors import dumps
 from ._limits import ascii_digits, check_history, check_message_size, parse_body, read_json
+from ._routes import IDEMPOTENCY_KEY, Endpoint, Operation, header, query, schema_ref
 from ._service import Service
 from ._turns import event, run_turn
 from ._validate import validate_route
 
-__all__ = ["ApproveBody", "rest_routes"]
+__all__ = ["rest_routes"]
 
 _MAX_KEY = 200
 
 
-class ApproveBody(BaseModel):
-    """Approve a pause the way the console does (``Agent.approval``): a yes for an interrupt-only
-    tool, a run with ``tool_approved`` for a tool that paused itself. ``replace_input`` (only for
-    tools that allow edits) approves an edited input; ``grant`` approves later calls too (where
-    the approval policy lets the pause grant them: its view says ``approval.grantable``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    replace_input: Any = None
-    metadata: dict[str, Any] | None = None
-    pause_id: str | None = None
-    grant: GrantBody | None = None
-
-
-def rest_routes(service: Service) -> list[Route]:
+def rest_routes(service: Service) -> list[Endpoint]:
     limits = service.limits
 
     async def agents(request: Request) -> Response:
@@ -159,37 +144,38 @@ def rest_routes(service: Service) -> list[Route]:
     async def answer(request: Request) -> Response:
         agent, session_id, principal = await _answering(request)
         ref, action = request.path_params["ref"], request.path_params["action"]
-        if action not in ("respond", "deny", "restart", "approve"):
-            raise NotFound(f"no action {action!r}: respond, deny, restart or approve")
+        if action not in answers:
+            raise NotFound(f"no action {action!r}: {', '.join(answers)}")
         raw = await read_json(request, limits)
         chat = agent.chat(session_id, principal=principal)
-        respond: list[ToolResponse] = []
-        restart: list[ToolRestart] = []
-        if action == "respond":
-            r = parse_body(RespondBody, raw)
-            name = r.name or await _name_of(chat, ref)
-            respond.append(ToolResponse(ref, name, r.output, r.metadata, pause_id=r.pause_id, grant=grant_of(r.grant)))
-        elif action == "deny":
-            d = parse_body(DenyBody, raw)
-            name = d.name or await _name_of(chat, ref)
-            respond.append(
-                ToolResponse(ref, name, None, d.metadata, decision="deny", reason=d.reason, pause_id=d.pause_id)
-            )
-        elif action == "restart":
-            s = parse_body(RestartBody, raw)
-            name = s.name or await _name_of(chat, ref)
-            restart.append(ToolRestart(ref, name, s.replace_input, s.resumed_metadata, s.pause_id, grant_of(s.grant)))
-        else:
+        if action == "approve":
             a = parse_body(ApproveBody, raw)
-            edited = "replace_input" in a.model_fields_set
-            approval = await _approval(agent, chat, ref, a.pause_id, a.replace_input, edited=edited)
-            approval = dataclasses.replace(approval, grant=grant_of(a.grant))
-            if isinstance(approval, ToolRestart):
-                restart.append(approval)
-            else:
-                respond.append(approval)
-            return await _answer(request, agent, session_id, principal, respond, restart, a.metadata)
-        return await _answer(request, agent, session_id, principal, respond, restart, None)
+            edited = a.replace_input if "replace_input" in a.model_fields_set else ...
+            key = _idempotency_key(request)
+
+            def approve(streamed: bool) -> Any:
+                start = chat.approve_stream if streamed else chat.approve
+                return start(
+                    ref,
+                    replace_input=edited,
+                    grant=grant_of(a.grant),
+                    pause_id=a.pause_id,
+                    metadata=a.metadata,
+                    idempotency_key=key,
+                    principal=principal,
+                    via="http",
+                )
+
+            return await _turn(request, agent, session_id, approve)
+        build = _answer_to(action, ref, raw)
+        key = _idempotency_key(request)
+
+        def respond(streamed: bool) -> Any:
+            return answer_by_ref(
+                chat, ref, build, streamed=streamed, idempotency_key=key, principal=principal, via="http"
+            )
+
+        return await _turn(request, agent, session_id, respond)
 
     async def grants(request: Request) -> Response:
         agent, session_id, _ = await _viewing(request)
@@ -280,9 +266,7 @@ def rest_routes(service: Service) -> list[Route]:
         restart: list[ToolRestart],
         metadata: dict[str, Any] | None,
     ) -> Response:
-        key = request.headers.get("idempotency-key")
-        if key is not None and not 0 < len(key) <= _MAX_KEY:
-            raise InvalidRequest(f"the Idempotency-Key header must have 1 to {_MAX_KEY} characters")
+        key = _idempotency_key(request)
         chat = agent.chat(session_id, principal=principal)
 
         def turn(streamed: bool) -> Any:
@@ -298,68 +282,200 @@ def rest_routes(service: Service) -> list[Route]:
 
         return await _turn(request, agent, session_id, turn)
 
-    base = "/v1/agents/{agent}/sessions"
-    one = base + "/{session_id}"
+    response = schema_ref("AgentResponse")
+    sessions = "/v1/agents/{agent}/sessions"  # two routes: the inbox, and a new session
+    answers = {
+        "respond": Operation(
+            "Answer a pause with the call's result", response, body="RespondBody", stream=True, params=[IDEMPOTENCY_KEY]
+        ),
+        "deny": Operation("Deny a pause", response, body="DenyBody", stream=True, params=[IDEMPOTENCY_KEY]),
+        "restart": Operation(
+            "Run the paused tool again (a call paused for approval: approve it; with grant, later calls too)",
+            response,
+            body="RestartBody",
+            stream=True,
+            params=[IDEMPOTENCY_KEY],
+        ),
+        "approve": Operation(
+            "Approve a pause: a yes for an interrupt-only tool, a run with tool_approved for a tool "
+            "that paused itself or was paused for approval (422 when a yes cannot answer it). Under the "
+            "agent's approval policy: 403 approval_forbidden (a role the caller lacks, or separation of "
+            "duties), 409 already_approved (the caller's approval of a quorum is counted already); an "
+            "approval that is not the last a quorum needs is recorded and the pause stays open "
+            "(view.approval.progress: '1 of 2 approvals'). grant: approve later calls too",
+            response,
+            body="ApproveBody",
+            stream=True,
+            params=[IDEMPOTENCY_KEY],
+        ),
+    }
     return [
-        Route("/v1/agents", guarded(agents), methods=["GET"]),
-        Route("/v1/agents/{agent}", guarded(agent_info), methods=["GET"]),
-        Route(base, guarded(list_sessions), methods=["GET"]),
-        Route(base, guarded(create), methods=["POST"]),
-        Route(one, guarded(read), methods=["GET"]),
-        Route(one + "/messages", guarded(send), methods=["POST"]),
-        Route(one + "/interrupts", guarded(interrupts), methods=["GET"]),
-        Route(one + "/audit", guarded(audit), methods=["GET"]),
-        Route(one + "/history", guarded(history), methods=["GET"]),
-        Route(one + "/resume", guarded(resume), methods=["POST"]),
-        Route(one + "/cancel", guarded(cancel), methods=["POST"]),
-        Route(one + "/interrupts/{ref}/{action:str}", guarded(answer), methods=["POST"]),
-        Route(one + "/grants", guarded(grants), methods=["GET"]),
-        Route(one + "/grants/{grant_id}/revoke", guarded(revoke), methods=["POST"]),
+        Endpoint(
+            "GET",
+            "/v1/agents",
+            agents,
+            Operation(
+                "The agents served, and who the caller is",
+                _object(agents=_array({"type": "string"}), principal={"type": "string"}),
+            ),
+        ),
+        Endpoint(
+            "GET",
+            "/v1/agents/{agent}",
+            agent_info,
+            Operation(
+                "An agent: its description (never its system prompt) and tools (schemas; pauses_only, "
+                "allow_input_edits, what approving answers)",
+                _object(name={"type": "string"}, description={"type": "string"}, tools=_array(schema_ref("Tool"))),
+            ),
+        ),
+        Endpoint(
+            "GET",
+            sessions,
+            list_sessions,
+            Operation(
+                "Sessions the caller may see (pending=true: the approvals inbox)",
+                _object(sessions=_array(schema_ref("SessionSummary"))),
+                params=[
+                    query("pending", {"type": "boolean"}),
+                    query("limit", {"type": "integer", "minimum": 1}),
+                    query("offset", {"type": "integer", "minimum": 0}),
+                ],
+            ),
+        ),
+        Endpoint(
+            "POST",
+            sessions,
+            create,
+            Operation("Start a session with a user message", response, body="SendBody", stream=True),
+        ),
+        Endpoint(
+            "GET",
+            "/v1/agents/{agent}/sessions/{session_id}",
+            read,
+            Operation(
+                "A session: summary, open pauses, last response, and what the caller may do in it",
+                schema_ref("SessionDetail"),
+            ),
+        ),
+        Endpoint(
+            "POST",
+            "/v1/agents/{agent}/sessions/{session_id}/messages",
+            send,
+            Operation(
+                "Send a user message (to an id no session has yet: start a session with that id)",
+                response,
+                body="SendBody",
+                stream=True,
+            ),
+        ),
+        Endpoint(
+            "GET",
+            "/v1/agents/{agent}/sessions/{session_id}/interrupts",
+            interrupts,
+            Operation("The pauses open now", _object(interrupts=_array(schema_ref("PendingInterrupt")))),
+        ),
+        Endpoint(
+            "GET",
+            "/v1/agents/{agent}/sessions/{session_id}/audit",
+            audit,
+            Operation(
+                "The audit trail: every answer, who gave it, when, through what",
+                _object(entries=_array(schema_ref("AuditEntry"))),
+            ),
+        ),
+        Endpoint(
+            "GET",
+            "/v1/agents/{agent}/sessions/{session_id}/history",
+            history,
+            Operation("The conversation as the model sees it", _object(messages=_array(schema_ref("Message")))),
+        ),
+        Endpoint(
+            "POST",
+            "/v1/agents/{agent}/sessions/{session_id}/resume",
+            resume,
+            Operation("Answer paused calls", response, body="ResumeBody", stream=True, params=[IDEMPOTENCY_KEY]),
+        ),
+        Endpoint(
+            "POST",
+            "/v1/agents/{agent}/sessions/{session_id}/cancel",
+            cancel,
+            Operation("Cancel every open pause", response, body="CancelBody"),
+        ),
+        Endpoint("POST", "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/{action:str}", answer, answers),
+        Endpoint(
+            "GET",
+            "/v1/agents/{agent}/sessions/{session_id}/grants",
+            grants,
+            Operation(
+                "The grants given in the session (active, revoked, expired or used up), oldest first",
+                _object(grants=_array(schema_ref("GrantInfo"))),
+            ),
+        ),
+        Endpoint(
+            "POST",
+            "/v1/agents/{agent}/sessions/{session_id}/grants/{grant_id}/revoke",
+            revoke,
+            Operation(
+                "Revoke a grant: it approves no later call (revoking it again changes nothing; 404 "
+                "grant_not_found for an id the session never gave)",
+                _object(grant=schema_ref("GrantInfo")),
+                body="RevokeBody",
+            ),
+        ),
         validate_route(service),
-        Route("/v1/feed", guarded(feed), methods=["GET"]),
+        Endpoint(
+            "GET",
+            "/v1/feed",
+            feed,
+            Operation(
+                "Server-sent events: 'pause', 'answer' and 'turn_end', for the sessions the caller may "
+                "see; each has an id: reconnect with Last-Event-ID to get exactly the events missed",
+                params=[header("Last-Event-ID", {"type": "string"})],
+                responses={
+                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+                    "400": {
+                        "description": "a Last-Event-ID this feed never sent",
+                        "content": {"application/json": {"schema": schema_ref("Error")}},
+                    },
+                },
+            ),
+        ),
     ]
 
 
-async def _name_of(chat: Any, ref: str) -> str:
-    """The tool name of pause ``ref``: open now, or answered before (so a replay is refused as
-    ``AlreadyResolved``, not as a name mismatch)."""
-    for pause in await chat.interrupts():
-        if pause.ref == ref:
-            return str(pause.name)
-    for entry in await chat.audit_trail():
-        if entry.ref == ref:
-            return str(entry.name)
-    return ""
-
-
-async def _approval(
-    agent: Agent, chat: Any, ref: str, pause_id: str | None, replace_input: Any, *, edited: bool
-) -> ToolResponse | ToolRestart:
-    """The answer approving the pause of call ``ref`` (``Agent.approval``), with ``replace_input``
-    if ``edited``; it names the pause ``pause_id`` when given, else the one live now.
-
-    A ref that is not open now gets the same answer under its known name (so a retry with the
-    same idempotency key matches the first one and gets its outcome), and the core refuses
-    anything else with its own reason (already answered, unknown, ...).
-    """
-    pause = next((p for p in await chat.interrupts() if p.ref == ref), None)
-    if pause is None:
-        name = await _name_of(chat, ref)
-        if name not in agent.tools:
-            return ToolResponse(ref, name, None, pause_id=pause_id)
-        pause = PendingInterrupt(name, ref, None, None, datetime.now(UTC))
-    pause = dataclasses.replace(pause, pause_id=pause_id or "")
-    try:
-        approval = agent.approval(pause)
-    except ValueError as exc:
-        raise InvalidAnswer(f"cannot approve {pause.name!r} with a yes: {exc}", ref=ref, name=pause.name) from None
-    if not edited:
-        return approval
-    if not isinstance(approval, ToolRestart):
-        raise InputEditNotAllowed(
-            f"{pause.name!r} only asks a question: answer it, its input cannot be edited", ref=ref, name=pause.name
+def _answer_to(action: str, ref: str, raw: Any) -> Callable[[str], ToolResponse | ToolRestart]:
+    """The answer a respond, deny or restart body gives the call ``ref``, given the name of the
+    call's tool (the core looks it up under the session's lock; a ``name`` in the body wins)."""
+    if action == "respond":
+        r = parse_body(RespondBody, raw)
+        return lambda name: ToolResponse(
+            ref, r.name or name, r.output, r.metadata, pause_id=r.pause_id, grant=grant_of(r.grant)
         )
-    return dataclasses.replace(approval, replace_input=replace_input)
+    if action == "deny":
+        d = parse_body(DenyBody, raw)
+        return lambda name: ToolResponse(
+            ref, d.name or name, None, d.metadata, decision="deny", reason=d.reason, pause_id=d.pause_id
+        )
+    s = parse_body(RestartBody, raw)
+    return lambda name: ToolRestart(
+        ref, s.name or name, s.replace_input, s.resumed_metadata, s.pause_id, grant_of(s.grant)
+    )
+
+
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 0 < len(key) <= _MAX_KEY:
+        raise InvalidRequest(f"the Idempotency-Key header must have 1 to {_MAX_KEY} characters")
+    return key
+
+
+def _object(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties}
+
+
+def _array(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
 
 
 def _flag(request: Request, name: str) -> bool | None:

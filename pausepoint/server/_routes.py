@@ -1,0 +1,124 @@
+"""The route table: each route the server serves, declared once — method, path, handler, and how
+``/openapi.json`` describes it.
+
+Each room of the server declares its own rows next to its handlers (``rest_routes``,
+``ops_routes``, ``agent_routes``, ...) and ``create_app`` puts them in one table, from which both
+the app's Starlette routes (``starlette_routes``) and the OpenAPI document's paths
+(``_openapi.openapi_document``) are made: a route cannot be served undescribed, or described
+and not served, and no path is typed twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.routing import BaseRoute, Mount, Route
+
+from ._errors import guarded
+
+__all__ = [
+    "IDEMPOTENCY_KEY",
+    "Endpoint",
+    "Operation",
+    "header",
+    "path_parameters",
+    "query",
+    "schema_ref",
+    "starlette_routes",
+]
+
+Schema = dict[str, Any]
+
+_PARAMETER = re.compile(r"\{(\w+)(?::\w+)?\}")
+
+
+def schema_ref(name: str) -> Schema:
+    """A reference to the component schema ``name``."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def query(name: str, schema: Schema) -> Schema:
+    """An optional query parameter."""
+    return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+def header(name: str, schema: Schema) -> Schema:
+    """An optional request header."""
+    return {"name": name, "in": "header", "required": False, "schema": schema}
+
+
+#: the header that makes a retried answer safe (the first outcome is returned)
+IDEMPOTENCY_KEY = header("Idempotency-Key", {"type": "string", "maxLength": 200})
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """How the OpenAPI document describes a route.
+
+    ``ok``: the schema of its 200 JSON reply; ``body``: the component schema its JSON request
+    body is; ``stream``: it answers with server-sent events when asked (``Accept:
+    text/event-stream``); ``params``: its query and header parameters (the path's own come from
+    the path); ``responses``: all its responses, when they are not the usual ``ok`` and error
+    replies; ``public``: it needs no credentials.
+    """
+
+    summary: str
+    ok: Schema | None = None
+    body: str | None = None
+    stream: bool = False
+    params: Sequence[Schema] = ()
+    responses: Schema | None = None
+    public: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One row of the route table.
+
+    ``serve`` answers it: a request handler for ``method`` (whatever it raises becomes its error
+    response, ``guarded``), or — with ``method=None`` — an ASGI app that answers every method
+    (``mount``: every path under ``path`` too). ``doc`` is how the OpenAPI document describes it
+    (None: it is not in the document, like the Genkit wire and the console); a mapping, for a
+    path ending in a parameter, describes the path once per value it takes.
+    """
+
+    method: str | None
+    path: str
+    serve: Any
+    doc: Operation | Mapping[str, Operation] | None = None
+    mount: bool = False
+
+    def documented(self) -> list[tuple[str, Operation]]:
+        """The paths this row puts in the OpenAPI document, each with its operation."""
+        if self.doc is None:
+            return []
+        if isinstance(self.doc, Operation):
+            return [(self.path, self.doc)]
+        stem, _, last = self.path.rpartition("/")
+        if not _PARAMETER.fullmatch(last):
+            raise ValueError(f"{self.path}: only a path ending in a parameter is described per value")
+        return [(f"{stem}/{value}", operation) for value, operation in self.doc.items()]
+
+
+def path_parameters(path: str) -> list[Schema]:
+    """The parameters of ``path`` (``{name}`` or ``{name:convertor}``), in order."""
+    return [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in _PARAMETER.findall(path)
+    ]
+
+
+def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:
+    """The app's routes, in the table's order."""
+    routes: list[BaseRoute] = []
+    for endpoint in table:
+        if endpoint.mount:
+            routes.append(Mount(endpoint.path, endpoint.serve))
+        elif endpoint.method is None:
+            routes.append(Route(endpoint.path, endpoint.serve))
+        else:
+            routes.append(Route(endpoint.path, guarded(endpoint.serve), methods=[endpoint.method]))
+    return routes
