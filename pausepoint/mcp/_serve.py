@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Literal
 
 import mcp.types as types
@@ -38,7 +39,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._agent import Agent
 from .._app import Pausepoint
-from .._chat import Chat
+from .._chat import Chat, answer_by_ref
 from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from .._presentation import ApprovalView
 from .._response import AgentResponse
@@ -249,24 +250,17 @@ class _Doors:
             if not self.policy.can_answer(who, summary):
                 raise Forbidden(f"{who!r} may not answer pauses of session {session_id!r}", session_id=session_id)
             chat = found.chat(session_id, principal=who)
-            pause = next((p for p in await chat.interrupts() if p.ref == ref), None)
-            if pause is None or (pause_id is not None and pause.pause_id != pause_id):
-                # no live pause by that ref: let resume() say why (answered, stale, unknown)
-                pause = PendingInterrupt(
-                    name=_name_of(await chat.history(), ref), ref=ref, input=None, metadata=None,
-                    paused_at=found.clock(), pause_id=pause_id or "",
-                )  # fmt: skip
             options: dict[str, Any] = {"principal": who, "via": VIA, "idempotency_key": idempotency_key}
+            # the pause is looked up by its ref under the session's lock (the core refuses one
+            # that is answered, stale or unknown), never from a read made here first
             if decision == "approve":
-                answer = found.approval(pause)
-                if isinstance(answer, ToolResponse):
-                    res = await chat.resume(respond=[answer], **options)
-                else:
-                    res = await chat.resume(restart=[answer], **options)
+                res = await chat.approve(ref, pause_id=pause_id, **options)
             elif decision == "deny":
-                res = await chat.resume(respond=[pause.deny(reason)], **options)
+                deny = partial(_answer, ref, pause_id, decision="deny", reason=reason)
+                res = await answer_by_ref(chat, ref, deny, streamed=False, **options)
             elif decision == "respond":
-                res = await chat.resume(respond=[pause.respond(output)], **options)
+                respond = partial(_answer, ref, pause_id, output=output)
+                res = await answer_by_ref(chat, ref, respond, streamed=False, **options)
             else:
                 raise ToolError(f"decision must be 'approve', 'deny' or 'respond', not {decision!r}")
             return _turn(found, session_id, res)
@@ -391,12 +385,14 @@ async def _last(chat: Chat) -> AgentResponse:
     return last
 
 
-def _name_of(history: list[Any], ref: str) -> str:
-    for message in history:
-        for request in message.tool_requests:
-            if request.ref == ref:
-                return str(request.name)
-    raise NotFound(f"no tool call {ref!r} in this session", ref=ref)
+def _answer(
+    ref: str, pause_id: str | None, name: str, *, output: Any = None, decision: str | None = None, reason: str = ""
+) -> ToolResponse:
+    """A response (or, with ``decision="deny"``, a denial) to the call ``ref`` of the tool
+    ``name``, which the core looks up under the session's lock (``answer_by_ref``)."""
+    if decision == "deny":
+        return ToolResponse(ref, name, None, decision="deny", reason=reason, pause_id=pause_id)
+    return ToolResponse(ref, name, output, pause_id=pause_id)
 
 
 def _pause(agent: Agent, pause: PendingInterrupt) -> dict[str, Any]:
