@@ -246,12 +246,13 @@ class Turn:
         meanwhile, so the decision is made on the session as it is now (not durably: whatever
         follows ends with a durable append).
         """
+        since = self.state.version
         await self.journal.flush(self.agent.clock(), durable=False)
         if self.state.awaiting_model:
             return await self.run_model()
         if self.state.open:
             return await self.end(AgentFinishReason.INTERRUPTED)
-        return await self._wait_for_other_writer()
+        return await self._wait_for_other_writer(since)
 
     async def stop(self) -> AgentResponse:
         """End a detached turn that was asked to abort. A user message the model has not
@@ -301,10 +302,11 @@ class Turn:
                     continue
                 if any(isinstance(r, MessageAdded) for r in journal.pending):
                     raise
+                since = journal.state.version
                 await journal.refresh()
                 if reason == AgentFinishReason.INTERRUPTED and not journal.state.open:
                     # Another writer answered the last pause meanwhile: the turn is theirs to finish.
-                    return await self._wait_for_other_writer()
+                    return await self._wait_for_other_writer(since)
                 continue
             return self._finished(response_for(journal.state, record, journal.state.version))
         raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
@@ -488,22 +490,27 @@ class Turn:
         assert self.emit is not None
         self.emit(ToolProgressChunk(job.request.ref, job.request.name, data))
 
-    async def _wait_for_other_writer(self) -> AgentResponse:
-        """Our answers are in, but a restart claimed by another process is still running.
+    async def _wait_for_other_writer(self, since: int) -> AgentResponse:
+        """Our answers are in, but another process claimed the rest of the turn (a restart it
+        runs, or the answer that completed a quorum after ours).
 
-        That process will finish the batch and continue the turn; wait for the turn to end.
+        That process finishes the turn; wait for its end — any turn end after version
+        ``since``, the session as it stood before the append that brought that writer's records
+        in (its end may be among them already: then it is returned at once).
         """
         await self.journal.flush(self.agent.clock())
-        seen = self.state.version
+        state = self.state
         deadline = asyncio.get_running_loop().time() + self.agent.wait_timeout
         delay = 0.005
-        while asyncio.get_running_loop().time() < deadline:
+        while True:
+            if state.last_end is not None and state.last_end_version > since:
+                return self._finished(response_for(state, state.last_end, state.last_end_version))
+            if asyncio.get_running_loop().time() >= deadline:
+                break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
-            state: SessionState = await self.agent.sessions.refresh(self.state.session_id)
+            state = await self.agent.sessions.refresh(self.state.session_id)
             self.journal.state = state
-            if state.last_end is not None and state.last_end_version > seen:
-                return self._finished(response_for(state, state.last_end, state.last_end_version))
         raise ResumeInProgress(
             f"another process is still running a restarted call in session {self.state.session_id!r}",
             session_id=self.state.session_id,

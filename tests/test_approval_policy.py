@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -34,6 +35,7 @@ from pausepoint.errors import (
     PausepointError,
     PendingInterrupts,
 )
+from pausepoint.stores import SessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 
 from .approval_apps import Clock, build, told, treasury
@@ -512,6 +514,48 @@ async def test_racing_approvers_resolve_a_quorum_exactly_once(store):
     assert len(counted) == 2 and len(set(counted)) == 2
     assert sum(not isinstance(o, Exception) for o in outcomes) == 2  # the two counted approvals
     assert all(isinstance(o, AlreadyResolved | AlreadyApproved) for o in outcomes if isinstance(o, Exception))
+
+
+class EndsHeld:
+    """The store of an approver's process whose end of turn is held back: its append of a
+    ``turn_ended`` record waits (``reached`` is set) until ``release`` is set; the rest is the
+    real store's."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def append(self, session_id, expected_version, entries, summary, events=(), *, durable=True):
+        if any(entry.kind == "turn_ended" for entry in entries):
+            self.reached.set()
+            await self.release.wait()
+        return await self._store.append(session_id, expected_version, entries, summary, events, durable=durable)
+
+
+async def test_an_approval_whose_turn_end_lost_to_the_last_approval_gets_that_turns_outcome_at_once(store):
+    """alice's approval (1 of 2) is written, then bob's completes the quorum and finishes the turn
+    before alice's process records its end: alice's call returns bob's outcome at once instead of
+    waiting for another end (it waited ``wait_timeout``, then raised ``ResumeInProgress``)."""
+    agent, _model, ledger = build(store, treasury(quorum={"transfer_money": 2}))
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    held = EndsHeld(store)
+    alice_agent = build(held, treasury(quorum={"transfer_money": 2}), ledger=ledger)[0]  # type: ignore[arg-type]
+    alice_agent.wait_timeout = 3.0
+    bob_agent = build(store, treasury(quorum={"transfer_money": 2}), ledger=ledger)[0]
+
+    alice = asyncio.create_task(alice_agent.chat(chat.session_id).resume(restart=[pause.restart()], principal="alice"))
+    await asyncio.wait_for(held.reached.wait(), 30)  # her approval is in, her end is not
+    bob = await bob_agent.chat(chat.session_id).resume(restart=[pause.restart()], principal="bob")
+    assert (bob.finish_reason, bob.text, ledger) == (AgentFinishReason.STOP, "sent 500 to savings", ["500->savings"])
+    held.release.set()
+    res = await alice
+    assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "sent 500 to savings")
+    assert ledger == ["500->savings"]
 
 
 # -- separation of duties and roles ----------------------------------------------------------------
