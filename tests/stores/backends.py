@@ -10,13 +10,16 @@ the end. PostgreSQL and Redis come from ``PAUSEPOINT_TEST_POSTGRES_URL`` and
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sqlite3
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
@@ -61,6 +64,21 @@ class Backend:
 
     def spec(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    def process_spec(self, client: str) -> dict[str, Any]:
+        """``spec()`` for a process whose connections the server knows by the name ``client``
+        (see ``wait_disconnected``)."""
+        return self.spec()
+
+    async def wait_disconnected(self, client: str) -> None:
+        """Wait until the server holds no connection of the process opened as ``client``.
+
+        A process killed with SIGKILL may have sent its last statement (a COMMIT) without
+        waiting for the reply: the server still carries it out, then sees the connection gone.
+        Until then a reader may see the session before that statement and, a moment later,
+        after it. A SQLite transaction lives in the process and dies with it: nothing to wait for.
+        """
+        return None
 
     async def open(self, **options: Any) -> SessionStore:
         return open_store(self.spec(), **options)
@@ -150,6 +168,19 @@ class PostgresBackend(Backend):
     def spec(self) -> dict[str, Any]:
         return {"backend": "postgres", "url": self.url, "schema": self.schema}
 
+    def process_spec(self, client: str) -> dict[str, Any]:
+        return {**self.spec(), "url": _with_query(self.url, application_name=client)}
+
+    async def wait_disconnected(self, client: str) -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url)
+        try:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
+            await _until_none(lambda: conn.fetchval(query, client), client)
+        finally:
+            await conn.close()
+
     @property
     def quoted(self) -> str:
         return '"' + self.schema.replace('"', '""') + '"'
@@ -215,6 +246,19 @@ class RedisBackend(Backend):
     def spec(self) -> dict[str, Any]:
         return {"backend": "redis", "url": self.url, "prefix": self.prefix}
 
+    def process_spec(self, client: str) -> dict[str, Any]:
+        return {**self.spec(), "url": _with_query(self.url, client_name=client)}
+
+    async def wait_disconnected(self, client: str) -> None:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as redis:
+
+            async def connected() -> int:
+                return sum(1 for c in await redis.client_list() if c.get("name") == client)
+
+            await _until_none(connected, client)
+
     async def set_schema_version(self, value: str) -> None:
         import redis.asyncio as aioredis
 
@@ -258,6 +302,24 @@ class RedisBackend(Backend):
             keys = [key async for key in client.scan_iter(match=self.prefix + "*", count=1000)]
             if keys:
                 await client.delete(*keys)
+
+
+def _with_query(url: str, **params: str) -> str:
+    """``url`` with ``params`` added to its query string."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query=urlencode([*parse_qsl(parts.query), *params.items()])))
+
+
+_DISCONNECT_SECONDS = 30.0
+
+
+async def _until_none(count: Callable[[], Awaitable[int]], client: str) -> None:
+    """Poll ``count()`` (connections of ``client``) until it is 0."""
+    deadline = time.monotonic() + _DISCONNECT_SECONDS
+    while await count():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the server still holds connections of {client} after {_DISCONNECT_SECONDS:g} s")
+        await asyncio.sleep(0.01)
 
 
 def make_backend(name: str, directory: Path) -> Backend:

@@ -125,20 +125,27 @@ async def test_kill_9_at_random_points_of_a_turn(durable_backend, tmp_path: Path
     seed = int(os.environ.get("PAUSEPOINT_CRASH_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
     ledger = tmp_path / "ledger"
-    spec = durable_backend.spec()
     store = await durable_backend.open()
     where: Counter[str] = Counter()
+
+    def start(n: int) -> asyncio.Future[Worker]:
+        spec = durable_backend.process_spec(f"pp-crash-worker-{n}")
+        return asyncio.ensure_future(Worker.start(spec, ledger, tmp_path / f"worker{n}.err"))
+
     # The next worker starts while the current one runs and its sessions are checked.
-    upcoming = asyncio.ensure_future(Worker.start(spec, ledger, tmp_path / "worker0.err"))
+    upcoming = start(0)
     try:
         for kill in range(KILLS):
             worker = await upcoming
             if kill + 1 < KILLS:
-                upcoming = asyncio.ensure_future(Worker.start(spec, ledger, tmp_path / f"worker{kill + 1}.err"))
+                upcoming = start(kill + 1)
             ready = await worker.expect("ready")
             await worker.command({"op": "cycles", "tag": f"k{kill}"})
             await asyncio.sleep(rng.uniform(0, 3 * ready["cycle_seconds"]))
             replies = await worker.kill()
+            # What the worker had sent before it died (a commit on its way) is done first: a
+            # later process reads the store as the dead one left it, not while it still changes.
+            await durable_backend.wait_disconnected(f"pp-crash-worker-{kill}")
             context = f"seed={seed} kill={kill} worker={worker.pid}"
 
             # A fresh agent, nothing cached; the worker is dead, so its running calls are lost.
