@@ -578,6 +578,8 @@ def table_genkit(args: argparse.Namespace, folder: str) -> bool:
                               f"{servers.rss() / 2**20:>7.1f} {shown:>8}{cheaper:>7} {run.failures:>5}")  # fmt: skip
                         if run.error:
                             print(f"      last error: {run.error}")
+                        if system == "reference" and store == "file":
+                            print(f"      {len(os.listdir(files))} snapshot files in its store after this row")
             except RuntimeError as error:  # a server that did not start, or wrk without a result
                 print(f"{system:>10} {label:>11}  did not run: {error}")
                 ok = ok and system == "reference"
@@ -592,6 +594,9 @@ def table_genkit(args: argparse.Namespace, folder: str) -> bool:
     print(f"  the reference: {versions}, anchor_app.py's banking agent and scripted model served by serve_agent() "
           "under uvicorn, one process; its file store writes a JSON file per snapshot and never fsyncs, "
           "SQLite FULL fsyncs each commit")  # fmt: skip
+    print("  the reference's new chat looks its new session id up in the store (get_snapshot(session_id=...)), which "
+          "reads every snapshot (the file store parses every file): its cost per cycle grows with the snapshots the "
+          "run has made, so its file rows depend on how long they ran")  # fmt: skip
     print(f"  a cycle: send (pauses) + resume with the approval on snapshotId, non-streamed ({GENKIT_LUA.name}); "
           "p50/p99 per request; cpu ms/cyc: the server's user+system CPU per cycle")  # fmt: skip
     print(reproduce(args, f"--only S5 --seconds {args.seconds:g} --genkit-clients "
