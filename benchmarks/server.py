@@ -1,6 +1,6 @@
 """The server under load: full approval cycles over loopback HTTP, one or several processes.
 
-    python -m benchmarks.server                     # every table, about three minutes
+    python -m benchmarks.server                     # every table, about four minutes
     python -m benchmarks.server --seconds 10 --long 60 --paused 10000   # the issue's long run
 
 A full cycle is two requests through the REST API: send (the transfer pauses for approval) and
@@ -10,10 +10,20 @@ server is pinned to CPU 0 and wrk to CPU 1, so the generator never competes with
 its core (wrk's own CPU use is printed beside each row). Without wrk, ``--generator python``
 (httpx, pinned the same way) is used and said so; on a 2-core machine it is the bottleneck.
 
-Tables:
+Tables (S5 runs first, so that S1 can divide by the reference's rate measured in the same run):
 
+- [S5] the Genkit wire against the reference: the reference's own server (``anchor_app.py``'s
+  banking agent served by genkit-fastapi 0.12.0 under uvicorn, launched by ``_genkit_server.py``
+  in the genkit venv, with its in-memory and its file store) and pausepoint's agent endpoint (in
+  memory and SQLite ``FULL``), all driven by ``genkit_cycle.lua`` (send, then resume with the
+  approval on the returned snapshot) at 1 and 8 clients: cycles/s, p50/p99, CPU per cycle, and
+  pausepoint ÷ the reference at equal store role beside the SPEC's 10x. Skipped, saying why,
+  without wrk or when the genkit venv cannot be made (``--genkit-python`` /
+  ``PAUSEPOINT_GENKIT_PYTHON``, else the reference's ``setup.sh``);
 - [S1] one process on SQLite (``synchronous=FULL``, the default, and ``NORMAL``) at 1, 8 and 64
-  clients: cycles/s, p50/p99 per request, the server's CPU time per cycle, its resident memory;
+  clients: cycles/s, p50/p99 per request, the server's CPU time per cycle, its resident memory,
+  and the ratio to the reference's rate (S5's best when S5 ran first, else the SPEC's constant
+  from another machine, labelled so);
 - [S2] no decay: one server under 8 clients for ``--long`` seconds in back-to-back windows of
   10 s, the first window against the last;
 - [S3] memory per paused session: ``--paused`` sessions left paused on one server;
