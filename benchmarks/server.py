@@ -532,7 +532,7 @@ ROLE = {"memory": "memory", "sqlite": "file"}  # pausepoint's store -> the refer
 def table_genkit(args: argparse.Namespace, folder: str) -> bool:
     title = "[S5] the Genkit wire: pausepoint against the reference's genkit-fastapi, same cycle, same generator"
     if args.generator != "wrk":
-        print(f"\n{title}: skipped (the cycle is {GENKIT_LUA.name}, a wrk script; wrk is not installed)")
+        print(f"\n{title}: skipped (needs --generator wrk: the cycle is {GENKIT_LUA.name}, a wrk script)")
         return True
     directory = Path(args.reference_dir)
     if not (directory / "anchor_app.py").is_file():
