@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_DIR", "STORES", "ReferenceRun", "run_reference"]
+__all__ = ["DEFAULT_DIR", "STORES", "ReferenceRun", "copy_reference", "reference_python", "run_reference"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = Path(os.environ.get("PAUSEPOINT_REFERENCE_BENCH", ROOT.parent / "shared" / "reference-bench"))
@@ -55,29 +55,45 @@ def _tail(text: str, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
 
 
+def copy_reference(directory: Path, into: Path) -> Path:
+    """A writable copy of the reference folder ``directory`` inside ``into`` (the source is read-only)."""
+    work = into / "reference-bench"
+    shutil.copytree(directory, work)
+    for path in work.iterdir():
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return work
+
+
+def reference_python(work: Path) -> tuple[str | None, str | None]:
+    """``(python, None)``: the genkit venv's Python that the reference's ``setup.sh`` (run in the
+    copy ``work``) created or reused; or ``(None, reason)``."""
+    if not (work / "setup.sh").is_file():
+        return None, f"no setup.sh in {work}"
+    if shutil.which("bash") is None:
+        return None, "bash is needed to run the reference's setup.sh"
+    try:
+        setup = subprocess.run(
+            ["bash", "setup.sh"], cwd=work, capture_output=True, text=True, timeout=SETUP_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"the reference's setup.sh took longer than {SETUP_TIMEOUT:.0f}s"
+    python = setup.stdout.strip().splitlines()[-1] if setup.stdout.strip() else ""
+    if setup.returncode != 0 or not os.path.isfile(python):
+        return None, f"the reference's setup.sh failed (rc={setup.returncode}): {_tail(setup.stderr)}"
+    return python, None
+
+
 def run_reference(
     directory: Path, *, n: int, warmup: int, hist: list[int], k: int, stores: list[str], timeout: float
 ) -> ReferenceRun:
     """Set up and run the reference benchmark; see the module docstring."""
     if not (directory / "bench.py").is_file() or not (directory / "setup.sh").is_file():
         return ReferenceRun(reason=f"no reference benchmark at {directory} (set PAUSEPOINT_REFERENCE_BENCH)")
-    if shutil.which("bash") is None:
-        return ReferenceRun(reason="bash is needed to run the reference's setup.sh")
     their_stores = [STORES[s] for s in stores if s in STORES]
     with tempfile.TemporaryDirectory(prefix="pausepoint-reference-") as tmp:
-        work = Path(tmp) / "reference-bench"
-        shutil.copytree(directory, work)
-        for path in work.iterdir():  # the source is read-only; the copy must be ours to write
-            path.chmod(path.stat().st_mode | stat.S_IWUSR)
-        try:
-            setup = subprocess.run(
-                ["bash", "setup.sh"], cwd=work, capture_output=True, text=True, timeout=SETUP_TIMEOUT, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return ReferenceRun(reason=f"the reference's setup.sh took longer than {SETUP_TIMEOUT:.0f}s")
-        python = setup.stdout.strip().splitlines()[-1] if setup.stdout.strip() else ""
-        if setup.returncode != 0 or not os.path.isfile(python):
-            reason = f"the reference's setup.sh failed (rc={setup.returncode}): {_tail(setup.stderr)}"
+        work = copy_reference(directory, Path(tmp))
+        python, reason = reference_python(work)
+        if python is None:
             return ReferenceRun(reason=reason)
 
         out = work / "results.json"
