@@ -29,11 +29,11 @@ No message text is ever in an event: a receiver reads what it needs through the 
 from __future__ import annotations
 
 import itertools
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import TypeAdapter
@@ -113,7 +113,7 @@ def announce(
             continue
         if head is None:
             owner = state.owner
-            head = b'{"owner":' + (b"null" if owner is None else json.dumps(owner).encode()) + b',"record":'
+            head = b'{"owner":' + (b"null" if owner is None else _json_string(owner)) + b',"record":'
         at, tail = now, b"}"
         if isinstance(record, CallPaused):
             at = record.at
@@ -122,25 +122,33 @@ def announce(
             if isinstance(record, CallAnswered) and record.decision == "expire":
                 kind = "expiry"
             pause = state.pauses[record.ref]
-            tail = b',"input":' + _INPUT.dump_json(pause.record.input)
+            tail = b',"input":' + _INPUT(pause.record.input)
             if isinstance(pause.record, ApprovalPaused):
                 count = len(pause.approvals) if not isinstance(record, CallAnswered) else len(record.approvals or ())
                 tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
             tail += b"}"
         elif isinstance(record, CallDecided):
             at = record.at
-            tail = b',"input":' + _INPUT.dump_json(state.calls[record.call_ref].request.input) + b"}"
+            tail = b',"input":' + _INPUT(state.calls[record.call_ref].request.input) + b"}"
         elif isinstance(record, GrantAdded | GrantRevoked):
             at = record.at
         elif isinstance(record, TurnEnded):
             calls = [state.pauses[pause].record.call_ref for pause in record.open_refs]
-            tail = b',"open":' + json.dumps(calls).encode() + b"}"
+            tail = b',"open":[' + b", ".join(map(_json_string, calls)) + b"]}"
         event = Event(new_event_id(), kind, state.session_id, state.agent, at, head + entry.data + tail, targets[kind])
         events.append(event)
     return events
 
 
-_INPUT: TypeAdapter[Any] = TypeAdapter(Any)
+# The serializer itself, as in ``encode_record``: TypeAdapter's argument handling costs more than
+# encoding a small input.
+_INPUT = TypeAdapter(Any).serializer.to_json
+
+
+def _json_string(text: str) -> bytes:
+    """``text`` as ``json.dumps`` writes it (ASCII, escaped), without building an encoder per call:
+    event bodies keep the bytes they always had (a list of strings: ``[`` + ``", "``-joined + ``]``)."""
+    return encode_basestring_ascii(text).encode()
 
 
 _KINDS: dict[type[Any], EventKind] = {
