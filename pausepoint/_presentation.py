@@ -13,6 +13,7 @@ the default (for risk: ``"high"``, so a broken function asks for more care, not 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -194,7 +195,7 @@ def render(
             values = validated.model_dump(mode="json")
         except ValidationError:
             validated = None
-    texts = {name: _text(name, value, values, _annotation(model, name)) for name, value in values.items()}
+    texts = {name: _text(_facts(model, name), value, values) for name, value in values.items()}
     every = [_field(model, name, texts[name]) for name in _ordered(model, values)]
     shown = every if display.fields is None else [f for name in display.fields for f in every if f.name == name]
     default_summary = " · ".join(f"{f.label}: {f.text}" for f in shown[:_DEFAULT_SUMMARY_FIELDS])
@@ -289,9 +290,10 @@ def _offer_text(offer: dict[str, Any], tools: Any) -> str:
     model = tool.input_model if tool is not None else None
     parts = []
     for field_name, conditions in (offer.get("bounds") or {}).items():
-        label = _field(model, field_name, "").label.lower()
+        facts = _facts(model, field_name)
+        label = facts.label.lower()
         for op, value in conditions.items():
-            shown = _text(field_name, value, {}, _annotation(model, field_name))
+            shown = _text(facts, value, {})
             words = {
                 "equals": f"{label} {shown}",
                 "max": f"{label} at most {shown}",
@@ -339,14 +341,32 @@ def _ordered(model: type[BaseModel] | None, values: dict[str, Any]) -> list[str]
 
 
 def _field(model: type[BaseModel] | None, name: str, text: str) -> PauseField:
-    info = model.model_fields.get(name) if model is not None else None
-    label = (info.title if info is not None else None) or humanize(name)
-    return PauseField(name=name, label=label, text=text, description=info.description if info is not None else None)
+    facts = _facts(model, name)
+    return PauseField(name=name, label=facts.label, text=text, description=facts.description)
 
 
-def _annotation(model: type[BaseModel] | None, name: str) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What a field reads as, whatever its value: its ``label`` and ``description``, whether its
+    schema says ``decimal`` and its name ``amount``."""
+
+    label: str
+    description: str | None
+    decimal: bool
+    amount: bool
+
+
+@functools.lru_cache(maxsize=1024)
+def _facts(model: type[BaseModel] | None, name: str) -> _Facts:
+    """The ``_Facts`` of field ``name`` of ``model``: the same for every pause of a tool, so
+    worked out once per tool and field (input schemas do not change once defined)."""
     info = model.model_fields.get(name) if model is not None else None
-    return info.annotation if info is not None else None
+    return _Facts(
+        label=(info.title if info is not None else None) or humanize(name),
+        description=info.description if info is not None else None,
+        decimal=info is not None and _is_decimal(info.annotation),
+        amount=_AMOUNT.search(name) is not None,
+    )
 
 
 def _is_decimal(annotation: Any) -> bool:
@@ -357,17 +377,17 @@ def _is_decimal(annotation: Any) -> bool:
     return False
 
 
-def _text(name: str, value: Any, values: dict[str, Any], annotation: Any) -> str:
+def _text(facts: _Facts, value: Any, values: dict[str, Any]) -> str:
     """``value`` as a person reads it: money for amounts, Yes/No, lists joined, JSON otherwise."""
     if value is None or value == "":
         return "—"
     if isinstance(value, bool):
         return "Yes" if value else "No"
-    if _AMOUNT.search(name) and not isinstance(value, dict | list):
+    if facts.amount and not isinstance(value, dict | list):
         money = _money(value, values.get("currency"))
         if money is not None:
             return money
-    if _is_decimal(annotation) and isinstance(value, str | int | float):
+    if facts.decimal and isinstance(value, str | int | float):
         number = _decimal(value)
         if number is not None:
             return f"{number:,f}"

@@ -38,16 +38,13 @@ __all__ = [
 
 def interrupts_json(agent: Agent, pauses: list[PendingInterrupt]) -> list[dict[str, Any]]:
     """``pauses`` as JSON, each with its ``view``."""
-    items: list[dict[str, Any]] = dump(INTERRUPTS, pauses)
-    for item, pause in zip(items, pauses, strict=True):
-        item["view"] = view_json(agent.view(pause))
-    return items
+    return _with_views(agent, dump(INTERRUPTS, pauses), pauses)
 
 
 def response_json(agent: Agent, response: AgentResponse) -> dict[str, Any]:
     """An ``AgentResponse`` as JSON, its open interrupts with their views."""
     body: dict[str, Any] = dump(RESPONSE, response)
-    body["interrupts"] = interrupts_json(agent, response.interrupts)
+    _with_views(agent, body["interrupts"], response.interrupts)
     return body
 
 
@@ -57,8 +54,16 @@ def chunk_json(agent: Agent, chunk: TurnChunk) -> dict[str, Any]:
     if chunk.kind == "interrupt":
         body["interrupt"]["view"] = view_json(agent.view(chunk.interrupt))
     elif chunk.kind == "turn_end":
-        body["response"] = response_json(agent, chunk.response)
+        _with_views(agent, body["response"]["interrupts"], chunk.response.interrupts)
     return body
+
+
+def _with_views(agent: Agent, items: list[dict[str, Any]], pauses: list[PendingInterrupt]) -> list[dict[str, Any]]:
+    """``items``, the pauses already written as JSON, each given its ``view`` (the response's
+    and the chunk's JSON hold their interrupts already: they are not written twice)."""
+    for item, pause in zip(items, pauses, strict=True):
+        item["view"] = view_json(agent.view(pause))
+    return items
 
 
 def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
