@@ -169,7 +169,7 @@ class PostgresBackend(Backend):
         return {"backend": "postgres", "url": self.url, "schema": self.schema}
 
     def process_spec(self, client: str) -> dict[str, Any]:
-        return {**self.spec(), "url": _with_query(self.url, application_name=client)}
+        return {**self.spec(), "url": _with_query(self.url, application_name=self._tag(client))}
 
     async def wait_disconnected(self, client: str) -> None:
         import asyncpg
@@ -177,9 +177,14 @@ class PostgresBackend(Backend):
         conn = await asyncpg.connect(self.url)
         try:
             query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
-            await _until_none(lambda: conn.fetchval(query, client), client)
+            await _until_none(lambda: conn.fetchval(query, self._tag(client)), client)
         finally:
             await conn.close()
+
+    def _tag(self, client: str) -> str:
+        """The name the server shows for ``client``: unique to this test's schema, even when
+        other test runs share the server (PostgreSQL keeps the first 63 bytes)."""
+        return f"{self.schema}/{client}"[:63]
 
     @property
     def quoted(self) -> str:
@@ -247,17 +252,23 @@ class RedisBackend(Backend):
         return {"backend": "redis", "url": self.url, "prefix": self.prefix}
 
     def process_spec(self, client: str) -> dict[str, Any]:
-        return {**self.spec(), "url": _with_query(self.url, client_name=client)}
+        return {**self.spec(), "url": _with_query(self.url, client_name=self._tag(client))}
 
     async def wait_disconnected(self, client: str) -> None:
         import redis.asyncio as aioredis
 
+        tag = self._tag(client)
         async with aioredis.Redis.from_url(self.url) as redis:
 
             async def connected() -> int:
-                return sum(1 for c in await redis.client_list() if c.get("name") == client)
+                return sum(1 for c in await redis.client_list() if c.get("name") == tag)
 
             await _until_none(connected, client)
+
+    def _tag(self, client: str) -> str:
+        """The name the server shows for ``client``: unique to this test's key prefix, even when
+        other test runs share the server (a client name has no spaces)."""
+        return self.prefix.replace(":", "-") + client
 
     async def set_schema_version(self, value: str) -> None:
         import redis.asyncio as aioredis
