@@ -2,7 +2,8 @@
 
 Runs under the reference's own Python (the genkit 0.12.0 venv that ``shared/reference-bench``'s
 ``setup.sh`` makes), never ours: it imports nothing from pausepoint, only the standard library,
-genkit, genkit_fastapi, fastapi, uvicorn and ``anchor_app`` from the reference folder given as
+genkit, genkit_fastapi, fastapi, uvicorn, ``_inherited.py`` beside it (the serving loop both
+kinds of bench server share) and ``anchor_app`` from the reference folder given as
 ``--reference`` (a copy; see ``benchmarks/_reference.py``). ``benchmarks/server.py`` starts it::
 
     GENKIT_PY benchmarks/_genkit_server.py --reference DIR --store memory|file --fd N [--files DIR]
@@ -50,23 +51,12 @@ def main() -> None:
     parser.add_argument("--files", help="the file store's folder")
     parser.add_argument("--fd", type=int, required=True, help="an inherited listening socket")
     args = parser.parse_args()
-    import uvicorn  # type: ignore[import-not-found, unused-ignore]
+    # Run as a script, so this folder is on sys.path: the same serving code as pausepoint's side.
+    from _inherited import serve_inherited  # type: ignore[import-not-found, unused-ignore]
 
     app, counters = build(args.reference, args.store, args.files)
     sock = socket.socket(fileno=args.fd)
-
-    class Server(uvicorn.Server):  # type: ignore[misc, unused-ignore]
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            print("ready", flush=True)
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().shutdown(sockets)
-            # Here, not after serve(): uvicorn re-raises the SIGTERM once serve() returns.
-            print(f"ran={counters['transfer_money']}", flush=True)
-
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, backlog=2048)
-    asyncio.run(Server(config).serve(sockets=[sock]))
+    asyncio.run(serve_inherited(app, sock, lambda: f"ran={counters['transfer_money']}"))
 
 
 if __name__ == "__main__":

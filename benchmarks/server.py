@@ -61,6 +61,7 @@ from typing import Any
 
 import httpx
 
+from ._inherited import serve_inherited
 from ._reference import DEFAULT_DIR, copy_reference, reference_python
 
 TOKEN = "bench-token"
@@ -132,8 +133,6 @@ class Counted:
 def serve(fd: int, store_kind: str, target: str, loop: str) -> None:
     """One server process on the inherited listening socket ``fd``; prints ``ready``, serves
     until SIGTERM, then prints the transfers its tool made and the approvals it answered."""
-    import uvicorn
-
     from examples import banking
     from pausepoint.server import BearerTokens, create_app
 
@@ -144,19 +143,7 @@ def serve(fd: int, store_kind: str, target: str, loop: str) -> None:
         store = make_store(store_kind, target)
         ai, _ = banking.build(store, ledger)
         app = Counted(create_app(ai, auth=BearerTokens({TOKEN: "bench"}), console=False))
-
-        class Server(uvicorn.Server):
-            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-                await super().startup(sockets)
-                print("ready", flush=True)
-
-            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-                await super().shutdown(sockets)
-                # Here, not after serve(): uvicorn re-raises the SIGTERM once serve() returns.
-                print(f"ran={len(ledger)} answered={app.answered}", flush=True)
-
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, backlog=2048)
-        await Server(config).serve(sockets=[sock])
+        await serve_inherited(app, sock, lambda: f"ran={len(ledger)} answered={app.answered}")
 
     if loop == "uvloop":
         import uvloop

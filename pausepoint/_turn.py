@@ -512,6 +512,6 @@ class Turn:
             state = await self.agent.sessions.refresh(self.state.session_id)
             self.journal.state = state
         raise ResumeInProgress(
-            f"another process is still running a restarted call in session {self.state.session_id!r}",
+            f"another process is still finishing this turn of session {self.state.session_id!r}",
             session_id=self.state.session_id,
         )
