@@ -13,14 +13,17 @@ folded instead) unless all of this holds —
   has the **digest** the checkpoint was taken after: a checkpoint of another log (a session
   deleted and made again under the same id, records lost with a power failure) never applies.
 
-The format is derived from ``SessionState``'s dataclass fields, never listed by hand: each
-``list`` or ``dict`` field is written one item per line (each item's JSON from its type's
-pydantic adapter), every other field as one line of JSON. Items are decoded only when read
-(``_lazy``), so loading costs a split of the bytes plus the records after the checkpoint, and
-a state loaded from a checkpoint writes the next one by copying the items it never read. An
-object held in two fields (an open pause is also in ``pauses``; the running detached turn is
-also in ``detached``) is written once and referred to from the later field (``@field`` and the
-key), so it is one object again after loading.
+The format is derived from ``SessionState``'s dataclass fields, never listed by hand. After a
+one-line header comes the text: every field that is not a collection as one line of JSON, and
+for each ``list`` or ``dict`` field its count, its keys (a dict's) and its references (below).
+Then a table of where each collection's items start, and the items themselves, laid end to end
+(each one's JSON from its type's pydantic adapter). Loading parses the text and checks the
+checksum; a list's items are cut out of the bytes and decoded only when read (``_lazy``), so
+loading costs no object per history item, and writing the next checkpoint of a state loaded
+from one copies each list's bytes and table whole, adding what was appended since. An object
+held in two fields (an open pause is also in ``pauses``; the running detached turn is also in
+``detached``) is written once and referred to from the later field (``@field`` and the key),
+so it is one object again after loading.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ import dataclasses
 import hashlib
 import json
 import logging
+import sys
 import typing
 import zlib
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -38,7 +43,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from ._lazy import LazyDict, LazyList
+from ._lazy import LazyDict, LazyList, Slices
 from ._records import decode_record
 from ._session import SessionState
 from .stores import CheckpointStore
@@ -54,7 +59,7 @@ __all__ = [
     "save",
 ]
 
-CHECKPOINT_FORMAT = b"PPCK1"
+CHECKPOINT_FORMAT = b"PPCK2"
 
 log = logging.getLogger("pausepoint")
 
@@ -106,47 +111,74 @@ def record_digest(data: bytes) -> bytes:
 def encode_state(state: SessionState, digest: bytes) -> bytes:
     """The checkpoint of ``state``, taken after the log record whose ``record_digest`` is ``digest``.
 
-    Items of a state loaded from a checkpoint that were never read are copied as they are.
+    The items of a state loaded from a checkpoint that are still where it put them are copied
+    as they are, a list's in one piece: writing the next checkpoint costs what changed, and a
+    copy of bytes.
     """
     fields, print_ = _layout()
     homes: dict[int, tuple[str, Any]] = {}  # id of a dataclass held in a collection -> (field, key)
-    lines: list[bytes] = []
+    text: list[bytes] = []
+    items: list[bytes | memoryview] = []  # every collection's items, laid end to end
+    bounds = array("I")  # each collection's, from 0
     for field in fields:
         value = getattr(state, field.name)
         if field.shape == "value":
             home = homes.get(id(value)) if value is not None else None
-            lines.append(b"@" + _json([home[0], home[1]]) if home else field.item.dump_json(value))
+            text.append(b"@" + _json([home[0], home[1]]) if home else field.item.dump_json(value))
             continue
-        if field.shape == "list":
-            entries: Iterator[tuple[Any, Any]] = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
+        packed = value.packed() if isinstance(value, LazyList) else None
+        if packed is not None:  # the items as loaded, whole, then those appended since
+            source, appended = packed
+            data, copied = source.packed()
+            items.append(data)
+            bounds.frombytes(copied.tobytes())
+            end = bounds.pop()
+            entries: Iterator[tuple[Any, Any]] = enumerate(appended, len(source))
+            keys: list[Any] = []
         else:
-            entries = iter(value.raw_items() if isinstance(value, LazyDict) else value.items())
-        keys: list[Any] = []
-        items: list[bytes] = []
+            if field.shape == "list":
+                entries = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
+            else:
+                entries = iter(value.raw_items() if isinstance(value, LazyDict) else value.items())
+            end = 0
+            keys = []
         refs: list[list[Any]] = []  # [position, field, key] of each item held by an earlier field
         for key, item in entries:
             keys.append(key)
-            if type(item) is bytes:
-                items.append(item)
-                continue
-            home = homes.get(id(item))
-            if home is not None and home[0] != field.name:
-                refs.append([len(items), home[0], home[1]])
-                items.append(b"@")
-                continue
-            if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
-                homes[id(item)] = (field.name, key)
-            items.append(field.item.dump_json(item))
-        lines.append(b"%d" % len(items))
+            if type(item) is not bytes:
+                home = homes.get(id(item))
+                if home is not None and home[0] != field.name:
+                    refs.append([key if field.keys is None else len(keys) - 1, home[0], home[1]])
+                    item = b"@"
+                else:
+                    if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
+                        homes[id(item)] = (field.name, key)
+                    item = field.item.dump_json(item)
+            items.append(item)
+            bounds.append(end)
+            end += len(item)
+        bounds.append(end)
+        text.append(b"%d" % (len(keys) if packed is None else len(source) + len(keys)))
         if field.keys is not None:
-            lines.append(field.keys.dump_json(keys))
-        lines.append(_json(refs))
-        lines.extend(items)
-    body = b"\n".join(lines)
+            text.append(field.keys.dump_json(keys))
+        text.append(_json(refs))
+    if sys.byteorder != "little":
+        bounds.byteswap()
+    framed = b"".join([b"\n".join(text), b"\n"])
+    body = b"".join([framed, bounds.tobytes(), *items])
     head = b" ".join(
-        [CHECKPOINT_FORMAT, print_, str(state.version).encode(), digest, b"%08x" % zlib.crc32(body), b"%d" % len(body)]
+        [
+            CHECKPOINT_FORMAT,
+            print_,
+            str(state.version).encode(),
+            digest,
+            b"%08x" % zlib.crc32(body),
+            b"%d" % len(body),
+            b"%d" % len(framed),
+            b"%d" % len(bounds),
+        ]
     )
-    return head + b"\n" + body
+    return b"".join([head, b"\n", body])
 
 
 def _json(value: Any) -> bytes:
@@ -159,63 +191,110 @@ class Header:
 
     version: int
     digest: bytes
+    text: memoryview  # the values, and each collection's count, keys and references
+    bounds: memoryview  # where each collection's items start, from 0 (uint32, little-endian)
+    items: memoryview  # every collection's items, laid end to end
 
 
-def read_header(data: bytes) -> Header | None:
+def read_header(data: bytes, *, verify: bool = True) -> Header | None:
     """The header of a checkpoint written by this code (same format and fingerprint) whose body
-    is whole; None for anything else."""
+    is whole; None for anything else. (``verify=False`` skips the checksum: for bytes this
+    process has just encoded.)"""
     end = data.find(b"\n")
     parts = data[:end].split(b" ") if end > 0 else []
-    if len(parts) != 6 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
+    if len(parts) != 8 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
         return None
     try:
-        version, crc, length = int(parts[2]), int(parts[4], 16), int(parts[5])
+        version, crc, length, text, count = (
+            int(parts[2]),
+            int(parts[4], 16),
+            int(parts[5]),
+            int(parts[6]),
+            int(parts[7]),
+        )
     except ValueError:
         return None
     body = memoryview(data)[end + 1 :]
-    if version < 1 or len(body) != length or zlib.crc32(body) != crc:
+    items = text + 4 * count
+    if version < 1 or len(body) != length or not 0 < text <= items <= length:
         return None
-    return Header(version, parts[3])
+    if verify and zlib.crc32(body) != crc:
+        return None
+    return Header(version, parts[3], body[:text], body[text:items], body[items:])
 
 
-def decode_state(session_id: str, data: bytes, *, checked: bool = False) -> SessionState | None:
-    """The state a checkpoint holds (its items decoded when read), or None when it is not a
-    whole checkpoint of ``session_id`` written by this code (``checked``: ``read_header``
-    already said it is). The caller checks it against the log (``Header``) before using it."""
-    if not checked and read_header(data) is None:
+def decode_state(session_id: str, data: bytes, header: Header | None = None) -> SessionState | None:
+    """The state a checkpoint holds, or None when it is not a whole checkpoint of
+    ``session_id`` written by this code (``header``: what ``read_header`` already said of it).
+    The caller checks it against the log before using it.
+
+    Loading costs the checksum and a parse of the text (the values, the dicts' keys and
+    items): the items of the lists are cut out of the bytes and decoded only when read.
+    """
+    header = header or read_header(data)
+    if header is None:
         return None
     fields, _ = _layout()
-    lines = data[data.find(b"\n") + 1 :].split(b"\n")
+    lines = header.text.tobytes().split(b"\n")
     state = SessionState(session_id)
+    # The text first: the values, and each collection's count, keys and references.
     at = 0
+    collections: list[tuple[_Field, int, list[Any] | None, list[Any]]] = []
     try:
         for field in fields:
             line = lines[at]
             at += 1
             if field.shape == "value":
                 if line[:1] == b"@":
-                    home, key = json.loads(line[1:])
-                    setattr(state, field.name, getattr(state, home)[key])
+                    collections.append((field, -1, None, json.loads(line[1:])))
                 else:
                     setattr(state, field.name, field.item.validate_json(line))
                 continue
-            count = int(line)
+            size = int(line)
             keys = field.keys.validate_json(lines[at]) if field.keys is not None else None
             at += 1 if keys is not None else 0
             refs = json.loads(lines[at])
-            items: list[Any] = lines[at + 1 : at + 1 + count]  # undecoded: each item's JSON
-            at += 1 + count
-            if len(items) != count or (keys is not None and len(keys) != count):
+            at += 1
+            if size < 0 or (keys is not None and len(keys) != size):
                 return None
-            for position, home, key in refs:
-                items[position] = getattr(state, home)[key]
-            value: Any = (
-                LazyList(items, field.item) if keys is None else LazyDict(zip(keys, items, strict=True), field.item)
-            )
+            collections.append((field, size, keys, refs))
+        bounds = header.bounds.cast("I")
+        if sys.byteorder != "little":
+            swapped = array("I", bounds)
+            swapped.byteswap()
+            bounds = memoryview(swapped)
+        if at != len(lines) - 1 or lines[at] or sum(c[1] + 1 for c in collections if c[1] >= 0) != len(bounds):
+            return None
+        # Then the items: each collection's, cut out of the bytes where its bounds say.
+        at_bound = base = 0
+        for field, size, keys, refs in collections:
+            if size < 0:  # a value held by a collection read before it
+                home, key = refs
+                setattr(state, field.name, getattr(state, home)[key])
+                continue
+            own = bounds[at_bound : at_bound + size + 1]
+            if own[0] != 0:
+                return None
+            source = Slices(header.items, base, own)
+            at_bound, base = at_bound + size + 1, base + own[size]
+            value: Any
+            if keys is None:
+                value = LazyList.unread(source, field.item)
+                if refs:
+                    for position, home, key in refs:
+                        list.__setitem__(value, position, getattr(state, home)[key])
+                    value.cut_all()  # its places now hold objects written elsewhere
+            else:
+                raw: list[Any] = [source[i] for i in range(size)]
+                for position, home, key in refs:
+                    raw[position] = getattr(state, home)[key]
+                value = LazyDict(zip(keys, raw, strict=True), field.item)
             setattr(state, field.name, value)
+        if base != len(header.items):
+            return None
     except (ValueError, IndexError, KeyError, TypeError):
         return None
-    if at != len(lines) or state.session_id != session_id:
+    if state.session_id != session_id or state.version != header.version:
         return None
     state.durable_version = state.version
     return state
@@ -236,8 +315,8 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
         return None
     if record_digest(found.entries[0].data) != header.digest:
         return None
-    state = decode_state(session_id, checkpoint.data, checked=True)
-    if state is None or state.version != header.version:
+    state = decode_state(session_id, checkpoint.data, header)
+    if state is None:
         return None
     try:
         for entry in found.entries[1:]:
@@ -270,7 +349,7 @@ async def save(store: CheckpointStore, state: SessionState) -> SessionState | No
     state.checkpointed = max(state.checkpointed, version)  # if not kept, a later one is there already
     if not kept:
         return None
-    loaded = decode_state(state.session_id, data, checked=True)
+    loaded = decode_state(state.session_id, data, read_header(data, verify=False))
     if loaded is not None:
         loaded.checkpointed = version
     return loaded

@@ -1,15 +1,17 @@
 """A list and a dict whose items stay JSON until something reads them.
 
-A session state loaded from a checkpoint (``_checkpoint``) keeps its history in these: loading
-costs a split of the checkpoint's bytes, and only the items a turn reads (the latest messages,
-the calls and pauses it touches) are decoded. Everything else behaves as the built-in list and
-dict (they are subclasses, so the fold and its readers need no change); an item, once decoded,
-replaces its JSON for good, so every reader sees the same object.
+A session state loaded from a checkpoint (``_checkpoint``) keeps its history in these, and only
+the items a turn reads (the latest messages, the calls and pauses it touches) are decoded.
+Everything else behaves as the built-in list and dict (they are subclasses, so the fold and its
+readers need no change); an item, once decoded, replaces its JSON for good, so every reader sees
+the same object.
 
-An item still in JSON is its ``bytes`` (so the items never read cost nothing to load: the list
-or dict holds the checkpoint's own slices), which is why an item type may not be ``bytes``
-itself. A checkpoint writer copies those bytes as they are (``raw_items``), so writing the
-checkpoint of a state loaded from one costs what changed.
+An item still in JSON is its ``bytes``, which is why an item type may not be ``bytes`` itself.
+A list loaded from a checkpoint (``LazyList.unread``) holds even less: the checkpoint's bytes
+and where each item starts (``Slices``); an item is cut out of them when first read, so
+loading a history of any length makes no object per item. Until its items move (an insert, a
+removal, a sort), such a list is written to the next checkpoint by copying those bytes whole
+(``packed``): the items of a list are values, never changed in place.
 """
 
 from __future__ import annotations
@@ -22,28 +24,80 @@ from pydantic import TypeAdapter
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
 
-__all__ = ["LazyDict", "LazyList"]
+__all__ = ["LazyDict", "LazyList", "Slices"]
 
 K = TypeVar("K")
 T = TypeVar("T")
 _MISSING: Any = object()
+_UNCUT: Any = object()  # an item of a ``LazyList.unread`` still in its source's bytes
+
+
+class Slices:
+    """Items laid end to end in ``data`` from ``base``: item ``i`` is
+    ``data[base + bounds[i]:base + bounds[i + 1]]`` (``bounds[0]`` is 0). Cutting one out
+    costs the same whatever the count."""
+
+    __slots__ = ("_base", "_bounds", "_data")
+
+    def __init__(self, data: memoryview, base: int, bounds: memoryview) -> None:
+        self._data = data
+        self._base = base
+        self._bounds = bounds
+
+    def __len__(self) -> int:
+        return len(self._bounds) - 1
+
+    def __getitem__(self, index: int) -> bytes:
+        base, bounds = self._base, self._bounds
+        return self._data[base + bounds[index] : base + bounds[index + 1]].tobytes()
+
+    def packed(self) -> tuple[memoryview, memoryview]:
+        """All the items as written, to copy whole: their bytes, and their bounds."""
+        return self._data[self._base : self._base + self._bounds[-1]], self._bounds
 
 
 class LazyList(list[T], Generic[T]):
     """A list whose ``bytes`` items are decoded with ``adapter`` when read."""
 
-    __slots__ = ("_adapter",)
+    __slots__ = ("_adapter", "_source")
 
     def __init__(self, items: Iterable[Any], adapter: TypeAdapter[T]) -> None:
         super().__init__(items)
         self._adapter = adapter
+        self._source: Slices | None = None
+
+    @classmethod
+    def unread(cls, source: Slices, adapter: TypeAdapter[T]) -> LazyList[T]:
+        """The list of ``source``'s items, none of them cut out or decoded yet."""
+        items = cls((_UNCUT,), adapter)
+        list.__imul__(items, len(source))
+        items._source = source
+        return items
 
     def _at(self, index: SupportsIndex) -> T:
         value: Any = list.__getitem__(self, index)
+        if value is _UNCUT:
+            value = self._uncut(index)
         if type(value) is bytes:
             value = self._adapter.validate_json(value)
             list.__setitem__(self, index, value)
         return cast(T, value)
+
+    def _position(self, index: SupportsIndex) -> int:
+        position = index.__index__()
+        return position + len(self) if position < 0 else position
+
+    def _uncut(self, index: SupportsIndex) -> bytes:
+        return cast(Slices, self._source)[self._position(index)]
+
+    def cut_all(self) -> None:
+        """Cut every item out of the source (before a change that moves items: an item not cut
+        out is known by its position). The list is then written item by item."""
+        if self._source is not None:
+            for i in range(len(self)):
+                if list.__getitem__(self, i) is _UNCUT:
+                    list.__setitem__(self, i, cast(Any, self._uncut(i)))
+            self._source = None
 
     @overload
     def __getitem__(self, index: SupportsIndex) -> T: ...
@@ -77,11 +131,20 @@ class LazyList(list[T], Generic[T]):
 
     def pop(self, index: SupportsIndex = -1) -> T:
         value = self._at(index)
+        self.cut_all()
         list.pop(self, index)
         return value
 
     def copy(self) -> list[T]:
         return list(self)
+
+    def __add__(self, other: list[T]) -> list[T]:  # type: ignore[override]
+        return list(self) + other
+
+    def __mul__(self, count: SupportsIndex) -> list[T]:
+        return list(self) * count
+
+    __rmul__ = __mul__
 
     def index(self, value: Any, start: SupportsIndex = 0, stop: SupportsIndex = 2**63 - 1) -> int:
         return list(self).index(value, start, stop)
@@ -90,10 +153,55 @@ class LazyList(list[T], Generic[T]):
         return list(self).count(value)
 
     def remove(self, value: Any) -> None:
-        list.__delitem__(self, self.index(value))
+        position = self.index(value)
+        self.cut_all()
+        list.__delitem__(self, position)
+
+    # The changes that move items cut them all out of the source first.
+
+    def insert(self, index: SupportsIndex, value: T) -> None:
+        self.cut_all()
+        list.insert(self, index, value)
+
+    def __delitem__(self, index: SupportsIndex | slice) -> None:
+        self.cut_all()
+        list.__delitem__(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.cut_all()
+        list.__setitem__(self, index, value)
+
+    def __imul__(self, count: SupportsIndex) -> LazyList[T]:
+        self.cut_all()
+        list.__imul__(self, count)
+        return self
+
+    def reverse(self) -> None:
+        self.cut_all()
+        list.reverse(self)
+
+    def sort(self, *, key: Any = None, reverse: bool = False) -> None:
+        items = list(self)
+        items.sort(key=key, reverse=reverse)
+        self._source = None
+        list.__setitem__(self, slice(None), items)
+
+    def clear(self) -> None:
+        self._source = None
+        list.clear(self)
+
+    def packed(self) -> tuple[Slices, list[Any]] | None:
+        """For a checkpoint writer: the items still at the places their checkpoint gave them
+        (written as they were read: the items of a list are values, never changed in place),
+        and the items appended since (decoded objects, or JSON); None once the list has been
+        changed otherwise (then ``raw_items``)."""
+        if self._source is None:
+            return None
+        return self._source, list.__getitem__(self, slice(len(self._source), None))
 
     def raw_items(self) -> Iterator[Any]:
-        """The items as stored: decoded objects, or the JSON of those never read."""
+        """The items as stored: decoded objects, or the JSON of those never decoded."""
+        self.cut_all()
         return list.__iter__(self)
 
 

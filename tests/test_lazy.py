@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+from array import array
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 
-from pausepoint._lazy import LazyDict, LazyList
+from pausepoint._lazy import LazyDict, LazyList, Slices
 
 
 @dataclass
@@ -62,3 +65,63 @@ def test_a_lazy_dict_decodes_what_is_read_once() -> None:
     assert fresh.copy() == {"b": Item(2)} and fresh == {"b": Item(2)}
     with pytest.raises(KeyError):
         fresh.pop("zz")
+
+
+def unread(*numbers: int) -> LazyList[Item]:
+    """A list loaded from a checkpoint: its items still in the checkpoint's bytes, none cut out."""
+    items = [raw(n) for n in numbers]
+    data = b"header" + b"".join(items)
+    bounds = array("I", itertools.accumulate(map(len, items), initial=0))
+    return LazyList.unread(Slices(memoryview(data), len(b"header"), memoryview(bounds)), ADAPTER)
+
+
+def test_a_list_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> None:
+    items = unread(0, 1, 2, 3)
+    assert len(items) == 4 and items[2] == Item(2) and items[-1] == Item(3)
+    assert items[2] is items[2]
+    assert list(items) == [Item(0), Item(1), Item(2), Item(3)] and items[1:3] == [Item(1), Item(2)]
+    with pytest.raises(IndexError):
+        items[4]
+
+
+def test_a_list_loaded_from_bytes_is_written_from_them_until_its_items_move() -> None:
+    items = unread(0, 1, 2)
+    items[1]  # reading an item leaves it in its place
+    items.append(Item(3))
+    items += [Item(4)]
+    packed = items.packed()
+    assert packed is not None
+    source, appended = packed
+    data, bounds = source.packed()
+    assert len(source) == 3 and appended == [Item(3), Item(4)]
+    assert data.tobytes() == raw(0) + raw(1) + raw(2) and list(bounds)[-1] == len(data)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda xs: xs.insert(0, Item(9)), [9, 0, 1, 2]),
+        (lambda xs: xs.pop(0), [1, 2]),
+        (lambda xs: xs.pop(), [0, 1]),
+        (lambda xs: xs.remove(Item(1)), [0, 2]),
+        (lambda xs: xs.__delitem__(slice(0, 2)), [2]),
+        (lambda xs: xs.__setitem__(1, Item(7)), [0, 7, 2]),
+        (lambda xs: xs.reverse(), [2, 1, 0]),
+        (lambda xs: xs.sort(key=lambda i: -i.n), [2, 1, 0]),
+        (lambda xs: xs.__imul__(2), [0, 1, 2, 0, 1, 2]),
+        (lambda xs: xs.clear(), []),
+    ],
+)
+def test_a_change_that_moves_items_keeps_every_item_right(change: Any, expected: list[int]) -> None:
+    items = unread(0, 1, 2)
+    change(items)
+    assert [i.n for i in items] == expected
+    assert items.packed() is None  # written item by item from then on
+    assert [i if type(i) is bytes else ADAPTER.dump_json(i) for i in items.raw_items()] == [raw(n) for n in expected]
+
+
+def test_copies_of_a_list_loaded_from_bytes_hold_decoded_items() -> None:
+    items = unread(0, 1)
+    assert items + [Item(2)] == [Item(0), Item(1), Item(2)] and type(items + []) is list
+    assert items * 2 == [Item(0), Item(1), Item(0), Item(1)] and 2 * items == items * 2
+    assert items.copy() == [Item(0), Item(1)] and all(type(i) is Item for i in items.copy())
