@@ -122,6 +122,7 @@ def test_a_change_that_moves_items_keeps_every_item_right(change: Any, expected:
 
 def test_copies_of_a_list_loaded_from_bytes_hold_decoded_items() -> None:
     items = unread(0, 1)
-    assert items + [Item(2)] == [Item(0), Item(1), Item(2)] and type(items + []) is list
+    added = items + [Item(2)]  # noqa: RUF005 - the operator itself is under test
+    assert added == [Item(0), Item(1), Item(2)] and type(added) is list
     assert items * 2 == [Item(0), Item(1), Item(0), Item(1)] and 2 * items == items * 2
     assert items.copy() == [Item(0), Item(1)] and all(type(i) is Item for i in items.copy())
