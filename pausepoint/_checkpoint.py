@@ -164,21 +164,23 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
         text.append(_json(refs))
     if sys.byteorder != "little":
         bounds.byteswap()
-    framed = b"".join([b"\n".join(text), b"\n"])
-    body = b"".join([framed, bounds.tobytes(), *items])
+    body = [b"".join([b"\n".join(text), b"\n"]), bounds.tobytes(), *items]
+    crc = 0
+    for part in body:  # the checksum of the body without joining it twice
+        crc = zlib.crc32(part, crc)
     head = b" ".join(
         [
             CHECKPOINT_FORMAT,
             print_,
             str(state.version).encode(),
             digest,
-            b"%08x" % zlib.crc32(body),
-            b"%d" % len(body),
-            b"%d" % len(framed),
+            b"%08x" % crc,
+            b"%d" % sum(map(len, body)),
+            b"%d" % len(body[0]),
             b"%d" % len(bounds),
         ]
     )
-    return b"".join([head, b"\n", body])
+    return b"".join([head, b"\n", *body])
 
 
 def _json(value: Any) -> bytes:
