@@ -6,9 +6,11 @@ version. Calls on one session are serialised within the process by its lock; acr
 the store's conditional append keeps them safe.
 
 A session not cached here is loaded from the store's checkpoint of it plus the records after
-the checkpoint (``_checkpoint``), so a cold load costs what the recent records cost, not the
-whole history. Once a session has ``checkpoint_every`` records past its checkpoint, a
-background task writes a new one (off the turn's path; a failed write changes nothing).
+the checkpoint (``_checkpoint``): a cold load folds only the recent records, and decodes the
+history only as far as the turn reads it (reading and checking the checkpoint's bytes still
+grows with the history). Once a session has ``checkpoint_every`` records past its checkpoint,
+a background task writes a new one (off the turn's path; a failed write changes nothing). That
+write is of the whole state, so its cost grows with the history too.
 
 Also here: the tasks running in the background for these sessions (detached turns, streamed
 turns, checkpoint writes), kept so they are not garbage-collected mid-run, and the detached
