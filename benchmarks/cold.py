@@ -12,7 +12,9 @@ folds the whole log — what every cold load cost before checkpoints. Target: a 
 
 Each configuration runs in a process of its own (``python -m benchmarks.cold SPEC``); the table
 is printed by ``python -m benchmarks.run`` (``python3 dev.py bench``), or alone with
-``python -m benchmarks.cold --table [--hist 10,100,1000,10000] [--k 20] [--stores memory,sqlite]``.
+``python -m benchmarks.cold --table [--hist 10,100,1000,10000] [--k 20] [--stores memory,sqlite]
+[--shapes text,cycle]``. The H prior turns are plain text turns (``text``) or approval cycles
+(``cycle``), whose calls, pauses, answers and grants the state keeps too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import os
 import statistics
@@ -38,8 +41,9 @@ from ._report import Table, note, us, verdict
 __all__ = ["COLD_TARGET", "cold_vs_warm", "main", "table_cold"]
 
 COLD_TARGET = 2.0
+SHAPES = ("text", "cycle")
 SERVED_CYCLES = 24
-COMMAND = "python -m benchmarks.cold --table --hist {hist} --k {k} --stores {stores}"
+COMMAND = "python -m benchmarks.cold --table --hist {hist} --k {k} --stores {stores} --shapes {shapes}"
 
 
 def _store(kind: str, path: str) -> SessionStore:
@@ -76,10 +80,15 @@ async def _settle(agent: Agent) -> None:
     await agent.sessions.settle()
 
 
-async def _grow(agent: Agent, turns: int) -> str:
+async def _grow(agent: Agent, turns: int, shape: str = "text") -> str:
+    """A session of ``turns`` plain text turns ("text"), or of ``turns`` approval cycles
+    ("cycle": each leaves calls, a pause, its answer and a used grant behind)."""
     chat = agent.chat()
     for i in range(turns):
-        await chat.send(f"hello number {i}, just chatting")
+        if shape == "cycle":
+            await _cycle(agent, chat.session_id)
+        else:
+            await chat.send(f"hello number {i}, just chatting")
     await _settle(agent)
     return chat.session_id
 
@@ -94,16 +103,18 @@ async def _served(agent: Agent, session_id: str) -> float:
     return (time.process_time_ns() - start) / SERVED_CYCLES
 
 
-async def cold_vs_warm(store: str, hist: int, k: int) -> dict[str, Any]:
+async def cold_vs_warm(store: str, hist: int, k: int, shape: str = "text") -> dict[str, Any]:
     """Medians (ns, wall-clock and CPU) of K warm cycles, K cold cycles with checkpoints, K cold
-    ones without."""
+    ones without, on a session of ``hist`` turns of ``shape``."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown history shape {shape!r} (known: {', '.join(SHAPES)})")
     with tempfile.TemporaryDirectory(prefix="pausepoint-cold-") as tmp:
         made = _store(store, os.path.join(tmp, "sessions.db"))
         try:
-            result: dict[str, Any] = {"store": store, "hist": hist, "k": k}
+            result: dict[str, Any] = {"store": store, "hist": hist, "k": k, "shape": shape}
             for checkpoints in (True, False):
                 grower = _agent(made, checkpoints)
-                session = await _grow(grower, hist)
+                session = await _grow(grower, hist, shape)
                 await _cycle(grower, session)  # the first cycle of any process warms its imports
                 gc.collect()
                 warm = [await _cycle(grower, session) for _ in range(k)]
@@ -128,13 +139,20 @@ async def cold_vs_warm(store: str, hist: int, k: int) -> dict[str, Any]:
             await made.close()
 
 
-def table_cold(stores: tuple[str, ...], hist: tuple[int, ...], k: int, timeout: float = 1800) -> list[dict[str, Any]]:
-    """Print the cold-vs-warm table; returns the raw results."""
+def table_cold(
+    stores: tuple[str, ...],
+    hist: tuple[int, ...],
+    k: int,
+    timeout: float = 1800,
+    shapes: tuple[str, ...] = ("text",),
+) -> list[dict[str, Any]]:
+    """Print the cold-vs-warm table, a row per store, history shape and H; returns the raw results."""
     table = Table(
         f"[2b] A cold cycle (a new agent on the same store, the session not cached) against a warm one, K={k} "
         "per row, medians (µs)",
         [
             ("store", 7),
+            ("shape", 5),
             ("H", 6),
             ("warm", 8),
             ("cold", 8),
@@ -151,30 +169,30 @@ def table_cold(stores: tuple[str, ...], hist: tuple[int, ...], k: int, timeout: 
     table.header()
     results = []
     worst: float | None = None
-    for store in stores:
-        for h in hist:
-            r = run_in_child("benchmarks.cold", {"store": store, "hist": h, "k": k}, timeout)
-            results.append(r)
-            if "error" in r:
-                table.error(store, f"H={h}: {r['error']}")
-                continue
-            with_ratio = r["cold_with"] / r["warm_with"]
-            cpu_ratio = r["cold_cpu_with"] / r["warm_cpu_with"]
-            worst = cpu_ratio if worst is None else max(worst, cpu_ratio)
-            table.row(
-                store,
-                f"{h:,}",
-                us(r["warm_with"] / 1000),
-                us(r["cold_with"] / 1000),
-                f"{with_ratio:.2f}x",
-                us(r["warm_cpu_with"] / 1000),
-                us(r["cold_cpu_with"] / 1000),
-                f"{cpu_ratio:.2f}x",
-                us(r["served_cpu"] / 1000),
-                us(r["cold_without"] / 1000),
-                f"{r['cold_without'] / r['warm_without']:.2f}x",
-                us(r["cold_cpu_without"] / 1000),
-            )
+    for store, shape, h in itertools.product(stores, shapes, hist):
+        r = run_in_child("benchmarks.cold", {"store": store, "hist": h, "k": k, "shape": shape}, timeout)
+        results.append(r)
+        if "error" in r:
+            table.error(store, f"{shape} H={h}: {r['error']}")
+            continue
+        with_ratio = r["cold_with"] / r["warm_with"]
+        cpu_ratio = r["cold_cpu_with"] / r["warm_cpu_with"]
+        worst = cpu_ratio if worst is None else max(worst, cpu_ratio)
+        table.row(
+            store,
+            shape,
+            f"{h:,}",
+            us(r["warm_with"] / 1000),
+            us(r["cold_with"] / 1000),
+            f"{with_ratio:.2f}x",
+            us(r["warm_cpu_with"] / 1000),
+            us(r["cold_cpu_with"] / 1000),
+            f"{cpu_ratio:.2f}x",
+            us(r["served_cpu"] / 1000),
+            us(r["cold_without"] / 1000),
+            f"{r['cold_without'] / r['warm_without']:.2f}x",
+            us(r["cold_cpu_without"] / 1000),
+        )
     note(
         "cold: the store's checkpoint plus the records after it (written every 64 records, in the background); "
         "no ckpt: the whole log folded, as before checkpoints"
@@ -185,7 +203,11 @@ def table_cold(stores: tuple[str, ...], hist: tuple[int, ...], k: int, timeout: 
         "writes they cause (each writes the whole state: this is what still grows with H)"
     )
     note(f"worst CPU cold/warm with checkpoints: {verdict(worst, COLD_TARGET)} (target ≤ {COLD_TARGET}x at any H)")
-    note("reproduce: " + COMMAND.format(hist=",".join(map(str, hist)), k=k, stores=",".join(stores)))
+    note("shape: the H prior turns are plain text turns (text) or approval cycles (cycle)")
+    note(
+        "reproduce: "
+        + COMMAND.format(hist=",".join(map(str, hist)), k=k, stores=",".join(stores), shapes=",".join(shapes))
+    )
     return results
 
 
@@ -200,9 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hist", default="10,100,1000,10000", help="comma-separated prior-turn counts")
     parser.add_argument("--k", type=int, default=20, help="cycles measured per row and kind")
     parser.add_argument("--stores", default="memory,sqlite", help="comma-separated: memory,sqlite")
+    parser.add_argument("--shapes", default="text,cycle", help="comma-separated history shapes: text,cycle")
     options = parser.parse_args(args)
     hist = tuple(int(x) for x in options.hist.split(",") if x.strip())
-    results = table_cold(tuple(s for s in options.stores.split(",") if s), hist, options.k)
+    stores = tuple(s for s in options.stores.split(",") if s)
+    shapes = tuple(s for s in options.shapes.split(",") if s)
+    results = table_cold(stores, hist, options.k, shapes=shapes)
     return 1 if any("error" in r for r in results) else 0
 
 

@@ -470,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     if "sqlite" in s.stores:
         table_durability(run, s)
     table_history(run, s)
-    run.results += table_cold(s.stores, (10, 100) if args.quick else (10, 100, 1000, 10000), s.k, args.timeout)
+    hist = (10, 100) if args.quick else (10, 100, 1000, 10000)
+    run.results += table_cold(s.stores, hist, s.k, args.timeout, shapes=("text", "cycle"))
     table_memory(run, s)
     table_streaming(run, s)
 

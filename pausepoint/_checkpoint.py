@@ -91,6 +91,8 @@ def _layout() -> tuple[tuple[_Field, ...], bytes]:
             field = _Field(f.name, "value", TypeAdapter(hint))
         if field.shape != "value" and bytes in (args[-1], typing.get_origin(args[-1])):
             raise TypeError(f"SessionState.{f.name}: a collection of bytes cannot be checkpointed")
+        if field.shape == "dict" and int in (args[-1], typing.get_origin(args[-1])):
+            raise TypeError(f"SessionState.{f.name}: a dict of ints cannot be checkpointed")
         fields.append(field)
         keys = field.keys.json_schema(mode="serialization") if field.keys else None
         described.append([f.name, field.shape, field.item.json_schema(mode="serialization"), keys])
@@ -287,10 +289,9 @@ def decode_state(session_id: str, data: bytes, header: Header | None = None) -> 
                         list.__setitem__(value, position, getattr(state, home)[key])
                     value.cut_all()  # its places now hold objects written elsewhere
             else:
-                raw: list[Any] = [source[i] for i in range(size)]
+                value = LazyDict.unread(keys, source, field.item)
                 for position, home, key in refs:
-                    raw[position] = getattr(state, home)[key]
-                value = LazyDict(zip(keys, raw, strict=True), field.item)
+                    dict.__setitem__(value, keys[position], getattr(state, home)[key])
             setattr(state, field.name, value)
         if base != len(header.items):
             return None

@@ -136,11 +136,12 @@ def find_grant(
     policy: ApprovalPolicy, state: SessionState, tool: Tool, validated: BaseModel, now: datetime
 ) -> str | None:
     """The id of the first live grant that approves this call, if any."""
-    if not state.grants or policy.required(tool.name) > 1:
+    if not state.live_grants or policy.required(tool.name) > 1:
         return None
     separate = policy.separates(tool.name, True)
     roles = policy.roles_deciding(tool.name)
-    for grant_id, grant in state.grants.items():
+    for grant_id in state.live_grants:
+        grant = state.grants[grant_id]
         added = grant.record
         if added.tool != tool.name or not grant.active(now):
             continue

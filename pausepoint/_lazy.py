@@ -7,6 +7,8 @@ readers need no change); an item, once decoded, replaces its JSON for good, so e
 the same object.
 
 An item still in JSON is its ``bytes``, which is why an item type may not be ``bytes`` itself.
+A dict loaded from a checkpoint (``LazyDict.unread``) holds, for each value not read yet, its
+place in the checkpoint's bytes (so a dict's values may not be ``int``s).
 A list loaded from a checkpoint (``LazyList.unread``) holds even less: the checkpoint's bytes
 and where each item starts (``Slices``); an item is cut out of them when first read, so
 loading a history of any length makes no object per item. Until its items move (an insert, a
@@ -211,14 +213,26 @@ class LazyDict(dict[K, T], Generic[K, T]):
     Reading one value decodes only it; ``values()``, ``items()`` and the like decode them all.
     """
 
-    __slots__ = ("_adapter",)
+    __slots__ = ("_adapter", "_source")
 
     def __init__(self, items: Iterable[tuple[K, Any]], adapter: TypeAdapter[T]) -> None:
         super().__init__(items)
         self._adapter = adapter
+        self._source: Slices | None = None
+
+    @classmethod
+    def unread(cls, keys: Iterable[K], source: Slices, adapter: TypeAdapter[T]) -> LazyDict[K, T]:
+        """The dict of ``keys`` to ``source``'s items, in order, none cut out or decoded yet
+        (each value is its item's place in ``source`` until then)."""
+        entries = cls((), adapter)
+        dict.update(entries, cast(Any, zip(keys, range(len(source)), strict=True)))
+        entries._source = source
+        return entries
 
     def __getitem__(self, key: K) -> T:
         value: Any = dict.__getitem__(self, key)
+        if type(value) is int and self._source is not None:
+            value = self._source[value]
         if type(value) is bytes:
             value = self._adapter.validate_json(value)
             dict.__setitem__(self, key, value)
@@ -281,4 +295,6 @@ class LazyDict(dict[K, T], Generic[K, T]):
 
     def raw_items(self) -> Iterator[tuple[K, Any]]:
         """The entries as stored: decoded values, or the JSON of those never read."""
-        return iter(dict.items(self))
+        source = self._source
+        for key, value in dict.items(self):
+            yield key, source[cast(int, value)] if type(value) is int and source is not None else value

@@ -182,6 +182,7 @@ class SessionState:
     awaiting_model: bool = False
     audit: list[AuditRecord] = field(default_factory=list)
     keys: dict[str, KeyedOutcome] = field(default_factory=dict)
+    unended_keys: tuple[str, ...] = ()  # the keys whose outcome has not ended (what an unkeyed end ends)
     last_end: TurnEnded | None = None
     last_end_version: int = 0
     end_versions: list[int] = field(default_factory=list)  # where every TurnEnded is in the log, in order
@@ -191,6 +192,7 @@ class SessionState:
     last_activity: datetime | None = None  # the latest time a turn recorded doing something
     requester: str | None = None  # who sent the latest user message (calls it leads to are theirs)
     grants: dict[str, GrantState] = field(default_factory=dict)
+    live_grants: tuple[str, ...] = ()  # the grants neither revoked nor used up, oldest first
 
     # -- the fold -------------------------------------------------------------------------------
 
@@ -235,10 +237,12 @@ class SessionState:
             if record.idempotency_key is not None:
                 keyed = self.keys[record.idempotency_key]
                 keyed.ended, keyed.ended_version = record, self.version
+                self.unended_keys = _without(self.unended_keys, record.idempotency_key)
             else:  # an unkeyed end (e.g. recovery after a crash) ends every keyed call still open
-                for outcome in self.keys.values():
-                    if outcome.ended is None:
-                        outcome.ended, outcome.ended_version = record, self.version
+                for key in self.unended_keys:
+                    outcome = self.keys[key]
+                    outcome.ended, outcome.ended_version = record, self.version
+                self.unended_keys = ()
         elif isinstance(record, TurnStarted):
             self.running_turn = self.detached[self.version] = Detached(self.version, record)
             self._active(record.at)
@@ -256,14 +260,19 @@ class SessionState:
                 call = self.calls[record.call_ref]
                 call.approved = call.request.input
             if record.grant is not None:
-                self.grants[record.grant].used += 1
+                grant = self.grants[record.grant]
+                grant.used += 1
+                if grant.record.uses is not None and grant.used >= grant.record.uses:
+                    self.live_grants = _without(self.live_grants, record.grant)
             self.audit.append(record)
             self._active(record.at)
         elif isinstance(record, GrantAdded):
             self.grants[record.id] = GrantState(record)
+            self.live_grants += (record.id,)
             self.audit.append(record)
         elif isinstance(record, GrantRevoked):
             self.grants[record.id].revoked = record
+            self.live_grants = _without(self.live_grants, record.id)
             self.audit.append(record)
         elif isinstance(record, PauseEscalated):
             escalated = self.pauses[record.ref]
@@ -327,6 +336,7 @@ class SessionState:
     def _keyed(self, key: str | None, request_hash: str | None) -> None:
         if key is not None and key not in self.keys:
             self.keys[key] = KeyedOutcome(request_hash or "")
+            self.unended_keys += (key,)
 
     # -- questions ------------------------------------------------------------------------------
 
@@ -388,3 +398,7 @@ class SessionState:
             next_expiry=min(expiries) if expiries else None,
             turn=self.turn,
         )
+
+
+def _without(keys: tuple[str, ...], key: str) -> tuple[str, ...]:
+    return tuple(k for k in keys if k != key) if key in keys else keys

@@ -157,3 +157,18 @@ def test_every_field_of_the_state_is_in_the_checkpoint() -> None:
     state = fold("s", entries)
     declared = {f.name for f in dataclasses.fields(SessionState)}
     assert set(vars(state)) == declared
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(actions=ACTIONS)
+@example(actions=["transfer", "keyed", "transfer", "approve", "plain"])
+def test_the_indexes_a_turn_scans_are_what_scanning_everything_gives(actions: list[str]) -> None:
+    """A turn looks for a grant among the live ones and an unkeyed end ends the unended keys,
+    instead of scanning every grant and key the session ever had: the same answer."""
+    state = fold("s", asyncio.run(make_log(actions)))
+    assert state.live_grants == tuple(
+        grant_id
+        for grant_id, grant in state.grants.items()
+        if grant.revoked is None and (grant.record.uses is None or grant.used < grant.record.uses)
+    )
+    assert state.unended_keys == tuple(key for key, outcome in state.keys.items() if outcome.ended is None)

@@ -126,3 +126,16 @@ def test_copies_of_a_list_loaded_from_bytes_hold_decoded_items() -> None:
     assert added == [Item(0), Item(1), Item(2)] and type(added) is list
     assert items * 2 == [Item(0), Item(1), Item(0), Item(1)] and 2 * items == items * 2
     assert items.copy() == [Item(0), Item(1)] and all(type(i) is Item for i in items.copy())
+
+
+def test_a_dict_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> None:
+    items = [raw(n) for n in (1, 2, 3)]
+    bounds = array("I", itertools.accumulate(map(len, items), initial=0))
+    source = Slices(memoryview(b"".join(items)), 0, memoryview(bounds))
+    entries = LazyDict.unread(["a", "b", "c"], source, ADAPTER)
+    assert len(entries) == 3 and "b" in entries and list(entries) == ["a", "b", "c"]
+    assert entries["b"] == Item(2) and entries["b"] is entries["b"]
+    assert [value for _, value in entries.raw_items()] == [raw(1), Item(2), raw(3)]
+    entries["d"] = Item(4)
+    assert entries.pop("a") == Item(1) and entries.get("c") == Item(3)
+    assert dict(entries) == {"b": Item(2), "c": Item(3), "d": Item(4)} == entries
