@@ -113,40 +113,47 @@ def record_digest(data: bytes) -> bytes:
 def encode_state(state: SessionState, digest: bytes) -> bytes:
     """The checkpoint of ``state``, taken after the log record whose ``record_digest`` is ``digest``.
 
-    The items of a state loaded from a checkpoint that are still where it put them are copied
-    as they are, a list's in one piece: writing the next checkpoint costs what changed, and a
-    copy of bytes.
+    The items of a state loaded from a checkpoint that were never read (and a list's, while
+    they stay where it put them) are copied as they are, in runs: writing the next checkpoint
+    costs what changed, and a copy of bytes.
     """
     fields, print_ = _layout()
     homes: dict[int, tuple[str, Any]] = {}  # id of a dataclass held in a collection -> (field, key)
     text: list[bytes] = []
-    items: list[bytes | memoryview] = []  # every collection's items, laid end to end
-    bounds = array("I")  # each collection's, from 0
+    laid = _Laid()
     for field in fields:
         value = getattr(state, field.name)
         if field.shape == "value":
             home = homes.get(id(value)) if value is not None else None
             text.append(b"@" + _json([home[0], home[1]]) if home else field.item.dump_json(value))
             continue
+        laid.begin()
+        source: Slices | None = None
         packed = value.packed() if isinstance(value, LazyList) else None
         if packed is not None:  # the items as loaded, whole, then those appended since
-            source, appended = packed
-            data, copied = source.packed()
-            items.append(data)
-            bounds.frombytes(copied.tobytes())
-            end = bounds.pop()
-            entries: Iterator[tuple[Any, Any]] = enumerate(appended, len(source))
-            keys: list[Any] = []
+            loaded, appended = packed
+            laid.copy(loaded, 0, len(loaded))
+            entries: Iterator[tuple[Any, Any]] = enumerate(appended, len(loaded))
+        elif field.shape == "list":
+            entries = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
+        elif isinstance(value, LazyDict):
+            source, entries = value.source, value.raw_items()
         else:
-            if field.shape == "list":
-                entries = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
-            else:
-                entries = iter(value.raw_items() if isinstance(value, LazyDict) else value.items())
-            end = 0
-            keys = []
+            entries = iter(value.items())
+        keys: list[Any] = []
         refs: list[list[Any]] = []  # [position, field, key] of each item held by an earlier field
+        run: list[int] = []  # the places in ``source`` of the entries being copied as a run
         for key, item in entries:
             keys.append(key)
+            if source is not None and type(item) is int:  # never read: copied as loaded
+                if run and item != run[1]:
+                    laid.copy(source, *run)
+                    run = []
+                run = [run[0] if run else item, item + 1]
+                continue
+            if run:
+                laid.copy(source, *run)  # type: ignore[arg-type]
+                run = []
             if type(item) is not bytes:
                 home = homes.get(id(item))
                 if home is not None and home[0] != field.name:
@@ -156,17 +163,15 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
                     if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
                         homes[id(item)] = (field.name, key)
                     item = field.item.dump_json(item)
-            items.append(item)
-            bounds.append(end)
-            end += len(item)
-        bounds.append(end)
-        text.append(b"%d" % (len(keys) if packed is None else len(source) + len(keys)))
+            laid.add(item)
+        if run:
+            laid.copy(source, *run)  # type: ignore[arg-type]
+        laid.end_collection()
+        text.append(b"%d" % (len(keys) if packed is None else len(packed[0]) + len(keys)))
         if field.keys is not None:
             text.append(field.keys.dump_json(keys))
         text.append(_json(refs))
-    if sys.byteorder != "little":
-        bounds.byteswap()
-    body = [b"".join([b"\n".join(text), b"\n"]), bounds.tobytes(), *items]
+    body = [b"".join([b"\n".join(text), b"\n"]), *laid.parts()]
     crc = 0
     for part in body:  # the checksum of the body without joining it twice
         crc = zlib.crc32(part, crc)
@@ -179,10 +184,52 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
             b"%08x" % crc,
             b"%d" % sum(map(len, body)),
             b"%d" % len(body[0]),
-            b"%d" % len(bounds),
+            b"%d" % laid.bound_count,
         ]
     )
     return b"".join([head, b"\n", *body])
+
+
+class _Laid:
+    """The items of a checkpoint being written, laid end to end, and each collection's bounds
+    (where each item starts, from 0, and where the last one ends)."""
+
+    def __init__(self) -> None:
+        self._items: list[bytes | memoryview] = []
+        self._bounds = array("I")  # OverflowError past 4 GiB in one collection
+        self._end = 0
+
+    def begin(self) -> None:
+        self._end = 0
+
+    def add(self, item: bytes) -> None:
+        self._items.append(item)
+        self._bounds.append(self._end)
+        self._end += len(item)
+
+    def copy(self, source: Slices, first: int, stop: int) -> None:
+        """Items ``first`` to ``stop - 1`` of ``source``, copied whole."""
+        data, bounds = source.run(first, stop)
+        self._items.append(data)
+        if self._end == 0 and bounds[0] == 0:
+            self._bounds.frombytes(bounds[:-1].tobytes())  # a collection's items as loaded
+        else:
+            shift = self._end - bounds[0]
+            self._bounds.extend([bound + shift for bound in bounds[:-1]])
+        self._end += len(data)
+
+    def end_collection(self) -> None:
+        self._bounds.append(self._end)
+
+    @property
+    def bound_count(self) -> int:
+        return len(self._bounds)
+
+    def parts(self) -> list[bytes | memoryview]:
+        """The bounds (uint32, little-endian), then the items."""
+        if sys.byteorder != "little":
+            self._bounds.byteswap()
+        return [self._bounds.tobytes(), *self._items]
 
 
 def _json(value: Any) -> bytes:

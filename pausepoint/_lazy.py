@@ -53,9 +53,11 @@ class Slices:
         base, bounds = self._base, self._bounds
         return self._data[base + bounds[index] : base + bounds[index + 1]].tobytes()
 
-    def packed(self) -> tuple[memoryview, memoryview]:
-        """All the items as written, to copy whole: their bytes, and their bounds."""
-        return self._data[self._base : self._base + self._bounds[-1]], self._bounds
+    def run(self, first: int, stop: int) -> tuple[memoryview, memoryview]:
+        """Items ``first`` to ``stop - 1`` as written, to copy whole: their bytes, and their
+        bounds (``stop - first + 1`` of them, from ``bounds[first]``)."""
+        base, bounds = self._base, self._bounds
+        return self._data[base + bounds[first] : base + bounds[stop]], bounds[first : stop + 1]
 
 
 class LazyList(list[T], Generic[T]):
@@ -294,7 +296,11 @@ class LazyDict(dict[K, T], Generic[K, T]):
         return dict.__repr__(self)
 
     def raw_items(self) -> Iterator[tuple[K, Any]]:
-        """The entries as stored: decoded values, or the JSON of those never read."""
-        source = self._source
-        for key, value in dict.items(self):
-            yield key, source[cast(int, value)] if type(value) is int and source is not None else value
+        """The entries as stored: decoded values, the JSON of those never decoded, or (for a dict
+        loaded from a checkpoint) the place in ``source`` of those never read."""
+        return iter(dict.items(self))
+
+    @property
+    def source(self) -> Slices | None:
+        """Where the values never read are (``LazyDict.unread``), if anywhere."""
+        return self._source
