@@ -41,6 +41,7 @@ from ._report import Table, note, us, verdict
 __all__ = ["COLD_TARGET", "cold_vs_warm", "main", "table_cold"]
 
 COLD_TARGET = 2.0
+GROWTH_TARGET = 1.5  # SPEC §8: per-turn cost at 1,000 prior turns within 1.5x of the cost at 10
 SHAPES = ("text", "cycle")
 SERVED_CYCLES = 24
 COMMAND = "python -m benchmarks.cold --table --hist {hist} --k {k} --stores {stores} --shapes {shapes}"
@@ -203,12 +204,35 @@ def table_cold(
         "writes they cause (each writes the whole state: this is what still grows with H)"
     )
     note(f"worst CPU cold/warm with checkpoints: {verdict(worst, COLD_TARGET)} (target ≤ {COLD_TARGET}x at any H)")
+    _note_growth(results)
     note("shape: the H prior turns are plain text turns (text) or approval cycles (cycle)")
     note(
         "reproduce: "
         + COMMAND.format(hist=",".join(map(str, hist)), k=k, stores=",".join(stores), shapes=",".join(shapes))
     )
     return results
+
+
+def _note_growth(results: list[dict[str, Any]]) -> None:
+    """How a warm cycle, and a served one, grow from the smallest H to 1,000 and to the largest
+    (SPEC: per-turn cost at 1,000 prior turns within GROWTH_TARGET of the cost at 10)."""
+    done = [r for r in results if "error" not in r]
+    for store, shape in dict.fromkeys((r["store"], r["shape"]) for r in done):
+        rows = sorted((r for r in done if (r["store"], r["shape"]) == (store, shape)), key=lambda r: r["hist"])
+        if len(rows) < 2:
+            continue
+        first, last = rows[0], rows[-1]
+        checked = next((r for r in rows[1:] if r["hist"] == 1000), last)
+        growth = [
+            f"warm {r['warm_cpu_with'] / first['warm_cpu_with']:.2f}x, served "
+            f"{r['served_cpu'] / first['served_cpu']:.2f}x at H={r['hist']:,}"
+            for r in ([checked] if checked is last else [checked, last])
+        ]
+        warm = checked["warm_cpu_with"] / first["warm_cpu_with"]
+        note(
+            f"{store} {shape}: against H={first['hist']:,}: {'; '.join(growth)} "
+            f"(warm at H={checked['hist']:,}: {verdict(warm, GROWTH_TARGET)}, target ≤ {GROWTH_TARGET}x)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
