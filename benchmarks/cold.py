@@ -38,7 +38,7 @@ from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionS
 from ._child import run_in_child
 from ._report import Table, note, us, verdict
 
-__all__ = ["COLD_TARGET", "cold_vs_warm", "main", "table_cold"]
+__all__ = ["COLD_TARGET", "GROWTH_TARGET", "SHAPES", "cold_vs_warm", "main", "table_cold"]
 
 COLD_TARGET = 2.0
 GROWTH_TARGET = 1.5  # SPEC §8: per-turn cost at 1,000 prior turns within 1.5x of the cost at 10
@@ -145,7 +145,7 @@ def table_cold(
     hist: tuple[int, ...],
     k: int,
     timeout: float = 1800,
-    shapes: tuple[str, ...] = ("text",),
+    shapes: tuple[str, ...] = SHAPES,
 ) -> list[dict[str, Any]]:
     """Print the cold-vs-warm table, a row per store, history shape and H; returns the raw results."""
     table = Table(
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hist", default="10,100,1000,10000", help="comma-separated prior-turn counts")
     parser.add_argument("--k", type=int, default=20, help="cycles measured per row and kind")
     parser.add_argument("--stores", default="memory,sqlite", help="comma-separated: memory,sqlite")
-    parser.add_argument("--shapes", default="text,cycle", help="comma-separated history shapes: text,cycle")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated history shapes: text,cycle")
     options = parser.parse_args(args)
     hist = tuple(int(x) for x in options.hist.split(",") if x.strip())
     stores = tuple(s for s in options.stores.split(",") if s)
