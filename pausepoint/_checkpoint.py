@@ -30,26 +30,28 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import sys
 import typing
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import TypeAdapter
 
 from ._lazy import LazyDict, LazyList, Slices
 from ._records import decode_record
-from ._session import SessionState
-from .stores import CheckpointStore
+from ._session import Chain, SessionState
+from .stores import Checkpoint, CheckpointStore
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "decode_chain",
     "decode_state",
     "encode_state",
     "fingerprint",
@@ -59,7 +61,7 @@ __all__ = [
     "save",
 ]
 
-CHECKPOINT_FORMAT = b"PPCK2"
+CHECKPOINT_FORMAT = b"PPCK3"
 
 log = logging.getLogger("pausepoint")
 
@@ -111,16 +113,36 @@ def record_digest(data: bytes) -> bytes:
 
 
 def encode_state(state: SessionState, digest: bytes) -> bytes:
-    """The checkpoint of ``state``, taken after the log record whose ``record_digest`` is ``digest``.
+    """The checkpoint of ``state`` (a base), taken after the log record whose ``record_digest``
+    is ``digest``.
 
     The items of a state loaded from a checkpoint that were never read (and a list's, while
     they stay where it put them) are copied as they are, in runs: writing the next checkpoint
     costs what changed, and a copy of bytes.
     """
+    written = _encode(state, digest, None)
+    assert written is not None  # a base can always be written
+    return written.data
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    data: bytes
+    lengths: dict[str, int]  # each list field's length as written
+    removed: dict[str, list[Any]]  # an extension's: the keys each dict noted as removed
+
+
+def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written | None:
+    """A base (``chain`` None), or an extension of ``chain``: every value, the list items
+    appended since ``chain.version``, each dict's entries read or set and keys removed since it
+    was loaded or last extended. None when ``state`` cannot be written as an extension (a dict
+    that does not note what changed in it, a list that shrank)."""
     fields, print_ = _layout()
     homes: dict[int, tuple[str, Any]] = {}  # id of a dataclass held in a collection -> (field, key)
     text: list[bytes] = []
     laid = _Laid()
+    lengths: dict[str, int] = {}
+    removed: dict[str, list[Any]] = {}
     for field in fields:
         value = getattr(state, field.name)
         if field.shape == "value":
@@ -129,13 +151,31 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
             continue
         laid.begin()
         source: Slices | None = None
-        packed = value.packed() if isinstance(value, LazyList) else None
-        if packed is not None:  # the items as loaded, whole, then those appended since
-            loaded, appended = packed
-            laid.copy(loaded, 0, len(loaded))
-            entries: Iterator[tuple[Any, Any]] = enumerate(appended, len(loaded))
-        elif field.shape == "list":
-            entries = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
+        packed = None
+        gone: list[Any] = []
+        entries: Iterator[tuple[Any, Any]]
+        if field.shape == "list":
+            lengths[field.name] = len(value)
+            if chain is not None:  # the items appended since the chain's version
+                since = chain.lengths.get(field.name, len(value) + 1)
+                if since > len(value):
+                    return None
+                raw = value.raw_since(since) if isinstance(value, LazyList) else value[since:]
+                entries = enumerate(raw, since)
+            else:
+                packed = value.packed() if isinstance(value, LazyList) else None
+                if packed is not None:  # the items as loaded, whole, then those appended since
+                    loaded, appended = packed
+                    laid.copy(loaded, 0, len(loaded))
+                    entries = enumerate(appended, len(loaded))
+                else:
+                    entries = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
+        elif chain is not None:  # the entries read or set, and the keys removed, since
+            if not isinstance(value, LazyDict):
+                return None
+            removed[field.name] = list(value.removed)
+            gone = [key for key in removed[field.name] if not dict.__contains__(value, key)]
+            entries = ((key, dict.__getitem__(value, key)) for key in value.touched)
         elif isinstance(value, LazyDict):
             source, entries = value.source, value.raw_items()
         else:
@@ -171,6 +211,8 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
         if field.keys is not None:
             text.append(field.keys.dump_json(keys))
         text.append(_json(refs))
+        if field.keys is not None:
+            text.append(field.keys.dump_json(gone))
     body = [b"".join([b"\n".join(text), b"\n"]), *laid.parts()]
     crc = 0
     for part in body:  # the checksum of the body without joining it twice
@@ -180,6 +222,7 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
             CHECKPOINT_FORMAT,
             print_,
             str(state.version).encode(),
+            b"%d" % (chain.version if chain is not None else 0),
             digest,
             b"%08x" % crc,
             b"%d" % sum(map(len, body)),
@@ -187,7 +230,7 @@ def encode_state(state: SessionState, digest: bytes) -> bytes:
             b"%d" % laid.bound_count,
         ]
     )
-    return b"".join([head, b"\n", *body])
+    return _Written(b"".join([head, b"\n", *body]), lengths, removed)
 
 
 class _Laid:
@@ -238,44 +281,117 @@ def _json(value: Any) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Header:
-    """What a checkpoint says about itself, read before its body is trusted."""
+    """What a checkpoint (a base or an extension) says about itself, read before its body is
+    trusted."""
 
     version: int
+    after: int  # an extension's: the version it extends; 0 for a base
     digest: bytes
-    text: memoryview  # the values, and each collection's count, keys and references
+    text: memoryview  # the values, and each collection's count, keys, references, removed keys
     bounds: memoryview  # where each collection's items start, from 0 (uint32, little-endian)
     items: memoryview  # every collection's items, laid end to end
 
 
 def read_header(data: bytes, *, verify: bool = True) -> Header | None:
-    """The header of a checkpoint written by this code (same format and fingerprint) whose body
-    is whole; None for anything else. (``verify=False`` skips the checksum: for bytes this
-    process has just encoded.)"""
+    """The header of a checkpoint or extension written by this code (same format and
+    fingerprint) whose body is whole; None for anything else. (``verify=False`` skips the
+    checksum: for bytes this process has just encoded.)"""
     end = data.find(b"\n")
     parts = data[:end].split(b" ") if end > 0 else []
-    if len(parts) != 8 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
+    if len(parts) != 9 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
         return None
     try:
-        version, crc, length, text, count = (
+        version, after, crc, length, text, count = (
             int(parts[2]),
-            int(parts[4], 16),
-            int(parts[5]),
+            int(parts[3]),
+            int(parts[5], 16),
             int(parts[6]),
             int(parts[7]),
+            int(parts[8]),
         )
     except ValueError:
         return None
     body = memoryview(data)[end + 1 :]
     items = text + 4 * count
-    if version < 1 or len(body) != length or not 0 < text <= items <= length:
+    if not 0 <= after < version or len(body) != length or not 0 < text <= items <= length:
         return None
     if verify and zlib.crc32(body) != crc:
         return None
-    return Header(version, parts[3], body[:text], body[text:items], body[items:])
+    return Header(version, after, parts[4], body[:text], body[text:items], body[items:])
+
+
+@dataclass(slots=True)
+class _Part:
+    """One field as a checkpoint or extension holds it."""
+
+    field: _Field
+    line: bytes = b""  # a value's JSON
+    home: list[Any] | None = None  # a value held by a collection: [field, key]
+    source: Slices | None = None  # a collection's items (``@`` for those held by earlier fields)
+    keys: list[Any] | None = None  # a dict's keys, one per item
+    refs: list[list[Any]] = dataclasses.field(default_factory=list)  # [position, field, key]
+    removed: list[Any] = dataclasses.field(default_factory=list)  # an extension's removed keys
+
+
+def _parse(header: Header) -> list[_Part] | None:
+    """The fields of a checkpoint or extension, its text parsed and its items located; None
+    when they do not add up."""
+    fields, _ = _layout()
+    lines = header.text.tobytes().split(b"\n")
+    parts: list[_Part] = []
+    sizes: list[int] = []
+    at = 0
+    try:
+        for field in fields:
+            line = lines[at]
+            at += 1
+            if field.shape == "value":
+                home = json.loads(line[1:]) if line[:1] == b"@" else None
+                parts.append(_Part(field, line, home=home))
+                continue
+            size = int(line)
+            part = _Part(field)
+            if field.keys is not None:
+                part.keys = field.keys.validate_json(lines[at])
+                at += 1
+            if lines[at] != b"[]":  # most have none
+                part.refs = json.loads(lines[at])
+            at += 1
+            if field.keys is not None:
+                if lines[at] != b"[]":
+                    part.removed = field.keys.validate_json(lines[at])
+                at += 1
+            if size < 0 or (part.keys is not None and len(part.keys) != size):
+                return None
+            parts.append(part)
+            sizes.append(size)
+        bounds = header.bounds.cast("I")
+        if sys.byteorder != "little":
+            swapped = array("I", bounds)
+            swapped.byteswap()
+            bounds = memoryview(swapped)
+        if at != len(lines) - 1 or lines[at] or sum(size + 1 for size in sizes) != len(bounds):
+            return None
+        at_bound = base = 0
+        collections = iter(sizes)
+        for part in parts:
+            if part.field.shape == "value":
+                continue
+            size = next(collections)
+            own = bounds[at_bound : at_bound + size + 1]
+            if own[0] != 0:
+                return None
+            part.source = Slices(header.items, base, own)
+            at_bound, base = at_bound + size + 1, base + own[size]
+        if base != len(header.items):
+            return None
+    except (ValueError, IndexError, TypeError):
+        return None
+    return parts
 
 
 def decode_state(session_id: str, data: bytes, header: Header | None = None) -> SessionState | None:
-    """The state a checkpoint holds, or None when it is not a whole checkpoint of
+    """The state a checkpoint's base holds, or None when it is not a whole base of
     ``session_id`` written by this code (``header``: what ``read_header`` already said of it).
     The caller checks it against the log before using it.
 
@@ -283,89 +399,150 @@ def decode_state(session_id: str, data: bytes, header: Header | None = None) -> 
     items): the items of the lists are cut out of the bytes and decoded only when read.
     """
     header = header or read_header(data)
-    if header is None:
+    parts = _parse(header) if header is not None and header.after == 0 else None
+    if header is None or parts is None:
         return None
-    fields, _ = _layout()
-    lines = header.text.tobytes().split(b"\n")
     state = SessionState(session_id)
-    # The text first: the values, and each collection's count, keys and references.
-    at = 0
-    collections: list[tuple[_Field, int, list[Any] | None, list[Any]]] = []
     try:
-        for field in fields:
-            line = lines[at]
-            at += 1
-            if field.shape == "value":
-                if line[:1] == b"@":
-                    collections.append((field, -1, None, json.loads(line[1:])))
-                else:
-                    setattr(state, field.name, field.item.validate_json(line))
+        for part in parts:
+            if part.field.shape == "value" and part.home is None:
+                setattr(state, part.field.name, part.field.item.validate_json(part.line))
+        for part in parts:
+            field, source = part.field, part.source
+            if source is None:
+                if part.home is not None:  # a value held by a collection read before it
+                    home, key = part.home
+                    setattr(state, field.name, getattr(state, home)[key])
                 continue
-            size = int(line)
-            keys = field.keys.validate_json(lines[at]) if field.keys is not None else None
-            at += 1 if keys is not None else 0
-            refs = json.loads(lines[at])
-            at += 1
-            if size < 0 or (keys is not None and len(keys) != size):
-                return None
-            collections.append((field, size, keys, refs))
-        bounds = header.bounds.cast("I")
-        if sys.byteorder != "little":
-            swapped = array("I", bounds)
-            swapped.byteswap()
-            bounds = memoryview(swapped)
-        if at != len(lines) - 1 or lines[at] or sum(c[1] + 1 for c in collections if c[1] >= 0) != len(bounds):
-            return None
-        # Then the items: each collection's, cut out of the bytes where its bounds say.
-        at_bound = base = 0
-        for field, size, keys, refs in collections:
-            if size < 0:  # a value held by a collection read before it
-                home, key = refs
-                setattr(state, field.name, getattr(state, home)[key])
-                continue
-            own = bounds[at_bound : at_bound + size + 1]
-            if own[0] != 0:
-                return None
-            source = Slices(header.items, base, own)
-            at_bound, base = at_bound + size + 1, base + own[size]
             value: Any
-            if keys is None:
+            if part.keys is None:
                 value = LazyList.unread(source, field.item)
-                if refs:
-                    for position, home, key in refs:
+                if part.refs:
+                    for position, home, key in part.refs:
                         list.__setitem__(value, position, getattr(state, home)[key])
                     value.cut_all()  # its places now hold objects written elsewhere
             else:
-                value = LazyDict.unread(keys, source, field.item)
-                for position, home, key in refs:
-                    dict.__setitem__(value, keys[position], getattr(state, home)[key])
+                value = LazyDict.unread(part.keys, source, field.item)
+                for position, home, key in part.refs:
+                    value[part.keys[position]] = getattr(state, home)[key]
             setattr(state, field.name, value)
-        if base != len(header.items):
-            return None
     except (ValueError, IndexError, KeyError, TypeError):
         return None
     if state.session_id != session_id or state.version != header.version:
         return None
     state.durable_version = state.version
+    state.chain = Chain(state.version, _lengths(state), len(data))
     return state
 
 
+def decode_chain(session_id: str, checkpoint: Checkpoint, headers: list[Header] | None = None) -> SessionState | None:
+    """The state a checkpoint holds, its base and then its extensions, or None when they are
+    not a whole chain of ``session_id``'s written by this code (``headers``: what
+    ``read_header`` already said of each). The caller checks it against the log."""
+    if headers is None:
+        found = [read_header(data) for data in (checkpoint.data, *checkpoint.extensions)]
+        if None in found:
+            return None
+        headers = cast(list[Header], found)
+    state = decode_state(session_id, checkpoint.data, headers[0])
+    if state is None:
+        return None
+    for data, header in zip(checkpoint.extensions, headers[1:], strict=True):
+        if not _extend(state, data, header, values=header is headers[-1]):
+            return None
+    return state
+
+
+def _lengths(state: SessionState) -> dict[str, int]:
+    return {field.name: len(getattr(state, field.name)) for field in _layout()[0] if field.shape == "list"}
+
+
+def _extend(
+    state: SessionState, data: bytes, header: Header, *, written: _Written | None = None, values: bool = True
+) -> bool:
+    """Apply the extension ``data`` to ``state``, the state of the checkpoint it extends; False
+    when it does not fit. ``values=False`` leaves the values (every extension holds them all:
+    a load reads only the last one's). With ``written`` (what ``_encode`` said of it),
+    ``state`` is the very state the extension was just written from, unchanged since: its
+    values and list items are already there, and the dict entries it holds go back to JSON
+    (then nothing is noted as read in them, and the next extension leaves them out)."""
+    chain = state.chain
+    parts = _parse(header)
+    if parts is None or chain is None or header.after != chain.version:
+        return False
+    live = written is not None
+    try:
+        if values and not live:
+            for part in parts:
+                if part.field.shape == "value" and part.home is None:
+                    setattr(state, part.field.name, part.field.item.validate_json(part.line))
+        elif not live:
+            state.version = header.version
+        for part in parts:
+            field, source = part.field, part.source
+            if source is None:
+                if part.home is not None and values:
+                    home, key = part.home
+                    setattr(state, field.name, getattr(state, home)[key])
+                continue
+            value = getattr(state, field.name)
+            if part.keys is None:
+                since = chain.lengths[field.name]
+                if not live:
+                    if not isinstance(value, LazyList):
+                        return False
+                    value.extend_unread(source)
+                elif len(value) != since + len(source):
+                    return False
+                for position, home, key in part.refs:
+                    if not since <= position < len(value):
+                        return False
+                    list.__setitem__(value, position, getattr(state, home)[key])
+            else:
+                if not isinstance(value, LazyDict):
+                    return False
+                if live:
+                    value.untouch(written.removed[field.name])  # type: ignore[union-attr]
+                for key in part.removed:
+                    value.drop(key)
+                for position, key in enumerate(part.keys):
+                    dict.__setitem__(value, key, source[position])
+                for position, home, key in part.refs:
+                    value[part.keys[position]] = getattr(state, home)[key]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return False
+    if state.version != header.version:
+        return False
+    chain.version = header.version
+    chain.lengths = _lengths(state)
+    chain.extension_bytes += len(data)
+    chain.extensions += 1
+    return True
+
+
 async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
-    """The session's state from its checkpoint and the records after it, or None when there is
-    no checkpoint this code can use (then the caller folds the whole log)."""
+    """The session's state from its checkpoint (its base, then its extensions) and the records
+    after it, or None when there is no checkpoint this code can use (then the caller folds the
+    whole log)."""
     checkpoint = await store.read_checkpoint(session_id)
     if checkpoint is None:
         return None
-    header = read_header(checkpoint.data)
-    if header is None or header.version != checkpoint.version:
+    headers = [read_header(data) for data in (checkpoint.data, *checkpoint.extensions)]
+    if None in headers:
+        return None
+    chain = cast(list[Header], headers)
+    if chain[0].after != 0 or any(later.after != earlier.version for earlier, later in itertools.pairwise(chain)):
+        return None
+    head = chain[-1]
+    if head.version != checkpoint.version:
         return None
     # The record the checkpoint was taken after, and every one since.
-    found = await store.read(session_id, after_version=header.version - 1)
-    if found is None or not found.entries or found.entries[0].version != header.version:
+    found = await store.read(session_id, after_version=head.version - 1)
+    if found is None or not found.entries or found.entries[0].version != head.version:
         return None
-    if record_digest(found.entries[0].data) != header.digest:
+    if record_digest(found.entries[0].data) != head.digest:
         return None
-    state = decode_state(session_id, checkpoint.data, header)
+    state = decode_chain(session_id, checkpoint, chain)
     if state is None:
         return None
     try:
@@ -375,16 +552,31 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
         log.warning("the checkpoint of session %s does not fit its log; folding the log", session_id, exc_info=True)
         return None
     state.durable_version = state.version
-    state.checkpointed = header.version
+    state.checkpointed = head.version
     return state
 
 
-async def save(store: CheckpointStore, state: SessionState) -> SessionState | None:
-    """Write the checkpoint of ``state`` if it still matches the store's log at its version.
+# A checkpoint is extended, rather than written again whole, while its base is at least
+# EXTEND_FROM bytes (a smaller one costs little to write again), it has fewer than MAX_EXTENSIONS
+# extensions (each costs a cold load a parse), and they add up to at most EXTENSIONS_SHARE of its
+# base (so a cold load reads at most 1.5 times what a base would hold, and a new base is written
+# once per half a base's bytes added: a cost per record that does not grow with the history).
+EXTEND_FROM = 32 * 1024
+MAX_EXTENSIONS = 4
+EXTENSIONS_SHARE = 0.5
 
-    Returns the state loaded back from that checkpoint (equal to ``state``, its items not yet
-    decoded: the cheaper one to keep and to checkpoint next time), or None when nothing was
-    written (the state moved on meanwhile, or a newer checkpoint is there already).
+
+async def save(
+    store: CheckpointStore, state: SessionState, idle: Callable[[], bool] = lambda: False
+) -> SessionState | None:
+    """Write the checkpoint of ``state`` if it still matches the store's log at its version:
+    an extension of the checkpoint ``state`` was loaded from or last wrote, or a new base.
+
+    ``idle`` says whether nothing is using ``state`` now. If so, once written, the state is
+    made to hold what the store holds, undecoded: the cheaper one to keep and to checkpoint
+    next time. Returns the state to keep in place of ``state`` (``state`` itself, or the one
+    loaded back from a new base), or None when nothing was written (the state moved on
+    meanwhile, or a newer checkpoint is there already).
     """
     version = state.version
     if version == 0 or version != state.durable_version:
@@ -394,12 +586,54 @@ async def save(store: CheckpointStore, state: SessionState) -> SessionState | No
         return None
     if state.version != version or state.durable_version != version:
         return None  # changed while we read: the next turn will checkpoint it
-    data = encode_state(state, record_digest(found.entries[0].data))
-    kept = await store.write_checkpoint(state.session_id, version, data)
+    digest = record_digest(found.entries[0].data)
+    chain = state.chain
+    if chain is not None and chain.version < version:
+        written = _extension(state, digest, chain)
+        if written is not None:
+            kept = await store.extend_checkpoint(state.session_id, chain.version, version, written.data)
+            state.checkpointed = max(state.checkpointed, version)
+            if kept:
+                _extended(state, version, written, idle() and state.version == version)
+                return state
+            state.chain = None  # the checkpoint moved on without us: write a base next
+            return None
+    written = _encode(state, digest, None)
+    assert written is not None
+    kept = await store.write_checkpoint(state.session_id, version, written.data)
     state.checkpointed = max(state.checkpointed, version)  # if not kept, a later one is there already
     if not kept:
         return None
-    loaded = decode_state(state.session_id, data, read_header(data, verify=False))
-    if loaded is not None:
-        loaded.checkpointed = version
-    return loaded
+    if idle() and state.version == version:
+        loaded = decode_state(state.session_id, written.data, read_header(written.data, verify=False))
+        if loaded is not None:
+            loaded.checkpointed = version
+            return loaded
+    state.chain = Chain(version, written.lengths, len(written.data))  # the entries read stay noted
+    return state
+
+
+def _extension(state: SessionState, digest: bytes, chain: Chain) -> _Written | None:
+    """The extension of ``chain`` to write for ``state``, or None when a new base is due."""
+    if chain.base_bytes < EXTEND_FROM or chain.extensions >= MAX_EXTENSIONS:
+        return None
+    written = _encode(state, digest, chain)
+    if written is None or chain.extension_bytes + len(written.data) > chain.base_bytes * EXTENSIONS_SHARE:
+        return None
+    return written
+
+
+def _extended(state: SessionState, version: int, written: _Written, idle: bool) -> None:
+    """Bring ``state``'s chain up to the extension just written from it, at ``version``."""
+    chain = cast(Chain, state.chain)
+    if idle:
+        header = read_header(written.data, verify=False)
+        if header is None or not _extend(state, written.data, header, written=written):
+            state.durable_version = -1  # not to be trusted: the next call reads the store again
+        return
+    for name, keys in written.removed.items():
+        getattr(state, name).removed.difference_update(keys)
+    chain.version = version
+    chain.lengths = written.lengths
+    chain.extension_bytes += len(written.data)
+    chain.extensions += 1

@@ -8,16 +8,21 @@ the same object.
 
 An item still in JSON is its ``bytes``, which is why an item type may not be ``bytes`` itself.
 A dict loaded from a checkpoint (``LazyDict.unread``) holds, for each value not read yet, its
-place in the checkpoint's bytes (so a dict's values may not be ``int``s).
-A list loaded from a checkpoint (``LazyList.unread``) holds even less: the checkpoint's bytes
-and where each item starts (``Slices``); an item is cut out of them when first read, so
-loading a history of any length makes no object per item. Until its items move (an insert, a
+place in the checkpoint's bytes (so a dict's values may not be ``int``s). A dict also notes the
+keys whose value was read or set, and those removed, since it was loaded (``touched``,
+``removed``): a value never read is as the checkpoint has it, so an extension of the checkpoint
+(``_checkpoint``) writes only those.
+A list loaded from a checkpoint (``LazyList.unread``, and ``extend_unread`` for the items each
+of its extensions appended) holds even less: the checkpoint's bytes and where each item starts
+(``Slices``); an item is cut out of them when first read, so loading a history of any length
+makes no object per item. Until its items move (an insert, a
 removal, a sort), such a list is written to the next checkpoint by copying those bytes whole
 (``packed``): the items of a list are values, never changed in place.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, SupportsIndex, TypeVar, cast, overload
 
@@ -63,12 +68,13 @@ class Slices:
 class LazyList(list[T], Generic[T]):
     """A list whose ``bytes`` items are decoded with ``adapter`` when read."""
 
-    __slots__ = ("_adapter", "_source")
+    __slots__ = ("_adapter", "_later", "_source")
 
     def __init__(self, items: Iterable[Any], adapter: TypeAdapter[T]) -> None:
         super().__init__(items)
         self._adapter = adapter
-        self._source: Slices | None = None
+        self._source: Slices | None = None  # where the first items are
+        self._later: list[tuple[int, Slices]] = []  # and items appended unread: (position, source)
 
     @classmethod
     def unread(cls, source: Slices, adapter: TypeAdapter[T]) -> LazyList[T]:
@@ -77,6 +83,11 @@ class LazyList(list[T], Generic[T]):
         list.__imul__(items, len(source))
         items._source = source
         return items
+
+    def extend_unread(self, source: Slices) -> None:
+        """Append ``source``'s items, none of them cut out or decoded yet."""
+        self._later.append((len(self), source))
+        list.extend(self, itertools.repeat(_UNCUT, len(source)))
 
     def _at(self, index: SupportsIndex) -> T:
         value: Any = list.__getitem__(self, index)
@@ -92,16 +103,27 @@ class LazyList(list[T], Generic[T]):
         return position + len(self) if position < 0 else position
 
     def _uncut(self, index: SupportsIndex) -> bytes:
-        return cast(Slices, self._source)[self._position(index)]
+        position = self._position(index)
+        for start, source in reversed(self._later):
+            if position >= start:
+                return source[position - start]
+        return cast(Slices, self._source)[position]
+
+    def _cut(self, start: int) -> list[Any]:
+        """The items from ``start`` on as stored, those not cut out yet cut out."""
+        items: list[Any] = list.__getitem__(self, slice(start, None))
+        for offset, item in enumerate(items):
+            if item is _UNCUT:
+                items[offset] = self._uncut(start + offset)
+        return items
 
     def cut_all(self) -> None:
-        """Cut every item out of the source (before a change that moves items: an item not cut
-        out is known by its position). The list is then written item by item."""
-        if self._source is not None:
-            for i in range(len(self)):
-                if list.__getitem__(self, i) is _UNCUT:
-                    list.__setitem__(self, i, cast(Any, self._uncut(i)))
+        """Cut every item out of the sources (before a change that moves items: an item not
+        cut out is known by its position). The list is then written item by item."""
+        if self._source is not None or self._later:
+            list.__setitem__(self, slice(None), self._cut(0))
             self._source = None
+            self._later = []
 
     @overload
     def __getitem__(self, index: SupportsIndex) -> T: ...
@@ -188,10 +210,12 @@ class LazyList(list[T], Generic[T]):
         items = list(self)
         items.sort(key=key, reverse=reverse)
         self._source = None
+        self._later = []
         list.__setitem__(self, slice(None), items)
 
     def clear(self) -> None:
         self._source = None
+        self._later = []
         list.clear(self)
 
     def packed(self) -> tuple[Slices, list[Any]] | None:
@@ -201,12 +225,16 @@ class LazyList(list[T], Generic[T]):
         changed otherwise (then ``raw_items``)."""
         if self._source is None:
             return None
-        return self._source, list.__getitem__(self, slice(len(self._source), None))
+        return self._source, self._cut(len(self._source))
 
     def raw_items(self) -> Iterator[Any]:
         """The items as stored: decoded objects, or the JSON of those never decoded."""
         self.cut_all()
         return list.__iter__(self)
+
+    def raw_since(self, start: int) -> list[Any]:
+        """The items from ``start`` on as stored: decoded objects, or JSON."""
+        return self._cut(start)
 
 
 class LazyDict(dict[K, T], Generic[K, T]):
@@ -215,12 +243,14 @@ class LazyDict(dict[K, T], Generic[K, T]):
     Reading one value decodes only it; ``values()``, ``items()`` and the like decode them all.
     """
 
-    __slots__ = ("_adapter", "_source")
+    __slots__ = ("_adapter", "_removed", "_source", "_touched")
 
     def __init__(self, items: Iterable[tuple[K, Any]], adapter: TypeAdapter[T]) -> None:
         super().__init__(items)
         self._adapter = adapter
         self._source: Slices | None = None
+        self._touched: dict[K, None] = dict.fromkeys(dict.keys(self))  # an ordered set
+        self._removed: set[K] = set()
 
     @classmethod
     def unread(cls, keys: Iterable[K], source: Slices, adapter: TypeAdapter[T]) -> LazyDict[K, T]:
@@ -238,7 +268,28 @@ class LazyDict(dict[K, T], Generic[K, T]):
         if type(value) is bytes:
             value = self._adapter.validate_json(value)
             dict.__setitem__(self, key, value)
+            self._touched[key] = None
         return cast(T, value)
+
+    def __setitem__(self, key: K, value: T) -> None:
+        dict.__setitem__(self, key, value)
+        self._touched[key] = None
+
+    def __delitem__(self, key: K) -> None:
+        dict.__delitem__(self, key)
+        self._gone(key)
+
+    def _gone(self, key: K) -> None:
+        self._touched.pop(key, None)
+        self._removed.add(key)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: Any) -> LazyDict[K, T]:  # type: ignore[override,misc]
+        self.update(other)
+        return self
 
     def __iter__(self) -> Iterator[K]:
         # Defined (as dict's) so that dict(d) and {**d} read the values through __getitem__
@@ -265,20 +316,27 @@ class LazyDict(dict[K, T], Generic[K, T]):
     def pop(self, key: K, default: Any = _MISSING) -> Any:
         if key in self:
             value = self[key]
-            dict.pop(self, key)
+            del self[key]
             return value
         if default is _MISSING:
             raise KeyError(key)
         return default
 
     def popitem(self) -> tuple[K, T]:
-        self._decode_all()
-        return dict.popitem(self)
+        if not self:
+            raise KeyError("popitem(): dictionary is empty")
+        key = next(reversed(dict.keys(self)))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        for key in dict.keys(self):
+            self._gone(key)
+        dict.clear(self)
 
     def setdefault(self, key: K, default: Any = None) -> Any:
         if key in self:
             return self[key]
-        dict.__setitem__(self, key, default)
+        self[key] = default
         return default
 
     def copy(self) -> dict[K, T]:
@@ -304,3 +362,26 @@ class LazyDict(dict[K, T], Generic[K, T]):
     def source(self) -> Slices | None:
         """Where the values never read are (``LazyDict.unread``), if anywhere."""
         return self._source
+
+    @property
+    def touched(self) -> dict[K, None]:
+        """The keys whose value was read or set since the dict was loaded (or ``untouch``), in
+        order (a dict used as an ordered set; the caller must not change it)."""
+        return self._touched
+
+    @property
+    def removed(self) -> set[K]:
+        """The keys removed since the dict was loaded (or ``untouch``)."""
+        return self._removed
+
+    def drop(self, key: K) -> None:
+        """Remove ``key`` if it is there, without noting it as removed (an extension of the
+        checkpoint being loaded removes it)."""
+        dict.pop(self, key, None)
+        self._touched.pop(key, None)
+
+    def untouch(self, removed: Iterable[K] = ()) -> None:
+        """Forget that every key was touched, and that ``removed`` were removed (what an
+        extension of the checkpoint now holds)."""
+        self._touched.clear()
+        self._removed.difference_update(removed)

@@ -33,7 +33,7 @@ from ._records import (
 )
 from .stores import SessionSummary
 
-__all__ = ["AuditRecord", "Batch", "Call", "Detached", "GrantState", "HistoryView", "Pause", "SessionState"]
+__all__ = ["AuditRecord", "Batch", "Call", "Chain", "Detached", "GrantState", "HistoryView", "Pause", "SessionState"]
 
 # What the audit trail lists: every answer, approval, policy decision, grant, escalation, message.
 AuditRecord = CallAnswered | MessageAdded | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
@@ -155,6 +155,18 @@ class KeyedOutcome:
     ended_version: int = 0
 
 
+@dataclass(slots=True)
+class Chain:
+    """The checkpoint a state was loaded from or last wrote, as far as writing the next
+    extension of it needs (``_checkpoint``): this process's bookkeeping."""
+
+    version: int  # the version the checkpoint is at
+    lengths: dict[str, int]  # each list field's length at that version (lists only grow)
+    base_bytes: int  # the size of its base
+    extension_bytes: int = 0  # and of its extensions
+    extensions: int = 0
+
+
 @dataclass(eq=False, repr=False)  # identity equality, and no repr of a whole history
 class SessionState:
     """Everything the runtime needs to know about a session, folded from its records.
@@ -170,6 +182,7 @@ class SessionState:
     # this process knows of: this process's bookkeeping, not the session's.
     durable_version: int = field(default=0, metadata={"transient": True})
     checkpointed: int = field(default=0, metadata={"transient": True})
+    chain: Chain | None = field(default=None, metadata={"transient": True})
     agent: str = ""
     owner: str | None = None
     created_at: datetime | None = None

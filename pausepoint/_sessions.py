@@ -9,8 +9,10 @@ A session not cached here is loaded from the store's checkpoint of it plus the r
 the checkpoint (``_checkpoint``): a cold load folds only the recent records, and decodes the
 history only as far as the turn reads it (reading and checking the checkpoint's bytes still
 grows with the history). Once a session has ``checkpoint_every`` records past its checkpoint,
-a background task writes a new one (off the turn's path; a failed write changes nothing). That
-write is of the whole state, so its cost grows with the history too.
+a background task writes an extension of it, or a new one (off the turn's path; a failed write
+changes nothing): an extension holds what the session added and changed since, so its cost
+does not grow with the history; a new base, written once the extensions add up to half the
+last one, does.
 
 Also here: the tasks running in the background for these sessions (detached turns, streamed
 turns, checkpoint writes), kept so they are not garbage-collected mid-run, and the detached
@@ -180,21 +182,21 @@ class LocalSessions:
     # -- checkpoints ----------------------------------------------------------------------------
 
     async def _checkpoint(self, store: CheckpointStore, state: SessionState) -> None:
-        """Write the session's checkpoint; then keep the state loaded back from it, whose items
-        stay encoded until read (so the next checkpoint copies them), unless a call is using
-        the session meanwhile. If the session moved on while it was written, and far enough,
-        write again (a few times at most: a busy session is checkpointed by its next turns)."""
+        """Write the session's checkpoint (an extension of the one it has, or a new base); then,
+        unless a call is using the session meanwhile, keep the state as the store now holds
+        it, its items encoded until read (so the next checkpoint copies or skips them). If the
+        session moved on while it was written, and far enough, write again (a few times at
+        most: a busy session is checkpointed by its next turns)."""
         session_id = state.session_id
+
+        def idle() -> bool:
+            return self._cache.get(session_id) is state and not self.lock(session_id).locked()
+
         try:
             for _ in range(3):
-                loaded = await _checkpoint.save(store, state)
-                if (
-                    loaded is not None
-                    and self._cache.get(session_id) is state
-                    and state.version == loaded.version
-                    and not self.lock(session_id).locked()
-                ):
-                    self._cache[session_id] = loaded
+                kept = await _checkpoint.save(store, state, idle)
+                if kept is not None and kept is not state:
+                    self._cache[session_id] = kept
                 latest = self._cache.get(session_id)
                 every = self.checkpoint_every
                 if latest is None or every is None or latest.version - latest.checkpointed < every:

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pausepoint import AgentFinishReason
+from pausepoint import AgentFinishReason, _checkpoint
 from pausepoint._checkpoint import decode_state, encode_state, record_digest
 from pausepoint._lazy import LazyDict, LazyList
 from pausepoint._records import decode_record
 from pausepoint._session import SessionState
 from pausepoint.demo import build
-from pausepoint.stores import InMemorySessionStore, LogEntry
+from pausepoint.stores import Checkpoint, InMemorySessionStore, LogEntry
 
 ACTIONS = st.lists(
     st.sampled_from(["plain", "transfer", "two_transfers", "approve", "deny", "restart", "keyed", "cancel", "detach"]),
@@ -172,3 +172,86 @@ def test_the_indexes_a_turn_scans_are_what_scanning_everything_gives(actions: li
         if grant.revoked is None and (grant.record.uses is None or grant.used < grant.record.uses)
     )
     assert state.unended_keys == tuple(key for key, outcome in state.keys.items() if outcome.ended is None)
+
+
+def check_chain(entries: list[LogEntry], cuts: list[int], idle: list[bool], reads: list[bool]) -> None:
+    """A base after record ``cuts[0]``, then an extension at each later cut, written the way the
+    runtime writes them: from the writer's state, which goes on folding (and, where ``reads``
+    says so, reading its whole history) between cuts, and which takes the extension back in
+    when ``idle`` (nothing used it meanwhile) or only notes it otherwise (a record was folded
+    after the extension was encoded). A cold load of base plus extensions, folded to the end,
+    must equal the whole fold; so must the writer."""
+    whole = fold("s", entries)
+
+    def digest(version: int) -> bytes:
+        return record_digest(entries[version - 1].data)
+
+    base = encode_state(fold("s", entries[: cuts[0]]), digest(cuts[0]))
+    writer = decode_state("s", base)
+    assert writer is not None
+    extensions: list[bytes] = []
+    for cut, quiet, read in zip(cuts[1:], idle, reads, strict=False):
+        for entry in entries[writer.version : cut]:
+            writer.apply(decode_record(entry.data))
+        if read:
+            materialised(writer)
+        assert writer.chain is not None
+        written = _checkpoint._encode(writer, digest(cut), writer.chain)
+        assert written is not None
+        extensions.append(written.data)
+        busy = not quiet and cut < len(entries)
+        if busy:  # a call folded a record while the extension was being written
+            writer.apply(decode_record(entries[cut].data))
+        _checkpoint._extended(writer, cut, written, not busy)
+        assert writer.durable_version != -1
+
+    loaded = _checkpoint.decode_chain("s", Checkpoint(cuts[-1], base, tuple(extensions)))
+    assert loaded is not None
+    assert loaded.version == (cuts[len(extensions)] if extensions else cuts[0])
+    if loaded.version < len(entries):  # the loading process writes the next extension
+        assert loaded.chain is not None
+        cut = (loaded.version + len(entries) + 1) // 2
+        for entry in entries[loaded.version : cut]:
+            loaded.apply(decode_record(entry.data))
+        written = _checkpoint._encode(loaded, digest(cut), loaded.chain)
+        assert written is not None
+        loaded = _checkpoint.decode_chain("s", Checkpoint(cut, base, (*extensions, written.data)))
+        assert loaded is not None and loaded.version == cut
+    for state in (loaded, writer):
+        for entry in entries[state.version :]:
+            state.apply(decode_record(entry.data))
+        assert encode_state(state, b"d") == encode_state(whole, b"d")
+        assert sharing(state) == sharing(whole)
+        assert encode_state(materialised(state), b"d") == encode_state(whole, b"d")
+        assert sharing(state) == sharing(whole)
+        assert state.open_refs() == whole.open_refs()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    actions=ACTIONS,
+    wheres=st.lists(st.floats(min_value=0, max_value=1), min_size=2, max_size=5),
+    idle=st.lists(st.booleans(), min_size=4, max_size=4),
+    reads=st.lists(st.booleans(), min_size=4, max_size=4),
+)
+@example(actions=["two_transfers", "approve", "approve"], wheres=[0.2, 0.5, 1.0], idle=[True] * 4, reads=[False] * 4)
+@example(actions=["transfer", "keyed", "detach"], wheres=[0.1, 0.6, 0.9], idle=[False] * 4, reads=[True] * 4)
+def test_a_base_plus_extensions_plus_tail_equals_the_whole_fold(
+    actions: list[str], wheres: list[float], idle: list[bool], reads: list[bool]
+) -> None:
+    entries = asyncio.run(make_log(actions))
+    cuts = sorted({max(1, math.ceil(w * len(entries))) for w in wheres})
+    check_chain(entries, cuts, idle, reads)
+
+
+def test_every_extension_of_some_logs() -> None:
+    for actions in (["two_transfers", "approve", "restart", "approve", "deny"], ["detach", "transfer", "keyed"]):
+        entries = asyncio.run(make_log(actions))
+        for first in range(1, len(entries)):
+            for quiet in (True, False):
+                check_chain(
+                    entries,
+                    [first, *range(first + 1, len(entries) + 1)],
+                    [quiet] * len(entries),
+                    [False] * len(entries),
+                )

@@ -27,11 +27,14 @@ WAL). See ``_journal.Journal`` for which appends are which.
 
 **Checkpoints.** Beside each log a store keeps at most one ``Checkpoint``: opaque bytes the
 runtime wrote after folding the log up to some version, so that a process with nothing cached
-can fold only the records after it (``CheckpointStore``). The log stays the source of truth: a
-checkpoint may be lost, is written without waiting for stable storage, and the runtime checks
-it against the log before using it. The store's part is small and exact: it keeps a checkpoint
-only for a version its log holds, never replaces one with an older one (concurrent writers
-leave the latest), and forgets it with the session.
+can fold only the records after it (``CheckpointStore``). A checkpoint is a base and the
+extensions added to it since, in order: each extension takes the checkpoint from the version it
+was at to a later one, so the runtime writes what a session added, not its whole state, until it
+writes a new base. The log stays the source of truth: a checkpoint may be lost, is written
+without waiting for stable storage, and the runtime checks it against the log before using it.
+The store's part is small and exact: it keeps a checkpoint only for a version its log holds,
+never replaces one with an older one (concurrent writers leave the latest), adds an extension
+only to the version it was written after, and forgets the checkpoint with the session.
 """
 
 from __future__ import annotations
@@ -246,10 +249,15 @@ class SessionStore(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """A session's checkpoint: what the runtime wrote after folding its log up to ``version``."""
+    """A session's checkpoint: what the runtime wrote after folding its log up to ``version``.
+
+    ``data`` is its base; ``extensions`` what was added to it since, oldest first (``version``
+    is the latest extension's, or the base's when there is none).
+    """
 
     version: int
     data: bytes
+    extensions: tuple[bytes, ...] = ()
 
 
 @runtime_checkable
@@ -261,9 +269,17 @@ class CheckpointStore(SessionStore, Protocol):
     """
 
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
-        """Keep ``data`` as the session's checkpoint at ``version``, atomically, if the session
-        exists with at least ``version`` records and has no checkpoint at ``version`` or later.
-        Returns whether it was kept. Need not wait for stable storage."""
+        """Keep ``data`` as the base of the session's checkpoint at ``version`` (with no
+        extensions), atomically, if the session exists with at least ``version`` records and has
+        no checkpoint at ``version`` or later. Returns whether it was kept. Need not wait for
+        stable storage."""
+        ...
+
+    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+        """Add ``data`` to the session's checkpoint as an extension taking it from ``after`` to
+        ``version``, atomically, if the session exists with at least ``version`` records and its
+        checkpoint is at ``after`` exactly (``after < version``). Returns whether it was kept.
+        Need not wait for stable storage."""
         ...
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:

@@ -108,6 +108,17 @@ class InMemorySessionStore:
             session.checkpoint = Checkpoint(version, bytes(data))
             return True
 
+    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None or session.checkpoint is None:
+                return False
+            current = session.checkpoint
+            if current.version != after or not after < version <= len(session.entries):
+                return False
+            session.checkpoint = Checkpoint(version, current.data, (*current.extensions, bytes(data)))
+            return True
+
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
         with self._lock:
             session = self._sessions.get(session_id)

@@ -136,10 +136,21 @@ CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoints (
 );
 """
 
+# Version 4: checkpoint extensions, oldest first (see stores._base). pausepoint_checkpoints.version
+# is the checkpoint's head: its latest extension's version, or its base's when it has none.
+_EXTENSIONS = """
+CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoint_extensions (
+    session_id text COLLATE "C" NOT NULL,
+    version bigint NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (session_id, version)
+);
+"""
+
 # The schema as a list of migrations: the script at index i takes a schema from version i to
 # version i + 1, so a new schema runs them all and an older one the ones it lacks. Never edit a
 # script once released: append a new one.
-_MIGRATIONS = [_SCHEMA, _OUTBOX, _CHECKPOINTS]
+_MIGRATIONS = [_SCHEMA, _OUTBOX, _CHECKPOINTS, _EXTENSIONS]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 # Positions of events whose transaction ended before every transaction still running began.
@@ -201,6 +212,30 @@ WITH claimed AS (
 ),"""
     + _WRITE_RECORDS
 )
+
+# An extension, in one statement (one transaction): the head moves from $2 to $3 only if it is at
+# $2 and the log holds $3, and the extension is inserted only if it moved. The head's row lock
+# orders it with a concurrent base write or deletion. Committed without waiting for the WAL's
+# flush, like a checkpoint (the setting is read at commit, as for an append with durable=False).
+_EXTEND_CHECKPOINT = """
+WITH moved AS (
+    UPDATE {s}.pausepoint_checkpoints SET version = $3
+    WHERE session_id = $1 AND version = $2 AND $2 < $3
+        AND EXISTS (SELECT 1 FROM {s}.pausepoint_sessions WHERE id = $1 AND version >= $3)
+    RETURNING session_id
+)
+INSERT INTO {s}.pausepoint_checkpoint_extensions (session_id, version, data)
+SELECT moved.session_id, $3, $4 FROM moved
+WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
+"""
+
+# One statement, one snapshot: the head and the base (part 0), then the extensions in order.
+_READ_CHECKPOINT = """
+SELECT version, data, ARRAY(
+    SELECT e.data FROM {s}.pausepoint_checkpoint_extensions AS e WHERE e.session_id = $1 ORDER BY e.version
+) AS extensions
+FROM {s}.pausepoint_checkpoints WHERE session_id = $1
+"""
 
 # One statement, one snapshot: the version and the entries are read consistently. The LEFT JOIN
 # yields one row (with NULL record columns) for a session that has no entries after the version.
@@ -336,9 +371,11 @@ class PostgresSessionStore:
             "create_schema": f"CREATE SCHEMA IF NOT EXISTS {quoted}",
             "upgrade_version": f"UPDATE {quoted}.pausepoint_meta SET value = $1 WHERE key = 'schema_version'",
             "delete_checkpoint": f"DELETE FROM {quoted}.pausepoint_checkpoints WHERE session_id = $1",
-            "read_checkpoint": f"SELECT version, data FROM {quoted}.pausepoint_checkpoints WHERE session_id = $1",
-            # Kept only for a version the log holds, and only over an older checkpoint; one
-            # statement, committed without waiting for the WAL's flush (never the source of truth).
+            "delete_extensions": f"DELETE FROM {quoted}.pausepoint_checkpoint_extensions WHERE session_id = $1",
+            "read_checkpoint": _READ_CHECKPOINT.format(s=quoted),
+            "extend_checkpoint": _EXTEND_CHECKPOINT.format(s=quoted),
+            # A new base, kept only for a version the log holds, and only over an older checkpoint
+            # (its head); committed without waiting for the WAL's flush (never the source of truth).
             "write_checkpoint": f"INSERT INTO {quoted}.pausepoint_checkpoints AS c (session_id, version, data) "
             f"SELECT id, $2, $3 FROM {quoted}.pausepoint_sessions WHERE id = $1 AND version >= $2 "
             "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data "
@@ -527,7 +564,10 @@ class PostgresSessionStore:
             # delete that follows (a new snapshot under READ COMMITTED) sees that append's records.
             status = await conn.execute(self._sql["delete_session"], session_id)
             await conn.execute(self._sql["delete_records"], session_id)
+            # The checkpoint row before its extensions: it waits for a concurrent extension to
+            # commit, so the extensions delete (a new snapshot) sees the one that extension added.
             await conn.execute(self._sql["delete_checkpoint"], session_id)
+            await conn.execute(self._sql["delete_extensions"], session_id)
         return bool(status != "DELETE 0")
 
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
@@ -536,13 +576,27 @@ class PostgresSessionStore:
         async with self._translated(action), pool.acquire() as conn, conn.transaction():
             await conn.execute("SET LOCAL synchronous_commit = off")
             status = await conn.execute(self._sql["write_checkpoint"], session_id, version, data)
+            kept = bool(status == "INSERT 0 1")
+            if kept:
+                # A statement of its own, after the new base took the checkpoint row's lock: its
+                # snapshot holds every extension committed before, none can be added until we
+                # commit. (One statement would delete by a snapshot taken before that lock.)
+                await conn.execute(self._sql["delete_extensions"], session_id)
+        return kept
+
+    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+        pool = await self._ready_pool()
+        async with self._translated(f"extending the checkpoint of session {session_id!r}"):
+            status = await pool.execute(self._sql["extend_checkpoint"], session_id, after, version, data)
         return bool(status == "INSERT 0 1")
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
         pool = await self._ready_pool()
         async with self._translated(f"reading the checkpoint of session {session_id!r}"):
             row = await pool.fetchrow(self._sql["read_checkpoint"], session_id)
-        return None if row is None else Checkpoint(row["version"], row["data"])
+        if row is None:
+            return None
+        return Checkpoint(row["version"], row["data"], tuple(row["extensions"]))
 
     # -- the event stream and the outbox --------------------------------------------------------
 

@@ -5,7 +5,9 @@ Keys (all under a configurable prefix, ``pausepoint:`` by default)::
     {prefix}schema_version      the layout version below, checked at start
     {prefix}log:{id}            list: the session's entries, ``kind`` + "\\n" + JSON
     {prefix}summary:{id}        hash: the session's summary (times in epoch microseconds)
-    {prefix}checkpoint:{id}     hash: the session's checkpoint (``version``, ``data``)
+    {prefix}checkpoint:{id}     hash: the session's checkpoint: ``version`` (its head: the
+                                latest extension's, or the base's), ``data`` (its base)
+    {prefix}checkpoint-ext:{id} list: the checkpoint's extensions, oldest first
     {prefix}all                 sorted set: every session by updated time
     {prefix}agent:{agent}       sorted set: the agent's sessions by updated time
     {prefix}owner:{owner}       sorted set: the owner's sessions by updated time
@@ -76,8 +78,10 @@ __all__ = ["RedisSessionStore"]
 
 # The layout's versions, each adding keys only, so a prefix of any earlier version is upgraded by
 # naming the new one: 1 sessions and logs, 2 the event stream and the delivery outbox, 3
-# checkpoints. A new version that changes existing keys adds its migration here.
-_LAYOUTS = ["sessions and logs", "the event stream and the delivery outbox", "checkpoints"]
+# checkpoints, 4 checkpoint extensions (named so that a process of layout 3, whose checkpoint
+# writes would leave the extensions of an older base behind, refuses the prefix). A new version
+# that changes existing keys adds its migration here.
+_LAYOUTS = ["sessions and logs", "the event stream and the delivery outbox", "checkpoints", "checkpoint extensions"]
 SCHEMA_VERSION = len(_LAYOUTS)
 _UPGRADABLE = {str(version).encode() for version in range(1, SCHEMA_VERSION)}
 
@@ -164,8 +168,9 @@ table.insert(out, 1, tonumber(version))
 return out
 """
 
-# KEYS: summary, checkpoint. ARGV: version, data. Keeps the checkpoint only for a version the
-# log holds and only over an older one; returns 1 if kept.
+# KEYS: summary, checkpoint, extensions. ARGV: version, data. Keeps a new base only for a
+# version the log holds and only over an older checkpoint (its head), dropping the old one's
+# extensions; returns 1 if kept.
 _WRITE_CHECKPOINT = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) < tonumber(ARGV[1]) then
@@ -176,7 +181,42 @@ if current and tonumber(current) >= tonumber(ARGV[1]) then
     return 0
 end
 redis.call('HSET', KEYS[2], 'version', ARGV[1], 'data', ARGV[2])
+redis.call('DEL', KEYS[3])
 return 1
+"""
+
+# KEYS: summary, checkpoint, extensions. ARGV: after, version, data. Moves the checkpoint's head
+# from after to version, and adds the extension, only if the head is at after and the log holds
+# version; returns 1 if kept.
+_EXTEND_CHECKPOINT = """
+local after, version = tonumber(ARGV[1]), tonumber(ARGV[2])
+if after >= version then
+    return 0
+end
+local held = redis.call('HGET', KEYS[1], 'version')
+if not held or tonumber(held) < version then
+    return 0
+end
+local current = redis.call('HGET', KEYS[2], 'version')
+if not current or tonumber(current) ~= after then
+    return 0
+end
+redis.call('HSET', KEYS[2], 'version', ARGV[2])
+redis.call('RPUSH', KEYS[3], ARGV[3])
+return 1
+"""
+
+# KEYS: checkpoint, extensions. Returns nil for no checkpoint, else {version, base, extension...}.
+_READ_CHECKPOINT = """
+local found = redis.call('HMGET', KEYS[1], 'version', 'data')
+if not found[1] or not found[2] then
+    return false
+end
+local out = {found[1], found[2]}
+for _, extension in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    out[#out + 1] = extension
+end
+return out
 """
 
 # KEYS: source index. ARGV: prefix, owner ('' = any), agent ('' = any), pending ('', '1', '0'),
@@ -254,7 +294,7 @@ if not old[1] then
     return 0
 end
 local id, prefix = ARGV[1], ARGV[2]
-redis.call('DEL', KEYS[1], KEYS[2], prefix .. 'checkpoint:' .. id)
+redis.call('DEL', KEYS[1], KEYS[2], prefix .. 'checkpoint:' .. id, prefix .. 'checkpoint-ext:' .. id)
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 redis.call('ZREM', KEYS[5], id)
@@ -361,6 +401,8 @@ class RedisSessionStore:
                 ("list", _LIST),
                 ("delete", _DELETE),
                 ("write_checkpoint", _WRITE_CHECKPOINT),
+                ("extend_checkpoint", _EXTEND_CHECKPOINT),
+                ("read_checkpoint", _READ_CHECKPOINT),
                 ("claim", CLAIM),
                 ("settle", SETTLE),
                 ("requeue", REQUEUE),
@@ -479,20 +521,27 @@ class RedisSessionStore:
             entries.append(LogEntry(version, kind.decode(), data))
         return LogSlice(int(reply[0]), entries)
 
+    def _checkpoint_keys(self, session_id: str) -> list[str]:
+        p = self.prefix
+        return [f"{p}summary:{session_id}", f"{p}checkpoint:{session_id}", f"{p}checkpoint-ext:{session_id}"]
+
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
-        keys = [f"{self.prefix}summary:{session_id}", f"{self.prefix}checkpoint:{session_id}"]
         action = f"writing the checkpoint of session {session_id!r}"
-        return bool(await self._run("write_checkpoint", action, keys, [version, data]))
+        return bool(await self._run("write_checkpoint", action, self._checkpoint_keys(session_id), [version, data]))
+
+    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+        action = f"extending the checkpoint of session {session_id!r}"
+        keys = self._checkpoint_keys(session_id)
+        return bool(await self._run("extend_checkpoint", action, keys, [after, version, data]))
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
-        async with self._translated(f"reading the checkpoint of session {session_id!r}"):
-            client = await self._ready_client()
-            version, data = await client.hmget(f"{self.prefix}checkpoint:{session_id}", ["version", "data"])
-        return (
-            None
-            if version is None or data is None
-            else Checkpoint(int(version), data if isinstance(data, bytes) else data.encode())
-        )
+        # A script, so the head, the base and the extensions are read in one atomic step.
+        action = f"reading the checkpoint of session {session_id!r}"
+        reply = await self._run("read_checkpoint", action, self._checkpoint_keys(session_id)[1:], [])
+        if reply is None:
+            return None
+        version, base, *extensions = reply
+        return Checkpoint(int(version), bytes(base), tuple(bytes(e) for e in extensions))
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         async with self._translated(f"reading session {session_id!r}"):

@@ -116,6 +116,16 @@ CREATE TABLE IF NOT EXISTS pausepoint_checkpoints (
     data BLOB NOT NULL
 );
 """,
+    # 4: checkpoint extensions, oldest first (see stores._base). pausepoint_checkpoints.version is
+    # the checkpoint's head: its latest extension's version, or its base's when it has none.
+    """
+CREATE TABLE IF NOT EXISTS pausepoint_checkpoint_extensions (
+    session_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (session_id, version)
+);
+""",
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 # How often a reader of the event stream checks whether another process wrote to the file.
@@ -355,28 +365,68 @@ class SqliteSessionStore:
         return version_conflict(session_id, expected_version, row[0] if row else 0)
 
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
-        # One statement (so one transaction): kept only for a version the log holds, and only
-        # over an older checkpoint. Not waited for: a checkpoint is never the source of truth.
+        # One transaction: a new base, kept only for a version the log holds and only over an
+        # older checkpoint (its head), drops the extensions of the old one. Not waited for: a
+        # checkpoint is never the source of truth.
         def op(conn: sqlite3.Connection) -> bool:
-            return (
-                conn.execute(
-                    "INSERT INTO pausepoint_checkpoints (session_id, version, data) "
-                    "SELECT id, ?, ? FROM pausepoint_sessions WHERE id = ? AND version >= ? "
-                    "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data "
-                    "WHERE excluded.version > pausepoint_checkpoints.version",
-                    (version, data, session_id, version),
+            with transaction(conn):
+                kept = (
+                    conn.execute(
+                        "INSERT INTO pausepoint_checkpoints (session_id, version, data) "
+                        "SELECT id, ?, ? FROM pausepoint_sessions WHERE id = ? AND version >= ? "
+                        "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data "
+                        "WHERE excluded.version > pausepoint_checkpoints.version",
+                        (version, data, session_id, version),
+                    ).rowcount
+                    == 1
+                )
+                if kept:
+                    conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
+            return kept
+
+        return await self._run(op)
+
+    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+        # One transaction: the head moves from ``after`` to ``version`` (a version the log holds)
+        # only if it is at ``after``, and the extension is added with it. Not waited for either.
+        if not after < version:
+            return False
+
+        def op(conn: sqlite3.Connection) -> bool:
+            with transaction(conn):
+                moved = conn.execute(
+                    "UPDATE pausepoint_checkpoints SET version = ? WHERE session_id = ? AND version = ? "
+                    "AND EXISTS (SELECT 1 FROM pausepoint_sessions WHERE id = ? AND version >= ?)",
+                    (version, session_id, after, session_id, version),
                 ).rowcount
-                == 1
-            )
+                if moved != 1:
+                    return False
+                conn.execute(
+                    "INSERT INTO pausepoint_checkpoint_extensions (session_id, version, data) VALUES (?, ?, ?)",
+                    (session_id, version, data),
+                )
+            return True
 
         return await self._run(op)
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
         def op(conn: sqlite3.Connection) -> Checkpoint | None:
-            row = conn.execute(
-                "SELECT version, data FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            return None if row is None else Checkpoint(int(row[0]), bytes(row[1]))
+            # One read transaction, so the head and the extensions come from one snapshot (and
+            # the base's blob is not copied through a sort, as one ordered statement would).
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(
+                    "SELECT version, data FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                extensions = conn.execute(
+                    "SELECT data FROM pausepoint_checkpoint_extensions WHERE session_id = ? ORDER BY version",
+                    (session_id,),
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            if row is None:
+                return None
+            return Checkpoint(int(row[0]), bytes(row[1]), tuple(bytes(e[0]) for e in extensions))
 
         return await self._run(op)
 
@@ -428,6 +478,7 @@ class SqliteSessionStore:
             with transaction(conn):
                 conn.execute("DELETE FROM pausepoint_records WHERE session_id = ?", (session_id,))
                 conn.execute("DELETE FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
+                conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
                 gone = conn.execute("DELETE FROM pausepoint_sessions WHERE id = ?", (session_id,)).rowcount
             return gone > 0
 

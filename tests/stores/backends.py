@@ -92,7 +92,7 @@ class Backend:
 
     async def make_version_1(self) -> None:
         """Turn the place back into what pausepoint's schema version 1 made (no events, no outbox,
-        no checkpoints)."""
+        no checkpoints, no checkpoint extensions)."""
         raise NotImplementedError
 
     def hold_writes(self, session_id: str) -> contextlib.AbstractAsyncContextManager[None]:
@@ -143,6 +143,7 @@ class SqliteBackend(Backend):
             conn.execute("DROP TABLE pausepoint_events")
             conn.execute("DROP TABLE pausepoint_deliveries")
             conn.execute("DROP TABLE pausepoint_checkpoints")
+            conn.execute("DROP TABLE pausepoint_checkpoint_extensions")
             conn.execute("UPDATE pausepoint_meta SET value = '1' WHERE key = 'schema_version'")
 
     @contextlib.asynccontextmanager
@@ -217,6 +218,7 @@ class PostgresBackend(Backend):
         await self._execute(
             f"DROP TABLE {self.quoted}.pausepoint_events; DROP TABLE {self.quoted}.pausepoint_deliveries; "
             f"DROP TABLE {self.quoted}.pausepoint_checkpoints; "
+            f"DROP TABLE {self.quoted}.pausepoint_checkpoint_extensions; "
             f"UPDATE {self.quoted}.pausepoint_meta SET value = '1' WHERE key = 'schema_version'"
         )
 
@@ -288,6 +290,7 @@ class RedisBackend(Backend):
         async with aioredis.Redis.from_url(self.url) as client:
             outbox = [key async for key in client.scan_iter(match=self.prefix + "event*", count=1000)]
             outbox += [key async for key in client.scan_iter(match=self.prefix + "deliver*", count=1000)]
+            outbox += [key async for key in client.scan_iter(match=self.prefix + "checkpoint*", count=1000)]
             if outbox:
                 await client.delete(*outbox)
             await client.set(self.prefix + "schema_version", "1")

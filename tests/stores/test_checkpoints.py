@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pausepoint import Agent, AgentFinishReason
+from pausepoint import Agent, AgentFinishReason, _checkpoint
 from pausepoint._checkpoint import decode_state
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved
@@ -22,6 +22,17 @@ from pausepoint.stores import CheckpointStore, SessionStore
 from .backends import Backend
 
 TRANSFER = "Transfer $5 to savings."
+
+
+@pytest.fixture(autouse=True, params=["bases", "extensions"])
+def extending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: with checkpoints written whole each time (what a small session gets),
+    and extended whenever they can be (what a long one gets)."""
+    if request.param == "extensions":
+        monkeypatch.setattr(_checkpoint, "EXTEND_FROM", 0)
+        monkeypatch.setattr(_checkpoint, "EXTENSIONS_SHARE", 1000)
+        monkeypatch.setattr(_checkpoint, "MAX_EXTENSIONS", 1000)
+    return str(request.param)
 
 
 async def agent_on(backend: Backend, ledger: list[str] | None = None, every: int | None = None) -> Agent:
@@ -223,3 +234,74 @@ async def test_racing_agents_leave_a_checkpoint_a_cold_agent_can_use(backend: Ba
     cold = await agent_on(backend)
     assert await seen(cold, sid) == await seen(await agent_on(backend, every=None), sid)
     assert len(await cold.chat(sid).history()) == len(await agents[0].chat(sid).history())
+
+
+async def test_a_cold_agent_loads_the_base_and_its_extensions(backend: Backend, extending: str) -> None:
+    writer = await agent_on(backend, every=4)
+    sid = await cycle(writer)
+    for _ in range(5):
+        await cycle(writer, sid)
+        await settled(writer)
+    await writer.chat(sid).send(TRANSFER)  # a pause left open
+    await settled(writer)
+    checkpoint = await (await keeper(writer.store)).read_checkpoint(sid)
+    assert checkpoint is not None
+    assert bool(checkpoint.extensions) == (extending == "extensions")
+
+    cold = await agent_on(backend)
+    assert await seen(cold, sid) == await seen(await agent_on(backend, every=None), sid)
+    assert checkpointed(cold, sid) == checkpoint.version
+    [pending] = await cold.chat(sid).interrupts()
+    ledger: list[str] = []
+    second = await agent_on(backend, ledger)
+    await second.chat(sid).resume(respond=[pending.respond({"approved": True})])
+    assert ledger == ["5->savings"]
+    with pytest.raises(AlreadyResolved):
+        await cold.chat(sid).resume(respond=[pending.respond({"approved": True})])
+
+
+@pytest.mark.parametrize("damage", ["flipped", "torn", "missing"])
+async def test_a_damaged_extension_is_not_used(backend: Backend, damage: str) -> None:
+    """A checkpoint whose extensions are not whole, or not a chain from its base, is not used:
+    the cold agent folds the log."""
+    writer = await agent_on(backend, every=None)
+    sid = await cycle(writer)
+    store = await keeper(writer.store)
+    state = writer.sessions.cached(sid)
+    assert state is not None
+    base = _checkpoint.encode_state(state, await digest_at(store, sid, state.version))
+    assert await store.write_checkpoint(sid, state.version, base)
+    loaded = decode_state(sid, base)
+    assert loaded is not None and loaded.chain is not None
+    datas = []
+    for _ in range(2):
+        await cycle(writer, sid)
+        found = await store.read(sid, after_version=loaded.version)
+        assert found is not None
+        for entry in found.entries:
+            loaded.apply(_checkpoint.decode_record(entry.data))
+        written = _checkpoint._encode(loaded, await digest_at(store, sid, loaded.version), loaded.chain)
+        assert written is not None
+        datas.append((loaded.chain.version, loaded.version, written.data))
+        _checkpoint._extended(loaded, loaded.version, written, True)
+    if damage == "flipped":
+        after, version, data = datas[1]
+        middle = len(data) // 2
+        datas[1] = (after, version, data[:middle] + bytes([data[middle] ^ 0x20]) + data[middle + 1 :])
+    elif damage == "torn":
+        after, version, data = datas[1]
+        datas[1] = (after, version, data[: len(data) // 2])
+    else:  # the first extension lost: the second stored as if it extended the base
+        datas = [(datas[0][0], datas[1][1], datas[1][2])]
+    for after, version, data in datas:
+        assert await store.extend_checkpoint(sid, after, version, data)
+
+    cold = await agent_on(backend)
+    assert await seen(cold, sid) == await seen(writer, sid)
+    assert checkpointed(cold, sid) == 0  # folded from the log
+
+
+async def digest_at(store: CheckpointStore, session_id: str, version: int) -> bytes:
+    found = await store.read(session_id, after_version=version - 1)
+    assert found is not None
+    return _checkpoint.record_digest(found.entries[0].data)

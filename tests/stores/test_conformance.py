@@ -41,7 +41,7 @@ async def test_sessions_outlive_the_store_object(durable_backend):
         await second.close()
 
 
-@pytest.mark.parametrize("found", ["4", "0", "not-a-version"])
+@pytest.mark.parametrize("found", ["5", "0", "not-a-version"])
 async def test_unknown_schema_version_is_refused(durable_backend, found):
     first = await durable_backend.open()
     await put(first, summary("s1", 1))
@@ -57,7 +57,7 @@ async def test_unknown_schema_version_is_refused(durable_backend, found):
             await later.append("s2", 0, entries(0, 1), summary("s2", 1))
     finally:
         await later.close()
-    await durable_backend.set_schema_version("3")
+    await durable_backend.set_schema_version("4")
     again = await durable_backend.open()
     try:
         assert ids(await again.list_sessions()) == ["s1"]  # the refused append wrote nothing

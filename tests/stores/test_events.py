@@ -241,4 +241,4 @@ async def test_a_version_1_place_is_upgraded(durable_backend):
         assert [d.event.id for d in await later.claim_deliveries(["hook"], at(1), LEASE)] == ["s1.2"]
     finally:
         await later.close()
-    assert await durable_backend.schema_version() == "3"
+    assert await durable_backend.schema_version() == "4"

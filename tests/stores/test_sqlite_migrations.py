@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pausepoint import AgentFinishReason
 from pausepoint.demo import build
-from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
+from pausepoint.stores import Checkpoint, InMemorySessionStore, SqliteSessionStore
 
 # pausepoint schema version 1, as released.
 SCHEMA_V1 = """
@@ -108,8 +108,13 @@ async def test_a_version_1_file_is_upgraded_and_its_sessions_go_on(tmp_path: Pat
         assert await store.last_event() > 0
     finally:
         await store.close()
-    assert schema_version(path) == "3"
-    assert {"pausepoint_events", "pausepoint_deliveries", "pausepoint_checkpoints"} <= tables(path)
+    assert schema_version(path) == "4"
+    assert {
+        "pausepoint_events",
+        "pausepoint_deliveries",
+        "pausepoint_checkpoints",
+        "pausepoint_checkpoint_extensions",
+    } <= tables(path)
 
     again = SqliteSessionStore(path)  # an upgraded file opens as any current one
     try:
@@ -128,6 +133,7 @@ async def test_a_version_2_file_gains_checkpoints(tmp_path: Path) -> None:
     await store.close()
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:  # back to what version 2 had
         conn.execute("DROP TABLE pausepoint_checkpoints")
+        conn.execute("DROP TABLE pausepoint_checkpoint_extensions")
         conn.execute("UPDATE pausepoint_meta SET value = '2' WHERE key = 'schema_version'")
     store = SqliteSessionStore(path)
     try:
@@ -135,4 +141,29 @@ async def test_a_version_2_file_gains_checkpoints(tmp_path: Path) -> None:
         assert (await store.read(session_id)) is not None
     finally:
         await store.close()
-    assert schema_version(path) == "3"
+    assert schema_version(path) == "4"
+
+
+async def test_a_version_3_file_gains_checkpoint_extensions(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    session_id, _ = await make_version_1_file(path)
+    store = SqliteSessionStore(path)
+    assert await store.write_checkpoint(session_id, 1, b"base") is True  # upgrades to the current version
+    await store.close()
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:  # back to what version 3 had
+        conn.execute("DROP TABLE pausepoint_checkpoint_extensions")
+        conn.execute("UPDATE pausepoint_meta SET value = '3' WHERE key = 'schema_version'")
+    assert "pausepoint_checkpoint_extensions" not in tables(path)
+    store = SqliteSessionStore(path)
+    try:
+        log = await store.read(session_id)
+        assert log is not None and log.version > 2  # a paused banking turn: several records
+        assert await store.read_checkpoint(session_id) == Checkpoint(1, b"base")  # the version-3 checkpoint stays
+        assert await store.extend_checkpoint(session_id, 1, 2, b"more") is True
+        assert await store.read_checkpoint(session_id) == Checkpoint(2, b"base", (b"more",))
+        assert await store.write_checkpoint(session_id, log.version, b"new base") is True
+        assert await store.read_checkpoint(session_id) == Checkpoint(log.version, b"new base")
+    finally:
+        await store.close()
+    assert schema_version(path) == "4"
+    assert "pausepoint_checkpoint_extensions" in tables(path)
