@@ -15,15 +15,26 @@ folded instead) unless all of this holds —
 
 The format is derived from ``SessionState``'s dataclass fields, never listed by hand. After a
 one-line header comes the text: every field that is not a collection as one line of JSON, and
-for each ``list`` or ``dict`` field its count, its keys (a dict's) and its references (below).
-Then a table of where each collection's items start, and the items themselves, laid end to end
-(each one's JSON from its type's pydantic adapter). Loading parses the text and checks the
-checksum; a list's items are cut out of the bytes and decoded only when read (``_lazy``), so
-loading costs no object per history item, and writing the next checkpoint of a state loaded
-from one copies each list's bytes and table whole, adding what was appended since. An object
-held in two fields (an open pause is also in ``pauses``; the running detached turn is also in
-``detached``) is written once and referred to from the later field (``@field`` and the key),
-so it is one object again after loading.
+for each ``list`` or ``dict`` field its count, its keys (a dict's), its references (below) and
+the keys it removed (a dict's, in an extension). Then a table of where each collection's items
+start, and the items themselves, laid end to end (each one's JSON from its type's pydantic
+adapter). Loading parses the text and checks the checksum; a list's items are cut out of the
+bytes and decoded only when read (``_lazy``), so loading costs no object per history item, and
+writing the next base of a state loaded from one copies each list's bytes and table whole,
+adding what was appended since. An object held in two fields (an open pause is also in
+``pauses``; the running detached turn is also in ``detached``) is written once and referred to
+from the later field (``@field`` and the key), so it is one object again after loading.
+
+**Extensions.** A checkpoint is a base and the extensions written after it (the store keeps
+them in order, each only on top of the one before: ``CheckpointStore.extend_checkpoint``). An
+extension has the same format, and its header names the version it extends. It holds every
+value, the list items appended since that version (lists only grow), and each dict's entries
+that were read or set since, with the keys it removed: an entry never read is as the
+checkpoint already has it, so an extension costs what the session added and touched, not its
+history. Loading folds the extensions into the base in order; each is checked as a base is
+(format, fingerprint, checksum), they must chain from the base, and the last one's digest ties
+the whole to the log. A new base is written instead once the extensions are many or large
+(``MAX_EXTENSIONS``, ``EXTENSIONS_SHARE``), so a cold load never reads much more than a base.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import sys
 import typing
 import zlib
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, cast
@@ -150,64 +161,60 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             text.append(b"@" + _json([home[0], home[1]]) if home else field.item.dump_json(value))
             continue
         laid.begin()
-        source: Slices | None = None
-        packed = None
+        source: Slices | None = None  # where the items that are places (ints) are
+        first = copied = 0  # a list's: the position of ``items[0]``, and how many were copied whole
+        keys: list[Any] | None = None  # a dict's, one per item
         gone: list[Any] = []
-        entries: Iterator[tuple[Any, Any]]
+        items: list[Any]
         if field.shape == "list":
             lengths[field.name] = len(value)
             if chain is not None:  # the items appended since the chain's version
-                since = chain.lengths.get(field.name, len(value) + 1)
-                if since > len(value):
+                first = chain.lengths.get(field.name, len(value) + 1)
+                if first > len(value):
                     return None
-                raw = value.raw_since(since) if isinstance(value, LazyList) else value[since:]
-                entries = enumerate(raw, since)
+                items = value.raw_since(first) if isinstance(value, LazyList) else value[first:]
+            elif isinstance(value, LazyList) and (packed := value.packed()) is not None:
+                loaded, items = packed  # the items as loaded, whole, then those appended since
+                laid.copy(loaded, 0, len(loaded))
+                first = copied = len(loaded)
             else:
-                packed = value.packed() if isinstance(value, LazyList) else None
-                if packed is not None:  # the items as loaded, whole, then those appended since
-                    loaded, appended = packed
-                    laid.copy(loaded, 0, len(loaded))
-                    entries = enumerate(appended, len(loaded))
-                else:
-                    entries = enumerate(value.raw_items() if isinstance(value, LazyList) else value)
+                items = list(value.raw_items()) if isinstance(value, LazyList) else value
         elif chain is not None:  # the entries read or set, and the keys removed, since
             if not isinstance(value, LazyDict):
                 return None
             removed[field.name] = list(value.removed)
             gone = [key for key in removed[field.name] if not dict.__contains__(value, key)]
-            entries = ((key, dict.__getitem__(value, key)) for key in value.touched)
-        elif isinstance(value, LazyDict):
-            source, entries = value.source, value.raw_items()
+            keys = list(value.touched)
+            items = [dict.__getitem__(value, key) for key in keys]
         else:
-            entries = iter(value.items())
-        keys: list[Any] = []
+            keys, items = list(dict.keys(value)), list(dict.values(value))
+            if isinstance(value, LazyDict):
+                source = value.source
         refs: list[list[Any]] = []  # [position, field, key] of each item held by an earlier field
-        run: list[int] = []  # the places in ``source`` of the entries being copied as a run
-        for key, item in entries:
-            keys.append(key)
-            if source is not None and type(item) is int:  # never read: copied as loaded
-                if run and item != run[1]:
-                    laid.copy(source, *run)
-                    run = []
-                run = [run[0] if run else item, item + 1]
-                continue
-            if run:
-                laid.copy(source, *run)  # type: ignore[arg-type]
-                run = []
+        # Items never read since loading are places in ``source``: copied in runs, as loaded.
+        # The others are objects (encoded here) or JSON (kept as it is).
+        others = range(len(items)) if source is None else [i for i, v in enumerate(items) if type(v) is not int]
+        start = 0
+        for at in itertools.chain(others, (len(items),)):
+            if start < at:
+                laid.copy_places(cast(Slices, source), items, start, at)
+            start = at + 1
+            if at == len(items):
+                break
+            item = items[at]
             if type(item) is not bytes:
+                key = first + at if keys is None else keys[at]
                 home = homes.get(id(item))
                 if home is not None and home[0] != field.name:
-                    refs.append([key if field.keys is None else len(keys) - 1, home[0], home[1]])
+                    refs.append([key if keys is None else at, home[0], home[1]])
                     item = b"@"
                 else:
                     if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
                         homes[id(item)] = (field.name, key)
                     item = field.item.dump_json(item)
             laid.add(item)
-        if run:
-            laid.copy(source, *run)  # type: ignore[arg-type]
         laid.end_collection()
-        text.append(b"%d" % (len(keys) if packed is None else len(packed[0]) + len(keys)))
+        text.append(b"%d" % (copied + len(items)))
         if field.keys is not None:
             text.append(field.keys.dump_json(keys))
         text.append(_json(refs))
@@ -260,6 +267,20 @@ class _Laid:
             shift = self._end - bounds[0]
             self._bounds.extend([bound + shift for bound in bounds[:-1]])
         self._end += len(data)
+
+    def copy_places(self, source: Slices, places: list[int], start: int, stop: int) -> None:
+        """The items at ``places[start:stop]`` in ``source`` (increasing), copied in runs."""
+        first, last = places[start], places[stop - 1]
+        if last - first == stop - 1 - start:  # one run: nothing was removed between them
+            self.copy(source, first, last + 1)
+            return
+        begin = previous = first
+        for place in places[start + 1 : stop]:
+            if place != previous + 1:
+                self.copy(source, begin, previous + 1)
+                begin = place
+            previous = place
+        self.copy(source, begin, previous + 1)
 
     def end_collection(self) -> None:
         self._bounds.append(self._end)
@@ -471,6 +492,9 @@ def _extend(
     if parts is None or chain is None or header.after != chain.version:
         return False
     live = written is not None
+    # The fields that hold objects other fields refer to: their items must stay those objects.
+    homes = {part.home[0] for part in parts if part.home is not None}
+    homes.update(home for part in parts for _, home, _ in part.refs)
     try:
         if values and not live:
             for part in parts:
@@ -494,6 +518,8 @@ def _extend(
                     value.extend_unread(source)
                 elif len(value) != since + len(source):
                     return False
+                elif isinstance(value, LazyList) and field.name not in homes:
+                    value.unread_from(since, source)  # so the next base copies them
                 for position, home, key in part.refs:
                     if not since <= position < len(value):
                         return False
@@ -556,13 +582,14 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     return state
 
 
-# A checkpoint is extended, rather than written again whole, while its base is at least
-# EXTEND_FROM bytes (a smaller one costs little to write again), it has fewer than MAX_EXTENSIONS
-# extensions (each costs a cold load a parse), and they add up to at most EXTENSIONS_SHARE of its
-# base (so a cold load reads at most 1.5 times what a base would hold, and a new base is written
-# once per half a base's bytes added: a cost per record that does not grow with the history).
-EXTEND_FROM = 32 * 1024
-MAX_EXTENSIONS = 4
+# A checkpoint is extended, rather than written again whole, while it has fewer extensions than
+# one per BYTES_PER_EXTENSION of its base (at most MAX_EXTENSIONS), and they add up to at most
+# EXTENSIONS_SHARE of the base. Folding an extension into a cold load costs about what reading
+# a quarter of a MiB of base does, so the extensions add at most about a quarter to a cold load
+# (none to a small one, which costs little to write again whole); and a new base is written once
+# per that many checkpoints, so the longer the session, the rarer its whole-state writes.
+BYTES_PER_EXTENSION = 1024 * 1024
+MAX_EXTENSIONS = 16
 EXTENSIONS_SHARE = 0.5
 
 
@@ -615,7 +642,7 @@ async def save(
 
 def _extension(state: SessionState, digest: bytes, chain: Chain) -> _Written | None:
     """The extension of ``chain`` to write for ``state``, or None when a new base is due."""
-    if chain.base_bytes < EXTEND_FROM or chain.extensions >= MAX_EXTENSIONS:
+    if chain.extensions >= min(MAX_EXTENSIONS, chain.base_bytes // BYTES_PER_EXTENSION):
         return None
     written = _encode(state, digest, chain)
     if written is None or chain.extension_bytes + len(written.data) > chain.base_bytes * EXTENSIONS_SHARE:

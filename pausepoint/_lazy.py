@@ -89,6 +89,14 @@ class LazyList(list[T], Generic[T]):
         self._later.append((len(self), source))
         list.extend(self, itertools.repeat(_UNCUT, len(source)))
 
+    def unread_from(self, start: int, source: Slices) -> None:
+        """Put the items from ``start`` on back to JSON: ``source`` holds them, as written
+        (the items of a list are values, so a later read decodes an equal one)."""
+        if len(self) - start != len(source):
+            raise ValueError(f"{len(source)} items written, {len(self) - start} in the list")
+        list.__setitem__(self, slice(start, None), [_UNCUT] * len(source))
+        self._later.append((start, source))
+
     def _at(self, index: SupportsIndex) -> T:
         value: Any = list.__getitem__(self, index)
         if value is _UNCUT:

@@ -193,6 +193,15 @@ class LocalSessions:
             return self._cache.get(session_id) is state and not self.lock(session_id).locked()
 
         try:
+            # After the call that made it due, which holds the lock still: then nothing is
+            # using the state (unless the store makes the write wait), and it can be kept as
+            # written. Not with the lock held: the next call does not wait for the write.
+            async with self.lock(session_id):
+                pass
+            latest = self._cache.get(session_id)
+            if latest is None:
+                return
+            state = latest
             for _ in range(3):
                 kept = await _checkpoint.save(store, state, idle)
                 if kept is not None and kept is not state:

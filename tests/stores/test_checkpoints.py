@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pausepoint import Agent, AgentFinishReason, _checkpoint
-from pausepoint._checkpoint import decode_state
+from pausepoint._checkpoint import decode_chain, decode_state
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved
 from pausepoint.stores import CheckpointStore, SessionStore
@@ -29,7 +29,7 @@ def extending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Every test twice: with checkpoints written whole each time (what a small session gets),
     and extended whenever they can be (what a long one gets)."""
     if request.param == "extensions":
-        monkeypatch.setattr(_checkpoint, "EXTEND_FROM", 0)
+        monkeypatch.setattr(_checkpoint, "BYTES_PER_EXTENSION", 1)
         monkeypatch.setattr(_checkpoint, "EXTENSIONS_SHARE", 1000)
         monkeypatch.setattr(_checkpoint, "MAX_EXTENSIONS", 1000)
     return str(request.param)
@@ -199,8 +199,8 @@ async def test_exactly_once_across_agents_loading_from_checkpoints(backend: Back
     await settled(first)
     checkpoint = await (await keeper(first.store)).read_checkpoint(sid)
     assert checkpoint is not None
-    assert decode_state(sid, checkpoint.data) is not None
-    assert decode_state(sid, checkpoint.data).open  # type: ignore[union-attr] # the pause is open in it
+    assert decode_chain(sid, checkpoint) is not None
+    assert decode_chain(sid, checkpoint).open  # type: ignore[union-attr] # the pause is open in it
 
     second, third = await agent_on(backend, ledger), await agent_on(backend, ledger)
     answer = paused.interrupts[0].respond({"approved": True})
