@@ -19,12 +19,17 @@ stores take (``max_record_bytes``)::
 pytest then collects every ``test_*`` of the suite in that module. The suite needs ``pytest``
 and ``pytest-asyncio`` with ``asyncio_mode = "auto"``. Each test starts from an empty place.
 A store that keeps checkpoints (``pausepoint.stores.CheckpointStore``) is held to that part of
-the contract too; one that does not skips those tests.
+the contract too: a checkpoint kept only for a version its log holds and never replaced by an
+older one, an extension kept only at the checkpoint's head, a new base that drops the
+extensions, a read that sees one consistent checkpoint (a base and the extensions of one
+moment), and the checkpoint deleted with its session. A store that keeps none skips those tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,8 +47,11 @@ __all__ = [
     "OpenStore",
     "T0",
     "at",
+    "chained",
+    "checkpoint_stores",
     "checkpoints",
     "entries",
+    "grow_checkpoint",
     "ids",
     "listed",
     "put",
@@ -54,7 +62,12 @@ __all__ = [
     "test_a_checkpoint_may_be_larger_than_a_record",
     "test_a_checkpoint_needs_a_log_that_holds_its_version",
     "test_a_deleted_session_takes_its_checkpoint_along",
+    "test_a_deleted_session_takes_its_extensions_along",
+    "test_a_new_base_drops_the_extensions",
+    "test_a_read_racing_extensions_sees_one_whole_checkpoint",
     "test_an_append_not_yet_durable_is_seen_at_once_and_continued",
+    "test_an_extension_is_kept_only_at_the_head",
+    "test_an_extension_is_refused_without_a_checkpoint_or_past_the_log",
     "test_append_then_read",
     "test_append_to_a_missing_session_conflicts",
     "test_appends_continue_the_log",
@@ -62,6 +75,7 @@ __all__ = [
     "test_configured_size_limit",
     "test_conflicting_append_writes_nothing",
     "test_delete",
+    "test_extensions_keep_their_bytes_and_order",
     "test_is_a_session_store",
     "test_list_filters_and_order",
     "test_list_limit_and_offset",
@@ -75,6 +89,7 @@ __all__ = [
     "test_racing_appends_one_wins",
     "test_racing_checkpoint_writers_leave_the_latest",
     "test_racing_creators_one_wins",
+    "test_racing_extensions_from_the_same_head_keep_one",
     "test_read_after_a_version_keeps_kinds_and_bytes",
     "test_ties_are_ordered_by_id_bytewise",
     "test_unicode",
@@ -513,6 +528,22 @@ async def checkpoints(store: SessionStore) -> CheckpointStore:
     return store
 
 
+@contextlib.asynccontextmanager
+async def checkpoint_stores(open_store: OpenStore, count: int) -> AsyncIterator[list[CheckpointStore]]:
+    """``count`` store objects on the test's place, as separate processes would open them, closed
+    at the end; skips for a store that keeps no checkpoints."""
+    opened = [await open_store()]
+    try:
+        if not isinstance(opened[0], CheckpointStore):
+            pytest.skip("the store keeps no checkpoints")
+        for _ in range(count - 1):
+            opened.append(await open_store())
+        yield [await checkpoints(made) for made in opened]
+    finally:
+        for made in {id(s): s for s in opened}.values():
+            await made.close()
+
+
 async def test_a_checkpoint_is_kept_as_written(store: SessionStore) -> None:
     keeper = await checkpoints(store)
     assert await keeper.read_checkpoint("s1") is None
@@ -595,3 +626,185 @@ async def test_checkpoints_do_not_change_listings_or_appends(store: SessionStore
     assert await store.list_sessions(has_pending=True) == [s]
     assert await store.append("s1", 2, entries(2, 1), summary("s1", 3)) == 3
     assert await keeper.read_checkpoint("s1") == Checkpoint(2, b"state")
+
+
+async def test_an_extension_is_kept_only_at_the_head(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 6), 6)
+    assert await keeper.write_checkpoint("s1", 2, b"base") is True
+    assert await keeper.extend_checkpoint("s1", 2, 3, b"to 3") is True
+    assert await keeper.extend_checkpoint("s1", 2, 4, b"stale") is False  # the head moved on to 3
+    assert await keeper.extend_checkpoint("s1", 4, 5, b"ahead") is False  # the head is not at 4 yet
+    assert await keeper.read_checkpoint("s1") == Checkpoint(3, b"base", (b"to 3",))
+    assert await keeper.extend_checkpoint("s1", 3, 5, b"to 5") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(5, b"base", (b"to 3", b"to 5"))
+    assert await keeper.extend_checkpoint("s1", 5, 6, b"to 6") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(6, b"base", (b"to 3", b"to 5", b"to 6"))
+
+
+async def test_an_extension_is_refused_without_a_checkpoint_or_past_the_log(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    assert await keeper.extend_checkpoint("ghost", 0, 1, b"no session") is False
+    assert await keeper.read_checkpoint("ghost") is None
+    await put(store, summary("s1", 4), 4)
+    assert await keeper.extend_checkpoint("s1", 0, 1, b"no checkpoint") is False
+    assert await keeper.extend_checkpoint("s1", 1, 2, b"no checkpoint") is False
+    assert await keeper.read_checkpoint("s1") is None
+    assert await keeper.write_checkpoint("s1", 2, b"base") is True
+    assert await keeper.extend_checkpoint("s1", 2, 5, b"past the log") is False
+    assert await keeper.extend_checkpoint("s1", 2, 2, b"no step") is False
+    assert await keeper.extend_checkpoint("s1", 2, 1, b"backwards") is False
+    assert await keeper.read_checkpoint("s1") == Checkpoint(2, b"base")
+    assert await keeper.extend_checkpoint("s1", 2, 4, b"at the log's head") is True
+    assert await store.append("s1", 4, entries(4, 1), summary("s1", 5)) == 5  # the log moves on
+    assert await keeper.extend_checkpoint("s1", 4, 6, b"past the log again") is False
+    assert await keeper.extend_checkpoint("s1", 4, 5, b"to 5") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(5, b"base", (b"at the log's head", b"to 5"))
+    log = await store.read("s1")
+    assert log is not None and log.version == 5
+
+
+async def test_extensions_keep_their_bytes_and_order(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 40), 40)
+    base = bytes(range(256)) * 4 + b"\n\x00 \xff"
+    assert await keeper.write_checkpoint("s1", 1, base) is True
+    expected = []
+    for version in range(2, 41):
+        data = bytes([version]) * version + b"\n\x00\r\n" + b"%d" % version
+        expected.append(data)
+        assert await keeper.extend_checkpoint("s1", version - 1, version, data) is True
+    big = b"x" * (store.max_record_bytes * 2)  # like a base, an extension may exceed a record's limit
+    await store.append("s1", 40, entries(40, 1), summary("s1", 41))
+    assert await keeper.extend_checkpoint("s1", 40, 41, big) is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(41, base, (*expected, big))
+    assert await keeper.extend_checkpoint("s1", 41, 42, b"past the log") is False
+    assert await keeper.extend_checkpoint("s1", 40, 41, b"again") is False
+    assert (await keeper.read_checkpoint("s1")) == Checkpoint(41, base, (*expected, big))
+
+
+async def test_a_new_base_drops_the_extensions(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 8), 8)
+    assert await keeper.write_checkpoint("s1", 2, b"old base") is True
+    assert await keeper.extend_checkpoint("s1", 2, 4, b"to 4") is True
+    # At or below the head (an extension's version, or between the base and it): refused.
+    for version in (1, 2, 3, 4):
+        assert await keeper.write_checkpoint("s1", version, b"older") is False
+    assert await keeper.read_checkpoint("s1") == Checkpoint(4, b"old base", (b"to 4",))
+    assert await keeper.write_checkpoint("s1", 9, b"past the log") is False
+    assert await keeper.write_checkpoint("s1", 5, b"new base") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(5, b"new base")
+    assert await keeper.extend_checkpoint("s1", 4, 6, b"after the old head") is False
+    assert await keeper.extend_checkpoint("s1", 5, 7, b"to 7") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(7, b"new base", (b"to 7",))
+    assert await keeper.write_checkpoint("s1", 8, b"newest base") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(8, b"newest base")
+
+
+async def test_a_deleted_session_takes_its_extensions_along(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 5), 5)
+    assert await keeper.write_checkpoint("s1", 2, b"old base") is True
+    assert await keeper.extend_checkpoint("s1", 2, 3, b"old 3") is True
+    assert await keeper.extend_checkpoint("s1", 3, 5, b"old 5") is True
+    assert await store.delete("s1") is True
+    assert await keeper.read_checkpoint("s1") is None
+    assert await keeper.extend_checkpoint("s1", 5, 6, b"ghost") is False
+    await put(store, summary("s1", 6), 6)  # the same id again: a new log, nothing of the old checkpoint
+    assert await keeper.read_checkpoint("s1") is None
+    assert await keeper.extend_checkpoint("s1", 5, 6, b"on the old head") is False
+    assert await keeper.write_checkpoint("s1", 1, b"new base") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(1, b"new base")
+    assert await keeper.extend_checkpoint("s1", 1, 3, b"new 3") is True
+    assert await keeper.read_checkpoint("s1") == Checkpoint(3, b"new base", (b"new 3",))
+
+
+async def test_racing_extensions_from_the_same_head_keep_one(open_store: OpenStore) -> None:
+    """Writers on separate store objects extend the checkpoint from the same head: one is kept,
+    round after round."""
+    async with checkpoint_stores(open_store, 8) as racers:
+        first = racers[0]
+        await put(first, summary("s1", 12), 12)
+        assert await first.write_checkpoint("s1", 2, b"base") is True
+        for round_ in range(3):
+            head = (await first.read_checkpoint("s1") or Checkpoint(0, b"")).version
+            kept = await asyncio.gather(
+                *(
+                    r.extend_checkpoint("s1", head, head + 1 + n % 2, b"%d by %d" % (round_, n))
+                    for n, r in enumerate(racers)
+                )
+            )
+            assert sum(kept) == 1
+            [winner] = [n for n, k in enumerate(kept) if k]
+            after = await racers[-1].read_checkpoint("s1")
+            assert after is not None
+            assert after.version == head + 1 + winner % 2
+            assert after.data == b"base"
+            assert len(after.extensions) == round_ + 1
+            assert after.extensions[-1] == b"%d by %d" % (round_, winner)
+
+
+def chained(checkpoint: Checkpoint) -> bool:
+    """Whether a checkpoint made by ``grow_checkpoint`` is whole: its base names the version it
+    was written at, each extension the versions it took the checkpoint from and to, and they
+    meet the head."""
+    reached = int(checkpoint.data.split(b"@")[1])
+    for extension in checkpoint.extensions:
+        start, end = (int(v) for v in extension.split(b">"))
+        if start != reached:
+            return False
+        reached = end
+    return reached == checkpoint.version
+
+
+async def grow_checkpoint(keeper: CheckpointStore, seed: int, until: int, rebase: bool) -> int:
+    """Extend (and now and then rebase) the checkpoint of s1 from whatever head it is at, until
+    it reaches ``until``; returns how many writes were kept."""
+    rng = random.Random(seed)  # noqa: S311 - the test's reproducible choices, not a secret
+    kept = 0
+    while True:
+        current = await keeper.read_checkpoint("s1")
+        assert current is not None
+        if current.version >= until:
+            return kept
+        step = min(rng.randint(1, 2), until - current.version)
+        target = current.version + step
+        if rebase and rng.random() < 0.2:
+            kept += await keeper.write_checkpoint("s1", target, b"base@%d" % target)
+        else:
+            kept += await keeper.extend_checkpoint("s1", current.version, target, b"%d>%d" % (current.version, target))
+        await asyncio.sleep(0)  # let the others in, on a store that never waits (memory)
+
+
+async def test_a_read_racing_extensions_sees_one_whole_checkpoint(open_store: OpenStore) -> None:
+    """Writers on separate store objects extend (and now and then rebase) one checkpoint while
+    readers read it: every read is one moment's checkpoint, its head that of its extensions."""
+    until = 120
+    async with checkpoint_stores(open_store, 6) as stores:
+        await put(stores[0], summary("s1", until), until)
+        assert await stores[0].write_checkpoint("s1", 1, b"base@1") is True
+        done = asyncio.Event()
+        seen: list[Checkpoint] = []
+
+        async def read(keeper: CheckpointStore) -> None:
+            while not done.is_set():
+                checkpoint = await keeper.read_checkpoint("s1")
+                assert checkpoint is not None
+                assert chained(checkpoint), checkpoint
+                seen.append(checkpoint)
+                await asyncio.sleep(0)
+
+        readers = [asyncio.ensure_future(read(keeper)) for keeper in stores[3:]]
+        try:
+            writes = await asyncio.gather(
+                *(grow_checkpoint(keeper, n, until, rebase=n == 0) for n, keeper in enumerate(stores[:3]))
+            )
+        finally:
+            done.set()
+            await asyncio.gather(*readers)
+        assert sum(writes) >= 1
+        final = await stores[-1].read_checkpoint("s1")
+        assert final is not None and final.version == until and chained(final)
+        assert len(seen) > 1
+        assert any(c.extensions for c in seen)
