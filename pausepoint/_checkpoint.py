@@ -33,8 +33,9 @@ that were read or set since, with the keys it removed: an entry never read is as
 checkpoint already has it, so an extension costs what the session added and touched, not its
 history. Loading folds the extensions into the base in order; each is checked as a base is
 (format, fingerprint, checksum), they must chain from the base, and the last one's digest ties
-the whole to the log. A new base is written instead once the extensions are many or large
-(``MAX_EXTENSIONS``, ``EXTENSIONS_SHARE``), so a cold load never reads much more than a base.
+the whole to the log. A new base is written instead once the extensions are many for the
+base's size, or large (``BYTES_PER_EXTENSION``, ``MAX_EXTENSIONS``, ``EXTENSIONS_SHARE``), so a
+cold load never reads much more than a base.
 """
 
 from __future__ import annotations

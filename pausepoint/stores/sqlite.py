@@ -117,7 +117,8 @@ CREATE TABLE IF NOT EXISTS pausepoint_checkpoints (
 );
 """,
     # 4: checkpoint extensions, oldest first (see stores._base). pausepoint_checkpoints.version is
-    # the checkpoint's head: its latest extension's version, or its base's when it has none.
+    # the base's; the checkpoint is at its latest extension's version, or at the base's when it
+    # has none. (The base's row is never updated to move the head: SQLite would rewrite its blob.)
     """
 CREATE TABLE IF NOT EXISTS pausepoint_checkpoint_extensions (
     session_id TEXT NOT NULL,
@@ -130,6 +131,12 @@ CREATE TABLE IF NOT EXISTS pausepoint_checkpoint_extensions (
 SCHEMA_VERSION = len(_MIGRATIONS)
 # How often a reader of the event stream checks whether another process wrote to the file.
 _POLL_SECONDS = 0.05
+
+# The version a session's checkpoint is at: its latest extension's, or its base's (NULL: none).
+_CHECKPOINT_HEAD = (
+    "SELECT COALESCE((SELECT MAX(version) FROM pausepoint_checkpoint_extensions WHERE session_id = ?1), "
+    "(SELECT version FROM pausepoint_checkpoints WHERE session_id = ?1))"
+)
 
 _DELIVERY_COLUMNS = (
     "d.id, d.target, d.state, d.attempts, d.due_us, d.updated_us, d.last_error, d.lease, "
@@ -366,40 +373,33 @@ class SqliteSessionStore:
 
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
         # One transaction: a new base, kept only for a version the log holds and only over an
-        # older checkpoint (its head), drops the extensions of the old one. Not waited for: a
-        # checkpoint is never the source of truth.
+        # older checkpoint, drops the extensions of the old one. Not waited for: a checkpoint is
+        # never the source of truth.
         def op(conn: sqlite3.Connection) -> bool:
             with transaction(conn):
-                kept = (
-                    conn.execute(
-                        "INSERT INTO pausepoint_checkpoints (session_id, version, data) "
-                        "SELECT id, ?, ? FROM pausepoint_sessions WHERE id = ? AND version >= ? "
-                        "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data "
-                        "WHERE excluded.version > pausepoint_checkpoints.version",
-                        (version, data, session_id, version),
-                    ).rowcount
-                    == 1
+                head = conn.execute(_CHECKPOINT_HEAD, (session_id,)).fetchone()[0]
+                if not self._holds(conn, session_id, version) or (head is not None and head >= version):
+                    return False
+                conn.execute(
+                    "INSERT INTO pausepoint_checkpoints (session_id, version, data) VALUES (?, ?, ?) "
+                    "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data",
+                    (session_id, version, data),
                 )
-                if kept:
-                    conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
-            return kept
+                conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
+            return True
 
         return await self._run(op)
 
     async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
-        # One transaction: the head moves from ``after`` to ``version`` (a version the log holds)
-        # only if it is at ``after``, and the extension is added with it. Not waited for either.
+        # One transaction: the extension is added only if the checkpoint is at ``after`` and the
+        # log holds ``version``. Not waited for either.
         if not after < version:
             return False
 
         def op(conn: sqlite3.Connection) -> bool:
             with transaction(conn):
-                moved = conn.execute(
-                    "UPDATE pausepoint_checkpoints SET version = ? WHERE session_id = ? AND version = ? "
-                    "AND EXISTS (SELECT 1 FROM pausepoint_sessions WHERE id = ? AND version >= ?)",
-                    (version, session_id, after, session_id, version),
-                ).rowcount
-                if moved != 1:
+                head = conn.execute(_CHECKPOINT_HEAD, (session_id,)).fetchone()[0]
+                if head != after or not self._holds(conn, session_id, version):
                     return False
                 conn.execute(
                     "INSERT INTO pausepoint_checkpoint_extensions (session_id, version, data) VALUES (?, ?, ?)",
@@ -409,9 +409,15 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
+    @staticmethod
+    def _holds(conn: sqlite3.Connection, session_id: str, version: int) -> bool:
+        """Whether the session exists with at least ``version`` records."""
+        row = conn.execute("SELECT version FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
+        return row is not None and row[0] >= version
+
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
         def op(conn: sqlite3.Connection) -> Checkpoint | None:
-            # One read transaction, so the head and the extensions come from one snapshot (and
+            # One read transaction, so the base and the extensions come from one snapshot (and
             # the base's blob is not copied through a sort, as one ordered statement would).
             conn.execute("BEGIN")
             try:
@@ -419,14 +425,15 @@ class SqliteSessionStore:
                     "SELECT version, data FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,)
                 ).fetchone()
                 extensions = conn.execute(
-                    "SELECT data FROM pausepoint_checkpoint_extensions WHERE session_id = ? ORDER BY version",
+                    "SELECT version, data FROM pausepoint_checkpoint_extensions WHERE session_id = ? ORDER BY version",
                     (session_id,),
                 ).fetchall()
             finally:
                 conn.execute("COMMIT")
             if row is None:
                 return None
-            return Checkpoint(int(row[0]), bytes(row[1]), tuple(bytes(e[0]) for e in extensions))
+            head = extensions[-1][0] if extensions else row[0]
+            return Checkpoint(int(head), bytes(row[1]), tuple(bytes(e[1]) for e in extensions))
 
         return await self._run(op)
 
