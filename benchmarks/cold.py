@@ -196,7 +196,8 @@ def table_cold(
             us(r["cold_cpu_without"] / 1000),
         )
     note(
-        "cold: the store's checkpoint plus the records after it (written every 64 records, in the background); "
+        "cold: the store's checkpoint (a base and its extensions) plus the records after it (written every 64 "
+        "records, in the background); "
         "no ckpt: the whole log folded, as before checkpoints"
     )
     note("cpu: the process's CPU time for the cycle (no fsync wait in it; other work on the machine barely shows)")

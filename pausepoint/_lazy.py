@@ -15,9 +15,9 @@ keys whose value was read or set, and those removed, since it was loaded (``touc
 A list loaded from a checkpoint (``LazyList.unread``, and ``extend_unread`` for the items each
 of its extensions appended) holds even less: the checkpoint's bytes and where each item starts
 (``Slices``); an item is cut out of them when first read, so loading a history of any length
-makes no object per item. Until its items move (an insert, a
-removal, a sort), such a list is written to the next checkpoint by copying those bytes whole
-(``packed``): the items of a list are values, never changed in place.
+makes no object per item. Until its items move (an insert, a removal, a sort), such a list is
+written to the next base by copying those bytes whole (``packed``): the items of a list are
+values, never changed in place.
 """
 
 from __future__ import annotations

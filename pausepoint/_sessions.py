@@ -11,8 +11,8 @@ history only as far as the turn reads it (reading and checking the checkpoint's 
 grows with the history). Once a session has ``checkpoint_every`` records past its checkpoint,
 a background task writes an extension of it, or a new one (off the turn's path; a failed write
 changes nothing): an extension holds what the session added and changed since, so its cost
-does not grow with the history; a new base, written once the extensions add up to half the
-last one, does.
+does not grow with the history; a new base, written once the base has as many extensions as
+its size allows (``_checkpoint.BYTES_PER_EXTENSION``), does.
 
 Also here: the tasks running in the background for these sessions (detached turns, streamed
 turns, checkpoint writes), kept so they are not garbage-collected mid-run, and the detached
