@@ -493,9 +493,10 @@ def _extend(
     if parts is None or chain is None or header.after != chain.version:
         return False
     live = written is not None
-    # The fields that hold objects other fields refer to: their items must stay those objects.
-    homes = {part.home[0] for part in parts if part.home is not None}
-    homes.update(home for part in parts for _, home, _ in part.refs)
+    homes: set[str] = set()  # taking it back in: the fields whose objects others refer to keep them
+    if live:
+        homes.update(part.home[0] for part in parts if part.home is not None)
+        homes.update(home for part in parts for _, home, _ in part.refs)
     try:
         if values and not live:
             for part in parts:
@@ -540,10 +541,7 @@ def _extend(
         return False
     if state.version != header.version:
         return False
-    chain.version = header.version
-    chain.lengths = _lengths(state)
-    chain.extension_bytes += len(data)
-    chain.extensions += 1
+    chain.extended(header.version, _lengths(state), len(data))
     return True
 
 
@@ -557,9 +555,7 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     headers = [read_header(data) for data in (checkpoint.data, *checkpoint.extensions)]
     if None in headers:
         return None
-    chain = cast(list[Header], headers)
-    if chain[0].after != 0 or any(later.after != earlier.version for earlier, later in itertools.pairwise(chain)):
-        return None
+    chain = cast(list[Header], headers)  # that they chain from the base, decode_chain checks
     head = chain[-1]
     if head.version != checkpoint.version:
         return None
@@ -661,7 +657,4 @@ def _extended(state: SessionState, version: int, written: _Written, idle: bool) 
         return
     for name, keys in written.removed.items():
         getattr(state, name).removed.difference_update(keys)
-    chain.version = version
-    chain.lengths = written.lengths
-    chain.extension_bytes += len(written.data)
-    chain.extensions += 1
+    chain.extended(version, written.lengths, len(written.data))

@@ -166,6 +166,12 @@ class Chain:
     extension_bytes: int = 0  # and of its extensions
     extensions: int = 0
 
+    def extended(self, version: int, lengths: dict[str, int], size: int) -> None:
+        """An extension of ``size`` bytes took the checkpoint to ``version``."""
+        self.version, self.lengths = version, lengths
+        self.extension_bytes += size
+        self.extensions += 1
+
 
 @dataclass(eq=False, repr=False)  # identity equality, and no repr of a whole history
 class SessionState:

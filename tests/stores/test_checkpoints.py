@@ -305,3 +305,33 @@ async def digest_at(store: CheckpointStore, session_id: str, version: int) -> by
     found = await store.read(session_id, after_version=version - 1)
     assert found is not None
     return _checkpoint.record_digest(found.entries[0].data)
+
+
+async def test_a_state_that_cannot_take_its_extension_back_is_read_again(
+    backend: Backend, extending: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Taking an extension back into the state it was written from should never fail; if it
+    did, halfway, the state is not used again: the next call reads the session from the store."""
+    if extending != "extensions":
+        pytest.skip("only extensions are taken back in")
+    real = _checkpoint._extend
+    failed: list[int] = []
+
+    def half_done(state: Any, data: bytes, header: Any, **options: Any) -> bool:
+        if options.get("written") is None:
+            return real(state, data, header, **options)
+        failed.append(state.version)
+        dict.clear(state.pauses)  # what a merge stopped halfway could leave
+        return False
+
+    monkeypatch.setattr(_checkpoint, "_extend", half_done)
+    ledger: list[str] = []
+    writer = await agent_on(backend, ledger, every=4)
+    sid = await cycle(writer)
+    for _ in range(3):
+        await cycle(writer, sid)
+        await settled(writer)
+    assert failed
+    await cycle(writer, sid)
+    assert await seen(writer, sid) == await seen(await agent_on(backend, every=None), sid)
+    assert len(ledger) == 5
