@@ -15,13 +15,16 @@ folded instead) unless all of this holds —
 
 The format is derived from ``SessionState``'s dataclass fields, never listed by hand. After a
 one-line header comes the text: every field that is not a collection as one line of JSON, and
-for each ``list`` or ``dict`` field its count, its keys (a dict's), its references (below) and
-the keys it removed (a dict's, in an extension). Then a table of where each collection's items
-start, and the items themselves, laid end to end (each one's JSON from its type's pydantic
-adapter). Loading parses the text and checks the checksum; a list's items are cut out of the
-bytes and decoded only when read (``_lazy``), so loading costs no object per history item, and
-writing the next base of a state loaded from one copies each list's bytes and table whole,
-adding what was appended since. An object held in two fields (an open pause is also in
+for each ``list`` or ``dict`` field its count, its keys (a dict's, below), its references
+(below) and the keys it removed (a dict's, in an extension). Then a table of where each
+collection's items start, and the items themselves, laid end to end (each one's JSON from its
+type's pydantic adapter). Loading splits the text into lines and checks the checksum; a list's
+items are cut out of the bytes and decoded only when read (``_lazy``), so loading costs no object
+per history item, and writing the next base of a state loaded from one copies each list's bytes
+and table whole, adding what was appended since. A dict's keys are laid out in buckets by a hash
+of the key, a line each with the bucket's keys and their places (``_key_index``): loading parses
+none of them, and a lookup parses the bucket of its key (``KeyIndex``), so a load costs no object
+per call, pause or grant either. An object held in two fields (an open pause is also in
 ``pauses``; the running detached turn is also in ``detached``) is written once and referred to
 from the later field (``@field`` and the key), so it is one object again after loading.
 
@@ -49,6 +52,7 @@ import sys
 import typing
 import zlib
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -56,7 +60,7 @@ from typing import Any, Literal, cast
 
 from pydantic import TypeAdapter
 
-from ._lazy import LazyDict, LazyList, Slices
+from ._lazy import KeyIndex, LazyDict, LazyList, Slices, buckets_of
 from ._records import decode_record
 from ._session import Chain, SessionState
 from .stores import Checkpoint, CheckpointStore
@@ -73,7 +77,7 @@ __all__ = [
     "save",
 ]
 
-CHECKPOINT_FORMAT = b"PPCK3"
+CHECKPOINT_FORMAT = b"PPCK4"
 
 log = logging.getLogger("pausepoint")
 
@@ -107,6 +111,8 @@ def _layout() -> tuple[tuple[_Field, ...], bytes]:
             raise TypeError(f"SessionState.{f.name}: a collection of bytes cannot be checkpointed")
         if field.shape == "dict" and int in (args[-1], typing.get_origin(args[-1])):
             raise TypeError(f"SessionState.{f.name}: a dict of ints cannot be checkpointed")
+        if field.shape == "dict" and args[0] not in (str, int):
+            raise TypeError(f"SessionState.{f.name}: only a dict keyed by str or int can be checkpointed")
         fields.append(field)
         keys = field.keys.json_schema(mode="serialization") if field.keys else None
         described.append([f.name, field.shape, field.item.json_schema(mode="serialization"), keys])
@@ -188,10 +194,11 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             keys = list(value.touched)
             items = [dict.__getitem__(value, key) for key in keys]
         else:
-            keys, items = list(dict.keys(value)), list(dict.values(value))
             if isinstance(value, LazyDict):
+                value.materialize()
                 source = value.source
-        refs: list[list[Any]] = []  # [position, field, key] of each item held by an earlier field
+            keys, items = list(dict.keys(value)), list(dict.values(value))
+        refs: list[list[Any]] = []  # [position or key, field, key] of each item held by an earlier field
         # Items never read since loading are places in ``source``: copied in runs, as loaded.
         # The others are objects (encoded here) or JSON (kept as it is).
         others = range(len(items)) if source is None else [i for i, v in enumerate(items) if type(v) is not int]
@@ -207,7 +214,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
                 key = first + at if keys is None else keys[at]
                 home = homes.get(id(item))
                 if home is not None and home[0] != field.name:
-                    refs.append([key if keys is None else at, home[0], home[1]])
+                    refs.append([key, home[0], home[1]])
                     item = b"@"
                 else:
                     if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
@@ -216,8 +223,8 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             laid.add(item)
         laid.end_collection()
         text.append(b"%d" % (copied + len(items)))
-        if field.keys is not None:
-            text.append(field.keys.dump_json(keys))
+        if keys is not None:
+            text.extend(_key_index(keys))
         text.append(_json(refs))
         if field.keys is not None:
             text.append(field.keys.dump_json(gone))
@@ -301,6 +308,41 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+# A dict's keys are laid out in about one bucket per KEYS_PER_BUCKET of them (``_key_index``).
+KEYS_PER_BUCKET = 32
+
+
+def _key_index(keys: list[Any], per_bucket: int | None = None) -> list[bytes]:
+    """A dict's keys as text lines: how many buckets (one per ``per_bucket`` keys, by default
+    ``KEYS_PER_BUCKET``), then each bucket's keys and their places (positions in ``keys``), so
+    that a load parses only the buckets of the keys it looks up."""
+    count = max(1, -(-len(keys) // (per_bucket or KEYS_PER_BUCKET)))
+    at = buckets_of(keys, count)
+    places = sorted(range(len(keys)), key=at.__getitem__)  # by bucket, then by place
+    ordered = [at[place] for place in places]
+    lines = [b"%d" % count]
+    start = 0
+    for bucket in range(count):
+        stop = bisect_right(ordered, bucket, start)
+        held = places[start:stop]
+        lines.append(_json([[keys[place] for place in held], held]))
+        start = stop
+    return lines
+
+
+def _bucket_parser(field: _Field) -> Callable[[bytes], tuple[list[Any], list[int]]]:
+    keys = cast(TypeAdapter[Any], field.keys)
+
+    def parse(line: bytes) -> tuple[list[Any], list[int]]:
+        try:
+            held, places = json.loads(line)
+            return keys.validate_python(held, strict=True), places
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+            raise ValueError(f"a bucket of the checkpoint's {field.name} keys is not well formed") from exc
+
+    return parse
+
+
 @dataclass(frozen=True, slots=True)
 class Header:
     """What a checkpoint (a base or an extension) says about itself, read before its body is
@@ -350,8 +392,8 @@ class _Part:
     line: bytes = b""  # a value's JSON
     home: list[Any] | None = None  # a value held by a collection: [field, key]
     source: Slices | None = None  # a collection's items (``@`` for those held by earlier fields)
-    keys: list[Any] | None = None  # a dict's keys, one per item
-    refs: list[list[Any]] = dataclasses.field(default_factory=list)  # [position, field, key]
+    buckets: list[bytes] | None = None  # a dict's keys, as ``_key_index`` lays them out
+    refs: list[list[Any]] = dataclasses.field(default_factory=list)  # [position or key, field, key]
     removed: list[Any] = dataclasses.field(default_factory=list)  # an extension's removed keys
 
 
@@ -374,8 +416,13 @@ def _parse(header: Header) -> list[_Part] | None:
             size = int(line)
             part = _Part(field)
             if field.keys is not None:
-                part.keys = field.keys.validate_json(lines[at])
-                at += 1
+                buckets = int(lines[at])
+                if buckets < 1:
+                    return None
+                part.buckets = lines[at + 1 : at + 1 + buckets]
+                if len(part.buckets) != buckets:
+                    return None
+                at += 1 + buckets
             if lines[at] != b"[]":  # most have none
                 part.refs = json.loads(lines[at])
             at += 1
@@ -383,7 +430,7 @@ def _parse(header: Header) -> list[_Part] | None:
                 if lines[at] != b"[]":
                     part.removed = field.keys.validate_json(lines[at])
                 at += 1
-            if size < 0 or (part.keys is not None and len(part.keys) != size):
+            if size < 0:
                 return None
             parts.append(part)
             sizes.append(size)
@@ -412,13 +459,21 @@ def _parse(header: Header) -> list[_Part] | None:
     return parts
 
 
+def _entries(part: _Part) -> list[tuple[Any, int]]:
+    """Every key of a dict ``part`` and its place, in their places' order (for an extension's
+    dicts, which are small: a base's are parsed only as they are looked up)."""
+    index = KeyIndex(cast(list[bytes], part.buckets), _bucket_parser(part.field), len(cast(Slices, part.source)))
+    return sorted(index.take_all(), key=lambda entry: entry[1])
+
+
 def decode_state(session_id: str, data: bytes, header: Header | None = None) -> SessionState | None:
     """The state a checkpoint's base holds, or None when it is not a whole base of
     ``session_id`` written by this code (``header``: what ``read_header`` already said of it).
     The caller checks it against the log before using it.
 
-    Loading costs the checksum and a parse of the text (the values, the dicts' keys and
-    items): the items of the lists are cut out of the bytes and decoded only when read.
+    Loading costs the checksum, a split of the text into lines and a parse of the values: the
+    dicts' keys are parsed a bucket at a time as they are looked up, and the items are cut out
+    of the bytes and decoded only when read.
     """
     header = header or read_header(data)
     parts = _parse(header) if header is not None and header.after == 0 else None
@@ -437,16 +492,17 @@ def decode_state(session_id: str, data: bytes, header: Header | None = None) -> 
                     setattr(state, field.name, getattr(state, home)[key])
                 continue
             value: Any
-            if part.keys is None:
+            if part.buckets is None:
                 value = LazyList.unread(source, field.item)
                 if part.refs:
                     for position, home, key in part.refs:
                         list.__setitem__(value, position, getattr(state, home)[key])
                     value.cut_all()  # its places now hold objects written elsewhere
             else:
-                value = LazyDict.unread(part.keys, source, field.item)
-                for position, home, key in part.refs:
-                    value[part.keys[position]] = getattr(state, home)[key]
+                index = KeyIndex(part.buckets, _bucket_parser(field), len(source))
+                value = LazyDict.indexed(index, source, field.item)
+                for key, home, held in part.refs:
+                    value[key] = getattr(state, home)[held]
             setattr(state, field.name, value)
     except (ValueError, IndexError, KeyError, TypeError):
         return None
@@ -512,7 +568,7 @@ def _extend(
                     setattr(state, field.name, getattr(state, home)[key])
                 continue
             value = getattr(state, field.name)
-            if part.keys is None:
+            if part.buckets is None:
                 since = chain.lengths[field.name]
                 if not live:
                     if not isinstance(value, LazyList):
@@ -533,10 +589,10 @@ def _extend(
                     value.untouch(written.removed[field.name])  # type: ignore[union-attr]
                 for key in part.removed:
                     value.drop(key)
-                for position, key in enumerate(part.keys):
-                    dict.__setitem__(value, key, source[position])
-                for position, home, key in part.refs:
-                    value[part.keys[position]] = getattr(state, home)[key]
+                for key, place in _entries(part):
+                    dict.__setitem__(value, key, source[place])  # an entry set keeps its place
+                for key, home, held in part.refs:
+                    value[key] = getattr(state, home)[held]
     except (ValueError, IndexError, KeyError, TypeError):
         return False
     if state.version != header.version:

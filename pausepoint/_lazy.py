@@ -7,9 +7,12 @@ readers need no change); an item, once decoded, replaces its JSON for good, so e
 the same object.
 
 An item still in JSON is its ``bytes``, which is why an item type may not be ``bytes`` itself.
-A dict loaded from a checkpoint (``LazyDict.unread``) holds, for each value not read yet, its
-place in the checkpoint's bytes (so a dict's values may not be ``int``s). A dict also notes the
-keys whose value was read or set, and those removed, since it was loaded (``touched``,
+A dict loaded from a checkpoint holds, for each value not read yet, its place in the
+checkpoint's bytes (so a dict's values may not be ``int``s). Its keys are not even parsed when it
+is loaded (``LazyDict.indexed``): the checkpoint lays them out in buckets by a hash of the key
+(``KeyIndex``), and a lookup parses only the bucket its key would be in; only what needs every
+key (iteration, ``len``) parses them all, and puts them back in their order. A dict also notes
+the keys whose value was read or set, and those removed, since it was loaded (``touched``,
 ``removed``): a value never read is as the checkpoint has it, so an extension of the checkpoint
 (``_checkpoint``) writes only those.
 A list loaded from a checkpoint (``LazyList.unread``, and ``extend_unread`` for the items each
@@ -23,15 +26,16 @@ values, never changed in place.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, SupportsIndex, TypeVar, cast, overload
 
 from pydantic import TypeAdapter
 
 if TYPE_CHECKING:
-    from _collections_abc import dict_items, dict_values
+    from _collections_abc import dict_items, dict_keys, dict_values
 
-__all__ = ["LazyDict", "LazyList", "Slices"]
+__all__ = ["EMPTY_BUCKET", "KeyIndex", "LazyDict", "LazyList", "Slices", "buckets_of"]
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -245,18 +249,84 @@ class LazyList(list[T], Generic[T]):
         return self._cut(start)
 
 
+EMPTY_BUCKET = b"[[],[]]"  # the line of a bucket without keys
+
+
+def buckets_of(keys: Iterable[str | int], buckets: int) -> list[int]:
+    """The bucket of ``buckets`` each of ``keys`` is laid in (the same in every process): by the
+    CRC-32 of a string's UTF-8, an int's value."""
+    crc = zlib.crc32
+    return [
+        crc(key.encode("utf-8", "surrogatepass")) % buckets if type(key) is str else cast(int, key) % buckets
+        for key in keys
+    ]
+
+
+class KeyIndex(Generic[K]):
+    """A dict's keys as a checkpoint lays them out: in buckets by ``buckets_of``, each
+    bucket a line holding its keys and their places (their positions in the dict's order, which
+    are also where their values are in its source). ``parse`` reads one line, and raises
+    ``ValueError`` for one that is not well formed."""
+
+    __slots__ = ("_lines", "_parse", "_parsed", "_unparsed", "places", "size")
+
+    def __init__(self, lines: list[bytes], parse: Callable[[bytes], tuple[list[K], list[int]]], size: int) -> None:
+        self._lines: list[bytes | None] = [None if line == EMPTY_BUCKET else line for line in lines]
+        self._parse = parse
+        self._unparsed = len(lines) - self._lines.count(None)
+        self._parsed = 0  # keys
+        self.size = size  # how many keys the checkpoint holds
+        self.places: dict[K, int] = {}  # the keys parsed so far (and not removed since), and their places
+
+    @property
+    def unparsed(self) -> int:
+        """How many buckets are not parsed yet."""
+        return self._unparsed
+
+    def take(self, key: K) -> list[tuple[K, int]]:
+        """The entries of the bucket ``key`` would be in, if that bucket is not parsed yet."""
+        return self._take(buckets_of((cast(Any, key),), len(self._lines))[0])
+
+    def take_all(self) -> list[tuple[K, int]]:
+        """The entries of every bucket not parsed yet."""
+        taken = [entry for at in range(len(self._lines)) for entry in self._take(at)]
+        if self._parsed != self.size:
+            raise ValueError(f"a checkpoint's key index holds {self._parsed} keys for {self.size} values")
+        return taken
+
+    def _take(self, at: int) -> list[tuple[K, int]]:
+        line = self._lines[at]
+        if line is None:
+            return []
+        keys, places = self._parse(line)
+        if len(keys) != len(places) or not keys:
+            raise ValueError("a checkpoint's key index does not add up")
+        if min(places) < 0 or max(places) >= self.size:
+            raise ValueError("a checkpoint's key index names a place outside its dict")
+        self._lines[at] = None
+        self._unparsed -= 1
+        self._parsed += len(keys)
+        entries = list(zip(keys, places, strict=True))
+        self.places.update(entries)
+        return entries
+
+
 class LazyDict(dict[K, T], Generic[K, T]):
     """A dict whose ``bytes`` values are decoded with ``adapter`` when read.
 
     Reading one value decodes only it; ``values()``, ``items()`` and the like decode them all.
+    Loaded with a ``KeyIndex`` (``indexed``), the dict holds only the keys parsed so far: a
+    lookup, a removal or a membership test parses the bucket of its key first; what needs every
+    key parses them all (``materialize``).
     """
 
-    __slots__ = ("_adapter", "_removed", "_source", "_touched")
+    __slots__ = ("_adapter", "_index", "_removed", "_source", "_touched")
 
     def __init__(self, items: Iterable[tuple[K, Any]], adapter: TypeAdapter[T]) -> None:
         super().__init__(items)
         self._adapter = adapter
         self._source: Slices | None = None
+        self._index: KeyIndex[K] | None = None
         self._touched: dict[K, None] = dict.fromkeys(dict.keys(self))  # an ordered set
         self._removed: set[K] = set()
 
@@ -269,7 +339,56 @@ class LazyDict(dict[K, T], Generic[K, T]):
         entries._source = source
         return entries
 
+    @classmethod
+    def indexed(cls, index: KeyIndex[K], source: Slices, adapter: TypeAdapter[T]) -> LazyDict[K, T]:
+        """The dict of the keys ``index`` holds to ``source``'s items, none parsed, cut out or
+        decoded yet."""
+        if index.size != len(source):
+            raise ValueError(f"a key index of {index.size} keys for {len(source)} values")
+        entries = cls((), adapter)
+        entries._source = source
+        if index.size:
+            entries._index = index
+        return entries
+
+    # -- keys not parsed yet ------------------------------------------------------------------
+
+    def _find(self, key: K) -> None:
+        """Parse the bucket ``key`` would be in, unless ``key`` is here already."""
+        index = self._index
+        if index is not None and not dict.__contains__(self, key):
+            self._add(index.take(key))
+
+    def _settle(self, key: K) -> None:
+        """Parse the bucket ``key`` would be in (before removing it: were the bucket parsed
+        later, the key would come back)."""
+        if self._index is not None:
+            self._add(self._index.take(key))
+
+    def _add(self, entries: list[tuple[K, int]]) -> None:
+        for key, place in entries:
+            if not dict.__contains__(self, key):  # else set since loading: its value is the newer
+                dict.__setitem__(cast(Any, self), key, place)
+
+    def materialize(self) -> None:
+        """Parse every key not parsed yet, and put the keys in the order a dict would have them:
+        those the index holds in their places' order, then those added since loading."""
+        index = self._index
+        if index is None:
+            return
+        index.take_all()
+        places = index.places  # every key loaded and not removed since, and its place
+        here: dict[K, Any] = dict(dict.items(self))  # the keys looked up, set or added since loading
+        entries = [(key, here.pop(key, places[key])) for key in sorted(places, key=places.__getitem__)]
+        dict.clear(self)
+        dict.update(cast(Any, self), entries)
+        dict.update(cast(Any, self), here)  # the keys added since loading, in their order
+        self._index = None
+
+    # -- reading and writing ------------------------------------------------------------------
+
     def __getitem__(self, key: K) -> T:
+        self._find(key)
         value: Any = dict.__getitem__(self, key)
         if type(value) is int and self._source is not None:
             value = self._source[value]
@@ -280,36 +399,72 @@ class LazyDict(dict[K, T], Generic[K, T]):
         return cast(T, value)
 
     def __setitem__(self, key: K, value: T) -> None:
+        # No need to parse ``key``'s bucket: a key set keeps its place when it is parsed later.
         dict.__setitem__(self, key, value)
         self._touched[key] = None
 
     def __delitem__(self, key: K) -> None:
+        self._settle(key)
         dict.__delitem__(self, key)
         self._gone(key)
 
     def _gone(self, key: K) -> None:
         self._touched.pop(key, None)
         self._removed.add(key)
+        if self._index is not None:
+            self._index.places.pop(key, None)  # added again, it goes last
+
+    def __contains__(self, key: object) -> bool:
+        self._find(cast(K, key))
+        return dict.__contains__(self, key)
+
+    def __len__(self) -> int:
+        self.materialize()
+        return dict.__len__(self)
+
+    def __bool__(self) -> bool:
+        # A bucket not parsed yet holds a key still here (a removal parses its key's bucket).
+        return dict.__len__(self) > 0 or (self._index is not None and self._index.unparsed > 0)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
-    def __ior__(self, other: Any) -> LazyDict[K, T]:  # type: ignore[override,misc]
+    def __ior__(self, other: Any) -> LazyDict[K, T]:  # type: ignore[override]
         self.update(other)
         return self
+
+    def __or__(self, other: Any) -> dict[K, T]:  # type: ignore[override]
+        merged = self.copy()
+        merged.update(other)
+        return merged
+
+    def __ror__(self, other: Any) -> dict[K, T]:  # type: ignore[override]
+        merged: dict[K, T] = dict(other)
+        merged.update(self.copy())
+        return merged
 
     def __iter__(self) -> Iterator[K]:
         # Defined (as dict's) so that dict(d) and {**d} read the values through __getitem__
         # instead of copying the undecoded JSON.
+        self.materialize()
         return dict.__iter__(self)
 
+    def __reversed__(self) -> Iterator[K]:
+        self.materialize()
+        return dict.__reversed__(self)
+
+    def keys(self) -> dict_keys[K, T]:
+        self.materialize()
+        return dict.keys(self)
+
     def _decode_all(self) -> None:
+        self.materialize()
         for key in list(dict.keys(self)):
             self[key]
 
     def get(self, key: K, default: Any = None) -> Any:
-        if dict.__contains__(self, key):
+        if key in self:
             return self[key]
         return default
 
@@ -333,10 +488,12 @@ class LazyDict(dict[K, T], Generic[K, T]):
     def popitem(self) -> tuple[K, T]:
         if not self:
             raise KeyError("popitem(): dictionary is empty")
+        self.materialize()
         key = next(reversed(dict.keys(self)))
         return key, self.pop(key)
 
     def clear(self) -> None:
+        self.materialize()
         for key in dict.keys(self):
             self._gone(key)
         dict.clear(self)
@@ -355,6 +512,9 @@ class LazyDict(dict[K, T], Generic[K, T]):
         self._decode_all()
         return dict.__eq__(self, other)
 
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
     __hash__ = None
 
     def __repr__(self) -> str:
@@ -364,11 +524,12 @@ class LazyDict(dict[K, T], Generic[K, T]):
     def raw_items(self) -> Iterator[tuple[K, Any]]:
         """The entries as stored: decoded values, the JSON of those never decoded, or (for a dict
         loaded from a checkpoint) the place in ``source`` of those never read."""
+        self.materialize()
         return iter(dict.items(self))
 
     @property
     def source(self) -> Slices | None:
-        """Where the values never read are (``LazyDict.unread``), if anywhere."""
+        """Where the values never read are (``unread``, ``indexed``), if anywhere."""
         return self._source
 
     @property
@@ -385,8 +546,11 @@ class LazyDict(dict[K, T], Generic[K, T]):
     def drop(self, key: K) -> None:
         """Remove ``key`` if it is there, without noting it as removed (an extension of the
         checkpoint being loaded removes it)."""
+        self._settle(key)
         dict.pop(self, key, None)
         self._touched.pop(key, None)
+        if self._index is not None:
+            self._index.places.pop(key, None)
 
     def untouch(self, removed: Iterable[K] = ()) -> None:
         """Forget that every key was touched, and that ``removed`` were removed (what an

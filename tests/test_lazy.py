@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from pausepoint._lazy import LazyDict, LazyList, Slices
+from pausepoint._checkpoint import _bucket_parser, _key_index, _layout
+from pausepoint._lazy import KeyIndex, LazyDict, LazyList, Slices
 
 
 @dataclass
@@ -140,3 +143,87 @@ def test_a_dict_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> No
     entries["d"] = Item(4)
     assert entries.pop("a") == Item(1) and entries.get("c") == Item(3)
     assert dict(entries) == {"b": Item(2), "c": Item(3), "d": Item(4)} == entries
+
+
+def indexed(keys: list[str], per_bucket: int = 32) -> LazyDict[str, Item]:
+    """A dict of ``keys`` (the n-th to ``Item(n)``) as a base checkpoint lays it out: its keys
+    in buckets, none parsed yet."""
+    items = [raw(n) for n in range(len(keys))]
+    bounds = array("I", itertools.accumulate(map(len, items), initial=0))
+    source = Slices(memoryview(b"".join(items)), 0, memoryview(bounds))
+    lines = _key_index(keys, per_bucket)[1:]
+    field = next(f for f in _layout()[0] if f.name == "calls")  # a dict keyed by str
+    return LazyDict.indexed(KeyIndex(lines, _bucket_parser(field), len(keys)), source, ADAPTER)
+
+
+def test_a_dict_loaded_with_a_key_index_parses_only_the_buckets_it_looks_in() -> None:
+    keys = [f"k{n}" for n in range(200)]
+    entries = indexed(keys)
+    assert dict.__len__(entries) == 0 and entries  # nothing parsed, and not empty
+    assert entries["k7"] == Item(7) and "k8" in entries and "nope" not in entries
+    assert 0 < dict.__len__(entries) < 200  # the buckets of k7, k8 and "nope" only
+    assert entries.get("k150") == Item(150) and entries.get("nope", 1) == 1
+    assert list(entries) == keys and len(entries) == 200  # every key, in its place
+
+
+@dataclass
+class Op:
+    name: str
+    key: str
+    value: int = 0
+
+
+KEYS = st.sampled_from([f"k{n}" for n in range(70)] + ["new1", "new2", "new3"])
+OPS = st.lists(
+    st.builds(
+        Op,
+        st.sampled_from(
+            ["get", "in", "set", "del", "pop", "setdefault", "len", "bool", "keys", "popitem", "drop", "or"]
+        ),
+        KEYS,
+        st.integers(100, 200),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(0, 70), per_bucket=st.sampled_from([1, 4, 32]), ops=OPS)
+def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket: int, ops: list[Op]) -> None:
+    keys = [f"k{n}" for n in range(size)]
+    entries, model = indexed(keys, per_bucket), {key: Item(n) for n, key in enumerate(keys)}
+    for op in ops:
+        if op.name == "get":
+            assert entries.get(op.key) == model.get(op.key)
+        elif op.name == "in":
+            assert (op.key in entries) == (op.key in model)
+        elif op.name == "set":
+            entries[op.key] = model[op.key] = Item(op.value)
+        elif op.name in ("del", "drop"):
+            if op.key in model:
+                del model[op.key]
+                if op.name == "drop":
+                    entries.drop(op.key)
+                else:
+                    del entries[op.key]
+            else:
+                with pytest.raises(KeyError):
+                    del entries[op.key]
+        elif op.name == "pop":
+            assert entries.pop(op.key, None) == model.pop(op.key, None)
+        elif op.name == "setdefault":
+            assert entries.setdefault(op.key, Item(op.value)) == model.setdefault(op.key, Item(op.value))
+        elif op.name == "len":
+            assert len(entries) == len(model)
+        elif op.name == "bool":
+            assert bool(entries) == bool(model)
+        elif op.name == "keys":
+            assert list(entries.keys()) == list(model)
+        elif op.name == "popitem" and model:
+            assert entries.popitem() == model.popitem()
+        elif op.name == "or":
+            other = {op.key: Item(op.value)}
+            assert list((entries | other).items()) == list((model | other).items())
+            assert list((other | entries).items()) == list((other | model).items())
+    assert list(entries.items()) == list(model.items())  # the same entries, in the same order
+    assert entries == model

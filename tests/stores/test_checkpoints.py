@@ -27,8 +27,10 @@ TRANSFER = "Transfer $5 to savings."
 @pytest.fixture(autouse=True, params=["bases", "extensions"])
 def extending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test twice: with checkpoints written whole each time (what a small session gets),
-    and extended whenever they can be (what a long one gets)."""
+    and extended whenever they can be (what a long one gets), with a dict's keys in as many
+    buckets as it has keys (as a long session's are: a lookup parses one of many)."""
     if request.param == "extensions":
+        monkeypatch.setattr(_checkpoint, "KEYS_PER_BUCKET", 1)
         monkeypatch.setattr(_checkpoint, "BYTES_PER_EXTENSION", 1)
         monkeypatch.setattr(_checkpoint, "EXTENSIONS_SHARE", 1000)
         monkeypatch.setattr(_checkpoint, "MAX_EXTENSIONS", 1000)
