@@ -21,10 +21,12 @@ collection's items start, and the items themselves, laid end to end (each one's 
 type's pydantic adapter). Loading splits the text into lines and checks the checksum; a list's
 items are cut out of the bytes and decoded only when read (``_lazy``), so loading costs no object
 per history item, and writing the next base of a state loaded from one copies each list's bytes
-and table whole, adding what was appended since. A dict's keys are laid out in buckets by a hash
-of the key, a line each with the bucket's keys and their places (``_key_index``): loading parses
-none of them, and a lookup parses the bucket of its key (``KeyIndex``), so a load costs no object
-per call, pause or grant either. An object held in two fields (an open pause is also in
+and table whole, adding what was appended since. A base lays a dict's keys out in buckets by a
+hash of the key, a line each with the bucket's keys and their places (``_lazy.key_index``):
+loading parses none of them, and a lookup parses the bucket of its key (``KeyIndex``), so a load
+costs no object per call, pause or grant either; the next base copies the lines of the buckets
+no key was added to (the bucket count is a power of two, the same while the dict grows up to
+twice its size). An extension lists its dicts' keys in order, in one line each. An object held in two fields (an open pause is also in
 ``pauses``; the running detached turn is also in ``detached``) is written once and referred to
 from the later field (``@field`` and the key), so it is one object again after loading.
 
@@ -52,7 +54,6 @@ import sys
 import typing
 import zlib
 from array import array
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -60,7 +61,7 @@ from typing import Any, Literal, cast
 
 from pydantic import TypeAdapter
 
-from ._lazy import KeyIndex, LazyDict, LazyList, Slices, buckets_of
+from ._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
 from ._records import decode_record
 from ._session import Chain, SessionState
 from .stores import Checkpoint, CheckpointStore
@@ -170,7 +171,8 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         laid.begin()
         source: Slices | None = None  # where the items that are places (ints) are
         first = copied = 0  # a list's: the position of ``items[0]``, and how many were copied whole
-        keys: list[Any] | None = None  # a dict's, one per item
+        keys: list[Any] | None = None  # a dict's, one per item (None for an item copied as loaded)
+        index: list[bytes] | None = None  # a base's dict's: its key index, when copied
         gone: list[Any] = []
         items: list[Any]
         if field.shape == "list":
@@ -194,10 +196,15 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             keys = list(value.touched)
             items = [dict.__getitem__(value, key) for key in keys]
         else:
+            laid_out = value.base_layout() if isinstance(value, LazyDict) else None
+            if laid_out is not None:  # still indexed: its index is copied where it stays the same
+                keys, items, index = laid_out
+            else:
+                if isinstance(value, LazyDict):
+                    value.materialize()
+                keys, items = list(dict.keys(value)), list(dict.values(value))
             if isinstance(value, LazyDict):
-                value.materialize()
                 source = value.source
-            keys, items = list(dict.keys(value)), list(dict.values(value))
         refs: list[list[Any]] = []  # [position or key, field, key] of each item held by an earlier field
         # Items never read since loading are places in ``source``: copied in runs, as loaded.
         # The others are objects (encoded here) or JSON (kept as it is).
@@ -223,8 +230,11 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             laid.add(item)
         laid.end_collection()
         text.append(b"%d" % (copied + len(items)))
-        if keys is not None:
-            text.extend(_key_index(keys))
+        if keys is not None and chain is not None:  # an extension's: its keys, in order
+            text.extend([b"0", cast(TypeAdapter[Any], field.keys).dump_json(keys)])
+        elif keys is not None:  # a base's: its keys, by bucket
+            index = index if index is not None else key_index(keys)
+            text.extend([b"%d" % len(index), *index])
         text.append(_json(refs))
         if field.keys is not None:
             text.append(field.keys.dump_json(gone))
@@ -308,35 +318,17 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-# A dict's keys are laid out in about one bucket per KEYS_PER_BUCKET of them (``_key_index``).
-KEYS_PER_BUCKET = 32
+def _bucket_parser(field: _Field) -> Callable[[list[bytes]], tuple[list[Any], list[int]]]:
+    """How a ``KeyIndex`` of ``field`` reads bucket lines (several at once as one JSON array)."""
+    adapter = cast(TypeAdapter[Any], field.keys)
 
-
-def _key_index(keys: list[Any], per_bucket: int | None = None) -> list[bytes]:
-    """A dict's keys as text lines: how many buckets (one per ``per_bucket`` keys, by default
-    ``KEYS_PER_BUCKET``), then each bucket's keys and their places (positions in ``keys``), so
-    that a load parses only the buckets of the keys it looks up."""
-    count = max(1, -(-len(keys) // (per_bucket or KEYS_PER_BUCKET)))
-    at = buckets_of(keys, count)
-    places = sorted(range(len(keys)), key=at.__getitem__)  # by bucket, then by place
-    ordered = [at[place] for place in places]
-    lines = [b"%d" % count]
-    start = 0
-    for bucket in range(count):
-        stop = bisect_right(ordered, bucket, start)
-        held = places[start:stop]
-        lines.append(_json([[keys[place] for place in held], held]))
-        start = stop
-    return lines
-
-
-def _bucket_parser(field: _Field) -> Callable[[bytes], tuple[list[Any], list[int]]]:
-    keys = cast(TypeAdapter[Any], field.keys)
-
-    def parse(line: bytes) -> tuple[list[Any], list[int]]:
+    def parse(lines: list[bytes]) -> tuple[list[Any], list[int]]:
         try:
-            held, places = json.loads(line)
-            return keys.validate_python(held, strict=True), places
+            buckets = json.loads(b"[%b]" % b",".join(lines))
+            if any(len(bucket) != 2 or len(bucket[0]) != len(bucket[1]) for bucket in buckets):
+                raise ValueError("a bucket is not a list of keys and a list of places as long")
+            keys = adapter.validate_python([key for held, _ in buckets for key in held], strict=True)
+            return keys, [place for _, places in buckets for place in places]
         except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
             raise ValueError(f"a bucket of the checkpoint's {field.name} keys is not well formed") from exc
 
@@ -392,7 +384,8 @@ class _Part:
     line: bytes = b""  # a value's JSON
     home: list[Any] | None = None  # a value held by a collection: [field, key]
     source: Slices | None = None  # a collection's items (``@`` for those held by earlier fields)
-    buckets: list[bytes] | None = None  # a dict's keys, as ``_key_index`` lays them out
+    buckets: list[bytes] | None = None  # a base's dict's keys, by bucket (``_lazy.key_index``)
+    keys: list[Any] | None = None  # an extension's dict's keys, in order
     refs: list[list[Any]] = dataclasses.field(default_factory=list)  # [position or key, field, key]
     removed: list[Any] = dataclasses.field(default_factory=list)  # an extension's removed keys
 
@@ -417,12 +410,14 @@ def _parse(header: Header) -> list[_Part] | None:
             part = _Part(field)
             if field.keys is not None:
                 buckets = int(lines[at])
-                if buckets < 1:
-                    return None
-                part.buckets = lines[at + 1 : at + 1 + buckets]
-                if len(part.buckets) != buckets:
-                    return None
-                at += 1 + buckets
+                if buckets == 0:
+                    part.keys = field.keys.validate_json(lines[at + 1])
+                    at += 2
+                else:
+                    part.buckets = lines[at + 1 : at + 1 + buckets]
+                    if buckets < 0 or len(part.buckets) != buckets:
+                        return None
+                    at += 1 + buckets
             if lines[at] != b"[]":  # most have none
                 part.refs = json.loads(lines[at])
             at += 1
@@ -430,8 +425,10 @@ def _parse(header: Header) -> list[_Part] | None:
                 if lines[at] != b"[]":
                     part.removed = field.keys.validate_json(lines[at])
                 at += 1
-            if size < 0:
+            if size < 0 or (part.keys is not None and len(part.keys) != size):
                 return None
+            if (part.keys is not None) != (header.after > 0) and field.keys is not None:
+                return None  # a base's keys are by bucket, an extension's in order
             parts.append(part)
             sizes.append(size)
         bounds = header.bounds.cast("I")
@@ -457,13 +454,6 @@ def _parse(header: Header) -> list[_Part] | None:
     except (ValueError, IndexError, TypeError):
         return None
     return parts
-
-
-def _entries(part: _Part) -> list[tuple[Any, int]]:
-    """Every key of a dict ``part`` and its place, in their places' order (for an extension's
-    dicts, which are small: a base's are parsed only as they are looked up)."""
-    index = KeyIndex(cast(list[bytes], part.buckets), _bucket_parser(part.field), len(cast(Slices, part.source)))
-    return sorted(index.take_all(), key=lambda entry: entry[1])
 
 
 def decode_state(session_id: str, data: bytes, header: Header | None = None) -> SessionState | None:
@@ -492,14 +482,14 @@ def decode_state(session_id: str, data: bytes, header: Header | None = None) -> 
                     setattr(state, field.name, getattr(state, home)[key])
                 continue
             value: Any
-            if part.buckets is None:
+            if field.keys is None:
                 value = LazyList.unread(source, field.item)
                 if part.refs:
                     for position, home, key in part.refs:
                         list.__setitem__(value, position, getattr(state, home)[key])
                     value.cut_all()  # its places now hold objects written elsewhere
             else:
-                index = KeyIndex(part.buckets, _bucket_parser(field), len(source))
+                index = KeyIndex(cast(list[bytes], part.buckets), _bucket_parser(field), len(source))
                 value = LazyDict.indexed(index, source, field.item)
                 for key, home, held in part.refs:
                     value[key] = getattr(state, home)[held]
@@ -568,7 +558,7 @@ def _extend(
                     setattr(state, field.name, getattr(state, home)[key])
                 continue
             value = getattr(state, field.name)
-            if part.buckets is None:
+            if field.keys is None:
                 since = chain.lengths[field.name]
                 if not live:
                     if not isinstance(value, LazyList):
@@ -589,7 +579,7 @@ def _extend(
                     value.untouch(written.removed[field.name])  # type: ignore[union-attr]
                 for key in part.removed:
                     value.drop(key)
-                for key, place in _entries(part):
+                for place, key in enumerate(cast(list[Any], part.keys)):
                     dict.__setitem__(value, key, source[place])  # an entry set keeps its place
                 for key, home, held in part.refs:
                     value[key] = getattr(state, home)[held]

@@ -27,15 +27,28 @@ from __future__ import annotations
 
 import itertools
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, SupportsIndex, TypeVar, cast, overload
 
 from pydantic import TypeAdapter
+from pydantic_core import to_json
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_keys, dict_values
 
-__all__ = ["EMPTY_BUCKET", "KeyIndex", "LazyDict", "LazyList", "Slices", "buckets_of"]
+__all__ = [
+    "EMPTY_BUCKET",
+    "KEYS_PER_BUCKET",
+    "KeyIndex",
+    "LazyDict",
+    "LazyList",
+    "Slices",
+    "bucket_count",
+    "bucket_line",
+    "buckets_of",
+    "key_index",
+]
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -250,6 +263,37 @@ class LazyList(list[T], Generic[T]):
 
 
 EMPTY_BUCKET = b"[[],[]]"  # the line of a bucket without keys
+KEYS_PER_BUCKET = 32  # at most, on average: a dict of n keys has a power of two buckets
+
+
+def bucket_count(keys: int) -> int:
+    """How many buckets a dict of ``keys`` keys lays them out in: a power of two, so the count
+    stays the same while a dict grows up to twice as big (and a base copies most of the lines)."""
+    count = 1
+    while count * KEYS_PER_BUCKET < keys:
+        count *= 2
+    return count
+
+
+def bucket_line(keys: list[Any], places: list[int]) -> bytes:
+    """The line of one bucket: its keys and their places, as JSON."""
+    return to_json([keys, places])
+
+
+def key_index(keys: list[Any]) -> list[bytes]:
+    """The lines of the key index of a dict whose keys are ``keys``, in order (their places)."""
+    count = bucket_count(len(keys))
+    at = buckets_of(keys, count)
+    places = sorted(range(len(keys)), key=at.__getitem__)  # by bucket, then by place
+    ordered = [at[place] for place in places]
+    lines = []
+    start = 0
+    for bucket in range(count):
+        stop = bisect_right(ordered, bucket, start)
+        held = places[start:stop]
+        lines.append(bucket_line([keys[place] for place in held], held))
+        start = stop
+    return lines
 
 
 def buckets_of(keys: Iterable[str | int], buckets: int) -> list[int]:
@@ -265,46 +309,55 @@ def buckets_of(keys: Iterable[str | int], buckets: int) -> list[int]:
 class KeyIndex(Generic[K]):
     """A dict's keys as a checkpoint lays them out: in buckets by ``buckets_of``, each
     bucket a line holding its keys and their places (their positions in the dict's order, which
-    are also where their values are in its source). ``parse`` reads one line, and raises
-    ``ValueError`` for one that is not well formed."""
+    are also where their values are in its source). ``parse`` reads lines into the keys and the
+    places they hold, in order, and raises ``ValueError`` for lines that are not well formed."""
 
-    __slots__ = ("_lines", "_parse", "_parsed", "_unparsed", "places", "size")
+    __slots__ = ("_parse", "_parsed", "_pending", "lines", "places", "shifted", "size")
 
-    def __init__(self, lines: list[bytes], parse: Callable[[bytes], tuple[list[K], list[int]]], size: int) -> None:
-        self._lines: list[bytes | None] = [None if line == EMPTY_BUCKET else line for line in lines]
+    def __init__(
+        self, lines: list[bytes], parse: Callable[[list[bytes]], tuple[list[K], list[int]]], size: int
+    ) -> None:
+        self.lines = lines  # as written, kept: a base written later copies those that stay the same
+        self._pending = [line != EMPTY_BUCKET for line in lines]  # the buckets not parsed yet
         self._parse = parse
-        self._unparsed = len(lines) - self._lines.count(None)
         self._parsed = 0  # keys
         self.size = size  # how many keys the checkpoint holds
         self.places: dict[K, int] = {}  # the keys parsed so far (and not removed since), and their places
+        self.shifted = False  # whether a key was removed since: then the places of those after it moved
 
     @property
     def unparsed(self) -> int:
-        """How many buckets are not parsed yet."""
-        return self._unparsed
+        """How many buckets with keys are not parsed yet."""
+        return self._pending.count(True)
 
     def take(self, key: K) -> list[tuple[K, int]]:
         """The entries of the bucket ``key`` would be in, if that bucket is not parsed yet."""
-        return self._take(buckets_of((cast(Any, key),), len(self._lines))[0])
+        return self._take([buckets_of((cast(Any, key),), len(self.lines))[0]])
 
     def take_all(self) -> list[tuple[K, int]]:
-        """The entries of every bucket not parsed yet."""
-        taken = [entry for at in range(len(self._lines)) for entry in self._take(at)]
+        """The entries of every bucket not parsed yet (parsed at once)."""
+        taken = self._take([at for at, pending in enumerate(self._pending) if pending])
         if self._parsed != self.size:
             raise ValueError(f"a checkpoint's key index holds {self._parsed} keys for {self.size} values")
         return taken
 
-    def _take(self, at: int) -> list[tuple[K, int]]:
-        line = self._lines[at]
-        if line is None:
+    def entries(self, bucket: int) -> tuple[list[K], list[int]]:
+        """The keys a bucket holds as written, and their places (whether parsed yet or not)."""
+        if self.lines[bucket] == EMPTY_BUCKET:
+            return [], []
+        return self._parse([self.lines[bucket]])
+
+    def _take(self, buckets: list[int]) -> list[tuple[K, int]]:
+        buckets = [at for at in buckets if self._pending[at]]
+        if not buckets:
             return []
-        keys, places = self._parse(line)
+        keys, places = self._parse([self.lines[at] for at in buckets])
         if len(keys) != len(places) or not keys:
             raise ValueError("a checkpoint's key index does not add up")
         if min(places) < 0 or max(places) >= self.size:
             raise ValueError("a checkpoint's key index names a place outside its dict")
-        self._lines[at] = None
-        self._unparsed -= 1
+        for at in buckets:
+            self._pending[at] = False
         self._parsed += len(keys)
         entries = list(zip(keys, places, strict=True))
         self.places.update(entries)
@@ -385,6 +438,40 @@ class LazyDict(dict[K, T], Generic[K, T]):
         dict.update(cast(Any, self), here)  # the keys added since loading, in their order
         self._index = None
 
+    def base_layout(self) -> tuple[list[Any], list[Any], list[bytes]] | None:
+        """For a new base written while the keys are still indexed: the keys and the values in
+        order (a value never read is its place in ``source``, and its key is None: not needed),
+        and the new base's key index, whose lines are copied from this one's where no key was
+        added to the bucket. None unless the keys were only added to since loading and their
+        bucket count is the same (then ``materialize`` and index them all)."""
+        index = self._index
+        if index is None or index.shifted:
+            return None
+        for key in [key for key in dict.keys(self) if key not in index.places]:
+            self._add(index.take(key))  # a key held here: one of the index's, or added since?
+        places = index.places
+        added = [key for key in dict.keys(self) if key not in places]
+        if bucket_count(index.size + len(added)) != len(index.lines):
+            return None
+        keys: list[Any] = [None] * index.size
+        values: list[Any] = list(range(index.size))
+        for key, place in places.items():
+            value = dict.__getitem__(self, key)
+            if type(value) is not int:  # read or set since loading (an unread one is its place)
+                keys[place], values[place] = key, value
+        lines = list(index.lines)
+        grown: dict[int, list[int]] = {}
+        for offset, bucket in enumerate(buckets_of(cast(list[Any], added), len(lines))):
+            grown.setdefault(bucket, []).append(offset)
+        for bucket, offsets in grown.items():
+            held, held_places = index.entries(bucket)
+            lines[bucket] = bucket_line(
+                [*held, *(added[o] for o in offsets)], [*held_places, *(index.size + o for o in offsets)]
+            )
+        keys.extend(added)
+        values.extend(dict.__getitem__(self, key) for key in added)
+        return keys, values, lines
+
     # -- reading and writing ------------------------------------------------------------------
 
     def __getitem__(self, key: K) -> T:
@@ -411,8 +498,12 @@ class LazyDict(dict[K, T], Generic[K, T]):
     def _gone(self, key: K) -> None:
         self._touched.pop(key, None)
         self._removed.add(key)
-        if self._index is not None:
-            self._index.places.pop(key, None)  # added again, it goes last
+        self._unplace(key)
+
+    def _unplace(self, key: K) -> None:
+        index = self._index
+        if index is not None and index.places.pop(key, None) is not None:  # added again, it goes last
+            index.shifted = True
 
     def __contains__(self, key: object) -> bool:
         self._find(cast(K, key))
@@ -549,8 +640,7 @@ class LazyDict(dict[K, T], Generic[K, T]):
         self._settle(key)
         dict.pop(self, key, None)
         self._touched.pop(key, None)
-        if self._index is not None:
-            self._index.places.pop(key, None)
+        self._unplace(key)
 
     def untouch(self, removed: Iterable[K] = ()) -> None:
         """Forget that every key was touched, and that ``removed`` were removed (what an

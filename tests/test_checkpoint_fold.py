@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pausepoint import AgentFinishReason, _checkpoint
+from pausepoint import AgentFinishReason, _checkpoint, _lazy
 from pausepoint._checkpoint import decode_state, encode_state, record_digest
 from pausepoint._lazy import LazyDict, LazyList
 from pausepoint._records import decode_record
@@ -144,9 +144,9 @@ def test_checkpoint_plus_tail_equals_the_whole_fold(actions: list[str], where: f
         ["detach", "transfer", "deny", "detach"],
     ],
 )
-@pytest.mark.parametrize("keys_per_bucket", [_checkpoint.KEYS_PER_BUCKET, 1])
+@pytest.mark.parametrize("keys_per_bucket", [_lazy.KEYS_PER_BUCKET, 1])
 def test_every_cut_of_some_logs(actions: list[str], keys_per_bucket: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_checkpoint, "KEYS_PER_BUCKET", keys_per_bucket)  # 1: buckets of one key, and empty ones
+    monkeypatch.setattr(_lazy, "KEYS_PER_BUCKET", keys_per_bucket)  # 1: buckets of one key, and empty ones
     entries = asyncio.run(make_log(actions))
     for cut in range(1, len(entries) + 1):
         check_cut(entries, cut)
@@ -246,9 +246,9 @@ def test_a_base_plus_extensions_plus_tail_equals_the_whole_fold(
     check_chain(entries, cuts, idle, reads)
 
 
-@pytest.mark.parametrize("keys_per_bucket", [_checkpoint.KEYS_PER_BUCKET, 1])
+@pytest.mark.parametrize("keys_per_bucket", [_lazy.KEYS_PER_BUCKET, 1])
 def test_every_extension_of_some_logs(keys_per_bucket: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_checkpoint, "KEYS_PER_BUCKET", keys_per_bucket)
+    monkeypatch.setattr(_lazy, "KEYS_PER_BUCKET", keys_per_bucket)
     for actions in (["two_transfers", "approve", "restart", "approve", "deny"], ["detach", "transfer", "keyed"]):
         entries = asyncio.run(make_log(actions))
         for first in range(1, len(entries)):

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from pausepoint._checkpoint import _bucket_parser, _key_index, _layout
-from pausepoint._lazy import KeyIndex, LazyDict, LazyList, Slices
+from pausepoint import _lazy
+from pausepoint._checkpoint import _bucket_parser, _layout
+from pausepoint._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
 
 
 @dataclass
@@ -145,13 +146,13 @@ def test_a_dict_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> No
     assert dict(entries) == {"b": Item(2), "c": Item(3), "d": Item(4)} == entries
 
 
-def indexed(keys: list[str], per_bucket: int = 32) -> LazyDict[str, Item]:
+def indexed(keys: list[str]) -> LazyDict[str, Item]:
     """A dict of ``keys`` (the n-th to ``Item(n)``) as a base checkpoint lays it out: its keys
     in buckets, none parsed yet."""
     items = [raw(n) for n in range(len(keys))]
     bounds = array("I", itertools.accumulate(map(len, items), initial=0))
     source = Slices(memoryview(b"".join(items)), 0, memoryview(bounds))
-    lines = _key_index(keys, per_bucket)[1:]
+    lines = key_index(keys)
     field = next(f for f in _layout()[0] if f.name == "calls")  # a dict keyed by str
     return LazyDict.indexed(KeyIndex(lines, _bucket_parser(field), len(keys)), source, ADAPTER)
 
@@ -191,7 +192,10 @@ OPS = st.lists(
 @given(size=st.integers(0, 70), per_bucket=st.sampled_from([1, 4, 32]), ops=OPS)
 def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket: int, ops: list[Op]) -> None:
     keys = [f"k{n}" for n in range(size)]
-    entries, model = indexed(keys, per_bucket), {key: Item(n) for n, key in enumerate(keys)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_lazy, "KEYS_PER_BUCKET", per_bucket)
+        entries = indexed(keys)
+    model = {key: Item(n) for n, key in enumerate(keys)}
     for op in ops:
         if op.name == "get":
             assert entries.get(op.key) == model.get(op.key)
@@ -227,3 +231,34 @@ def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket:
             assert list((other | entries).items()) == list((other | model).items())
     assert list(entries.items()) == list(model.items())  # the same entries, in the same order
     assert entries == model
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(1, 70),
+    per_bucket=st.sampled_from([1, 4, 32]),
+    ops=st.lists(st.builds(Op, st.sampled_from(["get", "in", "set"]), KEYS, st.integers(100, 200)), max_size=20),
+)
+def test_a_base_written_from_a_key_index_copies_its_lines(size: int, per_bucket: int, ops: list[Op]) -> None:
+    """Keys only looked up and added since loading: a new base's entries and key index, written
+    without parsing every bucket, are what indexing the whole dict gives."""
+    keys = [f"k{n}" for n in range(size)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_lazy, "KEYS_PER_BUCKET", per_bucket)
+        entries = indexed(keys)
+        model = {key: Item(n) for n, key in enumerate(keys)}
+        for op in ops:
+            if op.name == "get":
+                assert entries.get(op.key) == model.get(op.key)
+            elif op.name == "in":
+                assert (op.key in entries) == (op.key in model)
+            else:
+                entries[op.key] = model[op.key] = Item(op.value)
+        layout = entries.base_layout()
+        if layout is None:  # the bucket count changed: the index is made again
+            assert _lazy.bucket_count(len(model)) != _lazy.bucket_count(size)
+            return
+        laid_keys, values, lines = layout
+        assert lines == key_index(list(model))
+    assert [value if type(value) is not int else Item(value) for value in values] == list(model.values())
+    assert all(key in (None, expected) for key, expected in zip(laid_keys, model, strict=True))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pausepoint import Agent, AgentFinishReason, _checkpoint
+from pausepoint import Agent, AgentFinishReason, _checkpoint, _lazy
 from pausepoint._checkpoint import decode_chain, decode_state
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved
@@ -30,7 +30,7 @@ def extending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     and extended whenever they can be (what a long one gets), with a dict's keys in as many
     buckets as it has keys (as a long session's are: a lookup parses one of many)."""
     if request.param == "extensions":
-        monkeypatch.setattr(_checkpoint, "KEYS_PER_BUCKET", 1)
+        monkeypatch.setattr(_lazy, "KEYS_PER_BUCKET", 1)
         monkeypatch.setattr(_checkpoint, "BYTES_PER_EXTENSION", 1)
         monkeypatch.setattr(_checkpoint, "EXTENSIONS_SHARE", 1000)
         monkeypatch.setattr(_checkpoint, "MAX_EXTENSIONS", 1000)
