@@ -26,9 +26,11 @@ hash of the key, a line each with the bucket's keys and their places (``_lazy.ke
 loading parses none of them, and a lookup parses the bucket of its key (``KeyIndex``), so a load
 costs no object per call, pause or grant either; the next base copies the lines of the buckets
 no key was added to (the bucket count is a power of two, the same while the dict grows up to
-twice its size). An extension lists its dicts' keys in order, in one line each. An object held in two fields (an open pause is also in
-``pauses``; the running detached turn is also in ``detached``) is written once and referred to
-from the later field (``@field`` and the key), so it is one object again after loading.
+twice its size). An extension lists its dicts' keys in order, in one line each.
+
+An object held in two fields (an open pause is also in ``pauses``; the running detached turn is
+also in ``detached``) is written once and referred to from the later field (``@field`` and the
+key), so it is one object again after loading.
 
 **Extensions.** A checkpoint is a base and the extensions written after it (the store keeps
 them in order, each only on top of the one before: ``CheckpointStore.extend_checkpoint``). An
