@@ -320,19 +320,23 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _bucket_parser(field: _Field) -> Callable[[list[bytes]], tuple[list[Any], list[int]]]:
-    """How a ``KeyIndex`` of ``field`` reads bucket lines (several at once as one JSON array)."""
+def _bucket_parser(field: _Field) -> Callable[[list[bytes]], list[tuple[list[Any], list[int]]]]:
+    """How a ``KeyIndex`` of ``field`` reads bucket lines: several at once, as one JSON array."""
     adapter = cast(TypeAdapter[Any], field.keys)
 
-    def parse(lines: list[bytes]) -> tuple[list[Any], list[int]]:
+    def parse(lines: list[bytes]) -> list[tuple[list[Any], list[int]]]:
         try:
             buckets = json.loads(b"[%b]" % b",".join(lines))
             if any(len(bucket) != 2 or len(bucket[0]) != len(bucket[1]) for bucket in buckets):
                 raise ValueError("a bucket is not a list of keys and a list of places as long")
             keys = adapter.validate_python([key for held, _ in buckets for key in held], strict=True)
-            return keys, [place for _, places in buckets for place in places]
         except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
             raise ValueError(f"a bucket of the checkpoint's {field.name} keys is not well formed") from exc
+        parsed, start = [], 0
+        for held, places in buckets:
+            parsed.append((keys[start : start + len(held)], places))
+            start += len(held)
+        return parsed
 
     return parse
 

@@ -309,13 +309,13 @@ def buckets_of(keys: Iterable[str | int], buckets: int) -> list[int]:
 class KeyIndex(Generic[K]):
     """A dict's keys as a checkpoint lays them out: in buckets by ``buckets_of``, each
     bucket a line holding its keys and their places (their positions in the dict's order, which
-    are also where their values are in its source). ``parse`` reads lines into the keys and the
-    places they hold, in order, and raises ``ValueError`` for lines that are not well formed."""
+    are also where their values are in its source). ``parse`` reads lines (at once) into the keys
+    and the places each holds, and raises ``ValueError`` for lines that are not well formed."""
 
     __slots__ = ("_parse", "_parsed", "_pending", "lines", "places", "shifted", "size")
 
     def __init__(
-        self, lines: list[bytes], parse: Callable[[list[bytes]], tuple[list[K], list[int]]], size: int
+        self, lines: list[bytes], parse: Callable[[list[bytes]], list[tuple[list[K], list[int]]]], size: int
     ) -> None:
         self.lines = lines  # as written, kept: a base written later copies those that stay the same
         self._pending = [line != EMPTY_BUCKET for line in lines]  # the buckets not parsed yet
@@ -341,23 +341,22 @@ class KeyIndex(Generic[K]):
             raise ValueError(f"a checkpoint's key index holds {self._parsed} keys for {self.size} values")
         return taken
 
-    def entries(self, bucket: int) -> tuple[list[K], list[int]]:
-        """The keys a bucket holds as written, and their places (whether parsed yet or not)."""
-        if self.lines[bucket] == EMPTY_BUCKET:
-            return [], []
-        return self._parse([self.lines[bucket]])
+    def read(self, buckets: list[int]) -> tuple[dict[int, tuple[list[K], list[int]]], list[tuple[K, int]]]:
+        """The keys and places each of ``buckets`` holds as written (parsed at once, whether
+        parsed before or not), and the entries of those not parsed before (taken now)."""
+        parsed = self._parse([self.lines[at] for at in buckets])
+        held = dict(zip(buckets, parsed, strict=True))
+        taken = [entry for at in buckets if self._pending[at] for entry in self._taken(at, *held[at])]
+        return held, taken
 
     def _take(self, buckets: list[int]) -> list[tuple[K, int]]:
         buckets = [at for at in buckets if self._pending[at]]
-        if not buckets:
-            return []
-        keys, places = self._parse([self.lines[at] for at in buckets])
-        if len(keys) != len(places) or not keys:
-            raise ValueError("a checkpoint's key index does not add up")
-        if min(places) < 0 or max(places) >= self.size:
-            raise ValueError("a checkpoint's key index names a place outside its dict")
-        for at in buckets:
-            self._pending[at] = False
+        return self.read(buckets)[1] if buckets else []
+
+    def _taken(self, at: int, keys: list[K], places: list[int]) -> list[tuple[K, int]]:
+        if not keys or min(places) < 0 or max(places) >= self.size:
+            raise ValueError("a checkpoint's key index names no key, or a place outside its dict")
+        self._pending[at] = False
         self._parsed += len(keys)
         entries = list(zip(keys, places, strict=True))
         self.places.update(entries)
@@ -447,10 +446,13 @@ class LazyDict(dict[K, T], Generic[K, T]):
         index = self._index
         if index is None or index.shifted:
             return None
-        for key in [key for key in dict.keys(self) if key not in index.places]:
-            self._add(index.take(key))  # a key held here: one of the index's, or added since?
+        # The keys held here not known to be the index's: added since loading, or not looked up?
+        unknown = [key for key in dict.keys(self) if key not in index.places]
+        buckets = dict(zip(unknown, buckets_of(cast(list[Any], unknown), len(index.lines)), strict=True))
+        held, taken = index.read(sorted(set(buckets.values())))
+        self._add(taken)
         places = index.places
-        added = [key for key in dict.keys(self) if key not in places]
+        added = [key for key in unknown if key not in places]
         if bucket_count(index.size + len(added)) != len(index.lines):
             return None
         keys: list[Any] = [None] * index.size
@@ -461,12 +463,12 @@ class LazyDict(dict[K, T], Generic[K, T]):
                 keys[place], values[place] = key, value
         lines = list(index.lines)
         grown: dict[int, list[int]] = {}
-        for offset, bucket in enumerate(buckets_of(cast(list[Any], added), len(lines))):
-            grown.setdefault(bucket, []).append(offset)
+        for offset, key in enumerate(added):
+            grown.setdefault(buckets[key], []).append(offset)
         for bucket, offsets in grown.items():
-            held, held_places = index.entries(bucket)
+            old_keys, old_places = held[bucket]
             lines[bucket] = bucket_line(
-                [*held, *(added[o] for o in offsets)], [*held_places, *(index.size + o for o in offsets)]
+                [*old_keys, *(added[o] for o in offsets)], [*old_places, *(index.size + o for o in offsets)]
             )
         keys.extend(added)
         values.extend(dict.__getitem__(self, key) for key in added)
