@@ -301,9 +301,26 @@ def buckets_of(keys: Iterable[str | int], buckets: int) -> list[int]:
     CRC-32 of a string's UTF-8, an int's value."""
     crc = zlib.crc32
     return [
-        crc(key.encode("utf-8", "surrogatepass")) % buckets if type(key) is str else cast(int, key) % buckets
+        crc(key.encode("utf-8", "surrogatepass")) % buckets if type(key) is str else _held_bucket(key, buckets)
         for key in keys
     ]
+
+
+def _held_bucket(key: object, buckets: int) -> int:
+    bucket = _bucket(key, buckets)
+    if bucket is None:
+        raise TypeError(f"a checkpointed dict's key must be a str or an int, not {type(key).__name__}")
+    return bucket
+
+
+def _bucket(key: object, buckets: int) -> int | None:
+    """The bucket a key looked up would be in; None for one equal to no string or int (whatever
+    its type: a lookup finds a key that compares equal, as a dict's does)."""
+    if isinstance(key, str):
+        return zlib.crc32(key.encode("utf-8", "surrogatepass")) % buckets
+    if isinstance(key, int) or (isinstance(key, float) and key.is_integer()):
+        return int(key) % buckets
+    return None
 
 
 class KeyIndex(Generic[K]):
@@ -330,9 +347,10 @@ class KeyIndex(Generic[K]):
         """How many buckets with keys are not parsed yet."""
         return self._pending.count(True)
 
-    def take(self, key: K) -> list[tuple[K, int]]:
+    def take(self, key: object) -> list[tuple[K, int]]:
         """The entries of the bucket ``key`` would be in, if that bucket is not parsed yet."""
-        return self._take([buckets_of((cast(Any, key),), len(self.lines))[0]])
+        bucket = _bucket(key, len(self.lines))
+        return [] if bucket is None else self._take([bucket])
 
     def take_all(self) -> list[tuple[K, int]]:
         """The entries of every bucket not parsed yet (parsed at once)."""

@@ -262,3 +262,18 @@ def test_a_base_written_from_a_key_index_copies_its_lines(size: int, per_bucket:
         assert lines == key_index(list(model))
     assert [value if type(value) is not int else Item(value) for value in values] == list(model.values())
     assert all(key in (None, expected) for key, expected in zip(laid_keys, model, strict=True))
+
+
+def test_a_lookup_in_a_key_index_finds_what_a_dict_would() -> None:
+    """Keys of other types than the dict's: equal ones are found, others are not, unhashable
+    ones raise TypeError, as with a dict."""
+    entries = indexed(["a", "b"])
+    assert "a" in entries and entries.get(None) is None and entries.get(1.5) is None and (1,) not in entries
+    numbered = LazyDict.indexed(
+        KeyIndex(key_index([1, 2]), _bucket_parser(next(f for f in _layout()[0] if f.name == "detached")), 2),
+        entries.source,  # type: ignore[arg-type]
+        ADAPTER,
+    )
+    assert 1.0 in numbered and True in numbered and numbered[2.0] == Item(1) and "1" not in numbered
+    with pytest.raises(TypeError):
+        [] in entries  # noqa: B015 - the lookup itself is under test
