@@ -197,16 +197,11 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             gone = [key for key in removed[field.name] if not dict.__contains__(value, key)]
             keys = list(value.touched)
             items = [dict.__getitem__(value, key) for key in keys]
+        elif isinstance(value, LazyDict):  # its index is copied where it stays the same
+            keys, items, index = value.base_layout()
+            source = value.source
         else:
-            laid_out = value.base_layout() if isinstance(value, LazyDict) else None
-            if laid_out is not None:  # still indexed: its index is copied where it stays the same
-                keys, items, index = laid_out
-            else:
-                if isinstance(value, LazyDict):
-                    value.materialize()
-                keys, items = list(dict.keys(value)), list(dict.values(value))
-            if isinstance(value, LazyDict):
-                source = value.source
+            keys, items = list(dict.keys(value)), list(dict.values(value))
         refs: list[list[Any]] = []  # [position or key, field, key] of each item held by an earlier field
         # Items never read since loading are places in ``source``: copied in runs, as loaded.
         # The others are objects (encoded here) or JSON (kept as it is).

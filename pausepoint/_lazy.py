@@ -342,10 +342,9 @@ class KeyIndex(Generic[K]):
         self.places: dict[K, int] = {}  # the keys parsed so far (and not removed since), and their places
         self.shifted = False  # whether a key was removed since: then the places of those after it moved
 
-    @property
-    def unparsed(self) -> int:
-        """How many buckets with keys are not parsed yet."""
-        return self._pending.count(True)
+    def unparsed(self) -> bool:
+        """Whether a bucket with keys is not parsed yet."""
+        return True in self._pending
 
     def take(self, key: object) -> list[tuple[K, int]]:
         """The entries of the bucket ``key`` would be in, if that bucket is not parsed yet."""
@@ -401,15 +400,6 @@ class LazyDict(dict[K, T], Generic[K, T]):
         self._removed: set[K] = set()
 
     @classmethod
-    def unread(cls, keys: Iterable[K], source: Slices, adapter: TypeAdapter[T]) -> LazyDict[K, T]:
-        """The dict of ``keys`` to ``source``'s items, in order, none cut out or decoded yet
-        (each value is its item's place in ``source`` until then)."""
-        entries = cls((), adapter)
-        dict.update(entries, cast(Any, zip(keys, range(len(source)), strict=True)))
-        entries._source = source
-        return entries
-
-    @classmethod
     def indexed(cls, index: KeyIndex[K], source: Slices, adapter: TypeAdapter[T]) -> LazyDict[K, T]:
         """The dict of the keys ``index`` holds to ``source``'s items, none parsed, cut out or
         decoded yet."""
@@ -455,12 +445,19 @@ class LazyDict(dict[K, T], Generic[K, T]):
         dict.update(cast(Any, self), here)  # the keys added since loading, in their order
         self._index = None
 
-    def base_layout(self) -> tuple[list[Any], list[Any], list[bytes]] | None:
-        """For a new base written while the keys are still indexed: the keys and the values in
-        order (a value never read is its place in ``source``, and its key is None: not needed),
-        and the new base's key index, whose lines are copied from this one's where no key was
-        added to the bucket. None unless the keys were only added to since loading and their
-        bucket count is the same (then ``materialize`` and index them all)."""
+    def base_layout(self) -> tuple[list[Any], list[Any], list[bytes] | None]:
+        """What a new base holds of this dict: its keys and values in order (a value never read
+        is its place in ``source``), and its key index when it can be copied from this one: the
+        keys still indexed and only added to since loading, in as many buckets (the lines of the
+        buckets no key was added to are copied, and the keys of values never read are None: not
+        needed). Otherwise the index is None (``key_index`` makes it from the keys)."""
+        copied = self._copied_layout()
+        if copied is not None:
+            return copied
+        self.materialize()
+        return list(dict.keys(self)), list(dict.values(self)), None
+
+    def _copied_layout(self) -> tuple[list[Any], list[Any], list[bytes]] | None:
         index = self._index
         if index is None or index.shifted:
             return None
@@ -495,7 +492,8 @@ class LazyDict(dict[K, T], Generic[K, T]):
     # -- reading and writing ------------------------------------------------------------------
 
     def __getitem__(self, key: K) -> T:
-        self._find(key)
+        if self._index is not None:
+            self._find(key)
         value: Any = dict.__getitem__(self, key)
         if type(value) is int and self._source is not None:
             value = self._source[value]
@@ -526,7 +524,8 @@ class LazyDict(dict[K, T], Generic[K, T]):
             index.shifted = True
 
     def __contains__(self, key: object) -> bool:
-        self._find(cast(K, key))
+        if self._index is not None:
+            self._find(cast(K, key))
         return dict.__contains__(self, key)
 
     def __len__(self) -> int:
@@ -535,7 +534,7 @@ class LazyDict(dict[K, T], Generic[K, T]):
 
     def __bool__(self) -> bool:
         # A bucket not parsed yet holds a key still here (a removal parses its key's bucket).
-        return dict.__len__(self) > 0 or (self._index is not None and self._index.unparsed > 0)
+        return dict.__len__(self) > 0 or (self._index is not None and self._index.unparsed())
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():

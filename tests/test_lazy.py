@@ -132,20 +132,6 @@ def test_copies_of_a_list_loaded_from_bytes_hold_decoded_items() -> None:
     assert items.copy() == [Item(0), Item(1)] and all(type(i) is Item for i in items.copy())
 
 
-def test_a_dict_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> None:
-    items = [raw(n) for n in (1, 2, 3)]
-    bounds = array("I", itertools.accumulate(map(len, items), initial=0))
-    source = Slices(memoryview(b"".join(items)), 0, memoryview(bounds))
-    entries = LazyDict.unread(["a", "b", "c"], source, ADAPTER)
-    assert len(entries) == 3 and "b" in entries and list(entries) == ["a", "b", "c"]
-    assert entries["b"] == Item(2) and entries["b"] is entries["b"]
-    assert [value for _, value in entries.raw_items()] == [0, Item(2), 2]  # places in the source until read
-    assert entries.source is source
-    entries["d"] = Item(4)
-    assert entries.pop("a") == Item(1) and entries.get("c") == Item(3)
-    assert dict(entries) == {"b": Item(2), "c": Item(3), "d": Item(4)} == entries
-
-
 def indexed(keys: list[str]) -> LazyDict[str, Item]:
     """A dict of ``keys`` (the n-th to ``Item(n)``) as a base checkpoint lays it out: its keys
     in buckets, none parsed yet."""
@@ -155,6 +141,17 @@ def indexed(keys: list[str]) -> LazyDict[str, Item]:
     lines = key_index(keys)
     field = next(f for f in _layout()[0] if f.name == "calls")  # a dict keyed by str
     return LazyDict.indexed(KeyIndex(lines, _bucket_parser(field), len(keys)), source, ADAPTER)
+
+
+def test_a_dict_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> None:
+    entries = indexed(["a", "b", "c"])
+    assert len(entries) == 3 and "b" in entries and list(entries) == ["a", "b", "c"]
+    assert entries["b"] == Item(1) and entries["b"] is entries["b"]
+    assert [value for _, value in entries.raw_items()] == [0, Item(1), 2]  # places in the source until read
+    assert entries.source is not None and entries.source[2] == raw(2)
+    entries["d"] = Item(4)
+    assert entries.pop("a") == Item(0) and entries.get("c") == Item(2)
+    assert dict(entries) == {"b": Item(1), "c": Item(2), "d": Item(4)} == entries
 
 
 def test_a_dict_loaded_with_a_key_index_parses_only_the_buckets_it_looks_in() -> None:
@@ -188,6 +185,42 @@ OPS = st.lists(
 )
 
 
+def apply(op: Op, entries: LazyDict[str, Item], model: dict[str, Item]) -> None:
+    """Do ``op`` to the lazy dict and to a dict, and check that they answer alike."""
+    if op.name == "get":
+        assert entries.get(op.key) == model.get(op.key)
+    elif op.name == "in":
+        assert (op.key in entries) == (op.key in model)
+    elif op.name == "set":
+        entries[op.key] = model[op.key] = Item(op.value)
+    elif op.name in ("del", "drop"):
+        if op.key in model:
+            del model[op.key]
+            if op.name == "drop":
+                entries.drop(op.key)
+            else:
+                del entries[op.key]
+        else:
+            with pytest.raises(KeyError):
+                del entries[op.key]
+    elif op.name == "pop":
+        assert entries.pop(op.key, None) == model.pop(op.key, None)
+    elif op.name == "setdefault":
+        assert entries.setdefault(op.key, Item(op.value)) == model.setdefault(op.key, Item(op.value))
+    elif op.name == "len":
+        assert len(entries) == len(model)
+    elif op.name == "bool":
+        assert bool(entries) == bool(model)
+    elif op.name == "keys":
+        assert list(entries.keys()) == list(model)
+    elif op.name == "popitem" and model:
+        assert entries.popitem() == model.popitem()
+    elif op.name == "or":
+        other = {op.key: Item(op.value)}
+        assert list((entries | other).items()) == list((model | other).items())
+        assert list((other | entries).items()) == list((other | model).items())
+
+
 @settings(max_examples=300, deadline=None)
 @given(size=st.integers(0, 70), per_bucket=st.sampled_from([1, 4, 32]), ops=OPS)
 def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket: int, ops: list[Op]) -> None:
@@ -197,38 +230,7 @@ def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket:
         entries = indexed(keys)
     model = {key: Item(n) for n, key in enumerate(keys)}
     for op in ops:
-        if op.name == "get":
-            assert entries.get(op.key) == model.get(op.key)
-        elif op.name == "in":
-            assert (op.key in entries) == (op.key in model)
-        elif op.name == "set":
-            entries[op.key] = model[op.key] = Item(op.value)
-        elif op.name in ("del", "drop"):
-            if op.key in model:
-                del model[op.key]
-                if op.name == "drop":
-                    entries.drop(op.key)
-                else:
-                    del entries[op.key]
-            else:
-                with pytest.raises(KeyError):
-                    del entries[op.key]
-        elif op.name == "pop":
-            assert entries.pop(op.key, None) == model.pop(op.key, None)
-        elif op.name == "setdefault":
-            assert entries.setdefault(op.key, Item(op.value)) == model.setdefault(op.key, Item(op.value))
-        elif op.name == "len":
-            assert len(entries) == len(model)
-        elif op.name == "bool":
-            assert bool(entries) == bool(model)
-        elif op.name == "keys":
-            assert list(entries.keys()) == list(model)
-        elif op.name == "popitem" and model:
-            assert entries.popitem() == model.popitem()
-        elif op.name == "or":
-            other = {op.key: Item(op.value)}
-            assert list((entries | other).items()) == list((model | other).items())
-            assert list((other | entries).items()) == list((other | model).items())
+        apply(op, entries, model)
     assert list(entries.items()) == list(model.items())  # the same entries, in the same order
     assert entries == model
 
@@ -248,18 +250,12 @@ def test_a_base_written_from_a_key_index_copies_its_lines(size: int, per_bucket:
         entries = indexed(keys)
         model = {key: Item(n) for n, key in enumerate(keys)}
         for op in ops:
-            if op.name == "get":
-                assert entries.get(op.key) == model.get(op.key)
-            elif op.name == "in":
-                assert (op.key in entries) == (op.key in model)
-            else:
-                entries[op.key] = model[op.key] = Item(op.value)
-        layout = entries.base_layout()
-        if layout is None:  # the bucket count changed: the index is made again
-            assert _lazy.bucket_count(len(model)) != _lazy.bucket_count(size)
-            return
-        laid_keys, values, lines = layout
-        assert lines == key_index(list(model))
+            apply(op, entries, model)
+        laid_keys, values, lines = entries.base_layout()
+        if lines is None:  # the bucket count changed: the index is made again, from every key
+            assert _lazy.bucket_count(len(model)) != _lazy.bucket_count(size) and laid_keys == list(model)
+        else:
+            assert lines == key_index(list(model))
     assert [value if type(value) is not int else Item(value) for value in values] == list(model.values())
     assert all(key in (None, expected) for key, expected in zip(laid_keys, model, strict=True))
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pausepoint import Agent, AgentFinishReason, _checkpoint, _lazy
+from pausepoint import Agent, AgentFinishReason, ToolResponse, _checkpoint, _lazy
 from pausepoint._checkpoint import decode_chain, decode_state
 from pausepoint.demo import build
-from pausepoint.errors import AlreadyResolved
+from pausepoint.errors import AlreadyResolved, UnknownInterrupt
 from pausepoint.stores import CheckpointStore, SessionStore
 
 from .backends import Backend
@@ -204,8 +204,20 @@ async def test_exactly_once_across_agents_loading_from_checkpoints(backend: Back
     assert decode_chain(sid, checkpoint) is not None
     assert decode_chain(sid, checkpoint).open  # type: ignore[union-attr] # the pause is open in it
 
+    # A cold agent looks refs up in the checkpoint's key index: a forged ref and a forged pause
+    # id of a live ref find nothing there, and are refused.
+    pause = paused.interrupts[0]
+    forger = await agent_on(backend, ledger)
+    with pytest.raises(UnknownInterrupt):
+        await forger.chat(sid).resume(respond=[ToolResponse("0" * 24, pause.name, {"approved": True})])
+    with pytest.raises(UnknownInterrupt):
+        await forger.chat(sid).resume(
+            respond=[ToolResponse(pause.ref, pause.name, {"approved": True}, pause_id="f" * 24)]
+        )
+    assert ledger == ["5->savings"]
+
     second, third = await agent_on(backend, ledger), await agent_on(backend, ledger)
-    answer = paused.interrupts[0].respond({"approved": True})
+    answer = pause.respond({"approved": True})
     await second.chat(sid).resume(respond=[answer])
     with pytest.raises(AlreadyResolved):
         await third.chat(sid).resume(respond=[answer])
