@@ -8,7 +8,7 @@ folded instead) unless all of this holds —
 - its **schema fingerprint** is this code's: a hash of the JSON schemas of ``SessionState``'s
   fields, so any change to the state's shape (a field added, a type changed) retires every
   checkpoint written before it, with no version number to remember to bump;
-- its **checksum** (CRC-32 of the body) and length match: a torn or corrupted write is caught;
+- its **checksum** (XXH3-64 of the body) and length match: a torn or corrupted write is caught;
 - it names this **session** and its **version** is in the log, and the record at that version
   has the **digest** the checkpoint was taken after: a checkpoint of another log (a session
   deleted and made again under the same id, records lost with a power failure) never applies.
@@ -54,13 +54,13 @@ import json
 import logging
 import sys
 import typing
-import zlib
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, cast
 
+import xxhash
 from pydantic import TypeAdapter
 
 from ._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
@@ -80,7 +80,7 @@ __all__ = [
     "save",
 ]
 
-CHECKPOINT_FORMAT = b"PPCK4"
+CHECKPOINT_FORMAT = b"PPCK5"
 
 log = logging.getLogger("pausepoint")
 
@@ -236,9 +236,9 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         if field.keys is not None:
             text.append(field.keys.dump_json(gone))
     body = [b"".join([b"\n".join(text), b"\n"]), *laid.parts()]
-    crc = 0
+    checksum = xxhash.xxh3_64()
     for part in body:  # the checksum of the body without joining it twice
-        crc = zlib.crc32(part, crc)
+        checksum.update(part)
     head = b" ".join(
         [
             CHECKPOINT_FORMAT,
@@ -246,7 +246,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             str(state.version).encode(),
             b"%d" % (chain.version if chain is not None else 0),
             digest,
-            b"%08x" % crc,
+            b"%016x" % checksum.intdigest(),
             b"%d" % sum(map(len, body)),
             b"%d" % len(body[0]),
             b"%d" % laid.bound_count,
@@ -358,7 +358,7 @@ def read_header(data: bytes, *, verify: bool = True) -> Header | None:
     if len(parts) != 9 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
         return None
     try:
-        version, after, crc, length, text, count = (
+        version, after, checksum, length, text, count = (
             int(parts[2]),
             int(parts[3]),
             int(parts[5], 16),
@@ -372,7 +372,7 @@ def read_header(data: bytes, *, verify: bool = True) -> Header | None:
     items = text + 4 * count
     if not 0 <= after < version or len(body) != length or not 0 < text <= items <= length:
         return None
-    if verify and zlib.crc32(body) != crc:
+    if verify and xxhash.xxh3_64_intdigest(body) != checksum:
         return None
     return Header(version, after, parts[4], body[:text], body[text:items], body[items:])
 
