@@ -17,7 +17,7 @@ from pausepoint import Agent, AgentFinishReason, ToolResponse, _checkpoint, _laz
 from pausepoint._checkpoint import decode_chain, decode_state
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, UnknownInterrupt
-from pausepoint.stores import CheckpointStore, SessionStore
+from pausepoint.stores import CheckpointStore, InMemorySessionStore, SessionStore
 
 from .backends import Backend
 
@@ -349,3 +349,44 @@ async def test_a_state_that_cannot_take_its_extension_back_is_read_again(
     await cycle(writer, sid)
     assert await seen(writer, sid) == await seen(await agent_on(backend, every=None), sid)
     assert len(ledger) == 5
+
+
+class LogOnly:
+    """The ``SessionStore`` side of a store, without its checkpoint methods (a custom store
+    that keeps no checkpoints)."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("write_checkpoint", "extend_checkpoint", "read_checkpoint"):
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+async def test_a_store_without_checkpoints_is_used_by_folding_the_log(backend: Backend) -> None:
+    """An agent whose store has no checkpoint methods writes none and folds whole logs; one
+    given a store that has them (``agent.store = ...`` before serving, as the CLI's ``--store``
+    does) writes them."""
+    store = await keeper(await backend.open())
+    plain = LogOnly(store)
+    assert isinstance(plain, SessionStore) and not isinstance(plain, CheckpointStore)
+    _, folding = build(InMemorySessionStore())
+    folding.store = plain  # type: ignore[assignment]
+    folding.checkpoint_every = 4
+    sid = await cycle(folding)
+    await cycle(folding, sid)
+    await settled(folding)
+    assert await store.read_checkpoint(sid) is None
+
+    _, writer = build(InMemorySessionStore())
+    writer.store = store
+    writer.checkpoint_every = 4
+    await cycle(writer, sid)
+    await settled(writer)
+    checkpoint = await store.read_checkpoint(sid)
+    assert checkpoint is not None
+
+    _, cold = build(LogOnly(await backend.open()))  # type: ignore[arg-type]
+    assert await seen(cold, sid) == await seen(writer, sid)
+    assert checkpointed(cold, sid) == 0  # folded from the log, the checkpoint unread
