@@ -221,14 +221,18 @@ def apply(op: Op, entries: LazyDict[str, Item], model: dict[str, Item]) -> None:
         assert list((other | entries).items()) == list((other | model).items())
 
 
+def loaded(size: int) -> tuple[LazyDict[str, Item], dict[str, Item]]:
+    """``size`` keys loaded with a key index (``indexed``), and the plain dict they stand for."""
+    keys = [f"k{n}" for n in range(size)]
+    return indexed(keys), {key: Item(n) for n, key in enumerate(keys)}
+
+
 @settings(max_examples=300, deadline=None)
 @given(size=st.integers(0, 70), per_bucket=st.sampled_from([1, 4, 32]), ops=OPS)
 def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket: int, ops: list[Op]) -> None:
-    keys = [f"k{n}" for n in range(size)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_lazy, "KEYS_PER_BUCKET", per_bucket)
-        entries = indexed(keys)
-    model = {key: Item(n) for n, key in enumerate(keys)}
+        entries, model = loaded(size)
     for op in ops:
         apply(op, entries, model)
     assert list(entries.items()) == list(model.items())  # the same entries, in the same order
@@ -244,11 +248,9 @@ def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket:
 def test_a_base_written_from_a_key_index_copies_its_lines(size: int, per_bucket: int, ops: list[Op]) -> None:
     """Keys only looked up and added since loading: a new base's entries and key index, written
     without parsing every bucket, are what indexing the whole dict gives."""
-    keys = [f"k{n}" for n in range(size)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_lazy, "KEYS_PER_BUCKET", per_bucket)
-        entries = indexed(keys)
-        model = {key: Item(n) for n, key in enumerate(keys)}
+        entries, model = loaded(size)
         for op in ops:
             apply(op, entries, model)
         laid_keys, values, lines = entries.base_layout()
