@@ -299,11 +299,11 @@ def key_index(keys: list[Any]) -> list[bytes]:
 def buckets_of(keys: Iterable[str | int], buckets: int) -> list[int]:
     """The bucket of ``buckets`` each of ``keys`` is laid in (the same in every process): by the
     CRC-32 of a string's UTF-8, an int's value."""
-    crc = zlib.crc32
-    return [
-        crc(key.encode("utf-8", "surrogatepass")) % buckets if type(key) is str else _held_bucket(key, buckets)
-        for key in keys
-    ]
+    return [_text_bucket(key, buckets) if type(key) is str else _held_bucket(key, buckets) for key in keys]
+
+
+def _text_bucket(key: str, buckets: int) -> int:
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % buckets
 
 
 def _held_bucket(key: object, buckets: int) -> int:
@@ -317,7 +317,7 @@ def _bucket(key: object, buckets: int) -> int | None:
     """The bucket a key looked up would be in; None for one equal to no string or int (whatever
     its type: a lookup finds a key that compares equal, as a dict's does)."""
     if isinstance(key, str):
-        return zlib.crc32(key.encode("utf-8", "surrogatepass")) % buckets
+        return _text_bucket(key, buckets)
     if isinstance(key, int) or (isinstance(key, float) and key.is_integer()):
         return int(key) % buckets
     return None

@@ -371,8 +371,7 @@ async def test_a_store_without_checkpoints_is_used_by_folding_the_log(backend: B
     store = await keeper(await backend.open())
     plain = LogOnly(store)
     assert isinstance(plain, SessionStore) and not isinstance(plain, CheckpointStore)
-    _, folding = build(InMemorySessionStore())
-    folding.store = plain  # type: ignore[assignment]
+    _, folding = build(plain)  # type: ignore[arg-type]
     folding.checkpoint_every = 4
     sid = await cycle(folding)
     await cycle(folding, sid)
