@@ -54,6 +54,9 @@ SYSTEM = (
     "was not done. Never ask for approval in plain text."
 )
 DESCRIPTION = "Moves money between accounts. Every transfer waits for your approval."
+# The scripted model serves as long as the demo (or a benchmark's server) runs: it keeps only
+# its latest requests, so the process does not grow with every turn.
+_KEEP_REQUESTS = 100
 
 
 class UserApprovalInput(BaseModel):
@@ -170,7 +173,7 @@ def build(
 
     agent = ai.define_agent(
         name=AGENT_NAME,
-        model=model if model is not None else ScriptedModel(banking_script),
+        model=model if model is not None else ScriptedModel(banking_script, keep_requests=_KEEP_REQUESTS),
         tools=[user_approval, transfer_money],
         store=store if store is not None else InMemorySessionStore(),
         **{"system": SYSTEM, "description": DESCRIPTION, **agent_options},

@@ -17,6 +17,27 @@ async def test_steps_are_played_in_order_and_requests_recorded():
         await model.generate(ModelRequest([]))
 
 
+async def test_keep_requests_keeps_only_the_latest():
+    model = ScriptedModel(lambda request: request.messages[0].text, keep_requests=2)
+    for text in ("a", "b", "c", "d"):
+        await model.generate(ModelRequest([Message("user", [TextPart(text)])]))
+    assert [r.messages[0].text for r in model.requests] == ["c", "d"]
+    nothing = ScriptedModel(["x"], keep_requests=0)
+    await nothing.generate(ModelRequest([]))
+    assert nothing.requests == []
+    with pytest.raises(ValueError, match="keep_requests"):
+        ScriptedModel(["x"], keep_requests=-1)
+
+
+async def test_the_demo_model_does_not_grow_with_every_turn():
+    from pausepoint.demo import build
+
+    _, agent = build()
+    for _ in range(120):
+        assert (await agent.chat().send("Hello!")).text
+    assert len(agent.model.requests) == 100
+
+
 async def test_a_function_script_sees_each_request():
     model = ScriptedModel(lambda request: f"{len(request.messages)} messages")
     ai = Pausepoint()

@@ -11,7 +11,9 @@ store as any provider. Give it a list of steps, one per model call::
 
 or a function of the request (``ModelRequest``) returning a step. A step is a string (a text
 reply), a part or list of parts, a ``Message``, a ``ModelResponse``, or an exception to raise.
-Every request is kept in ``model.requests`` so tests can assert on what the model was shown.
+Every request is kept in ``model.requests`` so tests can assert on what the model was shown;
+a model that serves for long (a demo server, a benchmark) keeps only the latest ones with
+``keep_requests=N``, so it does not grow with every call.
 With ``stream=True`` text is streamed word by word and tool-call arguments in small pieces.
 """
 
@@ -57,10 +59,15 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         stream: bool = True,
+        keep_requests: int | None = None,
     ) -> None:
+        if keep_requests is not None and keep_requests < 0:
+            raise ValueError(f"keep_requests must be None or at least 0, not {keep_requests}")
         self.name = name
         self.stream = stream
+        #: the requests the model was given, oldest first (the latest ``keep_requests`` only, if set)
         self.requests: list[ModelRequest] = []
+        self._keep = keep_requests
         self._function = script if callable(script) else None
         self._steps = [] if callable(script) else list(script)
         self._next = 0
@@ -72,6 +79,8 @@ class ScriptedModel:
 
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         self.requests.append(request)
+        if self._keep is not None and len(self.requests) > self._keep:
+            del self.requests[: len(self.requests) - self._keep]
         if self._function is not None:
             step = self._function(request)
         else:
