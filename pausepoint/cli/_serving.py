@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from ._errors import CliError
 
-__all__ = ["listen", "port_number", "serve", "serve_until_stopped"]
+__all__ = ["freeze_startup_objects", "listen", "port_number", "serve", "serve_until_stopped"]
 
 
 def port_number(text: str) -> int:
@@ -65,7 +66,18 @@ async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None], log
     # a URL (``?token=...``) must never reach a log. (Credentials travel in the Authorization
     # header; pausepoint reads none from a query string; its own request log never writes one.)
     config = uvicorn.Config(app, log_level=log_level, log_config=None, access_log=False, timeout_graceful_shutdown=3)
+    freeze_startup_objects()
     await Server(config).serve(sockets=[sock])
+
+
+def freeze_startup_objects() -> None:
+    """Take what is alive now (modules, the app, its agents: all of it lives as long as the
+    server) out of the garbage collector's full collections, which would otherwise walk it each
+    time. A full collection then walks only what requests made: in a server holding 1,024
+    cached sessions, 8 ms instead of 26 ms, a pause of the event loop every request waiting
+    behind it pays (docs/server.md, "Latency: the garbage collector")."""
+    gc.collect()  # what is garbage now would never be collected once frozen
+    gc.freeze()
 
 
 def serve_until_stopped(app: Any, sock: socket.socket, on_ready: Callable[[], None], log_level: str = "warning") -> int:

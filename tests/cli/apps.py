@@ -1,5 +1,7 @@
 """Apps for the CLI tests to name as ``tests.cli.apps:<attr>`` (the examples, on in-memory stores)."""
 
+import gc
+
 from examples import banking, shell
 from pausepoint import ApprovalPolicy, FunctionModel, ModelRequest, ModelResponse, Pausepoint, Role
 from pausepoint.errors import ModelUnavailable
@@ -18,6 +20,14 @@ async def asgi(scope, receive, send):
         return
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"plain ASGI"})
+
+
+async def frozen(scope, receive, send):
+    """An ASGI app answering how many objects the garbage collector keeps frozen in its process."""
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": str(gc.get_freeze_count()).encode()})
 
 
 def _down(request: ModelRequest) -> ModelResponse:

@@ -65,6 +65,16 @@ async def test_serve_an_asgi_app_as_it_is(tmp_path):
             assert reply.status_code == 200 and reply.text == "plain ASGI"
 
 
+async def test_serve_takes_what_it_loaded_out_of_full_collections():
+    """Full garbage collections pause the event loop for every object they walk: what was
+    alive when serving began (the modules, the app) is frozen, so they walk only what
+    requests made (docs/server.md)."""
+    with serving("tests.cli.apps:frozen") as (base, _printed):
+        async with httpx.AsyncClient() as http:
+            frozen = int((await http.get(f"{base}/")).text)
+    assert frozen > 10_000  # the modules and the app: tens of thousands of objects
+
+
 def test_a_token_in_a_query_string_is_never_logged():
     """Credentials travel in the Authorization header; one pasted into a URL must not reach a log.
 
