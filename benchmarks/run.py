@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         table_durability(run, s)
     table_history(run, s)
     hist = (10, 100) if args.quick else (10, 100, 1000, 10000)
-    run.results += table_cold(s.stores, hist, s.k, args.timeout)
+    run.results += [{"workload": "cold", **result} for result in table_cold(s.stores, hist, s.k, args.timeout)]
     table_memory(run, s)
     table_streaming(run, s)
 
