@@ -25,8 +25,9 @@ async def test_keep_requests_keeps_only_the_latest():
     nothing = ScriptedModel(["x"], keep_requests=0)
     await nothing.generate(ModelRequest([]))
     assert nothing.requests == []
-    with pytest.raises(ValueError, match="keep_requests"):
-        ScriptedModel(["x"], keep_requests=-1)
+    for bad in (-1, "3", 2.5, True):
+        with pytest.raises(ValueError, match="keep_requests"):
+            ScriptedModel(["x"], keep_requests=bad)
 
 
 async def test_the_demo_model_does_not_grow_with_every_turn():
