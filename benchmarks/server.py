@@ -134,7 +134,7 @@ def serve(fd: int, store_kind: str, target: str, loop: str) -> None:
     """One server process on the inherited listening socket ``fd``; prints ``ready``, serves
     until SIGTERM, then prints the transfers its tool made and the approvals it answered."""
     from examples import banking
-    from pausepoint.cli._serving import freeze_startup_objects
+    from pausepoint.cli._serving import tune_garbage_collector
     from pausepoint.server import BearerTokens, create_app
 
     sock = socket.socket(fileno=fd)
@@ -144,7 +144,7 @@ def serve(fd: int, store_kind: str, target: str, loop: str) -> None:
         store = make_store(store_kind, target)
         ai, _ = banking.build(store, ledger)
         app = Counted(create_app(ai, auth=BearerTokens({TOKEN: "bench"}), console=False))
-        freeze_startup_objects()  # as ``pausepoint serve`` does before serving
+        tune_garbage_collector()  # as ``pausepoint serve`` does before serving
         await serve_inherited(app, sock, lambda: f"ran={len(ledger)} answered={app.answered}")
 
     if loop == "uvloop":

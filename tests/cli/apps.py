@@ -1,6 +1,7 @@
 """Apps for the CLI tests to name as ``tests.cli.apps:<attr>`` (the examples, on in-memory stores)."""
 
 import gc
+import json
 
 from examples import banking, shell
 from pausepoint import ApprovalPolicy, FunctionModel, ModelRequest, ModelResponse, Pausepoint, Role
@@ -22,12 +23,14 @@ async def asgi(scope, receive, send):
     await send({"type": "http.response.body", "body": b"plain ASGI"})
 
 
-async def frozen(scope, receive, send):
-    """An ASGI app answering how many objects the garbage collector keeps frozen in its process."""
+async def collector(scope, receive, send):
+    """An ASGI app answering how its process's garbage collector is set: how many objects it
+    keeps frozen, and its thresholds."""
     if scope["type"] != "http":
         return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": str(gc.get_freeze_count()).encode()})
+    body = json.dumps({"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _down(request: ModelRequest) -> ModelResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import signal
 import subprocess
@@ -65,14 +66,16 @@ async def test_serve_an_asgi_app_as_it_is(tmp_path):
             assert reply.status_code == 200 and reply.text == "plain ASGI"
 
 
-async def test_serve_takes_what_it_loaded_out_of_full_collections():
+async def test_serve_sets_the_garbage_collector_for_a_server():
     """Full garbage collections pause the event loop for every object they walk: what was
     alive when serving began (the modules, the app) is frozen, so they walk only what
-    requests made (docs/server.md)."""
-    with serving("tests.cli.apps:frozen") as (base, _printed):
+    requests made, and they run a tenth as often (docs/server.md)."""
+    with serving("tests.cli.apps:collector") as (base, _printed):
         async with httpx.AsyncClient() as http:
-            frozen = int((await http.get(f"{base}/")).text)
-    assert frozen > 10_000  # the modules and the app: tens of thousands of objects
+            collector = (await http.get(f"{base}/")).json()
+    assert collector["frozen"] > 10_000  # the modules and the app: tens of thousands of objects
+    young, middle, _ = gc.get_threshold()  # this process's, untouched: what serve started from
+    assert collector["threshold"] == [young, middle, 100]
 
 
 def test_a_token_in_a_query_string_is_never_logged():
