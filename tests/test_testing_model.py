@@ -3,6 +3,7 @@
 import pytest
 
 from pausepoint import Message, ModelRequest, ModelResponse, Pausepoint, TextDelta, TextPart, ToolCallDelta
+from pausepoint.demo import build
 from pausepoint.errors import ModelError
 from pausepoint.testing import ScriptedModel, reply, tool_call
 
@@ -25,14 +26,14 @@ async def test_keep_requests_keeps_only_the_latest():
     nothing = ScriptedModel(["x"], keep_requests=0)
     await nothing.generate(ModelRequest([]))
     assert nothing.requests == []
-    for bad in (-1, "3", 2.5, True):
-        with pytest.raises(ValueError, match="keep_requests"):
+    with pytest.raises(ValueError, match="keep_requests"):
+        ScriptedModel(["x"], keep_requests=-1)
+    for bad in ("3", 2.5, True):
+        with pytest.raises(TypeError, match="keep_requests"):
             ScriptedModel(["x"], keep_requests=bad)
 
 
 async def test_the_demo_model_does_not_grow_with_every_turn():
-    from pausepoint.demo import build
-
     _, agent = build()
     for _ in range(120):
         assert (await agent.chat().send("Hello!")).text

@@ -61,8 +61,10 @@ class ScriptedModel:
         stream: bool = True,
         keep_requests: int | None = None,
     ) -> None:
-        if keep_requests is not None and (type(keep_requests) is not int or keep_requests < 0):
-            raise ValueError(f"keep_requests must be None or an int of at least 0, not {keep_requests!r}")
+        if keep_requests is not None and type(keep_requests) is not int:
+            raise TypeError(f"keep_requests must be None or an int, not {keep_requests!r}")
+        if keep_requests is not None and keep_requests < 0:
+            raise ValueError(f"keep_requests must be at least 0, not {keep_requests}")
         self.name = name
         self.stream = stream
         #: the requests the model was given, oldest first (the latest ``keep_requests`` only, if set)
