@@ -9,30 +9,32 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_quick_benchmark_prints_every_table():
+def quick_benchmark(*options: str, timeout: float) -> str:
+    """What ``python -m benchmarks.run --quick OPTIONS`` printed; it must exit 0."""
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--quick", "--no-reference"],
+        [sys.executable, "-m", "benchmarks.run", "--quick", *options],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_quick_benchmark_prints_every_table():
+    out = quick_benchmark("--no-reference", timeout=300)
     headers = ("[1] Full cycle", "[2] One more turn", "[2b] A cold cycle", "[3] One session", "[4] Streaming")
     for header in (*headers, "[5] pausepoint vs"):
-        assert header in proc.stdout, f"missing {header!r}:\n{proc.stdout}"
-    assert "ERROR" not in proc.stdout, proc.stdout
-    assert "skipped: not requested" in proc.stdout
+        assert header in out, f"missing {header!r}:\n{out}"
+    assert "ERROR" not in out, out
+    assert "skipped: not requested" in out
 
 
 def test_quick_benchmark_compares_with_the_reference():
     """Table 5 divides the reference's figures by ours: it runs genkit 0.12.0 (installed from
     PyPI into its own venv by reference-bench/setup.sh on first use)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    table = proc.stdout.partition("[5] pausepoint vs")[2]
+    table = quick_benchmark(timeout=900).partition("[5] pausepoint vs")[2]
     if "skipped:" in table:  # the reference could not be set up here (no PyPI): say why
         pytest.skip(table.strip().splitlines()[1])
     for row in (

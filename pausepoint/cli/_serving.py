@@ -78,11 +78,12 @@ def tune_garbage_collector() -> None:
     for every object they walk (docs/server.md, "Latency: the garbage collector").
 
     - What is alive now (modules, the app, its agents: all of it lives as long as the server) is
-      frozen: full collections no longer walk it. In a server holding 1,024 cached sessions, a
-      full collection took 26 ms before and 8 ms after.
-    - A full collection runs at most once per 100 collections of generation 1 instead of 10:
-      under load, about once in 8 s instead of ten times. Young garbage is still collected as
-      often; cycles that lived long enough to reach the oldest generation wait longer.
+      frozen: full collections no longer walk it.
+    - A full collection runs at most once per 100 collections of generation 1 instead of 10.
+      Young garbage is still collected as often; cycles that lived long enough to reach the
+      oldest generation wait longer.
+
+    The figures measured with each are in that section of the docs.
     """
     gc.collect()  # what is garbage now would never be collected once frozen
     gc.freeze()
