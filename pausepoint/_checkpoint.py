@@ -81,6 +81,7 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = b"PPCK5"
+_HEADER_BYTES = 512  # a header line is shorter (its nine fields are at most about 200 bytes)
 
 log = logging.getLogger("pausepoint")
 
@@ -349,12 +350,13 @@ class Header:
     items: memoryview  # every collection's items, laid end to end
 
 
-def read_header(data: bytes, *, verify: bool = True) -> Header | None:
+def read_header(data: bytes | memoryview, *, verify: bool = True) -> Header | None:
     """The header of a checkpoint or extension written by this code (same format and
     fingerprint) whose body is whole; None for anything else. (``verify=False`` skips the
     checksum: for bytes this process has just encoded.)"""
-    end = data.find(b"\n")
-    parts = data[:end].split(b" ") if end > 0 else []
+    line = bytes(data[:_HEADER_BYTES])
+    end = line.find(b"\n")
+    parts = line[:end].split(b" ") if end > 0 else []
     if len(parts) != 9 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
         return None
     try:
@@ -457,7 +459,7 @@ def _parse(header: Header) -> list[_Part] | None:
     return parts
 
 
-def decode_state(session_id: str, data: bytes, header: Header | None = None) -> SessionState | None:
+def decode_state(session_id: str, data: bytes | memoryview, header: Header | None = None) -> SessionState | None:
     """The state a checkpoint's base holds, or None when it is not a whole base of
     ``session_id`` written by this code (``header``: what ``read_header`` already said of it).
     The caller checks it against the log before using it.

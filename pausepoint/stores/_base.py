@@ -252,11 +252,13 @@ class Checkpoint:
     """A session's checkpoint: what the runtime wrote after folding its log up to ``version``.
 
     ``data`` is its base; ``extensions`` what was added to it since, oldest first (``version``
-    is the latest extension's, or the base's when there is none).
+    is the latest extension's, or the base's when there is none). A store may give the base as
+    a read-only ``memoryview`` instead of ``bytes`` (``SqliteSessionStore`` maps a large one
+    from its file), so that reading it does not copy it; it compares equal to the same bytes.
     """
 
     version: int
-    data: bytes
+    data: bytes | memoryview
     extensions: tuple[bytes, ...] = ()
 
 

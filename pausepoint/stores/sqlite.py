@@ -41,11 +41,15 @@ from ._base import (
     check_entries,
     version_conflict,
 )
+from ._checkpoint_files import CheckpointFiles
 from ._groupsync import GroupSync
 from ._signal import Signal
 from ._sqlite_rows import DeliveryRow, EventRow, SummaryRow, transaction, us
 
-__all__ = ["SqliteSessionStore"]
+__all__ = ["DEFAULT_CHECKPOINT_FILE_BYTES", "SqliteSessionStore"]
+
+# Checkpoint bases of at least this many bytes are kept in files beside the database.
+DEFAULT_CHECKPOINT_FILE_BYTES = 256 * 1024
 
 # The schema as a list of migrations: the script at index i takes a file from version i to
 # version i + 1, so a new file runs them all and an older one runs the ones it lacks. Never edit
@@ -127,6 +131,11 @@ CREATE TABLE IF NOT EXISTS pausepoint_checkpoint_extensions (
     PRIMARY KEY (session_id, version)
 );
 """,
+    # 5: a large base kept in a file beside the database (``_checkpoint_files``): its row names
+    # the file, and its data is empty.
+    """
+ALTER TABLE pausepoint_checkpoints ADD COLUMN file TEXT;
+""",
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 # How often a reader of the event stream checks whether another process wrote to the file.
@@ -151,6 +160,17 @@ _SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, 
 T = TypeVar("T")
 
 
+async def _off_loop(files: CheckpointFiles, session_id: str, version: int, data: bytes) -> str:
+    """Write a checkpoint file in a worker thread; its name. Cancelled, the file is removed once
+    written."""
+    written = asyncio.get_running_loop().run_in_executor(None, files.write, session_id, version, data)
+    try:
+        return await asyncio.shield(written)
+    except asyncio.CancelledError:
+        written.add_done_callback(lambda done: done.cancelled() or done.exception() or files.remove(done.result()))
+        raise
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
@@ -170,6 +190,13 @@ class SqliteSessionStore:
       second time — exactly once then no longer holds. Choose it only where a machine crash
       is not a concern (tests, caches) or the tools are idempotent.
 
+    ``checkpoint_file_bytes``: a session's checkpoint base of at least this many bytes (a
+    session of a few dozen approval cycles or more) is kept in a file of its own in the folder
+    ``<path>-checkpoints``, and read through a memory map, so a cold load reads the pages it
+    uses instead of the whole blob (``stores._checkpoint_files``). None keeps every base in the
+    database. The files are a cache, as checkpoints are: safe to delete, or to leave out of a
+    backup.
+
     Raises ``SchemaVersionError`` on first use if the file holds a newer schema.
     """
 
@@ -180,10 +207,21 @@ class SqliteSessionStore:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         synchronous: Literal["NORMAL", "FULL"] = "FULL",
         busy_timeout: float = 30.0,
+        checkpoint_file_bytes: int | None = DEFAULT_CHECKPOINT_FILE_BYTES,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
+        if checkpoint_file_bytes is not None and (
+            not isinstance(checkpoint_file_bytes, int) or isinstance(checkpoint_file_bytes, bool)
+        ):
+            raise TypeError(f"checkpoint_file_bytes must be an int or None, not {checkpoint_file_bytes!r}")
+        if checkpoint_file_bytes is not None and checkpoint_file_bytes < 1:
+            raise ValueError(f"checkpoint_file_bytes must be at least 1, not {checkpoint_file_bytes}")
         self.path = os.fspath(path)
+        self.checkpoint_file_bytes = checkpoint_file_bytes
+        # No files beside an in-memory database: it has no folder, and no other process.
+        in_memory = self.path in ("", ":memory:")
+        self._files = None if in_memory else CheckpointFiles(os.path.abspath(self.path) + "-checkpoints")
         self.max_record_bytes = max_record_bytes
         self.synchronous = synchronous
         self._busy_timeout = busy_timeout
@@ -234,6 +272,13 @@ class SqliteSessionStore:
             except OSError as exc:
                 raise StoreError(f"could not flush {self.path} to stable storage: {exc}") from exc
 
+    def _sweep_files(self, conn: sqlite3.Connection) -> None:
+        """Remove the checkpoint files left behind by processes that stopped before naming them."""
+        if self._files is None or not os.path.isdir(self._files.directory):
+            return
+        named = {row[0] for row in conn.execute("SELECT file FROM pausepoint_checkpoints WHERE file IS NOT NULL")}
+        self._files.sweep(named)
+
     def _create_schema(self, conn: sqlite3.Connection) -> None:
         with transaction(conn):
             conn.execute("CREATE TABLE IF NOT EXISTS pausepoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -271,6 +316,7 @@ class SqliteSessionStore:
                         conn.close()
                         raise
                     self._conn = conn
+                    self._sweep_files(conn)
                 return op(self._conn)
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
@@ -374,21 +420,44 @@ class SqliteSessionStore:
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
         # One transaction: a new base, kept only for a version the log holds and only over an
         # older checkpoint, drops the extensions of the old one. Not waited for: a checkpoint is
-        # never the source of truth.
-        def op(conn: sqlite3.Connection) -> bool:
+        # never the source of truth. A large base is first written to a file, off the event
+        # loop; its row then names the file, and the file of the base it replaces is removed.
+        def due(conn: sqlite3.Connection) -> bool:
+            head = conn.execute(_CHECKPOINT_HEAD, (session_id,)).fetchone()[0]
+            return self._holds(conn, session_id, version) and (head is None or head < version)
+
+        def op(conn: sqlite3.Connection) -> tuple[bool, str | None]:
             with transaction(conn):
-                head = conn.execute(_CHECKPOINT_HEAD, (session_id,)).fetchone()[0]
-                if not self._holds(conn, session_id, version) or (head is not None and head >= version):
-                    return False
+                if not due(conn):
+                    return False, None
+                row = conn.execute("SELECT file FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
+                replaced = (row.fetchone() or (None,))[0]
                 conn.execute(
-                    "INSERT INTO pausepoint_checkpoints (session_id, version, data) VALUES (?, ?, ?) "
-                    "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data",
-                    (session_id, version, data),
+                    "INSERT INTO pausepoint_checkpoints (session_id, version, data, file) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data, "
+                    "file = excluded.file",
+                    (session_id, version, b"" if name else data, name),
                 )
                 conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
-            return True
+            return True, replaced
 
-        return await self._run(op)
+        name: str | None = None
+        files = self._files
+        if files is not None and self.checkpoint_file_bytes is not None and len(data) >= self.checkpoint_file_bytes:
+            if not await self._run(due):  # not worth writing the file
+                return False
+            name = await _off_loop(files, session_id, version, data)
+        try:
+            kept, replaced = await self._run(op)
+        except BaseException:
+            if name is not None and files is not None:
+                files.remove(name)
+            raise
+        if files is not None:
+            for unused in (replaced, None if kept else name):
+                if unused is not None:
+                    files.remove(unused)
+        return kept
 
     async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
         # One transaction: the extension is added only if the checkpoint is at ``after`` and the
@@ -416,13 +485,13 @@ class SqliteSessionStore:
         return row is not None and row[0] >= version
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
-        def op(conn: sqlite3.Connection) -> Checkpoint | None:
+        def op(conn: sqlite3.Connection) -> tuple[int, bytes, str | None, tuple[bytes, ...]] | None:
             # One read transaction, so the base and the extensions come from one snapshot (and
             # the base's blob is not copied through a sort, as one ordered statement would).
             conn.execute("BEGIN")
             try:
                 row = conn.execute(
-                    "SELECT version, data FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,)
+                    "SELECT version, data, file FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,)
                 ).fetchone()
                 extensions = conn.execute(
                     "SELECT version, data FROM pausepoint_checkpoint_extensions WHERE session_id = ? ORDER BY version",
@@ -433,9 +502,22 @@ class SqliteSessionStore:
             if row is None:
                 return None
             head = extensions[-1][0] if extensions else row[0]
-            return Checkpoint(int(head), bytes(row[1]), tuple(bytes(e[1]) for e in extensions))
+            return int(head), bytes(row[1]), row[2], tuple(bytes(e[1]) for e in extensions)
 
-        return await self._run(op)
+        missing: str | None = None
+        while True:
+            found = await self._run(op)
+            if found is None:
+                return None
+            head, data, name, extensions = found
+            if name is None or self._files is None:
+                return Checkpoint(head, data, extensions)
+            mapped = self._files.open(name)
+            if mapped is not None:
+                return Checkpoint(head, mapped, extensions)
+            if name == missing:  # gone for good (deleted by hand, or left out of a backup)
+                return Checkpoint(head, b"", extensions)  # no use: the log is folded instead
+            missing = name  # replaced by another process since the read: read again
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         def op(conn: sqlite3.Connection) -> SessionSummary | None:
@@ -481,8 +563,12 @@ class SqliteSessionStore:
         return await self._run(op)
 
     async def delete(self, session_id: str) -> bool:
+        named: list[str] = []
+
         def op(conn: sqlite3.Connection) -> bool:
             with transaction(conn):
+                row = conn.execute("SELECT file FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
+                named[:] = [name for (name,) in row.fetchall() if name is not None]
                 conn.execute("DELETE FROM pausepoint_records WHERE session_id = ?", (session_id,))
                 conn.execute("DELETE FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
                 conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
@@ -490,6 +576,9 @@ class SqliteSessionStore:
             return gone > 0
 
         deleted = await self._run(op)
+        if self._files is not None:
+            for name in named:
+                self._files.remove(name)
         if deleted:
             await self._durable()
         return deleted

@@ -15,6 +15,7 @@ from pathlib import Path
 from pausepoint import AgentFinishReason
 from pausepoint.demo import build
 from pausepoint.stores import Checkpoint, InMemorySessionStore, SqliteSessionStore
+from pausepoint.stores.sqlite import SCHEMA_VERSION
 
 # pausepoint schema version 1, as released.
 SCHEMA_V1 = """
@@ -108,7 +109,7 @@ async def test_a_version_1_file_is_upgraded_and_its_sessions_go_on(tmp_path: Pat
         assert await store.last_event() > 0
     finally:
         await store.close()
-    assert schema_version(path) == "4"
+    assert schema_version(path) == str(SCHEMA_VERSION)
     assert {
         "pausepoint_events",
         "pausepoint_deliveries",
@@ -141,7 +142,7 @@ async def test_a_version_2_file_gains_checkpoints(tmp_path: Path) -> None:
         assert (await store.read(session_id)) is not None
     finally:
         await store.close()
-    assert schema_version(path) == "4"
+    assert schema_version(path) == str(SCHEMA_VERSION)
 
 
 async def test_a_version_3_file_gains_checkpoint_extensions(tmp_path: Path) -> None:
@@ -152,6 +153,7 @@ async def test_a_version_3_file_gains_checkpoint_extensions(tmp_path: Path) -> N
     await store.close()
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:  # back to what version 3 had
         conn.execute("DROP TABLE pausepoint_checkpoint_extensions")
+        conn.execute("ALTER TABLE pausepoint_checkpoints DROP COLUMN file")
         conn.execute("UPDATE pausepoint_meta SET value = '3' WHERE key = 'schema_version'")
     assert "pausepoint_checkpoint_extensions" not in tables(path)
     store = SqliteSessionStore(path)
@@ -165,5 +167,29 @@ async def test_a_version_3_file_gains_checkpoint_extensions(tmp_path: Path) -> N
         assert await store.read_checkpoint(session_id) == Checkpoint(log.version, b"new base")
     finally:
         await store.close()
-    assert schema_version(path) == "4"
+    assert schema_version(path) == str(SCHEMA_VERSION)
     assert "pausepoint_checkpoint_extensions" in tables(path)
+
+
+async def test_a_version_4_file_keeps_its_checkpoints_and_gains_checkpoint_files(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    session_id, _ = await make_version_1_file(path)
+    store = SqliteSessionStore(path)
+    assert await store.write_checkpoint(session_id, 1, b"base") is True  # upgrades to the current version
+    assert await store.extend_checkpoint(session_id, 1, 2, b"more") is True
+    await store.close()
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:  # back to what version 4 had
+        conn.execute("ALTER TABLE pausepoint_checkpoints DROP COLUMN file")
+        conn.execute("UPDATE pausepoint_meta SET value = '4' WHERE key = 'schema_version'")
+    store = SqliteSessionStore(path, checkpoint_file_bytes=16)
+    try:
+        assert await store.read_checkpoint(session_id) == Checkpoint(2, b"base", (b"more",))  # kept as it was
+        log = await store.read(session_id)
+        assert log is not None
+        large = b"a base of more than sixteen bytes"
+        assert await store.write_checkpoint(session_id, log.version, large) is True
+        assert await store.read_checkpoint(session_id) == Checkpoint(log.version, large)
+    finally:
+        await store.close()
+    assert schema_version(path) == str(SCHEMA_VERSION)
+    assert [p.read_bytes() for p in (tmp_path / "v4.db-checkpoints").iterdir()] == [large]
