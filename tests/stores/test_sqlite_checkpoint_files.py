@@ -1,0 +1,221 @@
+"""SQLite keeps a large checkpoint base in a file beside the database and reads it mapped.
+
+Real files in a temporary folder, real SQLite databases, the banking agent through its public
+API: a file is written for a large base and only for one, replaced and removed with its row,
+survives as a reader's map after another store replaced it, and a missing, torn or stray file
+never changes what a cold agent sees.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from pausepoint import Agent, AgentFinishReason
+from pausepoint.demo import build
+from pausepoint.errors import AlreadyResolved
+from pausepoint.stores import Checkpoint, LogEntry, SqliteSessionStore
+from pausepoint.testing.stores import summary
+
+
+def files(path: Path) -> list[Path]:
+    folder = Path(f"{path}-checkpoints")
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+async def with_log(store: SqliteSessionStore, session_id: str, records: int) -> None:
+    entries = [LogEntry(v, "message", b"{}") for v in range(1, records + 1)]
+    await store.append(session_id, 0, entries, summary(session_id, records))
+
+
+async def cycle(agent: Agent, session_id: str | None = None) -> str:
+    chat = agent.chat(session_id)
+    paused = await chat.send("Transfer $5 to savings.")
+    assert paused.finish_reason == AgentFinishReason.INTERRUPTED
+    done = await chat.resume(respond=[paused.interrupts[0].respond({"approved": True})])
+    assert done.finish_reason == AgentFinishReason.STOP
+    return chat.session_id
+
+
+async def seen(agent: Agent, session_id: str) -> tuple[object, ...]:
+    chat = agent.chat(session_id)
+    return await chat.history(), await chat.audit_trail(), [i.ref for i in await chat.interrupts()]
+
+
+def test_the_threshold_is_checked(tmp_path: Path) -> None:
+    assert SqliteSessionStore(tmp_path / "a.db").checkpoint_file_bytes == 256 * 1024
+    assert SqliteSessionStore(tmp_path / "a.db", checkpoint_file_bytes=None).checkpoint_file_bytes is None
+    for bad in ("1", 1.5, True):
+        with pytest.raises(TypeError, match="checkpoint_file_bytes"):
+            SqliteSessionStore(tmp_path / "a.db", checkpoint_file_bytes=bad)  # type: ignore[arg-type]
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="checkpoint_file_bytes"):
+            SqliteSessionStore(tmp_path / "a.db", checkpoint_file_bytes=bad)
+
+
+async def test_a_large_base_is_a_file_and_a_small_one_a_row(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path, checkpoint_file_bytes=100)
+    try:
+        await with_log(store, "small", 3)
+        await with_log(store, "large", 3)
+        assert await store.write_checkpoint("small", 1, b"s" * 99) is True
+        assert files(path) == []
+        large = bytes(range(256)) * 2
+        assert await store.write_checkpoint("large", 1, large) is True
+        [file] = files(path)
+        assert file.read_bytes() == large
+        assert await store.extend_checkpoint("large", 1, 2, b"an extension stays a row") is True
+        assert files(path) == [file]
+        assert await store.read_checkpoint("small") == Checkpoint(1, b"s" * 99)
+        assert await store.read_checkpoint("large") == Checkpoint(2, large, (b"an extension stays a row",))
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:  # the row names the file and holds no copy of it
+        rows = dict(conn.execute("SELECT session_id, length(data) FROM pausepoint_checkpoints").fetchall())
+    conn.close()
+    assert rows == {"small": 99, "large": 0}
+    unlimited = SqliteSessionStore(tmp_path / "rows.db", checkpoint_file_bytes=None)
+    try:
+        await with_log(unlimited, "s1", 1)
+        assert await unlimited.write_checkpoint("s1", 1, large) is True
+        assert files(tmp_path / "rows.db") == []
+    finally:
+        await unlimited.close()
+
+
+async def test_a_new_base_or_a_deletion_removes_the_file_and_a_refused_base_leaves_none(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path, checkpoint_file_bytes=10)
+    try:
+        await with_log(store, "s1", 5)
+        assert await store.write_checkpoint("s1", 2, b"first base, large") is True
+        [first] = files(path)
+        assert await store.write_checkpoint("s1", 2, b"the same version again") is False
+        assert await store.write_checkpoint("s1", 9, b"a version past the log") is False
+        assert await store.write_checkpoint("ghost", 1, b"a session that is not there") is False
+        assert files(path) == [first]
+        assert await store.write_checkpoint("s1", 4, b"second base, large") is True
+        [second] = files(path)
+        assert second != first and second.read_bytes() == b"second base, large"
+        assert await store.write_checkpoint("s1", 5, b"small") is True  # back to a row
+        assert files(path) == []
+        assert await store.write_checkpoint("s1", 4, b"older") is False
+        assert await store.read_checkpoint("s1") == Checkpoint(5, b"small")
+        await with_log(store, "s2", 1)
+        assert await store.write_checkpoint("s2", 1, b"a large base of s2") is True
+        assert len(files(path)) == 1
+        assert await store.delete("s2") is True
+        assert files(path) == []
+        assert await store.read_checkpoint("s2") is None
+    finally:
+        await store.close()
+
+
+async def test_a_reader_keeps_the_base_it_mapped_after_another_store_replaced_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    reader = SqliteSessionStore(path, checkpoint_file_bytes=10)
+    writer = SqliteSessionStore(path, checkpoint_file_bytes=10)  # another process, in effect
+    try:
+        await with_log(writer, "s1", 3)
+        old = b"the old base " * 1000
+        assert await writer.write_checkpoint("s1", 1, old) is True
+        mapped = await reader.read_checkpoint("s1")
+        assert mapped is not None
+        assert await writer.write_checkpoint("s1", 3, b"the new base " * 1000) is True
+        assert len(files(path)) == 1  # the old file is gone from the folder
+        assert mapped.data == old  # and the reader's map of it is whole
+        assert await reader.read_checkpoint("s1") == Checkpoint(3, b"the new base " * 1000)
+        assert await writer.delete("s1") is True
+        assert mapped.data == old
+    finally:
+        await reader.close()
+        await writer.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "torn", "empty", "flipped"])
+async def test_a_damaged_or_missing_file_makes_a_cold_agent_fold_the_log(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "s.db"
+    _, writer = build(SqliteSessionStore(path, checkpoint_file_bytes=1000))
+    sid = await cycle(writer)
+    for _ in range(6):
+        await cycle(writer, sid)
+    await writer.sessions.settle()
+    [file] = files(path)
+    data = file.read_bytes()
+    if damage == "missing":
+        file.unlink()
+    elif damage == "torn":
+        file.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        file.write_bytes(b"")
+    else:
+        middle = len(data) * 3 // 4
+        file.write_bytes(data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :])
+
+    _, cold = build(SqliteSessionStore(path, checkpoint_file_bytes=1000))
+    assert await seen(cold, sid) == await seen(writer, sid)
+    state = cold.sessions.cached(sid)
+    assert state is not None and state.checkpointed == 0  # folded from the log
+    cold.checkpoint_every = 1
+    await cycle(cold, sid)  # and writes a sound checkpoint in place of the damaged one
+    await cold.sessions.settle()
+    _, again = build(SqliteSessionStore(path, checkpoint_file_bytes=1000))
+    assert await seen(again, sid) == await seen(cold, sid)
+    state = again.sessions.cached(sid)
+    assert state is not None and state.checkpointed > 0
+    assert len(files(path)) == 1
+    for agent in (writer, cold, again):
+        await agent.store.close()
+
+
+async def test_a_cold_agent_loads_a_long_session_from_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    ledger: list[str] = []
+    _, writer = build(SqliteSessionStore(path, checkpoint_file_bytes=4096), ledger)
+    sid = await cycle(writer)
+    for _ in range(30):
+        await cycle(writer, sid)
+    await writer.sessions.settle()
+    assert len(files(path)) == 1
+    _, cold = build(SqliteSessionStore(path, checkpoint_file_bytes=4096), ledger)
+    assert await seen(cold, sid) == await seen(writer, sid)
+    state = cold.sessions.cached(sid)
+    assert state is not None and state.checkpointed > 0  # loaded from the file
+    chat = cold.chat(sid)
+    paused = await chat.send("Transfer $7 to savings.")
+    [interrupt] = paused.interrupts
+    await chat.resume(respond=[interrupt.respond({"approved": True})])
+    assert ledger.count("7->savings") == 1
+    stale = writer.chat(sid)  # the writer's cached state is behind: it reads the store again
+    with pytest.raises(AlreadyResolved):
+        await stale.resume(respond=[interrupt.respond({"approved": True})])
+    assert ledger.count("7->savings") == 1
+    for agent in (writer, cold):
+        await agent.store.close()
+
+
+async def test_stray_files_are_removed_once_old(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path, checkpoint_file_bytes=10)
+    await with_log(store, "s1", 1)
+    assert await store.write_checkpoint("s1", 1, b"a base in a file") is True
+    await store.close()
+    [named] = files(path)
+    folder = named.parent
+    old, young, other = folder / "0-1-00000000.ppck", folder / "0-2-00000000.ppck", folder / "notes.txt"
+    for stray in (old, young, other):
+        stray.write_bytes(b"left behind")
+    hours_ago = time.time() - 2 * 3600
+    for kept in (old, named, other):
+        os.utime(kept, (hours_ago, hours_ago))
+    again = SqliteSessionStore(path, checkpoint_file_bytes=10)
+    try:
+        assert await again.read_checkpoint("s1") == Checkpoint(1, b"a base in a file")
+        assert sorted(p.name for p in folder.iterdir()) == sorted([named.name, young.name, other.name])
+    finally:
+        await again.close()
