@@ -19,6 +19,7 @@ durable append of that session covers it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import sqlite3
@@ -47,6 +48,8 @@ from ._signal import Signal
 from ._sqlite_rows import DeliveryRow, EventRow, SummaryRow, transaction, us
 
 __all__ = ["DEFAULT_CHECKPOINT_FILE_BYTES", "SqliteSessionStore"]
+
+log = logging.getLogger("pausepoint")
 
 # Checkpoint bases of at least this many bytes are kept in files beside the database.
 DEFAULT_CHECKPOINT_FILE_BYTES = 256 * 1024
@@ -446,7 +449,10 @@ class SqliteSessionStore:
         if files is not None and self.checkpoint_file_bytes is not None and len(data) >= self.checkpoint_file_bytes:
             if not await self._run(due):  # not worth writing the file
                 return False
-            name = await _off_loop(files, session_id, version, data)
+            try:
+                name = await _off_loop(files, session_id, version, data)
+            except OSError as exc:  # no room, or no right to write there: keep it in the database
+                log.warning("could not write a checkpoint file in %s (%s); kept in the database", files.directory, exc)
         try:
             kept, replaced = await self._run(op)
         except BaseException:

@@ -219,3 +219,18 @@ async def test_stray_files_are_removed_once_old(tmp_path: Path) -> None:
         assert sorted(p.name for p in folder.iterdir()) == sorted([named.name, young.name, other.name])
     finally:
         await again.close()
+
+
+async def test_a_base_that_cannot_be_a_file_is_kept_in_the_database(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    (tmp_path / "s.db-checkpoints").write_bytes(b"a file where the folder would be")
+    store = SqliteSessionStore(path, checkpoint_file_bytes=10)
+    try:
+        await with_log(store, "s1", 1)
+        assert await store.write_checkpoint("s1", 1, b"a base too large for a row") is True
+        assert await store.read_checkpoint("s1") == Checkpoint(1, b"a base too large for a row")
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT file, length(data) FROM pausepoint_checkpoints").fetchall() == [(None, 26)]
+    conn.close()
