@@ -170,7 +170,12 @@ async def _off_loop(files: CheckpointFiles, session_id: str, version: int, data:
     try:
         return await asyncio.shield(written)
     except asyncio.CancelledError:
-        written.add_done_callback(lambda done: done.cancelled() or done.exception() or files.remove(done.result()))
+
+        def discard(done: asyncio.Future[str]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                files.remove(done.result())
+
+        written.add_done_callback(discard)
         raise
 
 

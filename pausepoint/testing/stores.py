@@ -749,7 +749,7 @@ def chained(checkpoint: Checkpoint) -> bool:
     """Whether a checkpoint made by ``grow_checkpoint`` is whole: its base names the version it
     was written at, each extension the versions it took the checkpoint from and to, and they
     meet the head."""
-    reached = int(checkpoint.data.split(b"@")[1])
+    reached = int(bytes(checkpoint.data).split(b"@")[1])
     for extension in checkpoint.extensions:
         start, end = (int(v) for v in extension.split(b">"))
         if start != reached:

@@ -8,6 +8,7 @@ never changes what a cold agent sees.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -234,3 +235,23 @@ async def test_a_base_that_cannot_be_a_file_is_kept_in_the_database(tmp_path: Pa
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT file, length(data) FROM pausepoint_checkpoints").fetchall() == [(None, 26)]
     conn.close()
+
+
+async def test_a_base_write_cancelled_midway_leaves_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path, checkpoint_file_bytes=10)
+    try:
+        await with_log(store, "s1", 1)
+        writing = asyncio.create_task(store.write_checkpoint("s1", 1, b"x" * (256 * 1024 * 1024)))
+        while not files(path):  # the file is being written, in a worker thread
+            await asyncio.sleep(0.001)
+        writing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await writing
+        deadline = time.monotonic() + 30
+        while files(path) and time.monotonic() < deadline:  # removed once the thread is done
+            await asyncio.sleep(0.01)
+        assert files(path) == []
+        assert await store.read_checkpoint("s1") is None
+    finally:
+        await store.close()
