@@ -12,6 +12,7 @@ import asyncio
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,14 @@ def files(path: Path) -> list[Path]:
 async def with_log(store: SqliteSessionStore, session_id: str, records: int) -> None:
     entries = [LogEntry(v, "message", b"{}") for v in range(1, records + 1)]
     await store.append(session_id, 0, entries, summary(session_id, records))
+
+
+async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
+    """Wait until ``condition()`` holds, or ``seconds`` have passed."""
+    for _ in range(int(seconds / 0.001)):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
 
 
 async def cycle(agent: Agent, session_id: str | None = None) -> str:
@@ -243,14 +252,11 @@ async def test_a_base_write_cancelled_midway_leaves_no_file(tmp_path: Path) -> N
     try:
         await with_log(store, "s1", 1)
         writing = asyncio.create_task(store.write_checkpoint("s1", 1, b"x" * (256 * 1024 * 1024)))
-        while not files(path):  # the file is being written, in a worker thread
-            await asyncio.sleep(0.001)
+        await until(lambda: bool(files(path)))  # the file is being written, in a worker thread
         writing.cancel()
         with pytest.raises(asyncio.CancelledError):
             await writing
-        deadline = time.monotonic() + 30
-        while files(path) and time.monotonic() < deadline:  # removed once the thread is done
-            await asyncio.sleep(0.01)
+        await until(lambda: not files(path))  # removed once the thread is done
         assert files(path) == []
         assert await store.read_checkpoint("s1") is None
     finally:
