@@ -515,8 +515,7 @@ class SqliteSessionStore:
             head = extensions[-1][0] if extensions else row[0]
             return int(head), bytes(row[1]), row[2], tuple(bytes(e[1]) for e in extensions)
 
-        missing: str | None = None
-        while True:
+        for _ in range(3):  # a file replaced by another process since the read: read again
             found = await self._run(op)
             if found is None:
                 return None
@@ -526,9 +525,8 @@ class SqliteSessionStore:
             mapped = self._files.open(name)
             if mapped is not None:
                 return Checkpoint(head, mapped, extensions)
-            if name == missing:  # gone for good (deleted by hand, or left out of a backup)
-                return Checkpoint(head, b"", extensions)  # no use: the log is folded instead
-            missing = name  # replaced by another process since the read: read again
+        # Gone for good (deleted by hand, left out of a backup): of no use, the log is folded.
+        return Checkpoint(head, b"", extensions)
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         def op(conn: sqlite3.Connection) -> SessionSummary | None:
