@@ -232,6 +232,7 @@ async def test_a_version_1_place_is_upgraded(durable_backend):
     first = await durable_backend.open()
     await first.append("s1", 0, entries(0, 1), summary("s1", 1))
     await first.close()
+    current = await durable_backend.schema_version()
     await durable_backend.make_version_1()
     later = await durable_backend.open()
     try:
@@ -241,4 +242,4 @@ async def test_a_version_1_place_is_upgraded(durable_backend):
         assert [d.event.id for d in await later.claim_deliveries(["hook"], at(1), LEASE)] == ["s1.2"]
     finally:
         await later.close()
-    assert await durable_backend.schema_version() == "4"
+    assert await durable_backend.schema_version() == current
