@@ -13,7 +13,8 @@ folds the whole log — what every cold load cost before checkpoints. Target: a 
 Each configuration runs in a process of its own (``python -m benchmarks.cold SPEC``); the table
 is printed by ``python -m benchmarks.run`` (``python3 dev.py bench``), or alone with
 ``python -m benchmarks.cold --table [--hist 10,100,1000,10000] [--k 20] [--stores memory,sqlite]
-[--shapes text,cycle]``. The H prior turns are plain text turns (``text``) or approval cycles
+[--shapes text,cycle]``; ``--stores postgres,redis`` measures those stores too, on the servers
+named by ``PAUSEPOINT_TEST_POSTGRES_URL`` / ``PAUSEPOINT_TEST_REDIS_URL``. The H prior turns are plain text turns (``text``) or approval cycles
 (``cycle``), whose calls, pauses, answers and grants the state keeps too.
 """
 
@@ -29,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from typing import Any
 
 from examples.banking import build
@@ -47,12 +49,46 @@ SERVED_CYCLES = 60  # two rounds of a base and its extensions, so the rounds' ph
 COMMAND = "python -m benchmarks.cold --table --hist {hist} --k {k} --stores {stores} --shapes {shapes}"
 
 
-def _store(kind: str, path: str) -> SessionStore:
+STORES = ("memory", "sqlite", "postgres", "redis")
+
+
+def _store(kind: str, path: str, tag: str = "") -> SessionStore:
+    """A store of ``kind``: SQLite in ``path``; PostgreSQL and Redis at the URL of
+    ``PAUSEPOINT_TEST_POSTGRES_URL`` / ``PAUSEPOINT_TEST_REDIS_URL``, in a schema or key prefix
+    named by ``tag`` (``_dropped`` removes it)."""
     if kind == "memory":
         return InMemorySessionStore()
     if kind == "sqlite":
         return SqliteSessionStore(path)
-    raise ValueError(f"unknown store {kind!r} (known: memory, sqlite)")
+    if kind in ("postgres", "redis"):
+        url = os.environ.get(f"PAUSEPOINT_TEST_{kind.upper()}_URL")
+        if not url:
+            raise ValueError(f"set PAUSEPOINT_TEST_{kind.upper()}_URL to measure {kind}")
+        from pausepoint.stores import PostgresSessionStore, RedisSessionStore
+
+        if kind == "postgres":
+            return PostgresSessionStore(url, schema=f"ppcold_{tag}")
+        return RedisSessionStore(url, prefix=f"ppcold:{tag}:")
+    raise ValueError(f"unknown store {kind!r} (known: {', '.join(STORES)})")
+
+
+async def _dropped(kind: str, tag: str) -> None:
+    """Remove what ``_store`` made on a PostgreSQL or Redis server."""
+    if kind == "postgres":
+        import asyncpg
+
+        conn = await asyncpg.connect(os.environ["PAUSEPOINT_TEST_POSTGRES_URL"])
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "ppcold_{tag}" CASCADE')
+        finally:
+            await conn.close()
+    elif kind == "redis":
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(os.environ["PAUSEPOINT_TEST_REDIS_URL"]) as client:
+            keys = [key async for key in client.scan_iter(match=f"ppcold:{tag}:*")]
+            if keys:
+                await client.delete(*keys)
 
 
 def _agent(store: SessionStore, checkpoints: bool) -> Agent:
@@ -110,8 +146,9 @@ async def cold_vs_warm(store: str, hist: int, k: int, shape: str = "text") -> di
     ones without, on a session of ``hist`` turns of ``shape``."""
     if shape not in SHAPES:
         raise ValueError(f"unknown history shape {shape!r} (known: {', '.join(SHAPES)})")
+    tag = uuid.uuid4().hex[:12]
     with tempfile.TemporaryDirectory(prefix="pausepoint-cold-") as tmp:
-        made = _store(store, os.path.join(tmp, "sessions.db"))
+        made = _store(store, os.path.join(tmp, "sessions.db"), tag)
         try:
             result: dict[str, Any] = {"store": store, "hist": hist, "k": k, "shape": shape}
             for checkpoints in (True, False):
@@ -139,6 +176,7 @@ async def cold_vs_warm(store: str, hist: int, k: int, shape: str = "text") -> di
             return result
         finally:
             await made.close()
+            await _dropped(store, tag)
 
 
 def table_cold(
@@ -248,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", action="store_true", help="print the table (the default)")
     parser.add_argument("--hist", default="10,100,1000,10000", help="comma-separated prior-turn counts")
     parser.add_argument("--k", type=int, default=20, help="cycles measured per row and kind")
-    parser.add_argument("--stores", default="memory,sqlite", help="comma-separated: memory,sqlite")
+    parser.add_argument(
+        "--stores",
+        default="memory,sqlite",
+        help="comma-separated: memory,sqlite,postgres,redis (the last two at PAUSEPOINT_TEST_POSTGRES_URL / _REDIS_URL)",
+    )
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated history shapes: text,cycle")
     options = parser.parse_args(args)
     hist = tuple(int(x) for x in options.hist.split(",") if x.strip())
