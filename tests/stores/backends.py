@@ -25,8 +25,10 @@ import pytest
 
 from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
 
-ALL = ["memory", "sqlite", "postgres", "redis"]
-DURABLE = ["sqlite", "postgres", "redis"]
+# "sqlite-files": SQLite with every checkpoint base in a file beside the database, as a long
+# session's is (``SqliteSessionStore(checkpoint_file_bytes=...)``).
+ALL = ["memory", "sqlite", "sqlite-files", "postgres", "redis"]
+DURABLE = ["sqlite", "sqlite-files", "postgres", "redis"]
 
 URL_VARIABLES = {"postgres": "PAUSEPOINT_TEST_POSTGRES_URL", "redis": "PAUSEPOINT_TEST_REDIS_URL"}
 
@@ -46,7 +48,8 @@ def open_store(spec: dict[str, Any], **options: Any) -> SessionStore:
     """A store on the place ``spec`` describes (see ``Backend.spec``); used by worker processes too."""
     kind = spec["backend"]
     if kind == "sqlite":
-        return SqliteSessionStore(spec["path"], **options)
+        files = {"checkpoint_file_bytes": spec["checkpoint_file_bytes"]} if "checkpoint_file_bytes" in spec else {}
+        return SqliteSessionStore(spec["path"], **{**files, **options})
     if kind == "postgres":
         from pausepoint.stores import PostgresSessionStore
 
@@ -155,6 +158,15 @@ class SqliteBackend(Backend):
             conn.execute("ROLLBACK")
         finally:
             conn.close()
+
+
+class SqliteFilesBackend(SqliteBackend):
+    """SQLite keeping every checkpoint base, however small, in a file beside the database."""
+
+    name = "sqlite-files"
+
+    def spec(self) -> dict[str, Any]:
+        return {**super().spec(), "checkpoint_file_bytes": 1}
 
 
 class PostgresBackend(Backend):
@@ -341,6 +353,8 @@ def make_backend(name: str, directory: Path) -> Backend:
         return MemoryBackend()
     if name == "sqlite":
         return SqliteBackend(directory)
+    if name == "sqlite-files":
+        return SqliteFilesBackend(directory)
     if name == "postgres":
         return PostgresBackend(service_url("postgres"))
     if name == "redis":

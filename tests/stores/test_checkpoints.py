@@ -135,7 +135,7 @@ async def test_a_damaged_checkpoint_is_not_used(backend: Backend, damage: str) -
     await writer.chat(sid).send("a plain message")
     summary = await writer.store.get_summary(sid)
     assert summary is not None
-    data = good.data
+    data = bytes(good.data)
     if damage == "torn":
         data = data[: len(data) * 2 // 3]
     elif damage == "flipped":
