@@ -14,8 +14,9 @@ Each configuration runs in a process of its own (``python -m benchmarks.cold SPE
 is printed by ``python -m benchmarks.run`` (``python3 dev.py bench``), or alone with
 ``python -m benchmarks.cold --table [--hist 10,100,1000,10000] [--k 20] [--stores memory,sqlite]
 [--shapes text,cycle]``; ``--stores postgres,redis`` measures those stores too, on the servers
-named by ``PAUSEPOINT_TEST_POSTGRES_URL`` / ``PAUSEPOINT_TEST_REDIS_URL``. The H prior turns are plain text turns (``text``) or approval cycles
-(``cycle``), whose calls, pauses, answers and grants the state keeps too.
+named by ``PAUSEPOINT_TEST_POSTGRES_URL`` / ``PAUSEPOINT_TEST_REDIS_URL``. The H prior turns are
+plain text turns (``text``) or approval cycles (``cycle``), whose calls, pauses, answers and
+grants the state keeps too.
 """
 
 from __future__ import annotations
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stores",
         default="memory,sqlite",
-        help="comma-separated: memory,sqlite,postgres,redis (the last two at PAUSEPOINT_TEST_POSTGRES_URL / _REDIS_URL)",
+        help="comma-separated: memory,sqlite,postgres,redis (the last two at PAUSEPOINT_TEST_*_URL)",
     )
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated history shapes: text,cycle")
     options = parser.parse_args(args)
