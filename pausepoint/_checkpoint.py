@@ -48,12 +48,14 @@ cold load never reads much more than a base.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import logging
 import sys
 import typing
+import weakref
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +65,7 @@ from typing import Any, Literal, cast
 import xxhash
 from pydantic import TypeAdapter
 
+from ._chunks import CHUNK_BYTES, ChunkCheck, chunk_sums
 from ._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
 from ._records import decode_record
 from ._session import Chain, SessionState
@@ -80,8 +83,8 @@ __all__ = [
     "save",
 ]
 
-CHECKPOINT_FORMAT = b"PPCK5"
-_HEADER_BYTES = 512  # a header line is shorter (its nine fields are at most about 200 bytes)
+CHECKPOINT_FORMAT = b"PPCK6"
+_HEADER_BYTES = 512  # a header line is shorter (its eleven fields are at most about 220 bytes)
 
 log = logging.getLogger("pausepoint")
 
@@ -236,9 +239,13 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         text.append(_json(refs))
         if field.keys is not None:
             text.append(field.keys.dump_json(gone))
-    body = [b"".join([b"\n".join(text), b"\n"]), *laid.parts()]
+    bounds, *items = laid.parts()
+    sums = chunk_sums(items)
+    if sys.byteorder != "little":
+        sums.byteswap()
+    body = [b"".join([b"\n".join(text), b"\n"]), bounds, sums.tobytes(), *items]
     checksum = xxhash.xxh3_64()
-    for part in body:  # the checksum of the body without joining it twice
+    for part in body[:3]:  # the text, the bounds and the chunk sums (which check the items)
         checksum.update(part)
     head = b" ".join(
         [
@@ -251,6 +258,8 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             b"%d" % sum(map(len, body)),
             b"%d" % len(body[0]),
             b"%d" % laid.bound_count,
+            b"%d" % CHUNK_BYTES,
+            b"%d" % len(sums),
         ]
     )
     return _Written(b"".join([head, b"\n", *body]), lengths, removed)
@@ -348,35 +357,54 @@ class Header:
     text: memoryview  # the values, and each collection's count, keys, references, removed keys
     bounds: memoryview  # where each collection's items start, from 0 (uint32, little-endian)
     items: memoryview  # every collection's items, laid end to end
+    chunks: ChunkCheck | None = None  # checks the items a chunk at a time as they are read
 
 
-def read_header(data: bytes | memoryview, *, verify: bool = True) -> Header | None:
+def read_header(data: bytes | memoryview, *, verify: bool = True, lazy: bool = False) -> Header | None:
     """The header of a checkpoint or extension written by this code (same format and
-    fingerprint) whose body is whole; None for anything else. (``verify=False`` skips the
-    checksum: for bytes this process has just encoded.)"""
+    fingerprint) whose body is whole; None for anything else. The text, the bounds and the
+    chunk sums are checked now; the items too, unless ``lazy``: then each chunk of them is
+    checked when first read (``Header.chunks``). (``verify=False`` checks nothing: for bytes
+    this process has just encoded.)"""
     line = bytes(data[:_HEADER_BYTES])
     end = line.find(b"\n")
     parts = line[:end].split(b" ") if end > 0 else []
-    if len(parts) != 9 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
+    if len(parts) != 11 or parts[0] != CHECKPOINT_FORMAT or parts[1] != _layout()[1]:
         return None
     try:
-        version, after, checksum, length, text, count = (
+        version, after, checksum, length, text, count, chunk, sums = (
             int(parts[2]),
             int(parts[3]),
             int(parts[5], 16),
             int(parts[6]),
             int(parts[7]),
             int(parts[8]),
+            int(parts[9]),
+            int(parts[10]),
         )
     except ValueError:
         return None
     body = memoryview(data)[end + 1 :]
-    items = text + 4 * count
-    if not 0 <= after < version or len(body) != length or not 0 < text <= items <= length:
+    bounds = text + 4 * count
+    items = bounds + 8 * sums
+    if not 0 <= after < version or len(body) != length or not 0 < text <= bounds <= items <= length:
         return None
-    if verify and xxhash.xxh3_64_intdigest(body) != checksum:
+    if chunk <= 0 or sums != -(-(length - items) // chunk):
         return None
-    return Header(version, after, parts[4], body[:text], body[text:items], body[items:])
+    header = Header(version, after, parts[4], body[:text], body[text:bounds], body[items:])
+    if not verify:
+        return header
+    if xxhash.xxh3_64_intdigest(body[:items]) != checksum:
+        return None
+    table = body[bounds:items].cast("Q")
+    if sys.byteorder != "little":
+        swapped = array("Q", table)
+        swapped.byteswap()
+        table = memoryview(swapped)
+    chunks = ChunkCheck(header.items, table, chunk)
+    if not lazy:
+        return header if chunks.all() else None
+    return dataclasses.replace(header, chunks=chunks)
 
 
 @dataclass(slots=True)
@@ -450,7 +478,7 @@ def _parse(header: Header) -> list[_Part] | None:
             own = bounds[at_bound : at_bound + size + 1]
             if own[0] != 0:
                 return None
-            part.source = Slices(header.items, base, own)
+            part.source = Slices(header.items, base, own, header.chunks.span if header.chunks else None)
             at_bound, base = at_bound + size + 1, base + own[size]
         if base != len(header.items):
             return None
@@ -601,12 +629,15 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     checkpoint = await store.read_checkpoint(session_id)
     if checkpoint is None:
         return None
-    headers = [read_header(data) for data in (checkpoint.data, *checkpoint.extensions)]
+    # A base the store maps (a memoryview) is checked a chunk at a time as it is read; bytes
+    # it gave whole, at once.
+    mapped = isinstance(checkpoint.data, memoryview)
+    headers = [read_header(checkpoint.data, lazy=mapped), *map(read_header, checkpoint.extensions)]
     if None in headers:
         return None
     chain = cast(list[Header], headers)  # that they chain from the base, decode_chain checks
-    head = chain[-1]
-    if head.version != checkpoint.version:
+    head, base = chain[-1], chain[0]
+    if head.version != checkpoint.version or (session_id, base.version, base.digest) in _damaged:
         return None
     # The record the checkpoint was taken after, and every one since.
     found = await store.read(session_id, after_version=head.version - 1)
@@ -617,6 +648,8 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     state = decode_chain(session_id, checkpoint, chain)
     if state is None:
         return None
+    if base.chunks is not None:
+        base.chunks.on_damage = functools.partial(_damage, session_id, base, weakref.ref(state))
     try:
         for entry in found.entries[1:]:
             state.apply(decode_record(entry.data))
@@ -626,6 +659,23 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     state.durable_version = state.version
     state.checkpointed = head.version
     return state
+
+
+# The bases found damaged when a chunk of them was read (session, version, digest): not loaded
+# again by this process, which folds the log instead (until a new base replaces them).
+_damaged: dict[tuple[str, int, bytes], None] = {}
+_DAMAGED_KEPT = 1024
+
+
+def _damage(session_id: str, base: Header, state: weakref.ref[SessionState]) -> None:
+    """A chunk of ``base`` did not match its sum: forget the base, and the state made from it."""
+    log.warning("the checkpoint of session %s is damaged; reading the session from its log", session_id)
+    _damaged[(session_id, base.version, base.digest)] = None
+    while len(_damaged) > _DAMAGED_KEPT:
+        del _damaged[next(iter(_damaged))]
+    made = state()
+    if made is not None:
+        made.durable_version = -1  # not to be trusted: the next call reads the store again
 
 
 # A checkpoint is extended, rather than written again whole, while it has fewer extensions than

@@ -59,27 +59,37 @@ _UNCUT: Any = object()  # an item of a ``LazyList.unread`` still in its source's
 class Slices:
     """Items laid end to end in ``data`` from ``base``: item ``i`` is
     ``data[base + bounds[i]:base + bounds[i + 1]]`` (``bounds[0]`` is 0). Cutting one out
-    costs the same whatever the count."""
+    costs the same whatever the count. ``check(start, stop)``, if given, is called with the
+    span of ``data`` about to be read (``_chunks.ChunkCheck.span``: it raises if that span is
+    damaged)."""
 
-    __slots__ = ("_base", "_bounds", "_data")
+    __slots__ = ("_base", "_bounds", "_check", "_data")
 
-    def __init__(self, data: memoryview, base: int, bounds: memoryview) -> None:
+    def __init__(
+        self, data: memoryview, base: int, bounds: memoryview, check: Callable[[int, int], None] | None = None
+    ) -> None:
         self._data = data
         self._base = base
         self._bounds = bounds
+        self._check = check
 
     def __len__(self) -> int:
         return len(self._bounds) - 1
 
     def __getitem__(self, index: int) -> bytes:
-        base, bounds = self._base, self._bounds
-        return self._data[base + bounds[index] : base + bounds[index + 1]].tobytes()
+        start, stop = self._base + self._bounds[index], self._base + self._bounds[index + 1]
+        if self._check is not None:
+            self._check(start, stop)
+        return self._data[start:stop].tobytes()
 
     def run(self, first: int, stop: int) -> tuple[memoryview, memoryview]:
         """Items ``first`` to ``stop - 1`` as written, to copy whole: their bytes, and their
         bounds (``stop - first + 1`` of them, from ``bounds[first]``)."""
         base, bounds = self._base, self._bounds
-        return self._data[base + bounds[first] : base + bounds[stop]], bounds[first : stop + 1]
+        start, end = base + bounds[first], base + bounds[stop]
+        if self._check is not None:
+            self._check(start, end)
+        return self._data[start:end], bounds[first : stop + 1]
 
 
 class LazyList(list[T], Generic[T]):

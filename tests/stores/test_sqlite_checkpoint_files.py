@@ -17,7 +17,7 @@ import pytest
 
 from pausepoint import Agent, AgentFinishReason
 from pausepoint.demo import build
-from pausepoint.errors import AlreadyResolved
+from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import Checkpoint, LogEntry, SqliteSessionStore
 from pausepoint.testing.stores import summary
 
@@ -137,8 +137,23 @@ async def test_a_reader_keeps_the_base_it_mapped_after_another_store_replaced_it
         await writer.close()
 
 
-@pytest.mark.parametrize("damage", ["missing", "torn", "empty", "flipped"])
+def flipped_items(data: bytes) -> bytes:
+    """``data`` with one bit flipped in every chunk of a checkpoint's items (the fields of its
+    header line: ... text-length bound-count chunk-size chunk-count)."""
+    line, _, _ = data.partition(b"\n")
+    *_, text, count, chunk, sums = (int(field) for field in line.split(b" ")[6:])
+    start = len(line) + 1 + text + 4 * count + 8 * sums
+    damaged = bytearray(data)
+    for at in range(start, len(data), chunk):
+        damaged[at] ^= 0x01
+    return bytes(damaged)
+
+
+@pytest.mark.parametrize("damage", ["missing", "torn", "empty", "head", "items"])
 async def test_a_damaged_or_missing_file_makes_a_cold_agent_fold_the_log(tmp_path: Path, damage: str) -> None:
+    """A file missing, torn, or damaged where every load checks it (the text, the bounds and
+    the chunk sums) is refused at once. Damage in the items is found when a chunk of them is
+    first read: that call may fail with ``StoreError`` (once), and the log is folded after."""
     path = tmp_path / "s.db"
     _, writer = build(SqliteSessionStore(path, checkpoint_file_bytes=1000))
     sid = await cycle(writer)
@@ -153,12 +168,19 @@ async def test_a_damaged_or_missing_file_makes_a_cold_agent_fold_the_log(tmp_pat
         file.write_bytes(data[: len(data) // 2])
     elif damage == "empty":
         file.write_bytes(b"")
+    elif damage == "head":
+        at = data.index(b"\n") + 2
+        file.write_bytes(data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :])
     else:
-        middle = len(data) * 3 // 4
-        file.write_bytes(data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :])
+        file.write_bytes(flipped_items(data))
 
     _, cold = build(SqliteSessionStore(path, checkpoint_file_bytes=1000))
-    assert await seen(cold, sid) == await seen(writer, sid)
+    try:
+        first = await seen(cold, sid)
+    except StoreError:
+        assert damage == "items"
+        first = await seen(cold, sid)
+    assert first == await seen(writer, sid)
     state = cold.sessions.cached(sid)
     assert state is not None and state.checkpointed == 0  # folded from the log
     cold.checkpoint_every = 1
@@ -235,3 +257,28 @@ async def test_a_base_that_cannot_be_a_file_is_kept_in_the_database(tmp_path: Pa
         assert conn.execute("SELECT file, length(data) FROM pausepoint_checkpoints").fetchall() == [(None, 26)]
     conn.close()
 
+
+
+async def test_damage_found_in_a_turn_fails_that_call_once_then_the_log_is_folded(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    ledger: list[str] = []
+    _, writer = build(SqliteSessionStore(path, checkpoint_file_bytes=1000), ledger)
+    writer.checkpoint_every = 1  # the checkpoint is at the log's head: a load folds nothing after it
+    sid = await cycle(writer)
+    for _ in range(6):
+        await cycle(writer, sid)
+    await writer.sessions.settle()
+    [file] = files(path)
+    file.write_bytes(flipped_items(file.read_bytes()))
+
+    _, cold = build(SqliteSessionStore(path, checkpoint_file_bytes=1000), ledger)
+    with pytest.raises(StoreError, match="damaged"):
+        await cold.chat(sid).history()  # the load checks the head; reading the history finds the damage
+    assert await seen(cold, sid) == await seen(writer, sid)  # read again, from the log
+    state = cold.sessions.cached(sid)
+    assert state is not None and state.checkpointed == 0
+    before = len(ledger)
+    await cycle(cold, sid)
+    assert len(ledger) == before + 1  # and it goes on, exactly once
+    for agent in (writer, cold):
+        await agent.store.close()

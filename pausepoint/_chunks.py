@@ -1,0 +1,89 @@
+"""Checksums of a checkpoint's items a chunk at a time, so a load checks only what it reads.
+
+A checkpoint's items (``_checkpoint``) are cut into chunks of ``CHUNK_BYTES`` and each chunk's
+XXH3-64 is kept in the part of the checkpoint a load always checks. Bytes a store gave whole are
+checked whole at once (``ChunkCheck.all``): having read them, checking them costs little more. A
+base the store maps from a file (``SqliteSessionStore``) is checked a chunk at a time, the first
+time an item in it is read or copied (``ChunkCheck.span``): a cold load of a long session then
+reads and checks the few chunks its turn uses, not the history. A chunk that does not match
+raises ``StoreError`` after ``on_damage`` has run (the loader's: forget this checkpoint, and the
+state made from it).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable
+
+import xxhash
+
+from .errors import StoreError
+
+__all__ = ["CHUNK_BYTES", "ChunkCheck", "chunk_sums"]
+
+CHUNK_BYTES = 64 * 1024
+
+
+def chunk_sums(parts: Iterable[bytes | memoryview], chunk: int = CHUNK_BYTES) -> array[int]:
+    """The XXH3-64 of each ``chunk`` bytes of ``parts`` laid end to end (the last one shorter)."""
+    sums = array("Q")
+    hasher = xxhash.xxh3_64()
+    filled = 0
+    for part in parts:
+        view = memoryview(part)
+        while view:
+            take = min(chunk - filled, len(view))
+            hasher.update(view[:take])
+            filled += take
+            view = view[take:]
+            if filled == chunk:
+                sums.append(hasher.intdigest())
+                hasher.reset()
+                filled = 0
+    if filled:
+        sums.append(hasher.intdigest())
+    return sums
+
+
+class ChunkCheck:
+    """Checks ``items`` against ``sums``, each chunk once."""
+
+    __slots__ = ("_checked", "_chunk", "_items", "_sums", "on_damage")
+
+    def __init__(self, items: memoryview, sums: memoryview, chunk: int) -> None:
+        if chunk <= 0 or len(sums) != -(-len(items) // chunk):
+            raise ValueError("the chunk sums do not cover the items")
+        self._items = items
+        self._sums = sums
+        self._chunk = chunk
+        self._checked = bytearray(len(sums))
+        self.on_damage: Callable[[], None] | None = None
+
+    def all(self) -> bool:
+        """Check every chunk not checked yet; whether they all match (nothing is raised)."""
+        chunk = self._chunk
+        for index, done in enumerate(self._checked):
+            if not done:
+                if xxhash.xxh3_64_intdigest(self._items[index * chunk : (index + 1) * chunk]) != self._sums[index]:
+                    return False
+                self._checked[index] = 1
+        return True
+
+    def span(self, start: int, stop: int) -> None:
+        """Check the chunks bytes ``start`` to ``stop - 1`` of the items are in; raises
+        ``StoreError`` if one does not match."""
+        if start >= stop:
+            return
+        chunk, checked = self._chunk, self._checked
+        for index in range(start // chunk, (stop - 1) // chunk + 1):
+            if checked[index]:
+                continue
+            if xxhash.xxh3_64_intdigest(self._items[index * chunk : (index + 1) * chunk]) != self._sums[index]:
+                if self.on_damage is not None:
+                    self.on_damage()
+                raise StoreError(
+                    f"a session checkpoint's bytes {index * chunk} to {(index + 1) * chunk} are damaged "
+                    "(its file changed after it was written); the session will be read from its log",
+                    chunk=index,
+                )
+            checked[index] = 1
