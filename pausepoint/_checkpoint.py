@@ -695,11 +695,13 @@ async def save(
     """Write the checkpoint of ``state`` if it still matches the store's log at its version:
     an extension of the checkpoint ``state`` was loaded from or last wrote, or a new base.
 
-    ``idle`` says whether nothing is using ``state`` now. If so, once written, the state is
-    made to hold what the store holds, undecoded: the cheaper one to keep and to checkpoint
-    next time. Returns the state to keep in place of ``state`` (``state`` itself, or the one
-    loaded back from a new base), or None when nothing was written (the state moved on
-    meanwhile, or a newer checkpoint is there already).
+    ``idle`` says whether nothing is using ``state`` now. If so, once an extension is written,
+    the state is made to hold what the store holds, undecoded: the cheaper one to keep and to
+    checkpoint next time. Returns ``state`` after an extension; after a new base, the state
+    loaded back from it (at the version written: the caller keeps it in place of ``state``,
+    or starts the session's next call from it and the records after it, if a call took
+    ``state`` on meanwhile); None when nothing was written (the state moved on meanwhile, or a
+    newer checkpoint is there already).
     """
     version = state.version
     if version == 0 or version != state.durable_version:
@@ -727,13 +729,12 @@ async def save(
     state.checkpointed = max(state.checkpointed, version)  # if not kept, a later one is there already
     if not kept:
         return None
-    if idle() and state.version == version:
-        loaded = decode_state(state.session_id, written.data, read_header(written.data, verify=False))
-        if loaded is not None:
-            loaded.checkpointed = version
-            return loaded
     state.chain = Chain(version, written.lengths, len(written.data))  # the entries read stay noted
-    return state
+    loaded = decode_state(state.session_id, written.data, read_header(written.data, verify=False))
+    if loaded is None:
+        return state
+    loaded.checkpointed = version
+    return loaded
 
 
 def _extension(state: SessionState, digest: bytes, chain: Chain) -> _Written | None:

@@ -72,6 +72,9 @@ class LocalSessions:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._running: dict[str, Running] = {}  # session id -> its detached turn running here
         self._checkpointing: set[str] = set()  # sessions whose checkpoint is being written
+        # The state loaded back from a new base written while a call used the session: the
+        # next call starts from it and the records after it (``refresh``).
+        self._rebased: dict[str, SessionState] = {}
         self._checked: tuple[object, CheckpointStore | None] = (None, None)  # see _checkpoint_store()
 
     @property
@@ -106,6 +109,9 @@ class LocalSessions:
         state = self._cache.get(session_id)
         if state is not None and state.version != state.durable_version:
             state = None  # holds records that were never written: start again from the store
+        rebased = self._rebased.pop(session_id, None)
+        if rebased is not None and (state is None or rebased.version <= state.version):
+            state = rebased  # what the new base holds, then the records after it
         store = self.store
         checkpoints = self._checkpoint_store()
         if state is None and checkpoints is not None:
@@ -139,7 +145,8 @@ class LocalSessions:
         self._cache[state.session_id] = state
         self._cache.move_to_end(state.session_id)
         while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+            dropped, _ = self._cache.popitem(last=False)
+            self._rebased.pop(dropped, None)
         every = self.checkpoint_every
         if (
             every is not None
@@ -154,6 +161,7 @@ class LocalSessions:
     def forget(self, session_id: str) -> None:
         """Drop the session's cached state (the next call reads the store)."""
         self._cache.pop(session_id, None)
+        self._rebased.pop(session_id, None)
 
     def journal(self, state: SessionState) -> Journal:
         """A journal for a call on ``state``: it writes through the agent's appender and keeps
@@ -213,8 +221,11 @@ class LocalSessions:
             state = latest
             for _ in range(3):
                 kept = await _checkpoint.save(store, state, idle)
-                if kept is not None and kept is not state:
-                    self._cache[session_id] = kept
+                if kept is not None and kept is not state:  # loaded back from the new base
+                    if idle() and state.version == kept.version:
+                        self._cache[session_id] = kept
+                    elif self._cache.get(session_id) is not None:
+                        self._rebased[session_id] = kept  # a call took the state on meanwhile
                 latest = self._cache.get(session_id)
                 every = self.checkpoint_every
                 if latest is None or every is None or latest.version - latest.checkpointed < every:

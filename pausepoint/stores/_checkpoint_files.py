@@ -13,9 +13,13 @@ behind by a process that stopped between writing it and committing its row is re
 next store to open the database, once it is an hour old (not before: another process may be
 about to commit it).
 
-The files are a cache like the rest of the checkpoint: not flushed to stable storage, checked
-on every read (a file torn by a power loss fails its checksum and the log is folded instead),
-and safe to delete, or to leave out of a backup of the database.
+A file is flushed to stable storage before its row is committed, so a row that survives a
+power loss names a whole file (its entry in the folder is not flushed: a file lost with it is
+missing, and the log is folded instead). A load checks the file's text, bounds and chunk sums,
+and each chunk of its items the first time the session reads it (``_chunks``): a file damaged
+later (a failing disk, a hand that edited it) fails the call that reads the damage, once, and
+the session is read from its log from then on. The files are a cache like the rest of the
+checkpoint: safe to delete, or to leave out of a backup of the database.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ class CheckpointFiles:
         self.directory = directory
 
     def write(self, session_id: str, version: int, data: bytes) -> str:
-        """Write ``data`` to a new file and return its name (not yet named by any row)."""
+        """Write ``data`` to a new file, flushed to stable storage, and return its name (not
+        yet named by any row)."""
         os.makedirs(self.directory, exist_ok=True)
         key = hashlib.blake2b(session_id.encode(), digest_size=10).hexdigest()
         name = f"{key}-{version}-{secrets.token_hex(4)}{SUFFIX}"
@@ -52,6 +57,8 @@ class CheckpointFiles:
         try:
             with open(path, "xb") as file:
                 file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
         except BaseException:
             self.remove(name)
             raise

@@ -163,6 +163,22 @@ _SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, 
 T = TypeVar("T")
 
 
+async def _written(files: CheckpointFiles, session_id: str, version: int, data: bytes) -> str:
+    """Write a checkpoint file in a worker thread; its name. Cancelled, the file is removed once
+    written."""
+    writing = asyncio.get_running_loop().run_in_executor(None, files.write, session_id, version, data)
+    try:
+        return await asyncio.shield(writing)
+    except asyncio.CancelledError:
+
+        def discard(done: asyncio.Future[str]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                files.remove(done.result())
+
+        writing.add_done_callback(discard)
+        raise
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
@@ -412,10 +428,9 @@ class SqliteSessionStore:
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
         # One transaction: a new base, kept only for a version the log holds and only over an
         # older checkpoint, drops the extensions of the old one. Not waited for: a checkpoint is
-        # never the source of truth. A large base is first written to a file (on the event loop,
-        # as a blob would be: written in a thread, it would end while the session's next turn
-        # runs, and the state could not be swapped for the one the base holds, ``_checkpoint.
-        # save``); its row then names the file, and the file of the base it replaces is removed.
+        # never the source of truth. A large base is first written to a file and flushed to
+        # stable storage, in a worker thread; its row then names the file, and the file of the
+        # base it replaces is removed.
         def due(conn: sqlite3.Connection) -> bool:
             head = conn.execute(_CHECKPOINT_HEAD, (session_id,)).fetchone()[0]
             return self._holds(conn, session_id, version) and (head is None or head < version)
@@ -441,7 +456,7 @@ class SqliteSessionStore:
             if not await self._run(due):  # not worth writing the file
                 return False
             try:
-                name = files.write(session_id, version, data)
+                name = await _written(files, session_id, version, data)
             except OSError as exc:  # no room, or no right to write there: keep it in the database
                 log.warning("could not write a checkpoint file in %s (%s); kept in the database", files.directory, exc)
         try:

@@ -8,14 +8,18 @@ never changes what a cold agent sees.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from pausepoint import Agent, AgentFinishReason
+from pausepoint._lazy import LazyList
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import Checkpoint, LogEntry, SqliteSessionStore
@@ -30,6 +34,14 @@ def files(path: Path) -> list[Path]:
 async def with_log(store: SqliteSessionStore, session_id: str, records: int) -> None:
     entries = [LogEntry(v, "message", b"{}") for v in range(1, records + 1)]
     await store.append(session_id, 0, entries, summary(session_id, records))
+
+
+async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
+    """Wait until ``condition()`` holds, or ``seconds`` have passed."""
+    for _ in range(int(seconds / 0.001)):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
 
 
 async def cycle(agent: Agent, session_id: str | None = None) -> str:
@@ -282,3 +294,66 @@ async def test_damage_found_in_a_turn_fails_that_call_once_then_the_log_is_folde
     assert len(ledger) == before + 1  # and it goes on, exactly once
     for agent in (writer, cold):
         await agent.store.close()
+
+
+async def test_a_base_write_cancelled_midway_leaves_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path, checkpoint_file_bytes=10)
+    try:
+        await with_log(store, "s1", 1)
+        writing = asyncio.create_task(store.write_checkpoint("s1", 1, b"x" * (256 * 1024 * 1024)))
+        await until(lambda: bool(files(path)))  # the file is being written, in a worker thread
+        writing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await writing
+        await until(lambda: not files(path))  # removed once the thread is done
+        assert files(path) == []
+        assert await store.read_checkpoint("s1") is None
+    finally:
+        await store.close()
+
+
+
+class HeldBases:
+    """A real SQLite store whose checkpoint bases are written only once ``release`` is set."""
+
+    def __init__(self, store: SqliteSessionStore) -> None:
+        self.store = store
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
+        await self.release.wait()
+        return await self.store.write_checkpoint(session_id, version, data)
+
+
+async def test_a_base_written_while_a_call_runs_is_where_the_next_call_starts(tmp_path: Path) -> None:
+    """A new base is written while a call uses the session, so that call's state cannot be
+    swapped for the one the base holds: the next call starts from the base and the records
+    after it instead (its lists then copied whole into the next base), and sees the same
+    session."""
+    path = tmp_path / "s.db"
+    ledger: list[str] = []
+    store = HeldBases(SqliteSessionStore(path, checkpoint_file_bytes=1000))
+    _, agent = build(cast(SqliteSessionStore, store), ledger)
+    agent.checkpoint_every = 8
+    sid = await cycle(agent)  # a checkpoint is due: its base waits
+    chat = agent.chat(sid)
+    sending = asyncio.create_task(chat.send("Transfer $5 to savings."))
+    await until(lambda: agent.sessions.lock(sid).locked())  # the call runs
+    store.release.set()
+    paused = await sending
+    await agent.sessions.settle()
+    [pending] = await chat.interrupts()  # the next call
+    state = agent.sessions.cached(sid)
+    assert state is not None and isinstance(state.messages, LazyList)  # started from the base
+    assert state.messages.packed() is not None
+    assert pending.ref == paused.interrupts[0].ref
+    _, cold = build(SqliteSessionStore(path, checkpoint_file_bytes=1000), ledger)
+    assert await seen(cold, sid) == await seen(agent, sid)
+    await chat.resume(respond=[pending.respond({"approved": True})])
+    assert ledger == ["5->savings", "5->savings"]
+    await store.store.close()
+    await cold.store.close()
