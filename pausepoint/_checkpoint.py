@@ -233,9 +233,13 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         text.append(b"%d" % (copied + len(items)))
         if keys is not None and chain is not None:  # an extension's: its keys, in order
             text.extend([b"0", cast(TypeAdapter[Any], field.keys).dump_json(keys)])
-        elif keys is not None:  # a base's: its keys, by bucket
+        elif keys is not None:  # a base's: its keys, by bucket, a line each laid after its items
             index = index if index is not None else key_index(keys)
-            text.extend([b"%d" % len(index), *index])
+            text.append(b"%d" % len(index))
+            laid.begin()
+            for line in index:
+                laid.add(line)
+            laid.end_collection()
         text.append(_json(refs))
         if field.keys is not None:
             text.append(field.keys.dump_json(gone))
@@ -415,7 +419,8 @@ class _Part:
     line: bytes = b""  # a value's JSON
     home: list[Any] | None = None  # a value held by a collection: [field, key]
     source: Slices | None = None  # a collection's items (``@`` for those held by earlier fields)
-    buckets: list[bytes] | None = None  # a base's dict's keys, by bucket (``_lazy.key_index``)
+    buckets: Slices | None = None  # a base's dict's keys, a line per bucket (``_lazy.key_index``)
+    bucket_count: int = 0
     keys: list[Any] | None = None  # an extension's dict's keys, in order
     refs: list[list[Any]] = dataclasses.field(default_factory=list)  # [position or key, field, key]
     removed: list[Any] = dataclasses.field(default_factory=list)  # an extension's removed keys
@@ -440,15 +445,14 @@ def _parse(header: Header) -> list[_Part] | None:
             size = int(line)
             part = _Part(field)
             if field.keys is not None:
-                buckets = int(lines[at])
-                if buckets == 0:
+                part.bucket_count = int(lines[at])
+                if part.bucket_count == 0:
                     part.keys = field.keys.validate_json(lines[at + 1])
                     at += 2
+                elif part.bucket_count < 0:
+                    return None
                 else:
-                    part.buckets = lines[at + 1 : at + 1 + buckets]
-                    if buckets < 0 or len(part.buckets) != buckets:
-                        return None
-                    at += 1 + buckets
+                    at += 1
             if lines[at] != b"[]":  # most have none
                 part.refs = json.loads(lines[at])
             at += 1
@@ -462,6 +466,8 @@ def _parse(header: Header) -> list[_Part] | None:
                 return None  # a base's keys are by bucket, an extension's in order
             parts.append(part)
             sizes.append(size)
+            if part.bucket_count:
+                sizes.append(part.bucket_count)
         bounds = header.bounds.cast("I")
         if sys.byteorder != "little":
             swapped = array("I", bounds)
@@ -470,16 +476,24 @@ def _parse(header: Header) -> list[_Part] | None:
         if at != len(lines) - 1 or lines[at] or sum(size + 1 for size in sizes) != len(bounds):
             return None
         at_bound = base = 0
+        check = header.chunks.span if header.chunks else None
+
+        def collection(size: int) -> Slices:  # the next collection's items
+            nonlocal at_bound, base
+            own = bounds[at_bound : at_bound + size + 1]
+            if own[0] != 0:
+                raise ValueError("a collection's bounds do not start at 0")
+            slices = Slices(header.items, base, own, check)
+            at_bound, base = at_bound + size + 1, base + own[size]
+            return slices
+
         collections = iter(sizes)
         for part in parts:
             if part.field.shape == "value":
                 continue
-            size = next(collections)
-            own = bounds[at_bound : at_bound + size + 1]
-            if own[0] != 0:
-                return None
-            part.source = Slices(header.items, base, own, header.chunks.span if header.chunks else None)
-            at_bound, base = at_bound + size + 1, base + own[size]
+            part.source = collection(next(collections))
+            if part.bucket_count:
+                part.buckets = collection(next(collections))
         if base != len(header.items):
             return None
     except (ValueError, IndexError, TypeError):
@@ -520,7 +534,7 @@ def decode_state(session_id: str, data: bytes | memoryview, header: Header | Non
                         list.__setitem__(value, position, getattr(state, home)[key])
                     value.cut_all()  # its places now hold objects written elsewhere
             else:
-                index = KeyIndex(cast(list[bytes], part.buckets), _bucket_parser(field), len(source))
+                index = KeyIndex(cast(Slices, part.buckets), _bucket_parser(field), len(source))
                 value = LazyDict.indexed(index, source, field.item)
                 for key, home, held in part.refs:
                     value[key] = getattr(state, home)[held]

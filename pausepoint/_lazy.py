@@ -29,7 +29,7 @@ import itertools
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, SupportsIndex, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, SupportsIndex, TypeVar, cast, overload
 
 from pydantic import TypeAdapter
 from pydantic_core import to_json
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_keys, dict_values
 
 __all__ = [
-    "EMPTY_BUCKET",
     "KEYS_PER_BUCKET",
     "KeyIndex",
     "LazyDict",
@@ -272,7 +271,6 @@ class LazyList(list[T], Generic[T]):
         return self._cut(start)
 
 
-EMPTY_BUCKET = b"[[],[]]"  # the line of a bucket without keys
 KEYS_PER_BUCKET = 32  # at most, on average: a dict of n keys has a power of two buckets
 
 
@@ -333,6 +331,15 @@ def _bucket(key: object, buckets: int) -> int | None:
     return None
 
 
+class Lines(Protocol):
+    """The lines of a key index, one per bucket (a list of them, or the ``Slices`` of a
+    checkpoint that holds them, each read when it is needed)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int, /) -> bytes: ...
+
+
 class KeyIndex(Generic[K]):
     """A dict's keys as a checkpoint lays them out: in buckets by ``buckets_of``, each
     bucket a line holding its keys and their places (their positions in the dict's order, which
@@ -342,10 +349,10 @@ class KeyIndex(Generic[K]):
     __slots__ = ("_parse", "_parsed", "_pending", "lines", "places", "shifted", "size")
 
     def __init__(
-        self, lines: list[bytes], parse: Callable[[list[bytes]], list[tuple[list[K], list[int]]]], size: int
+        self, lines: Lines, parse: Callable[[list[bytes]], list[tuple[list[K], list[int]]]], size: int
     ) -> None:
-        self.lines = lines  # as written, kept: a base written later copies those that stay the same
-        self._pending = [line != EMPTY_BUCKET for line in lines]  # the buckets not parsed yet
+        self.lines = lines  # as written (read when parsed): a base written later copies those that stay the same
+        self._pending = bytearray(b"\x01") * len(lines)  # the buckets not parsed yet
         self._parse = parse
         self._parsed = 0  # keys
         self.size = size  # how many keys the checkpoint holds
@@ -354,7 +361,7 @@ class KeyIndex(Generic[K]):
 
     def unparsed(self) -> bool:
         """Whether a bucket with keys is not parsed yet."""
-        return True in self._pending
+        return 1 in self._pending
 
     def take(self, key: object) -> list[tuple[K, int]]:
         """The entries of the bucket ``key`` would be in, if that bucket is not parsed yet."""
@@ -381,9 +388,11 @@ class KeyIndex(Generic[K]):
         return self.read(buckets)[1] if buckets else []
 
     def _taken(self, at: int, keys: list[K], places: list[int]) -> list[tuple[K, int]]:
-        if not keys or min(places) < 0 or max(places) >= self.size:
-            raise ValueError("a checkpoint's key index names no key, or a place outside its dict")
-        self._pending[at] = False
+        if keys and (min(places) < 0 or max(places) >= self.size):
+            raise ValueError("a checkpoint's key index names a place outside its dict")
+        self._pending[at] = 0
+        if not keys:  # an empty bucket
+            return []
         self._parsed += len(keys)
         entries = list(zip(keys, places, strict=True))
         self.places.update(entries)
@@ -486,7 +495,7 @@ class LazyDict(dict[K, T], Generic[K, T]):
             value = dict.__getitem__(self, key)
             if type(value) is not int:  # read or set since loading (an unread one is its place)
                 keys[place], values[place] = key, value
-        lines = list(index.lines)
+        lines = [index.lines[at] for at in range(len(index.lines))]
         grown: dict[int, list[int]] = {}
         for offset, key in enumerate(added):
             grown.setdefault(buckets[key], []).append(offset)
