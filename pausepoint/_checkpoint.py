@@ -8,7 +8,12 @@ folded instead) unless all of this holds —
 - its **schema fingerprint** is this code's: a hash of the JSON schemas of ``SessionState``'s
   fields, so any change to the state's shape (a field added, a type changed) retires every
   checkpoint written before it, with no version number to remember to bump;
-- its **checksum** (XXH3-64 of the body) and length match: a torn or corrupted write is caught;
+- its **checksums** and length match: a torn or corrupted write is caught. The text, the
+  bounds and the chunk sums have one XXH3-64, checked on every load; the items have one per
+  64 KiB chunk (``_chunks``), in the chunk sums. Items a store gave as bytes are checked whole
+  on load; a base a store maps from a file (a ``memoryview``) a chunk at a time, when the
+  session first reads or copies an item in it — a chunk that does not match then fails that
+  call with ``StoreError``, and the session is read from its log after;
 - it names this **session** and its **version** is in the log, and the record at that version
   has the **digest** the checkpoint was taken after: a checkpoint of another log (a session
   deleted and made again under the same id, records lost with a power failure) never applies.
@@ -17,16 +22,17 @@ The format is derived from ``SessionState``'s dataclass fields, never listed by 
 one-line header comes the text: every field that is not a collection as one line of JSON, and
 for each ``list`` or ``dict`` field its count, its keys (a dict's, below), its references
 (below) and the keys it removed (a dict's, in an extension). Then a table of where each
-collection's items start, and the items themselves, laid end to end (each one's JSON from its
-type's pydantic adapter). Loading splits the text into lines and checks the checksum; a list's
-items are cut out of the bytes and decoded only when read (``_lazy``), so loading costs no object
-per history item, and writing the next base of a state loaded from one copies each list's bytes
-and table whole, adding what was appended since. A base lays a dict's keys out in buckets by a
-hash of the key, a line each with the bucket's keys and their places (``_lazy.key_index``):
-loading parses none of them, and a lookup parses the bucket of its key (``KeyIndex``), so a load
-costs no object per call, pause or grant either; the next base copies the lines of the buckets
-no key was added to (the bucket count is a power of two, the same while the dict grows up to
-twice its size). An extension lists its dicts' keys in order, in one line each.
+collection's items start, the chunk sums, and the items themselves, laid end to end (each one's
+JSON from its type's pydantic adapter). Loading splits the text into lines and checks the
+checksums; a list's items are cut out of the bytes and decoded only when read (``_lazy``), so
+loading costs no object per history item, and writing the next base of a state loaded from one
+copies each list's bytes and table whole, adding what was appended since. A base lays a dict's
+keys out in buckets by a hash of the key, a line each with the bucket's keys and their places
+(``_lazy.key_index``), as a collection of its own after the dict's values: loading reads none
+of them, and a lookup parses the bucket of its key (``KeyIndex``), so a load costs no object
+per call, pause or grant either; the next base copies the lines of the buckets no key was added
+to (the bucket count is a power of two, the same while the dict grows up to twice its size). An
+extension lists its dicts' keys in order, in one line of its text each.
 
 An object held in two fields (an open pause is also in ``pauses``; the running detached turn is
 also in ``detached``) is written once and referred to from the later field (``@field`` and the

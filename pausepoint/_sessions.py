@@ -8,11 +8,15 @@ the store's conditional append keeps them safe.
 A session not cached here is loaded from the store's checkpoint of it plus the records after
 the checkpoint (``_checkpoint``): a cold load folds only the recent records, and decodes the
 history only as far as the turn reads it (reading and checking the checkpoint's bytes still
-grows with the history). Once a session has ``checkpoint_every`` records past its checkpoint,
-a background task writes an extension of it, or a new one (off the turn's path; a failed write
-changes nothing): an extension holds what the session added and changed since, so its cost
-does not grow with the history; a new base, written once the base has as many extensions as
-its size allows (``_checkpoint.BYTES_PER_EXTENSION``), does.
+grows with the history, unless the store maps the base from a file). Once a session has
+``checkpoint_every`` records past its checkpoint, a background task writes an extension of it,
+or a new one (off the turn's path; a failed write changes nothing): an extension holds what the
+session added and changed since, so its cost does not grow with the history; a new base,
+written once the base has as many extensions as its size allows
+(``_checkpoint.BYTES_PER_EXTENSION``), does. The state loaded back from a new base is cheaper
+to keep and to checkpoint next (its items stay encoded until read): it takes the place of the
+cached state once the write ends, or, if a call took the session on meanwhile, the next call
+starts from it and the records after it.
 
 Also here: the tasks running in the background for these sessions (detached turns, streamed
 turns, checkpoint writes), kept so they are not garbage-collected mid-run, and the detached
