@@ -360,7 +360,7 @@ class KeyIndex(Generic[K]):
         self.shifted = False  # whether a key was removed since: then the places of those after it moved
 
     def unparsed(self) -> bool:
-        """Whether a bucket with keys is not parsed yet."""
+        """Whether a bucket is not parsed yet (it may hold keys)."""
         return 1 in self._pending
 
     def take(self, key: object) -> list[tuple[K, int]]:
