@@ -18,12 +18,14 @@ from typing import Any, cast
 
 import pytest
 
-from pausepoint import Agent, AgentFinishReason
+from pausepoint import Agent
 from pausepoint._lazy import LazyList
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import Checkpoint, LogEntry, SqliteSessionStore
 from pausepoint.testing.stores import summary
+
+from .test_checkpoints import cycle
 
 
 def files(path: Path) -> list[Path]:
@@ -42,15 +44,6 @@ async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
         if condition():
             return
         await asyncio.sleep(0.001)
-
-
-async def cycle(agent: Agent, session_id: str | None = None) -> str:
-    chat = agent.chat(session_id)
-    paused = await chat.send("Transfer $5 to savings.")
-    assert paused.finish_reason == AgentFinishReason.INTERRUPTED
-    done = await chat.resume(respond=[paused.interrupts[0].respond({"approved": True})])
-    assert done.finish_reason == AgentFinishReason.STOP
-    return chat.session_id
 
 
 async def seen(agent: Agent, session_id: str) -> tuple[object, ...]:
