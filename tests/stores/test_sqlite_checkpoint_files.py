@@ -44,6 +44,7 @@ async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
         if condition():
             return
         await asyncio.sleep(0.001)
+    raise AssertionError(f"still not so after {seconds}s")
 
 
 async def seen(agent: Agent, session_id: str) -> tuple[object, ...]:
@@ -308,14 +309,21 @@ async def test_a_base_write_cancelled_midway_leaves_no_file(tmp_path: Path) -> N
 
 
 class HeldBases:
-    """A real SQLite store whose checkpoint bases are written only once ``release`` is set."""
+    """A real SQLite store whose checkpoint bases are written only once ``release`` is set;
+    once ``armed``, the next append sets it (the base is then written while that call runs)."""
 
     def __init__(self, store: SqliteSessionStore) -> None:
         self.store = store
         self.release = asyncio.Event()
+        self.armed = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
+
+    async def append(self, *args: Any, **options: Any) -> int:
+        if self.armed:
+            self.release.set()
+        return await self.store.append(*args, **options)
 
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
         await self.release.wait()
@@ -334,10 +342,9 @@ async def test_a_base_written_while_a_call_runs_is_where_the_next_call_starts(tm
     agent.checkpoint_every = 8
     sid = await cycle(agent)  # a checkpoint is due: its base waits
     chat = agent.chat(sid)
-    sending = asyncio.create_task(chat.send("Transfer $5 to savings."))
-    await until(lambda: agent.sessions.lock(sid).locked())  # the call runs
-    store.release.set()
-    paused = await sending
+    store.armed = True  # the base is written once the next call appends
+    paused = await chat.send("Transfer $5 to savings.")
+    assert store.release.is_set()
     await agent.sessions.settle()
     [pending] = await chat.interrupts()  # the next call
     state = agent.sessions.cached(sid)
