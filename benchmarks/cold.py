@@ -36,9 +36,10 @@ from typing import Any
 
 from examples.banking import build
 from pausepoint import Agent, AgentFinishReason
-from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+from pausepoint.stores import InMemorySessionStore, SessionStore
 
 from ._child import run_in_child
+from ._places import drop, store_at
 from ._report import Table, note, us, verdict
 
 __all__ = ["COLD_TARGET", "GROWTH_TARGET", "SHAPES", "cold_vs_warm", "main", "table_cold"]
@@ -53,43 +54,24 @@ COMMAND = "python -m benchmarks.cold --table --hist {hist} --k {k} --stores {sto
 STORES = ("memory", "sqlite", "postgres", "redis")
 
 
-def _store(kind: str, path: str, tag: str = "") -> SessionStore:
-    """A store of ``kind``: SQLite in ``path``; PostgreSQL and Redis at the URL of
-    ``PAUSEPOINT_TEST_POSTGRES_URL`` / ``PAUSEPOINT_TEST_REDIS_URL``, in a schema or key prefix
-    named by ``tag`` (``_dropped`` removes it)."""
-    if kind == "memory":
-        return InMemorySessionStore()
+def _place(kind: str, path: str, tag: str) -> dict[str, Any]:
+    """Where a ``kind`` store lives (``_places``): SQLite in ``path``; PostgreSQL and Redis at
+    the URL of ``PAUSEPOINT_TEST_POSTGRES_URL`` / ``PAUSEPOINT_TEST_REDIS_URL``, in a schema or
+    key prefix named by ``tag`` (``_places.drop`` removes it)."""
     if kind == "sqlite":
-        return SqliteSessionStore(path)
+        return {"backend": "sqlite", "path": path}
     if kind in ("postgres", "redis"):
         url = os.environ.get(f"PAUSEPOINT_TEST_{kind.upper()}_URL")
         if not url:
             raise ValueError(f"set PAUSEPOINT_TEST_{kind.upper()}_URL to measure {kind}")
-        from pausepoint.stores import PostgresSessionStore, RedisSessionStore
-
         if kind == "postgres":
-            return PostgresSessionStore(url, schema=f"ppcold_{tag}")
-        return RedisSessionStore(url, prefix=f"ppcold:{tag}:")
+            return {"backend": "postgres", "url": url, "schema": f"ppcold_{tag}"}
+        return {"backend": "redis", "url": url, "prefix": f"ppcold:{tag}:"}
     raise ValueError(f"unknown store {kind!r} (known: {', '.join(STORES)})")
 
 
-async def _dropped(kind: str, tag: str) -> None:
-    """Remove what ``_store`` made on a PostgreSQL or Redis server."""
-    if kind == "postgres":
-        import asyncpg
-
-        conn = await asyncpg.connect(os.environ["PAUSEPOINT_TEST_POSTGRES_URL"])
-        try:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "ppcold_{tag}" CASCADE')
-        finally:
-            await conn.close()
-    elif kind == "redis":
-        import redis.asyncio as aioredis
-
-        async with aioredis.Redis.from_url(os.environ["PAUSEPOINT_TEST_REDIS_URL"]) as client:
-            keys = [key async for key in client.scan_iter(match=f"ppcold:{tag}:*")]
-            if keys:
-                await client.delete(*keys)
+def _store(kind: str, path: str, tag: str = "") -> SessionStore:
+    return InMemorySessionStore() if kind == "memory" else store_at(_place(kind, path, tag))
 
 
 def _agent(store: SessionStore, checkpoints: bool) -> Agent:
@@ -149,7 +131,8 @@ async def cold_vs_warm(store: str, hist: int, k: int, shape: str = "text") -> di
         raise ValueError(f"unknown history shape {shape!r} (known: {', '.join(SHAPES)})")
     tag = uuid.uuid4().hex[:12]
     with tempfile.TemporaryDirectory(prefix="pausepoint-cold-") as tmp:
-        made = _store(store, os.path.join(tmp, "sessions.db"), tag)
+        path = os.path.join(tmp, "sessions.db")
+        made = _store(store, path, tag)
         try:
             result: dict[str, Any] = {"store": store, "hist": hist, "k": k, "shape": shape}
             for checkpoints in (True, False):
@@ -177,7 +160,8 @@ async def cold_vs_warm(store: str, hist: int, k: int, shape: str = "text") -> di
             return result
         finally:
             await made.close()
-            await _dropped(store, tag)
+            if store != "memory":
+                await drop(_place(store, path, tag))
 
 
 def table_cold(

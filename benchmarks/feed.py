@@ -29,21 +29,12 @@ from typing import Any
 
 import httpx
 
+from ._places import drop, store_at
 from ._report import Table, note
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def _store(spec: dict[str, Any]) -> Any:
-    from pausepoint.stores import PostgresSessionStore, RedisSessionStore, SqliteSessionStore
-
-    if spec["backend"] == "sqlite":
-        return SqliteSessionStore(spec["path"])
-    if spec["backend"] == "postgres":
-        return PostgresSessionStore(spec["url"], schema=spec["schema"])
-    return RedisSessionStore(spec["url"], prefix=spec["prefix"])
 
 
 def serve(spec: dict[str, Any]) -> None:
@@ -59,7 +50,7 @@ def serve(spec: dict[str, Any]) -> None:
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
 
     async def main() -> None:
-        ai, _ = banking.build(_store(spec))
+        ai, _ = banking.build(store_at(spec))
         app = create_app(ai, auth=BearerTokens({TOKEN: "bench"}), request_log=False, expiry_interval=None)
         config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2)
         await uvicorn.Server(config).serve(sockets=[sock])
@@ -138,22 +129,6 @@ async def measure(spec: dict[str, Any], pauses: int) -> tuple[list[float], list[
             proc.wait(10)
 
 
-async def cleanup(spec: dict[str, Any]) -> None:
-    if spec["backend"] == "postgres":
-        import asyncpg
-
-        conn = await asyncpg.connect(spec["url"])
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{spec["schema"]}" CASCADE')
-        await conn.close()
-    elif spec["backend"] == "redis":
-        import redis.asyncio as aioredis
-
-        async with aioredis.Redis.from_url(spec["url"]) as client:
-            keys = [k async for k in client.scan_iter(match=spec["prefix"] + "*")]
-            if keys:
-                await client.delete(*keys)
-
-
 async def run(pauses: int, backends: list[str]) -> None:
     table = Table(
         f"Feed across two server processes: pause made through A, seen in B's feed ({pauses} pauses; ms)",
@@ -180,7 +155,7 @@ async def run(pauses: int, backends: list[str]) -> None:
             try:
                 found, totals = await measure(spec, pauses)
             finally:
-                await cleanup(spec)
+                await drop(spec)
             ordered = sorted(found)
             p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
             table.row(
