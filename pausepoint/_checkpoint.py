@@ -406,15 +406,20 @@ def read_header(data: bytes | memoryview, *, verify: bool = True, lazy: bool = F
         return header
     if xxhash.xxh3_64_intdigest(body[:items]) != checksum:
         return None
-    table = body[bounds:items].cast("Q")
-    if sys.byteorder != "little":
-        swapped = array("Q", table)
-        swapped.byteswap()
-        table = memoryview(swapped)
-    chunks = ChunkCheck(header.items, table, chunk)
+    chunks = ChunkCheck(header.items, _little_endian(body[bounds:items], "Q"), chunk)
     if not lazy:
         return header if chunks.all() else None
     return dataclasses.replace(header, chunks=chunks)
+
+
+def _little_endian(data: memoryview, code: Literal["I", "Q"]) -> memoryview:
+    """``data``, little-endian unsigned ints of ``array`` type ``code``, as this machine's ints."""
+    view = data.cast(code)
+    if sys.byteorder == "little":
+        return view
+    swapped = array(code, view)
+    swapped.byteswap()
+    return memoryview(swapped)
 
 
 @dataclass(slots=True)
@@ -474,11 +479,7 @@ def _parse(header: Header) -> list[_Part] | None:
             sizes.append(size)
             if part.bucket_count:
                 sizes.append(part.bucket_count)
-        bounds = header.bounds.cast("I")
-        if sys.byteorder != "little":
-            swapped = array("I", bounds)
-            swapped.byteswap()
-            bounds = memoryview(swapped)
+        bounds = _little_endian(header.bounds, "I")
         if at != len(lines) - 1 or lines[at] or sum(size + 1 for size in sizes) != len(bounds):
             return None
         at_bound = base = 0

@@ -61,10 +61,9 @@ class ChunkCheck:
 
     def all(self) -> bool:
         """Check every chunk not checked yet; whether they all match (nothing is raised)."""
-        chunk = self._chunk
         for index, done in enumerate(self._checked):
             if not done:
-                if xxhash.xxh3_64_intdigest(self._items[index * chunk : (index + 1) * chunk]) != self._sums[index]:
+                if not self._sound(index):
                     return False
                 self._checked[index] = 1
         return True
@@ -78,7 +77,7 @@ class ChunkCheck:
         for index in range(start // chunk, (stop - 1) // chunk + 1):
             if checked[index]:
                 continue
-            if xxhash.xxh3_64_intdigest(self._items[index * chunk : (index + 1) * chunk]) != self._sums[index]:
+            if not self._sound(index):
                 if self.on_damage is not None:
                     self.on_damage()
                 raise StoreError(
@@ -87,3 +86,8 @@ class ChunkCheck:
                     chunk=index,
                 )
             checked[index] = 1
+
+    def _sound(self, index: int) -> bool:
+        """Whether chunk ``index`` matches its sum."""
+        chunk = self._chunk
+        return xxhash.xxh3_64_intdigest(self._items[index * chunk : (index + 1) * chunk]) == self._sums[index]

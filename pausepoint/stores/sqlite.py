@@ -435,7 +435,17 @@ class SqliteSessionStore:
             head = conn.execute(_CHECKPOINT_HEAD, (session_id,)).fetchone()[0]
             return self._holds(conn, session_id, version) and (head is None or head < version)
 
-        def op(conn: sqlite3.Connection) -> tuple[bool, str | None]:
+        name: str | None = None
+        files = self._files
+        if files is not None and self.checkpoint_file_bytes is not None and len(data) >= self.checkpoint_file_bytes:
+            if not await self._run(due):  # not worth writing the file
+                return False
+            try:
+                name = await _written(files, session_id, version, data)
+            except OSError as exc:  # no room, or no right to write there: keep it in the database
+                log.warning("could not write a checkpoint file in %s (%s); kept in the database", files.directory, exc)
+
+        def op(conn: sqlite3.Connection) -> tuple[bool, str | None]:  # kept, and the file it replaced
             with transaction(conn):
                 if not due(conn):
                     return False, None
@@ -450,15 +460,6 @@ class SqliteSessionStore:
                 conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
             return True, replaced
 
-        name: str | None = None
-        files = self._files
-        if files is not None and self.checkpoint_file_bytes is not None and len(data) >= self.checkpoint_file_bytes:
-            if not await self._run(due):  # not worth writing the file
-                return False
-            try:
-                name = await _written(files, session_id, version, data)
-            except OSError as exc:  # no room, or no right to write there: keep it in the database
-                log.warning("could not write a checkpoint file in %s (%s); kept in the database", files.directory, exc)
         try:
             kept, replaced = await self._run(op)
         except BaseException:

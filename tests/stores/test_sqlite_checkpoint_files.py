@@ -22,8 +22,8 @@ from pausepoint import Agent
 from pausepoint._lazy import LazyList
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError
-from pausepoint.stores import Checkpoint, LogEntry, SqliteSessionStore
-from pausepoint.testing.stores import summary
+from pausepoint.stores import Checkpoint, SqliteSessionStore
+from pausepoint.testing.stores import put, summary
 
 from .test_checkpoints import cycle
 
@@ -31,11 +31,6 @@ from .test_checkpoints import cycle
 def files(path: Path) -> list[Path]:
     folder = Path(f"{path}-checkpoints")
     return sorted(folder.iterdir()) if folder.is_dir() else []
-
-
-async def with_log(store: SqliteSessionStore, session_id: str, records: int) -> None:
-    entries = [LogEntry(v, "message", b"{}") for v in range(1, records + 1)]
-    await store.append(session_id, 0, entries, summary(session_id, records))
 
 
 async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
@@ -67,8 +62,8 @@ async def test_a_large_base_is_a_file_and_a_small_one_a_row(tmp_path: Path) -> N
     path = tmp_path / "s.db"
     store = SqliteSessionStore(path, checkpoint_file_bytes=100)
     try:
-        await with_log(store, "small", 3)
-        await with_log(store, "large", 3)
+        await put(store, summary("small", 3), 3)
+        await put(store, summary("large", 3), 3)
         assert await store.write_checkpoint("small", 1, b"s" * 99) is True
         assert files(path) == []
         large = bytes(range(256)) * 2
@@ -87,7 +82,7 @@ async def test_a_large_base_is_a_file_and_a_small_one_a_row(tmp_path: Path) -> N
     assert rows == {"small": 99, "large": 0}
     unlimited = SqliteSessionStore(tmp_path / "rows.db", checkpoint_file_bytes=None)
     try:
-        await with_log(unlimited, "s1", 1)
+        await put(unlimited, summary("s1", 1), 1)
         assert await unlimited.write_checkpoint("s1", 1, large) is True
         assert files(tmp_path / "rows.db") == []
     finally:
@@ -98,7 +93,7 @@ async def test_a_new_base_or_a_deletion_removes_the_file_and_a_refused_base_leav
     path = tmp_path / "s.db"
     store = SqliteSessionStore(path, checkpoint_file_bytes=10)
     try:
-        await with_log(store, "s1", 5)
+        await put(store, summary("s1", 5), 5)
         assert await store.write_checkpoint("s1", 2, b"first base, large") is True
         [first] = files(path)
         assert await store.write_checkpoint("s1", 2, b"the same version again") is False
@@ -112,7 +107,7 @@ async def test_a_new_base_or_a_deletion_removes_the_file_and_a_refused_base_leav
         assert files(path) == []
         assert await store.write_checkpoint("s1", 4, b"older") is False
         assert await store.read_checkpoint("s1") == Checkpoint(5, b"small")
-        await with_log(store, "s2", 1)
+        await put(store, summary("s2", 1), 1)
         assert await store.write_checkpoint("s2", 1, b"a large base of s2") is True
         assert len(files(path)) == 1
         assert await store.delete("s2") is True
@@ -127,7 +122,7 @@ async def test_a_reader_keeps_the_base_it_mapped_after_another_store_replaced_it
     reader = SqliteSessionStore(path, checkpoint_file_bytes=10)
     writer = SqliteSessionStore(path, checkpoint_file_bytes=10)  # another process, in effect
     try:
-        await with_log(writer, "s1", 3)
+        await put(writer, summary("s1", 3), 3)
         old = b"the old base " * 1000
         assert await writer.write_checkpoint("s1", 1, old) is True
         mapped = await reader.read_checkpoint("s1")
@@ -230,7 +225,7 @@ async def test_a_cold_agent_loads_a_long_session_from_its_file(tmp_path: Path) -
 async def test_stray_files_are_removed_once_old(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = SqliteSessionStore(path, checkpoint_file_bytes=10)
-    await with_log(store, "s1", 1)
+    await put(store, summary("s1", 1), 1)
     assert await store.write_checkpoint("s1", 1, b"a base in a file") is True
     await store.close()
     [named] = files(path)
@@ -254,7 +249,7 @@ async def test_a_base_that_cannot_be_a_file_is_kept_in_the_database(tmp_path: Pa
     (tmp_path / "s.db-checkpoints").write_bytes(b"a file where the folder would be")
     store = SqliteSessionStore(path, checkpoint_file_bytes=10)
     try:
-        await with_log(store, "s1", 1)
+        await put(store, summary("s1", 1), 1)
         assert await store.write_checkpoint("s1", 1, b"a base too large for a row") is True
         assert await store.read_checkpoint("s1") == Checkpoint(1, b"a base too large for a row")
     finally:
@@ -294,7 +289,7 @@ async def test_a_base_write_cancelled_midway_leaves_no_file(tmp_path: Path) -> N
     path = tmp_path / "s.db"
     store = SqliteSessionStore(path, checkpoint_file_bytes=10)
     try:
-        await with_log(store, "s1", 1)
+        await put(store, summary("s1", 1), 1)
         writing = asyncio.create_task(store.write_checkpoint("s1", 1, b"x" * (256 * 1024 * 1024)))
         await until(lambda: bool(files(path)))  # the file is being written, in a worker thread
         writing.cancel()
