@@ -10,10 +10,11 @@ mode — written to the WAL, safe from a crash of any process, not yet on stable
 ``"FULL"`` (the default) every write that must survive a power loss — a durable append (see
 ``stores._base``), a deletion, a change to the outbox — then waits for an ``fsync`` of the WAL
 file, which is what SQLite's own ``FULL`` does at each commit: the WAL is written in order, so
-one ``fsync`` makes every commit before it durable. The ``fsync`` runs in a worker thread and
-is shared by every writer waiting for it (a group commit), so the event loop serves other
-requests meanwhile. An append made with ``durable=False`` skips the wait: the runtime's next
-durable append of that session covers it.
+one ``fsync`` makes every commit before it durable. The ``fsync`` is shared by every writer
+waiting for it (a group commit); it runs on the event loop while the disk syncs in under a
+millisecond, and in a worker thread, so that the loop serves other requests meanwhile, when it
+is slower (``stores._groupsync``). An append made with ``durable=False`` skips the wait: the
+runtime's next durable append of that session covers it.
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ class SqliteSessionStore:
     - ``"FULL"`` (the default): what the runtime reports done — a pause, an answer, a tool
       call about to run, a turn's end — survives a crash of any process *and* a power loss or
       operating-system crash. Costs one ``fsync`` per durable append (about 0.1 to 1 ms on an
-      SSD), shared by concurrent writers and run off the event loop.
+      SSD), shared by concurrent writers; run on the event loop while it takes under 1 ms,
+      in a worker thread when the disk is slower.
     - ``"NORMAL"``: survives a crash of any process; a power loss or OS crash may lose the last
       commits (SQLite keeps the file consistent). That can include an answer whose tool already
       ran: after the restart the pause is open again, and answering it again runs the tool a

@@ -108,3 +108,68 @@ async def test_waiters_in_other_event_loops_are_woken_in_their_own():
     await asyncio.to_thread(thread.join)
     assert done == ["thread"]
     group.close()
+
+
+async def test_a_fast_disk_is_synced_on_the_loop_sharing_one_fsync_among_the_ready_writers():
+    synced_on: list[str] = []
+
+    def sync() -> None:
+        synced_on.append(threading.current_thread().name)
+
+    group = GroupSync(sync)
+    await asyncio.gather(*(group.wait() for _ in range(10)))
+    assert synced_on == [threading.current_thread().name]  # one fsync, on the loop's own thread
+    await group.wait()
+    assert len(synced_on) == 2  # a later writer is not covered by the earlier round
+    assert group._thread is None
+    group.close()
+
+
+async def test_slow_fsyncs_move_to_the_worker_thread_and_the_loop_serves_others_meanwhile():
+    delay = [0.03]
+    synced_on: list[str] = []
+
+    def sync() -> None:
+        synced_on.append(threading.current_thread().name)
+        time.sleep(delay[0])
+
+    group = GroupSync(sync, inline_below=0.005)
+    await group.wait()  # the first runs inline, and tells the group the disk is slow
+    assert not group.inline
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    await group.wait()
+    assert synced_on[-1] == "pausepoint-fsync"
+    assert ticks - before >= 5  # the loop ran the ticker during the 30 ms fsync
+    ticking.cancel()
+    delay[0] = 0
+    for _ in range(40):  # fast again: the average falls below the bound, and rounds come back inline
+        await group.wait()
+    assert group.inline and synced_on[-1] == threading.current_thread().name
+    group.close()
+
+
+async def test_a_cancelled_writer_leaves_the_others_in_its_round_served():
+    calls = 0
+
+    def sync() -> None:
+        nonlocal calls
+        calls += 1
+
+    group = GroupSync(sync)
+    first = asyncio.create_task(group.wait())
+    second = asyncio.create_task(group.wait())
+    await asyncio.sleep(0)  # both joined the round
+    first.cancel()
+    await second
+    assert calls == 1 and first.cancelled()
+    group.close()
