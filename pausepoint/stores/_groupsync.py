@@ -40,7 +40,9 @@ class GroupSync:
     ``close()``.
     """
 
-    def __init__(self, sync: Callable[[], None], name: str = "pausepoint-fsync", *, inline_below: float = 0.001) -> None:
+    def __init__(
+        self, sync: Callable[[], None], name: str = "pausepoint-fsync", *, inline_below: float = 0.001
+    ) -> None:
         self._sync = sync
         self._name = name
         self._inline_below = inline_below
