@@ -254,7 +254,9 @@ class Checkpoint:
     ``data`` is its base; ``extensions`` what was added to it since, oldest first (``version``
     is the latest extension's, or the base's when there is none). A store may give the base as
     a read-only ``memoryview`` instead of ``bytes`` (``SqliteSessionStore`` maps a large one
-    from its file), so that reading it does not copy it; it compares equal to the same bytes.
+    from its file, ``InMemorySessionStore`` gives a view of the bytes it holds), so that reading
+    it does not copy it; it compares equal to the same bytes. The runtime checks a view's items
+    a chunk at a time, as it reads them, and bytes whole, at once.
     """
 
     version: int

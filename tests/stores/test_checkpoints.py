@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from pausepoint import Agent, AgentFinishReason, ToolResponse, _checkpoint, _lazy
-from pausepoint._checkpoint import decode_chain, decode_state
+from pausepoint._checkpoint import decode_chain, decode_state, encode_state, record_digest
 from pausepoint.demo import build
-from pausepoint.errors import AlreadyResolved, UnknownInterrupt
+from pausepoint.errors import AlreadyResolved, StoreError, UnknownInterrupt
 from pausepoint.stores import CheckpointStore, InMemorySessionStore, SessionStore
 
 from .backends import Backend
@@ -165,6 +165,49 @@ async def test_a_damaged_checkpoint_is_not_used(backend: Backend, damage: str) -
     again = await agent_on(backend)
     assert await seen(again, sid) == await seen(cold, sid)
     assert checkpointed(again, sid) > summary.version
+
+
+def flipped_items(data: bytes) -> bytes:
+    """``data`` with one bit flipped in every chunk of a checkpoint's items (the fields of its
+    header line: ... text-length bound-count chunk-size chunk-count)."""
+    line, _, _ = data.partition(b"\n")
+    *_, text, count, chunk, sums = (int(field) for field in line.split(b" ")[6:])
+    start = len(line) + 1 + text + 4 * count + 8 * sums
+    damaged = bytearray(data)
+    for at in range(start, len(data), chunk):
+        damaged[at] ^= 0x01
+    return bytes(damaged)
+
+
+async def test_damaged_items_fail_at_most_one_call_then_the_log_is_folded(backend: Backend) -> None:
+    """Damage in a base's items: a store that gives the base whole has it checked at load (the
+    log is folded at once); one that gives a view of it (memory, a mapped SQLite file) has each
+    chunk checked when first read, so the call that reads the damage fails with ``StoreError``,
+    once. Either way the next calls see the session the log holds, and exactly once holds."""
+    ledger: list[str] = []
+    writer = await agent_on(backend, ledger)  # writes no checkpoint: the test writes the one there is
+    sid = await cycle(writer)
+    for _ in range(3):
+        await cycle(writer, sid)
+    state = writer.sessions.cached(sid)
+    assert state is not None
+    last = await writer.store.read(sid, after_version=state.version - 1)
+    assert last is not None
+    data = encode_state(state, record_digest(last.entries[0].data))
+    store = await keeper(writer.store)
+    assert await store.write_checkpoint(sid, state.version, flipped_items(data))
+    written = await store.read_checkpoint(sid)
+    assert written is not None
+
+    cold = await agent_on(backend, ledger)
+    if isinstance(written.data, memoryview):
+        with pytest.raises(StoreError, match="damaged"):
+            await seen(cold, sid)
+    assert await seen(cold, sid) == await seen(writer, sid)
+    assert checkpointed(cold, sid) == 0  # folded from the log
+    before = len(ledger)
+    await cycle(cold, sid)
+    assert len(ledger) == before + 1
 
 
 async def test_a_checkpoint_of_another_log_is_not_used(backend: Backend) -> None:

@@ -25,7 +25,7 @@ from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import Checkpoint, SqliteSessionStore
 from pausepoint.testing.stores import put, summary
 
-from .test_checkpoints import cycle
+from .test_checkpoints import cycle, flipped_items
 
 
 def files(path: Path) -> list[Path]:
@@ -136,18 +136,6 @@ async def test_a_reader_keeps_the_base_it_mapped_after_another_store_replaced_it
     finally:
         await reader.close()
         await writer.close()
-
-
-def flipped_items(data: bytes) -> bytes:
-    """``data`` with one bit flipped in every chunk of a checkpoint's items (the fields of its
-    header line: ... text-length bound-count chunk-size chunk-count)."""
-    line, _, _ = data.partition(b"\n")
-    *_, text, count, chunk, sums = (int(field) for field in line.split(b" ")[6:])
-    start = len(line) + 1 + text + 4 * count + 8 * sums
-    damaged = bytearray(data)
-    for at in range(start, len(data), chunk):
-        damaged[at] ^= 0x01
-    return bytes(damaged)
 
 
 @pytest.mark.parametrize("damage", ["missing", "torn", "empty", "head", "items"])
