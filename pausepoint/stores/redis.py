@@ -206,7 +206,6 @@ redis.call('RPUSH', KEYS[3], ARGV[3])
 return 1
 """
 
-# KEYS: checkpoint, extensions. Returns nil for no checkpoint, else {version, base, extension...}.
 # KEYS: source index. ARGV: prefix, owner ('' = any), agent ('' = any), pending ('', '1', '0'),
 # expiring_before_us ('' = any), offset, limit, has_owner filter ('1'/'0'), has_agent filter.
 # With an expiry filter KEYS[1] is the expiry index and matches are sorted here; otherwise the
