@@ -11,9 +11,10 @@ folded instead) unless all of this holds —
 - its **checksums** and length match: a torn or corrupted write is caught. The text, the
   bounds and the chunk sums have one XXH3-64, checked on every load; the items have one per
   64 KiB chunk (``_chunks``), in the chunk sums. Items a store gave as bytes are checked whole
-  on load; a base a store maps from a file (a ``memoryview``) a chunk at a time, when the
-  session first reads or copies an item in it — a chunk that does not match then fails that
-  call with ``StoreError``, and the session is read from its log after;
+  on load; a base a store gives as a view (a ``memoryview``: SQLite's mapped file, the
+  in-memory store's bytes) a chunk at a time, when the session first reads or copies an item
+  in it — a chunk that does not match then fails that call with ``StoreError``, and the
+  session is read from its log after;
 - it names this **session** and its **version** is in the log, and the record at that version
   has the **digest** the checkpoint was taken after: a checkpoint of another log (a session
   deleted and made again under the same id, records lost with a power failure) never applies.
@@ -650,10 +651,10 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     checkpoint = await store.read_checkpoint(session_id)
     if checkpoint is None:
         return None
-    # A base the store maps (a memoryview) is checked a chunk at a time as it is read; bytes
-    # it gave whole, at once.
-    mapped = isinstance(checkpoint.data, memoryview)
-    headers = [read_header(checkpoint.data, lazy=mapped), *map(read_header, checkpoint.extensions)]
+    # A base the store gives as a view (a memoryview) is checked a chunk at a time as it is
+    # read; bytes it gave whole, at once.
+    viewed = isinstance(checkpoint.data, memoryview)
+    headers = [read_header(checkpoint.data, lazy=viewed), *map(read_header, checkpoint.extensions)]
     if None in headers:
         return None
     chain = cast(list[Header], headers)  # that they chain from the base, decode_chain checks

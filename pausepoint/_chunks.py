@@ -3,9 +3,10 @@
 A checkpoint's items (``_checkpoint``) are cut into chunks of ``CHUNK_BYTES`` and each chunk's
 XXH3-64 is kept in the part of the checkpoint a load always checks. Bytes a store gave whole are
 checked whole at once (``ChunkCheck.all``): having read them, checking them costs little more. A
-base the store maps from a file (``SqliteSessionStore``) is checked a chunk at a time, the first
-time an item in it is read or copied (``ChunkCheck.span``): a cold load of a long session then
-reads and checks the few chunks its turn uses, not the history. A chunk that does not match
+base the store gives as a view (``SqliteSessionStore``'s mapped file, ``InMemorySessionStore``'s
+bytes) is checked a chunk at a time, the first time an item in it is read or copied
+(``ChunkCheck.span``): a cold load of a long session then reads and checks the few chunks its
+turn uses, not the history. A chunk that does not match
 raises ``StoreError`` after ``on_damage`` has run (the loader's: forget this checkpoint, and the
 state made from it).
 """
@@ -82,7 +83,7 @@ class ChunkCheck:
                     self.on_damage()
                 raise StoreError(
                     f"a session checkpoint's bytes {index * chunk} to {(index + 1) * chunk} are damaged "
-                    "(its file changed after it was written); the session will be read from its log",
+                    "(changed after they were written); the session will be read from its log",
                     chunk=index,
                 )
             checked[index] = 1

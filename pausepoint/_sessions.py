@@ -8,7 +8,7 @@ the store's conditional append keeps them safe.
 A session not cached here is loaded from the store's checkpoint of it plus the records after
 the checkpoint (``_checkpoint``): a cold load folds only the recent records, and decodes the
 history only as far as the turn reads it (reading and checking the checkpoint's bytes still
-grows with the history, unless the store maps the base from a file). Once a session has
+grows with the history, unless the store gives the base as a view). Once a session has
 ``checkpoint_every`` records past its checkpoint, a background task writes an extension of it,
 or a new one (off the turn's path; a failed write changes nothing): an extension holds what the
 session added and changed since, so its cost does not grow with the history; a new base,

@@ -107,7 +107,7 @@ class InMemorySessionStore:
                 return False
             # A view of the bytes: the runtime checks a view a chunk at a time, as it reads it
             # (at 10,000 approval cycles, checking the 44 MB base whole took 1.7 ms a load).
-            session.checkpoint = Checkpoint(version, memoryview(bytes(data)).toreadonly())
+            session.checkpoint = Checkpoint(version, memoryview(bytes(data)))
             return True
 
     async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
