@@ -54,6 +54,7 @@ cold load never reads much more than a base.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import hashlib
@@ -61,6 +62,7 @@ import itertools
 import json
 import logging
 import sys
+import time
 import typing
 import weakref
 from array import array
@@ -75,8 +77,9 @@ from pydantic import TypeAdapter
 from ._chunks import CHUNK_BYTES, ChunkCheck, chunk_sums
 from ._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
 from ._records import decode_record
-from ._session import Chain, SessionState
-from .stores import Checkpoint, CheckpointStore
+from ._session import Chain, Partial, SessionState
+from .errors import StoreError
+from .stores import PARTIAL_BASE_KEPT, Checkpoint, CheckpointStore
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -371,12 +374,23 @@ class Header:
     chunks: ChunkCheck | None = None  # checks the items a chunk at a time as they are read
 
 
-def read_header(data: bytes | memoryview, *, verify: bool = True, lazy: bool = False) -> Header | None:
+def read_header(
+    data: bytes | memoryview,
+    *,
+    verify: bool = True,
+    lazy: bool = False,
+    fetch: Callable[[int, int], None] | None = None,
+) -> Header | None:
     """The header of a checkpoint or extension written by this code (same format and
     fingerprint) whose body is whole; None for anything else. The text, the bounds and the
     chunk sums are checked now; the items too, unless ``lazy``: then each chunk of them is
     checked when first read (``Header.chunks``). (``verify=False`` checks nothing: for bytes
-    this process has just encoded.)"""
+    this process has just encoded.) ``fetch``: the base came in part (``Checkpoint.fetch``);
+    its header, text, bounds and sums are fetched now, each chunk of its items when first read.
+    """
+    if fetch is not None:
+        fetch(0, min(_HEADER_BYTES, len(data)))
+        lazy = True
     line = bytes(data[:_HEADER_BYTES])
     end = line.find(b"\n")
     parts = line[:end].split(b" ") if end > 0 else []
@@ -402,15 +416,24 @@ def read_header(data: bytes | memoryview, *, verify: bool = True, lazy: bool = F
         return None
     if chunk <= 0 or sums != -(-(length - items) // chunk):
         return None
+    fill = None
+    if fetch is not None:
+        fetch(0, end + 1 + items)
+        fill = functools.partial(_shifted, fetch, end + 1 + items)
     header = Header(version, after, parts[4], body[:text], body[text:bounds], body[items:])
     if not verify:
         return header
     if xxhash.xxh3_64_intdigest(body[:items]) != checksum:
         return None
-    chunks = ChunkCheck(header.items, _little_endian(body[bounds:items], "Q"), chunk)
+    chunks = ChunkCheck(header.items, _little_endian(body[bounds:items], "Q"), chunk, fill)
     if not lazy:
         return header if chunks.all() else None
     return dataclasses.replace(header, chunks=chunks)
+
+
+def _shifted(fetch: Callable[[int, int], None], offset: int, start: int, stop: int) -> None:
+    """``fetch`` of bytes ``start`` to ``stop - 1`` of the items, which begin at ``offset``."""
+    fetch(offset + start, offset + stop)
 
 
 def _little_endian(data: memoryview, code: Literal["I", "Q"]) -> memoryview:
@@ -654,7 +677,12 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     # A base the store gives as a view (a memoryview) is checked a chunk at a time as it is
     # read; bytes it gave whole, at once.
     viewed = isinstance(checkpoint.data, memoryview)
-    headers = [read_header(checkpoint.data, lazy=viewed), *map(read_header, checkpoint.extensions)]
+    try:
+        base_header = read_header(checkpoint.data, lazy=viewed, fetch=checkpoint.fetch)
+    except StoreError:  # a base given in part whose head could not be fetched: fold the log
+        log.warning("could not read the checkpoint of session %s; folding its log", session_id, exc_info=True)
+        return None
+    headers = [base_header, *map(read_header, checkpoint.extensions)]
     if None in headers:
         return None
     chain = cast(list[Header], headers)  # that they chain from the base, decode_chain checks
@@ -671,7 +699,11 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     if state is None:
         return None
     if base.chunks is not None:
-        base.chunks.on_damage = functools.partial(_damage, session_id, base, weakref.ref(state))
+        made = weakref.ref(state)
+        base.chunks.on_damage = functools.partial(_damage, session_id, base, made)
+        base.chunks.on_lost = functools.partial(_lost, made)
+        if not base.chunks.whole:
+            state.partial = Partial(base.chunks, time.monotonic() + PARTIAL_BASE_KEPT / 2)
     try:
         for entry in found.entries[1:]:
             state.apply(decode_record(entry.data))
@@ -687,6 +719,14 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
 # again by this process, which folds the log instead (until a new base replaces them).
 _damaged: dict[tuple[str, int, bytes], None] = {}
 _DAMAGED_KEPT = 1024
+
+
+def _lost(state: weakref.ref[SessionState]) -> None:
+    """A range of a base given in part could not be fetched: the state made from it can no
+    longer read its items, and the next call reads the store again."""
+    made = state()
+    if made is not None:
+        made.durable_version = -1
 
 
 def _damage(session_id: str, base: Header, state: weakref.ref[SessionState]) -> None:
@@ -745,6 +785,9 @@ async def save(
                 return state
             state.chain = None  # the checkpoint moved on without us: write a base next
             return None
+    if state.partial is not None:  # a new base copies every item: fetch them off the loop
+        await asyncio.to_thread(state.partial.chunks.fill_all)
+        state.partial = None
     written = _encode(state, digest, None)
     assert written is not None
     kept = await store.write_checkpoint(state.session_id, version, written.data)

@@ -9,6 +9,12 @@ bytes) is checked a chunk at a time, the first time an item in it is read or cop
 turn uses, not the history. A chunk that does not match
 raises ``StoreError`` after ``on_damage`` has run (the loader's: forget this checkpoint, and the
 state made from it).
+
+A base a store gives in part (``Checkpoint.fetch``: PostgreSQL's and Redis's, beyond their first
+bytes) is also fetched a chunk at a time, just before its first check: ``fill`` fetches the
+chunks a span needs that are not there yet, in one call. A fetch that fails raises its
+``StoreError`` after ``on_lost`` has run (the loader's: the state made from it can no longer read
+its items).
 """
 
 from __future__ import annotations
@@ -49,16 +55,58 @@ def chunk_sums(parts: Iterable[bytes | memoryview], chunk: int = CHUNK_BYTES) ->
 class ChunkCheck:
     """Checks ``items`` against ``sums``, each chunk once."""
 
-    __slots__ = ("_checked", "_chunk", "_items", "_sums", "on_damage")
+    __slots__ = ("_checked", "_chunk", "_fill", "_filled", "_items", "_sums", "on_damage", "on_lost")
 
-    def __init__(self, items: memoryview, sums: memoryview, chunk: int) -> None:
+    def __init__(
+        self, items: memoryview, sums: memoryview, chunk: int, fill: Callable[[int, int], None] | None = None
+    ) -> None:
         if chunk <= 0 or len(sums) != -(-len(items) // chunk):
             raise ValueError("the chunk sums do not cover the items")
         self._items = items
         self._sums = sums
         self._chunk = chunk
         self._checked = bytearray(len(sums))
+        # ``fill(start, stop)`` fetches bytes ``start`` to ``stop - 1`` of the items into them
+        # (None: they are all there); ``_filled`` notes the chunks fetched.
+        self._fill = fill
+        self._filled = bytearray(len(sums) if fill is not None else 0)
         self.on_damage: Callable[[], None] | None = None
+        self.on_lost: Callable[[], None] | None = None
+
+    @property
+    def whole(self) -> bool:
+        """Whether every chunk of the items is there (always, unless the base came in part)."""
+        return self._fill is None or all(self._filled)
+
+    def fill_all(self) -> None:
+        """Fetch every chunk not fetched yet, in runs (blocking: a worker thread may call it).
+        Raises ``StoreError`` if a fetch fails."""
+        filled, index, count = self._filled, 0, len(self._filled)
+        while index < count:
+            if filled[index]:
+                index += 1
+                continue
+            stop = filled.find(1, index)
+            stop = count if stop < 0 else stop
+            self._fetch(index, stop - 1)
+            index = stop
+
+    def _fetch(self, first: int, last: int) -> None:
+        """Fetch the chunks ``first`` to ``last`` not fetched yet (those between, too)."""
+        filled, chunk = self._filled, self._chunk
+        while first <= last and filled[first]:
+            first += 1
+        while last >= first and filled[last]:
+            last -= 1
+        if first > last:
+            return
+        try:
+            self._fill(first * chunk, min((last + 1) * chunk, len(self._items)))  # type: ignore[misc]
+        except StoreError:
+            if self.on_lost is not None:
+                self.on_lost()
+            raise
+        filled[first : last + 1] = b"\x01" * (last + 1 - first)
 
     def all(self) -> bool:
         """Check every chunk not checked yet; whether they all match (nothing is raised)."""
@@ -75,7 +123,10 @@ class ChunkCheck:
         if start >= stop:
             return
         chunk, checked = self._chunk, self._checked
-        for index in range(start // chunk, (stop - 1) // chunk + 1):
+        first, last = start // chunk, (stop - 1) // chunk
+        if self._fill is not None:
+            self._fetch(first, last)
+        for index in range(first, last + 1):
             if checked[index]:
                 continue
             if not self._sound(index):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
 
+from ._chunks import ChunkCheck
 from ._grants import GrantStatus
 from ._messages import Message, ToolRequestPart, ToolResponsePart
 from ._records import (
@@ -173,6 +174,15 @@ class Chain:
         self.extensions += 1
 
 
+@dataclass(slots=True)
+class Partial:
+    """The base a state reads its unread items from, when the store gave it in part
+    (``stores.Checkpoint.fetch``): this process's bookkeeping."""
+
+    chunks: ChunkCheck  # fetches and checks the base's items a chunk at a time
+    until: float  # the ``time.monotonic()`` after which the store may no longer hold the base
+
+
 @dataclass(eq=False, repr=False)  # identity equality, and no repr of a whole history
 class SessionState:
     """Everything the runtime needs to know about a session, folded from its records.
@@ -189,6 +199,7 @@ class SessionState:
     durable_version: int = field(default=0, metadata={"transient": True})
     checkpointed: int = field(default=0, metadata={"transient": True})
     chain: Chain | None = field(default=None, metadata={"transient": True})
+    partial: Partial | None = field(default=None, metadata={"transient": True})
     agent: str = ""
     owner: str | None = None
     created_at: datetime | None = None

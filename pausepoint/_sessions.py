@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -111,8 +112,10 @@ class LocalSessions:
     async def refresh(self, session_id: str) -> SessionState:
         """The session's state, brought up to date with the store. Raises ``SessionNotFound``."""
         state = self._cache.get(session_id)
-        if state is not None and state.version != state.durable_version:
-            state = None  # holds records that were never written: start again from the store
+        if state is not None and (state.version != state.durable_version or _base_may_be_gone(state)):
+            # It holds records that were never written, or reads its items from a base the
+            # store gave in part and may have dropped by now: start again from the store.
+            state = None
         rebased = self._rebased.pop(session_id, None)
         if rebased is not None and (state is None or rebased.version <= state.version):
             state = rebased  # what the new base holds, then the records after it
@@ -239,3 +242,10 @@ class LocalSessions:
             log.warning("could not write the checkpoint of session %s", session_id, exc_info=True)
         finally:
             self._checkpointing.discard(session_id)
+
+
+def _base_may_be_gone(state: SessionState) -> bool:
+    """Whether ``state`` reads items from a base given in part (``stores.Checkpoint.fetch``)
+    that its store may no longer hold."""
+    partial = state.partial
+    return partial is not None and time.monotonic() > partial.until and not partial.chunks.whole

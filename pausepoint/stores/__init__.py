@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._base import (
+    PARTIAL_BASE_KEPT,
     Checkpoint,
     CheckpointStore,
     Delivery,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .redis import RedisSessionStore
 
 __all__ = [
+    "PARTIAL_BASE_KEPT",
     "Checkpoint",
     "CheckpointStore",
     "Delivery",

@@ -39,8 +39,8 @@ only to the version it was written after, and forgets the checkpoint with the se
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -57,6 +57,7 @@ __all__ = [
     "SessionSummary",
     "Checkpoint",
     "CheckpointStore",
+    "PARTIAL_BASE_KEPT",
     "check_entries",
     "version_conflict",
 ]
@@ -257,11 +258,34 @@ class Checkpoint:
     from its file, ``InMemorySessionStore`` gives a view of the bytes it holds), so that reading
     it does not copy it; it compares equal to the same bytes. The runtime checks a view's items
     a chunk at a time, as it reads them, and bytes whole, at once.
+
+    A store may also give a large base **in part**, so that a cold load reads what its turn
+    needs rather than the history (``PostgresSessionStore`` and ``RedisSessionStore`` give its
+    first bytes): ``data`` is then a read-only view of the base's whole length in which only
+    some bytes are there yet, and ``fetch(start, stop)`` puts bytes ``start`` to ``stop - 1``
+    there. The runtime calls it before it first reads any range, from the event loop's thread,
+    and it blocks until the bytes are there, as reading a page of a mapped file does; it raises
+    ``StoreError`` when they cannot be read. A store that gives a base in part keeps it
+    readable for at least ``PARTIAL_BASE_KEPT`` seconds after a newer base replaced it (or
+    until the session is deleted); a process drops a state read from one before half of that
+    has passed, and reads the session again.
     """
 
     version: int
     data: bytes | memoryview
     extensions: tuple[bytes, ...] = ()
+    fetch: Callable[[int, int], None] | None = field(default=None, compare=False)
+
+    def whole(self) -> Checkpoint:
+        """This checkpoint with its base whole, in bytes (fetched, if it was given in part:
+        blocking)."""
+        if self.fetch is not None:
+            self.fetch(0, len(self.data))
+        return Checkpoint(self.version, bytes(self.data), self.extensions)
+
+
+#: Seconds a base given in part stays readable after a newer one replaced it (``Checkpoint``).
+PARTIAL_BASE_KEPT = 300.0
 
 
 @runtime_checkable

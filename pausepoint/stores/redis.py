@@ -6,8 +6,11 @@ Keys (all under a configurable prefix, ``pausepoint:`` by default)::
     {prefix}log:{id}            list: the session's entries, ``kind`` + "\\n" + JSON
     {prefix}summary:{id}        hash: the session's summary (times in epoch microseconds)
     {prefix}checkpoint:{id}     hash: the session's checkpoint: ``version`` (its head: the
-                                latest extension's, or the base's), ``data`` (its base)
+                                latest extension's, or the base's), ``base`` (its base's version)
     {prefix}checkpoint-ext:{id} list: the checkpoint's extensions, oldest first
+    {prefix}checkpoint-base:{id}:{version}  string: a base; one a newer base replaced expires
+                                ``PARTIAL_BASE_KEPT`` seconds later (see ``read_checkpoint``)
+    {prefix}checkpoint-bases:{id}  set: the versions of the session's bases still held
     {prefix}all                 sorted set: every session by updated time
     {prefix}agent:{agent}       sorted set: the agent's sessions by updated time
     {prefix}owner:{owner}       sorted set: the owner's sessions by updated time
@@ -49,12 +52,13 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from .._extras import missing_extra
 from ..errors import SchemaVersionError, StoreError
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
+    PARTIAL_BASE_KEPT,
     Checkpoint,
     Delivery,
     DeliveryState,
@@ -65,6 +69,7 @@ from ._base import (
     check_entries,
     version_conflict,
 )
+from ._partial import PREFIX_BYTES, BlockingLoop, PartialBase
 from ._redis_outbox import CLAIM, LIST_DELIVERIES, PRUNE, REQUEUE, SETTLE
 from ._signal import Signal, wait_after
 
@@ -79,9 +84,17 @@ __all__ = ["RedisSessionStore"]
 # The layout's versions, each adding keys only, so a prefix of any earlier version is upgraded by
 # naming the new one: 1 sessions and logs, 2 the event stream and the delivery outbox, 3
 # checkpoints, 4 checkpoint extensions (named so that a process of layout 3, whose checkpoint
-# writes would leave the extensions of an older base behind, refuses the prefix). A new version
-# that changes existing keys adds its migration here.
-_LAYOUTS = ["sessions and logs", "the event stream and the delivery outbox", "checkpoints", "checkpoint extensions"]
+# writes would leave the extensions of an older base behind, refuses the prefix), 5 bases in keys
+# of their own, by version (a checkpoint hash of layout 4 holds its base in ``data`` and no
+# ``base``: it reads as no checkpoint, and the next base written replaces it). A new version that
+# changes existing keys adds its migration here.
+_LAYOUTS = [
+    "sessions and logs",
+    "the event stream and the delivery outbox",
+    "checkpoints",
+    "checkpoint extensions",
+    "checkpoint bases by version",
+]
 SCHEMA_VERSION = len(_LAYOUTS)
 _UPGRADABLE = {str(version).encode() for version in range(1, SCHEMA_VERSION)}
 
@@ -168,19 +181,33 @@ table.insert(out, 1, tonumber(version))
 return out
 """
 
-# KEYS: summary, checkpoint, extensions. ARGV: version, data. Keeps a new base only for a
-# version the log holds and only over an older checkpoint (its head), dropping the old one's
-# extensions; returns 1 if kept.
+# KEYS: summary, checkpoint, extensions, bases. ARGV: version, data, the bases' key stem, the
+# seconds a replaced base is kept. Keeps a new base only for a version the log holds and only over
+# an older checkpoint (its head), dropping the old one's extensions; the old base expires later
+# (a process may be reading it in part) and the bases expired since leave the set. Returns 1 if
+# kept.
 _WRITE_CHECKPOINT = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) < tonumber(ARGV[1]) then
     return 0
 end
-local current = redis.call('HGET', KEYS[2], 'version')
-if current and tonumber(current) >= tonumber(ARGV[1]) then
+local current = redis.call('HMGET', KEYS[2], 'version', 'base')
+if current[2] and tonumber(current[1]) >= tonumber(ARGV[1]) then
     return 0
 end
-redis.call('HSET', KEYS[2], 'version', ARGV[1], 'data', ARGV[2])
+local stem = ARGV[3]
+if current[2] then
+    redis.call('EXPIRE', stem .. current[2], ARGV[4])
+end
+for _, held in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+    if redis.call('EXISTS', stem .. held) == 0 then
+        redis.call('SREM', KEYS[4], held)
+    end
+end
+redis.call('SET', stem .. ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[4], ARGV[1])
+redis.call('HSET', KEYS[2], 'version', ARGV[1], 'base', ARGV[1])
+redis.call('HDEL', KEYS[2], 'data')
 redis.call('DEL', KEYS[3])
 return 1
 """
@@ -197,13 +224,34 @@ local held = redis.call('HGET', KEYS[1], 'version')
 if not held or tonumber(held) < version then
     return 0
 end
-local current = redis.call('HGET', KEYS[2], 'version')
-if not current or tonumber(current) ~= after then
+local current = redis.call('HMGET', KEYS[2], 'version', 'base')
+if not current[2] or tonumber(current[1]) ~= after then
     return 0
 end
 redis.call('HSET', KEYS[2], 'version', ARGV[2])
 redis.call('RPUSH', KEYS[3], ARGV[3])
 return 1
+"""
+
+# KEYS: checkpoint, extensions. ARGV: the bases' key stem, how many bytes of the base to read.
+# Returns nil for no checkpoint, else {head version, base version, base length, its first bytes,
+# extension1, extension2, ...}.
+_READ_CHECKPOINT = """
+local head = redis.call('HMGET', KEYS[1], 'version', 'base')
+if not head[2] then
+    return false
+end
+local key = ARGV[1] .. head[2]
+local length = redis.call('STRLEN', key)
+if length == 0 then
+    return false
+end
+local out = redis.call('LRANGE', KEYS[2], 0, -1)
+table.insert(out, 1, redis.call('GETRANGE', key, 0, tonumber(ARGV[2]) - 1))
+table.insert(out, 1, length)
+table.insert(out, 1, tonumber(head[2]))
+table.insert(out, 1, tonumber(head[1]))
+return out
 """
 
 # KEYS: source index. ARGV: prefix, owner ('' = any), agent ('' = any), pending ('', '1', '0'),
@@ -282,6 +330,11 @@ if not old[1] then
 end
 local id, prefix = ARGV[1], ARGV[2]
 redis.call('DEL', KEYS[1], KEYS[2], prefix .. 'checkpoint:' .. id, prefix .. 'checkpoint-ext:' .. id)
+local bases = prefix .. 'checkpoint-bases:' .. id
+for _, held in ipairs(redis.call('SMEMBERS', bases)) do
+    redis.call('DEL', prefix .. 'checkpoint-base:' .. id .. ':' .. held)
+end
+redis.call('DEL', bases)
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 redis.call('ZREM', KEYS[5], id)
@@ -352,6 +405,11 @@ def _summary(session_id: str, fields: Mapping[str, bytes | str]) -> SessionSumma
     )
 
 
+async def _close_client(client: aioredis.Redis) -> None:
+    with contextlib.suppress(RedisError, OSError):
+        await client.aclose()
+
+
 class RedisSessionStore:
     """Sessions in Redis, under the key ``prefix`` (see the module docstring for the layout).
 
@@ -389,6 +447,7 @@ class RedisSessionStore:
                 ("delete", _DELETE),
                 ("write_checkpoint", _WRITE_CHECKPOINT),
                 ("extend_checkpoint", _EXTEND_CHECKPOINT),
+                ("read_checkpoint", _READ_CHECKPOINT),
                 ("claim", CLAIM),
                 ("settle", SETTLE),
                 ("requeue", REQUEUE),
@@ -397,6 +456,7 @@ class RedisSessionStore:
             )
         }
         self._ready = False
+        self._ranges = BlockingLoop("pausepoint-redis-ranges", self._ranges_client, _close_client)
         self._signal = Signal()
         self._subscriber: asyncio.Task[None] | None = None
 
@@ -511,9 +571,15 @@ class RedisSessionStore:
         p = self.prefix
         return [f"{p}summary:{session_id}", f"{p}checkpoint:{session_id}", f"{p}checkpoint-ext:{session_id}"]
 
+    def _base_stem(self, session_id: str) -> str:
+        """The key of the session's base at version V is this and V."""
+        return f"{self.prefix}checkpoint-base:{session_id}:"
+
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
         action = f"writing the checkpoint of session {session_id!r}"
-        return bool(await self._run("write_checkpoint", action, self._checkpoint_keys(session_id), [version, data]))
+        keys = [*self._checkpoint_keys(session_id), f"{self.prefix}checkpoint-bases:{session_id}"]
+        args = [version, data, self._base_stem(session_id), int(PARTIAL_BASE_KEPT)]
+        return bool(await self._run("write_checkpoint", action, keys, args))
 
     async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
         action = f"extending the checkpoint of session {session_id!r}"
@@ -521,19 +587,41 @@ class RedisSessionStore:
         return bool(await self._run("extend_checkpoint", action, keys, [after, version, data]))
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
-        # One MULTI/EXEC, so the head, the base and the extensions are read in one atomic step.
-        # Not a script: Redis would copy a base of megabytes into Lua and out again (a base of
-        # 4.4 MB, an approval session of 1,000 cycles: 11.8 ms through a script, 6.2 ms so).
+        # One script: the head, the extensions and the base's first PREFIX_BYTES in one atomic
+        # step. A longer base is given in part (``_partial``): the runtime fetches the rest of it
+        # a range at a time, as it reads it, from the base's own key, which a newer base leaves
+        # in place for PARTIAL_BASE_KEPT seconds.
         _, head, extensions = self._checkpoint_keys(session_id)
-        async with self._translated(f"reading the checkpoint of session {session_id!r}"):
-            client = await self._ready_client()
-            async with client.pipeline(transaction=True) as pipe:
-                pipe.hmget(head, "version", "data")
-                pipe.lrange(extensions, 0, -1)
-                (version, base), added = await pipe.execute()
-        if version is None or base is None:
+        action = f"reading the checkpoint of session {session_id!r}"
+        stem = self._base_stem(session_id)
+        reply = await self._run("read_checkpoint", action, [head, extensions], [stem, PREFIX_BYTES])
+        if not reply:
             return None
-        return Checkpoint(int(version), bytes(base), tuple(bytes(e) for e in added))
+        version, base, length, prefix = int(reply[0]), int(reply[1]), int(reply[2]), bytes(reply[3])
+        added = tuple(bytes(e) for e in reply[4:])
+        if length <= len(prefix):
+            return Checkpoint(version, prefix, added)
+        key = f"{stem}{base}"
+        partial = PartialBase(length, prefix, lambda start, stop: self._read_range(key, start, stop))
+        return Checkpoint(version, partial.view, added, partial.fetch)
+
+    def _read_range(self, key: str, start: int, stop: int) -> bytes:
+        """Bytes ``start`` to ``stop - 1`` of the string at ``key``, blocking (see ``_partial``)."""
+
+        async def getrange(client: aioredis.Redis) -> bytes:
+            async with self._translated(f"reading part of a checkpoint ({key})"):
+                return cast(bytes, await client.getrange(key, start, stop - 1))
+
+        return self._ranges.run(getrange)
+
+    async def _ranges_client(self) -> aioredis.Redis:
+        """A client of its own for ``_ranges``' loop, to the same server as the store's."""
+        if self._client is None:
+            raise StoreError("the store is closed")
+        pool = self._client.connection_pool
+        return aioredis.Redis.from_pool(
+            aioredis.ConnectionPool(connection_class=pool.connection_class, **pool.connection_kwargs)
+        )
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         async with self._translated(f"reading session {session_id!r}"):
@@ -681,6 +769,7 @@ class RedisSessionStore:
             subscriber.cancel()
             with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
                 await subscriber
+        await self._ranges.aclose()
         client, self._client = self._client, None
         if client is not None and self._owns_client:
             async with self._translated("closing"):

@@ -528,6 +528,12 @@ async def checkpoints(store: SessionStore) -> CheckpointStore:
     return store
 
 
+async def read_whole(store: CheckpointStore, session_id: str) -> Checkpoint | None:
+    """The session's checkpoint with its base whole (a store may give a large one in part)."""
+    checkpoint = await store.read_checkpoint(session_id)
+    return None if checkpoint is None else checkpoint.whole()
+
+
 @contextlib.asynccontextmanager
 async def checkpoint_stores(open_store: OpenStore, count: int) -> AsyncIterator[list[CheckpointStore]]:
     """``count`` store objects on the test's place, as separate processes would open them, closed
@@ -546,12 +552,12 @@ async def checkpoint_stores(open_store: OpenStore, count: int) -> AsyncIterator[
 
 async def test_a_checkpoint_is_kept_as_written(store: SessionStore) -> None:
     keeper = await checkpoints(store)
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     await put(store, summary("s1", 3), 3)
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     data = bytes(range(256)) * 4 + b"\n\x00 \xff"
     assert await keeper.write_checkpoint("s1", 2, data) is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(2, data)
+    assert await read_whole(keeper, "s1") == Checkpoint(2, data)
     assert await store.read("s1") == LogSlice(3, entries(0, 3))  # the log is untouched
 
 
@@ -560,16 +566,16 @@ async def test_a_checkpoint_may_be_larger_than_a_record(store: SessionStore) -> 
     await put(store, summary("s1", 1))
     big = b"x" * (store.max_record_bytes * 3)
     assert await keeper.write_checkpoint("s1", 1, big) is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(1, big)
+    assert await read_whole(keeper, "s1") == Checkpoint(1, big)
 
 
 async def test_a_checkpoint_needs_a_log_that_holds_its_version(store: SessionStore) -> None:
     keeper = await checkpoints(store)
     assert await keeper.write_checkpoint("ghost", 1, b"state") is False
-    assert await keeper.read_checkpoint("ghost") is None
+    assert await read_whole(keeper, "ghost") is None
     await put(store, summary("s1", 2), 2)
     assert await keeper.write_checkpoint("s1", 3, b"ahead of the log") is False
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     assert await keeper.write_checkpoint("s1", 2, b"at the log's head") is True
 
 
@@ -579,9 +585,9 @@ async def test_a_checkpoint_is_never_replaced_by_an_older_one(store: SessionStor
     assert await keeper.write_checkpoint("s1", 4, b"four") is True
     assert await keeper.write_checkpoint("s1", 3, b"three") is False
     assert await keeper.write_checkpoint("s1", 4, b"four again") is False
-    assert await keeper.read_checkpoint("s1") == Checkpoint(4, b"four")
+    assert await read_whole(keeper, "s1") == Checkpoint(4, b"four")
     assert await keeper.write_checkpoint("s1", 6, b"six") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(6, b"six")
+    assert await read_whole(keeper, "s1") == Checkpoint(6, b"six")
 
 
 async def test_racing_checkpoint_writers_leave_the_latest(open_store: OpenStore) -> None:
@@ -601,7 +607,7 @@ async def test_racing_checkpoint_writers_leave_the_latest(open_store: OpenStore)
         )
     )
     assert kept[-1] is True
-    assert await first.read_checkpoint("s1") == Checkpoint(12, b"v12" * 1000)
+    assert await read_whole(first, "s1") == Checkpoint(12, b"v12" * 1000)
     for made in {id(s): s for s in [first, *writers]}.values():
         await made.close()
 
@@ -611,9 +617,9 @@ async def test_a_deleted_session_takes_its_checkpoint_along(store: SessionStore)
     await put(store, summary("s1", 3), 3)
     assert await keeper.write_checkpoint("s1", 3, b"old life") is True
     assert await store.delete("s1") is True
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     await put(store, summary("s1", 1))  # the same id again: a new log, no checkpoint of the old one
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     assert await keeper.write_checkpoint("s1", 3, b"ahead") is False
 
 
@@ -625,7 +631,7 @@ async def test_checkpoints_do_not_change_listings_or_appends(store: SessionStore
     assert await store.get_summary("s1") == s
     assert await store.list_sessions(has_pending=True) == [s]
     assert await store.append("s1", 2, entries(2, 1), summary("s1", 3)) == 3
-    assert await keeper.read_checkpoint("s1") == Checkpoint(2, b"state")
+    assert await read_whole(keeper, "s1") == Checkpoint(2, b"state")
 
 
 async def test_an_extension_is_kept_only_at_the_head(store: SessionStore) -> None:
@@ -635,31 +641,31 @@ async def test_an_extension_is_kept_only_at_the_head(store: SessionStore) -> Non
     assert await keeper.extend_checkpoint("s1", 2, 3, b"to 3") is True
     assert await keeper.extend_checkpoint("s1", 2, 4, b"stale") is False  # the head moved on to 3
     assert await keeper.extend_checkpoint("s1", 4, 5, b"ahead") is False  # the head is not at 4 yet
-    assert await keeper.read_checkpoint("s1") == Checkpoint(3, b"base", (b"to 3",))
+    assert await read_whole(keeper, "s1") == Checkpoint(3, b"base", (b"to 3",))
     assert await keeper.extend_checkpoint("s1", 3, 5, b"to 5") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(5, b"base", (b"to 3", b"to 5"))
+    assert await read_whole(keeper, "s1") == Checkpoint(5, b"base", (b"to 3", b"to 5"))
     assert await keeper.extend_checkpoint("s1", 5, 6, b"to 6") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(6, b"base", (b"to 3", b"to 5", b"to 6"))
+    assert await read_whole(keeper, "s1") == Checkpoint(6, b"base", (b"to 3", b"to 5", b"to 6"))
 
 
 async def test_an_extension_is_refused_without_a_checkpoint_or_past_the_log(store: SessionStore) -> None:
     keeper = await checkpoints(store)
     assert await keeper.extend_checkpoint("ghost", 0, 1, b"no session") is False
-    assert await keeper.read_checkpoint("ghost") is None
+    assert await read_whole(keeper, "ghost") is None
     await put(store, summary("s1", 4), 4)
     assert await keeper.extend_checkpoint("s1", 0, 1, b"no checkpoint") is False
     assert await keeper.extend_checkpoint("s1", 1, 2, b"no checkpoint") is False
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     assert await keeper.write_checkpoint("s1", 2, b"base") is True
     assert await keeper.extend_checkpoint("s1", 2, 5, b"past the log") is False
     assert await keeper.extend_checkpoint("s1", 2, 2, b"no step") is False
     assert await keeper.extend_checkpoint("s1", 2, 1, b"backwards") is False
-    assert await keeper.read_checkpoint("s1") == Checkpoint(2, b"base")
+    assert await read_whole(keeper, "s1") == Checkpoint(2, b"base")
     assert await keeper.extend_checkpoint("s1", 2, 4, b"at the log's head") is True
     assert await store.append("s1", 4, entries(4, 1), summary("s1", 5)) == 5  # the log moves on
     assert await keeper.extend_checkpoint("s1", 4, 6, b"past the log again") is False
     assert await keeper.extend_checkpoint("s1", 4, 5, b"to 5") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(5, b"base", (b"at the log's head", b"to 5"))
+    assert await read_whole(keeper, "s1") == Checkpoint(5, b"base", (b"at the log's head", b"to 5"))
     log = await store.read("s1")
     assert log is not None and log.version == 5
 
@@ -677,10 +683,10 @@ async def test_extensions_keep_their_bytes_and_order(store: SessionStore) -> Non
     big = b"x" * (store.max_record_bytes * 2)  # like a base, an extension may exceed a record's limit
     await store.append("s1", 40, entries(40, 1), summary("s1", 41))
     assert await keeper.extend_checkpoint("s1", 40, 41, big) is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(41, base, (*expected, big))
+    assert await read_whole(keeper, "s1") == Checkpoint(41, base, (*expected, big))
     assert await keeper.extend_checkpoint("s1", 41, 42, b"past the log") is False
     assert await keeper.extend_checkpoint("s1", 40, 41, b"again") is False
-    assert (await keeper.read_checkpoint("s1")) == Checkpoint(41, base, (*expected, big))
+    assert (await read_whole(keeper, "s1")) == Checkpoint(41, base, (*expected, big))
 
 
 async def test_a_new_base_drops_the_extensions(store: SessionStore) -> None:
@@ -691,15 +697,15 @@ async def test_a_new_base_drops_the_extensions(store: SessionStore) -> None:
     # At or below the head (an extension's version, or between the base and it): refused.
     for version in (1, 2, 3, 4):
         assert await keeper.write_checkpoint("s1", version, b"older") is False
-    assert await keeper.read_checkpoint("s1") == Checkpoint(4, b"old base", (b"to 4",))
+    assert await read_whole(keeper, "s1") == Checkpoint(4, b"old base", (b"to 4",))
     assert await keeper.write_checkpoint("s1", 9, b"past the log") is False
     assert await keeper.write_checkpoint("s1", 5, b"new base") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(5, b"new base")
+    assert await read_whole(keeper, "s1") == Checkpoint(5, b"new base")
     assert await keeper.extend_checkpoint("s1", 4, 6, b"after the old head") is False
     assert await keeper.extend_checkpoint("s1", 5, 7, b"to 7") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(7, b"new base", (b"to 7",))
+    assert await read_whole(keeper, "s1") == Checkpoint(7, b"new base", (b"to 7",))
     assert await keeper.write_checkpoint("s1", 8, b"newest base") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(8, b"newest base")
+    assert await read_whole(keeper, "s1") == Checkpoint(8, b"newest base")
 
 
 async def test_a_deleted_session_takes_its_extensions_along(store: SessionStore) -> None:
@@ -709,15 +715,15 @@ async def test_a_deleted_session_takes_its_extensions_along(store: SessionStore)
     assert await keeper.extend_checkpoint("s1", 2, 3, b"old 3") is True
     assert await keeper.extend_checkpoint("s1", 3, 5, b"old 5") is True
     assert await store.delete("s1") is True
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     assert await keeper.extend_checkpoint("s1", 5, 6, b"ghost") is False
     await put(store, summary("s1", 6), 6)  # the same id again: a new log, nothing of the old checkpoint
-    assert await keeper.read_checkpoint("s1") is None
+    assert await read_whole(keeper, "s1") is None
     assert await keeper.extend_checkpoint("s1", 5, 6, b"on the old head") is False
     assert await keeper.write_checkpoint("s1", 1, b"new base") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(1, b"new base")
+    assert await read_whole(keeper, "s1") == Checkpoint(1, b"new base")
     assert await keeper.extend_checkpoint("s1", 1, 3, b"new 3") is True
-    assert await keeper.read_checkpoint("s1") == Checkpoint(3, b"new base", (b"new 3",))
+    assert await read_whole(keeper, "s1") == Checkpoint(3, b"new base", (b"new 3",))
 
 
 async def test_racing_extensions_from_the_same_head_keep_one(open_store: OpenStore) -> None:
@@ -728,7 +734,7 @@ async def test_racing_extensions_from_the_same_head_keep_one(open_store: OpenSto
         await put(first, summary("s1", 12), 12)
         assert await first.write_checkpoint("s1", 2, b"base") is True
         for round_ in range(3):
-            head = (await first.read_checkpoint("s1") or Checkpoint(0, b"")).version
+            head = (await read_whole(first, "s1") or Checkpoint(0, b"")).version
             kept = await asyncio.gather(
                 *(
                     r.extend_checkpoint("s1", head, head + 1 + n % 2, b"%d by %d" % (round_, n))
@@ -737,7 +743,7 @@ async def test_racing_extensions_from_the_same_head_keep_one(open_store: OpenSto
             )
             assert sum(kept) == 1
             [winner] = [n for n, k in enumerate(kept) if k]
-            after = await racers[-1].read_checkpoint("s1")
+            after = await read_whole(racers[-1], "s1")
             assert after is not None
             assert after.version == head + 1 + winner % 2
             assert after.data == b"base"
@@ -764,7 +770,7 @@ async def grow_checkpoint(keeper: CheckpointStore, seed: int, until: int, rebase
     rng = random.Random(seed)  # noqa: S311 - the test's reproducible choices, not a secret
     kept = 0
     while True:
-        current = await keeper.read_checkpoint("s1")
+        current = await read_whole(keeper, "s1")
         assert current is not None
         if current.version >= until:
             return kept
@@ -789,7 +795,7 @@ async def test_a_read_racing_extensions_sees_one_whole_checkpoint(open_store: Op
 
         async def read(keeper: CheckpointStore) -> None:
             while not done.is_set():
-                checkpoint = await keeper.read_checkpoint("s1")
+                checkpoint = await read_whole(keeper, "s1")
                 assert checkpoint is not None
                 assert chained(checkpoint), checkpoint
                 seen.append(checkpoint)
@@ -804,7 +810,7 @@ async def test_a_read_racing_extensions_sees_one_whole_checkpoint(open_store: Op
             done.set()
             await asyncio.gather(*readers)
         assert sum(writes) >= 1
-        final = await stores[-1].read_checkpoint("s1")
+        final = await read_whole(stores[-1], "s1")
         assert final is not None and final.version == until and chained(final)
         assert len(seen) > 1
         assert any(c.extensions for c in seen)
