@@ -391,6 +391,30 @@ def read_header(
     if fetch is not None:
         fetch(0, min(_HEADER_BYTES, len(data)))
         lazy = True
+    line = _line(data)
+    if line is None:
+        return None
+    end, version, after, digest, checksum, text, bounds, items, chunk = line
+    body = memoryview(data)[end + 1 :]
+    fill = None
+    if fetch is not None:
+        fetch(0, end + 1 + items)
+        fill = functools.partial(_shifted, fetch, end + 1 + items)
+    header = Header(version, after, digest, body[:text], body[text:bounds], body[items:])
+    if not verify:
+        return header
+    if xxhash.xxh3_64_intdigest(body[:items]) != checksum:
+        return None
+    chunks = ChunkCheck(header.items, _little_endian(body[bounds:items], "Q"), chunk, fill)
+    if not lazy:
+        return header if chunks.all() else None
+    return dataclasses.replace(header, chunks=chunks)
+
+
+def _line(data: bytes | memoryview) -> tuple[int, int, int, bytes, int, int, int, int, int] | None:
+    """What the header line of ``data`` says, if it is one of this code's and adds up: where it
+    ends, the version, the version extended, the digest, the checksum, and where the text, the
+    bounds and the items end in the body (after the line); the chunk size."""
     line = bytes(data[:_HEADER_BYTES])
     end = line.find(b"\n")
     parts = line[:end].split(b" ") if end > 0 else []
@@ -409,26 +433,23 @@ def read_header(
         )
     except ValueError:
         return None
-    body = memoryview(data)[end + 1 :]
     bounds = text + 4 * count
     items = bounds + 8 * sums
-    if not 0 <= after < version or len(body) != length or not 0 < text <= bounds <= items <= length:
+    if not 0 <= after < version or len(data) - end - 1 != length or not 0 < text <= bounds <= items <= length:
         return None
     if chunk <= 0 or sums != -(-(length - items) // chunk):
         return None
-    fill = None
-    if fetch is not None:
-        fetch(0, end + 1 + items)
-        fill = functools.partial(_shifted, fetch, end + 1 + items)
-    header = Header(version, after, parts[4], body[:text], body[text:bounds], body[items:])
-    if not verify:
-        return header
-    if xxhash.xxh3_64_intdigest(body[:items]) != checksum:
-        return None
-    chunks = ChunkCheck(header.items, _little_endian(body[bounds:items], "Q"), chunk, fill)
-    if not lazy:
-        return header if chunks.all() else None
-    return dataclasses.replace(header, chunks=chunks)
+    return end, version, after, parts[4], checksum, text, bounds, items, chunk
+
+
+def _fetch_head(checkpoint: Checkpoint) -> None:
+    """Fetch the head of a base given in part: its header line, text, bounds and chunk sums
+    (blocking: ``load`` runs it in a worker thread)."""
+    fetch, data = cast(Callable[[int, int], None], checkpoint.fetch), checkpoint.data
+    fetch(0, min(_HEADER_BYTES, len(data)))
+    line = _line(data)
+    if line is not None:
+        fetch(0, line[0] + 1 + line[7])
 
 
 def _shifted(fetch: Callable[[int, int], None], offset: int, start: int, stop: int) -> None:
@@ -678,6 +699,8 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     # read; bytes it gave whole, at once.
     viewed = isinstance(checkpoint.data, memoryview)
     try:
+        if checkpoint.fetch is not None:  # the head of a long base may go past what the store read
+            await asyncio.to_thread(_fetch_head, checkpoint)
         base_header = read_header(checkpoint.data, lazy=viewed, fetch=checkpoint.fetch)
     except StoreError:  # a base given in part whose head could not be fetched: fold the log
         log.warning("could not read the checkpoint of session %s; folding its log", session_id, exc_info=True)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import secrets
 from collections.abc import AsyncIterator, Collection, Sequence
@@ -43,6 +44,7 @@ from .._extras import missing_extra
 from ..errors import SchemaVersionError, StoreError
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
+    PARTIAL_BASE_KEPT,
     Checkpoint,
     Delivery,
     DeliveryState,
@@ -53,6 +55,7 @@ from ._base import (
     check_entries,
     version_conflict,
 )
+from ._partial import PREFIX_BYTES, BlockingLoop, PartialBase
 from ._signal import Signal
 
 try:
@@ -147,14 +150,38 @@ CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoint_extensions (
 );
 """
 
+# Version 5: bases in a table of their own, by version, so that a process reading a base in part
+# (``_partial``) still finds it after a newer one replaced it: a replaced base is deleted
+# PARTIAL_BASE_KEPT seconds later, by the next base written. Stored uncompressed, so that a range
+# of it reads only the pages that hold it. The checkpoints of version 4 (their bases in
+# pausepoint_checkpoints.data, without their version) are dropped: the next load folds the log
+# and writes a new one.
+_BASES = """
+CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoint_bases (
+    session_id text COLLATE "C" NOT NULL,
+    version bigint NOT NULL,
+    data bytea NOT NULL,
+    replaced_at timestamptz,
+    PRIMARY KEY (session_id, version)
+);
+ALTER TABLE {s}.pausepoint_checkpoint_bases ALTER COLUMN data SET STORAGE EXTERNAL;
+DELETE FROM {s}.pausepoint_checkpoint_extensions;
+DELETE FROM {s}.pausepoint_checkpoints;
+ALTER TABLE {s}.pausepoint_checkpoints DROP COLUMN data;
+ALTER TABLE {s}.pausepoint_checkpoints ADD COLUMN base bigint NOT NULL;
+"""
+
 # The schema as a list of migrations: the script at index i takes a schema from version i to
 # version i + 1, so a new schema runs them all and an older one the ones it lacks. Never edit a
 # script once released: append a new one.
-_MIGRATIONS = [_SCHEMA, _OUTBOX, _CHECKPOINTS, _EXTENSIONS]
+_MIGRATIONS = [_SCHEMA, _OUTBOX, _CHECKPOINTS, _EXTENSIONS, _BASES]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 # Positions of events whose transaction ended before every transaction still running began.
 _SETTLED = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 65536"
+
+# A prefix length that reads a base whole (bytea values are at most 1 GB).
+_WHOLE = 2**31 - 1
 
 _META = "CREATE TABLE IF NOT EXISTS {s}.pausepoint_meta (key text PRIMARY KEY, value text NOT NULL)"
 
@@ -229,12 +256,15 @@ SELECT moved.session_id, $3, $4 FROM moved
 WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
 """
 
-# One statement, one snapshot: the head and the base (part 0), then the extensions in order.
+# One statement, one snapshot: the head, the base's version, length and first $2 bytes, then the
+# extensions in order.
 _READ_CHECKPOINT = """
-SELECT version, data, ARRAY(
+SELECT c.version, c.base, length(b.data) AS length, substring(b.data FROM 1 FOR $2) AS prefix, ARRAY(
     SELECT e.data FROM {s}.pausepoint_checkpoint_extensions AS e WHERE e.session_id = $1 ORDER BY e.version
 ) AS extensions
-FROM {s}.pausepoint_checkpoints WHERE session_id = $1
+FROM {s}.pausepoint_checkpoints AS c
+JOIN {s}.pausepoint_checkpoint_bases AS b ON b.session_id = c.session_id AND b.version = c.base
+WHERE c.session_id = $1
 """
 
 # One statement, one snapshot: the version and the entries are read consistently. The LEFT JOIN
@@ -350,6 +380,7 @@ class PostgresSessionStore:
         self._signal = Signal()
         self._listener: asyncpg.Connection | PoolConnectionProxy[asyncpg.Record] | None = None
         self._listen_lock = asyncio.Lock()
+        self._ranges = BlockingLoop("pausepoint-postgres-ranges", self._ranges_connection, _close_connection)
         deliveries = (
             f"SELECT {_DELIVERY_COLUMNS} FROM {quoted}.pausepoint_deliveries AS d "
             f"JOIN {quoted}.pausepoint_events AS e ON e.pos = d.event_pos"
@@ -372,13 +403,24 @@ class PostgresSessionStore:
             "upgrade_version": f"UPDATE {quoted}.pausepoint_meta SET value = $1 WHERE key = 'schema_version'",
             "delete_checkpoint": f"DELETE FROM {quoted}.pausepoint_checkpoints WHERE session_id = $1",
             "delete_extensions": f"DELETE FROM {quoted}.pausepoint_checkpoint_extensions WHERE session_id = $1",
+            "delete_bases": f"DELETE FROM {quoted}.pausepoint_checkpoint_bases WHERE session_id = $1",
+            # The bases a new one replaced are kept a while for the processes reading them in
+            # part, then deleted by a later base write.
+            "retire_bases": f"WITH gone AS (DELETE FROM {quoted}.pausepoint_checkpoint_bases "
+            "WHERE session_id = $1 AND replaced_at < now() - make_interval(secs => $2)) "
+            f"UPDATE {quoted}.pausepoint_checkpoint_bases SET replaced_at = now() "
+            "WHERE session_id = $1 AND replaced_at IS NULL",
+            "add_base": f"INSERT INTO {quoted}.pausepoint_checkpoint_bases (session_id, version, data) "
+            "VALUES ($1, $2, $3)",
+            "read_base_range": f"SELECT substring(data FROM $3 FOR $4) FROM {quoted}.pausepoint_checkpoint_bases "
+            "WHERE session_id = $1 AND version = $2",
             "read_checkpoint": _READ_CHECKPOINT.format(s=quoted),
             "extend_checkpoint": _EXTEND_CHECKPOINT.format(s=quoted),
             # A new base, kept only for a version the log holds, and only over an older checkpoint
             # (its head); committed without waiting for the WAL's flush (never the source of truth).
-            "write_checkpoint": f"INSERT INTO {quoted}.pausepoint_checkpoints AS c (session_id, version, data) "
-            f"SELECT id, $2, $3 FROM {quoted}.pausepoint_sessions WHERE id = $1 AND version >= $2 "
-            "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, data = excluded.data "
+            "write_checkpoint": f"INSERT INTO {quoted}.pausepoint_checkpoints AS c (session_id, version, base) "
+            f"SELECT id, $2, $2 FROM {quoted}.pausepoint_sessions WHERE id = $1 AND version >= $2 "
+            "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, base = excluded.base "
             "WHERE excluded.version > c.version",
             "read_events": f"SELECT {_EVENT_COLUMNS} FROM {quoted}.pausepoint_events AS e WHERE e.pos > $1 "
             f"AND e.pos < {_SETTLED} ORDER BY e.pos LIMIT $2",
@@ -568,6 +610,7 @@ class PostgresSessionStore:
             # commit, so the extensions delete (a new snapshot) sees the one that extension added.
             await conn.execute(self._sql["delete_checkpoint"], session_id)
             await conn.execute(self._sql["delete_extensions"], session_id)
+            await conn.execute(self._sql["delete_bases"], session_id)
         return bool(status != "DELETE 0")
 
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
@@ -575,13 +618,15 @@ class PostgresSessionStore:
         action = f"writing the checkpoint of session {session_id!r}"
         async with self._translated(action), pool.acquire() as conn, conn.transaction():
             await conn.execute("SET LOCAL synchronous_commit = off")
-            status = await conn.execute(self._sql["write_checkpoint"], session_id, version, data)
+            status = await conn.execute(self._sql["write_checkpoint"], session_id, version)
             kept = bool(status == "INSERT 0 1")
             if kept:
-                # A statement of its own, after the new base took the checkpoint row's lock: its
-                # snapshot holds every extension committed before, none can be added until we
-                # commit. (One statement would delete by a snapshot taken before that lock.)
+                # Statements of their own, after the new base took the checkpoint row's lock: their
+                # snapshots hold every extension and base committed before, none can be added
+                # until we commit. (One statement would see by a snapshot taken before that lock.)
                 await conn.execute(self._sql["delete_extensions"], session_id)
+                await conn.execute(self._sql["retire_bases"], session_id, PARTIAL_BASE_KEPT)
+                await conn.execute(self._sql["add_base"], session_id, version, data)
         return kept
 
     async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
@@ -591,12 +636,39 @@ class PostgresSessionStore:
         return bool(status == "INSERT 0 1")
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        # A base longer than PREFIX_BYTES is given in part (``_partial``): the runtime fetches
+        # the rest of it a range at a time, as it reads it, on a connection of its own. Only a
+        # store made from a URL can open one: one made from a pool reads its bases whole.
         pool = await self._ready_pool()
+        prefix_bytes = PREFIX_BYTES if self._dsn is not None else _WHOLE
         async with self._translated(f"reading the checkpoint of session {session_id!r}"):
-            row = await pool.fetchrow(self._sql["read_checkpoint"], session_id)
+            row = await pool.fetchrow(self._sql["read_checkpoint"], session_id, prefix_bytes)
         if row is None:
             return None
-        return Checkpoint(row["version"], row["data"], tuple(row["extensions"]))
+        prefix, extensions = row["prefix"], tuple(row["extensions"])
+        if row["length"] <= len(prefix):
+            return Checkpoint(row["version"], prefix, extensions)
+        partial = PartialBase(row["length"], prefix, functools.partial(self._read_range, session_id, row["base"]))
+        return Checkpoint(row["version"], partial.view, extensions, partial.fetch)
+
+    def _read_range(self, session_id: str, base: int, start: int, stop: int) -> bytes:
+        """Bytes ``start`` to ``stop - 1`` of the session's base at version ``base``, blocking
+        (see ``_partial``); fewer when that base is gone."""
+        sql = self._sql["read_base_range"]
+
+        async def read(conn: asyncpg.Connection) -> bytes:
+            async with self._translated(f"reading part of the checkpoint of session {session_id!r}"):
+                found = await conn.fetchval(sql, session_id, base, start + 1, stop - start)
+            return b"" if found is None else bytes(found)
+
+        return self._ranges.run(read)
+
+    async def _ranges_connection(self) -> asyncpg.Connection:
+        """A connection of its own for ``_ranges``' loop."""
+        if self._dsn is None:
+            raise StoreError("the store is closed")
+        async with self._translated("connecting to read part of a checkpoint"):
+            return await asyncpg.connect(self._dsn)
 
     # -- the event stream and the outbox --------------------------------------------------------
 
@@ -717,12 +789,18 @@ class PostgresSessionStore:
                     await self._pool.release(listener)
                 else:
                     await listener.close()
+        await self._ranges.aclose()
         pool, self._pool = self._pool, None
         self._ready = False
         self._dsn = None  # a closed store does not reconnect
         if pool is not None and self._owns_pool:
             async with self._translated("closing"):
                 await pool.close()
+
+
+async def _close_connection(conn: asyncpg.Connection) -> None:
+    with contextlib.suppress(Exception):
+        await conn.close()
 
 
 async def _keep_session(conn: Any) -> None:
