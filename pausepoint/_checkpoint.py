@@ -14,7 +14,11 @@ folded instead) unless all of this holds —
   on load; a base a store gives as a view (a ``memoryview``: SQLite's mapped file, the
   in-memory store's bytes) a chunk at a time, when the session first reads or copies an item
   in it — a chunk that does not match then fails that call with ``StoreError``, and the
-  session is read from its log after;
+  session is read from its log after. A base a store gives in part (``Checkpoint.fetch``:
+  PostgreSQL's and Redis's) is fetched the same way, each chunk just before its check, and
+  its head in a worker thread while ``load`` waits; the state made from it is read again
+  (``_sessions``) before the store may drop that base (``PARTIAL_BASE_KEPT``), and a fetch that
+  fails fails its call, after which the session is read again;
 - it names this **session** and its **version** is in the log, and the record at that version
   has the **digest** the checkpoint was taken after: a checkpoint of another log (a session
   deleted and made again under the same id, records lost with a power failure) never applies.

@@ -38,8 +38,9 @@ FETCH_TIMEOUT = 30.0
 class BlockingLoop:
     """An event loop in a daemon thread, to run a store's coroutines from synchronous code.
 
-    ``run`` blocks the calling thread until the coroutine ends there. ``resource`` is made on
-    that loop on first use (a connection of its own) and closed by ``close``.
+    ``run`` blocks the calling thread until the coroutine ends there; coroutines from several
+    threads run one at a time, as they share ``resource``, made on that loop on first use (a
+    connection of its own) and closed by ``aclose``.
     """
 
     def __init__(self, name: str, make: Callable[[], Awaitable[Any]], close: Callable[[Any], Awaitable[None]]) -> None:
@@ -49,6 +50,7 @@ class BlockingLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resource: Any = None
         self._lock = threading.Lock()
+        self._turn = asyncio.Lock()  # used on the loop only
 
     def run(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """``await work(resource)`` on the loop; its result, or what it raised."""
@@ -60,13 +62,15 @@ class BlockingLoop:
             raise StoreError(f"fetching part of a checkpoint took more than {FETCH_TIMEOUT:.0f} s") from exc
 
     async def _call(self, work: Callable[[Any], Awaitable[T]]) -> T:
-        if self._resource is None:
-            self._resource = await self._make()
-        return await work(self._resource)
+        async with self._turn:
+            if self._resource is None:
+                self._resource = await self._make()
+            return await work(self._resource)
 
     def _started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
+                self._turn = asyncio.Lock()
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name=self._name, daemon=True).start()
                 self._loop = loop

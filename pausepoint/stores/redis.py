@@ -182,7 +182,7 @@ return out
 """
 
 # KEYS: summary, checkpoint, extensions, bases. ARGV: version, data, the bases' key stem, the
-# seconds a replaced base is kept. Keeps a new base only for a version the log holds and only over
+# milliseconds a replaced base is kept. Keeps a new base only for a version the log holds and only over
 # an older checkpoint (its head), dropping the old one's extensions; the old base expires later
 # (a process may be reading it in part) and the bases expired since leave the set. Returns 1 if
 # kept.
@@ -197,7 +197,7 @@ if current[2] and tonumber(current[1]) >= tonumber(ARGV[1]) then
 end
 local stem = ARGV[3]
 if current[2] then
-    redis.call('EXPIRE', stem .. current[2], ARGV[4])
+    redis.call('PEXPIRE', stem .. current[2], ARGV[4])
 end
 for _, held in ipairs(redis.call('SMEMBERS', KEYS[4])) do
     if redis.call('EXISTS', stem .. held) == 0 then
@@ -578,7 +578,7 @@ class RedisSessionStore:
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
         action = f"writing the checkpoint of session {session_id!r}"
         keys = [*self._checkpoint_keys(session_id), f"{self.prefix}checkpoint-bases:{session_id}"]
-        args = [version, data, self._base_stem(session_id), int(PARTIAL_BASE_KEPT)]
+        args = [version, data, self._base_stem(session_id), round(PARTIAL_BASE_KEPT * 1000)]
         return bool(await self._run("write_checkpoint", action, keys, args))
 
     async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:

@@ -60,6 +60,7 @@ __all__ = [
     "test_a_checkpoint_is_kept_as_written",
     "test_a_checkpoint_is_never_replaced_by_an_older_one",
     "test_a_checkpoint_may_be_larger_than_a_record",
+    "test_a_base_read_before_a_newer_one_replaced_it_stays_whole",
     "test_a_checkpoint_needs_a_log_that_holds_its_version",
     "test_a_deleted_session_takes_its_checkpoint_along",
     "test_a_deleted_session_takes_its_extensions_along",
@@ -567,6 +568,24 @@ async def test_a_checkpoint_may_be_larger_than_a_record(store: SessionStore) -> 
     big = b"x" * (store.max_record_bytes * 3)
     assert await keeper.write_checkpoint("s1", 1, big) is True
     assert await read_whole(keeper, "s1") == Checkpoint(1, big)
+
+
+async def test_a_base_read_before_a_newer_one_replaced_it_stays_whole(store: SessionStore) -> None:
+    """A store may give a base in part (``Checkpoint.fetch``): the rest of it must still be there
+    after a newer base replaced it (``PARTIAL_BASE_KEPT``), and a range read in any order."""
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 4), 4)
+    old = bytes(range(256)) * 4096  # 1 MiB: past what any store reads with the checkpoint
+    assert await keeper.write_checkpoint("s1", 2, old) is True
+    first = await keeper.read_checkpoint("s1")
+    assert first is not None and len(first.data) == len(old)
+    assert await keeper.write_checkpoint("s1", 4, b"the newer base") is True
+    if first.fetch is not None:
+        first.fetch(len(old) - 100, len(old))
+        first.fetch(300_000, 300_100)
+    assert bytes(first.data[-100:]) == old[-100:] and bytes(first.data[300_000:300_100]) == old[300_000:300_100]
+    assert first.whole() == Checkpoint(2, old)
+    assert await read_whole(keeper, "s1") == Checkpoint(4, b"the newer base")
 
 
 async def test_a_checkpoint_needs_a_log_that_holds_its_version(store: SessionStore) -> None:

@@ -247,7 +247,6 @@ async def test_a_base_that_cannot_be_a_file_is_kept_in_the_database(tmp_path: Pa
     conn.close()
 
 
-
 async def test_damage_found_in_a_turn_fails_that_call_once_then_the_log_is_folded(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     ledger: list[str] = []
@@ -288,7 +287,6 @@ async def test_a_base_write_cancelled_midway_leaves_no_file(tmp_path: Path) -> N
         assert await store.read_checkpoint("s1") is None
     finally:
         await store.close()
-
 
 
 class HeldBases:

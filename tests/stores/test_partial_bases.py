@@ -1,0 +1,139 @@
+"""Long checkpoint bases given in part (PostgreSQL, Redis): a cold agent reads the head of the
+base and fetches its items as it reads them, from the base it loaded even after a newer base
+replaced it; a base gone from the store fails one call, and the session is read again after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pausepoint import Agent, _checkpoint
+from pausepoint.demo import build
+from pausepoint.errors import StoreError
+from pausepoint.stores import CheckpointStore, postgres, redis
+
+from .backends import Backend, make_backend
+from .test_checkpoints import cycle, seen, settled
+
+# Enough approval cycles for a base well past what a store reads with the checkpoint.
+CYCLES = 60
+
+
+@pytest.fixture(params=["postgres", "redis"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    made = make_backend(request.param, tmp_path)
+    yield made
+    await made.cleanup()
+
+
+async def agent_on(backend: Backend) -> Agent:
+    """A banking agent in a "process" of its own, writing a checkpoint every 8 records."""
+    _, agent = build(await backend.open())
+    agent.checkpoint_every = 8
+    return agent
+
+
+async def grown(backend: Backend) -> tuple[Agent, str]:
+    """An agent that ran a session of CYCLES approval cycles and wrote its checkpoint."""
+    writer = await agent_on(backend)
+    session_id = await cycle(writer)
+    for _ in range(CYCLES - 1):
+        await cycle(writer, session_id)
+    await settled(writer)
+    return writer, session_id
+
+
+async def cold_load(agent: Agent, session_id: str) -> None:
+    """Load the session into ``agent`` as a turn would, reading none of its history."""
+    await agent.sessions.refresh(session_id)
+    state = agent.sessions.cached(session_id)
+    assert state is not None and state.partial is not None, "the base was not given in part"
+
+
+async def drop_bases(backend: Backend) -> None:
+    """Remove every checkpoint base from the store, as expiry would remove a replaced one."""
+    spec = backend.spec()
+    if spec["backend"] == "postgres":
+        import asyncpg
+
+        conn = await asyncpg.connect(spec["url"])
+        try:
+            await conn.execute(f'DELETE FROM "{spec["schema"]}".pausepoint_checkpoint_bases')
+        finally:
+            await conn.close()
+    else:
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(spec["url"])
+        try:
+            keys = [key async for key in client.scan_iter(match=f"{spec['prefix']}checkpoint-base:*")]
+            assert keys
+            await client.delete(*keys)
+        finally:
+            await client.aclose()
+
+
+async def test_a_cold_agent_reads_a_long_base_in_part(backend: Backend) -> None:
+    writer, session_id = await grown(backend)
+    store = writer.store
+    assert isinstance(store, CheckpointStore)
+    checkpoint = await store.read_checkpoint(session_id)
+    assert checkpoint is not None and checkpoint.fetch is not None
+    assert len(checkpoint.data) > 3 * 64 * 1024  # more than was read with it
+    reader = await agent_on(backend)
+    await cold_load(reader, session_id)
+    assert await seen(reader, session_id) == await seen(writer, session_id)
+    await cycle(reader, session_id)  # and it goes on from there
+    assert await seen(reader, session_id) == await seen(writer, session_id)
+
+
+async def test_a_base_replaced_after_a_cold_load_stays_readable(backend: Backend) -> None:
+    writer, session_id = await grown(backend)
+    reader = await agent_on(backend)
+    await cold_load(reader, session_id)
+    state = reader.sessions.cached(session_id)
+    for _ in range(6):  # the writer writes newer bases meanwhile
+        await cycle(writer, session_id)
+        await settled(writer)
+    assert reader.sessions.cached(session_id) is state
+    history = (await seen(writer, session_id))[0]
+    # The reader's state still reads its old base's items (the history up to its version).
+    assert state is not None and list(state.messages) == history[: len(state.messages)]
+    assert await seen(reader, session_id) == await seen(writer, session_id)
+
+
+async def test_a_base_gone_from_the_store_fails_one_call_then_the_session_is_read_again(backend: Backend) -> None:
+    writer, session_id = await grown(backend)
+    reader = await agent_on(backend)
+    await cold_load(reader, session_id)
+    await drop_bases(backend)
+    with pytest.raises(StoreError, match="no longer in the store"):
+        await reader.chat(session_id).history()
+    # The next call reads the session again: its log, as no base is left.
+    assert await seen(reader, session_id) == await seen(writer, session_id)
+    await cycle(reader, session_id)
+
+
+async def test_a_state_is_read_again_before_its_replaced_base_expires(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = 1.0  # seconds a replaced base is kept (300 by default)
+    for module in (_checkpoint, postgres, redis):
+        monkeypatch.setattr(module, "PARTIAL_BASE_KEPT", kept)
+    writer, session_id = await grown(backend)
+    reader = await agent_on(backend)
+    await cold_load(reader, session_id)
+    for _ in range(3):  # a newer base replaces the one the reader loaded
+        await cycle(writer, session_id)
+        await settled(writer)
+    await asyncio.sleep(kept * 1.5)
+    for _ in range(3):  # and another, after which the loaded one is gone
+        await cycle(writer, session_id)
+        await settled(writer)
+    # Past half of ``kept`` the reader loads the session again rather than read a base that may
+    # be gone; the history it gives is whole.
+    assert await seen(reader, session_id) == await seen(writer, session_id)
