@@ -134,6 +134,11 @@ class LocalSessions:
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         if state is None:
             state = SessionState(session_id)
+        elif state.partial is not None and len(found.entries) > (self.checkpoint_every or _FOLD_ONTO_PARTIAL):
+            # Other processes moved the session on, and may have written bases enough since
+            # that the store no longer holds this one (``stores.REPLACED_BASES_KEPT``): read it
+            # from its checkpoint again, which costs less than folding that many records.
+            return await self.reload(session_id)
         for entry in found.entries:
             state.apply(decode_record(entry.data))
         state.durable_version = state.version
@@ -242,6 +247,11 @@ class LocalSessions:
             log.warning("could not write the checkpoint of session %s", session_id, exc_info=True)
         finally:
             self._checkpointing.discard(session_id)
+
+
+# The records a state read from a base given in part may fold on when its agent writes no
+# checkpoints (``checkpoint_every`` None): the default's.
+_FOLD_ONTO_PARTIAL = 64
 
 
 def _base_may_be_gone(state: SessionState) -> bool:

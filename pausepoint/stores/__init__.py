@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._base import (
     PARTIAL_BASE_KEPT,
+    REPLACED_BASES_KEPT,
     Checkpoint,
     CheckpointStore,
     Delivery,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PARTIAL_BASE_KEPT",
+    "REPLACED_BASES_KEPT",
     "Checkpoint",
     "CheckpointStore",
     "Delivery",

@@ -58,6 +58,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointStore",
     "PARTIAL_BASE_KEPT",
+    "REPLACED_BASES_KEPT",
     "check_entries",
     "version_conflict",
 ]
@@ -266,9 +267,11 @@ class Checkpoint:
     there. The runtime calls it before it first reads any range, from the event loop's thread,
     and it blocks until the bytes are there, as reading a page of a mapped file does; it raises
     ``StoreError`` when they cannot be read. A store that gives a base in part keeps it
-    readable for at least ``PARTIAL_BASE_KEPT`` seconds after a newer base replaced it (or
-    until the session is deleted); a process drops a state read from one before half of that
-    has passed, and reads the session again.
+    readable for ``PARTIAL_BASE_KEPT`` seconds after a newer base replaced it, unless
+    ``REPLACED_BASES_KEPT`` newer ones replaced it since, or the session was deleted (so that a
+    busy session's replaced bases do not pile up); a process drops a state read from one before
+    half of that time has passed, and reads the session again. A call that needs a range of a
+    base gone sooner fails with ``StoreError``, and the next reads the session again.
     """
 
     version: int
@@ -286,6 +289,8 @@ class Checkpoint:
 
 #: Seconds a base given in part stays readable after a newer one replaced it (``Checkpoint``).
 PARTIAL_BASE_KEPT = 300.0
+#: How many replaced bases of a session a store keeps, at most, within that time.
+REPLACED_BASES_KEPT = 4
 
 
 @runtime_checkable

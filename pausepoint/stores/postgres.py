@@ -45,6 +45,7 @@ from ..errors import SchemaVersionError, StoreError
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
     PARTIAL_BASE_KEPT,
+    REPLACED_BASES_KEPT,
     Checkpoint,
     Delivery,
     DeliveryState,
@@ -152,7 +153,8 @@ CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoint_extensions (
 
 # Version 5: bases in a table of their own, by version, so that a process reading a base in part
 # (``_partial``) still finds it after a newer one replaced it: a replaced base is deleted
-# PARTIAL_BASE_KEPT seconds later, by the next base written. Stored uncompressed, so that a range
+# PARTIAL_BASE_KEPT seconds later (or once REPLACED_BASES_KEPT newer ones replaced it), by the next
+# base written. Stored uncompressed, so that a range
 # of it reads only the pages that hold it. The checkpoints of version 4 (their bases in
 # pausepoint_checkpoints.data, without their version) are dropped: the next load folds the log
 # and writes a new one.
@@ -407,7 +409,9 @@ class PostgresSessionStore:
             # The bases a new one replaced are kept a while for the processes reading them in
             # part, then deleted by a later base write.
             "retire_bases": f"WITH gone AS (DELETE FROM {quoted}.pausepoint_checkpoint_bases "
-            "WHERE session_id = $1 AND replaced_at < now() - make_interval(secs => $2)) "
+            "WHERE session_id = $1 AND replaced_at IS NOT NULL AND (replaced_at < now() - make_interval(secs => $2) "
+            f"OR version NOT IN (SELECT version FROM {quoted}.pausepoint_checkpoint_bases "
+            "WHERE session_id = $1 AND replaced_at IS NOT NULL ORDER BY version DESC LIMIT $3 - 1))) "
             f"UPDATE {quoted}.pausepoint_checkpoint_bases SET replaced_at = now() "
             "WHERE session_id = $1 AND replaced_at IS NULL",
             "add_base": f"INSERT INTO {quoted}.pausepoint_checkpoint_bases (session_id, version, data) "
@@ -625,7 +629,7 @@ class PostgresSessionStore:
                 # snapshots hold every extension and base committed before, none can be added
                 # until we commit. (One statement would see by a snapshot taken before that lock.)
                 await conn.execute(self._sql["delete_extensions"], session_id)
-                await conn.execute(self._sql["retire_bases"], session_id, PARTIAL_BASE_KEPT)
+                await conn.execute(self._sql["retire_bases"], session_id, PARTIAL_BASE_KEPT, REPLACED_BASES_KEPT)
                 await conn.execute(self._sql["add_base"], session_id, version, data)
         return kept
 

@@ -9,7 +9,8 @@ Keys (all under a configurable prefix, ``pausepoint:`` by default)::
                                 latest extension's, or the base's), ``base`` (its base's version)
     {prefix}checkpoint-ext:{id} list: the checkpoint's extensions, oldest first
     {prefix}checkpoint-base:{id}:{version}  string: a base; one a newer base replaced expires
-                                ``PARTIAL_BASE_KEPT`` seconds later (see ``read_checkpoint``)
+                                ``PARTIAL_BASE_KEPT`` seconds later, or once
+                                ``REPLACED_BASES_KEPT`` newer ones did (see ``read_checkpoint``)
     {prefix}checkpoint-bases:{id}  set: the versions of the session's bases still held
     {prefix}all                 sorted set: every session by updated time
     {prefix}agent:{agent}       sorted set: the agent's sessions by updated time
@@ -59,6 +60,7 @@ from ..errors import SchemaVersionError, StoreError
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
     PARTIAL_BASE_KEPT,
+    REPLACED_BASES_KEPT,
     Checkpoint,
     Delivery,
     DeliveryState,
@@ -182,10 +184,10 @@ return out
 """
 
 # KEYS: summary, checkpoint, extensions, bases. ARGV: version, data, the bases' key stem, the
-# milliseconds a replaced base is kept. Keeps a new base only for a version the log holds and only over
-# an older checkpoint (its head), dropping the old one's extensions; the old base expires later
-# (a process may be reading it in part) and the bases expired since leave the set. Returns 1 if
-# kept.
+# milliseconds a replaced base is kept, how many replaced bases are kept at most. Keeps a new base
+# only for a version the log holds and only over an older checkpoint (its head), dropping the old
+# one's extensions; the old base expires later (a process may be reading it in part), and the
+# replaced bases beyond the newest few, and those expired, leave. Returns 1 if kept.
 _WRITE_CHECKPOINT = """
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or tonumber(version) < tonumber(ARGV[1]) then
@@ -196,13 +198,21 @@ if current[2] and tonumber(current[1]) >= tonumber(ARGV[1]) then
     return 0
 end
 local stem = ARGV[3]
-if current[2] then
-    redis.call('PEXPIRE', stem .. current[2], ARGV[4])
-end
+local replaced = {}
 for _, held in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-    if redis.call('EXISTS', stem .. held) == 0 then
+    if held ~= current[2] and redis.call('EXISTS', stem .. held) == 1 then
+        table.insert(replaced, tonumber(held))
+    elseif held ~= current[2] then
         redis.call('SREM', KEYS[4], held)
     end
+end
+table.sort(replaced, function(a, b) return a > b end)
+for i = tonumber(ARGV[5]), #replaced do
+    redis.call('DEL', stem .. replaced[i])
+    redis.call('SREM', KEYS[4], tostring(replaced[i]))
+end
+if current[2] then
+    redis.call('PEXPIRE', stem .. current[2], ARGV[4])
 end
 redis.call('SET', stem .. ARGV[1], ARGV[2])
 redis.call('SADD', KEYS[4], ARGV[1])
@@ -578,7 +588,7 @@ class RedisSessionStore:
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
         action = f"writing the checkpoint of session {session_id!r}"
         keys = [*self._checkpoint_keys(session_id), f"{self.prefix}checkpoint-bases:{session_id}"]
-        args = [version, data, self._base_stem(session_id), round(PARTIAL_BASE_KEPT * 1000)]
+        args = [version, data, self._base_stem(session_id), round(PARTIAL_BASE_KEPT * 1000), REPLACED_BASES_KEPT]
         return bool(await self._run("write_checkpoint", action, keys, args))
 
     async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
@@ -590,7 +600,7 @@ class RedisSessionStore:
         # One script: the head, the extensions and the base's first PREFIX_BYTES in one atomic
         # step. A longer base is given in part (``_partial``): the runtime fetches the rest of it
         # a range at a time, as it reads it, from the base's own key, which a newer base leaves
-        # in place for PARTIAL_BASE_KEPT seconds.
+        # in place for PARTIAL_BASE_KEPT seconds (unless REPLACED_BASES_KEPT newer ones replace it).
         _, head, extensions = self._checkpoint_keys(session_id)
         action = f"reading the checkpoint of session {session_id!r}"
         stem = self._base_stem(session_id)

@@ -14,7 +14,8 @@ import pytest
 from pausepoint import Agent, _checkpoint
 from pausepoint.demo import build
 from pausepoint.errors import StoreError
-from pausepoint.stores import CheckpointStore, postgres, redis
+from pausepoint.stores import REPLACED_BASES_KEPT, CheckpointStore, postgres, redis
+from pausepoint.testing.stores import put, summary
 
 from .backends import Backend, make_backend
 from .test_checkpoints import cycle, seen, settled
@@ -96,7 +97,7 @@ async def test_a_base_replaced_after_a_cold_load_stays_readable(backend: Backend
     reader = await agent_on(backend)
     await cold_load(reader, session_id)
     state = reader.sessions.cached(session_id)
-    for _ in range(6):  # the writer writes newer bases meanwhile
+    for _ in range(2):  # the writer writes newer bases meanwhile (fewer than the store keeps)
         await cycle(writer, session_id)
         await settled(writer)
     assert reader.sessions.cached(session_id) is state
@@ -104,6 +105,18 @@ async def test_a_base_replaced_after_a_cold_load_stays_readable(backend: Backend
     # The reader's state still reads its old base's items (the history up to its version).
     assert state is not None and list(state.messages) == history[: len(state.messages)]
     assert await seen(reader, session_id) == await seen(writer, session_id)
+
+
+async def test_a_state_far_behind_its_session_is_read_again_rather_than_folded_on(backend: Backend) -> None:
+    writer, session_id = await grown(backend)
+    reader = await agent_on(backend)
+    await cold_load(reader, session_id)
+    stale = reader.sessions.cached(session_id)
+    for _ in range(12):  # the writer writes more bases than the store keeps replaced ones
+        await cycle(writer, session_id)
+        await settled(writer)
+    assert await seen(reader, session_id) == await seen(writer, session_id)
+    assert reader.sessions.cached(session_id) is not stale
 
 
 async def test_a_base_gone_from_the_store_fails_one_call_then_the_session_is_read_again(backend: Backend) -> None:
@@ -137,3 +150,51 @@ async def test_a_state_is_read_again_before_its_replaced_base_expires(
     # Past half of ``kept`` the reader loads the session again rather than read a base that may
     # be gone; the history it gives is whole.
     assert await seen(reader, session_id) == await seen(writer, session_id)
+
+
+async def count_bases(backend: Backend, session_id: str) -> int:
+    spec = backend.spec()
+    if spec["backend"] == "postgres":
+        import asyncpg
+
+        conn = await asyncpg.connect(spec["url"])
+        try:
+            return int(
+                await conn.fetchval(
+                    f'SELECT count(*) FROM "{spec["schema"]}".pausepoint_checkpoint_bases WHERE session_id = $1',
+                    session_id,
+                )
+            )
+        finally:
+            await conn.close()
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(spec["url"])
+    try:
+        return len([key async for key in client.scan_iter(match=f"{spec['prefix']}checkpoint-base:{session_id}:*")])
+    finally:
+        await client.aclose()
+
+
+async def test_a_busy_session_keeps_only_its_newest_replaced_bases(backend: Backend) -> None:
+    store = await backend.open()
+    try:
+        assert isinstance(store, CheckpointStore)
+        await put(store, summary("s1", 7), 7)
+        bases = {version: bytes([version]) * 300_000 for version in range(1, 8)}
+        read = {}
+        for version, data in bases.items():
+            assert await store.write_checkpoint("s1", version, data) is True
+            read[version] = await store.read_checkpoint("s1")
+        assert await count_bases(backend, "s1") == 1 + REPLACED_BASES_KEPT
+        for version, checkpoint in read.items():
+            assert checkpoint is not None and checkpoint.fetch is not None
+            if version > 7 - 1 - REPLACED_BASES_KEPT:  # the newest replaced ones, and the current one
+                assert checkpoint.whole().data == bases[version]
+            else:
+                with pytest.raises(StoreError, match="no longer in the store"):
+                    checkpoint.whole()
+        assert await store.delete("s1") is True
+        assert await count_bases(backend, "s1") == 0
+    finally:
+        await store.close()
