@@ -169,6 +169,10 @@ class _Written:
     data: bytes
     lengths: dict[str, int]  # each list field's length as written
     removed: dict[str, list[Any]]  # an extension's: the keys each dict noted as removed
+    # An extension's: a hash of each dict entry's JSON, written or not, and the JSON of those left
+    # out (the checkpoint holds them as they are already: ``Chain.sums``).
+    sums: dict[str, dict[Any, int]] = dataclasses.field(default_factory=dict)
+    unchanged: dict[str, list[tuple[Any, bytes]]] = dataclasses.field(default_factory=dict)
 
 
 def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written | None:
@@ -182,6 +186,8 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
     laid = _Laid()
     lengths: dict[str, int] = {}
     removed: dict[str, list[Any]] = {}
+    entry_sums: dict[str, dict[Any, int]] = {}
+    unchanged: dict[str, list[tuple[Any, bytes]]] = {}
     for field in fields:
         value = getattr(state, field.name)
         if field.shape == "value":
@@ -195,6 +201,10 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         index: list[bytes] | None = None  # a base's dict's: its key index, when copied
         gone: list[Any] = []
         items: list[Any]
+        # An extension's dict: the hashes of what this process wrote of it before, and the keys
+        # of the entries written now (one that is still as written then is left out).
+        written_before: dict[Any, int] | None = None
+        written_keys: list[Any] = []
         if field.shape == "list":
             lengths[field.name] = len(value)
             if chain is not None:  # the items appended since the chain's version
@@ -215,6 +225,8 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             gone = [key for key in removed[field.name] if not dict.__contains__(value, key)]
             keys = list(value.touched)
             items = [dict.__getitem__(value, key) for key in keys]
+            written_before = chain.sums.get(field.name, {})
+            entry_sums[field.name], unchanged[field.name] = {}, []
         elif isinstance(value, LazyDict):  # its index is copied where it stays the same
             keys, items, index = value.base_layout()
             source = value.source
@@ -242,13 +254,23 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
                     if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
                         homes[id(item)] = (field.name, key)
                     item = field.item.dump_json(item)
+            if written_before is not None and item != b"@":
+                key = cast(list[Any], keys)[at]
+                entry_sums[field.name][key] = sum_ = xxhash.xxh3_128_intdigest(item)
+                if written_before.get(key) == sum_:
+                    unchanged[field.name].append((key, item))
+                    continue
+            if written_before is not None:
+                written_keys.append(cast(list[Any], keys)[at])
             laid.add(item)
         laid.end_collection()
-        text.append(b"%d" % (copied + len(items)))
-        if keys is not None and chain is not None:  # an extension's: its keys, in order
-            text.extend([b"0", cast(TypeAdapter[Any], field.keys).dump_json(keys)])
-        elif keys is not None:  # a base's: its keys, by bucket, a line each laid after its items
-            index = index if index is not None else key_index(keys)
+        if written_before is not None:  # an extension's dict: the entries written, their keys in order
+            keys_json = cast(TypeAdapter[Any], field.keys).dump_json(written_keys)
+            text.extend([b"%d" % len(written_keys), b"0", keys_json])
+        else:
+            text.append(b"%d" % (copied + len(items)))
+        if written_before is None and keys is not None:  # a base's: its keys, by bucket, a line each
+            index = index if index is not None else key_index(keys)  # laid after its items
             text.append(b"%d" % len(index))
             laid.begin()
             for line in index:
@@ -280,7 +302,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             b"%d" % len(sums),
         ]
     )
-    return _Written(b"".join([head, b"\n", *body]), lengths, removed)
+    return _Written(b"".join([head, b"\n", *body]), lengths, removed, entry_sums, unchanged)
 
 
 class _Laid:
@@ -682,6 +704,9 @@ def _extend(
                     value.drop(key)
                 for place, key in enumerate(cast(list[Any], part.keys)):
                     dict.__setitem__(value, key, source[place])  # an entry set keeps its place
+                if live:  # and those it left out, as the checkpoint holds them already
+                    for key, held_json in cast(_Written, written).unchanged.get(field.name, ()):
+                        dict.__setitem__(value, key, held_json)
                 for key, home, held in part.refs:
                     value[key] = getattr(state, home)[held]
     except (ValueError, IndexError, KeyError, TypeError):
@@ -846,7 +871,9 @@ def _extended(state: SessionState, version: int, written: _Written, idle: bool) 
         header = read_header(written.data, verify=False)
         if header is None or not _extend(state, written.data, header, written=written):
             state.durable_version = -1  # not to be trusted: the next call reads the store again
-        return
-    for name, keys in written.removed.items():
-        getattr(state, name).removed.difference_update(keys)
-    chain.extended(version, written.lengths, len(written.data))
+            return
+    else:
+        for name, keys in written.removed.items():
+            getattr(state, name).removed.difference_update(keys)
+        chain.extended(version, written.lengths, len(written.data))
+    chain.wrote(written.sums, written.removed)

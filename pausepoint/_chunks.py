@@ -93,7 +93,8 @@ class ChunkCheck:
 
     def _fetch(self, first: int, last: int) -> None:
         """Fetch the chunks ``first`` to ``last`` not fetched yet (those between, too)."""
-        filled, chunk = self._filled, self._chunk
+        filled, chunk, fill = self._filled, self._chunk, self._fill
+        assert fill is not None
         while first <= last and filled[first]:
             first += 1
         while last >= first and filled[last]:
@@ -101,7 +102,7 @@ class ChunkCheck:
         if first > last:
             return
         try:
-            self._fill(first * chunk, min((last + 1) * chunk, len(self._items)))  # type: ignore[misc]
+            fill(first * chunk, min((last + 1) * chunk, len(self._items)))
         except StoreError:
             if self.on_lost is not None:
                 self.on_lost()

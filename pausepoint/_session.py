@@ -166,12 +166,25 @@ class Chain:
     base_bytes: int  # the size of its base
     extension_bytes: int = 0  # and of its extensions
     extensions: int = 0
+    # Each dict's entries this process wrote in an extension of it: key -> a hash of their JSON
+    # (an entry read since, still the same, need not be written again).
+    sums: dict[str, dict[Any, int]] = field(default_factory=dict)
 
     def extended(self, version: int, lengths: dict[str, int], size: int) -> None:
         """An extension of ``size`` bytes took the checkpoint to ``version``."""
         self.version, self.lengths = version, lengths
         self.extension_bytes += size
         self.extensions += 1
+
+    def wrote(self, sums: dict[str, dict[Any, int]], removed: dict[str, list[Any]]) -> None:
+        """The extension just added held these entries (``sums``) and removed these keys."""
+        for name, keys in removed.items():
+            held = self.sums.get(name)
+            if held:
+                for key in keys:
+                    held.pop(key, None)
+        for name, written in sums.items():
+            self.sums.setdefault(name, {}).update(written)
 
 
 @dataclass(slots=True)

@@ -31,8 +31,8 @@ def test_subpackages_export_what_they_list():
             assert hasattr(module, name), f"{module.__name__}.{name}"
     assert sorted(pausepoint.stores.__all__) == [
         "Checkpoint", "CheckpointStore",
-        "Delivery", "DeliveryState", "Event", "InMemorySessionStore", "LogEntry", "LogSlice", "PostgresSessionStore",
-        "RedisSessionStore",
+        "Delivery", "DeliveryState", "Event", "InMemorySessionStore", "LogEntry", "LogSlice", "PARTIAL_BASE_KEPT",
+        "PostgresSessionStore", "REPLACED_BASES_KEPT", "RedisSessionStore",
         "SessionStore", "SessionSummary", "SqliteSessionStore",
     ]  # fmt: skip
     assert sorted(pausepoint.models.__all__) == ["RetryPolicy", "call_with_retries", "stream_with_retries"]

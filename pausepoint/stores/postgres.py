@@ -153,11 +153,10 @@ CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoint_extensions (
 
 # Version 5: bases in a table of their own, by version, so that a process reading a base in part
 # (``_partial``) still finds it after a newer one replaced it: a replaced base is deleted
-# PARTIAL_BASE_KEPT seconds later (or once REPLACED_BASES_KEPT newer ones replaced it), by the next
-# base written. Stored uncompressed, so that a range
-# of it reads only the pages that hold it. The checkpoints of version 4 (their bases in
-# pausepoint_checkpoints.data, without their version) are dropped: the next load folds the log
-# and writes a new one.
+# PARTIAL_BASE_KEPT seconds later (or once REPLACED_BASES_KEPT newer ones replaced it), by the
+# next base written. Stored uncompressed, so that a range of it reads only the pages that hold
+# it. The checkpoints of version 4 (their bases in pausepoint_checkpoints.data, without their
+# version) are dropped: the next load folds the log and writes a new one.
 _BASES = """
 CREATE TABLE IF NOT EXISTS {s}.pausepoint_checkpoint_bases (
     session_id text COLLATE "C" NOT NULL,

@@ -432,3 +432,29 @@ async def test_a_store_without_checkpoints_is_used_by_folding_the_log(backend: B
     _, cold = build(LogOnly(await backend.open()))  # type: ignore[arg-type]
     assert await seen(cold, sid) == await seen(writer, sid)
     assert checkpointed(cold, sid) == 0  # folded from the log, the checkpoint unread
+
+
+async def test_extensions_of_a_busy_session_hold_what_changed(backend: Backend, extending: str) -> None:
+    """Cycles back to back, so each extension is written while the next cycle runs: an entry
+    read by an earlier cycle and unchanged since is not written again (the extensions stay the
+    size of a cycle's changes rather than grow with every cycle since the load)."""
+    if extending != "extensions":
+        pytest.skip("only extensions are measured")
+    writer = await agent_on(backend, every=8)
+    sid = await cycle(writer)
+    await settled(writer)
+    for _ in range(24):
+        await cycle(writer, sid)
+    await settled(writer)
+    checkpoint = await (await keeper(writer.store)).read_checkpoint(sid)
+    assert checkpoint is not None
+    if len(checkpoint.extensions) < 6:  # the checkpoint writes ran when the cycles were over
+        pytest.skip("the store let no checkpoint be written while a cycle ran")
+    per_record = []  # each extension's bytes per record it covers
+    for extension in checkpoint.extensions:
+        version, after = extension.split(b" ", 4)[2:4]
+        per_record.append(len(extension) / (int(version) - int(after)))
+    third = len(per_record) // 3
+    assert max(per_record[-third:]) < 2 * max(per_record[:third]), per_record
+    cold = await agent_on(backend)
+    assert await seen(cold, sid) == await seen(writer, sid)
