@@ -198,3 +198,48 @@ async def test_a_busy_session_keeps_only_its_newest_replaced_bases(backend: Back
         assert await count_bases(backend, "s1") == 0
     finally:
         await store.close()
+
+
+async def test_version_4_checkpoints_are_set_aside_by_the_upgrade(backend: Backend) -> None:
+    """A store of layout 4 kept each base with its checkpoint, without its version: the upgrade
+    leaves them unused (a cache), and a cold agent reads the session from its log."""
+    writer, session_id = await grown(backend)
+    spec = backend.spec()
+    if spec["backend"] == "postgres":  # the tables as version 4 had them, with a checkpoint
+        import asyncpg
+
+        conn = await asyncpg.connect(spec["url"])
+        s = f'"{spec["schema"]}"'
+        try:
+            await conn.execute(f"""
+                DROP TABLE {s}.pausepoint_checkpoint_bases;
+                DELETE FROM {s}.pausepoint_checkpoints;
+                ALTER TABLE {s}.pausepoint_checkpoints DROP COLUMN base, ADD COLUMN data bytea NOT NULL;
+                INSERT INTO {s}.pausepoint_checkpoints VALUES ('{session_id}', 3, 'an old base');
+                UPDATE {s}.pausepoint_meta SET value = '4' WHERE key = 'schema_version';
+            """)
+        finally:
+            await conn.close()
+    else:  # a checkpoint hash as layout 4 had it
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(spec["url"])
+        prefix = spec["prefix"]
+        try:
+            await client.delete(f"{prefix}checkpoint:{session_id}")
+            await client.hset(f"{prefix}checkpoint:{session_id}", mapping={"version": 3, "data": b"an old base"})
+            await client.set(f"{prefix}schema_version", "4")
+        finally:
+            await client.aclose()
+    reader = await agent_on(backend)  # opens the store: the upgrade runs
+    assert await seen(reader, session_id) == await seen(writer, session_id)
+    await cycle(reader, session_id)
+    await settled(reader)
+    store = reader.store
+    assert isinstance(store, CheckpointStore)
+    written = await store.read_checkpoint(session_id)  # of the new layout, by the reader
+    assert written is not None and written.version > 3 and written.fetch is not None
+    again = await agent_on(backend)
+    assert await seen(again, session_id) == await seen(writer, session_id)
+    cached = again.sessions.cached(session_id)
+    assert cached is not None and cached.checkpointed >= written.version
