@@ -205,6 +205,8 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         # of the entries written now (one that is still as written then is left out).
         written_before: dict[Any, int] | None = None
         written_keys: list[Any] = []
+        sums_now: dict[Any, int] = {}
+        unchanged_now: list[tuple[Any, bytes]] = []
         if field.shape == "list":
             lengths[field.name] = len(value)
             if chain is not None:  # the items appended since the chain's version
@@ -226,7 +228,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             keys = list(value.touched)
             items = [dict.__getitem__(value, key) for key in keys]
             written_before = chain.sums.get(field.name, {})
-            entry_sums[field.name], unchanged[field.name] = {}, []
+            entry_sums[field.name], unchanged[field.name] = sums_now, unchanged_now
         elif isinstance(value, LazyDict):  # its index is copied where it stays the same
             keys, items, index = value.base_layout()
             source = value.source
@@ -254,14 +256,14 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
                     if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
                         homes[id(item)] = (field.name, key)
                     item = field.item.dump_json(item)
-            if written_before is not None and item != b"@":
-                key = cast(list[Any], keys)[at]
-                entry_sums[field.name][key] = sum_ = xxhash.xxh3_128_intdigest(item)
-                if written_before.get(key) == sum_:
-                    unchanged[field.name].append((key, item))
-                    continue
             if written_before is not None:
-                written_keys.append(cast(list[Any], keys)[at])
+                key = cast(list[Any], keys)[at]
+                if item != b"@":  # not a reference, which is written again whatever it refers to
+                    sums_now[key] = sum_ = xxhash.xxh3_128_intdigest(item)
+                    if written_before.get(key) == sum_:
+                        unchanged_now.append((key, item))
+                        continue
+                written_keys.append(key)
             laid.add(item)
         laid.end_collection()
         if written_before is not None:  # an extension's dict: the entries written, their keys in order
