@@ -134,7 +134,7 @@ class LocalSessions:
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         if state is None:
             state = SessionState(session_id)
-        elif state.partial is not None and len(found.entries) > (self.checkpoint_every or _FOLD_ONTO_PARTIAL):
+        elif len(found.entries) > (self.checkpoint_every or _FOLD_ONTO_PARTIAL) and _reads_a_base(state):
             # Other processes moved the session on, and may have written bases enough since
             # that the store no longer holds this one (``stores.REPLACED_BASES_KEPT``): read it
             # from its checkpoint again, which costs less than folding that many records.
@@ -254,8 +254,17 @@ class LocalSessions:
 _FOLD_ONTO_PARTIAL = 64
 
 
-def _base_may_be_gone(state: SessionState) -> bool:
-    """Whether ``state`` reads items from a base given in part (``stores.Checkpoint.fetch``)
-    that its store may no longer hold."""
+def _reads_a_base(state: SessionState) -> bool:
+    """Whether ``state`` still reads items from a base its store gave in part
+    (``stores.Checkpoint.fetch``)."""
     partial = state.partial
-    return partial is not None and time.monotonic() > partial.until and not partial.chunks.whole
+    if partial is not None and partial.chunks.whole:
+        state.partial = partial = None  # every byte of it is here: it no longer needs the store
+    return partial is not None
+
+
+def _base_may_be_gone(state: SessionState) -> bool:
+    """Whether ``state`` reads items from a base given in part that its store may no longer
+    hold."""
+    partial = state.partial
+    return partial is not None and time.monotonic() > partial.until and _reads_a_base(state)

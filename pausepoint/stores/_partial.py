@@ -29,7 +29,7 @@ __all__ = ["FETCH_TIMEOUT", "PREFIX_BYTES", "BlockingLoop", "PartialBase"]
 
 T = TypeVar("T")
 
-# The bytes of a base read with the rest of the checkpoint: the head of a base of 500 approval
+# The bytes of a base read with the rest of the checkpoint: the head of a base of some 800 approval
 # cycles (a longer one's head, about 73 bytes a cycle, takes one fetch more, off the event loop).
 PREFIX_BYTES = 64 * 1024
 FETCH_TIMEOUT = 30.0
