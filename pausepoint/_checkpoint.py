@@ -171,8 +171,8 @@ class _Written:
     removed: dict[str, list[Any]]  # an extension's: the keys each dict noted as removed
     # An extension's: a hash of each dict entry's JSON, written or not, and the JSON of those left
     # out (the checkpoint holds them as they are already: ``Chain.sums``).
-    sums: dict[str, dict[Any, int]] = dataclasses.field(default_factory=dict)
-    unchanged: dict[str, list[tuple[Any, bytes]]] = dataclasses.field(default_factory=dict)
+    sums: dict[str, dict[Any, int]]
+    unchanged: dict[str, list[tuple[Any, bytes]]]
 
 
 def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written | None:
@@ -413,12 +413,9 @@ def read_header(
     fingerprint) whose body is whole; None for anything else. The text, the bounds and the
     chunk sums are checked now; the items too, unless ``lazy``: then each chunk of them is
     checked when first read (``Header.chunks``). (``verify=False`` checks nothing: for bytes
-    this process has just encoded.) ``fetch``: the base came in part (``Checkpoint.fetch``);
-    its header, text, bounds and sums are fetched now, each chunk of its items when first read.
+    this process has just encoded.) ``fetch``: the base came in part (``Checkpoint.fetch``) and
+    its head is there (``_fetch_head``); each chunk of its items is fetched when first read.
     """
-    if fetch is not None:
-        fetch(0, min(_HEADER_BYTES, len(data)))
-        lazy = True
     line = _line(data)
     if line is None:
         return None
@@ -426,7 +423,7 @@ def read_header(
     body = memoryview(data)[end + 1 :]
     fill = None
     if fetch is not None:
-        fetch(0, end + 1 + items)
+        lazy = True
         fill = functools.partial(_shifted, fetch, end + 1 + items)
     header = Header(version, after, digest, body[:text], body[text:bounds], body[items:])
     if not verify:

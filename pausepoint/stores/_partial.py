@@ -112,7 +112,7 @@ class PartialBase:
     def fetch(self, start: int, stop: int) -> None:
         if stop <= self._have:
             return
-        start = max(start, self._have) if start <= self._have else start
+        start = max(start, self._have)
         data = self._read(start, stop)
         if len(data) != stop - start:
             raise StoreError(
@@ -120,5 +120,5 @@ class PartialBase:
                 "(a newer one replaced it long ago, or the session was deleted)"
             )
         self._buffer[start:stop] = data
-        if start <= self._have:
+        if start == self._have:
             self._have = stop

@@ -98,6 +98,20 @@ class Backend:
         no checkpoints, no checkpoint extensions)."""
         raise NotImplementedError
 
+    async def drop_checkpoint_bases(self) -> None:
+        """Remove every checkpoint base kept apart from its checkpoint (PostgreSQL, Redis), as
+        expiry removes a replaced one."""
+        raise NotImplementedError
+
+    async def count_checkpoint_bases(self, session_id: str) -> int:
+        """How many bases of the session's checkpoint the place holds (PostgreSQL, Redis)."""
+        raise NotImplementedError
+
+    async def make_version_4(self, session_id: str) -> None:
+        """Turn the place's checkpoints back into what schema version 4 kept (PostgreSQL, Redis):
+        each base with its checkpoint, without its version; the session's is ``b"an old base"``."""
+        raise NotImplementedError
+
     def hold_writes(self, session_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """While entered, appends to ``session_id`` wait (reads may too); they proceed on exit.
 
@@ -231,8 +245,31 @@ class PostgresBackend(Backend):
             f"DROP TABLE {self.quoted}.pausepoint_events; DROP TABLE {self.quoted}.pausepoint_deliveries; "
             f"DROP TABLE {self.quoted}.pausepoint_checkpoints; "
             f"DROP TABLE {self.quoted}.pausepoint_checkpoint_extensions; "
+            f"DROP TABLE {self.quoted}.pausepoint_checkpoint_bases; "
             f"UPDATE {self.quoted}.pausepoint_meta SET value = '1' WHERE key = 'schema_version'"
         )
+
+    async def drop_checkpoint_bases(self) -> None:
+        await self._execute(f"DELETE FROM {self.quoted}.pausepoint_checkpoint_bases")
+
+    async def count_checkpoint_bases(self, session_id: str) -> int:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url)
+        try:
+            sql = f"SELECT count(*) FROM {self.quoted}.pausepoint_checkpoint_bases WHERE session_id = $1"
+            return int(await conn.fetchval(sql, session_id))
+        finally:
+            await conn.close()
+
+    async def make_version_4(self, session_id: str) -> None:
+        s = self.quoted
+        await self._execute(
+            f"DROP TABLE {s}.pausepoint_checkpoint_bases; DELETE FROM {s}.pausepoint_checkpoints; "
+            f"ALTER TABLE {s}.pausepoint_checkpoints DROP COLUMN base, ADD COLUMN data bytea NOT NULL; "
+            f"UPDATE {s}.pausepoint_meta SET value = '4' WHERE key = 'schema_version'"
+        )
+        await self._execute(f"INSERT INTO {s}.pausepoint_checkpoints VALUES ($1, 3, 'an old base')", session_id)
 
     @contextlib.asynccontextmanager
     async def hold_writes(self, session_id: str) -> AsyncIterator[None]:
@@ -306,6 +343,30 @@ class RedisBackend(Backend):
             if outbox:
                 await client.delete(*outbox)
             await client.set(self.prefix + "schema_version", "1")
+
+    async def drop_checkpoint_bases(self) -> None:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            keys = [key async for key in client.scan_iter(match=self.prefix + "checkpoint-base:*", count=1000)]
+            if keys:
+                await client.delete(*keys)
+
+    async def count_checkpoint_bases(self, session_id: str) -> int:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            match = f"{self.prefix}checkpoint-base:{session_id}:*"
+            return len([key async for key in client.scan_iter(match=match, count=1000)])
+
+    async def make_version_4(self, session_id: str) -> None:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            head = f"{self.prefix}checkpoint:{session_id}"
+            await client.delete(head)
+            await client.hset(head, mapping={"version": 3, "data": b"an old base"})
+            await client.set(self.prefix + "schema_version", "4")
 
     @contextlib.asynccontextmanager
     async def hold_writes(self, session_id: str) -> AsyncIterator[None]:

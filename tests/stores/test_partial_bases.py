@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from pausepoint import Agent, _checkpoint
+from pausepoint import Agent, ToolResponse, _checkpoint
 from pausepoint.demo import build
-from pausepoint.errors import StoreError
+from pausepoint.errors import AlreadyResolved, ConcurrentUpdate, StoreError, UnknownInterrupt
 from pausepoint.stores import REPLACED_BASES_KEPT, CheckpointStore, postgres, redis
 from pausepoint.testing.stores import put, summary
 
 from .backends import Backend, make_backend
-from .test_checkpoints import cycle, seen, settled
+from .test_checkpoints import TRANSFER, cycle, seen, settled
 
 # Enough approval cycles for a base well past what a store reads with the checkpoint.
 CYCLES = 60
@@ -31,16 +31,16 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     await made.cleanup()
 
 
-async def agent_on(backend: Backend) -> Agent:
+async def agent_on(backend: Backend, ledger: list[str] | None = None) -> Agent:
     """A banking agent in a "process" of its own, writing a checkpoint every 8 records."""
-    _, agent = build(await backend.open())
+    _, agent = build(await backend.open(), ledger)
     agent.checkpoint_every = 8
     return agent
 
 
-async def grown(backend: Backend) -> tuple[Agent, str]:
+async def grown(backend: Backend, ledger: list[str] | None = None) -> tuple[Agent, str]:
     """An agent that ran a session of CYCLES approval cycles and wrote its checkpoint."""
-    writer = await agent_on(backend)
+    writer = await agent_on(backend, ledger)
     session_id = await cycle(writer)
     for _ in range(CYCLES - 1):
         await cycle(writer, session_id)
@@ -55,27 +55,19 @@ async def cold_load(agent: Agent, session_id: str) -> None:
     assert state is not None and state.partial is not None, "the base was not given in part"
 
 
-async def drop_bases(backend: Backend) -> None:
-    """Remove every checkpoint base from the store, as expiry would remove a replaced one."""
-    spec = backend.spec()
-    if spec["backend"] == "postgres":
-        import asyncpg
+async def loaded_cold(backend: Backend) -> tuple[Agent, str, Agent]:
+    """A grown session's writer, its id, and another agent that loaded it cold, in part."""
+    writer, session_id = await grown(backend)
+    reader = await agent_on(backend)
+    await cold_load(reader, session_id)
+    return writer, session_id, reader
 
-        conn = await asyncpg.connect(spec["url"])
-        try:
-            await conn.execute(f'DELETE FROM "{spec["schema"]}".pausepoint_checkpoint_bases')
-        finally:
-            await conn.close()
-    else:
-        import redis.asyncio as aioredis
 
-        client = aioredis.Redis.from_url(spec["url"])
-        try:
-            keys = [key async for key in client.scan_iter(match=f"{spec['prefix']}checkpoint-base:*")]
-            assert keys
-            await client.delete(*keys)
-        finally:
-            await client.aclose()
+async def cycles(agent: Agent, session_id: str, count: int) -> None:
+    """``count`` approval cycles, each followed by the checkpoint it causes."""
+    for _ in range(count):
+        await cycle(agent, session_id)
+        await settled(agent)
 
 
 async def test_a_cold_agent_reads_a_long_base_in_part(backend: Backend) -> None:
@@ -92,14 +84,39 @@ async def test_a_cold_agent_reads_a_long_base_in_part(backend: Backend) -> None:
     assert await seen(reader, session_id) == await seen(writer, session_id)
 
 
+async def test_a_pause_answered_at_once_by_agents_reading_in_part_runs_its_tool_once(backend: Backend) -> None:
+    """Only live pauses are answerable, and each once, when the agents answering found the pause
+    in a base given in part (its key index and the pause fetched as they are looked up)."""
+    ledger: list[str] = []
+    writer, session_id = await grown(backend, ledger)
+    writer.checkpoint_every = 1
+    paused = await writer.chat(session_id).send(TRANSFER)
+    await settled(writer)
+    store = writer.store
+    assert isinstance(store, CheckpointStore)
+    checkpoint = await store.read_checkpoint(session_id)  # a base, taken with the pause open
+    state = writer.sessions.cached(session_id)
+    assert checkpoint is not None and state is not None and checkpoint.version == state.version
+    assert not checkpoint.extensions and checkpoint.fetch is not None
+    pause = paused.interrupts[0]
+    racers = [await agent_on(backend, ledger) for _ in range(3)]
+    for racer in racers:
+        await cold_load(racer, session_id)
+    with pytest.raises(UnknownInterrupt):  # a forged ref finds nothing in the key index
+        await racers[0].chat(session_id).resume(respond=[ToolResponse("0" * 24, pause.name, {"approved": True})])
+    answer = pause.respond({"approved": True})
+    outcomes = await asyncio.gather(
+        *(racer.chat(session_id).resume(respond=[answer]) for racer in racers), return_exceptions=True
+    )
+    assert sum(not isinstance(outcome, BaseException) for outcome in outcomes) == 1, outcomes
+    assert all(isinstance(o, AlreadyResolved | ConcurrentUpdate) for o in outcomes if isinstance(o, BaseException))
+    assert ledger.count("5->savings") == CYCLES + 1  # every earlier cycle's transfer, and this one once
+
+
 async def test_a_base_replaced_after_a_cold_load_stays_readable(backend: Backend) -> None:
-    writer, session_id = await grown(backend)
-    reader = await agent_on(backend)
-    await cold_load(reader, session_id)
+    writer, session_id, reader = await loaded_cold(backend)
     state = reader.sessions.cached(session_id)
-    for _ in range(2):  # the writer writes newer bases meanwhile (fewer than the store keeps)
-        await cycle(writer, session_id)
-        await settled(writer)
+    await cycles(writer, session_id, 2)  # newer bases meanwhile (fewer than the store keeps)
     assert reader.sessions.cached(session_id) is state
     history = (await seen(writer, session_id))[0]
     # The reader's state still reads its old base's items (the history up to its version).
@@ -108,22 +125,16 @@ async def test_a_base_replaced_after_a_cold_load_stays_readable(backend: Backend
 
 
 async def test_a_state_far_behind_its_session_is_read_again_rather_than_folded_on(backend: Backend) -> None:
-    writer, session_id = await grown(backend)
-    reader = await agent_on(backend)
-    await cold_load(reader, session_id)
+    writer, session_id, reader = await loaded_cold(backend)
     stale = reader.sessions.cached(session_id)
-    for _ in range(12):  # the writer writes more bases than the store keeps replaced ones
-        await cycle(writer, session_id)
-        await settled(writer)
+    await cycles(writer, session_id, 12)  # more new bases than the store keeps replaced ones
     assert await seen(reader, session_id) == await seen(writer, session_id)
     assert reader.sessions.cached(session_id) is not stale
 
 
 async def test_a_base_gone_from_the_store_fails_one_call_then_the_session_is_read_again(backend: Backend) -> None:
-    writer, session_id = await grown(backend)
-    reader = await agent_on(backend)
-    await cold_load(reader, session_id)
-    await drop_bases(backend)
+    writer, session_id, reader = await loaded_cold(backend)
+    await backend.drop_checkpoint_bases()
     with pytest.raises(StoreError, match="no longer in the store"):
         await reader.chat(session_id).history()
     # The next call reads the session again: its log, as no base is left.
@@ -137,43 +148,13 @@ async def test_a_state_is_read_again_before_its_replaced_base_expires(
     kept = 1.0  # seconds a replaced base is kept (300 by default)
     for module in (_checkpoint, postgres, redis):
         monkeypatch.setattr(module, "PARTIAL_BASE_KEPT", kept)
-    writer, session_id = await grown(backend)
-    reader = await agent_on(backend)
-    await cold_load(reader, session_id)
-    for _ in range(3):  # a newer base replaces the one the reader loaded
-        await cycle(writer, session_id)
-        await settled(writer)
+    writer, session_id, reader = await loaded_cold(backend)
+    await cycles(writer, session_id, 3)  # a newer base replaces the one the reader loaded
     await asyncio.sleep(kept * 1.5)
-    for _ in range(3):  # and another, after which the loaded one is gone
-        await cycle(writer, session_id)
-        await settled(writer)
+    await cycles(writer, session_id, 3)  # and another, after which the loaded one is gone
     # Past half of ``kept`` the reader loads the session again rather than read a base that may
     # be gone; the history it gives is whole.
     assert await seen(reader, session_id) == await seen(writer, session_id)
-
-
-async def count_bases(backend: Backend, session_id: str) -> int:
-    spec = backend.spec()
-    if spec["backend"] == "postgres":
-        import asyncpg
-
-        conn = await asyncpg.connect(spec["url"])
-        try:
-            return int(
-                await conn.fetchval(
-                    f'SELECT count(*) FROM "{spec["schema"]}".pausepoint_checkpoint_bases WHERE session_id = $1',
-                    session_id,
-                )
-            )
-        finally:
-            await conn.close()
-    import redis.asyncio as aioredis
-
-    client = aioredis.Redis.from_url(spec["url"])
-    try:
-        return len([key async for key in client.scan_iter(match=f"{spec['prefix']}checkpoint-base:{session_id}:*")])
-    finally:
-        await client.aclose()
 
 
 async def test_a_busy_session_keeps_only_its_newest_replaced_bases(backend: Backend) -> None:
@@ -186,7 +167,7 @@ async def test_a_busy_session_keeps_only_its_newest_replaced_bases(backend: Back
         for version, data in bases.items():
             assert await store.write_checkpoint("s1", version, data) is True
             read[version] = await store.read_checkpoint("s1")
-        assert await count_bases(backend, "s1") == 1 + REPLACED_BASES_KEPT
+        assert await backend.count_checkpoint_bases("s1") == 1 + REPLACED_BASES_KEPT
         for version, checkpoint in read.items():
             assert checkpoint is not None and checkpoint.fetch is not None
             if version > 7 - 1 - REPLACED_BASES_KEPT:  # the newest replaced ones, and the current one
@@ -195,7 +176,7 @@ async def test_a_busy_session_keeps_only_its_newest_replaced_bases(backend: Back
                 with pytest.raises(StoreError, match="no longer in the store"):
                     checkpoint.whole()
         assert await store.delete("s1") is True
-        assert await count_bases(backend, "s1") == 0
+        assert await backend.count_checkpoint_bases("s1") == 0
     finally:
         await store.close()
 
@@ -204,33 +185,7 @@ async def test_version_4_checkpoints_are_set_aside_by_the_upgrade(backend: Backe
     """A store of layout 4 kept each base with its checkpoint, without its version: the upgrade
     leaves them unused (a cache), and a cold agent reads the session from its log."""
     writer, session_id = await grown(backend)
-    spec = backend.spec()
-    if spec["backend"] == "postgres":  # the tables as version 4 had them, with a checkpoint
-        import asyncpg
-
-        conn = await asyncpg.connect(spec["url"])
-        s = f'"{spec["schema"]}"'
-        try:
-            await conn.execute(f"""
-                DROP TABLE {s}.pausepoint_checkpoint_bases;
-                DELETE FROM {s}.pausepoint_checkpoints;
-                ALTER TABLE {s}.pausepoint_checkpoints DROP COLUMN base, ADD COLUMN data bytea NOT NULL;
-                INSERT INTO {s}.pausepoint_checkpoints VALUES ('{session_id}', 3, 'an old base');
-                UPDATE {s}.pausepoint_meta SET value = '4' WHERE key = 'schema_version';
-            """)
-        finally:
-            await conn.close()
-    else:  # a checkpoint hash as layout 4 had it
-        import redis.asyncio as aioredis
-
-        client = aioredis.Redis.from_url(spec["url"])
-        prefix = spec["prefix"]
-        try:
-            await client.delete(f"{prefix}checkpoint:{session_id}")
-            await client.hset(f"{prefix}checkpoint:{session_id}", mapping={"version": 3, "data": b"an old base"})
-            await client.set(f"{prefix}schema_version", "4")
-        finally:
-            await client.aclose()
+    await backend.make_version_4(session_id)
     reader = await agent_on(backend)  # opens the store: the upgrade runs
     assert await seen(reader, session_id) == await seen(writer, session_id)
     await cycle(reader, session_id)
