@@ -8,12 +8,12 @@ folded instead) unless all of this holds —
 - its **schema fingerprint** is this code's: a hash of the JSON schemas of ``SessionState``'s
   fields, so any change to the state's shape (a field added, a type changed) retires every
   checkpoint written before it, with no version number to remember to bump;
-- its **checksums** and length match: a torn or corrupted write is caught. The text, the
-  bounds and the chunk sums have one XXH3-64, checked on every load; the items have one per
-  64 KiB chunk (``_chunks``), in the chunk sums. Items a store gave as bytes are checked whole
-  on load; a base a store gives as a view (a ``memoryview``: SQLite's mapped file, the
+- its **checksums** and length match: a torn or corrupted write is caught. The text and the
+  chunk sums have one XXH3-64, checked on every load; the bounds and the items have one per
+  64 KiB chunk (``_chunks``), in the chunk sums. A checkpoint a store gave as bytes is checked
+  whole on load; a base a store gives as a view (a ``memoryview``: SQLite's mapped file, the
   in-memory store's bytes) a chunk at a time, when the session first reads or copies an item
-  in it — a chunk that does not match then fails that call with ``StoreError``, and the
+  in it (its bounds, then its bytes) — a chunk that does not match then fails that call with ``StoreError``, and the
   session is read from its log after. A base a store gives in part (``Checkpoint.fetch``:
   PostgreSQL's and Redis's) is fetched the same way, each chunk just before its check, and
   its head in a worker thread while ``load`` waits; the state made from it is read again
@@ -26,11 +26,13 @@ folded instead) unless all of this holds —
 The format is derived from ``SessionState``'s dataclass fields, never listed by hand. After a
 one-line header comes the text: every field that is not a collection as one line of JSON, and
 for each ``list`` or ``dict`` field its count, its keys (a dict's, below), its references
-(below) and the keys it removed (a dict's, in an extension). Then a table of where each
-collection's items start, the chunk sums, and the items themselves, laid end to end (each one's
-JSON from its type's pydantic adapter). Loading splits the text into lines and checks the
-checksums; a list's items are cut out of the bytes and decoded only when read (``_lazy``), so
-loading costs no object per history item, and writing the next base of a state loaded from one
+(below) and the keys it removed (a dict's, in an extension); its last line, the bytes of each
+collection's items. Then the chunk sums, a table of where each collection's items start, and the
+items themselves, laid end to end (each one's JSON from its type's pydantic adapter). Loading
+splits the text into lines and checks the checksum, and reads none of the table (what a load
+reads of a base grows with its history by only 8 bytes of chunk sums a 64 KiB); a list's items
+are cut out of the bytes and decoded only when read (``_lazy``), so loading costs no object per
+history item, and writing the next base of a state loaded from one
 copies each list's bytes and table whole, adding what was appended since. A base lays a dict's
 keys out in buckets by a hash of the key, a line each with the bucket's keys and their places
 (``_lazy.key_index``), as a collection of its own after the dict's values: loading reads none
@@ -97,7 +99,7 @@ __all__ = [
     "save",
 ]
 
-CHECKPOINT_FORMAT = b"PPCK6"
+CHECKPOINT_FORMAT = b"PPCK7"
 _HEADER_BYTES = 512  # a header line is shorter (its eleven fields are at most about 220 bytes)
 
 log = logging.getLogger("pausepoint")
@@ -281,13 +283,14 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         text.append(_json(refs))
         if field.keys is not None:
             text.append(field.keys.dump_json(gone))
-    bounds, *items = laid.parts()
-    sums = chunk_sums(items)
+    text.append(_json(laid.lengths))  # so a load finds each collection's items without its bounds
+    checked = laid.parts()
+    sums = chunk_sums(checked)
     if sys.byteorder != "little":
         sums.byteswap()
-    body = [b"".join([b"\n".join(text), b"\n"]), bounds, sums.tobytes(), *items]
+    body = [b"".join([b"\n".join(text), b"\n"]), sums.tobytes(), *checked]
     checksum = xxhash.xxh3_64()
-    for part in body[:3]:  # the text, the bounds and the chunk sums (which check the items)
+    for part in body[:2]:  # the text and the chunk sums (which check the bounds and the items)
         checksum.update(part)
     head = b" ".join(
         [
@@ -315,6 +318,7 @@ class _Laid:
         self._items: list[bytes | memoryview] = []
         self._bounds = array("I")  # OverflowError past 4 GiB in one collection
         self._end = 0
+        self.lengths: list[int] = []  # each collection's items' bytes
 
     def begin(self) -> None:
         self._end = 0
@@ -351,6 +355,7 @@ class _Laid:
 
     def end_collection(self) -> None:
         self._bounds.append(self._end)
+        self.lengths.append(self._end)
 
     @property
     def bound_count(self) -> int:
@@ -396,10 +401,15 @@ class Header:
     version: int
     after: int  # an extension's: the version it extends; 0 for a base
     digest: bytes
-    text: memoryview  # the values, and each collection's count, keys, references, removed keys
-    bounds: memoryview  # where each collection's items start, from 0 (uint32, little-endian)
-    items: memoryview  # every collection's items, laid end to end
-    chunks: ChunkCheck | None = None  # checks the items a chunk at a time as they are read
+    text: memoryview  # the values, each collection's count, keys, references, removed keys; their lengths
+    checked: memoryview  # what the chunk sums check: the bounds, then the items
+    bounds: int  # the bounds' bytes: where each collection's items start, from 0 (uint32, little-endian)
+    chunks: ChunkCheck | None = None  # checks the bounds and items a chunk at a time as they are read
+
+    @property
+    def items(self) -> memoryview:
+        """Every collection's items, laid end to end."""
+        return self.checked[self.bounds :]
 
 
 def read_header(
@@ -410,27 +420,28 @@ def read_header(
     fetch: Callable[[int, int], None] | None = None,
 ) -> Header | None:
     """The header of a checkpoint or extension written by this code (same format and
-    fingerprint) whose body is whole; None for anything else. The text, the bounds and the
-    chunk sums are checked now; the items too, unless ``lazy``: then each chunk of them is
-    checked when first read (``Header.chunks``). (``verify=False`` checks nothing: for bytes
-    this process has just encoded.) ``fetch``: the base came in part (``Checkpoint.fetch``) and
-    its head is there (``_fetch_head``); each chunk of its items is fetched when first read.
+    fingerprint) whose body is whole; None for anything else. The text and the chunk sums are
+    checked now; the bounds and items too, unless ``lazy``: then each chunk of them is checked
+    when first read (``Header.chunks``). (``verify=False`` checks nothing: for bytes this
+    process has just encoded.) ``fetch``: the base came in part (``Checkpoint.fetch``) and its
+    head is there (``_fetch_head``); each chunk of its bounds and items is fetched when first
+    read.
     """
     line = _line(data)
     if line is None:
         return None
-    end, version, after, digest, checksum, text, bounds, items, chunk = line
+    end, version, after, digest, checksum, text, sums, bounds, chunk = line
     body = memoryview(data)[end + 1 :]
     fill = None
     if fetch is not None:
         lazy = True
-        fill = functools.partial(_shifted, fetch, end + 1 + items)
-    header = Header(version, after, digest, body[:text], body[text:bounds], body[items:])
+        fill = functools.partial(_shifted, fetch, end + 1 + sums)
+    header = Header(version, after, digest, body[:text], body[sums:], bounds - sums)
     if not verify:
         return header
-    if xxhash.xxh3_64_intdigest(body[:items]) != checksum:
+    if xxhash.xxh3_64_intdigest(body[:sums]) != checksum:
         return None
-    chunks = ChunkCheck(header.items, _little_endian(body[bounds:items], "Q"), chunk, fill)
+    chunks = ChunkCheck(header.checked, _little_endian(body[text:sums], "Q"), chunk, fill)
     if not lazy:
         return header if chunks.all() else None
     return dataclasses.replace(header, chunks=chunks)
@@ -439,7 +450,8 @@ def read_header(
 def _line(data: bytes | memoryview) -> tuple[int, int, int, bytes, int, int, int, int, int] | None:
     """What the header line of ``data`` says, if it is one of this code's and adds up: where it
     ends, the version, the version extended, the digest, the checksum, and where the text, the
-    bounds and the items end in the body (after the line); the chunk size."""
+    chunk sums and the bounds end in the body (after the line; the items follow the bounds);
+    the chunk size."""
     line = bytes(data[:_HEADER_BYTES])
     end = line.find(b"\n")
     parts = line[:end].split(b" ") if end > 0 else []
@@ -458,27 +470,29 @@ def _line(data: bytes | memoryview) -> tuple[int, int, int, bytes, int, int, int
         )
     except ValueError:
         return None
-    bounds = text + 4 * count
-    items = bounds + 8 * sums
-    if not 0 <= after < version or len(data) - end - 1 != length or not 0 < text <= bounds <= items <= length:
+    sums_end = text + 8 * sums
+    bounds = sums_end + 4 * count
+    if not 0 <= after < version or len(data) - end - 1 != length or not 0 < text <= sums_end <= bounds <= length:
         return None
-    if chunk <= 0 or sums != -(-(length - items) // chunk):
+    if chunk <= 0 or sums != -(-(length - sums_end) // chunk):
         return None
-    return end, version, after, parts[4], checksum, text, bounds, items, chunk
+    return end, version, after, parts[4], checksum, text, sums_end, bounds, chunk
 
 
 def _fetch_head(checkpoint: Checkpoint) -> None:
-    """Fetch the head of a base given in part: its header line, text, bounds and chunk sums
-    (blocking: ``load`` runs it in a worker thread)."""
+    """Fetch the head of a base given in part, its header line, text and chunk sums, if the
+    store's first bytes did not hold it all (blocking, as every fetch: a base's head is about
+    8 bytes a 64 KiB of it, so this fetches only for a base of hundreds of MB)."""
     fetch, data = cast(Callable[[int, int], None], checkpoint.fetch), checkpoint.data
     fetch(0, min(_HEADER_BYTES, len(data)))
     line = _line(data)
     if line is not None:
-        fetch(0, line[0] + 1 + line[7])
+        fetch(0, line[0] + 1 + line[6])
 
 
 def _shifted(fetch: Callable[[int, int], None], offset: int, start: int, stop: int) -> None:
-    """``fetch`` of bytes ``start`` to ``stop - 1`` of the items, which begin at ``offset``."""
+    """``fetch`` of bytes ``start`` to ``stop - 1`` of what the chunk sums check, which begins at
+    ``offset``."""
     fetch(offset + start, offset + stop)
 
 
@@ -549,30 +563,37 @@ def _parse(header: Header) -> list[_Part] | None:
             sizes.append(size)
             if part.bucket_count:
                 sizes.append(part.bucket_count)
-        bounds = _little_endian(header.bounds, "I")
-        if at != len(lines) - 1 or lines[at] or sum(size + 1 for size in sizes) != len(bounds):
+        lengths = json.loads(lines[at])  # each collection's items' bytes
+        at += 1
+        if at != len(lines) - 1 or lines[at] or header.bounds != 4 * sum(size + 1 for size in sizes):
             return None
-        at_bound = base = 0
+        if type(lengths) is not list or len(lengths) != len(sizes) or not all(type(n) is int for n in lengths):
+            return None
+        if min(lengths, default=0) < 0 or sum(lengths) != len(header.checked) - header.bounds:
+            return None
         check = header.chunks.span if header.chunks else None
+        if sys.byteorder == "little":  # the bounds are read where they are, each checked as read
+            bounds, viewed = header.checked[: header.bounds].cast("I"), True
+        else:
+            if check is not None:
+                check(0, header.bounds)
+            bounds, viewed = _little_endian(header.checked[: header.bounds], "I"), False
+        at_bound, base = 0, header.bounds
 
-        def collection(size: int) -> Slices:  # the next collection's items
+        def collection(size: int, length: int) -> Slices:  # the next collection's items
             nonlocal at_bound, base
             own = bounds[at_bound : at_bound + size + 1]
-            if own[0] != 0:
-                raise ValueError("a collection's bounds do not start at 0")
-            slices = Slices(header.items, base, own, check)
-            at_bound, base = at_bound + size + 1, base + own[size]
+            slices = Slices(header.checked, base, own, check, 4 * at_bound if viewed else None)
+            at_bound, base = at_bound + size + 1, base + length
             return slices
 
-        collections = iter(sizes)
+        collections = zip(sizes, lengths, strict=True)
         for part in parts:
             if part.field.shape == "value":
                 continue
-            part.source = collection(next(collections))
+            part.source = collection(*next(collections))
             if part.bucket_count:
-                part.buckets = collection(next(collections))
-        if base != len(header.items):
-            return None
+                part.buckets = collection(*next(collections))
     except (ValueError, IndexError, TypeError):
         return None
     return parts
@@ -727,8 +748,8 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     # read; bytes it gave whole, at once.
     viewed = isinstance(checkpoint.data, memoryview)
     try:
-        if checkpoint.fetch is not None:  # the head of a long base may go past what the store read
-            await asyncio.to_thread(_fetch_head, checkpoint)
+        if checkpoint.fetch is not None:  # the head of a very long base may go past what the store read
+            _fetch_head(checkpoint)
         base_header = read_header(checkpoint.data, lazy=viewed, fetch=checkpoint.fetch)
     except StoreError:  # a base given in part whose head could not be fetched: fold the log
         log.warning("could not read the checkpoint of session %s; folding its log", session_id, exc_info=True)

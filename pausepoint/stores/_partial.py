@@ -1,7 +1,7 @@
 """A checkpoint base given in part (``Checkpoint.fetch``), for the stores across a network.
 
-A cold load of a long session needs the base's head (its values, where its items start, their
-chunk sums) and the few items its turn reads: on an approval session of 1,000 cycles, none of
+A cold load of a long session needs the base's head (its values, and the sums that check the
+rest a chunk at a time) and the few items its turn reads: on an approval session of 1,000 cycles, none of
 the 67 chunks of its 4.4 MB of items. So ``PostgresSessionStore`` and ``RedisSessionStore`` read
 the first ``PREFIX_BYTES`` of a base with the rest of the checkpoint, and give the base as a
 view of its whole length (``PartialBase``) that the runtime fills in a range at a time, before
@@ -29,8 +29,8 @@ __all__ = ["FETCH_TIMEOUT", "PREFIX_BYTES", "BlockingLoop", "PartialBase"]
 
 T = TypeVar("T")
 
-# The bytes of a base read with the rest of the checkpoint: the head of a base of some 800 approval
-# cycles (a longer one's head, about 73 bytes a cycle, takes one fetch more, off the event loop).
+# The bytes of a base read with the rest of the checkpoint: the head of a base of up to about
+# 500 MB (8 bytes of chunk sums a 64 KiB; a longer one's head takes one fetch more).
 PREFIX_BYTES = 64 * 1024
 FETCH_TIMEOUT = 30.0
 

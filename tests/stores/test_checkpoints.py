@@ -167,23 +167,29 @@ async def test_a_damaged_checkpoint_is_not_used(backend: Backend, damage: str) -
     assert checkpointed(again, sid) > summary.version
 
 
-def flipped_items(data: bytes) -> bytes:
-    """``data`` with one bit flipped in every chunk of a checkpoint's items (the fields of its
-    header line: ... text-length bound-count chunk-size chunk-count)."""
+def flipped_items(data: bytes, where: str = "items") -> bytes:
+    """``data`` with one bit flipped in every chunk of a checkpoint's items, or in the first of
+    its bounds (the fields of its header line: ... text-length bound-count chunk-size
+    chunk-count; after the line come the text, the chunk sums, the bounds and the items)."""
     line, _, _ = data.partition(b"\n")
     *_, text, count, chunk, sums = (int(field) for field in line.split(b" ")[6:])
-    start = len(line) + 1 + text + 4 * count + 8 * sums
+    bounds = len(line) + 1 + text + 8 * sums
     damaged = bytearray(data)
-    for at in range(start, len(data), chunk):
+    if where == "bounds":
+        damaged[bounds] ^= 0x01
+        return bytes(damaged)
+    for at in range(bounds + 4 * count, len(data), chunk):
         damaged[at] ^= 0x01
     return bytes(damaged)
 
 
-async def test_damaged_items_fail_at_most_one_call_then_the_log_is_folded(backend: Backend) -> None:
-    """Damage in a base's items: a store that gives the base whole has it checked at load (the
-    log is folded at once); one that gives a view of it (memory, a mapped SQLite file) has each
-    chunk checked when first read, so the call that reads the damage fails with ``StoreError``,
-    once. Either way the next calls see the session the log holds, and exactly once holds."""
+@pytest.mark.parametrize("where", ["items", "bounds"])
+async def test_damaged_items_fail_at_most_one_call_then_the_log_is_folded(backend: Backend, where: str) -> None:
+    """Damage in a base's items, or in where they start: a store that gives the base whole has
+    it checked at load (the log is folded at once); one that gives a view of it (memory, a
+    mapped SQLite file) has each chunk checked when first read, so the call that reads the
+    damage fails with ``StoreError``, once. Either way the next calls see the session the log
+    holds, and exactly once holds."""
     ledger: list[str] = []
     writer = await agent_on(backend, ledger)  # writes no checkpoint: the test writes the one there is
     sid = await cycle(writer)
@@ -195,7 +201,7 @@ async def test_damaged_items_fail_at_most_one_call_then_the_log_is_folded(backen
     assert last is not None
     data = encode_state(state, record_digest(last.entries[0].data))
     store = await keeper(writer.store)
-    assert await store.write_checkpoint(sid, state.version, flipped_items(data))
+    assert await store.write_checkpoint(sid, state.version, flipped_items(data, where))
     written = await store.read_checkpoint(sid)
     assert written is not None
 

@@ -1,11 +1,13 @@
-"""Long checkpoint bases given in part (PostgreSQL, Redis): a cold agent reads the head of the
-base and fetches its items as it reads them, from the base it loaded even after a newer base
+"""Long checkpoint bases given in part (PostgreSQL, Redis, a store of one's own): a cold agent
+reads the head of the base and fetches its items as it reads them, from the base it loaded even after a newer base
 replaced it; a base gone from the store fails one call, and the session is read again after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import mmap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from pausepoint import Agent, ToolResponse, _checkpoint
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, ConcurrentUpdate, StoreError, UnknownInterrupt
-from pausepoint.stores import REPLACED_BASES_KEPT, CheckpointStore, postgres, redis
+from pausepoint.stores import REPLACED_BASES_KEPT, Checkpoint, CheckpointStore, InMemorySessionStore, postgres, redis
 from pausepoint.testing.stores import put, summary
 
 from .backends import Backend, make_backend
@@ -198,3 +200,57 @@ async def test_version_4_checkpoints_are_set_aside_by_the_upgrade(backend: Backe
     assert await seen(again, session_id) == await seen(writer, session_id)
     cached = again.sessions.cached(session_id)
     assert cached is not None and cached.checkpointed >= written.version
+
+
+class GivenInPart(InMemorySessionStore):
+    """An in-memory store that gives its bases in part, as a store across a network would
+    (``Checkpoint.fetch``): the first ``PREFIX`` bytes with the checkpoint, and each range the
+    runtime asks for after, noted in ``fetched``."""
+
+    PREFIX = 64 * 1024
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetched: list[tuple[int, int]] = []
+
+    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        checkpoint = await super().read_checkpoint(session_id)
+        if checkpoint is None or len(checkpoint.data) <= self.PREFIX:
+            return checkpoint
+        whole = bytes(checkpoint.data)
+        given = mmap.mmap(-1, len(whole))
+        given[: self.PREFIX] = whole[: self.PREFIX]
+
+        def fetch(start: int, stop: int) -> None:
+            if stop > self.PREFIX:
+                self.fetched.append((start, stop))
+                given[start:stop] = whole[start:stop]
+
+        view = memoryview(given).toreadonly()
+        return dataclasses.replace(checkpoint, data=view, fetch=fetch)
+
+
+async def test_a_cold_load_of_a_long_base_reads_no_more_than_its_first_bytes() -> None:
+    """What a load reads of a base does not grow with the history: the head of a base of 1,000
+    approval cycles (4.4 MB, where each of its 18,000 items starts: 73 KB) is within the first
+    64 KiB, so a cold load asks for nothing else; each item it reads after costs a fetch of the
+    chunks its place and its bytes are in."""
+    store = GivenInPart()
+    _, writer = build(store)
+    session_id = await cycle(writer)
+    for _ in range(999):
+        await cycle(writer, session_id)
+    await settled(writer)
+    checkpoint = await store.read_checkpoint(session_id)
+    assert checkpoint is not None and checkpoint.fetch is not None and len(checkpoint.data) > 4_000_000
+
+    _, reader = build(store)
+    await cold_load(reader, session_id)
+    assert store.fetched == []  # the load read the head from the first bytes alone
+    state = reader.sessions.cached(session_id)
+    assert state is not None
+    middle = len(state.messages) // 2
+    assert state.messages[middle] == (await writer.chat(session_id).history())[middle]
+    assert 1 <= len(store.fetched) <= 2  # the chunk of its place, and of its bytes (one, or two)
+    assert all(stop - start <= 2 * 64 * 1024 for start, stop in store.fetched)
+    assert await seen(reader, session_id) == await seen(writer, session_id)

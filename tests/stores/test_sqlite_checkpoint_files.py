@@ -140,9 +140,10 @@ async def test_a_reader_keeps_the_base_it_mapped_after_another_store_replaced_it
 
 @pytest.mark.parametrize("damage", ["missing", "torn", "empty", "head", "items"])
 async def test_a_damaged_or_missing_file_makes_a_cold_agent_fold_the_log(tmp_path: Path, damage: str) -> None:
-    """A file missing, torn, or damaged where every load checks it (the text, the bounds and
-    the chunk sums) is refused at once. Damage in the items is found when a chunk of them is
-    first read: that call may fail with ``StoreError`` (once), and the log is folded after."""
+    """A file missing, torn, or damaged where every load checks it (the text and the chunk
+    sums) is refused at once. Damage in the items (or their bounds) is found when a chunk of
+    them is first read: that call may fail with ``StoreError`` (once), and the log is folded
+    after."""
     path = tmp_path / "s.db"
     _, writer = build(SqliteSessionStore(path, checkpoint_file_bytes=1000))
     sid = await cycle(writer)
