@@ -221,7 +221,7 @@ def table_cold(
     note(
         "cold: the store's checkpoint (a base and its extensions) plus the records after it (written every 64 "
         "records, in the background), reading of the base its head and the chunks the turn reads (SQLite: a "
-        "mapped file; PostgreSQL, Redis: the first 64 KiB, then the rest of the head, then each chunk as read); "
+        "mapped file; PostgreSQL, Redis: the first 64 KiB, which hold the head, then each chunk as read); "
         "no ckpt: the whole log folded, as before checkpoints"
     )
     note("cpu: the process's CPU time for the cycle (no fsync wait in it; other work on the machine barely shows)")

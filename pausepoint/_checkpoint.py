@@ -13,12 +13,13 @@ folded instead) unless all of this holds —
   64 KiB chunk (``_chunks``), in the chunk sums. A checkpoint a store gave as bytes is checked
   whole on load; a base a store gives as a view (a ``memoryview``: SQLite's mapped file, the
   in-memory store's bytes) a chunk at a time, when the session first reads or copies an item
-  in it (its bounds, then its bytes) — a chunk that does not match then fails that call with ``StoreError``, and the
-  session is read from its log after. A base a store gives in part (``Checkpoint.fetch``:
-  PostgreSQL's and Redis's) is fetched the same way, each chunk just before its check, and
-  its head in a worker thread while ``load`` waits; the state made from it is read again
-  (``_sessions``) before the store may drop that base (``PARTIAL_BASE_KEPT``), and a fetch that
-  fails fails its call, after which the session is read again;
+  in it (its bounds, then its bytes) — a chunk that does not match then fails that call with
+  ``StoreError``, and the session is read from its log after. A base a store gives in part
+  (``Checkpoint.fetch``: PostgreSQL's and Redis's) is fetched the same way, each chunk just
+  before its check (its head first, within the bytes the store gave but for a base of hundreds
+  of MB); the state made from it is read again (``_sessions``) before the store may drop that
+  base (``PARTIAL_BASE_KEPT``), and a fetch that fails fails its call, after which the session
+  is read again;
 - it names this **session** and its **version** is in the log, and the record at that version
   has the **digest** the checkpoint was taken after: a checkpoint of another log (a session
   deleted and made again under the same id, records lost with a power failure) never applies.
@@ -401,15 +402,10 @@ class Header:
     version: int
     after: int  # an extension's: the version it extends; 0 for a base
     digest: bytes
-    text: memoryview  # the values, each collection's count, keys, references, removed keys; their lengths
+    text: memoryview  # the values; each collection's count, keys, references, removed keys; their sizes
     checked: memoryview  # what the chunk sums check: the bounds, then the items
     bounds: int  # the bounds' bytes: where each collection's items start, from 0 (uint32, little-endian)
     chunks: ChunkCheck | None = None  # checks the bounds and items a chunk at a time as they are read
-
-    @property
-    def items(self) -> memoryview:
-        """Every collection's items, laid end to end."""
-        return self.checked[self.bounds :]
 
 
 def read_header(
