@@ -402,7 +402,7 @@ class Header:
     version: int
     after: int  # an extension's: the version it extends; 0 for a base
     digest: bytes
-    text: memoryview  # the values; each collection's count, keys, references, removed keys; their sizes
+    text: memoryview  # the values; each collection's count, keys, references, removed keys; the collections' sizes
     checked: memoryview  # what the chunk sums check: the bounds, then the items
     bounds: int  # the bounds' bytes: where each collection's items start, from 0 (uint32, little-endian)
     chunks: ChunkCheck | None = None  # checks the bounds and items a chunk at a time as they are read

@@ -83,6 +83,8 @@ class Slices:
         return len(self._bounds) - 1
 
     def __getitem__(self, index: int) -> bytes:
+        if index < 0:
+            index += len(self)
         check = self._check
         if check is not None and self._bounds_at is not None:
             at = self._bounds_at + 4 * index

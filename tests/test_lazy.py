@@ -88,6 +88,23 @@ def test_a_list_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> No
         items[4]
 
 
+def test_slices_whose_bounds_are_in_their_data_check_the_bounds_before_the_item() -> None:
+    """A checkpoint's bounds lie in the bytes its chunk sums check: reading an item checks the
+    span of its two bounds, then its own; a copied run, its bounds and then its bytes."""
+    items = [raw(n) for n in range(3)]
+    bounds = array("I", itertools.accumulate(map(len, items), initial=0)).tobytes()
+    data = memoryview(bounds + b"".join(items))
+    spans: list[tuple[int, int]] = []
+    source = Slices(data, len(bounds), data[: len(bounds)].cast("I"), lambda *span: spans.append(span), 0)
+    assert source[1] == raw(1) and spans == [(4, 12), (len(bounds) + len(items[0]), len(bounds) + 2 * len(items[0]))]
+    spans.clear()
+    assert source[-1] == raw(2) and spans[0] == (8, 16)  # the last item: its bounds are the last two
+    spans.clear()
+    run, run_bounds = source.run(1, 3)
+    assert run.tobytes() == raw(1) + raw(2) and list(run_bounds) == list(data[: len(bounds)].cast("I"))[1:]
+    assert spans == [(4, 16), (len(bounds) + len(items[0]), len(data))]
+
+
 def test_a_list_loaded_from_bytes_is_written_from_them_until_its_items_move() -> None:
     items = unread(0, 1, 2)
     items[1]  # reading an item leaves it in its place

@@ -16,9 +16,9 @@ about to commit it).
 A file is flushed to stable storage before its row is committed, so a row that survives a
 power loss names a whole file (its entry in the folder is not flushed: a file lost with it is
 missing, and the log is folded instead). A load checks the file's text and chunk sums, and
-each chunk of its bounds and items the first time the session reads it (``_chunks``): a file damaged
-later (a failing disk, a hand that edited it) fails the call that reads the damage, once, and
-the session is read from its log from then on. The files are a cache like the rest of the
+each chunk of its bounds and items the first time the session reads it (``_chunks``): a file
+damaged later (a failing disk, a hand that edited it) fails the call that reads the damage,
+once, and the session is read from its log from then on. The files are a cache like the rest of the
 checkpoint: safe to delete, or to leave out of a backup of the database.
 """
 

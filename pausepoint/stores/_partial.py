@@ -1,8 +1,8 @@
 """A checkpoint base given in part (``Checkpoint.fetch``), for the stores across a network.
 
 A cold load of a long session needs the base's head (its values, and the sums that check the
-rest a chunk at a time) and the few items its turn reads: on an approval session of 1,000 cycles, none of
-the 67 chunks of its 4.4 MB of items. So ``PostgresSessionStore`` and ``RedisSessionStore`` read
+rest a chunk at a time) and the few items its turn reads: on an approval session of 1,000
+cycles, none of the 67 chunks of its 4.4 MB of items. So ``PostgresSessionStore`` and ``RedisSessionStore`` read
 the first ``PREFIX_BYTES`` of a base with the rest of the checkpoint, and give the base as a
 view of its whole length (``PartialBase``) that the runtime fills in a range at a time, before
 it first reads it.
