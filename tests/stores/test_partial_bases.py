@@ -1,6 +1,7 @@
 """Long checkpoint bases given in part (PostgreSQL, Redis, a store of one's own): a cold agent
-reads the head of the base and fetches its items as it reads them, from the base it loaded even after a newer base
-replaced it; a base gone from the store fails one call, and the session is read again after.
+reads the head of the base and fetches its items as it reads them, from the base it loaded even
+after a newer base replaced it; a base gone from the store fails one call, and the session is
+read again after.
 """
 
 from __future__ import annotations
