@@ -41,11 +41,12 @@ async def agent_on(backend: Backend, ledger: list[str] | None = None) -> Agent:
     return agent
 
 
-async def grown(backend: Backend, ledger: list[str] | None = None) -> tuple[Agent, str]:
-    """An agent that ran a session of CYCLES approval cycles and wrote its checkpoint."""
+async def grown(backend: Backend, ledger: list[str] | None = None, cycles: int = CYCLES) -> tuple[Agent, str]:
+    """An agent that ran a session of ``cycles`` approval cycles and wrote its checkpoint (up to
+    7 records behind: one is written once the session is 8 records past the last)."""
     writer = await agent_on(backend, ledger)
     session_id = await cycle(writer)
-    for _ in range(CYCLES - 1):
+    for _ in range(cycles - 1):
         await cycle(writer, session_id)
     await settled(writer)
     return writer, session_id
@@ -62,7 +63,11 @@ async def loaded_cold(backend: Backend) -> tuple[Agent, str, Agent]:
     """A grown session's writer, its id, and another agent that loaded it cold, in part."""
     writer, session_id = await grown(backend)
     reader = await agent_on(backend)
+    # Were the writer's last checkpoint 8 records behind, the reader would write a base at once,
+    # fetching the whole of the one it loaded: not while it loads.
+    reader.checkpoint_every = None
     await cold_load(reader, session_id)
+    reader.checkpoint_every = 8
     return writer, session_id, reader
 
 
@@ -136,7 +141,14 @@ async def test_a_state_far_behind_its_session_is_read_again_rather_than_folded_o
 
 
 async def test_a_base_gone_from_the_store_fails_one_call_then_the_session_is_read_again(backend: Backend) -> None:
-    writer, session_id, reader = await loaded_cold(backend)
+    # A history of many chunks: folding the records after the checkpoint fetches a few of them,
+    # and reading the history needs the others.
+    writer, session_id = await grown(backend, cycles=5 * CYCLES)
+    reader = await agent_on(backend)
+    # A reader only: were the writer's last checkpoint 8 records behind, the reader would write a
+    # base in the background, fetching the whole of the one it loaded before it is dropped.
+    reader.checkpoint_every = None
+    await cold_load(reader, session_id)
     await backend.drop_checkpoint_bases()
     with pytest.raises(StoreError, match="no longer in the store"):
         await reader.chat(session_id).history()
@@ -246,6 +258,7 @@ async def test_a_cold_load_of_a_long_base_reads_no_more_than_its_first_bytes() -
     assert checkpoint is not None and checkpoint.fetch is not None and len(checkpoint.data) > 4_000_000
 
     _, reader = build(store)
+    reader.checkpoint_every = None  # a reader only: no new base, which would fetch the whole of this one
     await cold_load(reader, session_id)
     assert store.fetched == []  # the load read the head from the first bytes alone
     state = reader.sessions.cached(session_id)
