@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import mmap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from pausepoint import Agent, ToolResponse, _checkpoint
+from pausepoint._chunks import CHUNK_BYTES
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, ConcurrentUpdate, StoreError, UnknownInterrupt
 from pausepoint.stores import REPLACED_BASES_KEPT, Checkpoint, CheckpointStore, InMemorySessionStore, postgres, redis
+from pausepoint.stores._partial import PREFIX_BYTES, PartialBase
 from pausepoint.testing.stores import put, summary
 
 from .backends import Backend, make_backend
@@ -59,15 +60,15 @@ async def cold_load(agent: Agent, session_id: str) -> None:
     assert state is not None and state.partial is not None, "the base was not given in part"
 
 
-async def loaded_cold(backend: Backend) -> tuple[Agent, str, Agent]:
+async def loaded_cold(backend: Backend, cycles: int = CYCLES) -> tuple[Agent, str, Agent]:
     """A grown session's writer, its id, and another agent that loaded it cold, in part."""
-    writer, session_id = await grown(backend)
+    writer, session_id = await grown(backend, cycles=cycles)
     reader = await agent_on(backend)
     # Were the writer's last checkpoint 8 records behind, the reader would write a base at once,
     # fetching the whole of the one it loaded: not while it loads.
-    reader.checkpoint_every = None
+    every, reader.checkpoint_every = reader.checkpoint_every, None
     await cold_load(reader, session_id)
-    reader.checkpoint_every = 8
+    reader.checkpoint_every = every
     return writer, session_id, reader
 
 
@@ -143,12 +144,8 @@ async def test_a_state_far_behind_its_session_is_read_again_rather_than_folded_o
 async def test_a_base_gone_from_the_store_fails_one_call_then_the_session_is_read_again(backend: Backend) -> None:
     # A history of many chunks: folding the records after the checkpoint fetches a few of them,
     # and reading the history needs the others.
-    writer, session_id = await grown(backend, cycles=5 * CYCLES)
-    reader = await agent_on(backend)
-    # A reader only: were the writer's last checkpoint 8 records behind, the reader would write a
-    # base in the background, fetching the whole of the one it loaded before it is dropped.
-    reader.checkpoint_every = None
-    await cold_load(reader, session_id)
+    writer, session_id, reader = await loaded_cold(backend, cycles=5 * CYCLES)
+    reader.checkpoint_every = None  # a reader only: a new base would fetch the whole of the old one
     await backend.drop_checkpoint_bases()
     with pytest.raises(StoreError, match="no longer in the store"):
         await reader.chat(session_id).history()
@@ -217,10 +214,9 @@ async def test_version_4_checkpoints_are_set_aside_by_the_upgrade(backend: Backe
 
 class GivenInPart(InMemorySessionStore):
     """An in-memory store that gives its bases in part, as a store across a network would
-    (``Checkpoint.fetch``): the first ``PREFIX`` bytes with the checkpoint, and each range the
-    runtime asks for after, noted in ``fetched``."""
-
-    PREFIX = 64 * 1024
+    (``Checkpoint.fetch``, through the ``PartialBase`` PostgreSQL's and Redis's use): the first
+    ``PREFIX_BYTES`` with the checkpoint, and each range the runtime has it read after, noted
+    in ``fetched``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -228,19 +224,16 @@ class GivenInPart(InMemorySessionStore):
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
         checkpoint = await super().read_checkpoint(session_id)
-        if checkpoint is None or len(checkpoint.data) <= self.PREFIX:
+        if checkpoint is None or len(checkpoint.data) <= PREFIX_BYTES:
             return checkpoint
         whole = bytes(checkpoint.data)
-        given = mmap.mmap(-1, len(whole))
-        given[: self.PREFIX] = whole[: self.PREFIX]
 
-        def fetch(start: int, stop: int) -> None:
-            if stop > self.PREFIX:
-                self.fetched.append((start, stop))
-                given[start:stop] = whole[start:stop]
+        def read(start: int, stop: int) -> bytes:
+            self.fetched.append((start, stop))
+            return whole[start:stop]
 
-        view = memoryview(given).toreadonly()
-        return dataclasses.replace(checkpoint, data=view, fetch=fetch)
+        given = PartialBase(len(whole), whole[:PREFIX_BYTES], read)
+        return dataclasses.replace(checkpoint, data=given.view, fetch=given.fetch)
 
 
 async def test_a_cold_load_of_a_long_base_reads_no_more_than_its_first_bytes() -> None:
@@ -266,5 +259,5 @@ async def test_a_cold_load_of_a_long_base_reads_no_more_than_its_first_bytes() -
     middle = len(state.messages) // 2
     assert state.messages[middle] == (await writer.chat(session_id).history())[middle]
     assert 1 <= len(store.fetched) <= 2  # the chunk of its place, and of its bytes (one, or two)
-    assert all(stop - start <= 2 * 64 * 1024 for start, stop in store.fetched)
+    assert all(stop - start <= 2 * CHUNK_BYTES for start, stop in store.fetched)
     assert await seen(reader, session_id) == await seen(writer, session_id)
