@@ -432,15 +432,15 @@ def read_header(
     if fetch is not None:
         lazy = True
         fill = functools.partial(_shifted, fetch, end + 1 + sums)
-    header = Header(version, after, digest, body[:text], body[sums:], bounds - sums)
+    checked = body[sums:]
     if not verify:
-        return header
+        return Header(version, after, digest, body[:text], checked, bounds - sums)
     if xxhash.xxh3_64_intdigest(body[:sums]) != checksum:
         return None
-    chunks = ChunkCheck(header.checked, _little_endian(body[text:sums], "Q"), chunk, fill)
+    chunks = ChunkCheck(checked, _little_endian(body[text:sums], "Q"), chunk, fill)
     if not lazy:
-        return header if chunks.all() else None
-    return dataclasses.replace(header, chunks=chunks)
+        return Header(version, after, digest, body[:text], checked, bounds - sums) if chunks.all() else None
+    return Header(version, after, digest, body[:text], checked, bounds - sums, chunks)
 
 
 def _line(data: bytes | memoryview) -> tuple[int, int, int, bytes, int, int, int, int, int] | None:
@@ -502,19 +502,25 @@ def _little_endian(data: memoryview, code: Literal["I", "Q"]) -> memoryview:
     return memoryview(swapped)
 
 
-@dataclass(slots=True)
 class _Part:
-    """One field as a checkpoint or extension holds it."""
+    """One field as a checkpoint or extension holds it (a plain class: a load makes one per
+    field of the base and of each extension)."""
 
-    field: _Field
-    line: bytes = b""  # a value's JSON
-    home: list[Any] | None = None  # a value held by a collection: [field, key]
-    source: Slices | None = None  # a collection's items (``@`` for those held by earlier fields)
-    buckets: Slices | None = None  # a base's dict's keys, a line per bucket (``_lazy.key_index``)
-    bucket_count: int = 0
-    keys: list[Any] | None = None  # an extension's dict's keys, in order
-    refs: list[list[Any]] = dataclasses.field(default_factory=list)  # [position or key, field, key]
-    removed: list[Any] = dataclasses.field(default_factory=list)  # an extension's removed keys
+    __slots__ = ("bucket_count", "buckets", "field", "home", "keys", "line", "refs", "removed", "source")
+
+    def __init__(self, field: _Field, line: bytes = b"", home: list[Any] | None = None) -> None:
+        self.field = field
+        self.line = line  # a value's JSON
+        self.home = home  # a value held by a collection: [field, key]
+        self.source: Slices | None = None  # a collection's items (``@`` for those held by earlier fields)
+        self.buckets: Slices | None = None  # a base's dict's keys, a line per bucket (``_lazy.key_index``)
+        self.bucket_count = 0
+        self.keys: list[Any] | None = None  # an extension's dict's keys, in order
+        self.refs: list[list[Any]] = _NONE  # [position or key, field, key]
+        self.removed: list[Any] = _NONE  # an extension's removed keys
+
+
+_NONE: list[Any] = []  # shared, never changed: a part's refs or removed keys when it has none
 
 
 def _parse(header: Header) -> list[_Part] | None:
@@ -523,82 +529,88 @@ def _parse(header: Header) -> list[_Part] | None:
     fields, _ = _layout()
     lines = header.text.tobytes().split(b"\n")
     parts: list[_Part] = []
+    collections: list[_Part] = []  # the parts whose items follow, in order (a base's dict twice)
     sizes: list[int] = []
+    extension = header.after > 0
     at = 0
     try:
         for field in fields:
             line = lines[at]
             at += 1
             if field.shape == "value":
-                home = json.loads(line[1:]) if line[:1] == b"@" else None
-                parts.append(_Part(field, line, home=home))
+                parts.append(_Part(field, line, json.loads(line[1:]) if line[:1] == b"@" else None))
                 continue
             size = int(line)
             part = _Part(field)
-            if field.keys is not None:
-                part.bucket_count = int(lines[at])
-                if part.bucket_count == 0:
-                    part.keys = field.keys.validate_json(lines[at + 1])
+            keys = field.keys
+            if keys is not None:
+                part.bucket_count = buckets = int(lines[at])
+                if buckets == 0:
+                    part.keys = keys.validator.validate_json(lines[at + 1])
                     at += 2
-                elif part.bucket_count < 0:
+                elif buckets < 0:
                     return None
                 else:
                     at += 1
+                if (part.keys is not None) != extension:
+                    return None  # a base's keys are by bucket, an extension's in order
             if lines[at] != b"[]":  # most have none
                 part.refs = json.loads(lines[at])
             at += 1
-            if field.keys is not None:
+            if keys is not None:
                 if lines[at] != b"[]":
-                    part.removed = field.keys.validate_json(lines[at])
+                    part.removed = keys.validator.validate_json(lines[at])
                 at += 1
             if size < 0 or (part.keys is not None and len(part.keys) != size):
                 return None
-            if (part.keys is not None) != (header.after > 0) and field.keys is not None:
-                return None  # a base's keys are by bucket, an extension's in order
             parts.append(part)
+            collections.append(part)
             sizes.append(size)
             if part.bucket_count:
+                collections.append(part)
                 sizes.append(part.bucket_count)
         lengths = json.loads(lines[at])  # each collection's items' bytes
         at += 1
-        if at != len(lines) - 1 or lines[at] or header.bounds != 4 * sum(size + 1 for size in sizes):
+        if at != len(lines) - 1 or lines[at] or header.bounds != 4 * (sum(sizes) + len(sizes)):
             return None
         if type(lengths) is not list or len(lengths) != len(sizes) or not all(type(n) is int for n in lengths):
             return None
         if min(lengths, default=0) < 0 or sum(lengths) != len(header.checked) - header.bounds:
             return None
         check = header.chunks.span if header.chunks else None
+        checked = header.checked
         if sys.byteorder == "little":  # the bounds are read where they are, each checked as read
-            bounds, viewed = header.checked[: header.bounds].cast("I"), True
+            bounds, viewed = checked[: header.bounds].cast("I"), True
         else:
             if check is not None:
                 check(0, header.bounds)
-            bounds, viewed = _little_endian(header.checked[: header.bounds], "I"), False
+            bounds, viewed = _little_endian(checked[: header.bounds], "I"), False
         at_bound, base = 0, header.bounds
-
-        def collection(size: int, length: int) -> Slices:  # the next collection's items
-            nonlocal at_bound, base
-            own = bounds[at_bound : at_bound + size + 1]
-            slices = Slices(header.checked, base, own, check, 4 * at_bound if viewed else None)
-            at_bound, base = at_bound + size + 1, base + length
-            return slices
-
-        collections = zip(sizes, lengths, strict=True)
-        for part in parts:
-            if part.field.shape == "value":
-                continue
-            part.source = collection(*next(collections))
-            if part.bucket_count:
-                part.buckets = collection(*next(collections))
+        for part, size, length in zip(collections, sizes, lengths, strict=True):
+            stop = at_bound + size + 1
+            slices = Slices(checked, base, bounds[at_bound:stop], check, 4 * at_bound if viewed else None)
+            if part.source is None:
+                part.source = slices
+            else:  # a base's dict's keys, after its values
+                part.buckets = slices
+            at_bound, base = stop, base + length
     except (ValueError, IndexError, TypeError):
         return None
     return parts
 
 
-def decode_state(session_id: str, data: bytes | memoryview, header: Header | None = None) -> SessionState | None:
+# The values a base is checked by even when its extensions bring every value again.
+_IDENTITY = frozenset({"session_id", "version"})
+
+
+def decode_state(
+    session_id: str, data: bytes | memoryview, header: Header | None = None, *, values: bool = True
+) -> SessionState | None:
     """The state a checkpoint's base holds, or None when it is not a whole base of
     ``session_id`` written by this code (``header``: what ``read_header`` already said of it).
-    The caller checks it against the log before using it.
+    The caller checks it against the log before using it. ``values=False`` reads only the
+    session id and version of the values: for a base its extensions follow, the last of which
+    holds every value again.
 
     Loading costs the checksum, a split of the text into lines and a parse of the values: the
     dicts' keys are parsed a bucket at a time as they are looked up, and the items are cut out
@@ -611,12 +623,12 @@ def decode_state(session_id: str, data: bytes | memoryview, header: Header | Non
     state = SessionState(session_id)
     try:
         for part in parts:
-            if part.field.shape == "value" and part.home is None:
-                setattr(state, part.field.name, part.field.item.validate_json(part.line))
+            if part.field.shape == "value" and part.home is None and (values or part.field.name in _IDENTITY):
+                setattr(state, part.field.name, part.field.item.validator.validate_json(part.line))
         for part in parts:
             field, source = part.field, part.source
             if source is None:
-                if part.home is not None:  # a value held by a collection read before it
+                if part.home is not None and values:  # a value held by a collection read before it
                     home, key = part.home
                     setattr(state, field.name, getattr(state, home)[key])
                 continue
@@ -651,7 +663,7 @@ def decode_chain(session_id: str, checkpoint: Checkpoint, headers: list[Header] 
         if None in found:
             return None
         headers = cast(list[Header], found)
-    state = decode_state(session_id, checkpoint.data, headers[0])
+    state = decode_state(session_id, checkpoint.data, headers[0], values=not checkpoint.extensions)
     if state is None:
         return None
     for data, header in zip(checkpoint.extensions, headers[1:], strict=True):
@@ -686,7 +698,7 @@ def _extend(
         if values and not live:
             for part in parts:
                 if part.field.shape == "value" and part.home is None:
-                    setattr(state, part.field.name, part.field.item.validate_json(part.line))
+                    setattr(state, part.field.name, part.field.item.validator.validate_json(part.line))
         elif not live:
             state.version = header.version
         for part in parts:
