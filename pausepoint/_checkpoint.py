@@ -54,9 +54,15 @@ that were read or set since, with the keys it removed: an entry never read is as
 checkpoint already has it, so an extension costs what the session added and touched, not its
 history. Loading folds the extensions into the base in order; each is checked as a base is
 (format, fingerprint, checksum), they must chain from the base, and the last one's digest ties
-the whole to the log. A new base is written instead once the extensions are many for the
-base's size, or large (``BYTES_PER_EXTENSION``, ``MAX_EXTENSIONS``, ``EXTENSIONS_SHARE``), so a
-cold load never reads much more than a base.
+the whole to the log. An extension may also replace the last extensions with one that holds
+what they held too (``extend_checkpoint(..., replaces=k)``): it extends the version before
+them, and holds the items appended since and the entries they set or removed, as the state has
+them now. The writer merges as a binary counter carries (``_replaced``): a new extension
+replaces the last ones that span, each, no more records than it and those after them, so a
+chain holds about log2 of its extensions' worth, and loading folds a few. A new base is
+written instead once the extensions are many for the base's size, or large
+(``BYTES_PER_EXTENSION``, ``MAX_EXTENSIONS``, ``EXTENSIONS_SHARE``), so a cold load never reads
+much more than a base.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
+import inspect
 import itertools
 import json
 import logging
@@ -74,6 +81,7 @@ import typing
 import weakref
 from array import array
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, cast
@@ -84,7 +92,7 @@ from pydantic import TypeAdapter
 from ._chunks import CHUNK_BYTES, ChunkCheck, chunk_sums
 from ._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
 from ._records import decode_record
-from ._session import Chain, Partial, SessionState
+from ._session import Chain, Link, Partial, SessionState
 from .errors import StoreError
 from .stores import PARTIAL_BASE_KEPT, Checkpoint, CheckpointStore
 
@@ -172,18 +180,32 @@ class _Written:
     data: bytes
     lengths: dict[str, int]  # each list field's length as written
     removed: dict[str, list[Any]]  # an extension's: the keys each dict noted as removed
+    link: Link | None  # an extension's: what merging it into a later one needs
+    replaces: int  # an extension's: how many of the last extensions it replaces
     # An extension's: a hash of each dict entry's JSON, written or not, and the JSON of those left
     # out (the checkpoint holds them as they are already: ``Chain.sums``).
     sums: dict[str, dict[Any, int]]
     unchanged: dict[str, list[tuple[Any, bytes]]]
 
 
-def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written | None:
+_NO_KEYS: frozenset[Any] = frozenset()
+
+
+def _encode(state: SessionState, digest: bytes, chain: Chain | None, replaces: int = 0) -> _Written | None:
     """A base (``chain`` None), or an extension of ``chain``: every value, the list items
     appended since ``chain.version``, each dict's entries read or set and keys removed since it
     was loaded or last extended. None when ``state`` cannot be written as an extension (a dict
-    that does not note what changed in it, a list that shrank)."""
+    that does not note what changed in it, a list that shrank).
+
+    An extension that replaces the last ``replaces`` extensions of ``chain`` extends the version
+    before them, and holds what they held as well: the list items appended since that version,
+    and the entries they set and the keys they removed (as the dicts hold them now).
+    """
     fields, print_ = _layout()
+    after, since = chain.since(replaces) if chain is not None else (0, {})
+    replaced = chain.links[len(chain.links) - replaces :] if chain is not None else []
+    link_keys: dict[str, list[Any]] = {}
+    link_removed: dict[str, list[Any]] = {}
     homes: dict[int, tuple[str, Any]] = {}  # id of a dataclass held in a collection -> (field, key)
     text: list[bytes] = []
     laid = _Laid()
@@ -212,8 +234,8 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
         unchanged_now: list[tuple[Any, bytes]] = []
         if field.shape == "list":
             lengths[field.name] = len(value)
-            if chain is not None:  # the items appended since the chain's version
-                first = chain.lengths.get(field.name, len(value) + 1)
+            if chain is not None:  # the items appended since the version extended
+                first = since.get(field.name, len(value) + 1)
                 if first > len(value):
                     return None
                 items = value.raw_since(first) if isinstance(value, LazyList) else value[first:]
@@ -227,8 +249,23 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             if not isinstance(value, LazyDict):
                 return None
             removed[field.name] = list(value.removed)
-            gone = [key for key in removed[field.name] if not dict.__contains__(value, key)]
-            keys = list(value.touched)
+            held: AbstractSet[Any]
+            if replaced:  # and those the extensions replaced set or removed, as the dict has them now
+                held = {key for link in replaced for key in link.keys.get(field.name, ())}
+                gone = [
+                    *dict.fromkeys(
+                        itertools.chain(*(link.removed.get(field.name, ()) for link in replaced), value.removed)
+                    )
+                ]
+                gone = [key for key in gone if not dict.__contains__(value, key)]
+                touched = value.touched
+                wanted = held.union(touched)
+                # In the dict's order, which loading the extension keeps for the keys added since.
+                keys = [key for key in dict.keys(value) if key in wanted]
+            else:
+                held = _NO_KEYS
+                gone = [key for key in removed[field.name] if not dict.__contains__(value, key)]
+                keys = list(value.touched)
             items = [dict.__getitem__(value, key) for key in keys]
             written_before = chain.sums.get(field.name, {})
             entry_sums[field.name], unchanged[field.name] = sums_now, unchanged_now
@@ -263,13 +300,14 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
                 key = cast(list[Any], keys)[at]
                 if item != b"@":  # not a reference, which is written again whatever it refers to
                     sums_now[key] = sum_ = xxhash.xxh3_128_intdigest(item)
-                    if written_before.get(key) == sum_:
+                    if written_before.get(key) == sum_ and key not in held:
                         unchanged_now.append((key, item))
                         continue
                 written_keys.append(key)
             laid.add(item)
         laid.end_collection()
         if written_before is not None:  # an extension's dict: the entries written, their keys in order
+            link_keys[field.name], link_removed[field.name] = written_keys, gone
             keys_json = cast(TypeAdapter[Any], field.keys).dump_json(written_keys)
             text.extend([b"%d" % len(written_keys), b"0", keys_json])
         else:
@@ -298,7 +336,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             CHECKPOINT_FORMAT,
             print_,
             str(state.version).encode(),
-            b"%d" % (chain.version if chain is not None else 0),
+            b"%d" % after,
             digest,
             b"%016x" % checksum.intdigest(),
             b"%d" % sum(map(len, body)),
@@ -308,7 +346,9 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None) -> _Written
             b"%d" % len(sums),
         ]
     )
-    return _Written(b"".join([head, b"\n", *body]), lengths, removed, entry_sums, unchanged)
+    data = b"".join([head, b"\n", *body])
+    link = Link(after, since, state.version, len(data), link_keys, link_removed) if chain is not None else None
+    return _Written(data, lengths, removed, link, replaces, entry_sums, unchanged)
 
 
 class _Laid:
@@ -677,17 +717,27 @@ def _lengths(state: SessionState) -> dict[str, int]:
 
 
 def _extend(
-    state: SessionState, data: bytes, header: Header, *, written: _Written | None = None, values: bool = True
+    state: SessionState,
+    data: bytes,
+    header: Header,
+    *,
+    written: _Written | None = None,
+    replaces: int = 0,
+    values: bool = True,
 ) -> bool:
     """Apply the extension ``data`` to ``state``, the state of the checkpoint it extends; False
     when it does not fit. ``values=False`` leaves the values (every extension holds them all:
     a load reads only the last one's). With ``written`` (what ``_encode`` said of it),
-    ``state`` is the very state the extension was just written from, unchanged since: its
-    values and list items are already there, and the dict entries it holds go back to JSON
-    (then nothing is noted as read in them, and the next extension leaves them out)."""
+    ``state`` is the very state the extension was just written from, unchanged since, in place
+    of the last ``replaces`` extensions: its values and list items are already there, and the
+    dict entries it holds go back to JSON (then nothing is noted as read in them, and the next
+    extension leaves them out)."""
     chain = state.chain
     parts = _parse(header)
-    if parts is None or chain is None or header.after != chain.version:
+    if parts is None or chain is None:
+        return False
+    after, lengths = chain.since(replaces)
+    if header.after != after:
         return False
     live = written is not None
     homes: set[str] = set()  # taking it back in: the fields whose objects others refer to keep them
@@ -710,7 +760,7 @@ def _extend(
                 continue
             value = getattr(state, field.name)
             if field.keys is None:
-                since = chain.lengths[field.name]
+                since = lengths[field.name]
                 if not live:
                     if not isinstance(value, LazyList):
                         return False
@@ -741,7 +791,9 @@ def _extend(
         return False
     if state.version != header.version:
         return False
-    chain.extended(header.version, _lengths(state), len(data))
+    keys = {part.field.name: part.keys for part in parts if part.keys is not None}
+    removed = {part.field.name: part.removed for part in parts if part.keys is not None}
+    chain.extended(Link(after, lengths, header.version, len(data), keys, removed), _lengths(state), replaces)
     return True
 
 
@@ -856,12 +908,17 @@ async def save(
     digest = record_digest(found.entries[0].data)
     chain = state.chain
     if chain is not None and chain.version < version:
-        written = _extension(state, digest, chain)
+        written = _extension(state, digest, chain, _merges(store))
         if written is not None:
-            kept = await store.extend_checkpoint(state.session_id, chain.version, version, written.data)
+            if written.replaces:
+                kept = await store.extend_checkpoint(
+                    state.session_id, chain.version, version, written.data, replaces=written.replaces
+                )
+            else:  # as a store of one's own that does not merge extensions is called
+                kept = await store.extend_checkpoint(state.session_id, chain.version, version, written.data)
             state.checkpointed = max(state.checkpointed, version)
             if kept:
-                _extended(state, version, written, idle() and state.version == version)
+                _extended(state, written, idle() and state.version == version)
                 return state
             state.chain = None  # the checkpoint moved on without us: write a base next
             return None
@@ -882,26 +939,56 @@ async def save(
     return loaded
 
 
-def _extension(state: SessionState, digest: bytes, chain: Chain) -> _Written | None:
-    """The extension of ``chain`` to write for ``state``, or None when a new base is due."""
-    if chain.extensions >= min(MAX_EXTENSIONS, chain.base_bytes // BYTES_PER_EXTENSION):
+def _extension(state: SessionState, digest: bytes, chain: Chain, merges: bool) -> _Written | None:
+    """The extension of ``chain`` to write for ``state``, merged with the last ones of no more
+    records than it and each other (if the store ``merges``), or None when a new base is due."""
+    links = chain.links
+    replaces = _replaced(links, state.version - chain.version) if merges else 0
+    kept = links[: len(links) - replaces]
+    if len(kept) >= min(MAX_EXTENSIONS, chain.base_bytes // BYTES_PER_EXTENSION):
         return None
-    written = _encode(state, digest, chain)
-    if written is None or chain.extension_bytes + len(written.data) > chain.base_bytes * EXTENSIONS_SHARE:
+    written = _encode(state, digest, chain, replaces)
+    if written is None or sum(link.size for link in kept) + len(written.data) > chain.base_bytes * EXTENSIONS_SHARE:
         return None
     return written
 
 
-def _extended(state: SessionState, version: int, written: _Written, idle: bool) -> None:
-    """Bring ``state``'s chain up to the extension just written from it, at ``version``."""
+def _replaced(links: list[Link], records: int) -> int:
+    """How many of the last ``links`` an extension of ``records`` more records replaces: those
+    that span, each, no more records than the extension and those after them together. As a
+    binary counter carries, so a chain holds about log2 of its records' worth of extensions,
+    and a record is written again about log2 times before its next base."""
+    replaces = 0
+    while replaces < len(links):
+        link = links[-1 - replaces]
+        if link.version - link.after > records:
+            break
+        records += link.version - link.after
+        replaces += 1
+    return replaces
+
+
+@functools.cache
+def _merges_type(kind: type[CheckpointStore]) -> bool:
+    return "replaces" in inspect.signature(kind.extend_checkpoint).parameters
+
+
+def _merges(store: CheckpointStore) -> bool:
+    """Whether ``store`` can replace the last extensions with one (every built-in store can;
+    one of a user's own written before it could, cannot)."""
+    return _merges_type(type(store))
+
+
+def _extended(state: SessionState, written: _Written, idle: bool) -> None:
+    """Bring ``state``'s chain up to the extension just written from it."""
     chain = cast(Chain, state.chain)
     if idle:
         header = read_header(written.data, verify=False)
-        if header is None or not _extend(state, written.data, header, written=written):
+        if header is None or not _extend(state, written.data, header, written=written, replaces=written.replaces):
             state.durable_version = -1  # not to be trusted: the next call reads the store again
             return
     else:
         for name, keys in written.removed.items():
             getattr(state, name).removed.difference_update(keys)
-        chain.extended(version, written.lengths, len(written.data))
+        chain.extended(cast(Link, written.link), written.lengths, written.replaces)
     chain.wrote(written.sums, written.removed)

@@ -136,6 +136,7 @@ class LazyList(list[T], Generic[T]):
         if len(self) - start != len(source):
             raise ValueError(f"{len(source)} items written, {len(self) - start} in the list")
         list.__setitem__(self, slice(start, None), [_UNCUT] * len(source))
+        self._later = [later for later in self._later if later[0] < start]  # those it covers are not read again
         self._later.append((start, source))
 
     def _at(self, index: SupportsIndex) -> T:

@@ -34,7 +34,18 @@ from ._records import (
 )
 from .stores import SessionSummary
 
-__all__ = ["AuditRecord", "Batch", "Call", "Chain", "Detached", "GrantState", "HistoryView", "Pause", "SessionState"]
+__all__ = [
+    "AuditRecord",
+    "Batch",
+    "Call",
+    "Chain",
+    "Detached",
+    "GrantState",
+    "HistoryView",
+    "Link",
+    "Pause",
+    "SessionState",
+]
 
 # What the audit trail lists: every answer, approval, policy decision, grant, escalation, message.
 AuditRecord = CallAnswered | MessageAdded | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
@@ -157,6 +168,18 @@ class KeyedOutcome:
 
 
 @dataclass(slots=True)
+class Link:
+    """One extension of a checkpoint, as far as merging it into a later one needs."""
+
+    after: int  # the version it extends
+    lengths: dict[str, int]  # each list field's length at that version
+    version: int  # the version it takes the checkpoint to
+    size: int  # its bytes
+    keys: dict[str, list[Any]]  # each dict's entries it holds, by key
+    removed: dict[str, list[Any]]  # and the keys it removes
+
+
+@dataclass(slots=True)
 class Chain:
     """The checkpoint a state was loaded from or last wrote, as far as writing the next
     extension of it needs (``_checkpoint``): this process's bookkeeping."""
@@ -164,17 +187,34 @@ class Chain:
     version: int  # the version the checkpoint is at
     lengths: dict[str, int]  # each list field's length at that version (lists only grow)
     base_bytes: int  # the size of its base
-    extension_bytes: int = 0  # and of its extensions
-    extensions: int = 0
+    links: list[Link] = field(default_factory=list)  # its extensions, oldest first
     # Each dict's entries this process wrote in an extension of it: key -> a hash of their JSON
     # (an entry read since, still the same, need not be written again).
     sums: dict[str, dict[Any, int]] = field(default_factory=dict)
 
-    def extended(self, version: int, lengths: dict[str, int], size: int) -> None:
-        """An extension of ``size`` bytes took the checkpoint to ``version``."""
-        self.version, self.lengths = version, lengths
-        self.extension_bytes += size
-        self.extensions += 1
+    @property
+    def extensions(self) -> int:
+        return len(self.links)
+
+    @property
+    def extension_bytes(self) -> int:
+        return sum(link.size for link in self.links)
+
+    def since(self, replaces: int) -> tuple[int, dict[str, int]]:
+        """The version, and the list lengths, an extension replacing the last ``replaces``
+        extends."""
+        if replaces == 0:
+            return self.version, self.lengths
+        link = self.links[-replaces]
+        return link.after, link.lengths
+
+    def extended(self, link: Link, lengths: dict[str, int], replaces: int = 0) -> None:
+        """``link`` took the checkpoint to its version, where the lists have ``lengths``, in
+        place of the last ``replaces`` extensions."""
+        if replaces:
+            del self.links[-replaces:]
+        self.links.append(link)
+        self.version, self.lengths = link.version, lengths
 
     def wrote(self, sums: dict[str, dict[Any, int]], removed: dict[str, list[Any]]) -> None:
         """The extension just added held these entries (``sums``) and removed these keys."""

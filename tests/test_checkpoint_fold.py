@@ -176,13 +176,17 @@ def test_the_indexes_a_turn_scans_are_what_scanning_everything_gives(actions: li
     assert state.unended_keys == tuple(key for key, outcome in state.keys.items() if outcome.ended is None)
 
 
-def check_chain(entries: list[LogEntry], cuts: list[int], idle: list[bool], reads: list[bool]) -> None:
+def check_chain(
+    entries: list[LogEntry], cuts: list[int], idle: list[bool], reads: list[bool], merges: list[int]
+) -> None:
     """A base after record ``cuts[0]``, then an extension at each later cut, written the way the
     runtime writes them: from the writer's state, which goes on folding (and, where ``reads``
     says so, reading its whole history) between cuts, and which takes the extension back in
     when ``idle`` (nothing used it meanwhile) or only notes it otherwise (a record was folded
-    after the extension was encoded). A cold load of base plus extensions, folded to the end,
-    must equal the whole fold; so must the writer."""
+    after the extension was encoded); each replaces the last ``merges`` extensions (as many as
+    there are, at most), as a store keeps them. A cold load of base plus extensions, folded to
+    the end, must equal the whole fold; so must the writer, and a cold loader that writes the
+    next extension, merged with the last one."""
     whole = fold("s", entries)
 
     def digest(version: int) -> bytes:
@@ -192,32 +196,36 @@ def check_chain(entries: list[LogEntry], cuts: list[int], idle: list[bool], read
     writer = decode_state("s", base)
     assert writer is not None
     extensions: list[bytes] = []
-    for cut, quiet, read in zip(cuts[1:], idle, reads, strict=False):
+    reached = cuts[0]
+    for cut, quiet, read, merge in zip(cuts[1:], idle, reads, merges, strict=False):
         for entry in entries[writer.version : cut]:
             writer.apply(decode_record(entry.data))
         if read:
             materialised(writer)
         assert writer.chain is not None
-        written = _checkpoint._encode(writer, digest(cut), writer.chain)
+        replaces = min(merge, len(extensions))
+        written = _checkpoint._encode(writer, digest(cut), writer.chain, replaces)
         assert written is not None
-        extensions.append(written.data)
+        extensions[len(extensions) - replaces :] = [written.data]
+        reached = cut
         busy = not quiet and cut < len(entries)
         if busy:  # a call folded a record while the extension was being written
             writer.apply(decode_record(entries[cut].data))
-        _checkpoint._extended(writer, cut, written, not busy)
+        _checkpoint._extended(writer, written, not busy)
         assert writer.durable_version != -1
 
     loaded = _checkpoint.decode_chain("s", Checkpoint(cuts[-1], base, tuple(extensions)))
     assert loaded is not None
-    assert loaded.version == (cuts[len(extensions)] if extensions else cuts[0])
+    assert loaded.version == reached
     if loaded.version < len(entries):  # the loading process writes the next extension
         assert loaded.chain is not None
         cut = (loaded.version + len(entries) + 1) // 2
         for entry in entries[loaded.version : cut]:
             loaded.apply(decode_record(entry.data))
-        written = _checkpoint._encode(loaded, digest(cut), loaded.chain)
+        written = _checkpoint._encode(loaded, digest(cut), loaded.chain, min(1, len(extensions)))
         assert written is not None
-        loaded = _checkpoint.decode_chain("s", Checkpoint(cut, base, (*extensions, written.data)))
+        merged = (*extensions[: len(extensions) - written.replaces], written.data)
+        loaded = _checkpoint.decode_chain("s", Checkpoint(cut, base, merged))
         assert loaded is not None and loaded.version == cut
     for state in (loaded, writer):
         for entry in entries[state.version :]:
@@ -235,15 +243,31 @@ def check_chain(entries: list[LogEntry], cuts: list[int], idle: list[bool], read
     wheres=st.lists(st.floats(min_value=0, max_value=1), min_size=2, max_size=5),
     idle=st.lists(st.booleans(), min_size=4, max_size=4),
     reads=st.lists(st.booleans(), min_size=4, max_size=4),
+    merges=st.lists(st.integers(min_value=0, max_value=3), min_size=4, max_size=4),
 )
-@example(actions=["two_transfers", "approve", "approve"], wheres=[0.2, 0.5, 1.0], idle=[True] * 4, reads=[False] * 4)
-@example(actions=["transfer", "keyed", "detach"], wheres=[0.1, 0.6, 0.9], idle=[False] * 4, reads=[True] * 4)
+@example(
+    actions=["two_transfers", "approve", "approve"],
+    wheres=[0.2, 0.5, 1.0],
+    idle=[True] * 4,
+    reads=[False] * 4,
+    merges=[0] * 4,
+)
+@example(
+    actions=["transfer", "keyed", "detach"], wheres=[0.1, 0.6, 0.9], idle=[False] * 4, reads=[True] * 4, merges=[0] * 4
+)
+@example(
+    actions=["two_transfers", "approve", "restart", "approve", "cancel", "transfer", "deny"],
+    wheres=[0.1, 0.3, 0.5, 0.7, 0.9],
+    idle=[False, True, False, True],
+    reads=[False, True, False, False],
+    merges=[0, 1, 0, 2],
+)
 def test_a_base_plus_extensions_plus_tail_equals_the_whole_fold(
-    actions: list[str], wheres: list[float], idle: list[bool], reads: list[bool]
+    actions: list[str], wheres: list[float], idle: list[bool], reads: list[bool], merges: list[int]
 ) -> None:
     entries = asyncio.run(make_log(actions))
     cuts = sorted({max(1, math.ceil(w * len(entries))) for w in wheres})
-    check_chain(entries, cuts, idle, reads)
+    check_chain(entries, cuts, idle, reads, merges)
 
 
 @pytest.mark.parametrize("keys_per_bucket", [_lazy.KEYS_PER_BUCKET, 1])
@@ -252,10 +276,11 @@ def test_every_extension_of_some_logs(keys_per_bucket: int, monkeypatch: pytest.
     for actions in (["two_transfers", "approve", "restart", "approve", "deny"], ["detach", "transfer", "keyed"]):
         entries = asyncio.run(make_log(actions))
         for first in range(1, len(entries)):
-            for quiet in (True, False):
+            for quiet, merge in ((True, 0), (False, 0), (True, 2), (False, 1)):
                 check_chain(
                     entries,
                     [first, *range(first + 1, len(entries) + 1)],
                     [quiet] * len(entries),
                     [False] * len(entries),
+                    [merge] * len(entries),
                 )

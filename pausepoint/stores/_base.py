@@ -34,7 +34,8 @@ writes a new base. The log stays the source of truth: a checkpoint may be lost, 
 without waiting for stable storage, and the runtime checks it against the log before using it.
 The store's part is small and exact: it keeps a checkpoint only for a version its log holds,
 never replaces one with an older one (concurrent writers leave the latest), adds an extension
-only to the version it was written after, and forgets the checkpoint with the session.
+only to the version it was written after (in place of the last ones, when the runtime merges
+them), and forgets the checkpoint with the session.
 """
 
 from __future__ import annotations
@@ -308,11 +309,16 @@ class CheckpointStore(SessionStore, Protocol):
         stable storage."""
         ...
 
-    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+    async def extend_checkpoint(
+        self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
+    ) -> bool:
         """Add ``data`` to the session's checkpoint as an extension taking it from ``after`` to
-        ``version``, atomically, if the session exists with at least ``version`` records and its
-        checkpoint is at ``after`` exactly (``after < version``). Returns whether it was kept.
-        Need not wait for stable storage."""
+        ``version``, in place of its last ``replaces`` extensions, atomically, if the session
+        exists with at least ``version`` records and its checkpoint is at ``after`` exactly
+        (``after < version``) with at least ``replaces`` extensions. Returns whether it was kept.
+        Need not wait for stable storage. (An extension that replaces others holds what they
+        held: the runtime merges them. A store of one's own whose method takes no ``replaces``
+        is given extensions one by one.) Raises ``ValueError`` for a negative ``replaces``."""
         ...
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:

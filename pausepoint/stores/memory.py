@@ -110,7 +110,11 @@ class InMemorySessionStore:
             session.checkpoint = Checkpoint(version, memoryview(bytes(data)))
             return True
 
-    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+    async def extend_checkpoint(
+        self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
+    ) -> bool:
+        if replaces < 0:
+            raise ValueError(f"replaces must be 0 or more, not {replaces}")
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None or session.checkpoint is None:
@@ -118,7 +122,10 @@ class InMemorySessionStore:
             current = session.checkpoint
             if current.version != after or not after < version <= len(session.entries):
                 return False
-            session.checkpoint = Checkpoint(version, current.data, (*current.extensions, bytes(data)))
+            if len(current.extensions) < replaces:
+                return False
+            kept = current.extensions[: len(current.extensions) - replaces]
+            session.checkpoint = Checkpoint(version, current.data, (*kept, bytes(data)))
             return True
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:

@@ -242,15 +242,26 @@ WITH claimed AS (
 )
 
 # An extension, in one statement (one transaction): the head moves from $2 to $3 only if it is at
-# $2 and the log holds $3, and the extension is inserted only if it moved. The head's row lock
-# orders it with a concurrent base write or deletion. Committed without waiting for the WAL's
-# flush, like a checkpoint (the setting is read at commit, as for an append with durable=False).
+# $2, has at least $5 extensions and the log holds $3; only if it moved are its last $5
+# extensions deleted and the new one inserted. Every writer of a session's extensions (this, a
+# base write, a deletion) updates or deletes the head's row first, and a head's version only
+# grows: so once this holds the row's lock with the head still at $2, nothing changed the
+# extensions since the statement's snapshot, which its count and its delete read. Committed
+# without waiting for the WAL's flush, like a checkpoint (the setting is read at commit, as for
+# an append with durable=False).
 _EXTEND_CHECKPOINT = """
 WITH moved AS (
     UPDATE {s}.pausepoint_checkpoints SET version = $3
     WHERE session_id = $1 AND version = $2 AND $2 < $3
         AND EXISTS (SELECT 1 FROM {s}.pausepoint_sessions WHERE id = $1 AND version >= $3)
+        AND (SELECT count(*) FROM {s}.pausepoint_checkpoint_extensions WHERE session_id = $1) >= $5
     RETURNING session_id
+), replaced AS (
+    DELETE FROM {s}.pausepoint_checkpoint_extensions
+    WHERE session_id = (SELECT session_id FROM moved) AND version IN (
+        SELECT version FROM {s}.pausepoint_checkpoint_extensions WHERE session_id = $1
+        ORDER BY version DESC LIMIT $5
+    )
 )
 INSERT INTO {s}.pausepoint_checkpoint_extensions (session_id, version, data)
 SELECT moved.session_id, $3, $4 FROM moved
@@ -632,10 +643,14 @@ class PostgresSessionStore:
                 await conn.execute(self._sql["add_base"], session_id, version, data)
         return kept
 
-    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+    async def extend_checkpoint(
+        self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
+    ) -> bool:
+        if replaces < 0:
+            raise ValueError(f"replaces must be 0 or more, not {replaces}")
         pool = await self._ready_pool()
         async with self._translated(f"extending the checkpoint of session {session_id!r}"):
-            status = await pool.execute(self._sql["extend_checkpoint"], session_id, after, version, data)
+            status = await pool.execute(self._sql["extend_checkpoint"], session_id, after, version, data, replaces)
         return bool(status == "INSERT 0 1")
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:

@@ -222,11 +222,12 @@ redis.call('DEL', KEYS[3])
 return 1
 """
 
-# KEYS: summary, checkpoint, extensions. ARGV: after, version, data. Moves the checkpoint's head
-# from after to version, and adds the extension, only if the head is at after and the log holds
+# KEYS: summary, checkpoint, extensions. ARGV: after, version, data, how many extensions it
+# replaces. Moves the checkpoint's head from after to version, and adds the extension in place of
+# the last ones it replaces, only if the head is at after, has that many and the log holds
 # version; returns 1 if kept.
 _EXTEND_CHECKPOINT = """
-local after, version = tonumber(ARGV[1]), tonumber(ARGV[2])
+local after, version, replaces = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
 if after >= version then
     return 0
 end
@@ -237,6 +238,12 @@ end
 local current = redis.call('HMGET', KEYS[2], 'version', 'base')
 if not current[2] or tonumber(current[1]) ~= after then
     return 0
+end
+if replaces > 0 then
+    if redis.call('LLEN', KEYS[3]) < replaces then
+        return 0
+    end
+    redis.call('LTRIM', KEYS[3], 0, -replaces - 1)
 end
 redis.call('HSET', KEYS[2], 'version', ARGV[2])
 redis.call('RPUSH', KEYS[3], ARGV[3])
@@ -591,10 +598,14 @@ class RedisSessionStore:
         args = [version, data, self._base_stem(session_id), round(PARTIAL_BASE_KEPT * 1000), REPLACED_BASES_KEPT]
         return bool(await self._run("write_checkpoint", action, keys, args))
 
-    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
+    async def extend_checkpoint(
+        self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
+    ) -> bool:
+        if replaces < 0:
+            raise ValueError(f"replaces must be 0 or more, not {replaces}")
         action = f"extending the checkpoint of session {session_id!r}"
         keys = self._checkpoint_keys(session_id)
-        return bool(await self._run("extend_checkpoint", action, keys, [after, version, data]))
+        return bool(await self._run("extend_checkpoint", action, keys, [after, version, data, replaces]))
 
     async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
         # One script: the head, the extensions and the base's first PREFIX_BYTES in one atomic

@@ -474,9 +474,14 @@ class SqliteSessionStore:
                     files.remove(unused)
         return kept
 
-    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:
-        # One transaction: the extension is added only if the checkpoint is at ``after`` and the
-        # log holds ``version``. Not waited for either.
+    async def extend_checkpoint(
+        self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
+    ) -> bool:
+        # One transaction: the extension is added, in place of the last ``replaces``, only if the
+        # checkpoint is at ``after``, has that many, and the log holds ``version``. Not waited
+        # for either.
+        if replaces < 0:
+            raise ValueError(f"replaces must be 0 or more, not {replaces}")
         if not after < version:
             return False
 
@@ -485,6 +490,18 @@ class SqliteSessionStore:
                 head = conn.execute(_CHECKPOINT_HEAD, (session_id,)).fetchone()[0]
                 if head != after or not self._holds(conn, session_id, version):
                     return False
+                if replaces:
+                    last = conn.execute(
+                        "SELECT version FROM pausepoint_checkpoint_extensions WHERE session_id = ? "
+                        "ORDER BY version DESC LIMIT ?",
+                        (session_id, replaces),
+                    ).fetchall()
+                    if len(last) < replaces:
+                        return False
+                    conn.execute(
+                        "DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ? AND version >= ?",
+                        (session_id, last[-1][0]),
+                    )
                 conn.execute(
                     "INSERT INTO pausepoint_checkpoint_extensions (session_id, version, data) VALUES (?, ?, ?)",
                     (session_id, version, data),

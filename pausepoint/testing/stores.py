@@ -69,6 +69,8 @@ __all__ = [
     "test_an_append_not_yet_durable_is_seen_at_once_and_continued",
     "test_an_extension_is_kept_only_at_the_head",
     "test_an_extension_is_refused_without_a_checkpoint_or_past_the_log",
+    "test_an_extension_may_replace_the_last_ones",
+    "test_an_extension_that_cannot_replace_changes_nothing",
     "test_append_then_read",
     "test_append_to_a_missing_session_conflicts",
     "test_appends_continue_the_log",
@@ -91,6 +93,7 @@ __all__ = [
     "test_racing_checkpoint_writers_leave_the_latest",
     "test_racing_creators_one_wins",
     "test_racing_extensions_from_the_same_head_keep_one",
+    "test_racing_merges_from_the_same_head_keep_one",
     "test_read_after_a_version_keeps_kinds_and_bytes",
     "test_ties_are_ordered_by_id_bytewise",
     "test_unicode",
@@ -745,6 +748,65 @@ async def test_a_deleted_session_takes_its_extensions_along(store: SessionStore)
     assert await read_whole(keeper, "s1") == Checkpoint(3, b"new base", (b"new 3",))
 
 
+async def test_an_extension_may_replace_the_last_ones(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 9), 9)
+    assert await keeper.write_checkpoint("s1", 2, b"base") is True
+    for after, version in ((2, 3), (3, 5), (5, 6)):
+        assert await keeper.extend_checkpoint("s1", after, version, b"to %d" % version) is True
+    assert await keeper.extend_checkpoint("s1", 6, 7, b"3 to 7", replaces=2) is True
+    assert await read_whole(keeper, "s1") == Checkpoint(7, b"base", (b"to 3", b"3 to 7"))
+    assert await keeper.extend_checkpoint("s1", 7, 8, b"2 to 8", replaces=2) is True  # all of them
+    assert await read_whole(keeper, "s1") == Checkpoint(8, b"base", (b"2 to 8",))
+    assert await keeper.extend_checkpoint("s1", 8, 9, b"to 9", replaces=0) is True
+    assert await read_whole(keeper, "s1") == Checkpoint(9, b"base", (b"2 to 8", b"to 9"))
+
+
+async def test_an_extension_that_cannot_replace_changes_nothing(store: SessionStore) -> None:
+    keeper = await checkpoints(store)
+    await put(store, summary("s1", 6), 6)
+    assert await keeper.write_checkpoint("s1", 2, b"base") is True
+    assert await keeper.extend_checkpoint("s1", 2, 3, b"base", replaces=1) is False  # none to replace
+    assert await keeper.extend_checkpoint("s1", 2, 3, b"to 3") is True
+    assert await keeper.extend_checkpoint("s1", 2, 4, b"stale", replaces=1) is False  # the head is at 3
+    assert await keeper.extend_checkpoint("s1", 3, 7, b"past the log", replaces=1) is False
+    assert await keeper.extend_checkpoint("s1", 3, 4, b"more than there are", replaces=2) is False
+    with pytest.raises(ValueError):
+        await keeper.extend_checkpoint("s1", 3, 4, b"negative", replaces=-1)
+    assert await read_whole(keeper, "s1") == Checkpoint(3, b"base", (b"to 3",))
+    await store.delete("s1")
+    assert await keeper.extend_checkpoint("s1", 3, 4, b"no session", replaces=1) is False
+    assert await read_whole(keeper, "s1") is None
+
+
+async def test_racing_merges_from_the_same_head_keep_one(open_store: OpenStore) -> None:
+    """Writers on separate store objects extend the checkpoint from the same head, some
+    replacing the last extension: one is kept, round after round, and the extensions are what
+    its choice makes them."""
+    async with checkpoint_stores(open_store, 6) as racers:
+        first = racers[0]
+        await put(first, summary("s1", 12), 12)
+        assert await first.write_checkpoint("s1", 2, b"base") is True
+        assert await first.extend_checkpoint("s1", 2, 3, b"to 3") is True
+        for round_ in range(4):
+            before = await read_whole(first, "s1")
+            assert before is not None
+            kept = await asyncio.gather(
+                *(
+                    r.extend_checkpoint(
+                        "s1", before.version, before.version + 1, b"%d by %d" % (round_, n), replaces=n % 2
+                    )
+                    for n, r in enumerate(racers)
+                )
+            )
+            assert sum(kept) == 1
+            [winner] = [n for n, k in enumerate(kept) if k]
+            after = await read_whole(racers[-1], "s1")
+            assert after is not None and after.version == before.version + 1 and after.data == b"base"
+            kept_before = before.extensions[: len(before.extensions) - winner % 2]
+            assert after.extensions == (*kept_before, b"%d by %d" % (round_, winner))
+
+
 async def test_racing_extensions_from_the_same_head_keep_one(open_store: OpenStore) -> None:
     """Writers on separate store objects extend the checkpoint from the same head: one is kept,
     round after round."""
@@ -783,9 +845,10 @@ def chained(checkpoint: Checkpoint) -> bool:
     return reached == checkpoint.version
 
 
-async def grow_checkpoint(keeper: CheckpointStore, seed: int, until: int, rebase: bool) -> int:
-    """Extend (and now and then rebase) the checkpoint of s1 from whatever head it is at, until
-    it reaches ``until``; returns how many writes were kept."""
+async def grow_checkpoint(keeper: CheckpointStore, seed: int, until: int, rebase: bool, merge: bool = False) -> int:
+    """Extend (and now and then rebase, or ``merge``: replace the last extensions) the checkpoint
+    of s1 from whatever head it is at, until it reaches ``until``; returns how many writes were
+    kept."""
     rng = random.Random(seed)  # noqa: S311 - the test's reproducible choices, not a secret
     kept = 0
     while True:
@@ -797,6 +860,11 @@ async def grow_checkpoint(keeper: CheckpointStore, seed: int, until: int, rebase
         target = current.version + step
         if rebase and rng.random() < 0.2:
             kept += await keeper.write_checkpoint("s1", target, b"base@%d" % target)
+        elif merge and current.extensions and rng.random() < 0.5:
+            replaces = rng.randint(1, len(current.extensions))
+            start = int(current.extensions[-replaces].split(b">")[0])
+            data = b"%d>%d" % (start, target)
+            kept += await keeper.extend_checkpoint("s1", current.version, target, data, replaces=replaces)
         else:
             kept += await keeper.extend_checkpoint("s1", current.version, target, b"%d>%d" % (current.version, target))
         await asyncio.sleep(0)  # let the others in, on a store that never waits (memory)
@@ -823,7 +891,7 @@ async def test_a_read_racing_extensions_sees_one_whole_checkpoint(open_store: Op
         readers = [asyncio.ensure_future(read(keeper)) for keeper in stores[3:]]
         try:
             writes = await asyncio.gather(
-                *(grow_checkpoint(keeper, n, until, rebase=n == 0) for n, keeper in enumerate(stores[:3]))
+                *(grow_checkpoint(keeper, n, until, rebase=n == 0, merge=n == 1) for n, keeper in enumerate(stores[:3]))
             )
         finally:
             done.set()

@@ -9,6 +9,7 @@ checkpoints, and that writers racing leave a checkpoint a cold agent can use.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from pausepoint import Agent, AgentFinishReason, ToolResponse, _checkpoint, _laz
 from pausepoint._checkpoint import decode_chain, decode_state, encode_state, record_digest
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError, UnknownInterrupt
-from pausepoint.stores import CheckpointStore, InMemorySessionStore, SessionStore
+from pausepoint.stores import Checkpoint, CheckpointStore, InMemorySessionStore, SessionStore
 
 from .backends import Backend
 
@@ -346,7 +347,7 @@ async def test_a_damaged_extension_is_not_used(backend: Backend, damage: str) ->
         written = _checkpoint._encode(loaded, await digest_at(store, sid, loaded.version), loaded.chain)
         assert written is not None
         datas.append((loaded.chain.version, loaded.version, written.data))
-        _checkpoint._extended(loaded, loaded.version, written, True)
+        _checkpoint._extended(loaded, written, True)
     if damage == "flipped":
         after, version, data = datas[1]
         middle = len(data) // 2
@@ -440,12 +441,15 @@ async def test_a_store_without_checkpoints_is_used_by_folding_the_log(backend: B
     assert checkpointed(cold, sid) == 0  # folded from the log, the checkpoint unread
 
 
-async def test_extensions_of_a_busy_session_hold_what_changed(backend: Backend, extending: str) -> None:
+async def test_extensions_of_a_busy_session_hold_what_changed(
+    backend: Backend, extending: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Cycles back to back, so each extension is written while the next cycle runs: an entry
     read by an earlier cycle and unchanged since is not written again (the extensions stay the
     size of a cycle's changes rather than grow with every cycle since the load)."""
     if extending != "extensions":
         pytest.skip("only extensions are measured")
+    monkeypatch.setattr(_checkpoint, "_replaced", lambda links, records: 0)  # each extension on its own
     writer = await agent_on(backend, every=8)
     sid = await cycle(writer)
     await settled(writer)
@@ -464,3 +468,80 @@ async def test_extensions_of_a_busy_session_hold_what_changed(backend: Backend, 
     assert max(per_record[-third:]) < 2 * max(per_record[:third]), per_record
     cold = await agent_on(backend)
     assert await seen(cold, sid) == await seen(writer, sid)
+
+
+def spans(checkpoint: Checkpoint) -> list[tuple[int, int]]:
+    """The versions each extension of ``checkpoint`` takes it from and to (from its header)."""
+    return [tuple(int(v) for v in extension.split(b" ", 4)[3:1:-1]) for extension in checkpoint.extensions]  # type: ignore[misc]
+
+
+async def test_merged_extensions_keep_a_long_chain_short(backend: Backend, extending: str) -> None:
+    """A checkpoint extended many times holds a few extensions, each merging those before it
+    of no more records (as a binary counter carries); cold agents load it, extend it further,
+    merging what they loaded, and see the session the log holds."""
+    if extending != "extensions":
+        pytest.skip("only extensions are merged")
+    writer = await agent_on(backend, every=2)
+    sid = await cycle(writer)
+    written: list[list[tuple[int, int]]] = []
+
+    async def served(agent: Agent) -> list[tuple[int, int]]:
+        await cycle(agent, sid)
+        await settled(agent)
+        checkpoint = await (await keeper(agent.store)).read_checkpoint(sid)
+        assert checkpoint is not None
+        return spans(checkpoint)
+
+    for _ in range(16):
+        written.append(await served(writer))
+    chains = [chain for chain in written if chain]
+    assert len(chains) >= 12  # extended, not rebased, nearly every time
+    for chain in chains:  # each a chain from the base, of spans that shrink as a counter's bits
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(chain))
+        assert all(a[1] - a[0] > b[1] - b[0] for a, b in itertools.pairwise(chain)), chain
+    assert max(len(chain) for chain in chains) <= 5
+    assert any(len(chain) < len(previous) for previous, chain in itertools.pairwise(chains))
+
+    while len(written[-1]) <= len(written[-2]):  # until the last extension is one write's own
+        written.append(await served(writer))
+    before = written[-1]
+    cold = await agent_on(backend, every=2)
+    assert await seen(cold, sid) == await seen(await agent_on(backend, every=None), sid)
+    after = await served(cold)
+    assert after[0][0] == before[0][0] and after[-1][1] > before[-1][1]
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(after))
+    # The last extension it loaded is merged into its own, which starts where that one did.
+    assert before[-1] not in after and after[-1][0] <= before[-1][0] and len(after) <= len(before)
+    ledger: list[str] = []
+    last = await agent_on(backend, ledger)
+    assert await seen(last, sid) == await seen(await agent_on(backend, every=None), sid)
+    paused = await last.chat(sid).send(TRANSFER)
+    await last.chat(sid).resume(respond=[paused.interrupts[0].respond({"approved": True})])
+    assert ledger == ["5->savings"]
+
+
+class OwnStore(InMemorySessionStore):
+    """A store of one's own, written before extensions could be merged: its
+    ``extend_checkpoint`` takes no ``replaces``."""
+
+    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:  # type: ignore[override]
+        return await super().extend_checkpoint(session_id, after, version, data)
+
+
+async def test_a_store_that_cannot_merge_extensions_gets_them_one_by_one(extending: str) -> None:
+    if extending != "extensions":
+        pytest.skip("only extensions are merged")
+    store = OwnStore()
+    _, writer = build(store)
+    writer.checkpoint_every = 2
+    sid = await cycle(writer)
+    for _ in range(8):
+        await cycle(writer, sid)
+        await settled(writer)
+    checkpoint = await store.read_checkpoint(sid)
+    assert checkpoint is not None and len(checkpoint.extensions) >= 6
+    chain = spans(checkpoint)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(chain))
+    _, cold = build(store)
+    assert await seen(cold, sid) == await seen(writer, sid)
+    assert checkpointed(cold, sid) == checkpoint.version
