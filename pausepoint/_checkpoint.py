@@ -252,14 +252,9 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None, replaces: i
             held: AbstractSet[Any]
             if replaced:  # and those the extensions replaced set or removed, as the dict has them now
                 held = {key for link in replaced for key in link.keys.get(field.name, ())}
-                gone = [
-                    *dict.fromkeys(
-                        itertools.chain(*(link.removed.get(field.name, ()) for link in replaced), value.removed)
-                    )
-                ]
-                gone = [key for key in gone if not dict.__contains__(value, key)]
-                touched = value.touched
-                wanted = held.union(touched)
+                was_removed = itertools.chain(*(link.removed.get(field.name, ()) for link in replaced), value.removed)
+                gone = [key for key in dict.fromkeys(was_removed) if not dict.__contains__(value, key)]
+                wanted = held.union(value.touched)
                 # In the dict's order, which loading the extension keeps for the keys added since.
                 keys = [key for key in dict.keys(value) if key in wanted]
             else:

@@ -192,14 +192,6 @@ class Chain:
     # (an entry read since, still the same, need not be written again).
     sums: dict[str, dict[Any, int]] = field(default_factory=dict)
 
-    @property
-    def extensions(self) -> int:
-        return len(self.links)
-
-    @property
-    def extension_bytes(self) -> int:
-        return sum(link.size for link in self.links)
-
     def since(self, replaces: int) -> tuple[int, dict[str, int]]:
         """The version, and the list lengths, an extension replacing the last ``replaces``
         extends."""
