@@ -124,6 +124,14 @@ class Backend:
         return None
 
 
+class StoreWithoutMerging(InMemorySessionStore):
+    """A store of one's own written before extensions could be merged: its
+    ``extend_checkpoint`` takes no ``replaces``."""
+
+    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:  # type: ignore[override]
+        return await super().extend_checkpoint(session_id, after, version, data)
+
+
 class MemoryBackend(Backend):
     """One shared in-memory store: every ``open()`` without options returns it."""
 

@@ -20,7 +20,7 @@ from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError, UnknownInterrupt
 from pausepoint.stores import Checkpoint, CheckpointStore, InMemorySessionStore, SessionStore
 
-from .backends import Backend
+from .backends import Backend, StoreWithoutMerging
 
 TRANSFER = "Transfer $5 to savings."
 
@@ -520,18 +520,10 @@ async def test_merged_extensions_keep_a_long_chain_short(backend: Backend, exten
     assert ledger == ["5->savings"]
 
 
-class OwnStore(InMemorySessionStore):
-    """A store of one's own, written before extensions could be merged: its
-    ``extend_checkpoint`` takes no ``replaces``."""
-
-    async def extend_checkpoint(self, session_id: str, after: int, version: int, data: bytes) -> bool:  # type: ignore[override]
-        return await super().extend_checkpoint(session_id, after, version, data)
-
-
 async def test_a_store_that_cannot_merge_extensions_gets_them_one_by_one(extending: str) -> None:
     if extending != "extensions":
         pytest.skip("only extensions are merged")
-    store = OwnStore()
+    store = StoreWithoutMerging()
     _, writer = build(store)
     writer.checkpoint_every = 2
     sid = await cycle(writer)
