@@ -227,8 +227,9 @@ def table_cold(
     note("cpu: the process's CPU time for the cycle (no fsync wait in it; other work on the machine barely shows)")
     note(
         f"cpu served: the mean CPU per warm cycle over {SERVED_CYCLES} cycles with the background checkpoint "
-        "writes they cause (an extension of the checkpoint each, merged with the last ones of no more records, "
-        "and a new base of the whole state once they add up to 2 % of it: that base is what still grows with H)"
+        "writes they cause (an extension of the checkpoint each, and a new base of the whole state after every "
+        "few, or, from a base of 32 MiB, extensions merged and a base once they add up to 2 % of it: that base "
+        "is what still grows with H)"
     )
     note(f"worst CPU cold/warm with checkpoints: {verdict(worst, COLD_TARGET)} (target ≤ {COLD_TARGET}x at any H)")
     _note_growth(results)

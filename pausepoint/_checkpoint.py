@@ -57,12 +57,12 @@ history. Loading folds the extensions into the base in order; each is checked as
 the whole to the log. An extension may also replace the last extensions with one that holds
 what they held too (``extend_checkpoint(..., replaces=k)``): it extends the version before
 them, and holds the items appended since and the entries they set or removed, as the state has
-them now. The writer merges as a binary counter carries (``_replaced``): a new extension
-replaces the last ones that span, each, no more records than it and those after them, so the
-extensions of n checkpoint writes are about log2(n), and a cold load folds a few. A new base is
-written instead once the extensions are many for the base's size, or large
-(``BYTES_PER_EXTENSION``, ``MAX_EXTENSIONS``, ``EXTENSIONS_SHARE``), so a cold load never reads
-much more than a base.
+them now. The writer of a long base merges as a binary counter carries (``_replaced``): a new
+extension replaces the last ones that span, each, no more records than it and those after
+them, so the extensions of n checkpoint writes are about log2(n), and a cold load folds a few.
+A new base is written instead once the extensions are many for the base's size, or large
+(``BYTES_PER_EXTENSION``, ``MAX_EXTENSIONS``, ``EXTENSIONS_SHARE``, ``MERGED_SHARE``), so a
+cold load never reads much more than a base.
 """
 
 from __future__ import annotations
@@ -869,17 +869,22 @@ def _damage(session_id: str, base: Header, state: weakref.ref[SessionState]) -> 
 
 # A checkpoint is extended, rather than written again whole, while it has fewer extensions than
 # one per BYTES_PER_EXTENSION of its base (at most MAX_EXTENSIONS), and they add up to at most
-# EXTENSIONS_SHARE of the base. Merged as they are (``_replaced``), a chain rarely holds more than
-# 4 or 5, and the share is what ends it: a new base is written once the checkpoint writes since
-# the last one added that share of it, so what a base costs a serving process, spread over the
-# extensions before it, does not grow with the history (at 10,000 approval cycles, a base every
-# 50 or so checkpoints, against one every 17 before extensions were merged). The share is small
-# because every cold load folds each byte of the extensions (about 0.7 µs a KB, besides 60 to
-# 150 µs for each extension however small); a small session's base (under a MiB) is cheap to
-# write again whole, each time.
+# EXTENSIONS_SHARE of the base; a small session's base (under a MiB) is cheap to write again
+# whole, each time. From a base of MERGED_FROM_BYTES (about 7,000 approval cycles), where a base
+# costs a serving process more than merging does, the extensions are merged as they go
+# (``_replaced``): a chain then rarely holds more than 4 or 5, and what ends it is their bytes,
+# MERGED_SHARE of the base. So what a base costs, spread over the checkpoints before the next
+# one, stops growing with the history (at 10,000 approval cycles, a base every 50 or so
+# checkpoints, against one every 17 unmerged). The share is small because every cold load folds
+# each byte of the extensions (about 0.7 µs a KB, besides 60 to 150 µs for each extension
+# however small). Below that size merging saves no base (the 4 to 16 extensions a base allows
+# add up to about 2 % of it too) and costs its rewrites: measured at 1,000 cycles, 5 to 10 %
+# more CPU a served cycle.
 BYTES_PER_EXTENSION = 1024 * 1024
 MAX_EXTENSIONS = 16
-EXTENSIONS_SHARE = 0.02
+EXTENSIONS_SHARE = 0.5
+MERGED_FROM_BYTES = 32 * 1024 * 1024
+MERGED_SHARE = 0.02
 
 
 async def save(
@@ -939,15 +944,18 @@ async def save(
 
 
 def _extension(state: SessionState, digest: bytes, chain: Chain, merges: bool) -> _Written | None:
-    """The extension of ``chain`` to write for ``state``, merged with the last ones of no more
-    records than it and each other (if the store ``merges``), or None when a new base is due."""
+    """The extension of ``chain`` to write for ``state`` (merged with the last ones of no more
+    records than it and each other, for a long base if the store ``merges``), or None when a
+    new base is due."""
     links = chain.links
-    replaces = _replaced(links, state.version - chain.version) if merges else 0
+    merging = merges and chain.base_bytes >= MERGED_FROM_BYTES
+    replaces = _replaced(links, state.version - chain.version) if merging else 0
     kept = links[: len(links) - replaces]
     if len(kept) >= min(MAX_EXTENSIONS, chain.base_bytes // BYTES_PER_EXTENSION):
         return None
     written = _encode(state, digest, chain, replaces)
-    if written is None or sum(link.size for link in kept) + len(written.data) > chain.base_bytes * EXTENSIONS_SHARE:
+    share = MERGED_SHARE if merging else EXTENSIONS_SHARE
+    if written is None or sum(link.size for link in kept) + len(written.data) > chain.base_bytes * share:
         return None
     return written
 

@@ -28,13 +28,16 @@ TRANSFER = "Transfer $5 to savings."
 @pytest.fixture(autouse=True, params=["bases", "extensions"])
 def extending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test twice: with checkpoints written whole each time (what a small session gets),
-    and extended whenever they can be (what a long one gets), with a dict's keys in as many
-    buckets as it has keys (as a long session's are: a lookup parses one of many)."""
+    and extended whenever they can be, the extensions merged (what a long one gets), with a
+    dict's keys in as many buckets as it has keys (as a long session's are: a lookup parses one
+    of many)."""
     if request.param == "extensions":
         monkeypatch.setattr(_lazy, "KEYS_PER_BUCKET", 1)
         monkeypatch.setattr(_checkpoint, "BYTES_PER_EXTENSION", 1)
         monkeypatch.setattr(_checkpoint, "EXTENSIONS_SHARE", 1000)
         monkeypatch.setattr(_checkpoint, "MAX_EXTENSIONS", 1000)
+        monkeypatch.setattr(_checkpoint, "MERGED_FROM_BYTES", 0)
+        monkeypatch.setattr(_checkpoint, "MERGED_SHARE", 1000)
     return str(request.param)
 
 
@@ -520,10 +523,17 @@ async def test_merged_extensions_keep_a_long_chain_short(backend: Backend, exten
     assert ledger == ["5->savings"]
 
 
-async def test_a_store_that_cannot_merge_extensions_gets_them_one_by_one(extending: str) -> None:
+@pytest.mark.parametrize("store_kind", ["cannot merge", "base too short"])
+async def test_extensions_are_not_merged_for_a_store_that_cannot_or_a_short_base(
+    extending: str, store_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose ``extend_checkpoint`` takes no ``replaces`` gets extensions one by one, and
+    so does any store while the base is shorter than ``MERGED_FROM_BYTES``."""
     if extending != "extensions":
         pytest.skip("only extensions are merged")
-    store = StoreWithoutMerging()
+    if store_kind == "base too short":
+        monkeypatch.setattr(_checkpoint, "MERGED_FROM_BYTES", 10**12)
+    store = StoreWithoutMerging() if store_kind == "cannot merge" else InMemorySessionStore()
     _, writer = build(store)
     writer.checkpoint_every = 2
     sid = await cycle(writer)
