@@ -963,8 +963,8 @@ def _extension(state: SessionState, digest: bytes, chain: Chain, merges: bool) -
 def _replaced(links: list[Link], records: int) -> int:
     """How many of the last ``links`` an extension of ``records`` more records replaces: those
     that span, each, no more records than the extension and those after them together. As a
-    binary counter carries, so a chain holds about log2 of its records' worth of extensions,
-    and a record is written again about log2 times before its next base."""
+    binary counter carries: n checkpoint writes leave about log2(n) extensions, and write each
+    record about log2(n) times over until the next base."""
     replaces = 0
     while replaces < len(links):
         link = links[-1 - replaces]
