@@ -71,7 +71,6 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
-import inspect
 import itertools
 import json
 import logging
@@ -95,6 +94,7 @@ from ._records import decode_record
 from ._session import Chain, Link, Partial, SessionState
 from .errors import StoreError
 from .stores import PARTIAL_BASE_KEPT, Checkpoint, CheckpointStore
+from .stores._base import merges_extensions
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -912,7 +912,7 @@ async def save(
     digest = record_digest(found.entries[0].data)
     chain = state.chain
     if chain is not None and chain.version < version:
-        written = _extension(state, digest, chain, _merges(store))
+        written = _extension(state, digest, chain, merges_extensions(store))
         if written is not None:
             if written.replaces:
                 kept = await store.extend_checkpoint(
@@ -973,17 +973,6 @@ def _replaced(links: list[Link], records: int) -> int:
         records += link.version - link.after
         replaces += 1
     return replaces
-
-
-@functools.cache
-def _merges_type(kind: type[CheckpointStore]) -> bool:
-    return "replaces" in inspect.signature(kind.extend_checkpoint).parameters
-
-
-def _merges(store: CheckpointStore) -> bool:
-    """Whether ``store`` can replace the last extensions with one (every built-in store can;
-    one of a user's own written before it could, cannot)."""
-    return _merges_type(type(store))
 
 
 def _extended(state: SessionState, written: _Written, idle: bool) -> None:

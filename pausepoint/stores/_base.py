@@ -40,6 +40,8 @@ them), and forgets the checkpoint with the session.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -61,6 +63,8 @@ __all__ = [
     "PARTIAL_BASE_KEPT",
     "REPLACED_BASES_KEPT",
     "check_entries",
+    "check_replaces",
+    "merges_extensions",
     "version_conflict",
 ]
 
@@ -360,3 +364,20 @@ def check_entries(
                 size=len(event.data),
                 limit=max_record_bytes,
             )
+
+
+def check_replaces(replaces: int) -> None:
+    """Shared argument check for ``extend_checkpoint``: ``replaces`` is 0 or more."""
+    if replaces < 0:
+        raise ValueError(f"replaces must be 0 or more, not {replaces}")
+
+
+def merges_extensions(store: CheckpointStore) -> bool:
+    """Whether ``store.extend_checkpoint`` takes ``replaces`` (every built-in store's does; one
+    of a user's own written before it could is given extensions one by one)."""
+    return _takes_replaces(type(store))
+
+
+@functools.cache
+def _takes_replaces(kind: type[CheckpointStore]) -> bool:
+    return "replaces" in inspect.signature(kind.extend_checkpoint).parameters

@@ -20,6 +20,7 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    check_replaces,
     version_conflict,
 )
 from ._signal import Signal, wait_after
@@ -113,8 +114,7 @@ class InMemorySessionStore:
     async def extend_checkpoint(
         self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
     ) -> bool:
-        if replaces < 0:
-            raise ValueError(f"replaces must be 0 or more, not {replaces}")
+        check_replaces(replaces)
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None or session.checkpoint is None:

@@ -54,6 +54,7 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    check_replaces,
     version_conflict,
 )
 from ._partial import PREFIX_BYTES, BlockingLoop, PartialBase
@@ -646,8 +647,7 @@ class PostgresSessionStore:
     async def extend_checkpoint(
         self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
     ) -> bool:
-        if replaces < 0:
-            raise ValueError(f"replaces must be 0 or more, not {replaces}")
+        check_replaces(replaces)
         pool = await self._ready_pool()
         async with self._translated(f"extending the checkpoint of session {session_id!r}"):
             status = await pool.execute(self._sql["extend_checkpoint"], session_id, after, version, data, replaces)

@@ -69,6 +69,7 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    check_replaces,
     version_conflict,
 )
 from ._partial import PREFIX_BYTES, BlockingLoop, PartialBase
@@ -601,8 +602,7 @@ class RedisSessionStore:
     async def extend_checkpoint(
         self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
     ) -> bool:
-        if replaces < 0:
-            raise ValueError(f"replaces must be 0 or more, not {replaces}")
+        check_replaces(replaces)
         action = f"extending the checkpoint of session {session_id!r}"
         keys = self._checkpoint_keys(session_id)
         return bool(await self._run("extend_checkpoint", action, keys, [after, version, data, replaces]))

@@ -41,6 +41,7 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
+    check_replaces,
     version_conflict,
 )
 from ._checkpoint_files import CheckpointFiles
@@ -480,8 +481,7 @@ class SqliteSessionStore:
         # One transaction: the extension is added, in place of the last ``replaces``, only if the
         # checkpoint is at ``after``, has that many, and the log holds ``version``. Not waited
         # for either.
-        if replaces < 0:
-            raise ValueError(f"replaces must be 0 or more, not {replaces}")
+        check_replaces(replaces)
         if not after < version:
             return False
 

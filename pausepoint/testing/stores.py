@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -44,6 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without pytest
 
 from ..errors import PayloadTooLarge, StoreError, VersionConflict
 from ..stores import Checkpoint, CheckpointStore, LogEntry, LogSlice, SessionStore, SessionSummary
+from ..stores._base import merges_extensions
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
@@ -535,15 +535,11 @@ async def checkpoints(store: SessionStore) -> CheckpointStore:
     return store
 
 
-def merges(store: CheckpointStore) -> bool:
-    """Whether the store's ``extend_checkpoint`` takes ``replaces`` (one written before it could
-    is given extensions one by one, and the tests of replacing are skipped for it)."""
-    return "replaces" in inspect.signature(store.extend_checkpoint).parameters
-
-
 async def merging(store: SessionStore) -> CheckpointStore:
+    """The store, if its ``extend_checkpoint`` takes ``replaces``; the tests of replacing are
+    skipped for one that does not (it is given extensions one by one)."""
     keeper = await checkpoints(store)
-    if not merges(keeper):
+    if not merges_extensions(keeper):
         pytest.skip("the store's extend_checkpoint takes no replaces")
     return keeper
 
@@ -908,7 +904,7 @@ async def test_a_read_racing_extensions_sees_one_whole_checkpoint(open_store: Op
         try:
             writes = await asyncio.gather(
                 *(
-                    grow_checkpoint(keeper, n, until, rebase=n == 0, merge=n == 1 and merges(keeper))
+                    grow_checkpoint(keeper, n, until, rebase=n == 0, merge=n == 1 and merges_extensions(keeper))
                     for n, keeper in enumerate(stores[:3])
                 )
             )

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pausepoint.stores import InMemorySessionStore, SessionStore
+from pausepoint.stores._base import merges_extensions
 from pausepoint.testing.stores import *  # noqa: F403 - the contract's tests, run on that store here
-from pausepoint.testing.stores import merges
 
 from .backends import StoreWithoutMerging
 
@@ -27,5 +27,5 @@ def open_store() -> Callable[..., Awaitable[SessionStore]]:
 
 
 def test_the_store_is_seen_not_to_merge() -> None:
-    assert not merges(StoreWithoutMerging())
-    assert merges(InMemorySessionStore())
+    assert not merges_extensions(StoreWithoutMerging())
+    assert merges_extensions(InMemorySessionStore())
