@@ -261,7 +261,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None, replaces: i
                 held = _NO_KEYS
                 gone = [key for key in removed[field.name] if not dict.__contains__(value, key)]
                 keys = list(value.touched)
-            items = [dict.__getitem__(value, key) for key in keys]
+            items = [value.stored(key) for key in keys]
             written_before = chain.sums.get(field.name, {})
             entry_sums[field.name], unchanged[field.name] = sums_now, unchanged_now
         elif isinstance(value, LazyDict):  # its index is copied where it stays the same
@@ -775,11 +775,15 @@ def _extend(
                     value.untouch(written.removed[field.name])  # type: ignore[union-attr]
                 for key in part.removed:
                     value.drop(key)
-                for place, key in enumerate(cast(list[Any], part.keys)):
-                    dict.__setitem__(value, key, source[place])  # an entry set keeps its place
-                if live:  # and those it left out, as the checkpoint holds them already
+                if live:  # its entries and those it left out, as the checkpoint holds them, as JSON
+                    # (a state kept while it writes extension after extension would otherwise
+                    # keep the bytes of every one)
+                    for place, key in enumerate(cast(list[Any], part.keys)):
+                        dict.__setitem__(value, key, source[place])  # an entry set keeps its place
                     for key, held_json in cast(_Written, written).unchanged.get(field.name, ()):
                         dict.__setitem__(value, key, held_json)
+                else:  # its entries stay in its bytes until read
+                    value.extend_unread(cast(list[Any], part.keys), source)
                 for key, home, held in part.refs:
                     value[key] = getattr(state, home)[held]
     except (ValueError, IndexError, KeyError, TypeError):

@@ -8,7 +8,9 @@ the same object.
 
 An item still in JSON is its ``bytes``, which is why an item type may not be ``bytes`` itself.
 A dict loaded from a checkpoint holds, for each value not read yet, its place in the
-checkpoint's bytes (so a dict's values may not be ``int``s). Its keys are not even parsed when it
+checkpoint's bytes: in its base, or past the base's places in one of its extensions
+(``LazyDict.extend_unread``), so folding an extension makes no object per entry (and a dict's
+values may not be ``int``s). Its keys are not even parsed when it
 is loaded (``LazyDict.indexed``): the checkpoint lays them out in buckets by a hash of the key
 (``KeyIndex``), and a lookup parses only the bucket its key would be in; only what needs every
 key (iteration, ``len``) parses them all, and puts them back in their order. A dict also notes
@@ -424,12 +426,14 @@ class LazyDict(dict[K, T], Generic[K, T]):
     key parses them all (``materialize``).
     """
 
-    __slots__ = ("_adapter", "_index", "_removed", "_source", "_touched")
+    __slots__ = ("_adapter", "_end", "_index", "_later", "_removed", "_source", "_touched")
 
     def __init__(self, items: Iterable[tuple[K, Any]], adapter: TypeAdapter[T]) -> None:
         super().__init__(items)
         self._adapter = adapter
-        self._source: Slices | None = None
+        self._source: Slices | None = None  # the base's values: places 0 to len - 1
+        self._later: list[tuple[int, Slices]] = []  # the extensions' values: (their first place, source)
+        self._end = 0  # the place after the last one given
         self._index: KeyIndex[K] | None = None
         self._touched: dict[K, None] = dict.fromkeys(dict.keys(self))  # an ordered set
         self._removed: set[K] = set()
@@ -442,9 +446,43 @@ class LazyDict(dict[K, T], Generic[K, T]):
             raise ValueError(f"a key index of {index.size} keys for {len(source)} values")
         entries = cls((), adapter)
         entries._source = source
+        entries._end = len(source)
         if index.size:
             entries._index = index
         return entries
+
+    def extend_unread(self, keys: list[K], source: Slices) -> None:
+        """Set ``keys`` to ``source``'s items, in order, none cut out or decoded yet (an
+        extension's entries: as the checkpoint holds them, so not noted as read or set; a key
+        the dict has keeps its place in its order)."""
+        if len(keys) != len(source):
+            raise ValueError(f"{len(keys)} keys for {len(source)} values")
+        start = self._end
+        self._later.append((start, source))
+        self._end = start + len(source)
+        dict.update(cast(Any, self), zip(keys, range(start, self._end), strict=True))
+
+    def _cut(self, place: int) -> bytes:
+        """The JSON of the value at ``place``: in an extension's source, or in the base's."""
+        for start, source in reversed(self._later):
+            if place >= start:
+                return source[place - start]
+        return cast(Slices, self._source)[place]
+
+    def _in_base(self, value: Any) -> bool:
+        """Whether a stored value is a place in the base's source (one a new base copies)."""
+        return type(value) is int and (not self._later or value < self._later[0][0])
+
+    def _laid(self, value: Any) -> Any:
+        """A stored value as a new base takes it: a place in the base's source stays one, a
+        place in an extension's is cut out (JSON)."""
+        return self._cut(value) if type(value) is int and not self._in_base(value) else value
+
+    def stored(self, key: K) -> Any:
+        """For a checkpoint writer: ``key``'s value as stored, a decoded object or JSON (the
+        JSON of one never read is cut out of its source)."""
+        value: Any = dict.__getitem__(self, key)
+        return self._cut(value) if type(value) is int else value
 
     # -- keys not parsed yet ------------------------------------------------------------------
 
@@ -482,7 +520,8 @@ class LazyDict(dict[K, T], Generic[K, T]):
 
     def base_layout(self) -> tuple[list[Any], list[Any], list[bytes] | None]:
         """What a new base holds of this dict: its keys and values in order (a value never read
-        is its place in ``source``), and its key index when it can be copied from this one: the
+        is its place in ``source``, or its JSON when an extension holds it), and its key index
+        when it can be copied from this one: the
         keys still indexed and only added to since loading, in as many buckets (the lines of the
         buckets no key was added to are copied, and the keys of values never read are None: not
         needed). Otherwise the index is None (``key_index`` makes it from the keys)."""
@@ -490,7 +529,10 @@ class LazyDict(dict[K, T], Generic[K, T]):
         if copied is not None:
             return copied
         self.materialize()
-        return list(dict.keys(self)), list(dict.values(self)), None
+        values = list(dict.values(self))
+        if self._later:  # the values extensions hold, as JSON: a base copies only its own places
+            values = list(map(self._laid, values))
+        return list(dict.keys(self)), values, None
 
     def _copied_layout(self) -> tuple[list[Any], list[Any], list[bytes]] | None:
         index = self._index
@@ -509,8 +551,8 @@ class LazyDict(dict[K, T], Generic[K, T]):
         values: list[Any] = list(range(index.size))
         for key, place in places.items():
             value = dict.__getitem__(self, key)
-            if type(value) is not int:  # read or set since loading (an unread one is its place)
-                keys[place], values[place] = key, value
+            if not self._in_base(value):  # read or set since loading, or by an extension
+                keys[place], values[place] = key, self._laid(value)
         lines = [index.lines[at] for at in range(len(index.lines))]
         grown: dict[int, list[int]] = {}
         for offset, key in enumerate(added):
@@ -521,7 +563,7 @@ class LazyDict(dict[K, T], Generic[K, T]):
                 [*old_keys, *(added[o] for o in offsets)], [*old_places, *(index.size + o for o in offsets)]
             )
         keys.extend(added)
-        values.extend(dict.__getitem__(self, key) for key in added)
+        values.extend(self._laid(dict.__getitem__(self, key)) for key in added)
         return keys, values, lines
 
     # -- reading and writing ------------------------------------------------------------------
@@ -530,8 +572,8 @@ class LazyDict(dict[K, T], Generic[K, T]):
         if self._index is not None:
             self._find(key)
         value: Any = dict.__getitem__(self, key)
-        if type(value) is int and self._source is not None:
-            value = self._source[value]
+        if type(value) is int:
+            value = self._cut(value)
         if type(value) is bytes:
             value = self._adapter.validate_json(value)
             dict.__setitem__(self, key, value)
@@ -668,9 +710,10 @@ class LazyDict(dict[K, T], Generic[K, T]):
 
     def raw_items(self) -> Iterator[tuple[K, Any]]:
         """The entries as stored: decoded values, the JSON of those never decoded, or (for a dict
-        loaded from a checkpoint) the place in ``source`` of those never read."""
+        loaded from a checkpoint) the place in ``source`` of those never read (their JSON when
+        an extension holds them)."""
         self.materialize()
-        return iter(dict.items(self))
+        return ((key, self._laid(value)) for key, value in dict.items(self))
 
     @property
     def source(self) -> Slices | None:

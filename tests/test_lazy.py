@@ -171,6 +171,27 @@ def test_a_dict_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> No
     assert dict(entries) == {"b": Item(1), "c": Item(2), "d": Item(4)} == entries
 
 
+def test_an_extensions_entries_stay_in_its_bytes_until_read() -> None:
+    """Entries an extension sets (one the base has, one new) are places past the base's: read,
+    they decode from the extension's bytes; a new base copies the base's own places and takes
+    the extension's as JSON; a writer of extensions gets them as JSON."""
+    entries = indexed(["a", "b", "c"])
+    cuts: list[tuple[int, int]] = []
+    later = [raw(10), raw(11)]
+    bounds = array("I", itertools.accumulate(map(len, later), initial=0))
+    source = Slices(memoryview(b"".join(later)), 0, memoryview(bounds), lambda start, stop: cuts.append((start, stop)))
+    entries.extend_unread(["b", "d"], source)
+    assert cuts == [] and not entries.touched  # nothing cut out, nothing noted as changed
+    assert dict(entries.raw_items()) == {"a": 0, "b": raw(10), "c": 2, "d": raw(11)}
+    assert entries.stored("d") == raw(11) and entries.stored("a") == raw(0)
+    keys, values, _ = entries.base_layout()
+    assert values == [0, raw(10), 2, raw(11)] and keys[1] == "b" and keys[3] == "d"
+    assert entries["b"] == Item(10) and entries["d"] == Item(11) and entries["a"] == Item(0)
+    assert list(entries) == ["a", "b", "c", "d"] and cuts  # cut out when read
+    with pytest.raises(ValueError):
+        entries.extend_unread(["e"], source)
+
+
 def test_a_dict_loaded_with_a_key_index_parses_only_the_buckets_it_looks_in() -> None:
     keys = [f"k{n}" for n in range(200)]
     entries = indexed(keys)
