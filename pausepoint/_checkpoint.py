@@ -672,7 +672,7 @@ def decode_state(
                 value = LazyList.unread(source, field.item)
                 if part.refs:
                     for position, home, key in part.refs:
-                        list.__setitem__(value, position, getattr(state, home)[key])
+                        value.hold(position, getattr(state, home)[key])
                     value.cut_all()  # its places now hold objects written elsewhere
             else:
                 index = KeyIndex(cast(Slices, part.buckets), _bucket_parser(field), len(source))
@@ -767,7 +767,10 @@ def _extend(
                 for position, home, key in part.refs:
                     if not since <= position < len(value):
                         return False
-                    list.__setitem__(value, position, getattr(state, home)[key])
+                    if isinstance(value, LazyList):
+                        value.hold(position, getattr(state, home)[key])
+                    else:
+                        value[position] = getattr(state, home)[key]
             else:
                 if not isinstance(value, LazyDict):
                     return False

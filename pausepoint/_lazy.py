@@ -19,8 +19,9 @@ the keys whose value was read or set, and those removed, since it was loaded (``
 (``_checkpoint``) writes only those.
 A list loaded from a checkpoint (``LazyList.unread``, and ``extend_unread`` for the items each
 of its extensions appended) holds even less: the checkpoint's bytes and where each item starts
-(``Slices``); an item is cut out of them when first read, so loading a history of any length
-makes no object per item. Until its items move (an insert, a removal, a sort), such a list is
+(``Slices``); an item is cut out of them when first read, and the base's items are not even in
+the list's storage until then, so loading a history of any length makes no object, and fills
+no slot, per item. Until its items move (an insert, a removal, a sort), such a list is
 written to the next base by copying those bytes whole (``packed``): the items of a list are
 values, never changed in place.
 """
@@ -28,6 +29,7 @@ values, never changed in place.
 from __future__ import annotations
 
 import itertools
+import operator
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
@@ -109,23 +111,35 @@ class Slices:
 
 
 class LazyList(list[T], Generic[T]):
-    """A list whose ``bytes`` items are decoded with ``adapter`` when read."""
+    """A list whose ``bytes`` items are decoded with ``adapter`` when read.
 
-    __slots__ = ("_adapter", "_later", "_source")
+    Loaded from a checkpoint's base (``unread``), the list's first ``len(source)`` positions are
+    not in its own storage at all: an item there is cut out of the source and decoded when first
+    read, and kept aside; the storage holds only the items after them. So a list of any length
+    loads in constant time and gives the garbage collector nothing to traverse per item. The
+    items an extension appended (``extend_unread``) are in the storage, as placeholders.
+    """
+
+    __slots__ = ("_adapter", "_later", "_prefix", "_read", "_source")
 
     def __init__(self, items: Iterable[Any], adapter: TypeAdapter[T]) -> None:
         super().__init__(items)
         self._adapter = adapter
-        self._source: Slices | None = None  # where the first items are
-        self._later: list[tuple[int, Slices]] = []  # and items appended unread: (position, source)
+        self._source: Slices | None = None  # the base's items: the first ``_prefix`` positions
+        self._prefix = 0  # positions before the storage's first item (``len(_source)``, or 0)
+        self._read: dict[int, Any] = {}  # those of them read so far, decoded
+        self._later: list[tuple[int, Slices]] = []  # items appended unread: (position, source)
 
     @classmethod
     def unread(cls, source: Slices, adapter: TypeAdapter[T]) -> LazyList[T]:
         """The list of ``source``'s items, none of them cut out or decoded yet."""
-        items = cls((_UNCUT,), adapter)
-        list.__imul__(items, len(source))
+        items = cls((), adapter)
         items._source = source
+        items._prefix = len(source)
         return items
+
+    def __len__(self) -> int:
+        return self._prefix + list.__len__(self)
 
     def extend_unread(self, source: Slices) -> None:
         """Append ``source``'s items, none of them cut out or decoded yet."""
@@ -137,45 +151,76 @@ class LazyList(list[T], Generic[T]):
         (the items of a list are values, so a later read decodes an equal one)."""
         if len(self) - start != len(source):
             raise ValueError(f"{len(source)} items written, {len(self) - start} in the list")
-        list.__setitem__(self, slice(start, None), [_UNCUT] * len(source))
+        if start < self._prefix:
+            self.cut_all()
+        list.__setitem__(self, slice(start - self._prefix, None), [_UNCUT] * len(source))
         self._later = [later for later in self._later if later[0] < start]  # those it covers are not read again
         self._later.append((start, source))
 
+    def hold(self, index: SupportsIndex, item: T) -> None:
+        """Put ``item`` at ``index`` in place of what the source holds there, moving nothing (a
+        checkpoint's reference to an object another field holds: one among the base's items
+        makes the list written item by item from then on)."""
+        position = self._position(index)
+        if not 0 <= position < len(self):
+            raise IndexError("list assignment index out of range")
+        if position < self._prefix:
+            self.cut_all()
+        list.__setitem__(self, position - self._prefix, item)
+
     def _at(self, index: SupportsIndex) -> T:
-        value: Any = list.__getitem__(self, index)
+        position = self._position(index)
+        prefix = self._prefix
+        if 0 <= position < prefix:
+            value = self._read.get(position, _UNCUT)
+            if value is _UNCUT:
+                value = self._read[position] = self._adapter.validate_json(cast(Slices, self._source)[position])
+            return cast(T, value)
+        if position < 0:
+            raise IndexError("list index out of range")
+        value = list.__getitem__(self, position - prefix)
         if value is _UNCUT:
-            value = self._uncut(index)
+            value = self._uncut(position)
         if type(value) is bytes:
             value = self._adapter.validate_json(value)
-            list.__setitem__(self, index, value)
+            list.__setitem__(self, position - prefix, value)
         return cast(T, value)
 
     def _position(self, index: SupportsIndex) -> int:
-        position = index.__index__()
+        position = operator.index(index)
         return position + len(self) if position < 0 else position
 
-    def _uncut(self, index: SupportsIndex) -> bytes:
-        position = self._position(index)
+    def _uncut(self, position: int) -> bytes:
+        """The JSON of an item an extension appended, still a placeholder in the storage."""
         for start, source in reversed(self._later):
             if position >= start:
                 return source[position - start]
-        return cast(Slices, self._source)[position]
+        raise LookupError(f"no source holds item {position}")
 
     def _cut(self, start: int) -> list[Any]:
         """The items from ``start`` on as stored, those not cut out yet cut out."""
-        items: list[Any] = list.__getitem__(self, slice(start, None))
-        for offset, item in enumerate(items):
+        prefix = self._prefix
+        items: list[Any] = []
+        if start < prefix:
+            source, read = cast(Slices, self._source), self._read
+            items = [read[position] if position in read else source[position] for position in range(start, prefix)]
+            start = prefix
+        stored: list[Any] = list.__getitem__(self, slice(start - prefix, None))
+        for offset, item in enumerate(stored):
             if item is _UNCUT:
-                items[offset] = self._uncut(start + offset)
-        return items
+                stored[offset] = self._uncut(start + offset)
+        return items + stored if items else stored
 
     def cut_all(self) -> None:
         """Cut every item out of the sources (before a change that moves items: an item not
         cut out is known by its position). The list is then written item by item."""
         if self._source is not None or self._later:
-            list.__setitem__(self, slice(None), self._cut(0))
-            self._source = None
-            self._later = []
+            items = self._cut(0)
+            self._forget_sources()
+            list.__setitem__(self, slice(None), items)
+
+    def _forget_sources(self) -> None:
+        self._source, self._prefix, self._read, self._later = None, 0, {}, []
 
     @overload
     def __getitem__(self, index: SupportsIndex) -> T: ...
@@ -202,15 +247,22 @@ class LazyList(list[T], Generic[T]):
     def __eq__(self, other: object) -> bool:
         return list(self) == other
 
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
     __hash__ = None
 
     def __repr__(self) -> str:
         return repr(list(self))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (list(self),)  # a copy or a pickle is a plain list of the decoded items
+
     def pop(self, index: SupportsIndex = -1) -> T:
         value = self._at(index)
+        position = self._position(index)
         self.cut_all()
-        list.pop(self, index)
+        list.pop(self, position)
         return value
 
     def copy(self) -> list[T]:
@@ -261,13 +313,11 @@ class LazyList(list[T], Generic[T]):
     def sort(self, *, key: Any = None, reverse: bool = False) -> None:
         items = list(self)
         items.sort(key=key, reverse=reverse)
-        self._source = None
-        self._later = []
+        self._forget_sources()
         list.__setitem__(self, slice(None), items)
 
     def clear(self) -> None:
-        self._source = None
-        self._later = []
+        self._forget_sources()
         list.clear(self)
 
     def packed(self) -> tuple[Slices, list[Any]] | None:

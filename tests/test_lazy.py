@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,8 +80,16 @@ def unread(*numbers: int) -> LazyList[Item]:
     return LazyList.unread(Slices(memoryview(data), len(b"header"), memoryview(bounds)), ADAPTER)
 
 
+def source_of(*numbers: int) -> Slices:
+    """The items an extension appended, as it holds them."""
+    items = [raw(n) for n in numbers]
+    bounds = array("I", itertools.accumulate(map(len, items), initial=0))
+    return Slices(memoryview(b"".join(items)), 0, memoryview(bounds))
+
+
 def test_a_list_loaded_from_bytes_cuts_out_and_decodes_only_what_is_read() -> None:
     items = unread(0, 1, 2, 3)
+    assert list.__len__(items) == 0 and items  # its base's items fill no slot of the list itself
     assert len(items) == 4 and items[2] == Item(2) and items[-1] == Item(3)
     assert items[2] is items[2]
     assert list(items) == [Item(0), Item(1), Item(2), Item(3)] and items[1:3] == [Item(1), Item(2)]
@@ -139,6 +148,89 @@ def test_a_change_that_moves_items_keeps_every_item_right(change: Any, expected:
     assert [i.n for i in items] == expected
     assert items.packed() is None  # written item by item from then on
     assert [i if type(i) is bytes else ADAPTER.dump_json(i) for i in items.raw_items()] == [raw(n) for n in expected]
+
+
+LIST_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["get", "slice", "append", "extend", "iadd", "pop", "insert", "del", "set", "in", "len", "reversed",
+             "hold", "unread_from", "raw_since", "bisect", "ne", "extend_self"]
+        ),
+        st.integers(-12, 12),
+        st.integers(100, 200),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.integers(0, 6), extended=st.integers(0, 4), ops=LIST_OPS)
+def test_a_list_loaded_from_bytes_behaves_as_a_list(base: int, extended: int, ops: list[tuple[str, int, int]]) -> None:
+    """A base's items (not in the list's storage), an extension's (placeholders), then any
+    reads and changes: the list answers as a plain list of the same items would, and what a
+    checkpoint writer reads of it is those items."""
+    items = unread(*range(base))
+    items.extend_unread(source_of(*range(base, base + extended)))
+    model = [Item(n) for n in range(base + extended)]
+    for name, at, value in ops:
+        inside = -len(model) <= at < len(model)
+        if name == "get":
+            if inside:
+                assert items[at] == model[at]
+            else:
+                with pytest.raises(IndexError):
+                    items[at]
+        elif name == "slice":
+            assert items[at:] == model[at:] and items[:at:2] == model[:at:2]
+        elif name == "append":
+            items.append(Item(value))
+            model.append(Item(value))
+        elif name in ("extend", "iadd"):
+            more = [Item(value), Item(value + 1)]
+            if name == "extend":
+                items.extend(more)
+            else:
+                items += more
+            model.extend(more)
+        elif name == "extend_self":
+            items.extend(items)
+            model.extend(list(model))
+        elif name == "pop" and inside:
+            assert items.pop(at) == model.pop(at)
+        elif name == "insert":
+            items.insert(at, Item(value))
+            model.insert(at, Item(value))
+        elif name == "del" and inside:
+            del items[at]
+            del model[at]
+        elif name == "set" and inside:
+            items[at] = model[at] = Item(value)
+        elif name == "hold" and inside:
+            items.hold(at, Item(value))
+            model[at] = Item(value)
+        elif name == "in":
+            assert (Item(value) in items) == (Item(value) in model) and (Item(0) in items) == (Item(0) in model)
+        elif name == "len":
+            assert len(items) == len(model) and bool(items) == bool(model)
+        elif name == "reversed":
+            assert list(reversed(items)) == model[::-1]
+        elif name == "unread_from" and 0 <= at <= len(model):
+            start = max(at, len(model) - 3)  # the last items, written as an extension holds them
+            items.unread_from(start, source_of(*(i.n for i in model[start:])))
+        elif name == "raw_since" and 0 <= at <= len(model):
+            assert [ADAPTER.validate_json(i) if type(i) is bytes else i for i in items.raw_since(at)] == model[at:]
+        elif name == "bisect":
+            assert bisect_left(items, value, key=lambda i: i.n) == bisect_left(model, value, key=lambda i: i.n)
+        elif name == "ne":
+            assert (items != model) is False and (items != [*model, Item(0)]) is True
+    assert list(items) == model and len(items) == len(model)
+    packed = items.packed()
+    if packed is not None:  # still written from its source: that many items as loaded, then the rest
+        source, after = packed
+        assert [ADAPTER.validate_json(source[i]) for i in range(len(source))] + [
+            ADAPTER.validate_json(i) if type(i) is bytes else i for i in after
+        ] == model
+    assert [ADAPTER.validate_json(i) if type(i) is bytes else i for i in items.raw_items()] == model
 
 
 def test_copies_of_a_list_loaded_from_bytes_hold_decoded_items() -> None:
