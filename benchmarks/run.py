@@ -5,6 +5,8 @@ Prints five tables, each figure measured in a process of its own (see ``_workloa
 1. framework time per full cycle — new chat, send, pause, resume(respond), tool, final text;
 2. per-turn cost on sessions that already hold 10, 100 and 1,000 turns; 2b. a cold cycle (a
    new agent, the session not cached) against a warm one, up to 10,000 turns (``benchmarks.cold``);
+   2c. the same in instructions executed, which the machine's noise does not move
+   (``benchmarks.instructions``, under valgrind);
 3. resident memory of one long session, and the bytes each turn stores;
 4. streaming: time to first chunk and overhead per chunk;
 5. pausepoint against the reference system (genkit 0.12.0) run on the same machine, as ratios.
@@ -30,6 +32,7 @@ from ._child import run_in_child
 from ._reference import DEFAULT_DIR, ReferenceRun, run_reference
 from ._report import Table, mib, note, num, ratio, us, verdict
 from .cold import GROWTH_TARGET, table_cold
+from .instructions import table_instructions
 
 __all__ = ["main"]
 
@@ -472,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     table_history(run, s)
     hist = (10, 100) if args.quick else (10, 100, 1000, 10000)
     run.results += [{"workload": "cold", **result} for result in table_cold(s.stores, hist, s.k, args.timeout)]
+    counted = ((10,), 1) if args.quick else ((10, 1000, 10000), 3)
+    run.results += [{"workload": "instructions", **result} for result in table_instructions(*counted)]
     table_memory(run, s)
     table_streaming(run, s)
 

@@ -1,5 +1,7 @@
 """The benchmark command runs end to end (tiny sizes). It checks that it works, never how fast."""
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +26,17 @@ def quick_benchmark(*options: str, timeout: float) -> str:
 
 def test_quick_benchmark_prints_every_table():
     out = quick_benchmark("--no-reference", timeout=300)
-    headers = ("[1] Full cycle", "[2] One more turn", "[2b] A cold cycle", "[3] One session", "[4] Streaming")
+    headers = ("[1] Full cycle", "[2] One more turn", "[2b] A cold cycle", "[2c] A cold cycle against a warm one in",
+               "[3] One session", "[4] Streaming")  # fmt: skip
     for header in (*headers, "[5] pausepoint vs"):
         assert header in out, f"missing {header!r}:\n{out}"
     assert "ERROR" not in out, out
     assert "skipped: not requested" in out
+    counted = out.partition("[2c]")[2].partition("[3]")[0]
+    if shutil.which("valgrind"):  # CI installs it (.ci/apt-packages)
+        assert re.search(r"^10 +[\d.]+ M +[\d.]+ M +[\d.]+x$", counted, re.MULTILINE), counted
+    else:
+        assert "skipped: valgrind is not installed" in counted, counted
 
 
 def test_quick_benchmark_compares_with_the_reference():
