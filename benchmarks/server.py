@@ -23,7 +23,9 @@ Tables (S5 runs first, so that S1 can divide by the reference's rate measured in
 - [S1] one process on SQLite (``synchronous=FULL``, the default, and ``NORMAL``) at 1, 8 and 64
   clients: cycles/s, p50/p99 per request, the server's CPU time per cycle, its resident memory,
   and the ratio to the reference's rate (S5's best when S5 ran first, else the SPEC's constant
-  from another machine, labelled so);
+  from another machine, labelled so); then the HTTP floor (``bare``): the same requests answered
+  by a bare Starlette app under the same uvicorn (``_bare_app``), so the table shows what the
+  HTTP stack costs a cycle and what pausepoint adds to it;
 - [S2] no decay: one server under 8 clients for ``--long`` seconds in back-to-back windows of
   10 s, the first window against the last;
 - [S3] memory per paused session: ``--paused`` sessions left paused on one server;
@@ -132,18 +134,24 @@ class Counted:
 
 def serve(fd: int, store_kind: str, target: str, loop: str) -> None:
     """One server process on the inherited listening socket ``fd``; prints ``ready``, serves
-    until SIGTERM, then prints the transfers its tool made and the approvals it answered."""
+    until SIGTERM, then prints the transfers its tool made and the approvals it answered.
+    ``store_kind`` ``bare`` serves [S1]'s HTTP floor instead of pausepoint (``_bare_app``)."""
     from examples import banking
     from pausepoint.cli._serving import tune_garbage_collector
     from pausepoint.server import BearerTokens, create_app
+
+    from ._bare_app import bare_app
 
     sock = socket.socket(fileno=fd)
     ledger: list[str] = []
 
     async def main() -> None:
-        store = make_store(store_kind, target)
-        ai, _ = banking.build(store, ledger)
-        app = Counted(create_app(ai, auth=BearerTokens({TOKEN: "bench"}), console=False))
+        if store_kind == "bare":  # [S1]'s HTTP floor: no runtime, no store (``_bare_app``)
+            app = Counted(bare_app())
+        else:
+            store = make_store(store_kind, target)
+            ai, _ = banking.build(store, ledger)
+            app = Counted(create_app(ai, auth=BearerTokens({TOKEN: "bench"}), console=False))
         tune_garbage_collector()  # as ``pausepoint serve`` does before serving
         await serve_inherited(app, sock, lambda: f"ran={len(ledger)} answered={app.answered}")
 
@@ -405,19 +413,22 @@ def table_sqlite(args: argparse.Namespace, folder: str) -> bool:
     head = f"{'synchronous':>11} {'clients':>7} {'cycles/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'cpu ms/cyc':>10} "
     print(head + f"{'gen cpu':>7} {'RSS MiB':>7} {'÷1300':>6} {f'÷ref {reference:.0f}':>8} {'fails':>5}")
     ok = True
-    for sync in args.sync:
-        store = "sqlite" if sync == "FULL" else "sqlite-normal"
+    cpu: dict[str, float] = {}  # the server's CPU per cycle at 8 clients, by row
+    for sync in (*args.sync, "bare"):
+        store = {"FULL": "sqlite", "NORMAL": "sqlite-normal"}.get(sync, sync)
         with Servers(store, os.path.join(folder, f"s1-{sync}.db"), loop=args.loop, pin=args.pin) as servers:
             load(args, servers, 8, 1)  # warm up
             for clients in args.clients:
                 run = load(args, servers, clients, args.seconds)
                 memory = servers.rss() / 2**20
                 p99 = f"{run.p99_ms:7.2f}" + ("*" if clients == 8 and run.p99_ms > TARGET_P99_MS else " ")
+                targets = ("-", "-") if sync == "bare" else (ratio(run.rate, TARGET_RATE), ratio(run.rate, reference))
                 print(f"{sync:>11} {clients:>7} {run.rate:>9.1f} {run.p50_ms:>7.2f} {p99:>8}"
                       f"{run.cpu_ms_per_cycle:>10.2f} {run.generator_cpu / run.seconds:>6.0%} {memory:>7.1f} "
-                      f"{ratio(run.rate, TARGET_RATE):>6} {ratio(run.rate, reference):>8} "
-                      f"{run.failures:>5}")  # fmt: skip
-                ok = ok and run.failures == 0
+                      f"{targets[0]:>6} {targets[1]:>8} {run.failures:>5}")  # fmt: skip
+                ok = ok and run.failures == 0 and run.cycles > 0
+                if clients == 8:
+                    cpu[sync] = run.cpu_ms_per_cycle
                 if run.error:
                     print(f"      last error: {run.error}")
     low, high = REFERENCE_RATE
@@ -437,7 +448,16 @@ def table_sqlite(args: argparse.Namespace, folder: str) -> bool:
         "  p50/p99 per request (a cycle is two); cpu ms/cyc: the server's user+system CPU per cycle; "
         "gen cpu: the generator's CPU share of one core"
     )
-    print(reproduce(args, f"--only S1 --seconds {args.seconds:g} --clients {','.join(map(str, args.clients))}"))
+    print(
+        "  bare: the HTTP floor - the same two requests, uvicorn and generator, answered by a bare Starlette app "
+        "with canned replies (benchmarks/_bare_app.py: no runtime, no store, no auth)"
+    )
+    floor = cpu.get("bare")
+    if floor:
+        shares = ", ".join(f"{s} {cpu[s]:.2f} ms = {ratio(cpu[s], floor)}" for s in args.sync if s in cpu)
+        print(f"  server CPU per cycle at 8 clients against the floor's {floor:.2f} ms: {shares}")
+    sync = [] if args.sync == ["FULL", "NORMAL"] else [f"--sync {','.join(args.sync)}"]
+    print(reproduce(args, f"--only S1 --seconds {args.seconds:g} --clients {','.join(map(str, args.clients))}", *sync))
     return ok
 
 

@@ -51,3 +51,25 @@ def test_quick_benchmark_compares_with_the_reference():
         "durable: sqlite vs file: CPU per cycle µs",
     ):
         assert row in table, table
+
+
+def test_server_benchmark_prints_s1_beside_its_http_floor():
+    """[S1] serves the REST cycle from a real server process under load, then the same cycle
+    from a bare Starlette app (the HTTP floor), and says what pausepoint's server costs against it."""
+    command = ["benchmarks.server", "--only", "S1", "--seconds", "1", "--clients", "1,8", "--sync", "NORMAL"]
+    proc = subprocess.run(
+        [sys.executable, "-m", *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = proc.stdout.partition("[S1]")[2]
+    for row in ("NORMAL", "bare"):
+        for clients in (1, 8):
+            found = re.search(rf"^ +{row} +{clients} +([\d.]+) .* (\d+)$", table, re.MULTILINE)
+            assert found, f"no {row} row at {clients} clients:\n{table}"
+            assert float(found.group(1)) > 0 and found.group(2) == "0", found.group(0)  # cycles ran, none failed
+    assert re.search(r"against the floor's [\d.]+ ms: NORMAL [\d.]+ ms = [\d.]+x$", table, re.MULTILINE), table
+    assert "--sync NORMAL" in table, table
