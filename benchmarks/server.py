@@ -10,7 +10,8 @@ server is pinned to CPU 0 and wrk to CPU 1, so the generator never competes with
 its core (wrk's own CPU use is printed beside each row). Without wrk, ``--generator python``
 (httpx, pinned the same way) is used and said so; on a 2-core machine it is the bottleneck.
 
-Tables (S5 runs first, so that S1 can divide by the reference's rate measured in the same run):
+Tables (S5 runs first, so that S1 can divide by the reference's rate measured in the same run; S6
+after S1, so that it can show S1's CPU per cycle):
 
 - [S5] the Genkit wire against the reference: the reference's own server (``anchor_app.py``'s
   banking agent served by genkit-fastapi 0.12.0 under uvicorn, launched by ``_genkit_server.py``
@@ -26,6 +27,9 @@ Tables (S5 runs first, so that S1 can divide by the reference's rate measured in
   from another machine, labelled so); then the HTTP floor (``bare``): the same requests answered
   by a bare Starlette app under the same uvicorn (``_bare_app``), so the table shows what the
   HTTP stack costs a cycle and what pausepoint adds to it;
+- [S6] where that CPU goes (``layers``): the same cycle in one process, through the Python API,
+  through pausepoint's server app as ASGI calls, and through the bare app, so the server's CPU
+  per cycle splits into the runtime and store, pausepoint's server layer, and HTTP;
 - [S2] no decay: one server under 8 clients for ``--long`` seconds in back-to-back windows of
   10 s, the first window against the last;
 - [S3] memory per paused session: ``--paused`` sessions left paused on one server;
@@ -71,6 +75,7 @@ MESSAGE = {"message": "Transfer $5 to bob."}  # the banking model asks for appro
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 ROOT = Path(__file__).resolve().parents[1]
 LUA = Path(__file__).with_name("cycle.lua")
+SYNC_STORES = {"FULL": "sqlite", "NORMAL": "sqlite-normal"}  # [S1]'s rows: the store each serves
 GENKIT_LUA = Path(__file__).with_name("genkit_cycle.lua")  # [S5]: the Genkit wire's cycle, for both servers
 GENKIT_SERVER = Path(__file__).with_name("_genkit_server.py")  # [S5]: the reference's server, in its own venv
 TARGET_RATE = 1300  # SPEC section 8: full cycles/s per process on SQLite
@@ -415,7 +420,7 @@ def table_sqlite(args: argparse.Namespace, folder: str) -> bool:
     ok = True
     cpu: dict[str, float] = {}  # the server's CPU per cycle at 8 clients, by row
     for sync in (*args.sync, "bare"):
-        store = {"FULL": "sqlite", "NORMAL": "sqlite-normal"}.get(sync, sync)
+        store = SYNC_STORES.get(sync, sync)
         with Servers(store, os.path.join(folder, f"s1-{sync}.db"), loop=args.loop, pin=args.pin) as servers:
             load(args, servers, 8, 1)  # warm up
             for clients in args.clients:
@@ -456,9 +461,19 @@ def table_sqlite(args: argparse.Namespace, folder: str) -> bool:
     if floor:
         shares = ", ".join(f"{s} {cpu[s]:.2f} ms = {ratio(cpu[s], floor)}" for s in args.sync if s in cpu)
         print(f"  server CPU per cycle at 8 clients against the floor's {floor:.2f} ms: {shares}")
+    args.s1_cpu = {SYNC_STORES[s]: cpu[s] * 1000 for s in args.sync if s in cpu}  # for [S6], in µs
     sync = [] if args.sync == ["FULL", "NORMAL"] else [f"--sync {','.join(args.sync)}"]
     print(reproduce(args, f"--only S1 --seconds {args.seconds:g} --clients {','.join(map(str, args.clients))}", *sync))
     return ok
+
+
+def table_layers(args: argparse.Namespace, folder: str) -> bool:
+    """[S6] (``layers``): the SQLite settings of ``--sync`` and the in-memory store, beside
+    [S1]'s server CPU per cycle when [S1] ran first in this run."""
+    from . import layers  # here: layers imports this module
+
+    stores = [SYNC_STORES[sync] for sync in args.sync if sync in SYNC_STORES] + ["memory"]
+    return layers.table_layers(stores, args.layers_n, args.layers_rounds, args.s1_cpu)
 
 
 def table_decay(args: argparse.Namespace, folder: str) -> bool:
@@ -713,6 +728,8 @@ def main() -> int:
         help="S5: the genkit 0.12 venv's python (default: the one the reference's setup.sh makes)",
     )
     parser.add_argument("--reference-dir", default=str(DEFAULT_DIR), help="S5: the reference-bench folder")
+    parser.add_argument("--layers-n", type=int, default=300, help="S6's cycles per round and way (300)")
+    parser.add_argument("--layers-rounds", type=int, default=5, help="S6's rounds (5)")
     parser.add_argument("--only", help="run only these tables (e.g. S1,S4)")
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin server and generator to CPUs")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
@@ -724,14 +741,17 @@ def main() -> int:
         return 0
     args.pin = args.pin and len(os.sched_getaffinity(0)) >= 2
     args.reference_best = None
-    only = set((args.only or "S1,S2,S3,S4,S5").upper().split(","))
+    args.s1_cpu = None
+    only = set((args.only or "S1,S2,S3,S4,S5,S6").upper().split(","))
     generator = f"wrk with {LUA.name}" if args.generator == "wrk" else "httpx in this process, slower than the server"
     print(f"server benchmark: banking example, REST API over loopback, 2 requests per cycle; generator "
           f"{generator}; event loop {args.loop}; {os.cpu_count()} CPUs")  # fmt: skip
     ok = True
     with tempfile.TemporaryDirectory(prefix="pausepoint-server-bench-") as folder:
-        # S5 first: S1 divides by the reference's rate it measured.
-        for name, table in (("S5", table_genkit), ("S1", table_sqlite), ("S2", table_decay), ("S3", table_paused)):
+        # S5 first: S1 divides by the reference's rate it measured; S6 after S1: it shows S1's CPU.
+        tables = (("S5", table_genkit), ("S1", table_sqlite), ("S6", table_layers), ("S2", table_decay),
+                  ("S3", table_paused))  # fmt: skip
+        for name, table in tables:
             if name in only:
                 ok = table(args, folder) and ok
     if "S4" in only:

@@ -53,23 +53,37 @@ def test_quick_benchmark_compares_with_the_reference():
         assert row in table, table
 
 
-def test_server_benchmark_prints_s1_beside_its_http_floor():
+def test_server_benchmark_prints_s1_beside_its_http_floor_and_s6_splits_its_cpu():
     """[S1] serves the REST cycle from a real server process under load, then the same cycle
-    from a bare Starlette app (the HTTP floor), and says what pausepoint's server costs against it."""
-    command = ["benchmarks.server", "--only", "S1", "--seconds", "1", "--clients", "1,8", "--sync", "NORMAL"]
+    from a bare Starlette app (the HTTP floor), and says what pausepoint's server costs against
+    it; [S6] then splits that CPU in process: the runtime and store, the server layer, HTTP."""
+    command = ["benchmarks.server", "--only", "S1,S6", "--seconds", "1", "--clients", "1,8", "--sync", "NORMAL"]
     proc = subprocess.run(
-        [sys.executable, "-m", *command],
+        [sys.executable, "-m", *command, "--layers-n", "20", "--layers-rounds", "1"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    table = proc.stdout.partition("[S1]")[2]
+    s1, _, s6 = proc.stdout.partition("[S1]")[2].partition("[S6]")
     for row in ("NORMAL", "bare"):
         for clients in (1, 8):
-            found = re.search(rf"^ +{row} +{clients} +([\d.]+) .* (\d+)$", table, re.MULTILINE)
-            assert found, f"no {row} row at {clients} clients:\n{table}"
+            found = re.search(rf"^ +{row} +{clients} +([\d.]+) .* (\d+)$", s1, re.MULTILINE)
+            assert found, f"no {row} row at {clients} clients:\n{s1}"
             assert float(found.group(1)) > 0 and found.group(2) == "0", found.group(0)  # cycles ran, none failed
-    assert re.search(r"against the floor's [\d.]+ ms: NORMAL [\d.]+ ms = [\d.]+x$", table, re.MULTILINE), table
-    assert "--sync NORMAL" in table, table
+    floor = re.search(r"against the floor's [\d.]+ ms: NORMAL ([\d.]+) ms = [\d.]+x$", s1, re.MULTILINE)
+    assert floor, s1
+    assert "--sync NORMAL" in s1, s1
+    figure = r"(-?[\d,.]+)"
+    rows = {
+        found.group(1): [float(x.replace(",", "")) for x in found.groups()[1:]]
+        for found in re.finditer(rf"^(\S+) +{figure} +{figure} +{figure} +{figure} +-?[\d.]+x ", s6, re.MULTILINE)
+    }
+    assert set(rows) == {"sqlite-normal", "memory"}, s6
+    for store, (api, rest, bare, layer) in rows.items():
+        assert 0 < bare < rest and 0 < api < rest, (store, s6)  # each way ran, the REST way does the most
+        assert abs(layer - (rest - api - bare)) < 1.5, (store, s6)
+    # the S1 column is [S1]'s NORMAL row at 8 clients
+    s1_cpu = re.search(r"^sqlite-normal +(?:\S+ +){5}([\d,.]+)", s6, re.MULTILINE)
+    assert s1_cpu and float(s1_cpu.group(1).replace(",", "")) == pytest.approx(float(floor.group(1)) * 1000, abs=6), s6
