@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-__all__ = ["bare_app"]
+from .server import SESSIONS
 
-_SESSIONS = "/v1/agents/bankingAgent/sessions"
+__all__ = ["bare_app"]
 
 
 def _reply(body: dict[str, Any], status: int = 200) -> Response:
@@ -62,7 +62,7 @@ def bare_app() -> Starlette:
 
     return Starlette(
         routes=[
-            Route(_SESSIONS, send, methods=["POST"]),
-            Route(_SESSIONS + "/{session_id}/interrupts/{ref}/respond", respond, methods=["POST"]),
+            Route(SESSIONS, send, methods=["POST"]),
+            Route(SESSIONS + "/{session_id}/interrupts/{ref}/respond", respond, methods=["POST"]),
         ]
     )

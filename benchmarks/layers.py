@@ -42,13 +42,11 @@ from typing import Any
 from ._bare_app import bare_app
 from ._child import run_in_child
 from ._report import Table, note, us
-from .server import MESSAGE, TOKEN, make_store
+from .server import APPROVAL, MESSAGE, SESSIONS, TOKEN, make_store
 
 __all__ = ["STORES", "main", "table_layers"]
 
 STORES = ("sqlite", "sqlite-normal", "memory")
-SEND = "/v1/agents/bankingAgent/sessions"
-APPROVAL = {"output": {"approved": True}}
 WAYS = ("api", "rest", "bare")
 
 
@@ -98,11 +96,11 @@ async def post(app: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
 
 async def rest_cycle(app: Any) -> None:
     """Send, then approve the pause the reply names, through ``app``."""
-    paused = await post(app, SEND, MESSAGE)
+    paused = await post(app, SESSIONS, MESSAGE)
     if paused["finish_reason"] != "interrupted":
         raise RuntimeError(f"expected a pause, got {paused['finish_reason']}")
     ref = paused["interrupts"][0]["ref"]
-    done = await post(app, f"{SEND}/{paused['session_id']}/interrupts/{ref}/respond", APPROVAL)
+    done = await post(app, f"{SESSIONS}/{paused['session_id']}/interrupts/{ref}/respond", APPROVAL)
     if done["finish_reason"] != "stop":
         raise RuntimeError(f"unexpected end of cycle: {done['finish_reason']}")
 

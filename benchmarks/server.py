@@ -72,6 +72,8 @@ from ._reference import DEFAULT_DIR, copy_reference, reference_python
 
 TOKEN = "bench-token"
 MESSAGE = {"message": "Transfer $5 to bob."}  # the banking model asks for approval, then transfers
+APPROVAL = {"output": {"approved": True}}  # the answer to its pause
+SESSIONS = "/v1/agents/bankingAgent/sessions"  # a send starts a session here; its pause is answered below it
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 ROOT = Path(__file__).resolve().parents[1]
 LUA = Path(__file__).with_name("cycle.lua")
@@ -364,15 +366,14 @@ def python_load(servers: Servers, clients: int, seconds: float, pin: bool) -> Ru
             async def worker() -> None:
                 while time.perf_counter() < end:
                     t0 = time.perf_counter()
-                    reply = await http.post(f"{servers.url}/v1/agents/bankingAgent/sessions", json=MESSAGE)
+                    reply = await http.post(servers.url + SESSIONS, json=MESSAGE)
                     t1 = time.perf_counter()
                     body = reply.json()
                     if reply.status_code != 200 or not body.get("interrupts"):
                         counts["failures"] += 1
                         continue
-                    path = f"/v1/agents/bankingAgent/sessions/{body['session_id']}/interrupts/"
-                    reply = await http.post(servers.url + path + body["interrupts"][0]["ref"] + "/respond",
-                                            json={"output": {"approved": True}})  # fmt: skip
+                    path = f"{SESSIONS}/{body['session_id']}/interrupts/{body['interrupts'][0]['ref']}/respond"
+                    reply = await http.post(servers.url + path, json=APPROVAL)
                     latencies.extend((t1 - t0, time.perf_counter() - t1))
                     counts["cycles" if reply.status_code == 200 else "failures"] += 1
 
@@ -510,7 +511,7 @@ def table_paused(args: argparse.Namespace, folder: str) -> bool:
 
                 async def worker() -> None:
                     for _ in queue:
-                        reply = await http.post(f"{servers.url}/v1/agents/bankingAgent/sessions",
+                        reply = await http.post(servers.url + SESSIONS,
                                                 json={"message": "Transfer $1 to x."})  # fmt: skip
                         assert reply.json()["finish_reason"] == "interrupted", reply.text
 
