@@ -143,7 +143,7 @@ def agent_routes(service: Service) -> list[Endpoint]:
         return _json({"result": genkit.abort_json(snap, status)})
 
     return [
-        Endpoint("POST", "/agents/{agent}", turn),
+        Endpoint("POST", "/agents/{agent}", turn, hot=True),
         Endpoint("POST", "/agents/{agent}/getSnapshot", get_snapshot),
         Endpoint("POST", "/agents/{agent}/abort", abort),
     ]

@@ -348,6 +348,7 @@ def rest_routes(service: Service) -> list[Endpoint]:
             sessions,
             create,
             Operation("Start a session with a user message", response, body="SendBody", stream=True),
+            hot=True,
         ),
         Endpoint(
             "GET",
@@ -368,6 +369,7 @@ def rest_routes(service: Service) -> list[Endpoint]:
                 body="SendBody",
                 stream=True,
             ),
+            hot=True,
         ),
         Endpoint(
             "GET",
@@ -395,6 +397,7 @@ def rest_routes(service: Service) -> list[Endpoint]:
             "/v1/agents/{agent}/sessions/{session_id}/resume",
             resume,
             Operation("Answer paused calls", response, body="ResumeBody", stream=True, params=[IDEMPOTENCY_KEY]),
+            hot=True,
         ),
         Endpoint(
             "POST",
@@ -402,7 +405,9 @@ def rest_routes(service: Service) -> list[Endpoint]:
             cancel,
             Operation("Cancel every open pause", response, body="CancelBody"),
         ),
-        Endpoint("POST", "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/{action:str}", answer, answers),
+        Endpoint(
+            "POST", "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/{action:str}", answer, answers, hot=True
+        ),
         Endpoint(
             "GET",
             "/v1/agents/{agent}/sessions/{session_id}/grants",

@@ -82,7 +82,9 @@ class Endpoint:
     response, ``guarded``), or — with ``method=None`` — an ASGI app that answers every method
     (``mount``: every path under ``path`` too). ``doc`` is how the OpenAPI document describes it
     (None: it is not in the document, like the Genkit wire and the console); a mapping, for a
-    path ending in a parameter, describes the path once per value it takes.
+    path ending in a parameter, describes the path once per value it takes. ``hot``: matched
+    before the other routes (those that run turns: most of what a server answers); no two
+    routes match the same request, so the order decides nothing else.
     """
 
     method: str | None
@@ -90,6 +92,7 @@ class Endpoint:
     serve: Any
     doc: Operation | Mapping[str, Operation] | None = None
     mount: bool = False
+    hot: bool = False
 
     def documented(self) -> list[tuple[str, Operation]]:
         """The paths this row puts in the OpenAPI document, each with its operation."""
@@ -112,9 +115,10 @@ def path_parameters(path: str) -> list[Schema]:
 
 
 def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:
-    """The app's routes, in the table's order."""
+    """The app's routes: the hot ones first, each group in the table's order (Starlette tries
+    them one by one)."""
     routes: list[BaseRoute] = []
-    for endpoint in table:
+    for endpoint in sorted(table, key=lambda e: not e.hot):
         if endpoint.mount:
             routes.append(Mount(endpoint.path, endpoint.serve))
         elif endpoint.method is None:

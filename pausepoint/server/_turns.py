@@ -28,7 +28,12 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def wants_stream(request: Request) -> bool:
-    return "text/event-stream" in request.headers.get("accept", "") or request.query_params.get("stream") == "true"
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return True
+    # Most requests have no query string: parse one only when it may name ``stream`` (spelt out,
+    # or percent-encoded).
+    raw = request.scope["query_string"]
+    return (b"stream" in raw or b"%" in raw) and request.query_params.get("stream") == "true"
 
 
 def event(name: str, data: Any) -> bytes:

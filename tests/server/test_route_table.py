@@ -41,3 +41,24 @@ async def test_the_document_describes_exactly_the_routes_served():
     ]
     answers = [path for method, path in documented if path.startswith("/v1/agents/{agent}/sessions/{session_id}/inter")]
     assert sorted(p.rsplit("/", 1)[1] for p in answers) == ["approve", "deny", "interrupts", "respond", "restart"]
+
+
+def test_no_two_routes_answer_the_same_request_so_matching_the_busy_ones_first_changes_nothing():
+    app = create_app(payments.ai, auth=BearerTokens({"t": "alice"}), metrics=True, mcp=True)
+    routes = [route for route in app.routes if isinstance(route, Route)]
+    for route in routes:
+        concrete = re.sub(r"\{(\w+)(?::\w+)?\}", r"\1", route.path)  # each parameter stands for a value
+        for method in sorted(route.methods or {"GET", "POST"}):
+            scope = {"type": "http", "method": method, "path": concrete}
+            answering = [other.path for other in routes if other.matches(scope)[0] == Match.FULL]
+            assert answering == [route.path], f"{method} {concrete}"
+    # the routes that run turns come first; the rest keep the table's (and the document's) order
+    first = [(sorted(route.methods or ()), route.path) for route in routes[:5]]
+    assert first == [
+        (["POST"], "/v1/agents/{agent}/sessions"),
+        (["POST"], "/v1/agents/{agent}/sessions/{session_id}/messages"),
+        (["POST"], "/v1/agents/{agent}/sessions/{session_id}/resume"),
+        (["POST"], "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/{action:str}"),
+        (["POST"], "/agents/{agent}"),
+    ]
+    assert routes[5].path == "/openapi.json"
