@@ -44,7 +44,7 @@ from ._child import run_in_child
 from ._report import Table, note, us
 from .server import APPROVAL, MESSAGE, SESSIONS, TOKEN, make_store
 
-__all__ = ["STORES", "main", "table_layers"]
+__all__ = ["STORES", "WAYS", "banking_cycles", "cpu_per_cycle", "main", "table_layers"]
 
 STORES = ("sqlite", "sqlite-normal", "memory")
 WAYS = ("api", "rest", "bare")
@@ -105,44 +105,54 @@ async def rest_cycle(app: Any) -> None:
         raise RuntimeError(f"unexpected end of cycle: {done['finish_reason']}")
 
 
-async def measure(store_kind: str, n: int, rounds: int) -> dict[str, Any]:
-    """CPU µs per cycle of each way, a median over ``rounds`` rounds of ``n`` cycles each."""
+Cycle = Callable[[], Awaitable[None]]
+
+
+def banking_cycles(store: Any) -> dict[str, Cycle]:
+    """The banking cycle on ``store``, each way (``WAYS``), as served by ``benchmarks.server``:
+    bearer tokens, no console; the garbage collector set as ``pausepoint serve`` sets it."""
     from examples import banking
     from pausepoint import AgentFinishReason
     from pausepoint.cli._serving import tune_garbage_collector
     from pausepoint.server import BearerTokens, create_app
 
+    ai, agent = banking.build(store, [])
+    app = create_app(ai, auth=BearerTokens({TOKEN: "bench"}), console=False)
+    bare = bare_app()
+    tune_garbage_collector()
+
+    async def api_cycle() -> None:
+        chat = agent.chat()
+        paused = await chat.send(MESSAGE["message"])
+        if paused.finish_reason != AgentFinishReason.INTERRUPTED:
+            raise RuntimeError(f"expected a pause, got {paused.finish_reason}")
+        done = await chat.resume(respond=[paused.interrupts[0].respond({"approved": True})])
+        if done.finish_reason != AgentFinishReason.STOP:
+            raise RuntimeError(f"unexpected end of cycle: {done.finish_reason}")
+
+    return {"api": api_cycle, "rest": lambda: rest_cycle(app), "bare": lambda: rest_cycle(bare)}
+
+
+async def cpu_per_cycle(cycle: Cycle, n: int) -> float:
+    """CPU µs per cycle over ``n`` cycles."""
+    start = time.process_time_ns()
+    for _ in range(n):
+        await cycle()
+    return (time.process_time_ns() - start) / n / 1000
+
+
+async def measure(store_kind: str, n: int, rounds: int) -> dict[str, Any]:
+    """CPU µs per cycle of each way, a median over ``rounds`` rounds of ``n`` cycles each."""
     with tempfile.TemporaryDirectory(prefix="pausepoint-layers-") as folder:
         store = make_store(store_kind, os.path.join(folder, "sessions.db"))
-        ai, agent = banking.build(store, [])
-        app = create_app(ai, auth=BearerTokens({TOKEN: "bench"}), console=False)
-        bare = bare_app()
-        tune_garbage_collector()  # as ``pausepoint serve`` does
-
-        async def api_cycle() -> None:
-            chat = agent.chat()
-            paused = await chat.send(MESSAGE["message"])
-            if paused.finish_reason != AgentFinishReason.INTERRUPTED:
-                raise RuntimeError(f"expected a pause, got {paused.finish_reason}")
-            done = await chat.resume(respond=[paused.interrupts[0].respond({"approved": True})])
-            if done.finish_reason != AgentFinishReason.STOP:
-                raise RuntimeError(f"unexpected end of cycle: {done.finish_reason}")
-
-        cycles: dict[str, Callable[[], Awaitable[None]]] = {
-            "api": api_cycle,
-            "rest": lambda: rest_cycle(app),
-            "bare": lambda: rest_cycle(bare),
-        }
+        cycles = banking_cycles(store)
         samples: dict[str, list[float]] = {way: [] for way in WAYS}
         for way in WAYS:  # warm up
             for _ in range(max(20, n // 5)):
                 await cycles[way]()
         for _ in range(rounds):
             for way in WAYS:
-                start = time.process_time_ns()
-                for _ in range(n):
-                    await cycles[way]()
-                samples[way].append((time.process_time_ns() - start) / n / 1000)
+                samples[way].append(await cpu_per_cycle(cycles[way], n))
         await store.close()
     return {"store": store_kind, **{way: statistics.median(samples[way]) for way in WAYS}}
 

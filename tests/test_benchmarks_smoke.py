@@ -87,3 +87,32 @@ def test_server_benchmark_prints_s1_beside_its_http_floor_and_s6_splits_its_cpu(
     # the S1 column is [S1]'s NORMAL row at 8 clients
     s1_cpu = re.search(r"^sqlite-normal +(?:\S+ +){5}([\d,.]+)", s6, re.MULTILINE)
     assert s1_cpu and float(s1_cpu.group(1).replace(",", "")) == pytest.approx(float(floor.group(1)) * 1000, abs=6), s6
+
+
+def test_ablation_takes_each_piece_out_of_the_cycle_where_it_runs():
+    """[S7] runs the cycle with each lever's piece in and out, and says what it costs there; every
+    lever still fits the code it reaches into (a renamed internal is an ERROR row and rc 1)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ablation", "--store", "memory", "--n", "20", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ERROR" not in proc.stdout, proc.stdout
+    figure = r"(-?[\d,.]+)"
+    rows = {
+        found.group(1): (found.group(2), *(float(x.replace(",", "")) for x in found.groups()[2:]))
+        for found in re.finditer(
+            rf"^(\S+) +(api|rest) +{figure} +{figure} +{figure} +-?[\d.]+%$", proc.stdout, re.MULTILINE
+        )
+    }
+    levers = ["aa", "turn-in-request-task", "no-shield", "no-view", "no-auth", "no-message-size"]
+    levers += ["events-unwritten", "no-events", "gc-young-20000"]
+    assert list(rows) == levers, proc.stdout
+    for name, (_, with_piece, without, costs) in rows.items():
+        assert with_piece > 0 and without > 0, (name, proc.stdout)
+        assert abs(costs - (with_piece - without)) < 1.5, (name, proc.stdout)
+    assert rows["no-view"][0] == "rest" and rows["no-events"][0] == "api"
+    assert "reproduce: python -m benchmarks.ablation --store memory --levers aa,turn-in-request-task," in proc.stdout
