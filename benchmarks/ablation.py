@@ -25,7 +25,7 @@ import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,17 +72,19 @@ def _levers() -> dict[str, Lever]:
     from pausepoint import _journal
     from pausepoint.server import _display, _rest_routes, _service, _turns
 
-    async def turn_in_request_task(
-        request: Any, turn: Any, *, keep_alive: Any, on_done: Any, reply: Any, **_: Any
-    ) -> Any:
-        """``run_turn``'s non-streamed path with the turn awaited in the request's own task."""
+    async def replied(running: Awaitable[Any], on_done: Callable[[], None], reply: Any) -> Any:
+        """``run_turn``'s JSON reply once ``running`` (the turn) ends, however it runs."""
         try:
-            response = await turn(False)
+            response = await running
         except Exception as exc:
             return _turns.error_response(exc)
         finally:
             on_done()
         return Response(_turns.dumps(reply(response)), media_type="application/json")
+
+    async def turn_in_request_task(request: Any, turn: Any, *, on_done: Any, reply: Any, **_: Any) -> Any:
+        """``run_turn``'s non-streamed path with the turn awaited in the request's own task."""
+        return await replied(turn(False), on_done, reply)
 
     async def turn_task_without_shield(
         request: Any, turn: Any, *, keep_alive: Any, on_done: Any, reply: Any, **_: Any
@@ -91,13 +93,7 @@ def _levers() -> dict[str, Lever]:
         task = asyncio.ensure_future(turn(False))
         keep_alive.add(task)
         task.add_done_callback(keep_alive.discard)
-        try:
-            response = await task
-        except Exception as exc:
-            return _turns.error_response(exc)
-        finally:
-            on_done()
-        return Response(_turns.dumps(reply(response)), media_type="application/json")
+        return await replied(task, on_done, reply)
 
     announce = _journal.announce
 
