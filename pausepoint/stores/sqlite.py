@@ -141,8 +141,52 @@ CREATE TABLE IF NOT EXISTS pausepoint_checkpoint_extensions (
     """
 ALTER TABLE pausepoint_checkpoints ADD COLUMN file TEXT;
 """,
+    # 6: a session's records side by side, under one integer key and no index beside them (see
+    # _VERSION_BITS): a session gets a number (n), and the log is copied over in that order. An
+    # append writes the pages at its session's end of the table and no index of random keys
+    # (the records' index of (session_id, version) was 7 of the 27 pages a banking cycle wrote),
+    # and a session's log is read as one run of the table.
+    """
+CREATE TABLE pausepoint_sessions_6 (
+    n INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    agent TEXT NOT NULL,
+    owner TEXT,
+    version INTEGER NOT NULL,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    pending INTEGER NOT NULL,
+    next_expiry_us INTEGER,
+    turn INTEGER NOT NULL
+);
+INSERT INTO pausepoint_sessions_6 (id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn)
+    SELECT id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn
+    FROM pausepoint_sessions ORDER BY rowid;
+CREATE TABLE pausepoint_records_6 (
+    key INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+INSERT INTO pausepoint_records_6 (key, kind, data)
+    SELECT (s.n << 31) + r.version, r.kind, r.data
+    FROM pausepoint_records AS r JOIN pausepoint_sessions_6 AS s ON s.id = r.session_id
+    ORDER BY s.n, r.version;
+DROP TABLE pausepoint_records;
+DROP TABLE pausepoint_sessions;
+ALTER TABLE pausepoint_sessions_6 RENAME TO pausepoint_sessions;
+ALTER TABLE pausepoint_records_6 RENAME TO pausepoint_records;
+CREATE INDEX pausepoint_sessions_owner ON pausepoint_sessions (owner, updated_us) WHERE owner IS NOT NULL;
+CREATE INDEX pausepoint_sessions_pending ON pausepoint_sessions (updated_us) WHERE pending > 0;
+CREATE INDEX pausepoint_sessions_expiry ON pausepoint_sessions (next_expiry_us) WHERE next_expiry_us IS NOT NULL;
+""",
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
+
+# A record's key (schema 6): its session's number in the high bits, its version in the low
+# _VERSION_BITS, so that a session's records are one run of the table, in order.
+_VERSION_BITS = 31
+_MAX_VERSION = (1 << _VERSION_BITS) - 1  # the records a session may hold
+_MAX_SESSION_NUMBER = (1 << (63 - _VERSION_BITS)) - 1  # sessions a file may number
 # How often a reader of the event stream checks whether another process wrote to the file.
 _POLL_SECONDS = 0.05
 
@@ -208,7 +252,12 @@ class SqliteSessionStore:
     database. The files are a cache, as checkpoints are: safe to delete, or to leave out of a
     backup.
 
-    Raises ``SchemaVersionError`` on first use if the file holds a newer schema.
+    A file numbers at most 4,294,967,295 sessions over its life, and a session holds at most
+    2,147,483,647 records (a record's key is both: ``_VERSION_BITS``); an append past either
+    raises ``StoreError`` and writes nothing.
+
+    Raises ``SchemaVersionError`` on first use if the file holds a newer schema, and upgrades an
+    older one (version 6 copies the log once: see the README's "Schema upgrades").
     """
 
     def __init__(
@@ -302,6 +351,8 @@ class SqliteSessionStore:
                     found=row[0],
                     expected=SCHEMA_VERSION,
                 )
+            if 0 < found < SCHEMA_VERSION:
+                log.info("upgrading %s from pausepoint schema version %d to %d", self.path, found, SCHEMA_VERSION)
             for script in _MIGRATIONS[found:]:
                 for statement in script.split(";"):
                     if statement.strip():
@@ -312,6 +363,10 @@ class SqliteSessionStore:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(SCHEMA_VERSION),),
                 )
+        if 0 < found < SCHEMA_VERSION:
+            # An upgrade may have copied the whole log (version 6): fold what it wrote to the WAL
+            # into the file and empty the WAL, rather than leave a WAL the size of the log.
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``op`` on the connection, backing off asynchronously while another process writes."""
@@ -351,6 +406,11 @@ class SqliteSessionStore:
     ) -> int:
         check_entries(expected_version, entries, self.max_record_bytes, events)
         new_version = expected_version + len(entries)
+        if new_version > _MAX_VERSION:
+            raise StoreError(
+                f"session {session_id!r} would hold {new_version} records; a SQLite store keeps at most "
+                f"{_MAX_VERSION:,} a session"
+            )
         params = (
             summary.agent,
             summary.owner,
@@ -364,26 +424,36 @@ class SqliteSessionStore:
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
+                # The conditional append: the version is checked and bumped under the write lock.
                 if expected_version == 0:
                     try:
-                        conn.execute(
+                        n = conn.execute(
                             f"INSERT INTO pausepoint_sessions ({_SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (session_id, *params),
-                        )
+                        ).lastrowid
                     except sqlite3.IntegrityError:
                         raise self._conflict(conn, session_id, expected_version) from None
+                    if n is None or n > _MAX_SESSION_NUMBER:
+                        raise StoreError(
+                            f"{self.path} has numbered {_MAX_SESSION_NUMBER:,} sessions, the most a SQLite file "
+                            "numbers: start another file"
+                        )
                 else:
-                    # The conditional append: the version check and the bump are one statement.
-                    updated = conn.execute(
+                    row = conn.execute(
+                        "SELECT n, version FROM pausepoint_sessions WHERE id = ?", (session_id,)
+                    ).fetchone()
+                    if row is None or row[1] != expected_version:
+                        raise version_conflict(session_id, expected_version, row[1] if row else 0)
+                    n = row[0]
+                    conn.execute(
                         "UPDATE pausepoint_sessions SET agent = ?, owner = ?, version = ?, created_us = ?, "
-                        "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ? WHERE id = ? AND version = ?",
-                        (*params, session_id, expected_version),
-                    ).rowcount
-                    if updated != 1:
-                        raise self._conflict(conn, session_id, expected_version)
+                        "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ? WHERE n = ?",
+                        (*params, n),
+                    )
+                first = n << _VERSION_BITS
                 conn.executemany(
-                    "INSERT INTO pausepoint_records (session_id, version, kind, data) VALUES (?, ?, ?, ?)",
-                    [(session_id, e.version, e.kind, e.data) for e in entries],
+                    "INSERT INTO pausepoint_records (key, kind, data) VALUES (?, ?, ?)",
+                    [(first + e.version, e.kind, e.data) for e in entries],
                 )
                 for event in events:
                     seq = conn.execute(
@@ -411,14 +481,14 @@ class SqliteSessionStore:
         def op(conn: sqlite3.Connection) -> LogSlice | None:
             # One statement, so the session's version and its records come from one snapshot.
             rows = conn.execute(
-                "SELECT s.version, r.version, r.kind, r.data FROM pausepoint_sessions AS s "
-                "LEFT JOIN pausepoint_records AS r ON r.session_id = s.id AND r.version > ? "
-                "WHERE s.id = ? ORDER BY r.version",
-                (after_version, session_id),
+                "SELECT s.version, r.key, r.kind, r.data FROM pausepoint_sessions AS s "
+                "LEFT JOIN pausepoint_records AS r ON r.key > (s.n << ?1) + ?2 AND r.key <= (s.n << ?1) + ?3 "
+                "WHERE s.id = ?4 ORDER BY r.key",
+                (_VERSION_BITS, max(after_version, 0), _MAX_VERSION, session_id),
             ).fetchall()
             if not rows:
                 return None
-            entries = [LogEntry(v, k, bytes(d)) for _, v, k, d in rows if v is not None]
+            entries = [LogEntry(key & _MAX_VERSION, k, bytes(d)) for _, key, k, d in rows if key is not None]
             return LogSlice(rows[0][0], entries)
 
         return await self._run(op)
@@ -599,7 +669,12 @@ class SqliteSessionStore:
             with transaction(conn):
                 row = conn.execute("SELECT file FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
                 named[:] = [name for (name,) in row.fetchall() if name is not None]
-                conn.execute("DELETE FROM pausepoint_records WHERE session_id = ?", (session_id,))
+                numbered = conn.execute("SELECT n FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
+                if numbered is not None:
+                    conn.execute(
+                        "DELETE FROM pausepoint_records WHERE key BETWEEN ?1 AND ?1 + ?2",
+                        (numbered[0] << _VERSION_BITS, _MAX_VERSION),
+                    )
                 conn.execute("DELETE FROM pausepoint_checkpoints WHERE session_id = ?", (session_id,))
                 conn.execute("DELETE FROM pausepoint_checkpoint_extensions WHERE session_id = ?", (session_id,))
                 gone = conn.execute("DELETE FROM pausepoint_sessions WHERE id = ?", (session_id,)).rowcount

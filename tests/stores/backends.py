@@ -25,6 +25,8 @@ import pytest
 
 from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
 
+from .sqlite_layouts import rewind_to_version_1
+
 # "sqlite-files": SQLite with every checkpoint base in a file beside the database, as a long
 # session's is (``SqliteSessionStore(checkpoint_file_bytes=...)``).
 ALL = ["memory", "sqlite", "sqlite-files", "postgres", "redis"]
@@ -165,11 +167,7 @@ class SqliteBackend(Backend):
 
     async def make_version_1(self) -> None:
         with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
-            conn.execute("DROP TABLE pausepoint_events")
-            conn.execute("DROP TABLE pausepoint_deliveries")
-            conn.execute("DROP TABLE pausepoint_checkpoints")
-            conn.execute("DROP TABLE pausepoint_checkpoint_extensions")
-            conn.execute("UPDATE pausepoint_meta SET value = '1' WHERE key = 'schema_version'")
+            rewind_to_version_1(conn)
 
     @contextlib.asynccontextmanager
     async def hold_writes(self, session_id: str) -> AsyncIterator[None]:

@@ -17,34 +17,7 @@ from pausepoint.demo import build
 from pausepoint.stores import Checkpoint, InMemorySessionStore, SqliteSessionStore
 from pausepoint.stores.sqlite import SCHEMA_VERSION
 
-# pausepoint schema version 1, as released.
-SCHEMA_V1 = """
-CREATE TABLE IF NOT EXISTS pausepoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS pausepoint_sessions (
-    id TEXT PRIMARY KEY,
-    agent TEXT NOT NULL,
-    owner TEXT,
-    version INTEGER NOT NULL,
-    created_us INTEGER NOT NULL,
-    updated_us INTEGER NOT NULL,
-    pending INTEGER NOT NULL,
-    next_expiry_us INTEGER,
-    turn INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pausepoint_sessions_owner ON pausepoint_sessions (owner, updated_us)
-    WHERE owner IS NOT NULL;
-CREATE INDEX IF NOT EXISTS pausepoint_sessions_pending ON pausepoint_sessions (updated_us)
-    WHERE pending > 0;
-CREATE INDEX IF NOT EXISTS pausepoint_sessions_expiry ON pausepoint_sessions (next_expiry_us)
-    WHERE next_expiry_us IS NOT NULL;
-CREATE TABLE IF NOT EXISTS pausepoint_records (
-    session_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (session_id, version)
-);
-"""
+from .sqlite_layouts import SCHEMA_V1, migrate_to
 
 
 def us(moment: datetime) -> int:
@@ -126,16 +99,19 @@ async def test_a_version_1_file_is_upgraded_and_its_sessions_go_on(tmp_path: Pat
         await again.close()
 
 
+def old_file(path: Path, version: int) -> sqlite3.Connection:
+    """A connection to the version-1 file at ``path`` taken up to ``version`` as that release did."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate_to(conn, version)
+    return conn
+
+
 async def test_a_version_2_file_gains_checkpoints(tmp_path: Path) -> None:
     path = tmp_path / "v2.db"
     session_id, _ = await make_version_1_file(path)
-    store = SqliteSessionStore(path)
-    await store.get_summary(session_id)  # upgrades to the current version
-    await store.close()
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:  # back to what version 2 had
-        conn.execute("DROP TABLE pausepoint_checkpoints")
-        conn.execute("DROP TABLE pausepoint_checkpoint_extensions")
-        conn.execute("UPDATE pausepoint_meta SET value = '2' WHERE key = 'schema_version'")
+    with contextlib.closing(old_file(path, 2)):
+        pass
+    assert "pausepoint_checkpoints" not in tables(path)
     store = SqliteSessionStore(path)
     try:
         assert await store.write_checkpoint(session_id, 1, b"state") is True
@@ -148,13 +124,8 @@ async def test_a_version_2_file_gains_checkpoints(tmp_path: Path) -> None:
 async def test_a_version_3_file_gains_checkpoint_extensions(tmp_path: Path) -> None:
     path = tmp_path / "v3.db"
     session_id, _ = await make_version_1_file(path)
-    store = SqliteSessionStore(path)
-    assert await store.write_checkpoint(session_id, 1, b"base") is True  # upgrades to the current version
-    await store.close()
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:  # back to what version 3 had
-        conn.execute("DROP TABLE pausepoint_checkpoint_extensions")
-        conn.execute("ALTER TABLE pausepoint_checkpoints DROP COLUMN file")
-        conn.execute("UPDATE pausepoint_meta SET value = '3' WHERE key = 'schema_version'")
+    with contextlib.closing(old_file(path, 3)) as conn:  # with the checkpoint version 3 wrote
+        conn.execute("INSERT INTO pausepoint_checkpoints VALUES (?, 1, ?)", (session_id, b"base"))
     assert "pausepoint_checkpoint_extensions" not in tables(path)
     store = SqliteSessionStore(path)
     try:
@@ -174,13 +145,9 @@ async def test_a_version_3_file_gains_checkpoint_extensions(tmp_path: Path) -> N
 async def test_a_version_4_file_keeps_its_checkpoints_and_gains_checkpoint_files(tmp_path: Path) -> None:
     path = tmp_path / "v4.db"
     session_id, _ = await make_version_1_file(path)
-    store = SqliteSessionStore(path)
-    assert await store.write_checkpoint(session_id, 1, b"base") is True  # upgrades to the current version
-    assert await store.extend_checkpoint(session_id, 1, 2, b"more") is True
-    await store.close()
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:  # back to what version 4 had
-        conn.execute("ALTER TABLE pausepoint_checkpoints DROP COLUMN file")
-        conn.execute("UPDATE pausepoint_meta SET value = '4' WHERE key = 'schema_version'")
+    with contextlib.closing(old_file(path, 4)) as conn:  # with a checkpoint and an extension of it
+        conn.execute("INSERT INTO pausepoint_checkpoints VALUES (?, 1, ?)", (session_id, b"base"))
+        conn.execute("INSERT INTO pausepoint_checkpoint_extensions VALUES (?, 2, ?)", (session_id, b"more"))
     store = SqliteSessionStore(path, checkpoint_file_bytes=16)
     try:
         assert await store.read_checkpoint(session_id) == Checkpoint(2, b"base", (b"more",))  # kept as it was
@@ -193,3 +160,64 @@ async def test_a_version_4_file_keeps_its_checkpoints_and_gains_checkpoint_files
         await store.close()
     assert schema_version(path) == str(SCHEMA_VERSION)
     assert [p.read_bytes() for p in (tmp_path / "v4.db-checkpoints").iterdir()] == [large]
+
+
+async def test_a_version_5_file_keeps_every_log_in_order_and_its_sessions_go_on(tmp_path: Path) -> None:
+    """Version 6 gives each session a number and keys its records by it: every session's log
+    is copied over whole and in order, however its records were interleaved with others'."""
+    path = tmp_path / "v5.db"
+    paused_id, ref = await make_version_1_file(path)
+    logs: dict[str, list[tuple[int, str, bytes]]] = {}
+    with contextlib.closing(old_file(path, 5)) as conn:
+        # Three more sessions whose records were written turn about, as concurrent sessions' are,
+        # one of them with an owner; then a checkpoint of one and an event.
+        for turn in range(1, 5):
+            for name in ("b", "a", "c"):
+                logs.setdefault(name, []).append((turn, "message", b'{"turn": %d, "of": "%s"}' % (turn, name.encode())))
+                conn.execute(
+                    "INSERT INTO pausepoint_records VALUES (?, ?, ?, ?)", (name, turn, "message", logs[name][-1][2])
+                )
+        for name in ("b", "a", "c"):
+            conn.execute(
+                "INSERT INTO pausepoint_sessions VALUES (?, 'bankingAgent', ?, 4, 1, ?, 0, NULL, 2)",
+                (name, "alice" if name == "a" else None, {"a": 3, "b": 2, "c": 1}[name]),
+            )
+        conn.execute("INSERT INTO pausepoint_checkpoints VALUES ('a', 4, ?, NULL)", (b"base",))
+        conn.execute("INSERT INTO pausepoint_events VALUES (1, 'e1', 'pause', 'a', 'bankingAgent', 1, ?)", (b"{}",))
+        paused_log = [tuple(row) for row in conn.execute(
+            "SELECT version, kind, data FROM pausepoint_records WHERE session_id = ? ORDER BY version", (paused_id,)
+        )]  # fmt: skip
+
+    ledger: list[str] = []
+    store = SqliteSessionStore(path)
+    try:
+        for name, log in logs.items():
+            found = await store.read(name)
+            assert found is not None and found.version == 4
+            assert [(e.version, e.kind, e.data) for e in found.entries] == log
+            assert [e.version for e in (await store.read(name, after_version=2) or found).entries] == [3, 4]
+        found = await store.read(paused_id)
+        assert found is not None and [(e.version, e.kind, e.data) for e in found.entries] == paused_log
+        assert [s.session_id for s in await store.list_sessions(has_pending=True)] == [paused_id]
+        assert [s.session_id for s in await store.list_sessions(owner="alice")] == ["a"]
+        assert await store.read_checkpoint("a") == Checkpoint(4, b"base")
+        assert await store.last_event() == 1
+
+        _, agent = build(store, ledger)  # the paused session goes on where it stopped
+        chat = agent.chat(paused_id)
+        [pending] = await chat.interrupts()
+        assert pending.ref == ref
+        done = await chat.resume(respond=[pending.respond({"approved": True})])
+        assert done.finish_reason == AgentFinishReason.STOP and ledger == ["500->savings"]
+        again = await agent.chat().send("Transfer $5 to bob.")  # a new session takes the next number
+        assert again.finish_reason == AgentFinishReason.INTERRUPTED
+
+        assert await store.delete("a") is True  # its records go, and no other session's
+        assert await store.read("a") is None
+        for name in ("b", "c"):
+            found = await store.read(name)
+            assert found is not None and [(e.version, e.kind, e.data) for e in found.entries] == logs[name]
+    finally:
+        await store.close()
+    assert schema_version(path) == str(SCHEMA_VERSION)
+    assert not {name for name in tables(path) if name.endswith("_6")}
