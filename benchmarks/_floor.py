@@ -121,7 +121,8 @@ class Floor:
         if mode not in ("naive", "safe") or synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"unknown floor {mode!r} / {synchronous!r}")
         self.mode = mode
-        conn = sqlite3.connect(os.path.join(folder, f"floor-{mode}.db"), isolation_level=None)
+        self.path = os.path.join(folder, f"floor-{mode}.db")
+        conn = sqlite3.connect(self.path, isolation_level=None)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.executescript(_SCHEMA)

@@ -12,7 +12,9 @@ broken runtime fails the run instead of timing the wrong thing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import inspect
 import json
 import os
 import sqlite3
@@ -183,6 +185,25 @@ async def cycles(store: str, n: int, warmup: int) -> Result:
         }
 
 
+# Cycles whose WAL pages are counted: few enough that the WAL stays under SQLite's automatic
+# checkpoint (1,000 pages), which would empty it.
+WAL_CYCLES = 30
+
+
+async def wal_pages(path: str, one_cycle: Callable[[], Any]) -> float:
+    """The pages a cycle writes to the WAL of the SQLite file at ``path``: WAL_CYCLES cycles on
+    an emptied WAL, counted by a connection of its own (what SQLite's checkpoint reports)."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as side:
+        if side.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+            raise RuntimeError(f"could not empty the WAL of {path}")
+        for _ in range(WAL_CYCLES):
+            done = one_cycle()
+            if inspect.isawaitable(done):
+                await done
+        frames = side.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    return int(frames) / WAL_CYCLES
+
+
 async def durability(synchronous: str, n: int, warmup: int) -> Result:
     """pausepoint's cycle on SQLite beside the two hand-written ones (``_floor``), alternated
     cycle by cycle in this process so that the disk's mood (fsync times vary with the
@@ -211,12 +232,11 @@ async def durability(synchronous: str, n: int, warmup: int) -> Result:
                 if i >= warmup:
                     theirs[mode].append(elapsed)
                     cpu[mode] += time.process_time_ns() - started
-        for hand in floors.values():
-            hand.close()
         fsyncs = synchronous == "FULL"
-        return {
+        result: Result = {
             "synchronous": synchronous,
             "n": n,
+            "wal_cycles": WAL_CYCLES,
             "pausepoint": {
                 "cycle": summarize(ours),
                 "cpu_per_cycle": cpu["pausepoint"] / n / 1000,
@@ -233,6 +253,11 @@ async def durability(synchronous: str, n: int, warmup: int) -> Result:
                 for mode, hand in floors.items()
             },
         }
+        result["pausepoint"]["wal_pages"] = await wal_pages(bench.path or "", lambda: cycle(bench.agent))
+        for mode, hand in floors.items():
+            result[mode]["wal_pages"] = await wal_pages(hand.path, hand.run)
+            hand.close()
+        return result
 
 
 # -- 2. cost with history -------------------------------------------------------------------------

@@ -206,6 +206,7 @@ def table_durability(run: Runner, s: Settings) -> None:
             ("synchronous / cycle", 26),
             ("commits", 7),
             ("fsyncs", 6),
+            ("WAL pages", 9),
             ("median", 7),
             ("mean", 7),
             ("cpu", 7),
@@ -215,11 +216,13 @@ def table_durability(run: Runner, s: Settings) -> None:
         ],
     )
     table.header()
+    counted = 0
     for synchronous in ("FULL", "NORMAL"):
         r = run("durability", synchronous=synchronous, n=s.n, warmup=s.warmup)
         if "error" in r:
             table.error(synchronous, r["error"])
             continue
+        counted = r["wal_cycles"]
         naive, safe = r["naive"]["cycle"]["median"], r["safe"]["cycle"]["median"]
         for name, label in (
             ("pausepoint", "pausepoint"),
@@ -232,6 +235,7 @@ def table_durability(run: Runner, s: Settings) -> None:
                 f"{synchronous} {label}",
                 num(row["commits"], 1),
                 num(row["durable"], 1),
+                num(row["wal_pages"], 1),
                 us(median),
                 us(row["cycle"]["mean"]),
                 us(row["cpu_per_cycle"]),
@@ -244,6 +248,10 @@ def table_durability(run: Runner, s: Settings) -> None:
     note(f"target (issue 18): pausepoint ≤ {FLOOR_TARGET}x the hand-written cycle with the same guarantees (÷ safe)")
     note(
         "fsyncs: commits that wait for stable storage; their time varies with the disk's other work, hence alternation"
+    )
+    note(
+        f"WAL pages: the 4 KiB pages a cycle writes to SQLite's write-ahead log (a commit writes each page it "
+        f"changed), counted over {counted} more cycles on an emptied WAL"
     )
     note(f"reproduce: python -m benchmarks.run --no-reference --n {s.n}  (or python3 dev.py bench)")
 

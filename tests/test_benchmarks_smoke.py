@@ -32,6 +32,11 @@ def test_quick_benchmark_prints_every_table():
         assert header in out, f"missing {header!r}:\n{out}"
     assert "ERROR" not in out, out
     assert "skipped: not requested" in out
+    durability = out.partition("[1b]")[2].partition("[2]")[0]
+    for synchronous, fsyncs in (("FULL", "3.0"), ("NORMAL", "0.0")):  # commits, fsyncs and WAL pages a cycle
+        assert re.search(rf"^{synchronous} pausepoint +4\.0 +{fsyncs} +[1-9][\d.]* ", durability, re.MULTILINE), (
+            durability
+        )
     counted = out.partition("[2c]")[2].partition("[3]")[0]
     if shutil.which("valgrind"):  # CI installs it (.ci/apt-packages)
         assert re.search(r"^10 +[\d.]+ M +[\d.]+ M +[\d.]+x$", counted, re.MULTILINE), counted
