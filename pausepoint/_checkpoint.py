@@ -217,7 +217,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None, replaces: i
         value = getattr(state, field.name)
         if field.shape == "value":
             home = homes.get(id(value)) if value is not None else None
-            text.append(b"@" + _json([home[0], home[1]]) if home else field.item.dump_json(value))
+            text.append(b"@" + _json([home[0], home[1]]) if home else field.item.serializer.to_json(value))
             continue
         laid.begin()
         source: Slices | None = None  # where the items that are places (ints) are
@@ -270,6 +270,7 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None, replaces: i
         else:
             keys, items = list(dict.keys(value)), list(dict.values(value))
         refs: list[list[Any]] = []  # [position or key, field, key] of each item held by an earlier field
+        encode = field.item.serializer.to_json  # what ``dump_json`` calls, without its argument handling
         # Items never read since loading are places in ``source``: copied in runs, as loaded.
         # The others are objects (encoded here) or JSON (kept as it is).
         others = range(len(items)) if source is None else [i for i, v in enumerate(items) if type(v) is not int]
@@ -288,9 +289,9 @@ def _encode(state: SessionState, digest: bytes, chain: Chain | None, replaces: i
                     refs.append([key, home[0], home[1]])
                     item = b"@"
                 else:
-                    if home is None and dataclasses.is_dataclass(item):  # mutable: must stay one object
+                    if home is None and hasattr(type(item), "__dataclass_fields__"):  # mutable: must stay one object
                         homes[id(item)] = (field.name, key)
-                    item = field.item.dump_json(item)
+                    item = encode(item)
             if written_before is not None:
                 key = cast(list[Any], keys)[at]
                 if item != b"@":  # not a reference, which is written again whatever it refers to
