@@ -152,6 +152,8 @@ async def cold_vs_warm(store: str, hist: int, k: int, shape: str = "text") -> di
                     await _cycle(fresh, fresh.chat().session_id)
                     cold.append(await _cycle(fresh, session))
                     await _settle(fresh)
+                if not checkpoints:  # after its cold loads, so that they fold the log they always folded
+                    result["served_cpu_without"] = await _served(grower, session)
                 label = "with" if checkpoints else "without"
                 result[f"warm_{label}"] = statistics.median(w for w, _ in warm)
                 result[f"cold_{label}"] = statistics.median(w for w, _ in cold)
@@ -186,6 +188,7 @@ def table_cold(
             ("cpu cold", 8),
             ("cpu c/w", 7),
             ("cpu served", 10),
+            ("served no ckpt", 14),
             ("no ckpt", 9),
             ("no ckpt/warm", 12),
             ("cpu no ckpt", 11),
@@ -214,6 +217,7 @@ def table_cold(
             us(r["cold_cpu_with"] / 1000),
             f"{cpu_ratio:.2f}x",
             us(r["served_cpu"] / 1000),
+            us(r["served_cpu_without"] / 1000),
             us(r["cold_without"] / 1000),
             f"{r['cold_without'] / r['warm_without']:.2f}x",
             us(r["cold_cpu_without"] / 1000),
@@ -230,6 +234,10 @@ def table_cold(
         "writes they cause (an extension of the checkpoint each, and a new base of the whole state after every "
         "few, or, from a base of 32 MiB, extensions merged and a base once they add up to 2 % of it: that base "
         "is what still grows with H)"
+    )
+    note(
+        "served no ckpt: the same served cycles by the agent that writes no checkpoints (after its cold loads): "
+        "cpu served minus this is what checkpoints cost a serving process, the price of the cold column"
     )
     note(f"worst CPU cold/warm with checkpoints: {verdict(worst, COLD_TARGET)} (target ≤ {COLD_TARGET}x at any H)")
     _note_growth(results)
