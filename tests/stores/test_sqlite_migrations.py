@@ -195,7 +195,8 @@ async def test_a_version_5_file_keeps_every_log_in_order_and_its_sessions_go_on(
             found = await store.read(name)
             assert found is not None and found.version == 4
             assert [(e.version, e.kind, e.data) for e in found.entries] == log
-            assert [e.version for e in (await store.read(name, after_version=2) or found).entries] == [3, 4]
+            later = await store.read(name, after_version=2)
+            assert later is not None and [e.version for e in later.entries] == [3, 4]
         found = await store.read(paused_id)
         assert found is not None and [(e.version, e.kind, e.data) for e in found.entries] == paused_log
         assert [s.session_id for s in await store.list_sessions(has_pending=True)] == [paused_id]
