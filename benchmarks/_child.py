@@ -26,3 +26,18 @@ def run_in_child(module: str, spec: dict[str, Any], timeout: float) -> dict[str,
         return {**spec, "error": f"rc={proc.returncode}: {last[0]}"}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
+
+
+def child_spec(argv: list[str]) -> dict[str, Any] | None:
+    """The configuration ``run_in_child`` gave this process (its first argument, as JSON), or
+    None when the module was started by hand."""
+    if argv and argv[0].startswith("{"):
+        spec: dict[str, Any] = json.loads(argv[0])
+        return spec
+    return None
+
+
+def answer(result: Any) -> int:
+    """Hand ``result`` back to ``run_in_child`` (it reads the last JSON line printed); the exit status."""
+    print(json.dumps(result))
+    return 0

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._child import run_in_child
+from ._child import answer, child_spec, run_in_child
 from ._report import Table, note, us
 from .layers import STORES, banking_cycles, cpu_per_cycle
 from .server import make_store
@@ -210,10 +209,8 @@ def table_ablation(store: str, levers: list[str], n: int, rounds: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0].startswith("{"):  # one store, in a child process
-        spec = json.loads(argv[0])
-        print(json.dumps(asyncio.run(measure(spec["store"], spec["levers"], spec["n"], spec["rounds"]))))
-        return 0
+    if (spec := child_spec(argv)) is not None:  # one store, in a child process
+        return answer(asyncio.run(measure(spec["store"], spec["levers"], spec["n"], spec["rounds"])))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", default="memory", help=f"one of {', '.join(STORES)} (memory)")
     known = list(_levers())

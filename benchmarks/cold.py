@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import gc
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -38,7 +37,7 @@ from examples.banking import build
 from pausepoint import Agent, AgentFinishReason
 from pausepoint.stores import InMemorySessionStore, SessionStore
 
-from ._child import run_in_child
+from ._child import answer, child_spec, run_in_child
 from ._places import drop, store_at
 from ._report import Table, note, us, verdict
 
@@ -273,10 +272,8 @@ def _note_growth(results: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args and args[0].startswith("{"):  # one configuration, in this process
-        spec = json.loads(args[0])
-        print(json.dumps(asyncio.run(cold_vs_warm(**spec))))
-        return 0
+    if (spec := child_spec(args)) is not None:  # one configuration, in this process
+        return answer(asyncio.run(cold_vs_warm(**spec)))
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cold", description=__doc__.splitlines()[0])
     parser.add_argument("--table", action="store_true", help="print the table (the default)")
     parser.add_argument("--hist", default="10,100,1000,10000", help="comma-separated prior-turn counts")

@@ -45,6 +45,7 @@ from typing import Any
 from examples.banking import build
 from pausepoint.stores import SqliteSessionStore
 
+from ._child import answer, child_spec
 from ._report import Table, note
 from .cold import _cycle
 
@@ -167,12 +168,10 @@ def table_instructions(hist: tuple[int, ...], sessions: int) -> list[dict[str, A
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0].startswith("{"):  # a child: grow, or one counted run
-        spec = json.loads(argv[0])
+    if (spec := child_spec(argv)) is not None:  # a child: grow, or one counted run
         if "grow" in spec:
-            print(json.dumps(asyncio.run(_grow(spec["path"], spec["grow"], spec["sessions"]))))
-        else:
-            asyncio.run(_run(spec["path"], spec["ids"], spec["run"]))
+            return answer(asyncio.run(_grow(spec["path"], spec["grow"], spec["sessions"])))
+        asyncio.run(_run(spec["path"], spec["ids"], spec["run"]))
         return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__.splitlines()[0])
     parser.add_argument("--hist", default="10,1000,10000", help="approval cycles before the measured ones")

@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._bare_app import bare_app
-from ._child import run_in_child
+from ._child import answer, child_spec, run_in_child
 from ._report import Table, note, us
 from .server import APPROVAL, MESSAGE, SESSIONS, TOKEN, make_store
 
@@ -196,10 +196,8 @@ def table_layers(stores: list[str], n: int, rounds: int, under_load: dict[str, f
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0].startswith("{"):  # one configuration, in a child process
-        spec = json.loads(argv[0])
-        print(json.dumps(asyncio.run(measure(spec["store"], spec["n"], spec["rounds"]))))
-        return 0
+    if (spec := child_spec(argv)) is not None:  # one configuration, in a child process
+        return answer(asyncio.run(measure(spec["store"], spec["n"], spec["rounds"])))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default=",".join(STORES), help=f"of {', '.join(STORES)}")
     parser.add_argument("--n", type=int, default=300, help="cycles per round and way (300)")

@@ -351,7 +351,8 @@ class SqliteSessionStore:
                     found=row[0],
                     expected=SCHEMA_VERSION,
                 )
-            if 0 < found < SCHEMA_VERSION:
+            upgrading = 0 < found < SCHEMA_VERSION
+            if upgrading:
                 log.info("upgrading %s from pausepoint schema version %d to %d", self.path, found, SCHEMA_VERSION)
             for script in _MIGRATIONS[found:]:
                 for statement in script.split(";"):
@@ -363,7 +364,7 @@ class SqliteSessionStore:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(SCHEMA_VERSION),),
                 )
-        if 0 < found < SCHEMA_VERSION:
+        if upgrading:
             # An upgrade may have copied the whole log (version 6): fold what it wrote to the WAL
             # into the file and empty the WAL, rather than leave a WAL the size of the log.
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
