@@ -18,7 +18,6 @@ listens, serves until SIGTERM, then prints ``ran=<transfers the tool made>``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import socket
 import sys
 from typing import Any
@@ -50,13 +49,14 @@ def main() -> None:
     parser.add_argument("--store", choices=("memory", "file"), default="memory")
     parser.add_argument("--files", help="the file store's folder")
     parser.add_argument("--fd", type=int, required=True, help="an inherited listening socket")
+    parser.add_argument("--loop", default="auto", help="the event loop: auto (uvloop if installed), asyncio, uvloop")
     args = parser.parse_args()
     # Run as a script, so this folder is on sys.path: the same serving code as pausepoint's side.
-    from _inherited import serve_inherited  # type: ignore[import-not-found, unused-ignore]
+    from _inherited import run_on, serve_inherited  # type: ignore[import-not-found, unused-ignore]
 
     app, counters = build(args.reference, args.store, args.files)
     sock = socket.socket(fileno=args.fd)
-    asyncio.run(serve_inherited(app, sock, lambda: f"ran={counters['transfer_money']}"))
+    run_on(args.loop, serve_inherited(app, sock, lambda: f"ran={counters['transfer_money']}"))
 
 
 if __name__ == "__main__":

@@ -9,11 +9,36 @@ prints ``ready`` once it accepts connections, serves until SIGTERM, then prints 
 
 from __future__ import annotations
 
+import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-__all__ = ["serve_inherited"]
+__all__ = ["LOOPS", "loop_in_use", "run_on", "serve_inherited"]
+
+LOOPS = ("auto", "asyncio", "uvloop")
+
+
+def loop_in_use(loop: str) -> str:
+    """The event loop ``loop`` names here: ``auto`` is uvloop when it is installed, as for
+    ``pausepoint serve`` (and uvicorn's own default), and asyncio's loop otherwise."""
+    if loop != "auto":
+        return loop
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
+def run_on(loop: str, main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on the event loop ``loop`` names (one of ``LOOPS``)."""
+    if loop_in_use(loop) == "uvloop":
+        import uvloop
+
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
 
 
 async def serve_inherited(app: Any, sock: socket.socket, farewell: Callable[[], str]) -> None:

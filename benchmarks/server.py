@@ -67,7 +67,7 @@ from typing import Any
 
 import httpx
 
-from ._inherited import serve_inherited
+from ._inherited import LOOPS, loop_in_use, run_on, serve_inherited
 from ._reference import DEFAULT_DIR, copy_reference, reference_python
 
 TOKEN = "bench-token"
@@ -162,12 +162,7 @@ def serve(fd: int, store_kind: str, target: str, loop: str) -> None:
         tune_garbage_collector()  # as ``pausepoint serve`` does before serving
         await serve_inherited(app, sock, lambda: f"ran={len(ledger)} answered={app.answered}")
 
-    if loop == "uvloop":
-        import uvloop
-
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
+    run_on(loop, main())
 
 
 # -- the servers, seen from the driver --------------------------------------------------------
@@ -197,7 +192,7 @@ class Servers:
     store: str
     target: str
     processes: int = 1
-    loop: str = "asyncio"
+    loop: str = "auto"
     pin: bool = False
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     ran: int = 0
@@ -276,7 +271,7 @@ class ReferenceServer(Servers):
     def command(self, fd: int) -> list[str]:
         launcher = str(GENKIT_SERVER)
         return [self.python, launcher, "--reference", self.reference, "--store", self.store, "--files", self.target,
-                "--fd", str(fd)]  # fmt: skip
+                "--fd", str(fd), "--loop", self.loop]  # fmt: skip
 
 
 # -- the load ----------------------------------------------------------------------------------
@@ -583,7 +578,9 @@ def table_genkit(args: argparse.Namespace, folder: str) -> bool:
             if system == "reference":
                 files = os.path.join(tmp, f"{store}-snapshots")
                 os.makedirs(files)
-                servers = ReferenceServer(store, files, pin=args.pin, python=python, reference=str(work))
+                servers = ReferenceServer(
+                    store, files, loop=args.loop, pin=args.pin, python=python, reference=str(work)
+                )
                 script_args: tuple[str, ...] = ("/bankingAgent",)
                 label = store
             else:
@@ -627,8 +624,8 @@ def table_genkit(args: argparse.Namespace, folder: str) -> bool:
     print("  srv cpu: the server's CPU share of one core (well under 100% with 8 clients: it waited, or another "
           "process held its core); gen cpu: wrk's")  # fmt: skip
     print(f"  the reference: {versions}, anchor_app.py's banking agent and scripted model served by serve_agent() "
-          "under uvicorn, one process; its file store writes a JSON file per snapshot and never fsyncs, "
-          "SQLite FULL fsyncs each commit")  # fmt: skip
+          "under uvicorn, one process, on the event loop --loop names (as pausepoint's server); its file store "
+          "writes a JSON file per snapshot and never fsyncs, SQLite FULL fsyncs each commit")  # fmt: skip
     print("  the reference's new chat looks its new session id up in the store (get_snapshot(session_id=...)), which "
           "reads every snapshot (the file store parses every file): its cost per cycle grows with the snapshots the "
           "run has made, so its file rows depend on how long they ran")  # fmt: skip
@@ -721,7 +718,9 @@ def main() -> int:
     parser.add_argument("--scale-clients", type=int, default=32, help="S4's concurrent clients (32)")
     parser.add_argument("--postgres", default=os.environ.get("PAUSEPOINT_TEST_POSTGRES_URL"))
     parser.add_argument("--redis", default=os.environ.get("PAUSEPOINT_TEST_REDIS_URL"))
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the servers' event loop")
+    parser.add_argument(
+        "--loop", choices=LOOPS, default="auto", help="the servers' event loop (auto: uvloop if installed, as serve)"
+    )
     parser.add_argument("--genkit-clients", type=ints, default=[1, 8], help="S5's concurrency levels (1,8)")
     parser.add_argument(
         "--genkit-python",
@@ -746,7 +745,7 @@ def main() -> int:
     only = set((args.only or "S1,S2,S3,S4,S5,S6").upper().split(","))
     generator = f"wrk with {LUA.name}" if args.generator == "wrk" else "httpx in this process, slower than the server"
     print(f"server benchmark: banking example, REST API over loopback, 2 requests per cycle; generator "
-          f"{generator}; event loop {args.loop}; {os.cpu_count()} CPUs")  # fmt: skip
+          f"{generator}; event loop {args.loop} ({loop_in_use(args.loop)} here); {os.cpu_count()} CPUs")  # fmt: skip
     ok = True
     with tempfile.TemporaryDirectory(prefix="pausepoint-server-bench-") as folder:
         # S5 first: S1 divides by the reference's rate it measured; S6 after S1: it shows S1's CPU.

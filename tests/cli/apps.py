@@ -1,5 +1,6 @@
 """Apps for the CLI tests to name as ``tests.cli.apps:<attr>`` (the examples, on in-memory stores)."""
 
+import asyncio
 import gc
 import json
 
@@ -24,11 +25,12 @@ async def asgi(scope, receive, send):
 
 
 async def collector(scope, receive, send):
-    """An ASGI app answering how its process's garbage collector is set: how many objects it
-    keeps frozen, and its thresholds."""
+    """An ASGI app answering how its process is set for serving: how many objects its garbage
+    collector keeps frozen, the collector's thresholds, and the module of its event loop's class."""
     if scope["type"] != "http":
         return
-    body = json.dumps({"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}).encode()
+    loop = type(asyncio.get_running_loop()).__module__
+    body = json.dumps({"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold(), "loop": loop}).encode()
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
 

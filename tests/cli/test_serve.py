@@ -78,6 +78,26 @@ async def test_serve_sets_the_garbage_collector_for_a_server():
     assert collector["threshold"] == [young, middle, 100]
 
 
+async def test_serve_runs_on_uvloop_when_it_is_installed():
+    """The ``server`` extra brings uvloop, and ``pausepoint serve`` runs on it (docs/server.md,
+    "The event loop"); without it, on asyncio's own loop."""
+    with serving("tests.cli.apps:collector") as (base, _printed):
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"{base}/")).json()["loop"] == "uvloop"
+
+
+def test_serve_runs_on_asyncio_without_uvloop():
+    code = (
+        "import sys; sys.modules['uvloop'] = None\n"  # what a missing package looks like to import
+        "import asyncio\n"
+        "from pausepoint.cli._serving import run_event_loop\n"
+        "async def which(): return type(asyncio.get_running_loop()).__module__\n"
+        "print(run_event_loop(which()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=True)
+    assert out.stdout.split() == ["asyncio.unix_events"]
+
+
 def test_a_token_in_a_query_string_is_never_logged():
     """Credentials travel in the Authorization header; one pasted into a URL must not reach a log.
 
