@@ -49,7 +49,9 @@ def main() -> None:
     parser.add_argument("--store", choices=("memory", "file"), default="memory")
     parser.add_argument("--files", help="the file store's folder")
     parser.add_argument("--fd", type=int, required=True, help="an inherited listening socket")
-    parser.add_argument("--loop", default="auto", help="the event loop: auto (uvloop if installed), asyncio, uvloop")
+    parser.add_argument(
+        "--loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="auto: uvloop if installed"
+    )
     args = parser.parse_args()
     # Run as a script, so this folder is on sys.path: the same serving code as pausepoint's side.
     from _inherited import run_on, serve_inherited  # type: ignore[import-not-found, unused-ignore]
