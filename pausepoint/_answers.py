@@ -34,6 +34,7 @@ from .errors import (
     InterruptNameMismatch,
     InvalidAnswer,
     NotPaused,
+    PauseChanged,
     StaleInterrupt,
     ToolDefinitionChanged,
     UnknownInterrupt,
@@ -267,7 +268,30 @@ def _locate(state: SessionState, answer: Answer) -> Pause:
                 f"call {ref!r} belongs to turn {call.turn}; the session is at turn {state.turn}", ref=ref
             )
         raise NotPaused(f"call {ref!r} of {name!r} is not paused (status: {call.status})", ref=ref)
-    return state.pauses[call.pause]
+    pause = state.pauses[call.pause]
+    if call.changed and not _binds_itself(answer):
+        raise _changed(pause)
+    return pause
+
+
+def _binds_itself(answer: Answer) -> bool:
+    """Whether a bare ref's answer says what it decides without the pause it was meant for: a
+    denial widens nothing, and a restart carrying an input runs that input (``_check_one``
+    refuses it when it is neither the live input nor an edit the tool takes)."""
+    if isinstance(answer, ToolResponse):
+        return answer.decision == "deny"
+    return answer.replace_input is not None
+
+
+def _changed(pause: Pause) -> PauseChanged:
+    record = pause.record
+    return PauseChanged(
+        f"call {record.call_ref!r} of {record.name!r} paused again and its live pause shows another input or "
+        f"metadata than an earlier one: an answer by the ref alone may be meant for what the earlier pause "
+        f"showed. Answer the live pause by its pause_id {record.ref!r} (PendingInterrupt.respond/restart carry it)",
+        ref=record.call_ref,
+        pause_id=record.ref,
+    )
 
 
 def _check_one(
@@ -340,9 +364,11 @@ def _check_one(
                         f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
                     ) from None
                 raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
-            if replaced == paused.input:
+            if replaced == paused.input or answer.replace_input == paused.input:
                 return claim  # the same input again is no edit (Genkit's clients send it that way)
             if not tool.allow_input_edits:
+                if not answer.pause_id and state.calls[ref].changed:
+                    raise _changed(pause)  # the input an earlier pause showed, not an edit
                 raise InputEditNotAllowed(
                     f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
                 )

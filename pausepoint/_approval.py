@@ -87,6 +87,12 @@ def approval_by_ref(
         raise InputEditNotAllowed(
             f"{name!r} only asks a question: answer it, its input cannot be edited", ref=ref, name=name
         )
+    if replace_input is None:  # a restart's None means "no edit": an edit to None is no input
+        raise InvalidAnswer(
+            f"replace_input=None is no input for {name!r}: leave replace_input out to approve the input shown",
+            ref=ref,
+            name=name,
+        )
     return replace(approval, replace_input=replace_input)
 
 

@@ -184,9 +184,12 @@ class Chat:
 
         The pause is looked up under the session's lock, in the operation that records the
         answer: of two approvers racing, in one process or several, exactly one resolves it.
-        ``pause_id`` approves that pause of the call only (else whichever is live now);
-        ``replace_input`` (when given, even None) approves an edited input instead — for tools
-        defined with ``allow_input_edits=True``; ``grant`` approves later calls too (``Grant``).
+        ``pause_id`` approves that pause of the call only; without it, the ref stands for the
+        pause live now unless the call paused again showing another input or metadata than an
+        earlier pause (``PauseChanged``, naming the live pause: the approver may have seen the
+        earlier one). ``replace_input`` approves an edited input instead — for tools defined
+        with ``allow_input_edits=True``; None is no input (``InvalidAnswer``). ``grant``
+        approves later calls too (``Grant``).
         ``metadata``, ``idempotency_key``, ``principal`` and ``via`` are ``resume``'s: a retry
         with the same key returns the first call's response, and the approval policy decides
         who may approve (an approval that is not the last one a quorum needs is recorded and

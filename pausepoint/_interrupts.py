@@ -10,7 +10,11 @@ it. A call may pause more than once (a restarted tool can pause again); each pau
   its ``pause_id``, so it answers that pause only: once the call was restarted and paused
   again, the old answer is refused as ``AlreadyResolved`` instead of answering the new pause;
 - an answer built from a bare ref (``ToolResponse(ref, name, output)``, the REST API without a
-  ``pause_id``, Genkit's clients) answers the pause that is live now.
+  ``pause_id``, Genkit's clients by session id) answers the pause that is live now, but only
+  while every pause of the call showed the same input and metadata: once the call paused again
+  showing something else, a bare ref might approve what its approver never saw, and it is
+  refused (``PauseChanged``, naming the live pause) — unless the answer says what it decides
+  by itself: a denial, or a restart carrying the input it runs.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ class ToolResponse:
     metadata: dict[str, Any] | None = None
     decision: Literal["respond", "deny"] = "respond"
     reason: str | None = None
-    #: the pause this answers (None: whichever pause of the call is live now)
+    #: the pause this answers (None: the live pause, where the module docstring's rule allows)
     pause_id: str | None = None
     #: later calls this yes approves too (see ``Grant``; only with a yes)
     grant: Grant | None = None
@@ -59,7 +63,7 @@ class ToolRestart:
     name: str
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
-    #: the pause this answers (None: whichever pause of the call is live now)
+    #: the pause this answers (None: the live pause, where the module docstring's rule allows)
     pause_id: str | None = None
     #: later calls this approval approves too (see ``Grant``)
     grant: Grant | None = None

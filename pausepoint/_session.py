@@ -96,6 +96,9 @@ class Call:
     started_at: datetime | None = None  # when it last started running (None: not known)
     pause: str | None = None  # the id of its latest pause (``CallPaused.ref``), if it paused
     approved: Any = None  # the input it was approved to run with (by a person, a rule or a grant)
+    # Whether its pauses did not all show the same input and metadata: an answer naming it by
+    # its ref alone may then be meant for an earlier pause, and must name the pause it answers.
+    changed: bool = False
 
 
 @dataclass(slots=True)
@@ -289,9 +292,12 @@ class SessionState:
             pause = Pause(record, expires_at=record.expires_at)
             if isinstance(record, ApprovalPaused):
                 pause.roles = record.approval.roles
+            call = self.calls[record.call_ref]
+            if call.pause is not None and not call.changed:
+                shown = self.pauses[call.pause].record
+                call.changed = shown.input != record.input or shown.metadata != record.metadata
             self.pauses[record.ref] = pause
             self.open[record.ref] = pause
-            call = self.calls[record.call_ref]
             call.status = "paused"
             call.pause = record.ref
             self._active(record.at)

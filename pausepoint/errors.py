@@ -8,6 +8,7 @@ The tree::
     │   │   ├── UnknownInterrupt        no such ref in this session
     │   │   ├── InterruptNameMismatch   the ref exists but belongs to another tool
     │   │   ├── AlreadyResolved         the pause was answered (or cancelled, or expired) already
+    │   │   ├── PauseChanged            a bare ref, for a call that paused again showing something else
     │   │   ├── StaleInterrupt          the ref belongs to an older turn
     │   │   ├── NotPaused               the call completed without pausing
     │   │   ├── InterruptExpired        the pause outlived its time-to-live
@@ -103,6 +104,7 @@ __all__ = [
     "NotFound",
     "NotPaused",
     "NothingToResume",
+    "PauseChanged",
     "PausepointError",
     "PayloadTooLarge",
     "PendingInterrupts",
@@ -159,6 +161,14 @@ class InterruptNameMismatch(ResumeRefused):
 
 class AlreadyResolved(ResumeRefused):
     code = "already_resolved"
+
+
+class PauseChanged(ResumeRefused):
+    """An answer naming a call by its ref alone, while the call's live pause shows another input
+    or metadata than an earlier pause of it did: the answer may be meant for what the earlier
+    pause showed. ``details["pause_id"]`` names the live pause; answer it by that id."""
+
+    code = "pause_changed"
 
 
 class StaleInterrupt(ResumeRefused):

@@ -495,9 +495,12 @@ async function answer(card, action, body) {
   if (state.busy) throw new Error("Wait for the agent to finish this turn.");
   if (!state.agent || !state.sessionId) throw new Error("No session.");
   const path = `${sessionPath(state.agent, state.sessionId)}/interrupts/${encodeURIComponent(card.pause.ref)}/${action}`;
+  // The card's own pause: if the call paused again since, showing something else, the server
+  // refuses this answer instead of applying it to what the person has not seen.
+  const answered = card.pause.pause_id ? { ...body, pause_id: card.pause.pause_id } : body;
   let response;
   try {
-    response = await runTurn(path, body, newKey(), { answered: true });
+    response = await runTurn(path, answered, newKey(), { answered: true });
   } catch (error) {
     if (error instanceof ApiError && (error.code === "already_resolved" || error.code === "interrupt_expired")) {
       const entries = await refreshAudit();

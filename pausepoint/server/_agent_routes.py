@@ -13,6 +13,7 @@ in the background and answers at once with the snapshot to poll (``getSnapshot``
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -21,6 +22,7 @@ from starlette.responses import Response
 from .._agent import Agent
 from .._chat import Chat
 from .._detach import DetachedTurn, TurnStatus
+from .._interrupts import ToolResponse, ToolRestart
 from ..errors import ClientStateRefused, InvalidRequest, NotFound
 from ..stores import SessionSummary
 from . import _genkit as genkit
@@ -53,20 +55,23 @@ def agent_routes(service: Service) -> list[Endpoint]:
             )
         if wire.message is not None:
             check_message_size(wire.message_json, service.limits)
-        chat = await _chat_for(service, agent, wire, principal)
+        chat, seen = await _chat_for(service, agent, wire, principal)
         key = request.headers.get("idempotency-key")
-        restart = []
+        respond: list[ToolResponse] = []
+        restart: list[ToolRestart] = []
         if wire.message is None:
             if wire.snapshot_id is None and wire.session_id is None:
                 raise InvalidRequest("a resume needs 'init.snapshotId' (or 'init.sessionId')")
-            paused = {p.ref: p for p in await chat.interrupts()}
-            restart = [genkit.restart_answer(w, paused.get(w.ref)) for w in wire.restart]
+            # Answers from a snapshot answer the pauses it showed (a call that paused again
+            # since refuses them); answers by session id carry only the ref (see PauseChanged).
+            respond = [replace(r, pause_id=seen.get(r.ref)) for r in wire.respond]
+            restart = [replace(r, pause_id=seen.get(r.ref)) for r in wire.restart]
         if wire.detach:
             if wire.message is not None:
                 detached = await chat.detach(wire.message, principal=principal, via="genkit")
             else:
                 detached = await chat.detach(
-                    respond=wire.respond,
+                    respond=respond,
                     restart=restart,
                     metadata=wire.metadata,
                     idempotency_key=key,
@@ -91,7 +96,7 @@ def agent_routes(service: Service) -> list[Endpoint]:
             def turn(streamed: bool) -> Any:
                 resume = chat.resume_stream if streamed else chat.resume
                 return resume(
-                    respond=wire.respond,
+                    respond=respond,
                     restart=restart,
                     metadata=wire.metadata,
                     idempotency_key=key,
@@ -149,9 +154,12 @@ def agent_routes(service: Service) -> list[Endpoint]:
     ]
 
 
-async def _chat_for(service: Service, agent: Agent, wire: genkit.GenkitTurn, principal: str) -> Chat:
-    """The chat a turn request names: a new session, the session named (created by a message
-    when no session has that id yet), or the snapshot's — which must be the newest."""
+async def _chat_for(
+    service: Service, agent: Agent, wire: genkit.GenkitTurn, principal: str
+) -> tuple[Chat, dict[str, str]]:
+    """The chat a turn request names — a new session, the session named (created by a message
+    when no session has that id yet), or the snapshot's, which must be the newest — and the
+    pauses that snapshot shows (each call's ref -> its pause's id; none without a snapshot)."""
     if wire.snapshot_id is not None:
         session_id, version = parse_snapshot_id(wire.snapshot_id)
         if wire.session_id is not None and wire.session_id != session_id:
@@ -161,21 +169,26 @@ async def _chat_for(service: Service, agent: Agent, wire: genkit.GenkitTurn, pri
             )
         summary = await _may_take(service, agent, session_id, principal, wire)
         chat = agent.chat(session_id, principal=principal)
-        snapshot_at(await read_state(chat), version, agent.clock(), agent.abandon_after, to_continue=True)
-    elif wire.session_id is not None:
+        state = await read_state(chat)
+        snapshot_at(state, version, agent.clock(), agent.abandon_after, to_continue=True)
+        seen = {p.record.call_ref: p.record.ref for p in state.open.values()}
+        if wire.message is not None:
+            check_history(summary, service.limits)
+        return chat, seen
+    if wire.session_id is not None:
         if wire.message is None:
             summary = await service.answerable(agent, wire.session_id, principal)
         else:
             found = await service.to_message(agent, wire.session_id, principal)
             if found is None:  # the caller names the new session (see Service.to_message)
-                return Chat(agent, wire.session_id, principal, new=True)
+                return Chat(agent, wire.session_id, principal, new=True), {}
             summary = found
         chat = agent.chat(wire.session_id, principal=principal)
     else:
-        return agent.chat(principal=principal)
+        return agent.chat(principal=principal), {}
     if wire.message is not None:
         check_history(summary, service.limits)
-    return chat
+    return chat, {}
 
 
 async def _may_take(

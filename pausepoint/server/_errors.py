@@ -46,6 +46,7 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.InvalidSessionId: (400, "INVALID_ARGUMENT"),
     core.UnknownInterrupt: (404, "INVALID_ARGUMENT"),  # the reference: an unresolved tool request
     core.AlreadyResolved: (409, "FAILED_PRECONDITION"),  # the reference: nothing to resume
+    core.PauseChanged: (409, "FAILED_PRECONDITION"),
     core.StaleInterrupt: (409, "FAILED_PRECONDITION"),
     core.NotPaused: (409, "FAILED_PRECONDITION"),
     core.InterruptExpired: (409, "FAILED_PRECONDITION"),
@@ -103,6 +104,7 @@ _REASON: dict[type[core.PausepointError], str] = {
     core.UnknownInterrupt: "UNRESOLVED_TOOL_REQUEST",
     core.InterruptNameMismatch: "UNRESOLVED_TOOL_REQUEST",
     core.AlreadyResolved: "INVALID_RESUME",
+    core.PauseChanged: "INVALID_RESUME",
     core.NotPaused: "INVALID_RESUME",
     core.StaleInterrupt: "INVALID_RESUME",
     core.NothingToResume: "INVALID_RESUME",

@@ -53,14 +53,12 @@ from ._snapshots import Snapshot, snapshot_id
 __all__ = [
     "ChunkTranslator",
     "GenkitTurn",
-    "WireRestart",
     "abort_json",
     "detached_json",
     "frame",
     "lookup_ids",
     "output_json",
     "parse_turn",
-    "restart_answer",
     "snapshot_json",
 ]
 
@@ -136,17 +134,6 @@ class _Envelope(BaseModel):
     init: _Init | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class WireRestart:
-    """A restart part, before it is checked against the paused call's input."""
-
-    ref: str
-    name: str
-    input: Any
-    resumed_metadata: dict[str, Any] | None
-    edited: bool
-
-
 @dataclass(slots=True)
 class GenkitTurn:
     """One turn request, translated: a user message, or answers; and where to run it."""
@@ -154,7 +141,7 @@ class GenkitTurn:
     message: Message | None = None
     message_json: Any = None
     respond: list[ToolResponse] = field(default_factory=list)
-    restart: list[WireRestart] = field(default_factory=list)
+    restart: list[ToolRestart] = field(default_factory=list)
     metadata: dict[str, Any] | None = None
     snapshot_id: str | None = None
     session_id: str | None = None
@@ -205,29 +192,21 @@ def _respond(part: _Part) -> ToolResponse:
     return ToolResponse(response.ref or "", response.name, response.output, metadata)
 
 
-def _restart(part: _Part) -> WireRestart:
+def _restart(part: _Part) -> ToolRestart:
+    """A restart part as an answer that carries the input its client saw: the core runs the
+    same input again as no edit, for any tool, as Genkit does, and takes another input as an
+    edit (Genkit's client sends ``metadata.replacedInput`` beside one; the input is the edit)."""
     if part.tool_request is None or not part.tool_request.ref:
         raise InvalidRequest("each resume.restart entry must be a toolRequest part with a ref")
     request, metadata = part.tool_request, part.metadata or {}
     resumed = metadata.get("resumed")
     if resumed is not None and not isinstance(resumed, dict | bool):
         raise InvalidRequest("metadata.resumed must be an object or true")
-    return WireRestart(
-        ref=request.ref or "",
-        name=request.name,
-        input=request.input,
-        resumed_metadata=resumed if isinstance(resumed, dict) else None,
-        edited="replacedInput" in metadata,
-    )
-
-
-def restart_answer(wire: WireRestart, paused: PendingInterrupt | None) -> ToolRestart:
-    """The restart ``wire`` asks for: a replacement input when it says so (Genkit's client
-    sends ``metadata.replacedInput`` whenever one was given) or when its input differs from the
-    paused call's. The core takes the same input again as no edit, for any tool, as Genkit does."""
-    edited = wire.edited or (paused is not None and wire.input is not None and wire.input != paused.input)
     return ToolRestart(
-        wire.ref, wire.name, replace_input=wire.input if edited else None, resumed_metadata=wire.resumed_metadata
+        request.ref or "",
+        request.name,
+        replace_input=request.input,
+        resumed_metadata=resumed if isinstance(resumed, dict) else None,
     )
 
 
