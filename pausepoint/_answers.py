@@ -186,11 +186,12 @@ def _metadata(value: Any, limits: JsonLimits) -> dict[str, Any]:
     return checked if type(checked) is dict else dict(checked)
 
 
-def request_hash(answers: Sequence[Answer], metadata: dict[str, Any] | None) -> str:
-    """A digest of what a resume asks for, to tell a retry from a reuse of its idempotency key."""
+def request_hash(answers: Sequence[Answer], metadata: dict[str, Any] | None, principal: str | None) -> str:
+    """A digest of what a resume asks for and who asks, to tell a retry from a reuse of its
+    idempotency key: a key replays only the same request by the same principal."""
     canonical = json.dumps(
         [[type(a).__name__, *(jsonable(getattr(a, f)) for f in a.__dataclass_fields__)] for a in answers]
-        + [jsonable(metadata)],
+        + [jsonable(metadata), principal],
         sort_keys=True,
         default=str,
     )

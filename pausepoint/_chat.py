@@ -139,7 +139,9 @@ class Chat:
         Each answer must name a call paused now in this session; otherwise the whole resume is
         refused with a ``ResumeRefused`` subclass and nothing runs or is recorded. A call is
         answered at most once, even across processes (``AlreadyResolved``). A retry with the
-        same ``idempotency_key`` returns the first call's response. An empty resume continues a
+        same ``idempotency_key`` by the same principal returns the first call's response; the key
+        sent with another request or by another principal raises ``IdempotencyKeyReused``
+        (nothing recorded). An empty resume continues a
         turn whose answers are all in (after a crash, say) and is refused while calls are paused.
 
         The agent's ``ApprovalPolicy`` decides who may answer what: ``principal`` (or the
@@ -470,7 +472,7 @@ class Chat:
         limits = self.agent.json_limits
         actor = principal or self.principal
         answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
-        digest = request_hash(answers, metadata) if key is not None else None
+        digest = request_hash(answers, metadata, actor) if key is not None else None
 
         def resolved(state: SessionState) -> tuple[list[ToolResponse | ToolRestart], str | None]:
             if by_ref is None:
@@ -479,7 +481,7 @@ class Chat:
             answer = build(call_name(state, ref))
             single = ([answer], []) if isinstance(answer, ToolResponse) else ([], [answer])
             found, _ = prepare_answers(*single, None, limits)
-            return found, request_hash(found, metadata) if key is not None else None
+            return found, request_hash(found, metadata, actor) if key is not None else None
 
         async def op(state: SessionState) -> AgentResponse:
             for _ in range(_CLAIM_ATTEMPTS):
@@ -590,7 +592,9 @@ class Chat:
         outcome = state.keys[key]
         if outcome.request_hash != digest:
             raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used for a different resume in this session", key=key
+                f"idempotency key {key!r} was used for a different resume in this session, or by another "
+                "principal: a key replays only the same request by the same principal",
+                key=key,
             )
         if outcome.ended is None:
             raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)

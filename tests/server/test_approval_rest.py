@@ -260,3 +260,24 @@ async def test_the_python_client_gives_counts_lists_and_revokes_like_a_local_cha
         with pytest.raises(GrantNotFound):
             await chat.revoke_grant("nosuch")
     assert bank.ledger == ["40->y"]
+
+
+async def test_an_idempotency_key_replays_only_its_principals_approval(bank):
+    async with httpx.AsyncClient(timeout=30) as http:
+        sent = (await http.post(bank.sessions("quorum"), json={"message": "pay 500 to savings"}, headers=DAVE)).json()
+        session = f"{bank.sessions('quorum')}/{sent['session_id']}"
+        [pause] = sent["interrupts"]
+        approve = f"{session}/interrupts/{pause['ref']}/approve"
+        key = {"Idempotency-Key": f"approve:{pause['ref']}"}  # a key derived from the ref, as a console may
+        first = await http.post(approve, json={}, headers={**ALICE, **key})
+        assert first.status_code == 200 and first.json()["finish_reason"] == "interrupted"
+        for other in (BOB, DAVE):  # another approver; the requester, who has no treasury role
+            reused = await http.post(approve, json={}, headers={**other, **key})
+            assert reused.status_code == 409 and reused.json()["error"]["code"] == "idempotency_key_reused"
+        again = await http.post(approve, json={}, headers={**ALICE, **key})
+        assert again.status_code == 200 and again.json() == first.json()
+        trail = (await http.get(f"{session}/audit", headers=DAVE)).json()["entries"]
+        assert [(e["decision"], e["principal"]) for e in trail[1:]] == [("approve", "alice")] and bank.ledger == []
+
+        done = await http.post(approve, json={}, headers={**BOB, "Idempotency-Key": f"approve:{pause['ref']}:bob"})
+        assert done.json()["finish_reason"] == "stop" and bank.ledger == ["500->savings"]

@@ -1,0 +1,40 @@
+"""An idempotency key replays only the same request by the same principal: reused by another
+principal — another approver, the requester, someone with no role — it is refused with
+``IdempotencyKeyReused`` and records nothing, so a console that derives keys from the ref still
+completes a quorum, and nobody gets someone else's success in place of their own refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from pausepoint import AgentFinishReason
+from pausepoint.errors import IdempotencyKeyReused
+from tests.approval_apps import build, treasury
+
+
+async def test_a_key_replays_only_its_principals_request(store):
+    agent, _, ledger = build(store, treasury(quorum={"transfer_money": 2}, separation_of_duties=True))
+    asking = agent.chat(principal="dave")
+    [pause] = (await asking.send("pay 500 to savings")).interrupts
+    chat = agent.chat(session_id=asking.session_id)
+    key = f"approve:{pause.ref}"
+
+    first = await chat.approve(pause.ref, principal="alice", idempotency_key=key)
+    assert first.finish_reason == AgentFinishReason.INTERRUPTED
+    trail = await chat.audit_trail()
+    for other in ("bob", "dave", "nobody"):  # another approver, the requester, a principal with no role
+        with pytest.raises(IdempotencyKeyReused) as refused:
+            await chat.approve(pause.ref, principal=other, idempotency_key=key)
+        assert refused.value.details == {"key": key} and "same principal" in refused.value.message
+        with pytest.raises(IdempotencyKeyReused):
+            chat.sync.approve(pause.ref, principal=other, idempotency_key=key)
+    assert await chat.audit_trail() == trail and ledger == []
+
+    # alice's retry is hers: the first outcome again
+    assert await chat.approve(pause.ref, principal="alice", idempotency_key=key) == first
+    [still] = await chat.interrupts()
+    assert still.approval is not None and still.approval.approved_by == ["alice"]
+
+    # bob's own key counts his approval: the quorum completes, the call runs once
+    done = await chat.approve(pause.ref, principal="bob", idempotency_key=f"{key}:bob")
+    assert done.finish_reason == AgentFinishReason.STOP and ledger == ["500->savings"]
