@@ -14,7 +14,7 @@ from ._answers import (
     AnswerContext,
     call_name,
     check_answers,
-    escalates,
+    escalations_due,
     expiry_claims,
     prepare_answers,
     request_hash,
@@ -30,6 +30,7 @@ from ._records import (
     CallAnswered,
     GrantRevoked,
     MessageAdded,
+    Record,
     SessionStarted,
     TurnStarted,
     decode_record,
@@ -328,7 +329,10 @@ class Chat:
             now = self.agent.clock()
             if state.running_turn is not None and not state.lost(now, self.agent.abandon_after):
                 return None
-            claims = expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits)
+            claims: list[Record] = [
+                *escalations_due(state, now),
+                *expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits),
+            ]
             if not claims:
                 return None
             turn = self._turn(state, None, None)
@@ -422,7 +426,12 @@ class Chat:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
             self._check_free(state, now)
-            expired = {p.record.ref for p in state.expired(now) if not escalates(p)}
+            handed = escalations_due(state, now)
+            if handed:  # recorded even when the send is refused: the pauses have new deciders now
+                journal = self.agent.sessions.journal(state)
+                journal.add(*handed)
+                await journal.flush(now, rebase=False, durable=False)
+            expired = {p.record.ref for p in state.expired(now)}
             live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
             if live:
                 raise PendingInterrupts(
@@ -492,6 +501,10 @@ class Chat:
                 self._check_free(state, now)
                 if not given:
                     return await self._continue(state, principal, emit)
+                turn = self._turn(state, principal, emit, key)
+                # Pauses whose time ran out are handed on first: their answers are checked
+                # against their new deciders (a refusal writes nothing, escalations included).
+                turn.journal.add(*escalations_due(state, now))
                 context = AnswerContext(now, actor, via, metadata, key, asked, limits)
                 records = check_answers(
                     state,
@@ -502,7 +515,6 @@ class Chat:
                     policy=self.agent.approval_policy,
                 )
                 claims = [r for r in records if isinstance(r, CallAnswered)]
-                turn = self._turn(state, principal, emit, key)
                 self._end_lost_turn(turn, now)
                 answered = {c.ref for c in claims}
                 expired = [

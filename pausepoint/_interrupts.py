@@ -161,10 +161,15 @@ class AuditEntry:
     ``principal`` sent ``message`` (``ref`` and ``name`` are empty; ``via`` is ``"unknown"`` for
     messages recorded before senders were).
 
-    The approval policy's decisions are entries too: ``approve`` — an approval counted towards
-    a quorum (``approvals`` of ``required``), or a call approved without a person, by the rule
-    named ``rule`` or the grant ``grant`` (``via="policy"``); ``deny`` with a ``rule`` — a call a
-    rule denied; ``grant`` — ``principal`` approved later calls of ``name`` (the grant
+    One name per decision: ``approve`` is every approval of a call — a person's (the one that
+    resolves the pause, with ``replace_input`` when it approved an edited input, as well as
+    each one counted towards a quorum: ``approvals`` of ``required``; a restart that runs a
+    call paused for approval, or a tool that paused itself with ``{"tool_approved": True}``),
+    or a call approved without a person asked, by the rule named ``rule`` (no ``principal``)
+    or by the grant ``grant``, whose ``principal`` is the person who granted it
+    (``via="policy"``); ``restart`` is a call run again that was not approved by it (it may
+    pause again). The approval policy's decisions are entries too: ``deny`` with a ``rule`` —
+    a call a rule denied; ``grant`` — ``principal`` approved later calls of ``name`` (the grant
     ``grant``, its ``scope``: bounds, uses, expiry); ``revoke`` — the grant ``grant`` revoked;
     ``escalate`` — nobody decided the pause in time, and it went to the roles ``escalated_to``.
     The answer that resolves a call paused for approval has ``approvals`` and ``required`` too.

@@ -87,12 +87,13 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
         )
     if isinstance(record, CallDecided):
         call = state.calls.get(record.call_ref) if state is not None else None
+        granted = state.grants.get(record.grant) if state is not None and record.grant is not None else None
         return AuditEntry(
             ref=record.call_ref,
             name=record.name,
             decision=record.decision,
             at=record.at,
-            principal=None,
+            principal=granted.record.principal if granted is not None else None,  # a grant's person
             via="policy",
             reason=record.reason,
             call_ref=record.call_ref,
@@ -162,13 +163,14 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
             required=required,
         )
     assert isinstance(record, CallAnswered)
+    approves = record.decision == "restart" and _approves(paused, record)
     approvals = 0
     if required:
         approvals = len(record.approvals) if record.approvals is not None else int(record.decision == "restart")
     return AuditEntry(
         ref=record.call_ref,
         name=record.name,
-        decision=record.decision,
+        decision="approve" if approves else record.decision,
         at=record.at,
         principal=record.principal,
         via=record.via,
@@ -184,6 +186,14 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
         approvals=approvals,
         required=required,
     )
+
+
+def _approves(paused: Pause | None, record: CallAnswered) -> bool:
+    """Whether a restart approved its call: a call the runtime paused for approval runs only
+    once approved, and a tool that paused itself is approved by ``{"tool_approved": True}``."""
+    if paused is not None and isinstance(paused.record, ApprovalPaused) and paused.record.approval.gated:
+        return True
+    return (record.resumed_metadata or {}).get("tool_approved") is True
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -193,7 +193,7 @@ def slack_text(body: Mapping[str, Any]) -> str:
             counted = f"approval {entry['approvals']} of {entry['required']}"
             return f":ballot_box_with_check: {where}: {counted} by {entry['principal']}"
         if kind == "decision":
-            by = f"rule “{entry['rule']}”" if entry.get("rule") else f"grant `{entry.get('grant')}`"
+            by = f"rule “{entry['rule']}”" if entry.get("rule") else f"{entry.get('principal') or 'someone'}'s grant"
             done = "approved" if entry["decision"] == "approve" else "denied"
             return f":robot_face: {where}: {done} by {by}"
         if kind == "escalation":

@@ -64,7 +64,7 @@ async def test_a_call_that_requires_approval_pauses_before_it_runs_and_approving
     assert ledger == ["500->savings"]
     entry = (await chat.audit_trail())[-1]
     assert (entry.decision, entry.principal, entry.ref, entry.approvals, entry.required) == (
-        "restart",
+        "approve",
         "bob",
         pause.ref,
         1,
@@ -252,7 +252,7 @@ async def test_a_yes_approves_the_transfer_it_described_once(store):
         ("message", "", "alice", "python"),
         ("respond", "userApproval", "alice", "python"),
         ("grant", "transfer_money", "alice", "python"),
-        ("approve", "transfer_money", None, "policy"),
+        ("approve", "transfer_money", "alice", "policy"),  # by alice's grant: a person, always
     ]
     assert trail[2].scope["bounds"] == {"amount": {"equals": "500"}, "to_account": {"equals": "savings"}}
     assert trail[3].grant == trail[2].grant
@@ -352,9 +352,10 @@ async def test_a_grant_for_the_session_approves_later_calls_until_revoked(store)
         "transfer_money", "alice", "active", 1, pause.ref
     )  # fmt: skip
     trail = await chat.audit_trail()
-    assert [(e.decision, e.grant) for e in trail if e.decision in ("grant", "approve")] == [
-        ("grant", grant.id),
-        ("approve", grant.id),
+    assert [(e.decision, e.principal, e.grant) for e in trail if e.decision in ("grant", "approve")] == [
+        ("approve", "alice", None),
+        ("grant", "alice", grant.id),
+        ("approve", "alice", grant.id),  # the later call: approved by alice's grant
     ]
 
     revoked = await chat.revoke_grant(grant.id, reason="done for today", principal="bob")
@@ -479,7 +480,7 @@ async def test_a_quorum_counts_distinct_named_approvers_and_runs_the_call_once(s
     trail = [e for e in await chat.audit_trail() if e.decision != "message"]
     assert [(e.decision, e.principal, e.approvals, e.required) for e in trail] == [
         ("approve", "alice", 1, 2),
-        ("restart", "bob", 2, 2),
+        ("approve", "bob", 2, 2),  # one name per decision: the last approval too
     ]
     assert len(model.requests) == 2  # the model went on once, after the second approval
 
@@ -645,7 +646,7 @@ async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_th
     trail = [e for e in await chat.audit_trail() if e.decision != "message"]
     assert [(e.decision, e.via, e.principal, e.escalated_to) for e in trail] == [
         ("escalate", "expiry", None, ["leads"]),
-        ("restart", "python", "erin", None),
+        ("approve", "python", "erin", None),
     ]
 
     [pause] = (await chat.send("pay 9 to b")).interrupts  # the next one: nobody decides at all
@@ -655,6 +656,40 @@ async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_th
     await agent.settle_expired()
     assert await chat.interrupts() == [] and ledger == ["500->savings"]
     assert told(model)[0]["denied"] is True
+
+
+async def test_an_escalating_pause_past_its_time_is_handed_on_by_the_next_answer_or_send(store):
+    clock = Clock()
+    policy = treasury(
+        ttl={"transfer_money": timedelta(minutes=10)},
+        escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
+    )
+    agent, _, ledger = build(store, policy, clock=clock)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    clock.advance(timedelta(minutes=11))  # nobody runs settle_expired()
+
+    # an answer is checked against the pause's new deciders, not refused as expired
+    with pytest.raises(ApprovalForbidden):
+        await chat.approve(pause.ref, principal="alice")
+    assert [e.decision for e in await chat.audit_trail()] == ["message"]  # a refusal writes nothing
+    res = await chat.approve(pause.ref, principal="erin")
+    assert res.text == "sent 500 to savings" and ledger == ["500->savings"]
+    trail = [e for e in await chat.audit_trail() if e.decision != "message"]
+    assert [(e.decision, e.principal, e.escalated_to) for e in trail] == [
+        ("escalate", None, ["leads"]),
+        ("approve", "erin", None),
+    ]
+
+    # a send hands it on too: still refused (the pause is open), but it lists its new deciders
+    [pause] = (await chat.send("pay 9 to b")).interrupts
+    clock.advance(timedelta(minutes=11))
+    with pytest.raises(PendingInterrupts):
+        await chat.send("anything else?")
+    [handed] = await chat.interrupts()
+    assert (handed.approval.roles, handed.approval.escalated) == (["leads"], 1)
+    assert handed.expires_at == clock.now + timedelta(hours=1)
+    assert agent.view(handed).approval.may_approve == ["erin"]
 
 
 # -- definitions -------------------------------------------------------------------------------------

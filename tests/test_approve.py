@@ -70,11 +70,11 @@ async def test_approve_restarts_a_self_pausing_tool_and_may_approve_an_edited_in
     assert executed[-1]["original_input"] == {"command": "rm -rf dist/"}
     entry = (await chat.audit_trail())[-1]
     assert (entry.decision, entry.replace_input, entry.metadata) == (
-        "restart",
+        "approve",
         {"command": "rm -rf dist/tmp"},
         {"note": "narrower"},
     )
-    assert [e.via for e in await chat.audit_trail() if e.decision == "restart"] == ["console", "python"]
+    assert [e.via for e in await chat.audit_trail() if e.decision == "approve"] == ["console", "python"]
 
 
 async def test_an_edit_of_a_question_is_refused_and_nothing_is_written(store):
@@ -162,7 +162,7 @@ async def test_approve_counts_towards_a_quorum_and_grants(store):
     trail = [e for e in await chat.audit_trail() if e.decision != "message"]
     assert [(e.decision, e.principal, e.approvals, e.required) for e in trail] == [
         ("approve", "alice", 1, 2),
-        ("restart", "bob", 2, 2),
+        ("approve", "bob", 2, 2),
     ]
 
     agent, _model, ledger = build(store, treasury(grantable=["transfer_money"]))

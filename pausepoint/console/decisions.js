@@ -34,6 +34,7 @@ export function decisionLabel(entry) {
       return "Answered";
     case "approve":
       if (entry.via === "policy") return entry.rule ? "Approved by a rule" : "Approved by a grant";
+      if (entry.replace_input !== null && entry.replace_input !== undefined) return "Edited & approved";
       return entry.required && entry.required > 1 ? `Approved (${entry.approvals} of ${entry.required})` : "Approved";
     case "grant":
       return "Granted";
@@ -69,7 +70,8 @@ export function decisionTone(entry) {
 export function decisionWho(entry) {
   if (entry.decision === "expire") return `Nobody answered in time · ${localTime(entry.at)}`;
   if (entry.via === "policy") {
-    const by = entry.rule ? `the rule “${entry.rule}”` : `grant ${entry.grant || ""}`.trim();
+    // a grant's decision names the person who granted it; a rule's, the rule
+    const by = entry.rule ? `the rule “${entry.rule}”` : `${entry.principal || "an unnamed caller"} (granted earlier)`;
     return `by ${by} at ${localTime(entry.at)}`;
   }
   const who = entry.principal ? `by ${entry.principal}` : "by an unnamed caller";
@@ -111,7 +113,7 @@ export function decisionSentence(entry) {
  * @param {Entry} entry
  */
 export function editedFields(entry) {
-  if (entry.decision !== "restart" || entry.replace_input === null || entry.replace_input === undefined) return [];
+  if (!["restart", "approve"].includes(entry.decision) || entry.replace_input === null || entry.replace_input === undefined) return [];
   const before = entry.input && typeof entry.input === "object" ? entry.input : {};
   const after = entry.replace_input && typeof entry.replace_input === "object" ? entry.replace_input : {};
   const labels = new Map((entry.view ? entry.view.fields : []).map((/** @type {any} */ f) => [f.name, f.label]));

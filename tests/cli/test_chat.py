@@ -264,7 +264,7 @@ async def test_a_quorum_is_approved_from_two_terminals_and_shows_its_progress(tm
     await store.close()
     assert [(e.decision, e.principal, e.via, e.approvals) for e in trail[1:]] == [
         ("approve", "alice", "terminal", 1),
-        ("restart", "bob", "terminal", 2),
+        ("approve", "bob", "terminal", 2),
     ]
 
 

@@ -102,7 +102,7 @@ async def test_a_quorum_shows_its_progress_on_every_read_and_runs_once(bank):
         trail = (await http.get(f"{session}/audit", headers=DAVE)).json()["entries"]
         assert [(e["decision"], e["principal"], e["via"], e["approvals"], e["required"]) for e in trail[1:]] == [
             ("approve", "alice", "http", 1, 2),
-            ("restart", "carol", "http", 2, 2),
+            ("approve", "carol", "http", 2, 2),
         ]
         assert bank.ledger == ["500->savings"]
 
@@ -161,9 +161,9 @@ async def test_grants_are_given_listed_and_revoked_over_rest(bank):
         trail = (await http.get(f"{session}/audit", headers=DAVE)).json()["entries"]
         rows = [(e["decision"], e["principal"], e["via"], e["grant"]) for e in trail if e["decision"] != "message"]
         assert rows == [
-            ("restart", "alice", "http", None),
+            ("approve", "alice", "http", None),
             ("grant", "alice", "http", grant["id"]),
-            ("approve", None, "policy", grant["id"]),
+            ("approve", "alice", "policy", grant["id"]),  # by alice's grant
             ("deny", "bob", "http", None),
             ("revoke", "bob", "http", grant["id"]),
         ]

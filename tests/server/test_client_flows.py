@@ -85,7 +85,7 @@ async def test_shell_flow_restart_pause_again_and_edit(served):
                 "original_input": {"command": "rm -rf ./build"},
             }
         ]
-        assert [e.decision for e in await chat.audit_trail()] == ["message", "restart", "restart"]
+        assert [e.decision for e in await chat.audit_trail()] == ["message", "restart", "approve"]
 
 
 async def test_deny_and_cancel_through_the_client(served):

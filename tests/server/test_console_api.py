@@ -76,7 +76,7 @@ async def test_approve_restarts_a_self_pausing_tool_and_may_edit_its_input(serve
     assert served.executed[-1]["command"] == "rm -rf dist/tmp"
     assert served.executed[-1]["original_input"] == {"command": "rm -rf dist/"}
     entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"][-1]
-    assert entry["decision"] == "restart" and entry["metadata"] == {"note": "narrower"}
+    assert entry["decision"] == "approve" and entry["metadata"] == {"note": "narrower"}
 
 
 async def test_approve_refusals(served, http):
