@@ -147,11 +147,21 @@ def find_grant(
             continue
         if separate and (added.principal is None or added.principal == state.requester):
             continue  # the grantor cannot approve a call they asked for, even by a grant
-        if roles is not None and not policy.allows(tool.name, policy.roles_of(added.principal) & roles, "approve"):
+        if roles is not None and not _still_approves(policy, added.principal, tool.name, roles):
             continue  # the grantor no longer holds a role that approves it
         if within(tool.input_model, added.bounds, validated):
             return grant_id
     return None
+
+
+def _still_approves(policy: ApprovalPolicy, principal: str | None, tool: str, roles: set[str]) -> bool:
+    """Whether ``principal`` holds one of ``roles`` that approves ``tool`` (a failed lookup of
+    their roles does not: a person decides)."""
+    try:
+        held = policy.roles_of(principal)
+    except ApprovalForbidden:
+        return False
+    return policy.allows(tool, held & roles, "approve")
 
 
 def request_for_pause(

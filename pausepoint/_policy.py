@@ -413,11 +413,22 @@ class ApprovalPolicy:
         return found or None
 
     def roles_of(self, principal: str | None) -> frozenset[str]:
+        """The roles ``principal`` holds. Raises ``ApprovalForbidden`` (``reason="members"``)
+        when a ``members`` function fails: a lookup that failed never lets anyone decide."""
         if principal is None or self.members is None:
             return frozenset()
-        if callable(self.members):
+        if not callable(self.members):
+            return frozenset(self.members.get(principal, ()))
+        try:
             return frozenset(self.members(principal) or ())
-        return frozenset(self.members.get(principal, ()))
+        except Exception as exc:
+            log.warning("the members function of the approval policy failed for %r", principal, exc_info=True)
+            raise ApprovalForbidden(
+                f"the approval policy could not look up the roles of {principal!r} ({type(exc).__name__}); "
+                "nobody decides on a lookup that failed",
+                reason="members",
+                principal=principal,
+            ) from exc
 
     def separates(self, tool: str, gated: bool) -> bool:
         return (gated and self._separate_gated) or tool in self._separate_tools
@@ -441,7 +452,17 @@ class ApprovalPolicy:
         approved_by: Collection[str] = (),
     ) -> None:
         """Raise unless ``principal`` may give ``decision`` on a pause that requires ``request``
-        (``roles``: who decides it now, escalations included; ``approved_by``: approvals counted)."""
+        (``roles``: who decides it now, escalations included; ``approved_by``: approvals counted).
+        Whether they may answer it at all comes first (``ApprovalForbidden``), then whether the
+        pause takes that decision (``DecisionNotAllowed``), then what their roles let them do."""
+        held = None if roles is None else self.roles_of(principal) & set(roles)
+        if roles is not None and not held:
+            raise ApprovalForbidden(
+                f"{principal or 'an unnamed caller'!r} holds none of the roles that decide {tool!r} "
+                f"({', '.join(roles)})",
+                reason="role",
+                roles=list(roles),
+            )
         if decision not in request.decisions:
             raise DecisionNotAllowed(
                 f"a pause of {tool!r} takes {', '.join(request.decisions)}, not {decision}",
@@ -472,16 +493,8 @@ class ApprovalPolicy:
                     "distinct approvers",
                     principal=principal,
                 )
-        if roles is None:
+        if held is None:
             return
-        held = self.roles_of(principal) & set(roles)
-        if not held:
-            raise ApprovalForbidden(
-                f"{principal or 'an unnamed caller'!r} holds none of the roles that decide {tool!r} "
-                f"({', '.join(roles)})",
-                reason="role",
-                roles=list(roles),
-            )
         if not self.allows(tool, held, decision):
             raise ApprovalForbidden(
                 f"the role(s) {', '.join(sorted(held))} may not {decision} {tool!r}",

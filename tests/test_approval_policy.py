@@ -618,6 +618,44 @@ async def test_roles_from_a_function_and_on_pauses_a_tool_made_itself(store):
     assert (await chat.resume(respond=[pause.respond({"approved": True})], principal="lou@legal")).text == "ok"
 
 
+async def test_whether_one_may_answer_at_all_comes_before_which_decisions_a_pause_takes(store):
+    agent, _, ledger = build(store, treasury())
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    assert "respond" not in pause.approval.decisions  # a gated call takes no made-up result...
+    with pytest.raises(ApprovalForbidden) as refused:  # ...but dave may not answer it at all
+        await chat.resume(respond=[pause.respond("sent, trust me")], principal="dave")
+    assert refused.value.details["reason"] == "role"
+    with pytest.raises(DecisionNotAllowed):  # treasury may answer: for them, the decision is wrong
+        await chat.resume(respond=[pause.respond("sent, trust me")], principal="alice")
+    assert ledger == []
+
+
+async def test_a_members_function_that_fails_refuses_with_a_typed_error_and_approves_nothing(store, caplog):
+    down = {"bob"}
+
+    def members(principal: str) -> list[str]:
+        if principal in down:
+            raise RuntimeError("the directory is down")
+        return ["treasury"] if principal == "alice" else []
+
+    policy = ApprovalPolicy(roles={"treasury": Role(tools=["transfer_money"])}, members=members,
+                            grantable=["transfer_money"])  # fmt: skip
+    agent, _, ledger = build(store, policy)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    with pytest.raises(ApprovalForbidden) as refused:
+        await chat.approve(pause.ref, principal="bob")
+    assert (refused.value.code, refused.value.details["reason"]) == ("approval_forbidden", "members")
+    assert "RuntimeError" in refused.value.message and "the directory is down" in caplog.text
+    assert ledger == [] and [p.pause_id for p in await chat.interrupts()] == [pause.pause_id]
+    await chat.approve(pause.ref, principal="alice", grant=Grant())
+    assert ledger == ["500->savings"]
+    down.add("alice")  # alice's grant stands for alice: with her roles unknown, a person decides
+    res = await chat.send("pay 7 to b")
+    assert res.finish_reason == AgentFinishReason.INTERRUPTED and ledger == ["500->savings"]
+
+
 # -- escalation -------------------------------------------------------------------------------------
 
 

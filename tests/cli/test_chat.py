@@ -277,8 +277,8 @@ async def test_grant_for_this_session_from_the_terminal(tmp_path, terminals):
     asker.expect_exact("not from dave, who asked for it.")
     asker.expect_exact("An approval may also approve later calls of transfer_money in this session.")
     asker.expect_exact("[a]pprove  [g]rant: approve for this session  [d]eny  [s]kip")
-    asker.sendline("g")  # dave may not approve his own transfer
-    asker.expect_exact("refused: separation of duties: 'dave' asked for this call")
+    asker.sendline("g")  # dave, an auditor who asked for it, may not approve it: he holds no deciding role
+    asker.expect_exact("refused: 'dave' holds none of the roles that decide 'transfer_money' (treasury)")
     asker.expect_exact("choice> ")  # asked again: the pause is as it was
     asker.sendline("s")
     session = session_of(_quit(asker))

@@ -281,3 +281,14 @@ async def test_an_idempotency_key_replays_only_its_principals_approval(bank):
 
         done = await http.post(approve, json={}, headers={**BOB, "Idempotency-Key": f"approve:{pause['ref']}:bob"})
         assert done.json()["finish_reason"] == "stop" and bank.ledger == ["500->savings"]
+
+
+async def test_who_may_answer_is_checked_before_which_answer_a_pause_takes(bank):
+    async with httpx.AsyncClient(timeout=30) as http:
+        sent = (await http.post(bank.sessions("quorum"), json={"message": "pay 500 to savings"}, headers=DAVE)).json()
+        respond = f"{bank.sessions('quorum')}/{sent['session_id']}/interrupts/{sent['interrupts'][0]['ref']}/respond"
+        refused = await http.post(respond, json={"output": "sent"}, headers=DAVE)  # an auditor: no say at all
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "approval_forbidden"
+        wrong = await http.post(respond, json={"output": "sent"}, headers=ALICE)  # treasury: not a made-up result
+        assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "decision_not_allowed"
+        assert bank.ledger == []
