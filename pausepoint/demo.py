@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel
@@ -77,27 +77,31 @@ class TransferMoneyInput(BaseModel):
 TRANSFER = re.compile(r"\$(\d+(?:\.\d+)?) to (\w+)")
 
 # A transfer as people (and models) write one: "$500 to savings", "20 dollars to Bob",
-# "$1,000 from checking to the savings account".
+# "$1,000 from checking to the savings account". The amount is read strictly (``_AMOUNT``).
 _DESCRIBED = re.compile(
-    r"(?:\$\s*(?P<a>\d[\d,]*(?:\.\d+)?)|(?P<b>\d[\d,]*(?:\.\d+)?)\s*(?:dollars|usd|\$))"
+    r"(?:\$\s*(?P<a>\d(?:[\d,.]*\d)?)|(?P<b>\d(?:[\d,.]*\d)?)\s*(?:dollars|usd|\$))"
     r"(?:\s+from\s+(?:the\s+|my\s+)?[\w-]+(?:\s+account)?)?\s+to\s+(?:the\s+|my\s+)?(?P<to>[\w-]+)",
     re.IGNORECASE,
 )
+# An amount with one reading only: digits, or commas between groups of three, and cents after a
+# point. "$5,00" (five in a comma-decimal locale? five hundred?) and "$1.000,50" have two.
+_AMOUNT = re.compile(r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 #: how long a yes to userApproval keeps the transfer it described approved
 GRANT_TTL = timedelta(minutes=15)
 
 
 def transfer_it_describes(approval: UserApprovalInput) -> Grant | None:
     """The one transfer a ``userApproval`` asks about, as a grant: that amount, to that account,
-    once, within ``GRANT_TTL``; None when its details do not name exactly one transfer."""
+    once, within ``GRANT_TTL``; None when its details do not name exactly one transfer, or name
+    its amount in a way that reads two ways ("$5,00"): then the transfer itself is asked about."""
     found = list(_DESCRIBED.finditer(approval.details)) or list(_DESCRIBED.finditer(approval.action))
     if len(found) != 1:
         return None
     match = found[0]
-    try:
-        amount = Decimal((match["a"] or match["b"]).replace(",", ""))
-    except InvalidOperation:
+    written = match["a"] or match["b"]
+    if not _AMOUNT.fullmatch(written):
         return None
+    amount = Decimal(written.replace(",", ""))
     return Grant(
         tool="transfer_money",
         bounds={"amount": {"equals": str(amount)}, "to_account": {"equals": match["to"]}},

@@ -260,6 +260,18 @@ async def test_a_yes_approves_the_transfer_it_described_once(store):
     assert (grant.status, grant.used, grant.uses) == ("used", 1, 1)
 
 
+@pytest.mark.parametrize("written", ["$5,00", "$1.000,50", "$5.0.0", "$1,0000"])
+async def test_a_yes_to_an_amount_that_reads_two_ways_grants_nothing_the_transfer_is_asked_about(store, written):
+    steps = [approval_call(f"Transfer {written} to savings"), transfer_call(500, "savings"), "Done."]
+    agent, ledger = demo_agent(store, steps)
+    chat = agent.chat(principal="alice")
+    [question] = (await chat.send(f"Transfer {written} to savings.")).interrupts
+    res = await chat.resume(respond=[question.respond({"approved": True})], principal="alice")
+    [asked] = res.interrupts  # no guess at what "$5,00" meant: the transfer itself is shown
+    assert (asked.name, asked.input) == ("transfer_money", {"amount": "500", "to_account": "savings"})
+    assert ledger == [] and await chat.grants() == []
+
+
 # -- rules ------------------------------------------------------------------------------------------
 
 
