@@ -31,6 +31,7 @@ The tree::
     │   ├── ModelNotFound
     │   └── (the HTTP edge)
     │       ├── InvalidRequest      malformed JSON, wrong types, unknown fields (400)
+    │       │   └── UnsupportedTransferCoding  a Transfer-Encoding other than chunked (501)
     │       ├── Unauthenticated     no credentials, or credentials nobody issued (401)
     │       ├── Forbidden           the caller may see the session but not act on it (403)
     │       ├── NotFound            no such agent or route (404; sessions: SessionNotFound)
@@ -123,6 +124,7 @@ __all__ = [
     "TurnInProgress",
     "TurnLost",
     "Unauthenticated",
+    "UnsupportedTransferCoding",
     "UnknownInterrupt",
     "UsageError",
     "VersionConflict",
@@ -365,6 +367,12 @@ class McpTimeout(McpError):
 
 class InvalidRequest(UsageError):
     code = "invalid_request"
+
+
+class UnsupportedTransferCoding(InvalidRequest):
+    """A request body sent with a transfer coding the server does not decode (RFC 9112 6.1)."""
+
+    code = "unsupported_transfer_coding"
 
 
 class Unauthenticated(UsageError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -18,11 +19,26 @@ __all__ = ["LEVELS", "JsonFormatter", "add_arguments", "configure"]
 LEVELS = ("debug", "info", "warning", "error")
 
 # Attributes every LogRecord has; anything else was passed as ``extra`` and becomes a field.
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "taskName"}
+# (uvicorn passes ``color_message``, the message with ANSI colours for its own formatter.)
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
+# A terminal's escape sequences, whole, and any ESC left over.
+_ANSI = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: a window's title, a link
+    r"|[@-Z\\-_])?"  # the other two-byte ones
+)
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, and the record's extra fields."""
+    """One JSON object per line: time, level, logger, message, and the record's extra fields.
+
+    A line is for a log collector, not a terminal: no ANSI escape sequence is left in a string.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -36,6 +52,9 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
+        for key, value in entry.items():
+            if isinstance(value, str) and "\x1b" in value:
+                entry[key] = _ANSI.sub("", value)
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 

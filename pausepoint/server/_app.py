@@ -3,7 +3,9 @@
 Mount it anywhere (``app.mount("/pp", create_app(ai, auth=...))`` in FastAPI or Starlette).
 Unknown routes and methods answer with the same JSON error body as everything else. Every
 response says ``X-Content-Type-Options: nosniff`` (a JSON error echoing input is never sniffed
-as HTML), and the redirect from ``/`` to the console is a path, never built from ``Host``.
+as HTML), and the redirect from ``/`` to the console is a path, never built from ``Host``. A
+request whose ``Transfer-Encoding`` is anything but ``chunked`` alone is refused (501) before
+any route sees it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._app import Pausepoint
 from .._extras import missing_extra
-from ..errors import DefinitionError, InvalidRequest, NotFound
+from ..errors import DefinitionError, InvalidRequest, NotFound, UnsupportedTransferCoding
 from ._agent_routes import agent_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
 from ._errors import dumps, error_response
@@ -140,6 +142,7 @@ def create_app(
     middleware = [Middleware(_NoSniff)]
     if request_log or prometheus is not None:
         middleware.append(Middleware(RequestLog, log=request_log, metrics=prometheus))
+    middleware.append(Middleware(_OnlyChunked))
     app = Starlette(
         routes=starlette_routes(table),
         exception_handlers={HTTPException: http_error},
@@ -170,6 +173,38 @@ class _NoSniff:
             await send(message)
 
         await self.app(scope, receive, send_with_header)
+
+
+class _OnlyChunked:
+    """Refuses a request whose ``Transfer-Encoding`` is anything but ``chunked`` alone: a 501
+    with the usual JSON error body, and the connection closed; no route sees it.
+
+    RFC 9112 (section 6.1): a server that receives a transfer coding it does not understand
+    ought to answer 501. httptools (uvicorn's parser when installed) frames ``gzip, chunked`` as
+    chunked and hands on a body that is still gzip-coded, or, from a request that lies about it,
+    plain JSON an app would act on; h11 refuses such a request with its own 400 before the app
+    is called. Checked here, the refusal does not depend on the parser.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            codings = [value for name, value in scope["headers"] if name == b"transfer-encoding"]
+            if codings and [c.strip().lower() for v in codings for c in v.split(b",")] != [b"chunked"]:
+                said = ", ".join(v.decode("latin-1") for v in codings)
+                refusal = error_response(
+                    UnsupportedTransferCoding(
+                        f"Transfer-Encoding {said[:100]!r} is not supported: send the body with Content-Length, "
+                        "or with Transfer-Encoding: chunked alone",
+                        transfer_encoding=said[:100],
+                    )
+                )
+                refusal.headers["Connection"] = "close"  # what follows the head is no request we can read
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _mcp_endpoint(ai: Pausepoint, service: Service) -> Any:

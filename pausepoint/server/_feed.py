@@ -32,6 +32,7 @@ from .._app import Pausepoint
 from .._events import event_body
 from ..errors import InvalidRequest
 from ..stores import SessionStore, SessionSummary
+from ._params import ascii_int
 
 __all__ = ["Feed"]
 
@@ -60,11 +61,11 @@ class Feed:
         if last_event_id is None:
             return [await store.last_event() for store in self.stores]
         parts = last_event_id.strip().split(".")
-        if len(parts) != len(self.stores) or not all(p.isdigit() for p in parts):
+        if len(parts) != len(self.stores):
             raise InvalidRequest(
                 f"Last-Event-ID {last_event_id!r} is not an id this feed sent", last_event_id=last_event_id
             )
-        return [int(p) for p in parts]
+        return [ascii_int(p, "each position in Last-Event-ID") for p in parts]
 
     async def follow(
         self, positions: list[int], visible: Callable[[SessionSummary], bool]

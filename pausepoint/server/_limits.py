@@ -18,8 +18,9 @@ from starlette.requests import Request
 
 from ..errors import HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
+from ._params import ascii_int
 
-__all__ = ["Limits", "ascii_digits", "check_history", "check_message_size", "parse_body", "read_json"]
+__all__ = ["Limits", "check_history", "check_message_size", "parse_body", "read_json"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,7 +42,7 @@ class Limits:
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     """The request's JSON object. Raises ``RequestTooLarge`` or ``InvalidRequest``."""
     declared = request.headers.get("content-length")
-    if declared is not None and ascii_digits(declared) and int(declared) > limits.max_body_bytes:
+    if declared is not None and ascii_int(declared, "the Content-Length header") > limits.max_body_bytes:
         raise RequestTooLarge(
             f"the request body of {declared} bytes exceeds the limit of {limits.max_body_bytes} bytes",
             limit=limits.max_body_bytes,
@@ -62,12 +63,6 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
     return value
-
-
-def ascii_digits(text: str) -> bool:
-    """Whether ``text`` is a non-negative integer in ASCII digits (``str.isdigit`` also takes
-    "²" and "٣", which ``int`` refuses or reads as 3)."""
-    return text.isascii() and text.isdigit()
 
 
 def _not_json(constant: str) -> Any:

@@ -1,10 +1,11 @@
 """What operators use: ``/healthz``, ``/readyz``, ``/metrics`` and the outbox's deliveries.
 
-``/healthz`` says the process serves requests; ``/readyz`` that every store answers (a 503
-naming the failing backend otherwise), for load balancers and orchestrators. Neither needs
-credentials, nor does ``/metrics`` (Prometheus text format, when metrics are on): expose them
-to your infrastructure, not to the internet. The deliveries (listed, and a failed one sent
-again) are for the principals named ``operators``.
+``/healthz`` says the process serves requests; ``/readyz`` that every store answers within
+5 s (a 503 naming the failing backend otherwise, in that time whatever the store does), for
+load balancers and orchestrators. Neither needs credentials, nor does ``/metrics``
+(Prometheus text format, when metrics are on): expose them to your infrastructure, not to the
+internet. The deliveries (listed, and a failed one sent again) are for the principals named
+``operators``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .._app import Pausepoint
 from ..errors import Forbidden, InvalidRequest, NotFound
 from ..stores import Delivery, SessionStore
 from ._errors import dumps
+from ._params import ascii_int, query_int
 from ._routes import Endpoint, Operation, query
 from ._service import Service
 
@@ -40,12 +42,13 @@ def stores_of(ai: Pausepoint) -> list[SessionStore]:
 def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) -> list[Endpoint]:
     stores = stores_of(service.ai)
     allowed = frozenset(operators)
+    unwinding: set[asyncio.Task[Any]] = set()  # probes past their time, cancelled, still ending
 
     async def healthz(_request: Request) -> Response:
         return _json({"status": "ok"})
 
     async def readyz(_request: Request) -> Response:
-        checks = await asyncio.gather(*(_check(store) for store in stores))
+        checks = await asyncio.gather(*(_check(store, unwinding) for store in stores))
         ready = all(c["ok"] for c in checks)
         return _json({"status": "ready" if ready else "unavailable", "stores": checks}, 200 if ready else 503)
 
@@ -58,7 +61,7 @@ def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) ->
         state = request.query_params.get("state")
         if state is not None and state not in _STATES:
             raise InvalidRequest(f"query parameter 'state' must be one of {', '.join(_STATES)}")
-        limit = _int(request, "limit", 100, 1, service.limits.max_page)
+        limit = query_int(request, "limit", 100, 1, service.limits.max_page)
         target = request.query_params.get("webhook")
         found: list[dict[str, Any]] = []
         for index, store in enumerate(stores):
@@ -70,10 +73,10 @@ def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) ->
     async def retry(request: Request) -> Response:
         await _operator(request)
         key = request.path_params["delivery"]
-        index, _, number = key.partition("-")
-        if not (index.isdigit() and number.isdigit() and int(index) < len(stores)):
+        index, number = _delivery_id(key)
+        if index >= len(stores):
             raise NotFound(f"no delivery {key!r}")
-        if not await stores[int(index)].requeue_delivery(int(number), service.ai.clock()):
+        if not await stores[index].requeue_delivery(number, service.ai.clock()):
             raise NotFound(f"no failed delivery {key!r}")
         return _json({"id": key, "state": "pending"})
 
@@ -137,13 +140,35 @@ def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) ->
     return routes
 
 
-async def _check(store: SessionStore) -> dict[str, Any]:
+async def _check(store: SessionStore, unwinding: set[asyncio.Task[Any]]) -> dict[str, Any]:
+    """Whether ``store`` answers a read within ``_READY_TIMEOUT``: known in that time, whatever it does.
+
+    Not ``asyncio.wait_for``, which waits for the cancelled read to unwind, and a store may take
+    as long as its server to do that: asyncpg puts a connection back in its pool (shielded from
+    cancellation) only once the server has acknowledged the cancelled query, and a frozen server
+    never does. A read past its time is cancelled and left to end in ``unwinding``."""
     backend = type(store).__name__
+    probe = asyncio.ensure_future(store.get_summary("pausepoint-readyz"))
     try:
-        await asyncio.wait_for(store.get_summary("pausepoint-readyz"), _READY_TIMEOUT)
-    except Exception as exc:  # any failure means "not ready"; its code, not its message (no DSNs)
-        return {"backend": backend, "ok": False, "error": str(getattr(exc, "code", type(exc).__name__))}
+        done, _ = await asyncio.wait({probe}, timeout=_READY_TIMEOUT)
+    finally:
+        if not probe.done():  # past its time (or this request was cancelled)
+            probe.cancel()
+            unwinding.add(probe)
+            probe.add_done_callback(_ended)
+            probe.add_done_callback(unwinding.discard)
+    if not done:
+        return {"backend": backend, "ok": False, "error": "TimeoutError"}
+    error = probe.exception()
+    if error is not None:  # any failure means "not ready"; its code, not its message (no DSNs)
+        return {"backend": backend, "ok": False, "error": str(getattr(error, "code", type(error).__name__))}
     return {"backend": backend, "ok": True}
+
+
+def _ended(probe: asyncio.Task[Any]) -> None:
+    """Take the outcome of a probe nobody waits for any more (unretrieved, asyncio would log it)."""
+    if not probe.cancelled():
+        probe.exception()
 
 
 def _delivery(index: int, delivery: Delivery) -> dict[str, Any]:
@@ -166,13 +191,12 @@ def _delivery(index: int, delivery: Delivery) -> dict[str, Any]:
     }
 
 
-def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
-    value = request.query_params.get(name)
-    if value is None:
-        return default
-    if not value.isdigit() or not low <= int(value) <= high:
-        raise InvalidRequest(f"query parameter {name!r} must be an integer from {low} to {high}")
-    return int(value)
+def _delivery_id(key: str) -> tuple[int, int]:
+    """A delivery's id as listed, ``<store index>-<number>``, read; ``InvalidRequest`` otherwise."""
+    index, dash, number = key.partition("-")
+    if not dash:
+        raise InvalidRequest(f"delivery id {key[:40]!r} is not <store index>-<number>, as deliveries are listed")
+    return ascii_int(index, "a delivery id's store index"), ascii_int(number, "a delivery id's number")
 
 
 def _json(value: Any, status: int = 200) -> Response:

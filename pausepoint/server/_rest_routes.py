@@ -40,7 +40,8 @@ from .._rest import (
 from ..errors import InvalidRequest, NotFound
 from ._display import audit_json, chunk_json, describe_agent, interrupts_json, permissions, response_json
 from ._errors import dumps
-from ._limits import ascii_digits, check_history, check_message_size, parse_body, read_json
+from ._limits import check_history, check_message_size, parse_body, read_json
+from ._params import query_int
 from ._routes import IDEMPOTENCY_KEY, Endpoint, Operation, header, query, schema_ref
 from ._service import Service
 from ._turns import event, run_turn
@@ -67,8 +68,8 @@ def rest_routes(service: Service) -> list[Endpoint]:
         principal = await service.principal(request)
         agent = service.agent(request.path_params["agent"])
         pending = _flag(request, "pending")
-        limit = _int(request, "limit", 100, 1, limits.max_page)
-        offset = _int(request, "offset", 0, 0, 10**9)
+        limit = query_int(request, "limit", 100, 1, limits.max_page)
+        offset = query_int(request, "offset", 0, 0, 10**9)
         owner = service.policy.inbox_owner(principal)
         found = await agent.list_sessions(owner=owner, has_pending=pending, limit=limit, offset=offset)
         visible = [s for s in found if service.policy.can_view(principal, s)]
@@ -492,15 +493,6 @@ def _flag(request: Request, name: str) -> bool | None:
     if value.lower() in ("false", "0"):
         return False
     raise InvalidRequest(f"query parameter {name!r} must be true or false")
-
-
-def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
-    value = request.query_params.get(name)
-    if value is None:
-        return default
-    if not ascii_digits(value) or not low <= int(value) <= high:
-        raise InvalidRequest(f"query parameter {name!r} must be an integer from {low} to {high}")
-    return int(value)
 
 
 def _json(value: Any) -> Response:

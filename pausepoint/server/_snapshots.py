@@ -20,7 +20,7 @@ from .._response import AgentResponse
 from .._session import Detached, SessionState
 from .._views import pending_interrupt, response_for
 from ..errors import NotFound, StaleSnapshot, TurnInProgress
-from ._limits import ascii_digits
+from ._params import ascii_digits
 
 __all__ = ["Snapshot", "latest_snapshot", "parse_snapshot_id", "read_state", "snapshot_at", "snapshot_id", "status_at"]
 

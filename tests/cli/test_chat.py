@@ -72,7 +72,7 @@ async def test_approve_from_the_keyboard_runs_the_transfer(tmp_path, terminals):
         ("message", None, "terminal"),
         ("respond", None, "terminal"),
         ("grant", None, "terminal"),  # the yes grants the one transfer it asked about ...
-        ("approve", None, "policy"),  # ... and the transfer runs on that grant
+        ("approve", None, "policy"),  # ... and the transfer runs on that grant (granted by an unnamed caller)
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from pausepoint.cli._logging import JsonFormatter
 from tests.cli.conftest import ROOT, cli_env
 
 TOKEN = "s3cret-token-do-not-log"
@@ -102,3 +104,40 @@ async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_pat
     assert ("GET", "/v1/agents", 401, "-") in access
     assert ("GET", "/v1/ops/deliveries", 200, "ops") in access
     assert all(isinstance(e["duration_ms"], float) for e in lines if e["logger"] == "pausepoint.server.access")
+
+
+async def test_json_log_lines_carry_no_terminal_colours(tmp_path):
+    """uvicorn hands its records a ``color_message`` with ANSI escapes, for its own coloured
+    formatter: a JSON line is for a log collector, and carries neither."""
+    proc = start("serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--log-format",
+                 "json")  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        printed = ""
+        for line in proc.stdout:
+            printed += line
+            if line.startswith("Ctrl+C"):
+                break
+        base = re.search(r"at (http://127\.0\.0\.1:\d+)", printed)[1]
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            assert (await http.get("/healthz")).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line is JSON
+    assert any(e["logger"].startswith("uvicorn") for e in lines)  # uvicorn's own records are there
+    assert any(e["logger"] == "pausepoint.server.access" for e in lines)
+    for entry in lines:
+        assert "color_message" not in entry, entry
+        assert not any("\x1b" in str(value) for value in entry.values()), entry
+
+
+def test_a_json_log_line_keeps_no_escape_sequence():
+    message, args = "\x1b[31mred\x1b[0m %s", ("\x1b]0;t\x07x",)  # colours; a window title
+    record = logging.LogRecord("pausepoint.x", logging.WARNING, __file__, 1, message, args, None)
+    record.color_message = "\x1b[1mred\x1b[0m"
+    record.path = "/v1/\x1b[2Jagents\x1b"
+    entry = json.loads(JsonFormatter().format(record))
+    assert (entry["message"], entry["path"]) == ("red x", "/v1/agents")
+    assert "color_message" not in entry

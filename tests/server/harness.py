@@ -76,15 +76,17 @@ def _listening_socket() -> socket.socket:
 
 
 @contextlib.contextmanager
-def serve_in_thread(factory: Callable[[], Starlette]) -> Iterator[str]:
-    """Serve ``factory()`` (built in the server's loop) on a free loopback port; yields the URL."""
+def serve_in_thread(factory: Callable[[], Starlette], *, http: str = "auto") -> Iterator[str]:
+    """Serve ``factory()`` (built in the server's loop) on a free loopback port; yields the URL.
+    ``http``: uvicorn's HTTP parser (``"auto"``: httptools when installed, as ``pausepoint serve``
+    runs; ``"h11"``, ``"httptools"``)."""
     sock = _listening_socket()
     port = sock.getsockname()[1]
     holder: dict[str, uvicorn.Server] = {}
     ready = threading.Event()
 
     async def main() -> None:
-        config = uvicorn.Config(factory(), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(factory(), http=http, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
         server = holder["server"] = uvicorn.Server(config)
         ready.set()
         await server.serve(sockets=[sock])

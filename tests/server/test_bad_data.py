@@ -288,7 +288,7 @@ async def test_approvers_answer_but_never_speak_in_anothers_session(desk_served:
         ("message", "alice", "http"),
         ("respond", "desk", "http"),
         ("grant", "desk", "http"),  # the desk's yes grants the transfer it asked about
-        ("approve", None, "policy"),  # ... which that grant approves
+        ("approve", "desk", "policy"),  # ... which that grant approves: the desk's grant
         ("message", "alice", "http"),
     ]
     assert trail[0]["message"]["parts"][0]["text"] == "Transfer $5 to savings."

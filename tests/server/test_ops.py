@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from examples import banking
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import PostgresSessionStore
 from tests.server.harness import serve_in_thread
+from tests.server.private_postgres import private_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +36,36 @@ async def test_readyz_names_a_store_that_does_not_answer():
     }
     assert "127.0.0.1:9" not in reply.text  # what failed, not where: no connection strings
     assert metrics.status_code == 404  # metrics are off unless asked for
+
+
+async def test_readyz_answers_within_its_timeout_while_postgresql_is_frozen():
+    """A PostgreSQL server that accepts connections and never answers (its processes stopped):
+    every probe says 503 within the readiness timeout (5 s), the first one too, whose query was
+    already on its way to the frozen server; once it runs again, the store is ready again."""
+    with private_postgres() as postgres:
+
+        def factory():
+            ai, _ = banking.build(PostgresSessionStore(postgres.url))
+            return create_app(ai, auth=BearerTokens({"t": "alice"}), expiry_interval=None, webhooks=False)
+
+        with serve_in_thread(factory) as base:
+            # The readiness timeout, and a margin for a loaded machine: a guard against a hang.
+            async with httpx.AsyncClient(timeout=5.0 + 3.0) as http:
+                assert (await http.get(base + "/readyz")).status_code == 200  # connected, the pool open
+                postgres.freeze()
+                try:
+                    probes = [await http.get(base + "/readyz") for _ in range(3)]
+                finally:
+                    postgres.thaw()
+                for _ in range(50):  # the pool's connections come back as the server answers again
+                    ready = await http.get(base + "/readyz")
+                    if ready.status_code == 200:
+                        break
+                    await asyncio.sleep(0.1)
+    for probe in probes:
+        assert probe.status_code == 503
+        assert probe.json()["stores"] == [{"backend": "PostgresSessionStore", "ok": False, "error": "TimeoutError"}]
+    assert ready.status_code == 200, ready.text
 
 
 # Runs in a fresh interpreter where importing a package fails, as if it were not installed.

@@ -36,7 +36,7 @@ async def pause_in_one_answer_in_another(spec) -> None:
                 ("message", "alice", "http"),
                 ("respond", "alice", "http"),
                 ("grant", "alice", "http"),  # the yes grants the one transfer it asked about
-                ("approve", None, "policy"),  # ... which that grant approves
+                ("approve", "alice", "policy"),  # ... which alice's grant approves
             ]
 
 

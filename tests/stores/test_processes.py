@@ -57,7 +57,7 @@ async def test_racing_processes_answer_a_pause_exactly_once(durable_backend, tmp
             assert [(a.decision, a.principal, a.via) for a in audit if a.decision != "message"] == [
                 ("respond", f"worker-{winner['pid']}", "python"),
                 ("grant", f"worker-{winner['pid']}", "python"),
-                ("approve", None, "policy"),
+                ("approve", f"worker-{winner['pid']}", "policy"),  # by the winner's grant
             ]
             assert await session.interrupts() == []
             last = await session.last_response()
@@ -114,7 +114,10 @@ async def test_a_pause_made_in_one_process_is_answered_in_another(durable_backen
         assert [m.role for m in history] == ["user", "model", "tool", "model", "tool", "model"]
         assert history[-1].text == "Transferred $5 to savings."
         answers = [a for a in await session.audit_trail() if a.decision not in ("message", "grant")]
-        assert [(a.principal, a.via) for a in answers] == [(f"worker-{answerer.pid}", "python"), (None, "policy")]
+        assert [(a.principal, a.via) for a in answers] == [
+            (f"worker-{answerer.pid}", "python"),
+            (f"worker-{answerer.pid}", "policy"),  # the transfer, by the answerer's grant
+        ]
         assert await reader.list_sessions(has_pending=True) == []
     finally:
         await store.close()

@@ -1,0 +1,46 @@
+"""Integers a request writes in its headers, query string and path: ASCII digits, nothing else.
+
+Python's ``int`` and ``str.isdigit`` also take the digits of other scripts: ``int`` reads an
+Arabic-Indic or a full-width three (U+0663, U+FF13) as 3, and ``"²".isdigit()`` is true while
+``int("²")`` fails. Read with them, an Arabic-Indic ``0-1`` would name delivery ``0-1``, and
+``²`` would crash a route with a 500. Every route reads its integers here instead: a
+non-negative integer in ASCII digits, within its bounds, or ``InvalidRequest`` (400) naming
+what was wrong. (A snapshot id's version, which is no route's integer but part of an id, is
+checked with ``ascii_digits``: an id that cannot be one is ``NotFound``.)
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from ..errors import InvalidRequest
+
+__all__ = ["BIGGEST", "ascii_digits", "ascii_int", "query_int"]
+
+#: the biggest integer a store keeps (a signed 64-bit one: SQLite's and PostgreSQL's ``bigint``)
+BIGGEST = 2**63 - 1
+_DIGITS = len(str(BIGGEST))
+
+
+def ascii_digits(text: str) -> bool:
+    """Whether ``text`` is a non-negative integer in ASCII digits (``str.isdigit`` also takes
+    "²" and "٣", which ``int`` refuses or reads as 3)."""
+    return text.isascii() and text.isdigit()
+
+
+def ascii_int(text: str, what: str, low: int = 0, high: int = BIGGEST) -> int:
+    """``text`` as an integer from ``low`` to ``high`` (``low`` >= 0), written in ASCII digits
+    only; ``InvalidRequest`` naming ``what`` (like "query parameter 'limit'") otherwise."""
+    # The length first: int() reads no more than 4,300 digits, and takes its time on fewer.
+    if not ascii_digits(text) or len(text) > _DIGITS or not low <= int(text) <= high:
+        raise InvalidRequest(f"{what} must be an integer from {low} to {high} in ASCII digits, not {text[:40]!r}")
+    return int(text)
+
+
+def query_int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    """The query parameter ``name`` as an integer from ``low`` to ``high`` (``default`` when it
+    is absent); ``InvalidRequest`` otherwise."""
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    return ascii_int(value, f"query parameter {name!r}", low, high)
