@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt
 from ._records import (
@@ -176,7 +177,7 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
         via=record.via,
         output=record.output,
         replace_input=record.replace_input,
-        resumed_metadata=record.resumed_metadata,
+        resumed_metadata=_shown(record.resumed_metadata),
         metadata=record.metadata,
         reason=record.reason,
         idempotency_key=record.idempotency_key,
@@ -186,6 +187,18 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
         approvals=approvals,
         required=required,
     )
+
+
+#: keys of an answer's ``resumed_metadata`` that only the call reads back, never shown to people:
+#: the sealed state of an MCP server's question the answer goes back with (``pausepoint.mcp``)
+_CARRIED_ONLY = frozenset({"mcp_round"})
+
+
+def _shown(resumed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An answer's ``resumed_metadata`` as people read it: without what only the call reads."""
+    if not resumed or _CARRIED_ONLY.isdisjoint(resumed):
+        return resumed
+    return {key: value for key, value in resumed.items() if key not in _CARRIED_ONLY}
 
 
 def _approves(paused: Pause | None, record: CallAnswered) -> bool:

@@ -7,44 +7,97 @@ event loop go through it. It is opened on first use and opened again after it br
 that died is started again (stdio) or reconnected (HTTP) by the next call, never retried by the
 call that saw it die — that call's outcome is unknown and the model is told so.
 
-SDK errors are translated here, in one place, to ``McpUnavailable`` / ``McpTimeout`` /
-``McpError`` (``pausepoint.errors``), chained with ``from exc``.
+SDK errors are translated here, in one place (``_failure``), to ``McpUnavailable`` /
+``McpTimeout`` / ``McpError`` (``pausepoint.errors``), chained with ``from exc``. An answer that
+cannot be read — a reply that breaks the protocol, a stdio line that is not JSON-RPC, an HTTP
+page or status where a JSON-RPC answer belongs — is one too, and fails its request at once:
+sent and not understood, a tool call "may or may not have taken effect", as when the server
+dies mid-call (an HTTP 4xx says the request was refused, so it did not).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
+import json
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import httpx2
 import mcp.types as types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp.types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from ..errors import DefinitionError, McpError, McpTimeout, McpUnavailable
 
 __all__ = ["McpConnection"]
 
 Mode = Literal["auto", "legacy", "2026-07-28"]
+T = TypeVar("T")
+
+#: what a tool call that was sent but not answered readably may have done
+_UNSURE = "; it may or may not have taken effect"
 
 
 @dataclass(slots=True)
 class _Live:
-    """One open connection, owned by ``task`` on ``loop``."""
+    """One open connection, owned by ``task`` on ``loop``. ``unread``: one future per request
+    in flight, given a stdio line that could not be read (it may have been that answer)."""
 
     loop: asyncio.AbstractEventLoop
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     client: Client | None = None
     task: asyncio.Task[None] | None = None
     broken: bool = False
+    unread: set[asyncio.Future[Exception]] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _HttpReply:
+    """What the HTTP layer saw of a request's answer: its status, type and body (an event
+    stream's body is left to the SDK, which reads it as it comes). The SDK turns an answer that
+    is no JSON-RPC message into an error of its own, which does not say what came back; this
+    does (``unread``)."""
+
+    status: int = 0
+    content_type: str = ""
+    body: bytes | None = None
+
+    @property
+    def streamed(self) -> bool:
+        return 200 <= self.status < 300 and self.content_type == "text/event-stream"
+
+    def unread(self, exc: MCPError) -> str | None:
+        """What came back, when it was not a JSON-RPC answer and ``exc`` is the SDK's stand-in
+        for it (None: it was one, or nothing is known)."""
+        if self.streamed and exc.code == PARSE_ERROR:  # the SDK could not read an event's message
+            return "an event stream whose message cannot be read"
+        if self.body is None:
+            return None
+        if self.content_type == "application/json" and self.status != 202:
+            try:
+                message = types.jsonrpc_message_adapter.validate_json(self.body, by_name=False)
+            except ValidationError:
+                pass
+            else:
+                if 200 <= self.status < 300 or isinstance(message, types.JSONRPCError):
+                    return None
+        text = self.body[:1000].decode("utf-8", "replace").strip()
+        return f"HTTP {self.status}" + (f" ({self.content_type or 'no type'}: {_excerpt(text)})" if text else "")
+
+
+#: the request being sent from this context: the HTTP client's response hook notes its answer
+#: there (the SDK runs each POST in a copy of the sender's context)
+_REPLY: contextvars.ContextVar[_HttpReply | None] = contextvars.ContextVar("pausepoint_mcp_reply", default=None)
 
 
 class McpConnection:
@@ -151,13 +204,16 @@ class McpConnection:
         """Every tool the server offers (all pages). Raises an ``McpError``."""
         found: list[types.Tool] = []
         cursor: str | None = None
-        async with self._request("listing tools") as client:
-            while True:
-                page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-                found.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    return found
+        while True:
+
+            async def listing(client: Client, at: str | None = cursor) -> types.ListToolsResult:
+                return await client.list_tools(cursor=at, cache_mode="bypass")
+
+            page = await self._send("listing tools", listing)
+            found.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return found
 
     async def call_tool(
         self,
@@ -170,10 +226,12 @@ class McpConnection:
         """One ``tools/call`` round: the result, or the server's questions (2026-07-28 servers).
 
         Raises ``McpUnavailable`` when the server cannot be reached or its connection closes
-        during the call (the call may or may not have taken effect), ``McpTimeout``, or
-        ``McpError`` for an error response.
+        during the call, ``McpTimeout``, or ``McpError`` for an error response or an answer that
+        cannot be read. Every error of a call that was sent and not answered readably says it
+        may or may not have taken effect (``details["outcome"] == "unknown"``).
         """
-        async with self._request(f"calling {name!r}") as client:
+
+        async def call(client: Client) -> types.CallToolResult | types.InputRequiredResult:
             return await client.session.call_tool(
                 name,
                 arguments,
@@ -182,6 +240,8 @@ class McpConnection:
                 request_state=request_state,
                 allow_input_required=True,
             )
+
+        return await self._send(f"calling {name!r}", call, effects=True)
 
     async def aclose(self) -> None:
         """Close the connection (stop a stdio server). Safe to call more than once."""
@@ -196,43 +256,118 @@ class McpConnection:
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _request(self, doing: str) -> AsyncIterator[Client]:
+    async def _send(self, doing: str, request: Callable[[Client], Awaitable[T]], *, effects: bool = False) -> T:
+        """Run one SDK request on the open connection; every way it fails, as an ``McpError``.
+
+        ``effects``: the request may change something at the server (a tool call), so a failure
+        after it was sent says that it may or may not have taken effect. The request runs in a
+        task of its own, so that a stdio line that cannot be read fails it at once (it may have
+        been its answer) instead of after ``call_timeout``.
+        """
         live = await self._open()
         assert live.client is not None
+        client = live.client
+        reply = _HttpReply()
+        unread: asyncio.Future[Exception] = live.loop.create_future()
+        token = _REPLY.set(reply)
         try:
-            yield live.client
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+            sent = asyncio.ensure_future(request(client))  # its context: a copy of this one, with reply
+        finally:
+            _REPLY.reset(token)
+        live.unread.add(unread)
+        either: list[asyncio.Future[Any]] = [sent, unread]
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not sent.done():
+                raise self._failure(live, doing, effects, unread.result(), reply, line=True) from unread.result()
+            try:
+                return sent.result()
+            except Exception as exc:
+                failure = self._failure(live, doing, effects, exc, reply)
+                if failure is exc:
+                    raise
+                raise failure from exc
+        finally:
+            live.unread.discard(unread)
+            if not sent.done():  # given up on (or this task was cancelled): the SDK abandons it
+                sent.cancel()
+                await asyncio.wait([sent])
+                if not sent.cancelled():
+                    sent.exception()  # retrieved: it is superseded by the failure raised here
+
+    def _failure(
+        self, live: _Live, doing: str, effects: bool, exc: Exception, reply: _HttpReply, *, line: bool = False
+    ) -> Exception:
+        """The one translation of a failed request (see the module docstring), to be chained
+        with ``from exc``: ``line``, ``exc`` is a stdio line that could not be read, written
+        while the request waited; ``reply``, what the HTTP layer saw of its answer. Anything
+        that is no failure of the server or its connection (a bug here) is ``exc`` itself."""
+        server = self.name
+        unsure = _UNSURE if effects else ""
+        outcome: dict[str, Any] = {"outcome": "unknown"} if effects else {}
+        if line:
+            return McpError(
+                f"MCP server {server!r} answered {doing} with {_line(exc)}, not an MCP message{unsure}",
+                server=server,
+                **outcome,
+            )
+        unread = reply.unread(exc) if isinstance(exc, MCPError) else None
+        if unread is not None:  # the SDK's stand-in for an HTTP answer that was no JSON-RPC message
+            if 400 <= reply.status < 500:  # HTTP says the request was refused: it did not take effect
+                return McpError(
+                    f"MCP server {server!r} refused the request while {doing}: {unread}",
+                    server=server,
+                    http_status=reply.status,
+                )
+            gone = reply.status in (502, 503, 504)  # a gateway that could not reach it
+            if gone:
                 self._drop(live)
-                raise McpUnavailable(
-                    f"MCP server {self.name!r}: the connection closed while {doing}; "
-                    "it may or may not have taken effect",
-                    server=self.name,
-                ) from exc
-            if exc.code == REQUEST_TIMEOUT:
-                raise McpTimeout(
-                    f"MCP server {self.name!r} did not answer in {self.call_timeout}s while {doing}",
-                    server=self.name,
-                ) from exc
-            raise McpError(
-                f"MCP server {self.name!r} answered with an error while {doing}: {exc.message}",
-                server=self.name,
-                mcp_code=exc.code,
-            ) from exc
-        except (
-            OSError,
-            httpx2.HTTPError,
-            anyio.ClosedResourceError,
-            anyio.BrokenResourceError,
-            anyio.EndOfStream,
-        ) as exc:
+            return (McpUnavailable if gone else McpError)(
+                f"MCP server {server!r} answered {doing} with {unread}, not an MCP answer{unsure}",
+                server=server,
+                http_status=reply.status,
+                **outcome,
+            )
+        if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
             self._drop(live)
-            raise McpUnavailable(
-                f"MCP server {self.name!r}: the connection failed while {doing} ({type(exc).__name__}: {exc}); "
-                "it may or may not have taken effect",
-                server=self.name,
-            ) from exc
+            return McpUnavailable(
+                f"MCP server {server!r}: the connection closed while {doing}{unsure}", server=server, **outcome
+            )
+        if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
+            return McpTimeout(
+                f"MCP server {server!r} did not answer in {self.call_timeout}s while {doing}{unsure}",
+                server=server,
+                **outcome,
+            )
+        if isinstance(exc, MCPError):
+            return McpError(
+                f"MCP server {server!r} answered with an error while {doing}: {exc.message}",
+                server=server,
+                mcp_code=exc.code,
+            )
+        if isinstance(exc, ValidationError):  # a JSON-RPC answer whose result is not what MCP says
+            return McpError(
+                f"MCP server {server!r} answered {doing} with a reply that does not follow the MCP protocol "
+                f"({_problems(exc)}){unsure}",
+                server=server,
+                **outcome,
+            )
+        if isinstance(exc, RuntimeError):  # a result the SDK refused: not the tool's output schema, say
+            return McpError(
+                f"MCP server {server!r} answered {doing} with a result that cannot be used ({exc}){unsure}",
+                server=server,
+                **outcome,
+            )
+        if isinstance(
+            exc, OSError | httpx2.HTTPError | anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream
+        ):
+            self._drop(live)
+            return McpUnavailable(
+                f"MCP server {server!r}: the connection failed while {doing} ({type(exc).__name__}: {exc}){unsure}",
+                server=server,
+                **outcome,
+            )
+        return exc
 
     def _drop(self, live: _Live) -> None:
         """Forget a broken connection: the next request opens a new one."""
@@ -276,7 +411,7 @@ class McpConnection:
                     await self._transport(stack),
                     mode=self.mode,
                     cache=None,
-                    message_handler=self._on_message,
+                    message_handler=functools.partial(self._on_message, live),
                     elicitation_callback=_refuse_push_elicitation,
                 )
                 await stack.enter_async_context(client)
@@ -297,9 +432,16 @@ class McpConnection:
             if self._live is live:
                 self._live = None
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, live: _Live, message: Any) -> None:
         if isinstance(message, Exception):
-            return  # a transport error: the request that meets it reports it
+            # A stdio line that is not a JSON-RPC message may have been the answer to any request
+            # in flight: they fail now rather than wait for call_timeout. (Other transport errors:
+            # the request that meets them reports them.)
+            if isinstance(message, ValueError) and isinstance(self.target, StdioServerParameters):
+                for unread in list(live.unread):
+                    if not unread.done():
+                        unread.set_result(message)
+            return
         if isinstance(getattr(message, "root", message), types.ToolListChangedNotification):
             for listener in list(self.on_tools_changed):
                 listener()
@@ -312,6 +454,7 @@ class McpConnection:
                 headers=self.headers,
                 follow_redirects=True,
                 timeout=httpx2.Timeout(self.connect_timeout, read=max(self.call_timeout or 300.0, 300.0)),
+                event_hooks={"response": [_note_reply]},
             )
         )
         return streamable_http_client(self.target, http_client=http)
@@ -340,6 +483,56 @@ async def _refuse_push_elicitation(context: Any, params: Any) -> types.ErrorData
         message="this client answers elicitation only on 2026-07-28 connections, where the question is "
         "returned from the call (InputRequiredResult) and can wait durably for a person",
     )
+
+
+async def _note_reply(response: httpx2.Response) -> None:
+    """The HTTP client's response hook: keeps, for the request being sent (``_REPLY``), the
+    answer to a JSON-RPC request, unless it is an event stream (the SDK reads that as it
+    comes). Read only if the request fails (``_HttpReply.unread``)."""
+    reply = _REPLY.get()
+    if reply is None or response.request.method != "POST":
+        return
+    try:
+        sent = json.loads(response.request.content)
+    except ValueError:
+        return
+    if not isinstance(sent, dict) or "id" not in sent or "method" not in sent:
+        return  # a notification, or an answer to the server: no answer comes back
+    reply.status = response.status_code
+    reply.content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    reply.body = None if reply.streamed else await response.aread()
+
+
+def _problems(exc: ValidationError) -> str:
+    """A short account of what is wrong with a reply, for people and models (not pydantic's)."""
+    union = exc.title.startswith("union[")
+    found: list[str] = []
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]]
+        if union:  # the first part names a kind of result the reply could have been: not useful
+            loc = loc[1:]
+            if not loc:
+                continue
+        said = f"{'.'.join(loc) or 'the reply'}: {error['msg']}"
+        if said not in found:
+            found.append(said)
+    if not found:
+        return exc.errors(include_url=False)[0]["msg"] if exc.error_count() else "not a valid result"
+    more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
+    return "; ".join(found[:3]) + more
+
+
+def _line(exc: Exception) -> str:
+    """The line a stdio server wrote that was no JSON-RPC message, as people read it."""
+    line = None
+    if isinstance(exc, ValidationError) and exc.error_count():
+        line = exc.errors(include_url=False)[0].get("input")
+    return f"the line {_excerpt(line)}" if isinstance(line, str) else "a line"
+
+
+def _excerpt(text: str, size: int = 120) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= size else text[:size] + "...")
 
 
 def _root(exc: BaseException) -> BaseException:

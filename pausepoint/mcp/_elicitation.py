@@ -77,10 +77,14 @@ def question(round_state: dict[str, Any]) -> Interrupt | None:
 
 def handed_answer(pause_metadata: dict[str, Any] | None, answer: Any) -> dict[str, Any] | None:
     """``Tool.answer_restart`` for MCP tools (see the module docstring); None for pauses that
-    are not questions (an approval pause is answered as any pause is)."""
+    are not questions (an approval pause is answered as any pause is, but a restart of one may
+    not carry an ``mcp_round``: that state reaches the server only from its question's pause)."""
     asked = (pause_metadata or {}).get("elicitation")
     round_state = (pause_metadata or {}).get("mcp_round")
     if not isinstance(asked, dict) or not isinstance(round_state, dict):
+        if isinstance(answer, ToolRestart) and "mcp_round" in (answer.resumed_metadata or {}):
+            # the server's state goes back to it only with the answer to its own question
+            raise ValueError("this pause is no question from the MCP server: a restart cannot carry an mcp_round")
         return None
     if isinstance(answer, ToolRestart):
         if answer.replace_input is not None:

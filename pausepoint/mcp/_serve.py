@@ -413,7 +413,7 @@ def _pause(agent: Agent, pause: PendingInterrupt) -> dict[str, Any]:
         "pause_id": pause.pause_id,
         "tool": pause.name,
         "input": pause.input,
-        "metadata": pause.metadata,
+        "metadata": _shown(pause.metadata),
         "title": view.title,
         "summary": view.summary,
         "risk": view.risk,
@@ -422,6 +422,14 @@ def _pause(agent: Agent, pause: PendingInterrupt) -> dict[str, Any]:
         "output_schema": schema,
         "approval": None if view.approval is None else _approval(view.approval),
     }
+
+
+def _shown(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A pause's metadata as the client's user reads it: not the sealed state of an MCP server's
+    question (``mcp_round``), which only the call carries back to that server."""
+    if not metadata or "mcp_round" not in metadata:
+        return metadata
+    return {key: value for key, value in metadata.items() if key != "mcp_round"}
 
 
 def _approval(approval: ApprovalView) -> dict[str, Any]:
@@ -467,12 +475,10 @@ class McpEndpoint:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from starlette.requests import Request
 
-        from ..server._errors import error_response
-
         try:
             await self.service.principal(Request(scope, receive))
         except PausepointError as exc:
-            await error_response(exc)(scope, receive, send)
+            await _refusal(exc)(scope, receive, send)
             return
         await self._ensure_running()
         await self.server.session_manager.handle_request(scope, receive, send)
@@ -507,3 +513,20 @@ class McpEndpoint:
         if self._running is not None:
             with contextlib.suppress(Exception):
                 await self._running
+
+
+def _refusal(exc: PausepointError) -> Any:
+    """The app's error response for a request refused before the MCP server saw it (401 with
+    its ``WWW-Authenticate``, say), its body a JSON-RPC error: an MCP client reads the reason
+    from that (the SDK's client replaces any other body at an error status with "Server returned
+    an error response"). The app's error body is the error's ``data``; the id is null, as for
+    a request not read (an unauthenticated body is not read)."""
+    from starlette.responses import Response
+
+    from ..server._errors import dumps, error_body, error_response
+
+    app = error_response(exc)
+    error = {"code": types.INVALID_REQUEST, "message": f"{exc.code}: {exc.message}", "data": error_body(exc)["error"]}
+    headers = {k: v for k, v in app.headers.items() if k.lower() not in ("content-length", "content-type")}
+    body = dumps({"jsonrpc": "2.0", "id": None, "error": error})
+    return Response(body, status_code=app.status_code, media_type="application/json", headers=headers)

@@ -5,9 +5,12 @@ model is the server's JSON Schema (``_schema``), so the model is shown that sche
 validates arguments with it, and every pause's fingerprint covers it. A call:
 
 1. checks that the server still offers the tool as it was defined (after every new connection
-   and every ``tools/list_changed`` notice): a tool that changed fails the call, and its
-   fingerprint becomes the new definition's, so pauses taken on the old one are refused when
-   answered (``ToolDefinitionChanged``);
+   and every ``tools/list_changed`` notice; and, for a call that paused — approved, say —
+   always, by listing the tools again: a server redeployed behind the same HTTP connection
+   says nothing, and the call must reach the definition it was approved on): a tool that
+   changed fails the call without sending it, and its fingerprint becomes the new
+   definition's, so pauses taken on the old one are refused when answered
+   (``ToolDefinitionChanged``);
 2. (before it runs at all, the runtime's approval gate has paused it if it needs approval —
    ``Tool.requires_approval``, from ``mcp_tools(requires_approval=...)``, and the agent's
    ``ApprovalPolicy`` — so nothing reached the server before it was approved);
@@ -56,13 +59,14 @@ class _Catalog:
     def stale(self) -> None:
         self._checked = None
 
-    async def check(self) -> None:
-        """Compare the server's listing with the definitions once per connection."""
-        if self._checked is not None and self._checked is self.connection._live:
+    async def check(self, *, again: bool = False) -> None:
+        """Compare the server's listing with the definitions once per connection (``again``:
+        now, whatever was compared before)."""
+        if not again and self._checked is not None and self._checked is self.connection._live:
             return
         lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with lock:
-            if self._checked is not None and self._checked is self.connection._live:
+            if not again and self._checked is not None and self._checked is self.connection._live:
                 return
             offered = {t.name: t for t in await self.connection.list_tools()}
             for name, tool in self.tools.items():
@@ -118,9 +122,11 @@ class McpTool(Tool):
     async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
         assert isinstance(validated, RootModel)
         arguments: dict[str, Any] = validated.model_dump(mode="json")
-        await self._catalog.check()
+        # A call that paused (for approval, or to ask) goes on against what the pause showed:
+        # the server's definition now is listed again, whatever the connection has heard.
+        await self._catalog.check(again=ctx.is_resumed)
         if self._changed is not None:
-            raise McpError(self._changed, server=self.connection.name, tool=self.mcp_name)
+            raise McpError(self._changed, server=self.connection.name, tool=self.mcp_name, outcome="not_sent")
         about = {"server": self.connection.name, "tool": self.mcp_name}
         resumed = ctx.resumed_metadata or {}
         if isinstance(resumed.get("mcp_round"), dict) and isinstance(resumed.get("elicitation"), dict):
@@ -196,7 +202,9 @@ class McpTool(Tool):
     def _compare(self, offered: types.Tool | None) -> None:
         """Take in the server's current definition of this tool (see the module docstring)."""
         if offered is None:
-            self._changed = f"MCP server {self.connection.name!r} no longer offers tool {self.mcp_name!r}"
+            self._changed = (
+                f"MCP server {self.connection.name!r} no longer offers tool {self.mcp_name!r}; the call was not sent"
+            )
             self.fingerprint = fingerprint_of(self.name, {"removed": True}, None)
             return
         if (offered.input_schema, offered.output_schema) == self._defined:
@@ -205,7 +213,8 @@ class McpTool(Tool):
             return
         self._changed = (
             f"MCP server {self.connection.name!r} changed tool {self.mcp_name!r} since the agent was defined "
-            "(its schemas differ); define the agent again to use the new definition"
+            "(its schemas differ), so the call, made for the earlier definition, was not sent; define the agent "
+            "again to use the new definition"
         )
         self.fingerprint = fingerprint_of(self.name, offered.input_schema, offered.output_schema)
 

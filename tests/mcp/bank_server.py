@@ -3,7 +3,8 @@
 Run over stdio (``python -m tests.mcp.bank_server``) or streamable HTTP
 (``python -m tests.mcp.bank_server --http PORT``; it prints its URL). Every call that reaches a tool is appended
 to the file named by ``BANK_LEDGER`` (one JSON line), so tests count what reached the server.
-``BANK_VERSION=2`` changes ``transfer``'s schema (a required ``memo``). With ``BANK_KEY`` set,
+``BANK_VERSION=2`` changes ``transfer``'s schema (a required ``memo``); ``BANK_VERSION=currency``
+adds a ``currency`` that defaults to euros (so a call made for the first version still runs). With ``BANK_KEY`` set,
 the server seals its questions' state with that key, so a restarted server accepts them.
 """
 
@@ -45,6 +46,14 @@ if os.environ.get("BANK_VERSION") == "2":
         """Transfer money between accounts (with a memo)."""
         record("transfer", amount=amount, to_account=to_account, memo=memo)
         return f"Transferred ${amount} to {to_account} ({memo})."
+
+elif os.environ.get("BANK_VERSION") == "currency":
+
+    @mcp.tool()
+    def transfer(amount: int, to_account: str, currency: str = "EUR") -> str:
+        """Transfer money between accounts (in a currency)."""
+        record("transfer", amount=amount, to_account=to_account, currency=currency)
+        return f"Transferred {amount} {currency} to {to_account}."
 
 else:
 

@@ -53,11 +53,14 @@ def stdio_bank(ledger: Ledger, **extra: str) -> McpConnection:
 
 
 class HttpBank:
-    """The bank as a streamable-HTTP server in a process of its own, on a free loopback port."""
+    """The bank as a streamable-HTTP server in a process of its own, on a free loopback port
+    (``port``: that one, e.g. a stopped server's, to deploy it again at the same URL).
+    ``server``: another module serving it (``tests.mcp.broken_server``, the bank behind a
+    broken gateway)."""
 
-    def __init__(self, ledger: Ledger, **extra: str) -> None:
+    def __init__(self, ledger: Ledger, *, port: int = 0, server: str = "tests.mcp.bank_server", **extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.mcp.bank_server", "--http", "0"],
+            [sys.executable, "-m", server, "--http", str(port)],
             cwd=ROOT,
             env={**os.environ, **bank_env(ledger, **extra)},
             stdout=subprocess.PIPE,
@@ -69,6 +72,7 @@ class HttpBank:
             self.stop()
             raise RuntimeError(f"the MCP server did not start: {line!r}")
         self.url = line
+        self.port = int(line.rsplit(":", 1)[1].split("/")[0])
 
     def connection(self, **options: Any) -> McpConnection:
         return McpConnection.http(self.url, call_timeout=30, **options)
@@ -86,7 +90,7 @@ class HttpBank:
 def http_bank(ledger: Ledger) -> Iterator[Callable[..., HttpBank]]:
     started: list[HttpBank] = []
 
-    def start(**extra: str) -> HttpBank:
+    def start(**extra: Any) -> HttpBank:
         bank = HttpBank(ledger, **extra)
         started.append(bank)
         return bank

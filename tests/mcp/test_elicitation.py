@@ -47,12 +47,13 @@ async def test_a_question_pauses_the_call_and_the_answer_completes_it(bank: McpC
     assert ledger.entries() == [{"tool": "open_account", "kind": "savings", "action": "accept", "holder": "Ada"}]
     with pytest.raises(AlreadyResolved):
         await chat.resume(respond=[pause.respond({"holder": "Eve"})])
-    assert (await chat.resume(respond=[pause.respond({"holder": "Ada"})], idempotency_key="once")).text == res.text
+    retried = await chat.resume(respond=[pause.respond({"holder": "Ada"})], principal="ada", idempotency_key="once")
+    assert retried.text == res.text
     assert len(ledger.entries()) == 1
     audit = [e for e in await chat.audit_trail() if e.decision != "message"]
-    assert [(e.decision, e.principal, e.resumed_metadata["elicitation"]) for e in audit] == [
-        ("restart", "ada", {"action": "accept", "content": {"holder": "Ada"}})
-    ]
+    assert [(e.decision, e.principal, e.resumed_metadata) for e in audit] == [
+        ("restart", "ada", {"elicitation": {"action": "accept", "content": {"holder": "Ada"}}})
+    ]  # what a person reads: the answer, not the server's sealed state the call carried back
 
 
 async def test_deny_is_the_mcp_decline_and_the_server_decides_what_that_means(
@@ -172,3 +173,24 @@ async def test_across_a_restart_an_idempotent_tool_starts_over_and_asks_again(tm
     assert res.text == "Opened a savings account for Ada."
     assert len(ledger.entries()) == 1
     await second.aclose()
+
+
+async def test_a_restart_of_a_pause_that_asked_nothing_cannot_carry_a_servers_state(
+    bank: McpConnection, ledger: Ledger
+) -> None:
+    """The state an MCP server sealed goes back to it only with the answer to its question: a
+    restart of an approval pause carrying one (copied from another question, say) is refused,
+    and nothing reaches the server."""
+    ai = Pausepoint()
+    agent = opener(ai, await ai.mcp_tools_async(bank, include=["open_account"], requires_approval=True))
+    chat = agent.chat()
+    pause = (await chat.send("Open a savings account.")).interrupts[0]
+    assert "elicitation" not in (pause.metadata or {})  # an approval pause
+    carried = {
+        "elicitation": {"action": "accept", "content": {"holder": "Mallory"}},
+        "mcp_round": {"questions": {}, "answers": {}, "request_state": "sealed-elsewhere", "about": {}, "key": "q"},
+    }
+    with pytest.raises(InvalidAnswer, match="question"):
+        await chat.resume(restart=[pause.restart(resumed_metadata=carried)])
+    assert ledger.entries() == []
+    assert (await chat.interrupts())[0].pause_id == pause.pause_id  # still waiting

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from pausepoint.server import BearerTokens, OwnerPolicy, create_app
@@ -83,7 +83,7 @@ async def approves(alice: Client) -> None:
     trail = await banking().banking_agent.chat(reply["session_id"]).audit_trail()
     assert [(e.decision, e.principal, e.via) for e in trail] == [
         ("message", "alice", "mcp"),
-        ("restart", "alice", "mcp"),
+        ("approve", "alice", "mcp"),
     ]
 
 
@@ -96,6 +96,7 @@ async def answers_the_question(alice: Client) -> None:
     reply = await call(alice, "send_message", agent=AGENT, text="Open a savings account.")
     (pause,) = reply["pauses"]
     assert pause["metadata"]["elicitation"]["message"] == "Who will hold the new savings account?"
+    assert "mcp_round" not in pause["metadata"]  # the bank's sealed state: for the call, not for people
     assert pause["answers"] == ["deny", "respond"] and pause["output_schema"]["required"] == ["holder"]
     bad = await call(
         alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=pause["ref"], decision="respond",
@@ -133,7 +134,8 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
     ref = reply["pauses"][0]["ref"]
     async with httpx2.AsyncClient() as raw:
         refused = await raw.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthenticated"
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    assert refused.json()["error"]["data"]["code"] == "unauthenticated"  # the app's error, in a JSON-RPC one
     async with http_client(served, "eve-token") as eve:
         assert await call(eve, "list_pending") == []
         hidden = await call(
@@ -149,6 +151,29 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
             desk, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=ref, decision="approve"
         )
         assert done["text"] == "Transferred $500.00 to savings."
+
+
+async def test_a_wrong_token_reaches_the_mcp_client_as_the_reason_it_was_refused(served: str) -> None:
+    """The SDK's client reads a JSON-RPC error in a 401 (anything else there is its own "Server
+    returned an error response"), so the endpoint refuses with one: the app's reason, and its
+    error body as the error's data."""
+    with pytest.raises(BaseException) as raised:  # the SDK raises it from its task groups
+        async with http_client(served, "wrong-token") as client:
+            await client.list_tools()
+    (refused,) = {str(leaf) for leaf in leaves(raised.value) if isinstance(leaf, MCPError)}
+    assert refused == "unauthenticated: missing or invalid credentials (send 'Authorization: Bearer <token>')"
+    async with httpx2.AsyncClient(headers={"Authorization": "Bearer wrong-token"}) as raw:
+        reply = await raw.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
+    assert reply.status_code == 401 and reply.headers["www-authenticate"] == 'Bearer realm="pausepoint"'
+    body = reply.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None and body["error"]["message"] == refused
+    assert body["error"]["data"]["code"] == "unauthenticated" and body["error"]["data"]["status"] == "UNAUTHENTICATED"
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
 
 
 async def test_served_over_stdio_by_the_cli() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from pausepoint import AgentFinishReason, Pausepoint, ToolResponse
@@ -16,7 +18,7 @@ from pausepoint.mcp import McpConnection, McpTool
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from pausepoint.testing import last_tool_results, tool_call
 
-from .conftest import Ledger, script, stdio_bank
+from .conftest import HttpBank, Ledger, script, stdio_bank
 
 
 async def test_lists_the_servers_tools_with_their_schemas_prefixed_and_filtered(bank: McpConnection) -> None:
@@ -210,3 +212,25 @@ async def test_a_made_up_result_for_an_approval_pause_is_refused_and_nothing_is_
         await chat.resume(respond=[ToolResponse(pause.ref, "transfer", "done by hand")])
     assert (await chat.interrupts())[0].pause_id == pause.pause_id  # still waiting
     assert ledger.entries() == []
+
+
+async def test_an_approved_call_is_not_sent_to_a_server_redeployed_with_another_schema_since_the_pause(
+    ledger: Ledger, http_bank: Callable[..., HttpBank]
+) -> None:
+    """The agent's process keeps running, and its HTTP connection with it, while the server is
+    redeployed at the same URL with a changed ``transfer`` (a ``currency`` defaulting to euros):
+    the approval of a call paused against the first version is not sent to the second."""
+    first = http_bank()
+    connection = first.connection()
+    ai = Pausepoint()
+    agent = gated_agent(ai, await ai.mcp_tools_async(connection, requires_approval=True))
+    chat = agent.chat()
+    pause = (await chat.send("Move $500 to savings.")).interrupts[0]
+    first.stop()
+    http_bank(port=first.port, BANK_VERSION="currency")  # the same URL, a new schema
+    res = await chat.resume(restart=[agent.approval(pause)])
+    assert ledger.entries() == []  # nothing reached the new server
+    assert res.finish_reason == AgentFinishReason.STOP
+    assert "McpError: MCP server 'bank' changed tool 'transfer' since" in res.text
+    assert "was not sent" in res.text
+    await connection.aclose()
