@@ -10,7 +10,7 @@ the same conditional update on a version, and records of the same sizes as pause
 - ``safe`` — the same guarantees as pausepoint: the answer is claimed (a conditional commit)
   before the model runs, the call is committed before the tool starts, the result and the final
   text at the end. Four commits per cycle; three must reach stable storage (the claim need not:
-  the next one covers it, see ``pausepoint._journal.Journal``).
+  the next one covers it, see ``pausepoint.turn._journal.Journal``).
 
 ``synchronous`` is SQLite's: ``FULL`` syncs every commit that must be durable, ``NORMAL`` none.
 """

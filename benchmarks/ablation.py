@@ -68,8 +68,8 @@ def _young_generation(threshold: int) -> tuple[Callable[[], None], Callable[[], 
 def _levers() -> dict[str, Lever]:
     from starlette.responses import Response
 
-    from pausepoint import _journal
     from pausepoint.server import _display, _rest_routes, _service, _turns
+    from pausepoint.turn import _journal
 
     async def replied(running: Awaitable[Any], on_done: Callable[[], None], reply: Any) -> Any:
         """``run_turn``'s JSON reply once ``running`` (the turn) ends, however it runs."""

@@ -17,8 +17,8 @@ from collections import Counter
 from typing import Any
 
 from pausepoint import AgentFinishReason
-from pausepoint._models import ChunkSink, Model, ModelRequest, ModelResponse
 from pausepoint.demo import build
+from pausepoint.models._model import ChunkSink, Model, ModelRequest, ModelResponse
 from pausepoint.models.local import Local
 
 MONEY = ["Transfer $500 to savings.", "Send 20 dollars to Bob", "Move $1,000 from checking to savings please"]

@@ -1,14 +1,9 @@
 """pausepoint: LLM agents whose tools pause for people and resume later, exactly once."""
 
-from ._agent import Agent, deny_on_expiry
-from ._app import Pausepoint
-from ._chat import Chat
-from ._detach import DetachedTurn, TurnStatus
-from ._grants import Grant, GrantInfo
-from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
-from ._jsondata import JsonLimits
-from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from ._models import (
+from .approval._policy import ApprovalPolicy, Escalation, Role, Rule
+from .content._jsondata import JsonLimits
+from .content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from .models._model import (
     FunctionModel,
     Model,
     ModelChunk,
@@ -20,10 +15,17 @@ from ._models import (
     ToolDefinition,
     Usage,
 )
-from ._policy import ApprovalPolicy, Escalation, Role, Rule
-from ._presentation import ApprovalView, PauseDisplay, PauseField, PauseView
-from ._response import AgentFinishReason, AgentResponse
-from ._streaming import (
+from .runtime._agent import Agent, deny_on_expiry
+from .runtime._app import Pausepoint
+from .runtime._chat import Chat
+from .runtime._detach import DetachedTurn, TurnStatus
+from .runtime._sync import SyncChat, SyncTurnStream, run_sync
+from .session._grants import Grant, GrantInfo
+from .session._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from .session._response import AgentFinishReason, AgentResponse
+from .tools._display import ApprovalView, PauseDisplay, PauseField, PauseView
+from .tools._tool import Interrupt, Tool, ToolRunContext
+from .turn._streaming import (
     InterruptChunk,
     TextChunk,
     ToolCallDeltaChunk,
@@ -34,8 +36,6 @@ from ._streaming import (
     TurnEndChunk,
     TurnStream,
 )
-from ._sync import SyncChat, SyncTurnStream, run_sync
-from ._tools import Interrupt, Tool, ToolRunContext
 
 __all__ = [
     "Agent",

@@ -13,12 +13,12 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ._grants import Grant, GrantInfo
-from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
-from ._messages import MediaPart, Message, TextPart
-from ._response import AgentResponse
-from ._streaming import TurnChunk
+from .content._messages import MediaPart, Message, TextPart
+from .session._grants import Grant, GrantInfo
+from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from .session._response import AgentResponse
 from .stores import SessionSummary
+from .turn._streaming import TurnChunk
 
 __all__ = [
     "AUDIT",

@@ -35,10 +35,6 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
-from ._grants import Grant, GrantInfo
-from ._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
-from ._messages import MediaPart, Message, Part, TextPart
-from ._response import AgentResponse
 from ._rest import (
     AUDIT,
     CHUNK,
@@ -56,8 +52,12 @@ from ._rest import (
     RevokeBody,
     SendBody,
 )
-from ._streaming import Emit, TurnEndChunk, TurnStream
+from .content._messages import MediaPart, Message, Part, TextPart
+from .session._grants import Grant, GrantInfo
+from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from .session._response import AgentResponse
 from .stores import SessionSummary
+from .turn._streaming import Emit, TurnEndChunk, TurnStream
 
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
 

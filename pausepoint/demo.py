@@ -26,13 +26,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ._agent import Agent
-from ._app import Pausepoint
-from ._grants import Grant
-from ._models import Model, ModelRequest, Plugin
-from ._presentation import PauseDisplay
+from .models._model import Model, ModelRequest, Plugin
+from .runtime._agent import Agent
+from .runtime._app import Pausepoint
+from .session._grants import Grant
 from .stores import InMemorySessionStore, SessionStore
 from .testing import ScriptedModel, Step, last_tool_results, tool_call
+from .tools._display import PauseDisplay
 
 __all__ = [
     "AGENT_NAME",

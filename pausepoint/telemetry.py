@@ -1,9 +1,9 @@
 """Tracing and metrics: ``Telemetry`` (give it to ``Pausepoint(telemetry=...)``) and the ``Metrics``
 protocol it reports counts and timings to (``pausepoint.metrics.PrometheusMetrics`` implements it).
 
-See ``pausepoint._telemetry`` for the spans made and what they carry.
+See ``pausepoint.turn._telemetry`` for the spans made and what they carry.
 """
 
-from ._telemetry import CAPTURE_ENV, Metrics, Telemetry
+from .turn._telemetry import CAPTURE_ENV, Metrics, Telemetry
 
 __all__ = ["CAPTURE_ENV", "Metrics", "Telemetry"]

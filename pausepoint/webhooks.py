@@ -26,7 +26,7 @@ The request (``format="json"``)::
     Pausepoint-Signature: v1=5257a8...      hex HMAC-SHA256(secret, f"{timestamp}." + body)
     Pausepoint-Attempt: 1
 
-    {"id", "type", "at", "agent", "session_id", "owner", ...}    (see pausepoint._events)
+    {"id", "type", "at", "agent", "session_id", "owner", ...}    (see pausepoint.turn._events)
 
 Verify with ``verify_signature(secret, body, headers)`` (or the few lines it holds, in any
 language): recompute the HMAC over the timestamp, a dot and the raw body, compare in constant
@@ -45,8 +45,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._events import EVENT_KINDS, EventKind
 from .errors import DefinitionError, WebhookSignatureError
+from .turn._events import EVENT_KINDS, EventKind
 
 __all__ = [
     "EVENT_KINDS",

@@ -20,12 +20,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pausepoint import AgentFinishReason, _checkpoint, _lazy
-from pausepoint._checkpoint import decode_state, encode_state, record_digest
-from pausepoint._lazy import LazyDict, LazyList
-from pausepoint._records import decode_record
-from pausepoint._session import SessionState
+from pausepoint import AgentFinishReason
+from pausepoint.checkpoints import _codec as _checkpoint
+from pausepoint.checkpoints import _lazy
+from pausepoint.checkpoints._codec import decode_state, encode_state, record_digest
+from pausepoint.checkpoints._lazy import LazyDict, LazyList
 from pausepoint.demo import build
+from pausepoint.session._records import decode_record
+from pausepoint.session._state import SessionState
 from pausepoint.stores import Checkpoint, InMemorySessionStore, LogEntry
 
 ACTIONS = st.lists(

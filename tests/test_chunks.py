@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import xxhash
 
-from pausepoint._chunks import ChunkCheck, chunk_sums
+from pausepoint.checkpoints._chunks import ChunkCheck, chunk_sums
 from pausepoint.errors import StoreError
 
 DATA = bytes(range(256)) * 41  # 10,496 bytes: 10 chunks of 1,024 and a shorter one

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from pausepoint import _lazy
-from pausepoint._checkpoint import _bucket_parser, _layout
-from pausepoint._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
+from pausepoint.checkpoints import _lazy
+from pausepoint.checkpoints._codec import _bucket_parser, _layout
+from pausepoint.checkpoints._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
 
 
 @dataclass

@@ -7,8 +7,8 @@ import asyncio
 import getpass
 from typing import Any
 
-from .._agent import Agent
 from ..errors import ModelError, SessionNotFound, StoreError
+from ..runtime._agent import Agent
 from ..stores import SqliteSessionStore
 from ._errors import CliError
 from ._targets import load_target, pick_agent, replace_stores, store_from_url

@@ -8,7 +8,7 @@ import secrets
 from typing import Any
 
 from .. import demo
-from .._app import Pausepoint
+from ..runtime._app import Pausepoint
 from ..stores import SqliteSessionStore
 from . import _logging
 from ._models import choose_model

@@ -15,8 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._models import ChunkSink, Model, ModelRequest, ModelResponse, Plugin
 from ..errors import ModelError
+from ..models._model import ChunkSink, Model, ModelRequest, ModelResponse, Plugin
 from ..testing import last_tool_results
 from ._errors import CliError
 

@@ -6,8 +6,8 @@ import argparse
 import secrets
 from typing import Any
 
-from .._app import Pausepoint
 from ..errors import DefinitionError
+from ..runtime._app import Pausepoint
 from . import _logging
 from ._errors import CliError
 from ._serving import listen, port_number, serve_until_stopped
@@ -198,7 +198,7 @@ def _serve_stdio(target: Any, args: argparse.Namespace) -> int:
     need_mcp()
     if args.store:
         replace_stores(list(target.agents.values()), store_from_url(args.store))
-    from ..mcp._serve import mcp_server
+    from ..server._mcp import mcp_server
 
     mcp_server(target, principal=args.mcp_stdio).run("stdio")
     return 0

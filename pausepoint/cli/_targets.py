@@ -8,8 +8,8 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._agent import Agent
-from .._app import Pausepoint
+from ..runtime._agent import Agent
+from ..runtime._app import Pausepoint
 from ..stores import InMemorySessionStore, SessionStore, SqliteSessionStore
 from ._errors import CliError
 

@@ -19,14 +19,14 @@ import os
 import sys
 from typing import Any, TextIO
 
-from .._agent import Agent
-from .._chat import Chat
-from .._grants import Grant
-from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
-from .._presentation import PauseView
-from .._response import AgentFinishReason, AgentResponse
-from .._streaming import TurnStream
 from ..errors import PausepointError, PendingInterrupts
+from ..runtime._agent import Agent
+from ..runtime._chat import Chat
+from ..session._grants import Grant
+from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from ..session._response import AgentFinishReason, AgentResponse
+from ..tools._display import PauseView
+from ..turn._streaming import TurnStream
 from ._lines import LineReader
 from ._shape import shape
 

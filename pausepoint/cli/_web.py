@@ -7,7 +7,7 @@ import sys
 import webbrowser
 from typing import Any
 
-from .._app import Pausepoint
+from ..runtime._app import Pausepoint
 from ._errors import CliError
 
 __all__ = ["http_app", "need_mcp", "open_browser"]

@@ -29,8 +29,8 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
-from .._interrupts import ToolResponse, ToolRestart
-from .._tools import Interrupt
+from ..session._interrupts import ToolResponse, ToolRestart
+from ..tools._tool import Interrupt
 from ._schema import check_against, output_validator
 
 __all__ = ["answered", "first_round", "handed_answer", "question", "responses"]

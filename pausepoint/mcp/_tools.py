@@ -31,8 +31,8 @@ from typing import Any
 import mcp.types as types
 from pydantic import BaseModel, RootModel
 
-from .._tools import Tool, ToolRunContext, fingerprint_of
 from ..errors import DefinitionError, McpError
+from ..tools._tool import Tool, ToolRunContext, fingerprint_of
 from . import _elicitation as elicitation
 from ._approval import ApprovalSpec, needs_approval, unknown_names
 from ._connection import McpConnection

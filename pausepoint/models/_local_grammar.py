@@ -33,8 +33,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._models import ToolDefinition
 from ._local_schema import SchemaRules, literal
+from ._model import ToolDefinition
 
 __all__ = [
     "CALL_CLOSE",

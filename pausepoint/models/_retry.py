@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._models import ChunkSink, ModelChunk
 from ..errors import ModelError, ModelRateLimited
+from ._model import ChunkSink, ModelChunk
 
 __all__ = ["RetryPolicy", "call_with_retries", "stream_with_retries"]
 

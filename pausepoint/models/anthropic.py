@@ -45,8 +45,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._extras import missing_extra
-from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from .._models import (
+from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from ..errors import ModelAuthError, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
+from ._clients import LoopClients
+from ._http import error_kind, retry_after, status_error, transport_error
+from ._model import (
     ChunkSink,
     ModelFinishReason,
     ModelRequest,
@@ -56,9 +59,6 @@ from .._models import (
     ToolDefinition,
     Usage,
 )
-from ..errors import ModelAuthError, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
-from ._clients import LoopClients
-from ._http import error_kind, retry_after, status_error, transport_error
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:

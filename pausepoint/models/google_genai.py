@@ -63,8 +63,11 @@ from urllib.parse import unquote_to_bytes
 import pydantic
 
 from .._extras import missing_extra
-from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from .._models import (
+from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelUnavailable
+from ._clients import LoopClients
+from ._http import retry_after, status_error, transport_error
+from ._model import (
     ChunkSink,
     ModelFinishReason,
     ModelRequest,
@@ -74,9 +77,6 @@ from .._models import (
     ToolDefinition,
     Usage,
 )
-from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelUnavailable
-from ._clients import LoopClients
-from ._http import retry_after, status_error, transport_error
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:

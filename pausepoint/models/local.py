@@ -64,8 +64,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._extras import missing_extra
-from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart
-from .._models import (
+from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart
+from ..errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
+from ._gguf import GgufError, GgufInfo, read_gguf
+from ._local_files import BUNDLED, Progress, locate_bundled, smollm2_path
+from ._local_grammar import OutputEvent, OutputParser, build_grammar, parse_arguments, render_call
+from ._local_prompt import ChatTemplate
+from ._local_runtime import Runtime, default_threads
+from ._model import (
     ChunkSink,
     ModelChunk,
     ModelFinishReason,
@@ -76,12 +82,6 @@ from .._models import (
     ToolDefinition,
     Usage,
 )
-from ..errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
-from ._gguf import GgufError, GgufInfo, read_gguf
-from ._local_files import BUNDLED, Progress, locate_bundled, smollm2_path
-from ._local_grammar import OutputEvent, OutputParser, build_grammar, parse_arguments, render_call
-from ._local_prompt import ChatTemplate
-from ._local_runtime import Runtime, default_threads
 
 if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("jinja2") is None:
     raise missing_extra("xllamacpp", "local")

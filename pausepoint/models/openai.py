@@ -42,8 +42,11 @@ from typing import Any
 import pydantic_core
 
 from .._extras import missing_extra
-from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from .._models import (
+from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
+from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
+from ._clients import LoopClients
+from ._http import retry_after, status_error, transport_error
+from ._model import (
     ChunkSink,
     ModelFinishReason,
     ModelRequest,
@@ -53,9 +56,6 @@ from .._models import (
     ToolDefinition,
     Usage,
 )
-from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
-from ._clients import LoopClients
-from ._http import retry_after, status_error, transport_error
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:

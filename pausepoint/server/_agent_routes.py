@@ -19,11 +19,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._agent import Agent
-from .._chat import Chat
-from .._detach import DetachedTurn, TurnStatus
-from .._interrupts import ToolResponse, ToolRestart
 from ..errors import ClientStateRefused, InvalidRequest, NotFound
+from ..runtime._agent import Agent
+from ..runtime._chat import Chat
+from ..runtime._detach import DetachedTurn, TurnStatus
+from ..session._interrupts import ToolResponse, ToolRestart
 from ..stores import SessionSummary
 from . import _genkit as genkit
 from ._errors import dumps

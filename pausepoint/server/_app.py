@@ -23,9 +23,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._app import Pausepoint
 from .._extras import missing_extra
 from ..errors import DefinitionError, InvalidRequest, NotFound, UnsupportedTransferCoding
+from ..runtime._app import Pausepoint
 from ._agent_routes import agent_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
 from ._errors import dumps, error_response
@@ -209,7 +209,7 @@ class _OnlyChunked:
 
 def _mcp_endpoint(ai: Pausepoint, service: Service) -> Any:
     try:
-        from ..mcp._serve import McpEndpoint
+        from ._mcp import McpEndpoint
     except ImportError as exc:
         raise missing_extra("mcp", "mcp") from exc
     return McpEndpoint(ai, service)

@@ -13,16 +13,16 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .._agent import Agent
-from .._approval import APPROVED_METADATA, approving_output
-from .._interrupts import AuditEntry, PendingInterrupt
-from .._presentation import PauseView
-from .._response import AgentResponse
 from .._rest import AUDIT, CHUNK, INTERRUPTS, RESPONSE, dump
-from .._streaming import TurnChunk
-from .._tools import Tool
-from .._views import answered_pause
+from ..approval._approve import APPROVED_METADATA, approving_output
+from ..runtime._agent import Agent
+from ..session._interrupts import AuditEntry, PendingInterrupt
+from ..session._response import AgentResponse
+from ..session._views import answered_pause
 from ..stores import SessionSummary
+from ..tools._display import PauseView
+from ..tools._tool import Tool
+from ..turn._streaming import TurnChunk
 from ._auth import AccessPolicy
 
 __all__ = [

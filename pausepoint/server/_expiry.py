@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from .._app import Pausepoint
+from ..runtime._app import Pausepoint
 
 __all__ = ["ExpirySweep"]
 

@@ -28,10 +28,10 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from .._app import Pausepoint
-from .._events import event_body
 from ..errors import InvalidRequest
+from ..runtime._app import Pausepoint
 from ..stores import SessionStore, SessionSummary
+from ..turn._events import event_body
 from ._params import ascii_int
 
 __all__ = ["Feed"]

@@ -33,19 +33,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from .._detach import TurnStatus
-from .._interrupts import PendingInterrupt, ToolResponse, ToolRestart
-from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from .._response import AgentFinishReason, AgentResponse
-from .._streaming import (
-    InterruptChunk,
-    TextChunk,
-    ToolRequestChunk,
-    ToolResultChunk,
-    TurnChunk,
-    TurnEndChunk,
-)
+from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import InvalidRequest
+from ..runtime._detach import TurnStatus
+from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from ..session._response import AgentFinishReason, AgentResponse
+from ..turn._streaming import InterruptChunk, TextChunk, ToolRequestChunk, ToolResultChunk, TurnChunk, TurnEndChunk
 from ._errors import dumps, error_body
 from ._limits import parse_body
 from ._snapshots import Snapshot, snapshot_id

@@ -10,11 +10,6 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
-from .._grants import GrantInfo
-from .._interrupts import AuditEntry, PendingInterrupt
-from .._messages import Message
-from .._presentation import PauseView
-from .._response import AgentResponse
 from .._rest import (
     ApproveBody,
     CancelBody,
@@ -27,7 +22,12 @@ from .._rest import (
     SendBody,
     ValidateBody,
 )
+from ..content._messages import Message
+from ..session._grants import GrantInfo
+from ..session._interrupts import AuditEntry, PendingInterrupt
+from ..session._response import AgentResponse
 from ..stores import SessionSummary
+from ..tools._display import PauseView
 from ._routes import Endpoint, Operation, path_parameters, schema_ref
 
 __all__ = ["openapi_document"]

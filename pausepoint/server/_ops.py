@@ -17,8 +17,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._app import Pausepoint
 from ..errors import Forbidden, InvalidRequest, NotFound
+from ..runtime._app import Pausepoint
 from ..stores import Delivery, SessionStore
 from ._errors import dumps
 from ._params import ascii_int, query_int

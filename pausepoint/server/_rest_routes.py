@@ -18,9 +18,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from .._agent import Agent
-from .._chat import Chat, answer_by_ref
-from .._interrupts import ToolResponse, ToolRestart
 from .._rest import (
     GRANTS,
     MESSAGES,
@@ -38,6 +35,9 @@ from .._rest import (
     user_message,
 )
 from ..errors import InvalidRequest, NotFound
+from ..runtime._agent import Agent
+from ..runtime._chat import Chat, answer_by_ref
+from ..session._interrupts import ToolResponse, ToolRestart
 from ._display import audit_json, chunk_json, describe_agent, interrupts_json, permissions, response_json
 from ._errors import dumps
 from ._limits import check_history, check_message_size, parse_body, read_json

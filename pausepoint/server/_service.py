@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from .._agent import Agent
-from .._app import Pausepoint
-from .._jsondata import NotJsonData, json_text
+from ..content._jsondata import NotJsonData, json_text
 from ..errors import Forbidden, NotFound, SessionNotFound
+from ..runtime._agent import Agent
+from ..runtime._app import Pausepoint
 from ..stores import SessionSummary
 from ._auth import AccessPolicy, Authenticator, authenticate
 from ._expiry import ExpirySweep

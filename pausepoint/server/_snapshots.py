@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .._chat import Chat
-from .._detach import TurnStatus, end_status, status_of
-from .._interrupts import PendingInterrupt
-from .._messages import Message
-from .._response import AgentResponse
-from .._session import Detached, SessionState
-from .._views import pending_interrupt, response_for
+from ..content._messages import Message
 from ..errors import NotFound, StaleSnapshot, TurnInProgress
+from ..runtime._chat import Chat
+from ..runtime._detach import TurnStatus, end_status, status_of
+from ..session._interrupts import PendingInterrupt
+from ..session._response import AgentResponse
+from ..session._state import Detached, SessionState
+from ..session._views import pending_interrupt, response_for
 from ._params import ascii_digits
 
 __all__ = ["Snapshot", "latest_snapshot", "parse_snapshot_id", "read_state", "snapshot_at", "snapshot_id", "status_at"]

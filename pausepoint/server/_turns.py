@@ -3,7 +3,7 @@
 A streamed turn's first chunk is awaited before the response starts, so a refusal (a bad
 answer, pending pauses, ...) is still a 4xx with a JSON body rather than a 200 stream holding
 an error. Once streaming, a client that goes away does not stop the turn: it finishes and is
-recorded (see ``pausepoint._streaming``). A turn answered with one JSON body makes no chunks
+recorded (see ``pausepoint.turn._streaming``). A turn answered with one JSON body makes no chunks
 at all (``call``), but it too runs in a task of its own, so that nothing that cancels the
 request — a client going away, a server shutting down — cuts it short.
 """
@@ -17,9 +17,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from .._response import AgentResponse
 from .._rest import CHUNK, RESPONSE, dump
-from .._streaming import TurnChunk, TurnStream
+from ..session._response import AgentResponse
+from ..turn._streaming import TurnChunk, TurnStream
 from ._errors import dumps, error_body, error_response
 
 __all__ = ["run_turn", "wants_stream"]

@@ -25,9 +25,9 @@ from typing import Any
 
 import httpx
 
-from .._app import Pausepoint
-from .._events import event_body
+from ..runtime._app import Pausepoint
 from ..stores import Delivery, SessionStore
+from ..turn._events import event_body
 from ..webhooks import Webhook, sign, slack_text
 
 __all__ = ["WebhookSender"]

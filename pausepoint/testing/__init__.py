@@ -23,9 +23,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from .._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from .._models import ChunkSink, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
+from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelError
+from ..models._model import ChunkSink, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
 
 __all__ = ["ScriptedModel", "Step", "last_tool_results", "reply", "tool_call"]
 

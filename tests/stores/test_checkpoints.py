@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from pausepoint import Agent, AgentFinishReason, ToolResponse, _checkpoint, _lazy
-from pausepoint._checkpoint import decode_chain, decode_state, encode_state, record_digest
+from pausepoint import Agent, AgentFinishReason, ToolResponse
+from pausepoint.checkpoints import _codec as _checkpoint
+from pausepoint.checkpoints import _lazy
+from pausepoint.checkpoints._codec import decode_chain, decode_state, encode_state, record_digest
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError, UnknownInterrupt
 from pausepoint.stores import Checkpoint, CheckpointStore, InMemorySessionStore, SessionStore

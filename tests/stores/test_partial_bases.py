@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pausepoint import Agent, ToolResponse, _checkpoint
-from pausepoint._chunks import CHUNK_BYTES
+from pausepoint import Agent, ToolResponse
+from pausepoint.checkpoints import _codec as _checkpoint
+from pausepoint.checkpoints._chunks import CHUNK_BYTES
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, ConcurrentUpdate, StoreError, UnknownInterrupt
 from pausepoint.stores import REPLACED_BASES_KEPT, Checkpoint, CheckpointStore, InMemorySessionStore, postgres, redis

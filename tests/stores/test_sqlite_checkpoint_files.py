@@ -19,7 +19,7 @@ from typing import Any, cast
 import pytest
 
 from pausepoint import Agent
-from pausepoint._lazy import LazyList
+from pausepoint.checkpoints._lazy import LazyList
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import Checkpoint, SqliteSessionStore

@@ -1,0 +1,331 @@
+"""The approval gate: what the approval policy says about a call before it runs, and about an
+answer before it is recorded. Pure decisions over the session state; the turn loop records them.
+
+Before a call runs (``judge``)::
+
+    approved already with this very input (by a person, a rule, a grant) ── run
+    requires_approval (flag or predicate) / a rule names the tool
+        first matching rule: approve ── CallDecided(rule), run
+                             deny    ── CallDecided(rule) + the denial as its result
+                             ask     ── pause for a person (no grant stands in)
+        none, approval required: a grant covers it ── CallDecided(grant), run
+                                 otherwise        ── pause for a person (ApprovalPaused, gated)
+    otherwise ── run
+
+A predicate or a rule that raises makes a person decide: a broken check never approves.
+
+When someone answers a pause the policy governs (``review``): the decision must be one the pause
+takes, by someone allowed to give it (roles, separation of duties); an approval of a call that
+needs several is counted (``ApprovalGiven``) until the last one, which resolves it (the
+``CallAnswered``, listing every approval); a grant asked for, or offered by an interrupt's yes,
+is recorded with the answer (``GrantAdded``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from ..content._jsondata import JsonLimits, NotJsonData, json_data
+from ..errors import ApprovalForbidden, InvalidGrant
+from ..session._grants import Grant, check_bounds, within
+from ..session._interrupts import ToolResponse, ToolRestart
+from ..session._records import (
+    ApprovalGiven,
+    ApprovalPaused,
+    ApprovalRequest,
+    Approver,
+    CallAnswered,
+    GrantAdded,
+    Record,
+)
+from ..session._state import Pause, SessionState
+from ..tools._tool import Tool, ToolRunContext
+from ._approve import yes_or_no
+from ._policy import ApprovalPolicy, DecisionKind, call_check
+
+if TYPE_CHECKING:
+    from ..tools._dispatch import CallJob
+
+__all__ = ["Verdict", "judge", "offer_for", "request_for_pause", "review"]
+
+log = logging.getLogger("pausepoint")
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The gate's say on one call: ``run`` it, ``approve`` / ``deny`` it without a person (by
+    ``rule`` or ``grant``), or ``ask`` a person (``request``; the pause shows ``input``)."""
+
+    kind: Literal["run", "approve", "deny", "ask"]
+    rule: str | None = None
+    grant: str | None = None
+    reason: str | None = None
+    request: ApprovalRequest | None = None
+    input: Any = None
+    ttl: timedelta | None = None
+
+
+_RUN = Verdict("run")
+
+
+async def judge(
+    policy: ApprovalPolicy,
+    tool: Tool | None,
+    state: SessionState,
+    job: CallJob,
+    principal: str | None,
+    now: datetime,
+    limits: JsonLimits,
+) -> Verdict:
+    """The gate's say on ``job`` (see the module docstring)."""
+    if tool is None or job.refusal is not None:
+        return _RUN  # nothing runs anyway: the call is answered with an error
+    call = state.calls.get(job.request.ref)
+    if call is not None and call.approved is not None and call.approved == job.input:
+        return _RUN
+    required = tool.requires_approval
+    if required is False and not policy.asks_about(tool.name):
+        return _RUN
+    try:
+        validated = tool.validate_input(job.input)
+    except ValidationError:
+        return _RUN  # the tool never runs on it: the model is told its input is invalid
+    ctx = ToolRunContext(session_id=state.session_id, ref=job.request.ref, principal=principal)
+    problem = None
+    if callable(required):
+        try:
+            required = await call_check(required, validated, ctx)
+        except Exception as exc:
+            log.warning("the requires_approval check of %r failed; a person decides", tool.name, exc_info=True)
+            required, problem = (
+                True,
+                f"the approval check of {tool.name!r} failed ({type(exc).__name__}): a person decides",
+            )
+    rule, broken = await policy.rule_for(tool.name, validated, ctx, bool(required))
+    problem = problem or broken
+    if rule is not None and rule.then == "approve" and problem is None:
+        return Verdict("approve", rule=rule.name)
+    if rule is not None and rule.then == "deny":
+        return Verdict("deny", rule=rule.name, reason=rule.reason or rule.name)
+    asked = rule is not None and rule.then == "ask"
+    if not (required or asked or problem):
+        return _RUN
+    if not asked and problem is None:
+        grant = find_grant(policy, state, tool, validated, now)
+        if grant is not None:
+            return Verdict("approve", grant=grant)
+    request = policy.request(tool, state.requester, gated=True, rule=rule.name if asked and rule else None)
+    assert request is not None
+    why = problem or (rule.reason or f"the rule {rule.name!r} asks a person" if asked and rule else None)
+    return Verdict(
+        "ask",
+        rule=rule.name if asked and rule else None,
+        reason=why or f"{tool.name} needs approval before it runs",
+        request=request,
+        input=_shown(validated, job.input, limits),
+        ttl=policy.pause_ttl(tool.name),
+    )
+
+
+def _shown(validated: BaseModel, raw: Any, limits: JsonLimits) -> Any:
+    """The input a pause shows (and an approval runs): the validated one, as JSON."""
+    try:
+        return json_data(validated.model_dump(mode="json"), limits)
+    except NotJsonData:
+        return raw  # what the model sent passed the same rules on the way in
+
+
+def find_grant(
+    policy: ApprovalPolicy, state: SessionState, tool: Tool, validated: BaseModel, now: datetime
+) -> str | None:
+    """The id of the first live grant that approves this call, if any."""
+    if not state.live_grants or policy.required(tool.name) > 1:
+        return None
+    separate = policy.separates(tool.name, True)
+    roles = policy.roles_deciding(tool.name)
+    for grant_id in state.live_grants:
+        grant = state.grants[grant_id]
+        added = grant.record
+        if added.tool != tool.name or not grant.active(now):
+            continue
+        if separate and (added.principal is None or added.principal == state.requester):
+            continue  # the grantor cannot approve a call they asked for, even by a grant
+        if roles is not None and not _still_approves(policy, added.principal, tool.name, roles):
+            continue  # the grantor no longer holds a role that approves it
+        if within(tool.input_model, added.bounds, validated):
+            return grant_id
+    return None
+
+
+def _still_approves(policy: ApprovalPolicy, principal: str | None, tool: str, roles: set[str]) -> bool:
+    """Whether ``principal`` holds one of ``roles`` that approves ``tool`` (a failed lookup of
+    their roles does not: a person decides)."""
+    try:
+        held = policy.roles_of(principal)
+    except ApprovalForbidden:
+        return False
+    return policy.allows(tool, held & roles, "approve")
+
+
+def request_for_pause(
+    policy: ApprovalPolicy, tool: Tool, state: SessionState, paused_input: Any
+) -> ApprovalRequest | None:
+    """What answering a pause a tool made itself (an interrupt, ``raise Interrupt``) takes."""
+    offer = offer_for(policy, tool, paused_input)
+    return policy.request(tool, state.requester, gated=False, offer=offer)
+
+
+def offer_for(policy: ApprovalPolicy, tool: Tool, paused_input: Any) -> dict[str, Any] | None:
+    """The grant a yes to an interrupt gives (``define_interrupt(approves=...)``), as JSON."""
+    if tool.approves is None:
+        return None
+    try:
+        grant = tool.approves(tool.validate_input(paused_input))
+    except Exception:
+        log.warning("the approves= function of %r failed: no grant is offered", tool.name, exc_info=True)
+        return None
+    if grant is None:
+        return None
+    if not isinstance(grant, Grant) or grant.tool is None:
+        log.warning("the approves= function of %r returned %r, not a Grant naming its tool", tool.name, grant)
+        return None
+    if policy.required(grant.tool) > 1:
+        return None  # a call that needs several approvals is never approved by one yes
+    return grant.scope()
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+def decision_kind(tool: Tool, answer: ToolResponse | ToolRestart, claim: CallAnswered) -> DecisionKind:
+    """What kind of decision an answer is: an approval, an edit, a denial, or a made-up result."""
+    if claim.decision == "restart":
+        return "edit" if claim.replace_input is not None else "approve"
+    if claim.decision == "deny":
+        return "deny"
+    if tool.pauses_only:
+        said = yes_or_no(tool, claim.output)
+        if said is not None:
+            return "approve" if said else "deny"
+    return "respond"
+
+
+def review(
+    policy: ApprovalPolicy,
+    state: SessionState,
+    pause: Pause,
+    answer: ToolResponse | ToolRestart,
+    claim: CallAnswered,
+    tools: dict[str, Tool] | Any,
+    limits: JsonLimits,
+) -> list[Record]:
+    """The records an answer the policy governs makes: the claim (a quorum's approvals listed
+    on it), or an ``ApprovalGiven`` until the quorum is reached; and the grants it gives.
+    Raises the ``ResumeRefused`` that says why the answer cannot be given."""
+    tool: Tool = tools[claim.name]
+    paused = pause.record
+    if isinstance(paused, ApprovalPaused):
+        request, roles = paused.approval, pause.roles
+    else:  # paused before the policy named this tool: its current rules apply
+        fresh = policy.request(tool, None, gated=False)
+        if fresh is None and answer.grant is None:
+            return [claim]
+        request = fresh or ApprovalRequest()
+        roles = request.roles
+    kind = decision_kind(tool, answer, claim)
+    approved_by = pause.approved_by()
+    policy.check(claim.principal, request, roles, kind, claim.name, approved_by)
+    records: list[Record] = []
+    approving = kind in ("approve", "edit")
+    if answer.grant is not None:
+        if not approving:
+            raise InvalidGrant("a grant goes with an approval: it approves later calls too", ref=claim.call_ref)
+        records.append(_grant(policy, answer.grant, tool.name, tools, claim, request, limits))
+    if approving and request.offer is not None:
+        offered = Grant.from_scope(request.offer)
+        if offered.tool is not None and offered.tool in tools:
+            records.append(_added(offered, offered.tool, offered.bounds, offered.ttl, claim))
+    if approving and request.gated and request.required > 1:
+        if len(approved_by) + 1 < request.required:
+            assert claim.principal is not None  # checked: a quorum's approvals are named
+            given = ApprovalGiven(
+                ref=claim.ref,
+                call_ref=claim.call_ref,
+                name=claim.name,
+                at=claim.at,
+                principal=claim.principal,
+                via=claim.via,
+                metadata=claim.metadata,
+                idempotency_key=claim.idempotency_key,
+                request_hash=claim.request_hash,
+            )
+            return [given, *records]
+        counted = [Approver(a.principal, a.at, a.via) for _, a in pause.approvals]
+        claim.approvals = [*counted, Approver(claim.principal or "", claim.at, claim.via)]
+    return [claim, *records]
+
+
+def _grant(
+    policy: ApprovalPolicy,
+    grant: Grant,
+    paused_tool: str,
+    tools: Any,
+    claim: CallAnswered,
+    request: ApprovalRequest,
+    limits: JsonLimits,
+) -> GrantAdded:
+    """A grant a person asked for, checked against the policy and the tool (``InvalidGrant``)."""
+    if not isinstance(grant, Grant):
+        raise InvalidGrant(f"a grant is a Grant, not {grant!r}", ref=claim.call_ref)
+    target = grant.tool or paused_tool
+    tool = tools.get(target)
+    if tool is None:
+        raise InvalidGrant(f"a grant names {target!r}, which is no tool of this agent", ref=claim.call_ref)
+    if not policy.may_grant(target):
+        raise InvalidGrant(f"the approval policy lets nobody grant calls of {target!r}", ref=claim.call_ref)
+    if request.required > 1 or policy.required(target) > 1:
+        raise InvalidGrant(
+            f"calls of {target!r} need several approvals: no grant stands in for them", ref=claim.call_ref
+        )
+    roles = policy.roles_deciding(target)
+    if roles is not None and not policy.allows(target, policy.roles_of(claim.principal) & roles, "approve"):
+        raise ApprovalForbidden(
+            f"{claim.principal or 'an unnamed caller'!r} holds no role that approves {target!r}: they cannot grant it",
+            reason="role",
+            roles=sorted(roles),
+        )
+    try:
+        bounds = check_bounds(tool.input_model, json_data(grant.bounds, limits), target)
+    except NotJsonData as exc:
+        raise InvalidGrant(f"a grant's bounds cannot be recorded: {exc}", ref=claim.call_ref) from None
+    if grant.uses is not None and (not isinstance(grant.uses, int) or isinstance(grant.uses, bool) or grant.uses < 1):
+        raise InvalidGrant(f"a grant's uses is a count of at least 1 (or None), not {grant.uses!r}", ref=claim.call_ref)
+    limit = policy.grant_limit(target)
+    ttl = grant.ttl
+    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
+        raise InvalidGrant(f"a grant's ttl is a positive timedelta, not {ttl!r}", ref=claim.call_ref)
+    if ttl is not None and limit is not None and ttl > limit:
+        raise InvalidGrant(f"grants of {target!r} last at most {limit}", ref=claim.call_ref, limit=str(limit))
+    return _added(grant, target, bounds, ttl or limit, claim)
+
+
+def _added(grant: Grant, tool: str, bounds: Any, ttl: timedelta | None, claim: CallAnswered) -> GrantAdded:
+    from ..turn._turn import new_ref
+
+    return GrantAdded(
+        id=new_ref(),
+        tool=tool,
+        at=claim.at,
+        principal=claim.principal,
+        via=claim.via,
+        bounds=bounds,
+        uses=grant.uses,
+        expires_at=None if ttl is None else claim.at + ttl,
+        ref=claim.ref,
+        call_ref=claim.call_ref,
+    )

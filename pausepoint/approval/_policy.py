@@ -1,0 +1,550 @@
+"""Approval policies: who must approve which tool calls, and what decides without a person.
+
+A tool may require approval of its exact call (``@ai.tool(requires_approval=True)``, or a
+predicate of its validated input and run context). Such a call is paused by the runtime
+*before* the tool runs; approving it runs the tool with exactly the arguments shown. An
+``ApprovalPolicy`` — given to an agent (``define_agent(approval=...)``) or to the app
+(``Pausepoint(approval=...)``; an agent's policy comes first) — says the rest:
+
+``rules``
+    decide without a person, first match wins: ``Rule.approve("small transfers",
+    ["transfer_money"], when=lambda t: t.amount <= 100)``, ``Rule.deny(...)``, or
+    ``Rule.ask(...)`` (a person must decide, even a tool that does not require approval, and no
+    grant stands in for them). A rule naming no tools applies to every call that requires
+    approval. The decision is in the audit trail with the rule's name.
+``roles`` and ``members``
+    which roles decide which tools' pauses, with which decisions (``Role(tools=[...],
+    decisions=["approve", "deny"])``), and who holds which role (a mapping, or a function of
+    the principal). A pause of a tool some role names may be decided only by that role's
+    members; a pause of a tool no role names by anyone who may answer the session.
+``quorum``
+    distinct approvals a tool's calls need (``{"deploy": 2}``); one denial denies.
+``separation_of_duties``
+    the principal who sent the message that led to a call may not approve it (``True``: every
+    call paused for approval; or a collection of tool names).
+``grantable``
+    tools whose approval may grant later calls in the session (``Grant``), with the longest a
+    grant may last (``{"transfer_money": timedelta(hours=8)}``, or a collection: no limit).
+``ttl`` and ``escalation``
+    how long a call paused for approval waits (``{"deploy": timedelta(minutes=30)}``), and who
+    it is handed to when nobody decided in time (``{"deploy": [Escalation(to=["sre-leads"],
+    ttl=timedelta(hours=1))]}``) instead of the agent's expiry policy; after the last step, the
+    expiry policy decides.
+
+Policies compose: ``agent_policy + app_policy`` keeps both rule lists (the left one's first),
+and per tool the left one's settings. Every mapping may use ``"*"`` for every tool.
+
+What the policy requires of a pause is recorded with it (``ApprovalRequest``), so every process
+answers it alike; who holds a role is read when someone answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ..errors import AlreadyApproved, ApprovalForbidden, DecisionNotAllowed, DefinitionError
+from ..session._records import ApprovalRequest, EscalationStep
+
+if TYPE_CHECKING:
+    from ..tools._tool import Tool, ToolRunContext
+
+__all__ = [
+    "DECISIONS",
+    "ApprovalPolicy",
+    "Check",
+    "DecisionKind",
+    "Escalation",
+    "Role",
+    "Rule",
+    "call_check",
+]
+
+log = logging.getLogger("pausepoint")
+
+#: The kinds of decision a person gives on a pause (an edit is an approval of edited input).
+DecisionKind: TypeAlias = Literal["approve", "edit", "deny", "respond"]
+DECISIONS: tuple[DecisionKind, ...] = ("approve", "edit", "deny", "respond")
+
+#: A predicate of a call: ``(input)`` or ``(input, ctx)``, sync or async, ``input`` validated.
+Check: TypeAlias = Callable[..., "bool | Awaitable[bool]"]
+
+ANY = "*"
+
+
+async def call_check(check: Check, validated: Any, ctx: ToolRunContext) -> bool:
+    """Run a predicate of a call (one or two parameters, sync or async)."""
+    result = check(validated, ctx) if _arity(check) >= 2 else check(validated)
+    if inspect.isawaitable(result):
+        result = await result
+    return bool(result)
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: give it both
+        return 2
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return 2
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+def _names(value: Collection[str] | str | None, what: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+        raise DefinitionError(f"{what} is a collection of names, not {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A decision the policy makes without a person, when ``when`` holds for a call.
+
+    ``then`` is ``"approve"`` (the call runs), ``"deny"`` (the model is told, with ``reason``)
+    or ``"ask"`` (a person decides; no grant stands in). ``tools`` names the tools it applies
+    to (None: every call that requires approval). ``when`` is a predicate of the validated
+    input, or of the input and the ``ToolRunContext`` (sync or async; None: always). A
+    predicate that raises is a reason to ask a person, never to approve.
+    """
+
+    name: str
+    then: Literal["approve", "deny", "ask"]
+    tools: Collection[str] | None = None
+    when: Check | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise DefinitionError(f"a rule needs a name (it is shown in the audit trail), not {self.name!r}")
+        if self.then not in ("approve", "deny", "ask"):
+            raise DefinitionError(f"rule {self.name!r}: then must be 'approve', 'deny' or 'ask', not {self.then!r}")
+        object.__setattr__(self, "tools", _names(self.tools, f"rule {self.name!r}: tools"))
+        if self.when is not None and not callable(self.when):
+            raise DefinitionError(f"rule {self.name!r}: when must be a predicate of the call's input")
+
+    @classmethod
+    def approve(cls, name: str, tools: Collection[str] | None = None, *, when: Check | None = None) -> Rule:
+        """Approve matching calls without asking anyone."""
+        return cls(name, "approve", tools, when)
+
+    @classmethod
+    def deny(
+        cls, name: str, tools: Collection[str] | None = None, *, when: Check | None = None, reason: str | None = None
+    ) -> Rule:
+        """Deny matching calls; the model sees ``{"denied": True, "reason": reason or name}``."""
+        return cls(name, "deny", tools, when, reason)
+
+    @classmethod
+    def ask(
+        cls, name: str, tools: Collection[str] | None = None, *, when: Check | None = None, reason: str | None = None
+    ) -> Rule:
+        """A person must decide matching calls (no grant stands in for them)."""
+        return cls(name, "ask", tools, when, reason)
+
+    def covers(self, tool: str, required: bool) -> bool:
+        return tool in self.tools if self.tools is not None else required
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """What a role's members may decide: pauses of ``tools`` (``"*"``: every tool), with
+    ``decisions`` among ``approve``, ``edit``, ``deny``, ``respond``."""
+
+    tools: Collection[str] = (ANY,)
+    decisions: Collection[str] = DECISIONS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tools", frozenset(_names(self.tools, "Role.tools") or ()))
+        decisions = _names(self.decisions, "Role.decisions") or ()
+        unknown = set(decisions) - set(DECISIONS)
+        if unknown:
+            raise DefinitionError(f"Role.decisions: unknown {sorted(unknown)}; use {', '.join(DECISIONS)}")
+        object.__setattr__(self, "decisions", frozenset(decisions))
+
+    def names(self, tool: str) -> bool:
+        return ANY in self.tools or tool in self.tools
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """A pause nobody decided in time goes to the members of ``to``, who have ``ttl`` more."""
+
+    to: Collection[str]
+    ttl: timedelta
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "to", _names(self.to, "Escalation.to"))
+        if not self.to:
+            raise DefinitionError("Escalation.to names at least one role")
+        if not isinstance(self.ttl, timedelta) or self.ttl <= timedelta(0):
+            raise DefinitionError("Escalation.ttl must be a positive timedelta")
+
+
+Members: TypeAlias = "Mapping[str, Collection[str]] | Callable[[str], Collection[str]]"
+
+
+def _per_tool(value: Any, what: str, check: Callable[[Any], bool], expected: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        value = {ANY: value}
+    for tool, item in value.items():
+        if not isinstance(tool, str) or not check(item):
+            raise DefinitionError(f"{what}[{tool!r}] must be {expected}, not {item!r}")
+    return dict(value)
+
+
+class ApprovalPolicy:
+    """Who must approve which calls, and what decides without a person (see the module docstring).
+
+    Raises ``DefinitionError`` for settings that cannot work (a quorum below 1, an escalation
+    without a time-to-live, roles that are not ``Role`` objects, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: Sequence[Rule] = (),
+        roles: Mapping[str, Role] | None = None,
+        members: Mapping[str, Collection[str]] | Callable[[str], Collection[str]] | None = None,
+        quorum: Mapping[str, int] | int | None = None,
+        separation_of_duties: bool | Collection[str] = False,
+        grantable: Collection[str] | Mapping[str, timedelta | None] = (),
+        ttl: Mapping[str, timedelta] | timedelta | None = None,
+        escalation: Mapping[str, Sequence[Escalation]] | Sequence[Escalation] | None = None,
+    ) -> None:
+        for rule in rules:
+            if not isinstance(rule, Rule):
+                raise DefinitionError(f"rules are Rule objects (Rule.approve, Rule.deny, Rule.ask), not {rule!r}")
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self.roles: dict[str, Role] = dict(roles or {})
+        for name, role in self.roles.items():
+            if not isinstance(role, Role):
+                raise DefinitionError(f"roles[{name!r}] must be a Role, not {role!r}")
+        self.members: Members | None = members
+        if members is not None and not callable(members):
+            self.members = {p: frozenset(_names(r, f"members[{p!r}]") or ()) for p, r in members.items()}
+        self.quorum: dict[str, int] = _per_tool(
+            quorum, "quorum", lambda n: isinstance(n, int) and not isinstance(n, bool) and n >= 1, "an int >= 1"
+        )
+        if isinstance(separation_of_duties, bool):
+            self._separate_gated, self._separate_tools = separation_of_duties, frozenset[str]()
+        else:
+            self._separate_gated = False
+            self._separate_tools = frozenset(_names(separation_of_duties, "separation_of_duties") or ())
+        if not isinstance(grantable, Mapping):
+            grantable = dict.fromkeys(_names(grantable, "grantable") or ())
+        self.grantable: dict[str, timedelta | None] = _per_tool(
+            grantable, "grantable", lambda t: t is None or (isinstance(t, timedelta) and t > timedelta(0)),
+            "a positive timedelta or None",
+        )  # fmt: skip
+        self.ttl: dict[str, timedelta] = _per_tool(
+            ttl, "ttl", lambda t: isinstance(t, timedelta) and t > timedelta(0), "a positive timedelta"
+        )
+        if escalation is not None and not isinstance(escalation, Mapping):
+            escalation = {ANY: escalation}
+        self.escalation: dict[str, tuple[Escalation, ...]] = {}
+        for tool, steps in (escalation or {}).items():
+            if isinstance(steps, Escalation) or not all(isinstance(s, Escalation) for s in steps):
+                raise DefinitionError(f"escalation[{tool!r}] is a list of Escalation steps")
+            if self._setting(self.ttl, tool) is None:
+                raise DefinitionError(
+                    f"escalation[{tool!r}]: a pause escalates when its time runs out; give it a ttl first"
+                )
+            self.escalation[tool] = tuple(steps)
+
+    def __repr__(self) -> str:
+        return f"<ApprovalPolicy {len(self.rules)} rule(s), roles {sorted(self.roles)}>"
+
+    # -- composing ----------------------------------------------------------------------------------
+
+    def __add__(self, other: ApprovalPolicy) -> ApprovalPolicy:
+        """Both policies: this one's rules first, then ``other``'s; per tool, this one's settings."""
+        if not isinstance(other, ApprovalPolicy):
+            return NotImplemented
+        combined = ApprovalPolicy.__new__(ApprovalPolicy)
+        combined.rules = self.rules + other.rules
+        combined.roles = {**other.roles, **self.roles}
+        combined.members = _both_members(self.members, other.members)
+        combined.quorum = {**other.quorum, **self.quorum}
+        combined._separate_gated = self._separate_gated or other._separate_gated
+        combined._separate_tools = self._separate_tools | other._separate_tools
+        combined.grantable = {**other.grantable, **self.grantable}
+        combined.ttl = {**other.ttl, **self.ttl}
+        combined.escalation = {**other.escalation, **self.escalation}
+        return combined
+
+    def with_members(self, members: Mapping[str, Collection[str]]) -> ApprovalPolicy:
+        """This policy with more role holders (``pausepoint serve --approver`` adds them)."""
+        return self + ApprovalPolicy(members=members)
+
+    def check_tools(self, tools: Mapping[str, Tool], known: Collection[str], agent: str) -> None:
+        """``DefinitionError`` for settings naming a tool that does not exist (a typo would make a
+        rule that denies or asks never apply), a quorum on a tool whose calls never pause for
+        approval, or a quorum more members than hold the roles that decide it."""
+        named: list[tuple[str, str]] = [(f"rule {r.name!r}", t) for r in self.rules for t in r.tools or ()]
+        named += [(f"role {n!r}", t) for n, role in self.roles.items() for t in role.tools]
+        for what, table in (("quorum", self.quorum), ("grantable", self.grantable), ("ttl", self.ttl),
+                            ("escalation", self.escalation)):  # fmt: skip
+            named += [(what, t) for t in table]
+        named += [("separation_of_duties", t) for t in self._separate_tools]
+        for what, named_tool in named:
+            if named_tool != ANY and named_tool not in known:
+                raise DefinitionError(
+                    f"agent {agent!r}: the approval policy's {what} names {named_tool!r}, which is no tool"
+                )
+        for name, required in self.quorum.items():
+            if required < 2:
+                continue
+            for tool in tools.values() if name == ANY else [tools[name]] if name in tools else []:
+                if tool.pauses_only or not (tool.requires_approval or any(r.tools and tool.name in r.tools
+                                                                          for r in self.rules)):  # fmt: skip
+                    if name != ANY:
+                        raise DefinitionError(
+                            f"agent {agent!r}: quorum[{name!r}]: a quorum counts approvals of calls paused for "
+                            "approval; give the tool requires_approval=... or a Rule.ask"
+                        )
+                    continue
+                eligible = self._holders(self.roles_deciding(tool.name))
+                if eligible is not None and len(eligible) < required:
+                    raise DefinitionError(
+                        f"agent {agent!r}: {tool.name!r} needs {required} approvals, but only "
+                        f"{len(eligible)} member(s) hold a role that decides it"
+                    )
+
+    # -- before a call runs -------------------------------------------------------------------------
+
+    def has_say(self, tools: Mapping[str, Tool]) -> bool:
+        """Whether this policy, or one of ``tools`` (one that requires approval or approves its
+        own calls), has any say over calls at all: if not, the turn loop skips the policy."""
+        return bool(
+            self.rules
+            or self.roles
+            or self._separate_tools
+            or any(t.requires_approval is not False or t.approves is not None for t in tools.values())
+        )
+
+    def governs(self, tool: str) -> bool:
+        """Whether any setting names ``tool`` (or every tool): its pauses need the policy's review."""
+        if any(r.tools is not None and tool in r.tools for r in self.rules):
+            return True
+        if any(role.names(tool) for role in self.roles.values()):
+            return True
+        return tool in self._separate_tools
+
+    def asks_about(self, tool: str) -> bool:
+        """Whether a rule names ``tool``: its calls are judged even when it requires no approval."""
+        return any(r.tools is not None and tool in r.tools for r in self.rules)
+
+    async def rule_for(
+        self, tool: str, validated: Any, ctx: ToolRunContext, required: bool
+    ) -> tuple[Rule | None, str | None]:
+        """The first rule that decides the call (and None), or (None, why a person must decide
+        because a rule could not be evaluated), or (None, None): no rule applies."""
+        for rule in self.rules:
+            if not rule.covers(tool, required):
+                continue
+            if rule.when is not None:
+                try:
+                    matched = await call_check(rule.when, validated, ctx)
+                except Exception as exc:
+                    log.warning("approval rule %r failed on a call of %r; a person decides", rule.name, tool,
+                                exc_info=True)  # fmt: skip
+                    return (
+                        None,
+                        f"the rule {rule.name!r} could not be evaluated ({type(exc).__name__}): a person decides",
+                    )
+                if not matched:
+                    continue
+            return rule, None
+        return None, None
+
+    def request(
+        self,
+        tool: Tool,
+        requester: str | None,
+        *,
+        gated: bool,
+        rule: str | None = None,
+        offer: dict[str, Any] | None = None,
+    ) -> ApprovalRequest | None:
+        """What deciding a pause of ``tool`` takes (None: nothing beyond the session's rights)."""
+        name = tool.name
+        roles = self.roles_deciding(name)
+        separate = self.separates(name, gated)
+        if not gated and roles is None and not separate and offer is None:
+            return None
+        if gated:
+            decisions = ["approve", "edit", "deny"] if tool.allow_input_edits else ["approve", "deny"]
+        else:
+            decisions = list(DECISIONS)
+        required = self._setting(self.quorum, name) or 1 if gated else 1
+        if required > 1 and "edit" in decisions:
+            decisions.remove("edit")  # approvals are of one input: an edit would void the others'
+        steps = self._setting(self.escalation, name) or () if gated else ()
+        return ApprovalRequest(
+            required=required,
+            roles=None if roles is None else sorted(roles),
+            requester=requester,
+            separate=separate,
+            gated=gated,
+            decisions=decisions,
+            grantable=gated and required == 1 and self.may_grant(name),
+            offer=offer,
+            rule=rule,
+            escalation=[EscalationStep(sorted(s.to), s.ttl.total_seconds()) for s in steps],
+        )
+
+    def pause_ttl(self, tool: str) -> timedelta | None:
+        found: timedelta | None = self._setting(self.ttl, tool)
+        return found
+
+    # -- when someone answers -----------------------------------------------------------------------
+
+    def roles_deciding(self, tool: str) -> set[str] | None:
+        """The roles whose members decide ``tool``'s pauses (None: no role names it)."""
+        found = {name for name, role in self.roles.items() if role.names(tool)}
+        return found or None
+
+    def roles_of(self, principal: str | None) -> frozenset[str]:
+        """The roles ``principal`` holds. Raises ``ApprovalForbidden`` (``reason="members"``)
+        when a ``members`` function fails: a lookup that failed never lets anyone decide."""
+        if principal is None or self.members is None:
+            return frozenset()
+        if not callable(self.members):
+            return frozenset(self.members.get(principal, ()))
+        try:
+            return frozenset(self.members(principal) or ())
+        except Exception as exc:
+            log.warning("the members function of the approval policy failed for %r", principal, exc_info=True)
+            raise ApprovalForbidden(
+                f"the approval policy could not look up the roles of {principal!r} ({type(exc).__name__}); "
+                "nobody decides on a lookup that failed",
+                reason="members",
+                principal=principal,
+            ) from exc
+
+    def separates(self, tool: str, gated: bool) -> bool:
+        return (gated and self._separate_gated) or tool in self._separate_tools
+
+    def allows(self, tool: str, roles: Collection[str], decision: str) -> bool:
+        """Whether holding ``roles`` (those that decide the pause) lets one give ``decision``.
+        A role the policy does not define (an escalation target) gives every decision."""
+        for name in roles:
+            role = self.roles.get(name)
+            if role is None or not role.names(tool) or decision in role.decisions:
+                return True
+        return False
+
+    def check(
+        self,
+        principal: str | None,
+        request: ApprovalRequest,
+        roles: list[str] | None,
+        decision: DecisionKind,
+        tool: str,
+        approved_by: Collection[str] = (),
+    ) -> None:
+        """Raise unless ``principal`` may give ``decision`` on a pause that requires ``request``
+        (``roles``: who decides it now, escalations included; ``approved_by``: approvals counted).
+        Whether they may answer it at all comes first (``ApprovalForbidden``), then whether the
+        pause takes that decision (``DecisionNotAllowed``), then what their roles let them do."""
+        held = None if roles is None else self.roles_of(principal) & set(roles)
+        if roles is not None and not held:
+            raise ApprovalForbidden(
+                f"{principal or 'an unnamed caller'!r} holds none of the roles that decide {tool!r} "
+                f"({', '.join(roles)})",
+                reason="role",
+                roles=list(roles),
+            )
+        if decision not in request.decisions:
+            raise DecisionNotAllowed(
+                f"a pause of {tool!r} takes {', '.join(request.decisions)}, not {decision}",
+                decision=decision,
+                allowed=list(request.decisions),
+            )
+        approving = decision in ("approve", "edit")
+        if approving and request.separate:
+            if principal is None:
+                raise ApprovalForbidden(
+                    f"separation of duties: approving {tool!r} needs a named principal", reason="anonymous"
+                )
+            if principal == request.requester:
+                raise ApprovalForbidden(
+                    f"separation of duties: {principal!r} asked for this call of {tool!r} and may not approve it",
+                    reason="separation_of_duties",
+                    principal=principal,
+                )
+        if approving and request.required > 1:
+            if principal is None:
+                raise ApprovalForbidden(
+                    f"{tool!r} needs {request.required} distinct approvers: approvals must be named",
+                    reason="anonymous",
+                )
+            if principal in approved_by:
+                raise AlreadyApproved(
+                    f"{principal!r} approved this call of {tool!r} already; it needs {request.required} "
+                    "distinct approvers",
+                    principal=principal,
+                )
+        if held is None:
+            return
+        if not self.allows(tool, held, decision):
+            raise ApprovalForbidden(
+                f"the role(s) {', '.join(sorted(held))} may not {decision} {tool!r}",
+                reason="decision",
+                roles=list(held),
+            )
+
+    def eligible(self, roles: list[str] | None, tool: str, decision: DecisionKind) -> list[str] | None:
+        """Who may give ``decision`` on a pause decided by ``roles`` (None: anyone who may answer
+        the session, or members the policy cannot list)."""
+        if roles is None:
+            return None
+        holders = self._holders(set(roles))
+        if holders is None:
+            return None
+        return sorted(p for p in holders if self.allows(tool, self.roles_of(p) & set(roles), decision))
+
+    def _holders(self, roles: set[str] | None) -> set[str] | None:
+        if roles is None or self.members is None or callable(self.members):
+            return None
+        return {p for p, held in self.members.items() if set(held) & roles}
+
+    # -- grants ---------------------------------------------------------------------------------------
+
+    def may_grant(self, tool: str) -> bool:
+        return tool in self.grantable or ANY in self.grantable
+
+    def grant_limit(self, tool: str) -> timedelta | None:
+        found: timedelta | None = self._setting(self.grantable, tool)
+        return found
+
+    def required(self, tool: str) -> int:
+        """How many approvals a call of ``tool`` paused for approval needs."""
+        found: int = self._setting(self.quorum, tool) or 1
+        return found
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _setting(table: Mapping[str, Any], tool: str) -> Any:
+        return table[tool] if tool in table else table.get(ANY)
+
+
+def _both_members(a: Members | None, b: Members | None) -> Members | None:
+    if a is None or b is None:
+        return a if b is None else b
+    if not callable(a) and not callable(b):
+        return {p: frozenset(a.get(p, ())) | frozenset(b.get(p, ())) for p in {*a, *b}}
+
+    def lookup(members: Members, principal: str) -> frozenset[str]:
+        return frozenset(members(principal) if callable(members) else members.get(principal, ()))
+
+    return lambda principal: lookup(a, principal) | lookup(b, principal)

@@ -1,0 +1,278 @@
+"""What a session accepts: JSON data that every store keeps and every process reads back the same.
+
+A session's records are stored as JSON and decoded by pydantic-core (its JSON parser, jiter) —
+in this process, in another one, after a restart. Some Python values do not survive that trip,
+so every value that enters a session (a user message, an answer, a model's output, a tool's
+result, an ``Interrupt``'s metadata) goes through ``json_data`` first: it returns the value in
+the normal form the stores keep, or raises ``NotJsonData`` naming the JSON path and the rule
+broken — before anything is written. The rules, and the decoder behaviour behind each:
+
+- **depth**: jiter refuses a document nested deeper than 200 arrays/objects, and a value sits
+  inside its record (and inside the HTTP replies that show it: a Genkit snapshot wraps a tool
+  input in 8 levels). ``max_depth`` (default 64) may be raised to ``MAX_DEPTH`` (192 = 200 - 8).
+- **integers**: jiter reads integers of at most 4,300 digits, and Python's own ``json`` (the
+  HTTP edge) those a process allows (``sys.set_int_max_str_digits``, which may be as low as
+  640). ``max_int_digits`` defaults to 640, so every process reads them back; at most 4,300.
+- **floats**: NaN and ±Infinity are not JSON (pydantic writes them as ``null``): refused.
+- **strings** (values and keys): a lone surrogate (``"\\ud800"``) cannot be encoded as UTF-8:
+  refused. One string holds at most ``max_string_bytes`` bytes of UTF-8 (default: the store's
+  ``max_record_bytes``, which bounds each record as a whole).
+- **types**: JSON's own (dict with string keys, list, str, int, float, bool, None). Other values
+  pydantic knows how to serialise — models, dataclasses, tuples, sets, enums, ``Decimal``,
+  dates — are converted to that JSON form first (``pydantic_core.to_jsonable_python``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from ..errors import DefinitionError
+from ..stores._base import DEFAULT_MAX_RECORD_BYTES
+
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "JsonLimits", "NotJsonData", "json_data", "json_text", "printable"]
+
+#: the deepest ``max_depth`` allowed: jiter's 200 levels less the deepest wrapping of a value
+MAX_DEPTH = 192
+#: the longest integer jiter decodes, in decimal digits
+MAX_INT_DIGITS = 4300
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLimits:
+    """How large a value a session accepts (see the module docstring for where each comes from).
+
+    ``max_depth``: arrays/objects nested in one value (``[1]`` is 1 deep), at most ``MAX_DEPTH``.
+    ``max_int_digits``: decimal digits of an integer, at most ``MAX_INT_DIGITS``.
+    ``max_string_bytes``: UTF-8 bytes of one string or key; ``None`` is the agent's store's
+    ``max_record_bytes``. Raises ``DefinitionError`` for a limit out of range.
+    """
+
+    max_depth: int = 64
+    max_int_digits: int = 640
+    max_string_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_depth <= MAX_DEPTH:
+            raise DefinitionError(
+                f"max_depth must be from 1 to {MAX_DEPTH} (deeper JSON cannot be read back), not {self.max_depth}"
+            )
+        if not 1 <= self.max_int_digits <= MAX_INT_DIGITS:
+            raise DefinitionError(
+                f"max_int_digits must be from 1 to {MAX_INT_DIGITS} (longer integers cannot be read back), "
+                f"not {self.max_int_digits}"
+            )
+        if self.max_string_bytes is not None and self.max_string_bytes < 1:
+            raise DefinitionError(f"max_string_bytes must be at least 1, not {self.max_string_bytes}")
+
+    def bounded_by(self, max_record_bytes: int) -> JsonLimits:
+        """These limits, with ``max_string_bytes`` defaulting to a store's record limit."""
+        return self if self.max_string_bytes is not None else replace(self, max_string_bytes=max_record_bytes)
+
+
+DEFAULT_LIMITS = JsonLimits(max_string_bytes=DEFAULT_MAX_RECORD_BYTES)
+
+
+class NotJsonData(ValueError):
+    """A value a session cannot keep: ``path`` (JSONPath, ``$`` is the value), ``rule`` broken
+    (``max_depth``, ``max_int_digits``, ``max_string_bytes``, ``finite_number``,
+    ``unpaired_surrogate``, ``json_type``, ``nul_in_name``) and the ``limit`` (None for rules
+    without one)."""
+
+    def __init__(self, problem: str, rule: str, limit: int | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.rule = rule
+        self.limit = limit
+        self._inner: list[str | int] = []  # path segments, innermost first (added while unwinding)
+        self.root = "$"
+
+    @property
+    def path(self) -> str:
+        return self.root + "".join(_segment(s) for s in reversed(self._inner))
+
+    def details(self) -> dict[str, Any]:
+        """What a typed error carries: the path, the rule and the limit."""
+        return {"path": self.path, "rule": self.rule, "limit": self.limit}
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+def json_data(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$") -> Any:
+    """``value`` in the JSON normal form the stores keep; raises ``NotJsonData`` otherwise.
+
+    Plain JSON data is returned as it is (nothing copied); other values are converted once
+    with ``to_jsonable_python`` and checked again. ``path`` names the value in errors.
+    """
+    longest = limits.max_string_bytes
+    if longest is None:
+        longest = DEFAULT_MAX_RECORD_BYTES
+        limits = limits.bounded_by(longest)
+    if value is None or (type(value) is str and value.isascii() and len(value) <= longest):
+        return value  # the commonest values, at the cost of one test
+    try:
+        try:
+            _check(value, limits, 0)
+            return value
+        except _Foreign:
+            pass
+        try:
+            converted = to_jsonable_python(value)
+        except (TypeError, ValueError) as exc:  # PydanticSerializationError is a ValueError
+            raise _conversion_error(exc, limits) from None
+        try:
+            _check(converted, limits, 0)
+        except _Foreign as foreign:  # to_jsonable_python left something that is not JSON
+            raise NotJsonData(f"{type(foreign.value).__name__} is not JSON data", "json_type") from None
+        return converted
+    except NotJsonData as exc:
+        exc.root = path
+        raise
+
+
+def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$", name: bool = False) -> str:
+    """``value`` if it is a string a session can keep; ``NotJsonData`` otherwise.
+
+    ``name=True`` also refuses NUL: a name (a principal, a session id) is kept in database text
+    columns too, and PostgreSQL's cannot hold it.
+    """
+    longest = limits.max_string_bytes
+    if longest is None:
+        longest = DEFAULT_MAX_RECORD_BYTES
+        limits = limits.bounded_by(longest)
+    if type(value) is str and value.isascii() and len(value) <= longest and not (name and "\x00" in value):
+        return value
+    try:
+        if type(value) is not str:
+            raise NotJsonData(f"expected a string, not {type(value).__name__}", "json_type")
+        _check_str(value, limits)
+        if name and "\x00" in value:
+            raise NotJsonData("a NUL character, which a name cannot hold", "nul_in_name")
+    except NotJsonData as exc:
+        exc.root = path
+        raise
+    return value
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str, max_bytes: int = 16 * 1024) -> str:
+    """``text`` made safe to keep, for messages built from others' text (an exception's, say):
+    lone surrogates become U+FFFD and it is cut to ``max_bytes`` of UTF-8."""
+    text = _SURROGATES.sub("\ufffd", text)
+    if len(text) > max_bytes // 4 and len(text.encode()) > max_bytes:
+        text = text.encode()[: max_bytes - 3].decode(errors="ignore") + "..."
+    return text
+
+
+# -- the walk -------------------------------------------------------------------------------------
+
+
+class _Foreign(Exception):
+    """A value that is not plain JSON data: convert first (``to_jsonable_python``), then check."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+_POW10: dict[int, int] = {}
+
+
+def _int_bound(digits: int) -> int:
+    bound = _POW10.get(digits)
+    if bound is None:
+        bound = _POW10[digits] = 10**digits
+    return bound
+
+
+def _check(value: Any, limits: JsonLimits, depth: int) -> None:
+    # The loops test the common scalars inline (a call per leaf would double the cost); anything
+    # else — containers, long or non-ASCII strings, large integers, odd floats — is checked by a
+    # recursive call, which also records where a problem was found.
+    kind = type(value)
+    if kind is dict or kind is list:
+        if depth >= limits.max_depth:
+            raise _too_deep(limits)
+        longest: int = limits.max_string_bytes  # type: ignore[assignment]
+        for key, item in value.items() if kind is dict else enumerate(value):
+            if kind is dict and (type(key) is not str or not key.isascii() or len(key) > longest):
+                if type(key) is not str:
+                    raise _Foreign(key)
+                try:
+                    _check_str(key, limits)
+                except NotJsonData as exc:
+                    exc._inner.append(key)
+                    raise
+            leaf = type(item)
+            if leaf is str:
+                if item.isascii() and len(item) <= longest:
+                    continue
+            elif leaf is int:
+                if item.bit_length() <= 60:
+                    continue
+            elif leaf is float:
+                if item - item == 0.0:
+                    continue
+            elif item is None or leaf is bool:
+                continue
+            try:
+                _check(item, limits, depth + 1)
+            except NotJsonData as exc:
+                exc._inner.append(key)
+                raise
+    elif kind is str:
+        _check_str(value, limits)
+    elif kind is int:
+        if value.bit_length() > 60 and abs(value) >= _int_bound(limits.max_int_digits):
+            raise NotJsonData(
+                f"an integer of more than {limits.max_int_digits} digits", "max_int_digits", limits.max_int_digits
+            )
+    elif kind is float:
+        if value - value != 0.0:  # NaN and ±Infinity (inf - inf is NaN)
+            raise NotJsonData(f"{value} is not a JSON number (NaN and Infinity are not JSON)", "finite_number")
+    elif value is not None and kind is not bool:
+        raise _Foreign(value)
+
+
+def _check_str(text: str, limits: JsonLimits) -> None:
+    limit: int = limits.max_string_bytes  # type: ignore[assignment]
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError as exc:
+            raise NotJsonData(
+                f"a lone surrogate ({text[exc.start]!a}) at character {exc.start}: not encodable as UTF-8",
+                "unpaired_surrogate",
+            ) from None
+    if size > limit:
+        raise NotJsonData(f"a string of {size} bytes; the limit is {limit}", "max_string_bytes", limit)
+
+
+def _too_deep(limits: JsonLimits) -> NotJsonData:
+    return NotJsonData(f"nested more than {limits.max_depth} levels deep", "max_depth", limits.max_depth)
+
+
+def _conversion_error(exc: Exception, limits: JsonLimits) -> NotJsonData:
+    text = printable(str(exc), 500)
+    if "depth" in text or "recursion" in text.lower():
+        return _too_deep(limits)
+    return NotJsonData(f"not JSON data: {text}", "json_type")
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _segment(part: str | int) -> str:
+    if isinstance(part, int):
+        return f"[{part}]"
+    if _IDENTIFIER.match(part):
+        return "." + part
+    return "[" + json.dumps(part) + "]"  # ASCII: a lone surrogate in a key is shown escaped

@@ -1,0 +1,236 @@
+"""``Agent``: a model, a system prompt, tools and a store — and the sessions it serves.
+
+What the agent keeps for the sessions it serves in this process — their cached states, their
+locks, checkpoint writes, background tasks, detached turns running here — is a
+``LocalSessions`` (``_sessions``); how its records reach the store, an ``Appender``
+(``_journal``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ..approval._approve import approval_for
+from ..approval._policy import ApprovalPolicy
+from ..content._jsondata import JsonLimits
+from ..errors import DefinitionError
+from ..models._model import Model, ToolDefinition
+from ..session._grants import Grant
+from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from ..session._response import AgentResponse
+from ..stores import SessionStore, SessionSummary
+from ..tools._display import PauseView, approval_view, expiry_note, render
+from ..tools._tool import Tool
+from ..turn._events import EVENT_KINDS
+from ..turn._journal import Appender
+from ..turn._telemetry import Telemetry
+from ..webhooks import Webhook
+from ._chat import Chat
+from ._sessions import LocalSessions
+
+__all__ = ["Agent", "Clock", "ExpiryPolicy", "deny_on_expiry"]
+
+Clock = Callable[[], datetime]
+ExpiryPolicy = Callable[[PendingInterrupt], Any]
+
+
+def deny_on_expiry(interrupt: PendingInterrupt) -> Any:
+    """The default expiry policy: the model sees a denial explaining that nobody answered in time."""
+    when = interrupt.expires_at.isoformat() if interrupt.expires_at else "its deadline"
+    return {"denied": True, "reason": f"expired: nobody answered before {when}"}
+
+
+class Agent:
+    """An agent definition. Create with ``Pausepoint.define_agent``; talk to it with ``chat()``.
+
+    ``agent.sessions`` — what this process keeps for the sessions the agent serves (cached
+    states, locks, background tasks) — is internal, not part of the public API.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: Model,
+        tools: list[Tool],
+        store: SessionStore,
+        clock: Clock,
+        system: str | None = None,
+        description: str | None = None,
+        config: dict[str, Any] | None = None,
+        max_turns: int = 10,
+        tool_errors: Literal["model", "fail"] = "model",
+        allow_changed_tools: bool = False,
+        on_expiry: ExpiryPolicy = deny_on_expiry,
+        abandon_after: timedelta = timedelta(minutes=15),
+        cache_size: int = 1024,
+        wait_timeout: float = 120.0,
+        json_limits: JsonLimits | None = None,
+        abort_poll: float = 0.5,
+        webhooks: Sequence[Webhook] = (),
+        telemetry: Telemetry | None = None,
+        approval: ApprovalPolicy | None = None,
+        known_tools: set[str] | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise DefinitionError(f"agent {name!r}: max_turns must be at least 1")
+        if tool_errors not in ("model", "fail"):
+            raise DefinitionError(f"agent {name!r}: tool_errors must be 'model' or 'fail'")
+        self.name = name
+        self.model = model
+        self.system = system
+        #: what the agent does, for people and clients (never the system prompt)
+        self.description = description or ""
+        self.config = dict(config or {})
+        # What the sessions accept (see JsonLimits); strings are bounded by the store's records.
+        self.json_limits = (json_limits or JsonLimits()).bounded_by(store.max_record_bytes)
+        self.clock = clock
+        self.max_turns = max_turns
+        self.tool_errors = tool_errors
+        self.allow_changed_tools = allow_changed_tools
+        self.on_expiry = on_expiry
+        self.wait_timeout = wait_timeout
+        self.abandon_after = abandon_after
+        # How often a detached turn looks in the log for an abort written by another process.
+        self.abort_poll = abort_poll
+        self.tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self.tools:
+                raise DefinitionError(f"agent {name!r}: two tools are named {tool.name!r}")
+            self.tools[tool.name] = tool
+        self.tool_definitions: list[ToolDefinition] = [t.definition for t in tools]
+        self._known_tools = set(self.tools) | (known_tools or set())
+        self.approval_policy = approval or ApprovalPolicy()
+        self.webhooks = [w for w in webhooks if w.agents is None or name in w.agents]
+        # Which webhooks each event kind goes to.
+        self._event_targets: dict[str, tuple[str, ...]] = {
+            kind: tuple(w.name for w in self.webhooks if w.wants(kind, name)) for kind in EVENT_KINDS
+        }
+        self.sessions = LocalSessions(
+            Appender(store, self._event_targets), telemetry or Telemetry(tracing=False), cache_size=cache_size
+        )
+        """Internal, not part of the public API: what this process keeps for the sessions the agent
+        serves (``LocalSessions``: cached states, locks, background tasks, checkpoint writes)."""
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name} model={self.model.name}>"
+
+    @property
+    def store(self) -> SessionStore:
+        """Where this agent's sessions are kept. Assign another store only before the agent
+        serves any session (the CLI's ``--store`` does)."""
+        return self.sessions.store
+
+    @store.setter
+    def store(self, store: SessionStore) -> None:
+        self.sessions.appender = Appender(store, self._event_targets)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where this agent's spans and metrics go (the app's ``Telemetry``)."""
+        return self.sessions.telemetry
+
+    @telemetry.setter
+    def telemetry(self, telemetry: Telemetry) -> None:
+        self.sessions.telemetry = telemetry
+
+    @property
+    def checkpoint_every(self) -> int | None:
+        """How many records past its checkpoint a session may grow before a new one is written
+        in the background (default 64; None: never write checkpoints — those in the store are
+        still read). Settable."""
+        return self.sessions.checkpoint_every
+
+    @checkpoint_every.setter
+    def checkpoint_every(self, every: int | None) -> None:
+        self.sessions.checkpoint_every = every
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy:
+        """Who approves which of this agent's calls, and what decides without a person (the
+        agent's ``ApprovalPolicy``, then the app's). Assign a new policy to change it (the
+        settings a pause was made with stay with that pause)."""
+        return self._approval_policy
+
+    @approval_policy.setter
+    def approval_policy(self, policy: ApprovalPolicy) -> None:
+        if not isinstance(policy, ApprovalPolicy):
+            raise DefinitionError(f"agent {self.name!r}: approval must be an ApprovalPolicy, not {policy!r}")
+        policy.check_tools(self.tools, self._known_tools, self.name)
+        self._approval_policy = policy
+
+    def chat(self, session_id: str | None = None, *, principal: str | None = None) -> Chat:
+        """A chat on a new session, or on the session ``session_id``.
+
+        ``principal`` is who is acting (recorded in the audit trail; a new session's owner).
+        Nothing is read or written until the first call. A ``session_id`` no session has yet is
+        created by the first ``send`` (or ``detach``), as in Genkit — the id must be 1 to 128
+        letters, digits or ``. _ : @ -``, starting with a letter or digit (``InvalidSessionId``);
+        reads and resumes of an unknown session raise ``SessionNotFound``.
+        """
+        return Chat(self, session_id, principal)
+
+    def approval(self, interrupt: PendingInterrupt, *, grant: Grant | None = None) -> ToolResponse | ToolRestart:
+        """The answer that approves ``interrupt``, as the console and the terminal chat give it.
+
+        For an interrupt-only tool (``define_interrupt``): a response saying yes, fitted to its
+        output schema (``{"approved": True}`` without one). For a tool that paused itself, or a
+        call paused for approval: a restart with ``resumed_metadata={"tool_approved": True}``
+        (the call runs with exactly the input shown). ``grant`` approves later calls too. Raises
+        ``ValueError`` when the tool is unknown or its output schema needs more than a yes
+        (answer it explicitly).
+        """
+        tool = self.tools.get(interrupt.name)
+        if tool is None:
+            raise ValueError(f"agent {self.name!r} has no tool {interrupt.name!r}")
+        return approval_for(tool, interrupt, grant)
+
+    def view(self, interrupt: PendingInterrupt) -> PauseView:
+        """How ``interrupt`` reads to the person deciding on it: title, summary, the input fields
+        that matter, risk, what happens if nobody answers in time, and — for a pause the approval
+        policy governs — where its approval stands ("1 of 2 approvals", who may still decide).
+
+        Rendered from the tool's ``PauseDisplay`` (or defaults from its input schema); the REST
+        API, the console and the terminal chat all show this. Never raises.
+        """
+        expiry = expiry_note(self.on_expiry, deny_on_expiry) if interrupt.expires_at is not None else None
+        tool = self.tools.get(interrupt.name)
+        if tool is None:
+            view = render(None, None, interrupt.name, interrupt.input, on_expiry=expiry)
+        else:
+            view = tool.view(interrupt.input, on_expiry=expiry)
+        if interrupt.approval is None:
+            return view
+        return dataclasses.replace(view, approval=approval_view(interrupt, self.approval_policy, self.tools))
+
+    async def list_sessions(
+        self,
+        *,
+        owner: str | None = None,
+        has_pending: bool | None = None,
+        expiring_before: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[SessionSummary]:
+        """This agent's sessions, most recently updated first (an approval inbox: ``has_pending=True``)."""
+        return await self.store.list_sessions(
+            owner=owner,
+            agent=self.name,
+            has_pending=has_pending,
+            expiring_before=expiring_before,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def settle_expired(self, *, limit: int = 100) -> list[AgentResponse]:
+        """Resolve expired pauses of this agent's sessions by the expiry policy (for a periodic job)."""
+        due = await self.list_sessions(expiring_before=self.clock(), limit=limit)
+        responses = []
+        for summary in due:
+            response = await self.chat(summary.session_id).settle_expired()
+            if response is not None:
+                responses.append(response)
+        return responses

@@ -1,0 +1,485 @@
+"""A session's state: a pure fold over its log records.
+
+Nothing here does I/O. ``SessionState.apply`` is the only way state changes, so a process that
+reads the log from the store rebuilds exactly the state the writer had.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, overload
+
+from ..checkpoints._chunks import ChunkCheck
+from ..content._messages import Message, ToolRequestPart, ToolResponsePart
+from ..stores import SessionSummary
+from ._grants import GrantStatus
+from ._records import (
+    AbortRequested,
+    ApprovalGiven,
+    ApprovalPaused,
+    CallAnswered,
+    CallCompleted,
+    CallDecided,
+    CallPaused,
+    GrantAdded,
+    GrantRevoked,
+    MessageAdded,
+    PauseEscalated,
+    Record,
+    SessionStarted,
+    TurnEnded,
+    TurnStarted,
+)
+
+__all__ = [
+    "AuditRecord",
+    "Batch",
+    "Call",
+    "Chain",
+    "Detached",
+    "GrantState",
+    "HistoryView",
+    "Link",
+    "Pause",
+    "SessionState",
+]
+
+# What the audit trail lists: every answer, approval, policy decision, grant, escalation, message.
+AuditRecord = CallAnswered | MessageAdded | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
+
+
+class HistoryView(Sequence[Message]):
+    """The first ``length`` messages of an append-only list, without copying it.
+
+    A model request holds one of these: it costs the same whatever the history's length, and
+    later appends to the session do not change what the request shows.
+    """
+
+    __slots__ = ("_length", "_messages")
+
+    def __init__(self, messages: list[Message]) -> None:
+        self._messages = messages
+        self._length = len(messages)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return self._messages[: self._length][index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("history index out of range")
+        return self._messages[index]
+
+    def __repr__(self) -> str:
+        return f"HistoryView({self._length} messages)"
+
+
+@dataclass(slots=True)
+class Call:
+    """A tool call the model asked for. ``status`` is where its result stands."""
+
+    request: ToolRequestPart
+    turn: int
+    status: Literal["running", "completed", "paused"] = "running"
+    started_at: datetime | None = None  # when it last started running (None: not known)
+    pause: str | None = None  # the id of its latest pause (``CallPaused.ref``), if it paused
+    approved: Any = None  # the input it was approved to run with (by a person, a rule or a grant)
+    # Whether its pauses did not all show the same input and metadata: an answer naming it by
+    # its ref alone may then be meant for an earlier pause, and must name the pause it answers.
+    changed: bool = False
+
+
+@dataclass(slots=True)
+class Pause:
+    """A pause and what happened to it: its answer, the approvals counted so far (with the
+    version of each), and — after escalations — who decides it now and until when."""
+
+    record: CallPaused | ApprovalPaused  # both named: a checkpoint restores the kind it was
+    answer: CallAnswered | None = None
+    approvals: list[tuple[int, ApprovalGiven]] = field(default_factory=list)
+    expires_at: datetime | None = None
+    roles: list[str] | None = None
+    level: int = 0
+
+    def approved_by(self, until: int | None = None) -> list[str]:
+        """The principals whose approvals are counted (those recorded up to version ``until``)."""
+        return [a.principal for version, a in self.approvals if until is None or version <= until]
+
+
+@dataclass(slots=True)
+class GrantState:
+    """A grant, how many calls it approved, and its revocation."""
+
+    record: GrantAdded
+    used: int = 0
+    revoked: GrantRevoked | None = None
+
+    def status(self, now: datetime) -> GrantStatus:
+        """Whether it approves calls now ("active"), or why not."""
+        added = self.record
+        if self.revoked is not None:
+            return "revoked"
+        if added.uses is not None and self.used >= added.uses:
+            return "used"
+        if added.expires_at is not None and added.expires_at <= now:
+            return "expired"
+        return "active"
+
+    def active(self, now: datetime) -> bool:
+        return self.status(now) == "active"
+
+
+@dataclass(slots=True)
+class Batch:
+    """The tool calls of the latest model message, until every one has a result."""
+
+    refs: list[str]
+    results: dict[str, ToolResponsePart] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Detached:
+    """A detached turn: its start (``version`` is its id), the abort asked of it, its end."""
+
+    version: int
+    started: TurnStarted
+    abort: AbortRequested | None = None
+    end: TurnEnded | None = None
+    end_version: int = 0
+    sent: bool = False  # whether the message it was sent is in the history yet
+
+
+@dataclass(slots=True)
+class KeyedOutcome:
+    """What a resume with an idempotency key asked for, and how it ended (once it has)."""
+
+    request_hash: str
+    ended: TurnEnded | None = None
+    ended_version: int = 0
+
+
+@dataclass(slots=True)
+class Link:
+    """One extension of a checkpoint, as far as merging it into a later one needs."""
+
+    after: int  # the version it extends
+    lengths: dict[str, int]  # each list field's length at that version
+    version: int  # the version it takes the checkpoint to
+    size: int  # its bytes
+    keys: dict[str, list[Any]]  # each dict's entries it holds, by key
+    removed: dict[str, list[Any]]  # and the keys it removes
+
+
+@dataclass(slots=True)
+class Chain:
+    """The checkpoint a state was loaded from or last wrote, as far as writing the next
+    extension of it needs (``_checkpoint``): this process's bookkeeping."""
+
+    version: int  # the version the checkpoint is at
+    lengths: dict[str, int]  # each list field's length at that version (lists only grow)
+    base_bytes: int  # the size of its base
+    links: list[Link] = field(default_factory=list)  # its extensions, oldest first
+    # Each dict's entries this process wrote in an extension of it: key -> a hash of their JSON
+    # (an entry read since, still the same, need not be written again).
+    sums: dict[str, dict[Any, int]] = field(default_factory=dict)
+
+    def since(self, replaces: int) -> tuple[int, dict[str, int]]:
+        """The version, and the list lengths, an extension replacing the last ``replaces``
+        extends."""
+        if replaces == 0:
+            return self.version, self.lengths
+        link = self.links[-replaces]
+        return link.after, link.lengths
+
+    def extended(self, link: Link, lengths: dict[str, int], replaces: int = 0) -> None:
+        """``link`` took the checkpoint to its version, where the lists have ``lengths``, in
+        place of the last ``replaces`` extensions."""
+        if replaces:
+            del self.links[-replaces:]
+        self.links.append(link)
+        self.version, self.lengths = link.version, lengths
+
+    def wrote(self, sums: dict[str, dict[Any, int]], removed: dict[str, list[Any]]) -> None:
+        """The extension just added held these entries (``sums``) and removed these keys."""
+        for name, keys in removed.items():
+            held = self.sums.get(name)
+            if held:
+                for key in keys:
+                    held.pop(key, None)
+        for name, written in sums.items():
+            self.sums.setdefault(name, {}).update(written)
+
+
+@dataclass(slots=True)
+class Partial:
+    """The base a state reads its unread items from, when the store gave it in part
+    (``stores.Checkpoint.fetch``): this process's bookkeeping."""
+
+    chunks: ChunkCheck  # fetches and checks the base's items a chunk at a time
+    until: float  # the ``time.monotonic()`` after which the store may no longer hold the base
+
+
+@dataclass(eq=False, repr=False)  # identity equality, and no repr of a whole history
+class SessionState:
+    """Everything the runtime needs to know about a session, folded from its records.
+
+    A dataclass so that its shape is declared in one place: the checkpoint codec
+    (``_checkpoint``) derives its format and its schema fingerprint from these fields. Fields
+    marked ``transient`` are this process's bookkeeping, never written to a checkpoint.
+    """
+
+    session_id: str
+    version: int = 0
+    # How many of the folded records the store holds, and the version of its latest checkpoint
+    # this process knows of: this process's bookkeeping, not the session's.
+    durable_version: int = field(default=0, metadata={"transient": True})
+    checkpointed: int = field(default=0, metadata={"transient": True})
+    chain: Chain | None = field(default=None, metadata={"transient": True})
+    partial: Partial | None = field(default=None, metadata={"transient": True})
+    agent: str = ""
+    owner: str | None = None
+    created_at: datetime | None = None
+    turn: int = 0
+    messages: list[Message] = field(default_factory=list)
+    calls: dict[str, Call] = field(default_factory=dict)
+    pauses: dict[str, Pause] = field(default_factory=dict)
+    open: dict[str, Pause] = field(default_factory=dict)
+    batch: Batch | None = None
+    awaiting_model: bool = False
+    audit: list[AuditRecord] = field(default_factory=list)
+    keys: dict[str, KeyedOutcome] = field(default_factory=dict)
+    unended_keys: tuple[str, ...] = ()  # the keys whose outcome has not ended (what an unkeyed end ends)
+    last_end: TurnEnded | None = None
+    last_end_version: int = 0
+    end_versions: list[int] = field(default_factory=list)  # where every TurnEnded is in the log, in order
+    end_reasons: list[str] = field(default_factory=list)  # and the finish reason of each
+    detached: dict[int, Detached] = field(default_factory=dict)
+    running_turn: Detached | None = None  # the detached turn that has not ended, if any
+    last_activity: datetime | None = None  # the latest time a turn recorded doing something
+    requester: str | None = None  # who sent the latest user message (calls it leads to are theirs)
+    grants: dict[str, GrantState] = field(default_factory=dict)
+    live_grants: tuple[str, ...] = ()  # the grants neither revoked nor used up, oldest first
+
+    # -- the fold -------------------------------------------------------------------------------
+
+    def apply(self, record: Record) -> None:
+        self.version += 1
+        if isinstance(record, MessageAdded):
+            self._add_message(record.message, record.at)
+            self._active(record.at)
+            if record.message.role == "user":
+                self.audit.append(record)  # who sent it: the audit trail names every sender
+                self.requester = record.principal
+                if self.running_turn is not None:
+                    self.running_turn.sent = True
+        elif isinstance(record, CallCompleted):
+            call = self.calls[record.call_ref]
+            call.status = "completed"
+            self._add_result(call, record.output, record.is_error)
+        elif isinstance(record, CallPaused):
+            pause = Pause(record, expires_at=record.expires_at)
+            if isinstance(record, ApprovalPaused):
+                pause.roles = record.approval.roles
+            call = self.calls[record.call_ref]
+            if call.pause is not None and not call.changed:
+                shown = self.pauses[call.pause].record
+                call.changed = shown.input != record.input or shown.metadata != record.metadata
+            self.pauses[record.ref] = pause
+            self.open[record.ref] = pause
+            call.status = "paused"
+            call.pause = record.ref
+            self._active(record.at)
+        elif isinstance(record, CallAnswered):
+            self._answer(record)
+            self._active(record.at)
+        elif isinstance(record, TurnEnded):
+            self.last_end = record
+            self.last_end_version = self.version
+            self.end_versions.append(self.version)
+            self.end_reasons.append(record.finish_reason)
+            self._active(record.at)
+            detached = self.detached.get(record.started) if record.started is not None else None
+            if detached is not None:
+                detached.end, detached.end_version = record, self.version
+                if self.running_turn is detached:
+                    self.running_turn = None
+            if record.idempotency_key is not None:
+                keyed = self.keys[record.idempotency_key]
+                keyed.ended, keyed.ended_version = record, self.version
+                self.unended_keys = _without(self.unended_keys, record.idempotency_key)
+            else:  # an unkeyed end (e.g. recovery after a crash) ends every keyed call still open
+                for key in self.unended_keys:
+                    outcome = self.keys[key]
+                    outcome.ended, outcome.ended_version = record, self.version
+                self.unended_keys = ()
+        elif isinstance(record, TurnStarted):
+            self.running_turn = self.detached[self.version] = Detached(self.version, record)
+            self._active(record.at)
+        elif isinstance(record, AbortRequested):
+            target = self.detached.get(record.turn)
+            if target is not None and target.abort is None:
+                target.abort = record
+        elif isinstance(record, ApprovalGiven):
+            self.pauses[record.ref].approvals.append((self.version, record))
+            self.audit.append(record)
+            self._keyed(record.idempotency_key, record.request_hash)
+            self._active(record.at)
+        elif isinstance(record, CallDecided):
+            if record.decision == "approve":
+                call = self.calls[record.call_ref]
+                call.approved = call.request.input
+            if record.grant is not None:
+                grant = self.grants[record.grant]
+                grant.used += 1
+                if grant.record.uses is not None and grant.used >= grant.record.uses:
+                    self.live_grants = _without(self.live_grants, record.grant)
+            self.audit.append(record)
+            self._active(record.at)
+        elif isinstance(record, GrantAdded):
+            self.grants[record.id] = GrantState(record)
+            self.live_grants += (record.id,)
+            self.audit.append(record)
+        elif isinstance(record, GrantRevoked):
+            self.grants[record.id].revoked = record
+            self.live_grants = _without(self.live_grants, record.id)
+            self.audit.append(record)
+        elif isinstance(record, PauseEscalated):
+            escalated = self.pauses[record.ref]
+            escalated.roles, escalated.expires_at, escalated.level = list(record.to), record.expires_at, record.level
+            self.audit.append(record)
+            self._active(record.at)
+        elif isinstance(record, SessionStarted):
+            self.agent = record.agent
+            self.owner = record.owner
+            self.created_at = record.at
+            self._active(record.at)
+
+    def _active(self, at: datetime | None) -> None:
+        if at is not None and (self.last_activity is None or at > self.last_activity):
+            self.last_activity = at
+
+    def _add_message(self, message: Message, at: datetime | None) -> None:
+        self.messages.append(message)
+        if message.role == "user":
+            self.turn += 1
+            self.awaiting_model = False
+        elif message.role == "model":
+            self.awaiting_model = False
+            requests = message.tool_requests
+            if requests:
+                self.batch = Batch([r.ref for r in requests])
+                for request in requests:
+                    self.calls[request.ref] = Call(request, self.turn, started_at=at)
+
+    def _add_result(self, call: Call, output: Any, is_error: bool) -> None:
+        batch = self.batch
+        if batch is None:
+            raise ValueError(f"result for call {call.request.ref!r} outside a batch")
+        request = call.request
+        batch.results[request.ref] = ToolResponsePart(
+            request.name, output, request.ref, call_id=request.call_id, is_error=is_error
+        )
+        if len(batch.results) == len(batch.refs):
+            # The last result derives the tool message; the model loop may continue.
+            self.messages.append(Message("tool", [batch.results[ref] for ref in batch.refs]))
+            self.batch = None
+            self.awaiting_model = True
+
+    def _answer(self, record: CallAnswered) -> None:
+        pause = self.pauses[record.ref]
+        pause.answer = record
+        self.open.pop(record.ref, None)
+        self.audit.append(record)
+        self._keyed(record.idempotency_key, record.request_hash)
+        call = self.calls[record.call_ref]
+        if record.decision == "restart":
+            call.status = "running"
+            call.started_at = record.at
+            paused = pause.record
+            if isinstance(paused, ApprovalPaused) and paused.approval.gated:
+                call.approved = paused.input if record.replace_input is None else record.replace_input
+        else:
+            call.status = "completed"
+            self._add_result(call, record.output, False)
+
+    def _keyed(self, key: str | None, request_hash: str | None) -> None:
+        if key is not None and key not in self.keys:
+            self.keys[key] = KeyedOutcome(request_hash or "")
+            self.unended_keys += (key,)
+
+    # -- questions ------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> list[str]:
+        """Refs of calls in the current batch that have neither a result nor an open pause."""
+        if self.batch is None:
+            return []
+        return [r for r in self.batch.refs if r not in self.batch.results and self.calls[r].status == "running"]
+
+    def abandoned(self, now: datetime, after: timedelta) -> list[Call] | None:
+        """The running calls of the batch, if every one of them started longer than ``after``
+        ago (their process is presumed gone); None while any may still be running somewhere."""
+        calls = [self.calls[ref] for ref in self.running]
+        if any(c.started_at is not None and now - c.started_at < after for c in calls):
+            return None
+        return calls
+
+    def open_refs(self) -> list[str]:
+        """The refs of the calls paused now (each call's ref, as every surface shows it)."""
+        return [p.record.call_ref for p in self.open.values()]
+
+    def expired(self, now: datetime) -> list[Pause]:
+        return [p for p in self.open.values() if p.expires_at is not None and p.expires_at <= now]
+
+    def parent_end(self, version: int) -> int | None:
+        """The version of the last turn end before ``version`` (a snapshot's parent), if any."""
+        index = bisect_left(self.end_versions, version)
+        return self.end_versions[index - 1] if index > 0 else None
+
+    def end_reason(self, version: int) -> str | None:
+        """The finish reason of the turn end at ``version``; None if no turn ended there."""
+        index = bisect_left(self.end_versions, version)
+        if index < len(self.end_versions) and self.end_versions[index] == version:
+            return self.end_reasons[index]
+        return None
+
+    def lost(self, now: datetime, after: timedelta) -> bool:
+        """Whether the running detached turn is presumed lost with its process: nothing was
+        recorded in the session for ``after`` (``Agent.abandon_after``)."""
+        return self.running_turn is not None and (self.last_activity is None or now - self.last_activity >= after)
+
+    def last_model_index(self) -> int | None:
+        for index in range(len(self.messages) - 1, -1, -1):
+            if self.messages[index].role == "model":
+                return index
+        return None
+
+    def summary(self, now: datetime) -> SessionSummary:
+        expiries = [p.expires_at for p in self.open.values() if p.expires_at is not None]
+        return SessionSummary(
+            session_id=self.session_id,
+            agent=self.agent,
+            owner=self.owner,
+            version=self.version,
+            created_at=self.created_at or now,
+            updated_at=now,
+            pending=len(self.open),
+            next_expiry=min(expiries) if expiries else None,
+            turn=self.turn,
+        )
+
+
+def _without(keys: tuple[str, ...], key: str) -> tuple[str, ...]:
+    return tuple(k for k in keys if k != key) if key in keys else keys

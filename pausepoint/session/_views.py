@@ -1,0 +1,220 @@
+"""Public views of a session's state: pending interrupts, responses, audit entries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt
+from ._records import (
+    ApprovalGiven,
+    ApprovalPaused,
+    CallAnswered,
+    CallDecided,
+    CallPaused,
+    GrantAdded,
+    GrantRevoked,
+    MessageAdded,
+    PauseEscalated,
+    TurnEnded,
+)
+from ._response import AgentFinishReason, AgentResponse
+from ._state import AuditRecord, Pause, SessionState
+
+__all__ = ["answered_pause", "audit_entry", "pending_interrupt", "response_for"]
+
+
+def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int | None = None) -> PendingInterrupt:
+    """The pause ``record`` as callers see it; with ``pause``, as it stands now (approvals
+    counted up to version ``until``, escalations)."""
+    approval = None
+    if isinstance(record, ApprovalPaused):
+        request = record.approval
+        approval = ApprovalStatus(
+            required=request.required,
+            approved_by=pause.approved_by(until) if pause is not None else [],
+            roles=pause.roles if pause is not None else request.roles,
+            requested_by=request.requester,
+            separate=request.separate,
+            gated=request.gated,
+            decisions=list(request.decisions),
+            grantable=request.grantable,
+            offer=request.offer,
+            rule=request.rule,
+            escalated=pause.level if pause is not None else 0,
+        )
+    return PendingInterrupt(
+        name=record.name,
+        ref=record.call_ref,
+        input=record.input,
+        metadata=record.metadata,
+        paused_at=record.at,
+        expires_at=pause.expires_at if pause is not None else record.expires_at,
+        turn=record.turn,
+        call_ref=record.call_ref,
+        pause_id=record.ref,
+        approval=approval,
+    )
+
+
+def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResponse:
+    """The response a call returned, rebuilt from its ``TurnEnded`` record (also for replays);
+    ``version`` is the record's place in the log."""
+    message = state.messages[end.message_index] if end.message_index is not None else None
+    return AgentResponse(
+        session_id=state.session_id,
+        finish_reason=AgentFinishReason(end.finish_reason),
+        message=message,
+        interrupts=[pending_interrupt(state.pauses[ref].record, state.pauses[ref], version) for ref in end.open_refs],
+        error=end.error,
+        turn=end.turn,
+        version=version,
+    )
+
+
+def audit_entry(record: AuditRecord, state: SessionState | None = None) -> AuditEntry:
+    """One audit entry: an answer, an approval, a policy's decision, a grant, an escalation, or a
+    user message. With ``state``, an entry about a pause carries the pause's input and an
+    approval its count."""
+    if isinstance(record, MessageAdded):
+        return AuditEntry(
+            ref="",
+            name="",
+            decision="message",
+            at=record.at or datetime.min.replace(tzinfo=UTC),
+            principal=record.principal,
+            via=record.via or "unknown",
+            message=record.message,
+        )
+    if isinstance(record, CallDecided):
+        call = state.calls.get(record.call_ref) if state is not None else None
+        granted = state.grants.get(record.grant) if state is not None and record.grant is not None else None
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.name,
+            decision=record.decision,
+            at=record.at,
+            principal=granted.record.principal if granted is not None else None,  # a grant's person
+            via="policy",
+            reason=record.reason,
+            call_ref=record.call_ref,
+            input=call.request.input if call is not None else None,
+            rule=record.rule,
+            grant=record.grant,
+        )
+    if isinstance(record, GrantAdded):
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.tool,
+            decision="grant",
+            at=record.at,
+            principal=record.principal,
+            via=record.via,
+            call_ref=record.call_ref,
+            pause_id=record.ref,
+            grant=record.id,
+            scope={"bounds": record.bounds, "uses": record.uses, "expires_at": _iso(record.expires_at)},
+        )
+    if isinstance(record, GrantRevoked):
+        added = state.grants[record.id].record if state is not None and record.id in state.grants else None
+        return AuditEntry(
+            ref="",
+            name=added.tool if added is not None else "",
+            decision="revoke",
+            at=record.at,
+            principal=record.principal,
+            via=record.via,
+            reason=record.reason or None,
+            grant=record.id,
+        )
+    paused = state.pauses[record.ref] if state is not None and record.ref in state.pauses else None
+    pause_input = paused.record.input if paused is not None else None
+    required = paused.record.approval.required if paused and isinstance(paused.record, ApprovalPaused) else 0
+    if isinstance(record, PauseEscalated):
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.name,
+            decision="escalate",
+            at=record.at,
+            principal=None,
+            via="expiry",
+            call_ref=record.call_ref,
+            input=pause_input,
+            pause_id=record.ref,
+            escalated_to=list(record.to),
+            required=required,
+        )
+    if isinstance(record, ApprovalGiven):
+        counted = 0
+        if paused is not None:
+            counted = next((i for i, (_, a) in enumerate(paused.approvals, 1) if a is record), len(paused.approvals))
+        return AuditEntry(
+            ref=record.call_ref,
+            name=record.name,
+            decision="approve",
+            at=record.at,
+            principal=record.principal,
+            via=record.via,
+            metadata=record.metadata,
+            idempotency_key=record.idempotency_key,
+            call_ref=record.call_ref,
+            input=pause_input,
+            pause_id=record.ref,
+            approvals=counted,
+            required=required,
+        )
+    assert isinstance(record, CallAnswered)
+    approves = record.decision == "restart" and _approves(paused, record)
+    approvals = 0
+    if required:
+        approvals = len(record.approvals) if record.approvals is not None else int(record.decision == "restart")
+    return AuditEntry(
+        ref=record.call_ref,
+        name=record.name,
+        decision="approve" if approves else record.decision,
+        at=record.at,
+        principal=record.principal,
+        via=record.via,
+        output=record.output,
+        replace_input=record.replace_input,
+        resumed_metadata=_shown(record.resumed_metadata),
+        metadata=record.metadata,
+        reason=record.reason,
+        idempotency_key=record.idempotency_key,
+        call_ref=record.call_ref,
+        input=pause_input,
+        pause_id=record.ref,
+        approvals=approvals,
+        required=required,
+    )
+
+
+#: keys of an answer's ``resumed_metadata`` that only the call reads back, never shown to people:
+#: the sealed state of an MCP server's question the answer goes back with (``pausepoint.mcp``)
+_CARRIED_ONLY = frozenset({"mcp_round"})
+
+
+def _shown(resumed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An answer's ``resumed_metadata`` as people read it: without what only the call reads."""
+    if not resumed or _CARRIED_ONLY.isdisjoint(resumed):
+        return resumed
+    return {key: value for key, value in resumed.items() if key not in _CARRIED_ONLY}
+
+
+def _approves(paused: Pause | None, record: CallAnswered) -> bool:
+    """Whether a restart approved its call: a call the runtime paused for approval runs only
+    once approved, and a tool that paused itself is approved by ``{"tool_approved": True}``."""
+    if paused is not None and isinstance(paused.record, ApprovalPaused) and paused.record.approval.gated:
+        return True
+    return (record.resumed_metadata or {}).get("tool_approved") is True
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def answered_pause(entry: AuditEntry) -> PendingInterrupt:
+    """The pause an audit entry answered, as it was shown then (to render its view)."""
+    return PendingInterrupt(
+        entry.name, entry.ref, entry.input, entry.metadata, entry.at, call_ref=entry.ref, pause_id=entry.pause_id
+    )

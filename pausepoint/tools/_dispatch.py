@@ -1,0 +1,146 @@
+"""Running tool calls: concurrently, each to one outcome — a result, a pause, or an error.
+
+Nothing here writes to the store; the turn loop turns outcomes into records. What a tool hands
+back — its result, its ``Interrupt``'s metadata, its error's message — is checked against the
+JSON rules of ``_jsondata`` here: a value a session cannot keep becomes an error result the
+model sees, never a record that cannot be written or read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, printable
+from ..content._messages import ToolRequestPart
+from ._tool import Interrupt, Tool, ToolRunContext
+
+__all__ = ["CallJob", "Completed", "Outcome", "Paused", "dispatch"]
+
+
+@dataclass(slots=True)
+class CallJob:
+    """One call to run: the model's request, and what a restart adds. A call with a
+    ``refusal`` does not run: the refusal is its (error) result."""
+
+    request: ToolRequestPart
+    input: Any
+    resumed_metadata: dict[str, Any] | None = None
+    original_input: Any = None
+    refusal: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Completed:
+    job: CallJob
+    output: Any
+    is_error: bool = False
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class Paused:
+    job: CallJob
+    input: Any
+    signal: Interrupt
+
+
+Outcome = Completed | Paused
+
+
+async def dispatch(
+    jobs: list[CallJob],
+    tools: Mapping[str, Tool],
+    *,
+    session_id: str,
+    principal: str | None,
+    on_progress: Callable[[CallJob, Any], None] | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    limits: JsonLimits = DEFAULT_LIMITS,
+    traced: Callable[[CallJob], AbstractContextManager[Any]] | None = None,
+) -> list[Outcome]:
+    """Run every job concurrently; outcomes come back in the jobs' order.
+
+    ``on_outcome`` is called as each call finishes (streaming shows a pause the moment it
+    happens). Errors raised by tools become ``Completed(is_error=True)``; ``Interrupt`` becomes
+    ``Paused``. Cancellation propagates. ``traced(job)`` wraps each call (a span; its handle's
+    ``done`` gets the outcome), and ``on_outcome`` runs inside it.
+    """
+    loop = asyncio.get_running_loop()
+    thread = threading.get_ident()
+
+    async def run(job: CallJob) -> Outcome:
+        with traced(job) if traced is not None else nullcontext() as span:
+            outcome = await _run_one(
+                job, tools.get(job.request.name), session_id, principal, on_progress, loop, thread, limits
+            )
+            if span is not None:
+                span.done(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+        return outcome
+
+    if len(jobs) == 1:
+        return [await run(jobs[0])]
+    return list(await asyncio.gather(*(run(job) for job in jobs)))
+
+
+async def _run_one(
+    job: CallJob,
+    tool: Tool | None,
+    session_id: str,
+    principal: str | None,
+    on_progress: Callable[[CallJob, Any], None] | None,
+    loop: asyncio.AbstractEventLoop,
+    thread: int,
+    limits: JsonLimits,
+) -> Outcome:
+    name = job.request.name
+    if job.refusal is not None:
+        return Completed(job, job.refusal, is_error=True)
+    if tool is None:
+        return Completed(job, {"error": f"unknown tool {name!r}"}, is_error=True)
+    try:
+        validated = tool.validate_input(job.input)
+    except ValidationError as exc:
+        detail = exc.errors(include_url=False, include_context=False, include_input=False)
+        return Completed(
+            job, {"error": f"invalid input for tool {name!r}", "details": detail}, is_error=True, error=exc
+        )
+    ctx = ToolRunContext(
+        session_id=session_id,
+        ref=job.request.ref,
+        principal=principal,
+        resumed_metadata=job.resumed_metadata,
+        original_input=job.original_input,
+        _progress=None if on_progress is None else (lambda data: on_progress(job, data)),
+        _loop=loop,
+        _loop_thread=thread,
+    )
+    try:
+        output = await tool.run(validated, ctx)
+    except Interrupt as signal:
+        try:
+            signal.metadata = json_data(signal.metadata, limits)
+            paused_input = json_data(validated.model_dump(mode="json"), limits)
+        except NotJsonData as exc:
+            problem = f"tool {name!r} paused with data this session cannot keep ({exc})"
+            return Completed(job, _error(problem, exc), is_error=True, error=exc)
+        return Paused(job, paused_input, signal)
+    except Exception as exc:  # a tool's failure is data for the model (or fails the turn)
+        return Completed(job, {"error": printable(f"{type(exc).__name__}: {exc}")}, is_error=True, error=exc)
+    try:
+        return Completed(job, json_data(output, limits))
+    except NotJsonData as exc:
+        problem = f"tool {name!r} returned a result this session cannot keep ({exc})"
+        return Completed(job, _error(problem, exc), is_error=True, error=exc)
+
+
+def _error(problem: str, exc: NotJsonData) -> dict[str, Any]:
+    return {"error": problem, "details": [{**exc.details(), "message": exc.problem}]}

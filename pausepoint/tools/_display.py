@@ -1,0 +1,474 @@
+"""How a paused call reads to the person who decides on it.
+
+A tool or interrupt may declare a ``PauseDisplay``: a title and a summary (templates over its
+input's fields, or functions of the validated input), the input fields that matter in the order
+they matter, and a risk level. ``render`` turns a display and a paused call's input into a
+``PauseView`` — the one rendering every surface shows (the REST API, the web console, the
+terminal chat). Whatever is not declared comes from the input schema: field titles and
+descriptions, decimals and amounts written as money.
+
+Rendering never fails: a title, summary or risk function that raises is logged and replaced by
+the default (for risk: ``"high"``, so a broken function asks for more care, not less).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import string
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal, TypeAlias, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import DefinitionError
+
+__all__ = [
+    "ApprovalView",
+    "PauseDisplay",
+    "PauseField",
+    "PauseView",
+    "Risk",
+    "approval_view",
+    "check_display",
+    "expiry_note",
+    "render",
+]
+
+log = logging.getLogger("pausepoint")
+
+Risk: TypeAlias = Literal["low", "normal", "high"]
+RISKS: tuple[Risk, ...] = ("low", "normal", "high")
+_MAX_TEXT = 300
+_DEFAULT_SUMMARY_FIELDS = 3
+_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+_AMOUNT = re.compile(r"(^|_)amount($|_)|[a-z]Amount$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class PauseDisplay:
+    """How a tool's pauses read to a person (``@ai.tool(display=...)``, ``define_interrupt(display=...)``).
+
+    ``title`` and ``summary`` are templates over the input's top-level fields
+    (``"Pay {amount} to {payee}"``, each field written as ``PauseView.fields`` writes it), or
+    functions of the validated input returning a string. ``fields`` names the input fields a
+    person needs to see, in order (default: all of them, in schema order). ``risk`` is
+    ``"low"``, ``"normal"`` or ``"high"``, or a function of the validated input returning one;
+    the console asks for a confirmation before any decision on a high-risk pause.
+
+    Templates and field names are checked against the input schema when the tool is defined
+    (``DefinitionError``).
+    """
+
+    title: str | Callable[[Any], str] | None = None
+    summary: str | Callable[[Any], str] | None = None
+    fields: Sequence[str] | None = None
+    risk: Risk | Callable[[Any], Risk] = "normal"
+
+    def __post_init__(self) -> None:
+        for name in ("title", "summary"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str) and not callable(value):
+                raise DefinitionError(f"PauseDisplay.{name} must be a template string or a function of the input")
+        if not callable(self.risk) and self.risk not in RISKS:
+            allowed = ", ".join(RISKS)
+            raise DefinitionError(f"PauseDisplay.risk must be one of {allowed} (or a function), not {self.risk!r}")
+        if self.fields is not None:
+            if isinstance(self.fields, str) or not all(isinstance(f, str) for f in self.fields):
+                raise DefinitionError("PauseDisplay.fields must be a sequence of input field names")
+            object.__setattr__(self, "fields", tuple(self.fields))
+
+
+@dataclass(frozen=True, slots=True)
+class PauseField:
+    """One input field as a person reads it: ``label`` ("Amount"), ``text`` ("€1,250.50")."""
+
+    name: str
+    label: str
+    text: str
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalView:
+    """Where a pause's approval stands, as every surface shows it (``PauseView.approval``).
+
+    ``progress`` reads "Needs approval" or "1 of 2 approvals"; ``approved_by`` are the
+    approvals counted; ``may_approve`` / ``may_deny`` who may still give them (None: anyone who
+    may answer the session, or members the policy cannot list); ``excluded`` who may not
+    approve (the requester under separation of duties, those counted already); ``waiting_for``
+    says it in a sentence. ``grantable``: an approval may grant later calls (``grant_note``
+    says which); ``offer`` says what a yes also approves; ``rule`` names the rule that asked
+    for a person; ``escalated`` says who it was handed to when nobody decided in time.
+    """
+
+    required: int
+    approvals: int
+    progress: str
+    approved_by: list[str] = field(default_factory=list)
+    roles: list[str] | None = None
+    may_approve: list[str] | None = None
+    may_deny: list[str] | None = None
+    excluded: list[str] = field(default_factory=list)
+    requested_by: str | None = None
+    waiting_for: str = ""
+    decisions: list[str] = field(default_factory=list)
+    gated: bool = False
+    grantable: bool = False
+    grant_note: str | None = None
+    offer: str | None = None
+    rule: str | None = None
+    escalated: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PauseView:
+    """A paused call as a person reads it: what ``Agent.view(interrupt)`` returns.
+
+    ``on_expiry`` says what happens if nobody answers in time (None when the pause has no
+    time-to-live); ``approval`` where its approval stands, for a pause the approval policy
+    governs (None otherwise).
+    """
+
+    title: str
+    summary: str
+    fields: list[PauseField] = field(default_factory=list)
+    risk: Risk = "normal"
+    on_expiry: str | None = None
+    approval: ApprovalView | None = None
+
+
+def check_display(display: PauseDisplay, model: type[BaseModel], tool_name: str) -> None:
+    """Raise ``DefinitionError`` unless every field ``display`` names is a field of ``model``."""
+    known = set(model.model_fields)
+    named: list[tuple[str, str]] = [("fields", f) for f in display.fields or ()]
+    for kind in ("title", "summary"):
+        template = getattr(display, kind)
+        if isinstance(template, str):
+            named += [(kind, f) for f in _placeholders(template, tool_name, kind)]
+    for kind, name in named:
+        if name not in known:
+            raise DefinitionError(
+                f"tool {tool_name!r}: the display's {kind} names {name!r}, which is not an input field "
+                f"(fields: {', '.join(sorted(known)) or 'none'})"
+            )
+
+
+def _placeholders(template: str, tool_name: str, kind: str) -> list[str]:
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise DefinitionError(f"tool {tool_name!r}: the display's {kind} is not a valid template: {exc}") from None
+    names = []
+    for _, name, _, _ in parsed:
+        if name is None:
+            continue
+        if not name.isidentifier():
+            raise DefinitionError(
+                f"tool {tool_name!r}: the display's {kind} may name input fields only ({{{name}}}: "
+                "use a function of the input for anything more)"
+            )
+        names.append(name)
+    return names
+
+
+def render(
+    display: PauseDisplay | None,
+    model: type[BaseModel] | None,
+    tool_name: str,
+    raw_input: Any,
+    *,
+    on_expiry: str | None = None,
+) -> PauseView:
+    """The view of a paused call of ``tool_name`` on ``raw_input`` (see the module docstring)."""
+    display = display or PauseDisplay()
+    validated: BaseModel | None = None
+    values: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
+    if model is not None:
+        try:
+            validated = model.model_validate(raw_input)
+            values = validated.model_dump(mode="json")
+        except ValidationError:
+            validated = None
+    texts = {name: _text(_facts(model, name), value, values) for name, value in values.items()}
+    every = [_field(model, name, texts[name]) for name in _ordered(model, values)]
+    shown = every if display.fields is None else [f for name in display.fields for f in every if f.name == name]
+    default_summary = " · ".join(f"{f.label}: {f.text}" for f in shown[:_DEFAULT_SUMMARY_FIELDS])
+    title = _written(display.title, validated, texts, tool_name, "title") or humanize(tool_name)
+    summary = _written(display.summary, validated, texts, tool_name, "summary") or default_summary
+    return PauseView(
+        title=_cap(title),
+        summary=_cap(summary),
+        fields=shown,
+        risk=_risk(display.risk, validated, tool_name),
+        on_expiry=on_expiry,
+    )
+
+
+def expiry_note(policy: Callable[..., Any], default: Callable[..., Any]) -> str:
+    """What happens to a pause nobody answers in time, in words: the default policy's, or the
+    first line of a custom policy's docstring."""
+    if policy is default:
+        return "It is denied automatically, and the agent is told nobody answered in time."
+    doc = (getattr(policy, "__doc__", None) or "").strip().splitlines()
+    return doc[0].strip() if doc else "The agent's expiry policy answers it."
+
+
+def approval_view(interrupt: Any, policy: Any, tools: Any) -> ApprovalView:
+    """The ``ApprovalView`` of ``interrupt`` (a ``PendingInterrupt`` with an ``approval``) under
+    ``policy`` (an ``ApprovalPolicy``); ``tools`` name the agent's tools (for an offer's words)."""
+    status = interrupt.approval
+    name = interrupt.name
+    counted = list(status.approved_by)
+    excluded = [*counted]
+    if status.separate and status.requested_by is not None and status.requested_by not in excluded:
+        excluded.append(status.requested_by)
+    may_approve = _without(policy.eligible(status.roles, name, "approve"), excluded)
+    may_deny = policy.eligible(status.roles, name, "deny")
+    progress = status.progress
+    waiting = _waiting(status, may_approve, excluded)
+    grant_note = f"An approval may also approve later calls of {name} in this session." if status.grantable else None
+    escalated = None
+    if status.escalated and status.roles:
+        escalated = f"Handed to {_or(status.roles)}: nobody decided it in time."
+    return ApprovalView(
+        required=status.required,
+        approvals=len(counted),
+        progress=progress,
+        approved_by=counted,
+        roles=status.roles,
+        may_approve=may_approve,
+        may_deny=may_deny,
+        excluded=excluded,
+        requested_by=status.requested_by,
+        waiting_for=waiting,
+        decisions=list(status.decisions),
+        gated=status.gated,
+        grantable=status.grantable,
+        grant_note=grant_note,
+        offer=_offer_text(status.offer, tools) if status.offer else None,
+        rule=status.rule,
+        escalated=escalated,
+    )
+
+
+def _without(names: list[str] | None, excluded: list[str]) -> list[str] | None:
+    return None if names is None else [n for n in names if n not in excluded]
+
+
+def _or(names: Sequence[str]) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _waiting(status: Any, may_approve: list[str] | None, excluded: list[str]) -> str:
+    left = max(status.required - len(status.approved_by), 0)
+    more = "1 more approval" if left == 1 else f"{left} more approvals"
+    if status.required == 1:
+        more = "an approval" if status.gated else "an answer"
+    who = ""
+    if status.roles:
+        who = f" from {_or(status.roles)}"
+        if may_approve:
+            who += f" ({_or(may_approve)})"
+        elif may_approve == []:
+            who += " (nobody left who may approve it)"
+    not_them = ""
+    if status.separate and status.requested_by:
+        not_them = f"; not from {status.requested_by}, who asked for it"
+    return f"Waiting for {more}{who}{not_them}."
+
+
+def _offer_text(offer: dict[str, Any], tools: Any) -> str:
+    tool_name = offer.get("tool") or "?"
+    tool = tools.get(tool_name) if hasattr(tools, "get") else None
+    model = tool.input_model if tool is not None else None
+    parts = []
+    for field_name, conditions in (offer.get("bounds") or {}).items():
+        facts = _facts(model, field_name)
+        label = facts.label.lower()
+        for op, value in conditions.items():
+            shown = _text(facts, value, {})
+            words = {
+                "equals": f"{label} {shown}",
+                "max": f"{label} at most {shown}",
+                "min": f"{label} at least {shown}",
+            }
+            if op == "one_of" and isinstance(value, list):
+                words["one_of"] = f"{label} one of {', '.join(str(v) for v in value)}"
+            parts.append(words.get(op, f"{label} {op} {shown}"))
+    uses = offer.get("uses")
+    count = (
+        f"one {tool_name} call" if uses == 1 else f"{tool_name} calls" if uses is None else f"{uses} {tool_name} calls"
+    )
+    text = f"A yes also approves {count}"
+    if parts:
+        text += " with " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
+    ttl = offer.get("ttl_seconds")
+    if ttl:
+        text += f", within the next {_duration(ttl)}"
+    return text + "."
+
+
+def _duration(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        hours = int(seconds // 3600)
+        return "1 hour" if hours == 1 else f"{hours} hours"
+    if seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return "1 minute" if minutes == 1 else f"{minutes} minutes"
+    return f"{seconds:g} seconds"
+
+
+def humanize(name: str) -> str:
+    """``"userApproval"`` / ``"pay_invoice"`` → ``"User approval"`` / ``"Pay invoice"``."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").replace("-", " ").split()
+    text = " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
+    return text[:1].upper() + text[1:] if text else name
+
+
+# -- the pieces ---------------------------------------------------------------------------------
+
+
+def _ordered(model: type[BaseModel] | None, values: dict[str, Any]) -> list[str]:
+    names = [n for n in (model.model_fields if model is not None else ()) if n in values]
+    return names + [n for n in values if n not in names]
+
+
+def _field(model: type[BaseModel] | None, name: str, text: str) -> PauseField:
+    facts = _facts(model, name)
+    return PauseField(name=name, label=facts.label, text=text, description=facts.description)
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What a field reads as, whatever its value: its ``label`` and ``description``, whether its
+    schema says ``decimal`` and its name ``amount``."""
+
+    label: str
+    description: str | None
+    decimal: bool
+    amount: bool
+
+
+@functools.lru_cache(maxsize=1024)
+def _facts(model: type[BaseModel] | None, name: str) -> _Facts:
+    """The ``_Facts`` of field ``name`` of ``model``: the same for every pause of a tool, so
+    worked out once per tool and field (input schemas do not change once defined)."""
+    info = model.model_fields.get(name) if model is not None else None
+    return _Facts(
+        label=(info.title if info is not None else None) or humanize(name),
+        description=info.description if info is not None else None,
+        decimal=info is not None and _is_decimal(info.annotation),
+        amount=_AMOUNT.search(name) is not None,
+    )
+
+
+def _is_decimal(annotation: Any) -> bool:
+    if annotation is Decimal:
+        return True
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(arg is Decimal for arg in get_args(annotation))
+    return False
+
+
+def _text(facts: _Facts, value: Any, values: dict[str, Any]) -> str:
+    """``value`` as a person reads it: money for amounts, Yes/No, lists joined, JSON otherwise."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    if facts.amount and not isinstance(value, dict | list):
+        money = _money(value, values.get("currency"))
+        if money is not None:
+            return money
+    if facts.decimal and isinstance(value, str | int | float):
+        number = _decimal(value)
+        if number is not None:
+            return f"{number:,f}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list) and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+        return ", ".join(str(v) for v in value)
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _decimal(value: Any) -> Decimal | None:
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
+def _money(value: Any, currency: Any) -> str | None:
+    """``1250.5`` → ``"1,250.50"``; with a currency code ``"€1,250.50"`` or ``"1,250.50 CHF"``.
+    Never rounds: ``0.125`` stays ``"0.125"``."""
+    number = _decimal(value)
+    if number is None:
+        return None
+    exponent = number.as_tuple().exponent
+    places = max(2, -exponent) if isinstance(exponent, int) else 2
+    digits = f"{abs(number):,.{places}f}"
+    sign = "-" if number < 0 else ""
+    code = currency.upper() if isinstance(currency, str) and re.fullmatch(r"[A-Za-z]{3}", currency) else None
+    if code is None:
+        return sign + digits
+    symbol = _SYMBOLS.get(code)
+    return f"{sign}{symbol}{digits}" if symbol else f"{sign}{digits} {code}"
+
+
+def _written(
+    how: str | Callable[[Any], str] | None,
+    validated: BaseModel | None,
+    texts: dict[str, str],
+    tool_name: str,
+    kind: str,
+) -> str:
+    if how is None:
+        return ""
+    if isinstance(how, str):
+        try:
+            return how.format_map(_Texts(texts))
+        except (ValueError, IndexError, KeyError) as exc:
+            log.warning("tool %r: the display's %s could not be filled in: %s", tool_name, kind, exc)
+            return ""
+    if validated is None:
+        return ""
+    try:
+        return str(how(validated)).strip()
+    except Exception:
+        log.warning("tool %r: the display's %s function failed; showing the default", tool_name, kind, exc_info=True)
+        return ""
+
+
+def _risk(risk: Risk | Callable[[Any], Risk], validated: BaseModel | None, tool_name: str) -> Risk:
+    if not callable(risk):
+        return risk
+    if validated is None:
+        return "high"
+    try:
+        found = risk(validated)
+    except Exception:
+        log.warning("tool %r: the display's risk function failed; the pause is high risk", tool_name, exc_info=True)
+        return "high"
+    if found not in RISKS:
+        log.warning("tool %r: the display's risk function returned %r; the pause is high risk", tool_name, found)
+        return "high"
+    return found
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
+
+
+class _Texts(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "—"

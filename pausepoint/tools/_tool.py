@@ -1,0 +1,248 @@
+"""Tools: how a Python function becomes something a model can call, and how it pauses.
+
+``Interrupt`` is the signal a tool raises to pause its call. It is deliberately not a
+``PausepointError``: pausing is not a failure, and the runtime never wraps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from ..content._jsondata import json_data
+from ..errors import DefinitionError
+from ..models._model import ToolDefinition
+from ..session._grants import Grant
+from ._display import PauseDisplay, PauseView, check_display, render
+
+if TYPE_CHECKING:
+    from ..approval._policy import Check
+
+__all__ = ["Interrupt", "Tool", "ToolRunContext", "fingerprint_of", "jsonable"]
+
+
+class Interrupt(Exception):
+    """Raised inside a tool to pause its call until someone answers it.
+
+    ``metadata`` is shown to whoever answers (why the pause, what to check). ``ttl`` bounds how
+    long the pause may wait; past it the agent's expiry policy resolves the call.
+    """
+
+    def __init__(self, metadata: dict[str, Any] | None = None, *, ttl: timedelta | float | None = None) -> None:
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"Interrupt metadata must be a dict, not {type(metadata).__name__}")
+        super().__init__("tool call paused")
+        self.metadata = metadata
+        self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+
+
+@dataclass(slots=True)
+class ToolRunContext:
+    """What a running tool may know about its call.
+
+    ``resumed_metadata`` is None on a first run and a dict (``{}`` if none was given) when the
+    call was restarted after a pause; ``original_input`` holds the input the call had before a
+    restart replaced it.
+    """
+
+    session_id: str
+    ref: str
+    principal: str | None = None
+    resumed_metadata: dict[str, Any] | None = None
+    original_input: Any = None
+    _progress: Callable[[Any], None] | None = field(default=None, repr=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    _loop_thread: int | None = field(default=None, repr=False)
+
+    @property
+    def is_resumed(self) -> bool:
+        return self.resumed_metadata is not None
+
+    def send_progress(self, data: Any) -> None:
+        """Stream a progress update to whoever follows this turn (a no-op when nobody streams).
+
+        Raises ``ValueError`` when ``data`` is not JSON data (see ``JsonLimits``), whether or
+        not anybody streams.
+        """
+        payload = json_data(data)
+        if self._progress is None:
+            return
+        if self._loop is not None and threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self._progress, payload)
+        else:
+            self._progress(payload)
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data for ``value`` (pydantic models, dataclasses, decimals... included)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return to_jsonable_python(value)
+
+
+def fingerprint_of(name: str, input_schema: dict[str, Any], output_schema: dict[str, Any] | None) -> str:
+    """A short hash of what a paused call's answer depends on: name and both schemas."""
+    canonical = json.dumps([name, input_schema, output_schema], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class Tool:
+    """A callable tool. Build one with ``Pausepoint.tool()`` or ``Pausepoint.define_interrupt()``.
+
+    ``requires_approval`` (True, or a predicate of the validated input — or of the input and
+    the ``ToolRunContext`` — sync or async) makes the runtime pause each call *before* the tool
+    runs, showing its exact arguments; approving the pause runs the tool with exactly those
+    arguments (see ``ApprovalPolicy`` for who approves, and what approves without a person). A
+    predicate that raises counts as True. ``approves`` (interrupt-only tools) maps the
+    interrupt's validated input to the ``Grant`` a yes to it gives: the call it asked about.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        allow_input_edits: bool = False,
+        idempotent: bool = False,
+        pauses_only: bool = False,
+        input_model: type[BaseModel] | None = None,
+        output_schema: type[Any] | None = None,
+        display: PauseDisplay | None = None,
+        requires_approval: bool | Check = False,
+        approves: Callable[[Any], Grant | None] | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description if description is not None else inspect.cleandoc(fn.__doc__ or "")
+        self.allow_input_edits = allow_input_edits
+        # Safe to run again if a crash left it unclear whether it ran (see Turn.run_model).
+        self.idempotent = idempotent
+        # Defined with define_interrupt: it never does work itself, only asks.
+        self.pauses_only = pauses_only
+        if input_model is not None:
+            self.input_model, self._unpack, self._ctx_param = input_model, False, None
+        else:
+            self.input_model, self._unpack, self._ctx_param = _input_model(fn, self.name)
+        if output_schema is None and input_model is None:
+            output_schema = _return_type(fn)
+        self.output_adapter: TypeAdapter[Any] | None = None if output_schema is None else TypeAdapter(output_schema)
+        self.input_schema = self.input_model.model_json_schema()
+        self.output_schema = None if self.output_adapter is None else self.output_adapter.json_schema()
+        self.definition = ToolDefinition(self.name, self.description, self.input_schema, self.output_schema)
+        self.fingerprint = fingerprint_of(self.name, self.input_schema, self.output_schema)
+        if display is not None:
+            if not isinstance(display, PauseDisplay):
+                raise DefinitionError(f"tool {self.name!r}: display must be a PauseDisplay, not {display!r}")
+            check_display(display, self.input_model, self.name)
+        #: how this tool's pauses read to a person (None: defaults from the input schema)
+        self.display = display
+        if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+            raise DefinitionError(
+                f"tool {self.name!r}: requires_approval is True/False or a predicate of the input, "
+                f"not {requires_approval!r}"
+            )
+        if requires_approval is not False and pauses_only:
+            raise DefinitionError(f"tool {self.name!r} only asks (define_interrupt): it cannot require approval")
+        #: pause each call for approval before it runs (True, or a predicate of the call)
+        self.requires_approval: bool | Check = requires_approval
+        if approves is not None and (not callable(approves) or not pauses_only):
+            raise DefinitionError(f"tool {self.name!r}: approves= is a function of an interrupt's input")
+        #: for an interrupt: the grant a yes to it gives (the call it asked about)
+        self.approves = approves
+        self._is_async = inspect.iscoroutinefunction(fn)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name}>"
+
+    def view(self, raw_input: Any, *, on_expiry: str | None = None) -> PauseView:
+        """How a pause of this tool on ``raw_input`` reads to a person (never raises)."""
+        return render(self.display, self.input_model, self.name, raw_input, on_expiry=on_expiry)
+
+    def validate_input(self, raw: Any) -> BaseModel:
+        """The validated input model; raises ``pydantic.ValidationError``."""
+        if isinstance(raw, self.input_model):
+            return raw
+        return self.input_model.model_validate(raw)
+
+    def answer_restart(self, pause_metadata: dict[str, Any] | None, answer: Any) -> dict[str, Any] | None:
+        """How an answer reaches a call that asked a question mid-way (an MCP elicitation).
+
+        None, for every pause of an ordinary tool: a response is the call's result and a
+        restart runs the call as it says. A tool whose pause hands its answer back to the call
+        returns the ``resumed_metadata`` of the restart that does so (the answer is recorded as
+        that restart); ``answer`` is the ``ToolResponse`` or ``ToolRestart`` given. Raises
+        ``ValueError`` (a pydantic ``ValidationError`` is one) for an answer the question does
+        not accept: the resume is refused with ``InvalidAnswer``.
+        """
+        return None
+
+    def validate_output(self, raw: Any) -> Any:
+        """JSON data for an answer given in place of running the tool; raises ``ValidationError``."""
+        if self.output_adapter is None:
+            return jsonable(raw)
+        return jsonable(self.output_adapter.validate_python(raw))
+
+    async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
+        """Run the function; returns what it returned (the caller makes it JSON data: see
+        ``_jsondata.json_data``). ``Interrupt`` and the function's errors propagate."""
+        kwargs: dict[str, Any] = (
+            {name: getattr(validated, name) for name in type(validated).model_fields} if self._unpack else {}
+        )
+        args: tuple[Any, ...] = () if self._unpack else (validated,)
+        if self._ctx_param:
+            kwargs[self._ctx_param] = ctx
+        if self._is_async:
+            result = await self.fn(*args, **kwargs)
+        else:
+            result = await asyncio.to_thread(self.fn, *args, **kwargs)
+        return result
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references, mostly
+        raise DefinitionError(f"cannot read the type hints of tool {fn.__name__!r}: {exc}") from exc
+
+
+def _return_type(fn: Callable[..., Any]) -> type[Any] | None:
+    annotation = _hints(fn).get("return", inspect.Signature.empty)
+    if annotation in (inspect.Signature.empty, Any, None, type(None)):
+        return None
+    return annotation  # type: ignore[no-any-return]
+
+
+def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel], bool, str | None]:
+    """(input model, whether to unpack it into keyword arguments, the context parameter's name)."""
+    hints = _hints(fn)
+    ctx_param: str | None = None
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolRunContext:
+            ctx_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise DefinitionError(f"tool {tool_name!r}: *args and **kwargs cannot describe a tool's input")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    if len(fields) == 1:
+        ((annotation, default),) = fields.values()
+        if inspect.isclass(annotation) and issubclass(annotation, BaseModel) and default is ...:
+            return annotation, False, ctx_param
+    model_name = "".join(part.capitalize() for part in tool_name.replace("-", "_").split("_")) + "Input"
+    try:
+        return create_model(model_name, **fields), True, ctx_param
+    except (TypeError, ValidationError) as exc:
+        raise DefinitionError(f"tool {tool_name!r}: cannot build an input schema: {exc}") from exc

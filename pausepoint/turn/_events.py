@@ -1,0 +1,203 @@
+"""Events: what the runtime announces of the records a turn appends, and the JSON body they show.
+
+Each append carries an ``Event`` for every record worth announcing, written by the store in the
+same transaction as the records (``stores.Event``):
+
+    CallPaused, ApprovalPaused      -> "pause"
+    CallAnswered (expire)           -> "expiry"
+    CallAnswered (any other)        -> "answer"
+    TurnEnded                       -> "turn_end"
+    ApprovalGiven                   -> "approval"    (one approval of several counted; still paused)
+    CallDecided                     -> "decision"    (the approval policy approved or denied a call)
+    GrantAdded, GrantRevoked        -> "grant"
+    PauseEscalated                  -> "escalation"  (handed to other approvers)
+
+Making one costs next to nothing on the hot path: its data is the record's JSON, already encoded
+for the log, in a small envelope with the session's owner (and, for an answer, the input of the
+pause it answered; for a turn end, the refs of the calls left paused). Readers (the SSE feed,
+the webhook sender) turn it into the public body (``event_body``) when they read it, with the
+pause's ``view`` when they know the agent::
+
+    {"id", "type", "at", "agent", "session_id", "owner", ...}
+      pause:     "interrupt": PendingInterrupt (+ "view")
+      answer, expiry, approval, decision, grant, escalation: "entry": AuditEntry (+ "view")
+      turn_end:  "turn", "finish_reason", "open_refs" (the paused calls' refs), "error"
+
+No message text is ever in an event: a receiver reads what it needs through the API.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from json.encoder import encode_basestring_ascii
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from pydantic import TypeAdapter
+
+from .._rest import AUDIT, INTERRUPTS, dump
+from ..session._records import (
+    ApprovalGiven,
+    ApprovalPaused,
+    CallAnswered,
+    CallDecided,
+    CallPaused,
+    GrantAdded,
+    GrantRevoked,
+    PauseEscalated,
+    Record,
+    TurnEnded,
+)
+from ..session._state import SessionState
+from ..session._views import answered_pause, audit_entry, pending_interrupt
+from ..stores import Event, LogEntry
+
+if TYPE_CHECKING:
+    from ..runtime._agent import Agent
+
+__all__ = ["EVENT_KINDS", "EventKind", "announce", "event_body", "new_event_id"]
+
+# An event id: this process's random 64 bits, then a counter. Unique across processes without
+# asking the OS for randomness per event.
+_PROCESS = secrets.token_hex(8)
+_COUNTER = itertools.count(1)
+
+
+def new_event_id() -> str:
+    return f"{_PROCESS}{next(_COUNTER):08x}"
+
+
+EventKind: TypeAlias = Literal["pause", "answer", "expiry", "turn_end", "approval", "decision", "grant", "escalation"]
+EVENT_KINDS: tuple[EventKind, ...] = (
+    "pause",
+    "answer",
+    "expiry",
+    "turn_end",
+    "approval",
+    "decision",
+    "grant",
+    "escalation",
+)
+
+
+@dataclass(slots=True)
+class _Envelope:
+    owner: str | None
+    record: Record
+    input: Any = None  # an answer's: the input of the pause it answered
+    open: list[str] | None = None  # a turn end's: the refs of the calls left paused
+    count: int = 0  # an approval's: how many approvals the pause has with it
+    required: int = 0  # ... and how many it needs
+
+
+_ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
+
+
+def announce(
+    state: SessionState,
+    records: Sequence[Record],
+    entries: Sequence[LogEntry],
+    now: datetime,
+    targets: Mapping[str, tuple[str, ...]],
+) -> list[Event]:
+    """The events of an append of ``records`` (encoded as ``entries``, already folded into
+    ``state``); ``targets`` maps an event kind to the webhooks that want it."""
+    events: list[Event] = []
+    head: bytes | None = None
+    for record, entry in zip(records, entries, strict=True):
+        kind = _KINDS.get(type(record))
+        if kind is None:
+            continue
+        if head is None:
+            owner = state.owner
+            head = b'{"owner":' + (b"null" if owner is None else _json_string(owner)) + b',"record":'
+        at, tail = now, b"}"
+        if isinstance(record, CallPaused):
+            at = record.at
+        elif isinstance(record, CallAnswered | ApprovalGiven | PauseEscalated):
+            at = record.at
+            if isinstance(record, CallAnswered) and record.decision == "expire":
+                kind = "expiry"
+            pause = state.pauses[record.ref]
+            tail = b',"input":' + _INPUT(pause.record.input)
+            if isinstance(pause.record, ApprovalPaused):
+                count = len(pause.approvals) if not isinstance(record, CallAnswered) else len(record.approvals or ())
+                tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
+            tail += b"}"
+        elif isinstance(record, CallDecided):
+            at = record.at
+            tail = b',"input":' + _INPUT(state.calls[record.call_ref].request.input) + b"}"
+        elif isinstance(record, GrantAdded | GrantRevoked):
+            at = record.at
+        elif isinstance(record, TurnEnded):
+            calls = [state.pauses[pause].record.call_ref for pause in record.open_refs]
+            tail = b',"open":[' + b", ".join(map(_json_string, calls)) + b"]}"
+        event = Event(new_event_id(), kind, state.session_id, state.agent, at, head + entry.data + tail, targets[kind])
+        events.append(event)
+    return events
+
+
+# The serializer itself, as in ``encode_record``: TypeAdapter's argument handling costs more than
+# encoding a small input.
+_INPUT = TypeAdapter(Any).serializer.to_json
+
+
+def _json_string(text: str) -> bytes:
+    """``text`` as ``json.dumps`` writes it (ASCII, escaped), without building an encoder per call:
+    event bodies keep the bytes they always had (a list of strings: ``[`` + ``", "``-joined + ``]``)."""
+    return encode_basestring_ascii(text).encode()
+
+
+_KINDS: dict[type[Any], EventKind] = {
+    CallPaused: "pause",
+    ApprovalPaused: "pause",
+    CallAnswered: "answer",
+    TurnEnded: "turn_end",
+    ApprovalGiven: "approval",
+    CallDecided: "decision",
+    GrantAdded: "grant",
+    GrantRevoked: "grant",
+    PauseEscalated: "escalation",
+}
+
+
+def event_body(event: Event, agent: Agent | None = None) -> dict[str, Any]:
+    """The public JSON body of a stored event (what the feed and webhooks send); with the
+    event's ``agent``, a pause and an answer carry the pause's ``view`` (``Agent.view``)."""
+    envelope = _ENVELOPE.validate_json(event.data)
+    record = envelope.record
+    body: dict[str, Any] = {
+        "id": event.id,
+        "type": event.kind,
+        "at": event.at.isoformat(),
+        "agent": event.agent,
+        "session_id": event.session_id,
+        "owner": envelope.owner,
+    }
+    if isinstance(record, CallPaused):
+        pause = pending_interrupt(record)
+        body["interrupt"] = dump(INTERRUPTS, [pause])[0]
+        if agent is not None:
+            body["interrupt"]["view"] = asdict(agent.view(pause))
+    elif isinstance(record, TurnEnded):
+        pass
+    else:
+        assert isinstance(
+            record, CallAnswered | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
+        )
+        entry = audit_entry(record)
+        if envelope.input is not None:
+            entry = replace(entry, input=envelope.input)
+        if envelope.required:
+            entry = replace(entry, approvals=envelope.count, required=envelope.required)
+        body["entry"] = dump(AUDIT, [entry])[0]
+        body["entry"]["view"] = None
+        if agent is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
+            body["entry"]["view"] = asdict(agent.view(answered_pause(entry)))
+    if isinstance(record, TurnEnded):
+        open_refs = envelope.open if envelope.open is not None else record.open_refs
+        body.update(turn=record.turn, finish_reason=record.finish_reason, open_refs=open_refs, error=record.error)
+    return body

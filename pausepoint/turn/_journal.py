@@ -1,0 +1,220 @@
+"""How a call's records reach the store: ``Journal`` (what a call adds, written at its flush
+points) over ``Appender`` (one conditional append, with the events announcing the records).
+
+``Turn`` and ``Chat`` add records to a ``Journal`` as they make them; the journal folds each into
+the session's state at once and appends them to the store only at the flush points its
+docstring lists, each for a reason. ``LocalSessions.journal`` makes one wired to the agent's
+cache of sessions.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+
+from ..content._messages import Message
+from ..errors import ConcurrentUpdate, VersionConflict
+from ..session._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
+from ..session._state import SessionState
+from ..stores import LogEntry, SessionStore
+from ._events import announce
+from ._telemetry import Telemetry
+
+__all__ = ["Appender", "Journal"]
+
+_QUIET = Telemetry(tracing=False)
+
+
+class Appender:
+    """How an agent's records reach its store: one conditional append carrying the events that
+    announce them (``_events``; written in the same transaction) and the durability hint — as
+    far as the store's ``append`` takes them (the built-in stores take both; one written
+    against an older protocol may take neither, and then every append is durable).
+    """
+
+    def __init__(self, store: SessionStore, targets: Mapping[str, tuple[str, ...]]) -> None:
+        appends = _append_parameters(store)
+        self.store = store
+        #: event kind -> the webhooks it goes to; None when the store keeps no events
+        self.targets = targets if "events" in appends else None
+        #: whether the store's append takes ``durable``
+        self.hints = {"events", "durable"} <= appends
+
+    async def append(
+        self,
+        state: SessionState,
+        base: int,
+        records: Sequence[Record],
+        entries: Sequence[LogEntry],
+        now: datetime,
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Append ``entries`` — ``records`` encoded, already folded into ``state`` — if the
+        session is at version ``base``, with the session's summary as of ``now`` and the events
+        announcing them. Raises ``VersionConflict`` (nothing written) when it is at another."""
+        session_id = state.session_id
+        summary = state.summary(now)
+        events = () if self.targets is None else announce(state, records, entries, now, self.targets)
+        if self.hints:
+            await self.store.append(session_id, base, entries, summary, events, durable=durable)
+        elif self.targets is None:  # a store from before events and durability hints
+            await self.store.append(session_id, base, entries, summary)
+        else:
+            await self.store.append(session_id, base, entries, summary, events)
+
+
+def _append_parameters(store: SessionStore) -> set[str]:
+    """The parameters ``store.append`` takes (``events``, ``durable``)."""
+    try:
+        return set(inspect.signature(store.append).parameters)
+    except (TypeError, ValueError):  # pragma: no cover - an append without a signature
+        return set()
+
+
+class Journal:
+    """Folds new records into a session's state and appends them to the store at flush points.
+
+    ``on_message`` sees each message the new records add to the history, as it is added (a
+    tool message appears when the last result of its batch arrives).
+
+    A turn writes what it adds in as few appends as its promises allow. Each append is one
+    conditional append (the only arbiter between writers) carrying its events in the same
+    transaction. The flush points, and why each one is needed:
+
+    1. **A resume's claims, before anything runs** (``Chat._resume``, also ``settle_expired``'s
+       expiry claims). The conditional append decides which of two racing resumes owns the
+       pauses before either calls the model or a tool. *Not durable* when only the model runs
+       next: a power loss before the next durable append loses the claim, and with it nothing
+       that has happened outside the session (the model call has no side effect; the pause is
+       open again). *Durable* when a restarted tool that must not run twice runs next, and for
+       a detached turn (the caller is told it runs).
+    2. **A batch of calls, before a tool that must not run twice starts** (``Turn.run_model``):
+       the calls are in the log, durably, before any side effect, so a crash mid-call leaves a
+       call the next process settles as of unknown outcome, never runs again. This append also
+       carries the results of the batches before it.
+    3. **The end of the call** (``Turn.end``), before the caller gets the response: durable, so
+       what a caller was told — a pause to answer, a tool's result — survives any crash.
+    4. **The start of a detached turn** (``TurnStarted``): durable, the caller is told it runs.
+    5. **Between writers** (``Turn.proceed``, after restarted tools ran): the append brings in
+       what another process wrote meanwhile, so exactly one of them sees the batch complete and
+       calls the model. Not durable (the end is).
+
+    There is no flush between a batch's results and the next model call: the results ride with
+    the next append (2 or 3). If that model call fails, ``Turn`` writes them before the error
+    reaches the caller (``Turn._keep_results``); only a crash during it loses them, and the next
+    process then settles those calls as of unknown outcome (an idempotent one runs again), as
+    for a crash during the tool itself.
+
+    Durable appends wait for stable storage as the store is configured (``stores._base``); a
+    durable append makes the session's earlier non-durable ones durable too. A store whose
+    ``append`` takes no ``durable`` argument makes every append durable.
+    """
+
+    def __init__(
+        self,
+        appender: Appender,
+        state: SessionState,
+        reload: Callable[[], Awaitable[SessionState]],
+        remember: Callable[[SessionState], None],
+        *,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.store = appender.store
+        self.state = state
+        self.pending: list[Record] = []
+        self.on_message: Callable[[Message], None] | None = None
+        self._appender = appender
+        self._reload = reload
+        self._remember = remember
+        self._telemetry = telemetry or _QUIET
+
+    def add(self, *records: Record) -> None:
+        for record in records:
+            messages = self.state.messages
+            before = len(messages)
+            self.state.apply(record)
+            self.pending.append(record)
+            if self.on_message is not None:
+                for message in messages[before:]:
+                    self.on_message(message)
+
+    async def flush(self, now: datetime, *, rebase: bool = True, durable: bool = True) -> None:
+        """Append pending records with a conditional append on the session's version (durably,
+        unless ``durable`` is False: see the class docstring).
+
+        If another writer got in first, records that do not depend on the history — results
+        and answers of calls this call has already claimed — are replayed on the fresh state
+        and appended again (``rebase``); anything else raises ``ConcurrentUpdate``. Requests to
+        abort a detached turn are taken in and everything is appended again (unless a turn end
+        is pending: it is computed again by ``Turn.end``).
+        """
+        while self.pending:
+            state = self.state
+            base = state.durable_version
+            entries = [
+                LogEntry(base + i, record.kind, encode_record(record)) for i, record in enumerate(self.pending, 1)
+            ]
+            try:
+                with self._telemetry.store_call(self.store, "append"):
+                    await self._appender.append(state, base, self.pending, entries, now, durable=durable)
+            except VersionConflict as exc:
+                if not any(isinstance(r, TurnEnded) for r in self.pending) and await self.absorb_aborts():
+                    continue
+                if not rebase or any(isinstance(r, MessageAdded | TurnEnded) for r in self.pending):
+                    raise ConcurrentUpdate(
+                        f"session {state.session_id!r} was changed by another writer during this call",
+                        session_id=state.session_id,
+                    ) from exc
+                await self.refresh()
+                continue
+            state.durable_version = state.version
+            self._telemetry.recorded(state, self.pending)
+            self.pending.clear()
+            self._remember(state)
+
+    async def absorb_aborts(self) -> bool:
+        """Take in what other writers appended since our last write if it is only requests to
+        abort detached turns (they change nothing our pending records depend on): replay the
+        pending records on top and return True. Otherwise change nothing and return False."""
+        state = self.state
+        found = await self.store.read(state.session_id, after_version=state.durable_version)
+        if found is None or not found.entries or any(e.kind != "abort_requested" for e in found.entries):
+            return False
+        fresh = await self._reload()
+        if fresh.version != state.durable_version + len(found.entries):
+            return False  # it changed again meanwhile: the caller's own rules decide
+        for record in self.pending:
+            fresh.apply(record)
+        self.state = fresh
+        return True
+
+    async def discard(self, keep: Callable[[Record], bool] = lambda record: False) -> None:
+        """Forget the pending records ``keep`` does not keep: back to the store's state, with
+        the kept ones replayed on top."""
+        kept = [r for r in self.pending if keep(r)]
+        fresh = await self._reload()
+        for record in kept:
+            fresh.apply(record)
+        self.pending = kept
+        self.state = fresh
+
+    async def refresh(self) -> None:
+        """Start again from the store's state, replaying the pending records on top of it.
+
+        Records another writer made moot are dropped: a result for a call settled meanwhile
+        (as of unknown outcome), an expiry or cancellation of a pause answered meanwhile.
+        (Answers given by a resume are never replayed: they are checked again instead.)
+        """
+        fresh = await self._reload()
+        kept = []
+        for record in self.pending:
+            if isinstance(record, CallCompleted | CallPaused) and fresh.calls[record.call_ref].status != "running":
+                continue
+            if isinstance(record, CallAnswered) and fresh.pauses[record.ref].answer is not None:
+                continue
+            fresh.apply(record)
+            kept.append(record)
+        self.pending = kept
+        self.state = fresh

@@ -1,0 +1,517 @@
+"""One call of send / resume / cancel on a session: the turn loop and what it records.
+
+The loop is a small state machine over the session state:
+
+    model call ──(text only)──────────────────────────────▶ end: stop
+        │
+        └─(tool requests)─▶ run calls ─(all have results)─▶ flush, next model call
+                                │
+                                └─(some paused)───────────▶ end: interrupted
+
+Records go through a ``Journal`` (``_journal``): they are folded into the state as they are
+made and written to the store at flush points (see ``Journal`` for each one and why it is
+needed). A model failure before the first flush leaves the session exactly as it was. Each
+append carries the events announcing its pauses, answers and turn ends (``_events``), so the
+store writes them in the same transaction.
+
+Before calls run, the approval policy has its say (``Turn.gate``, see ``_gate``): a call may be
+approved or denied without a person, or paused for one; a decision that lets a call run is
+written before the call starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import secrets
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..approval._gate import judge, request_for_pause
+from ..content._intake import model_message
+from ..content._messages import Message, ToolRequestPart
+from ..errors import ConcurrentUpdate, ResumeInProgress
+from ..models._model import ModelChunk, ModelRequest, ModelResponse, TextDelta
+from ..session._records import (
+    ApprovalPaused,
+    ApprovalRequest,
+    CallAnswered,
+    CallCompleted,
+    CallDecided,
+    CallPaused,
+    MessageAdded,
+    Record,
+    TurnEnded,
+)
+from ..session._response import AgentFinishReason, AgentResponse
+from ..session._state import Call, HistoryView, SessionState
+from ..session._views import pending_interrupt, response_for
+from ..tools._dispatch import CallJob, Completed, Outcome, Paused, dispatch
+from ..tools._tool import Interrupt
+from ._journal import Journal
+from ._streaming import (
+    Emit,
+    InterruptChunk,
+    TextChunk,
+    ToolCallDeltaChunk,
+    ToolProgressChunk,
+    ToolRequestChunk,
+    ToolResultChunk,
+    TurnEndChunk,
+)
+
+if TYPE_CHECKING:
+    from ..runtime._agent import Agent
+
+__all__ = ["Turn", "new_ref"]
+
+log = logging.getLogger("pausepoint")
+
+_END_ATTEMPTS = 20
+
+_PAUSE_FIELDS = [f.name for f in dataclasses.fields(CallPaused) if f.name != "kind"]
+
+_UNKNOWN_OUTCOME = {
+    "error": "interrupted: the process running this call stopped before recording its result; "
+    "it may or may not have taken effect",
+    "outcome": "unknown",
+}
+
+_MODEL_FINISH = {
+    "stop": AgentFinishReason.STOP,
+    "length": AgentFinishReason.LENGTH,
+    "blocked": AgentFinishReason.BLOCKED,
+    "other": AgentFinishReason.STOP,
+}
+
+
+class _Aborted(Exception):
+    """A detached turn's model call was cancelled because the turn was asked to abort."""
+
+
+def new_ref() -> str:
+    """An unguessable ref, unique in practice (96 random bits).
+
+    Hex, so a ref is safe anywhere: in a URL path, a file name, a command-line argument
+    (a base64 ref could start with "-" and read as an option).
+    """
+    return secrets.token_hex(12)
+
+
+class Turn:
+    """Runs the model loop and tool calls for one call on a session, recording as it goes."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        journal: Journal,
+        *,
+        principal: str | None,
+        emit: Emit | None,
+        idempotency_key: str | None = None,
+        began: datetime | None = None,
+    ) -> None:
+        self.agent = agent
+        self.journal = journal
+        self.principal = principal
+        self.emit = emit
+        self.idempotency_key = idempotency_key
+        self.began = began
+        # A detached turn: its id (its TurnStarted version) and the signal that stops it.
+        self.turn_id: int | None = None
+        self.abort: asyncio.Event | None = None
+        self._text_streamed = False
+        # Whether the approval policy (or a tool) has any say at all: if not, ``gate`` skips it.
+        self._judged = agent.approval_policy.has_say(agent.tools)
+        # Whether the pending records hold results of a batch this call ran (written later).
+        self._carry = False
+        if emit is not None:
+            journal.on_message = self._on_message
+
+    @property
+    def state(self) -> SessionState:
+        return self.journal.state
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def run_model(self) -> AgentResponse:
+        """Call the model until it answers without tools, a call pauses, or ``max_turns`` is hit."""
+        agent = self.agent
+        for _ in range(agent.max_turns):
+            if self._aborting():
+                return await self.stop()
+            request = ModelRequest(HistoryView(self.state.messages), agent.system, agent.tool_definitions, agent.config)
+            self._text_streamed = False
+            try:
+                with agent.telemetry.model_call(agent.name, agent.model.name, request) as call:
+                    response = await self._generate(request)
+                    call.done(response)
+                if self._aborting():  # a reply that arrives once the abort is known is dropped
+                    return await self.stop()
+                message, refused = model_message(
+                    self._adopt(response.message), response.finish_reason, agent.json_limits
+                )
+            except _Aborted:
+                return await self.stop()
+            except BaseException:
+                await self._keep_results()
+                raise
+            self.journal.add(MessageAdded(message, at=agent.clock()))
+            requests = message.tool_requests
+            if self.emit is not None:
+                if not self._text_streamed and message.text:
+                    self.emit(TextChunk(message.text))
+                for request_part in requests:
+                    self.emit(ToolRequestChunk(request_part.ref, request_part.name, request_part.input))
+            if not requests:
+                return await self.end(_MODEL_FINISH[response.finish_reason])
+            jobs = await self.gate([CallJob(r, r.input, refusal=refused.get(r.ref)) for r in requests])
+            if any(self._must_not_repeat(j.request) for j in jobs) or self._decided():
+                # Record the calls before a tool that must not run twice starts: if this process
+                # dies mid-call, the session then knows the call may have run (see recover()).
+                # The policy's approvals are written before the calls they let run, too.
+                await self.journal.flush(agent.clock())
+            failed = await self.run_calls(jobs)
+            if failed is not None and agent.tool_errors == "fail":
+                return await self.end(AgentFinishReason.FAILED, error=failed)
+            if self.state.open:
+                return await self.end(AgentFinishReason.INTERRUPTED)
+            self._carry = True  # the results go with the next append (see Journal)
+        return await self.end(AgentFinishReason.MAX_TURNS)
+
+    async def _keep_results(self) -> None:
+        """The model call after a batch failed (or was cancelled): write the batch's results
+        before the error reaches the caller, as if they had been written before the call. A
+        failure to write them is the caller's to see only as the original error."""
+        if not self._carry or not self.journal.pending:
+            return
+        try:
+            await self.journal.flush(self.agent.clock())
+        except Exception:
+            log.warning("could not record the tool results of session %s", self.state.session_id, exc_info=True)
+
+    async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
+        """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""
+        state = self.state
+        jobs = []
+        for claim in claims:
+            if claim.decision != "restart":
+                continue
+            paused = state.pauses[claim.ref].record
+            request = state.calls[claim.call_ref].request
+            edited = claim.replace_input is not None
+            jobs.append(
+                CallJob(
+                    request,
+                    claim.replace_input if edited else paused.input,
+                    resumed_metadata=claim.resumed_metadata or {},
+                    original_input=paused.input if edited else None,
+                )
+            )
+        if jobs:
+            jobs = await self.gate(jobs)
+            if self._decided():
+                await self.journal.flush(self.agent.clock())
+        failed = await self.run_calls(jobs) if jobs else None
+        if failed is not None and self.agent.tool_errors == "fail":
+            return await self.end(AgentFinishReason.FAILED, error=failed)
+        return await self.proceed()
+
+    async def recover(self, calls: list[Call]) -> None:
+        """Settle calls whose process died while running them (``SessionState.abandoned``).
+
+        An idempotent tool runs again; any other call is recorded as of unknown outcome — it
+        may or may not have happened — so it never happens twice, and the model is told.
+        """
+        rerun = []
+        for call in calls:
+            tool = self.agent.tools.get(call.request.name)
+            if tool is not None and tool.idempotent:
+                rerun.append(CallJob(call.request, call.request.input))
+            else:
+                self.journal.add(
+                    self._record(
+                        Completed(CallJob(call.request, call.request.input), dict(_UNKNOWN_OUTCOME), is_error=True)
+                    )
+                )
+        if rerun:
+            await self.run_calls(rerun)
+
+    async def proceed(self) -> AgentResponse:
+        """From a state with no call running here: continue the model, report pauses, or wait.
+
+        Our records are written first: the append brings in anything another writer added
+        meanwhile, so the decision is made on the session as it is now (not durably: whatever
+        follows ends with a durable append).
+        """
+        since = self.state.version
+        await self.journal.flush(self.agent.clock(), durable=False)
+        if self.state.awaiting_model:
+            return await self.run_model()
+        if self.state.open:
+            return await self.end(AgentFinishReason.INTERRUPTED)
+        return await self._wait_for_other_writer(since)
+
+    async def stop(self) -> AgentResponse:
+        """End a detached turn that was asked to abort. A user message the model has not
+        answered is dropped: the history is as if it had not been sent."""
+        if not self._carry and any(isinstance(r, MessageAdded) for r in self.journal.pending):
+            await self.journal.discard(keep=lambda record: not isinstance(record, MessageAdded))
+        return await self.end(AgentFinishReason.ABORTED)
+
+    async def fail(self, error: str) -> AgentResponse:
+        """End a detached turn that failed: what it had not written is dropped, as for any
+        failed call, and the failure is recorded as its end."""
+        await self.journal.discard()
+        return await self.end(AgentFinishReason.FAILED, error=error)
+
+    async def end(self, reason: AgentFinishReason, error: str | None = None) -> AgentResponse:
+        """Record how this call ended and return its response.
+
+        The end record lists the calls still open, so it is computed from the session as the
+        append finds it: if another writer changed the session meanwhile, the records that
+        can be replayed are, and the end record is computed again. A detached turn asked to
+        abort ends ``aborted``.
+        """
+        journal = self.journal
+        for _ in range(_END_ATTEMPTS):
+            state = journal.state
+            ended = self._ended_elsewhere()
+            if ended is not None:
+                return self._finished(ended)
+            now = self.agent.clock()
+            record = TurnEnded(
+                turn=state.turn,
+                finish_reason=(AgentFinishReason.ABORTED if self._aborting() else reason).value,
+                open_refs=list(state.open),
+                error=error,
+                idempotency_key=self.idempotency_key,
+                message_index=state.last_model_index(),
+                began=self.began,
+                at=now,
+                started=self.turn_id,
+            )
+            journal.add(record)
+            try:
+                await journal.flush(now, rebase=False)
+            except ConcurrentUpdate:
+                journal.pending.remove(record)
+                if await journal.absorb_aborts():
+                    continue
+                if any(isinstance(r, MessageAdded) for r in journal.pending):
+                    raise
+                since = journal.state.version
+                await journal.refresh()
+                if reason == AgentFinishReason.INTERRUPTED and not journal.state.open:
+                    # Another writer answered the last pause meanwhile: the turn is theirs to finish.
+                    return await self._wait_for_other_writer(since)
+                continue
+            return self._finished(response_for(journal.state, record, journal.state.version))
+        raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
+
+    def _finished(self, response: AgentResponse) -> AgentResponse:
+        if self.emit is not None:
+            self.emit(TurnEndChunk(response))
+        return response
+
+    # -- tool calls -----------------------------------------------------------------------------
+
+    async def gate(self, jobs: list[CallJob]) -> list[CallJob]:
+        """The approval policy's say before calls run (``_gate.judge``): records what it decided —
+        approvals by a rule or a grant, denials with their result, pauses for a person — and
+        returns the calls that may run now. Calls the policy does not concern pass untouched."""
+        agent = self.agent
+        if not self._judged:
+            return jobs
+        kept = []
+        for job in jobs:
+            request = job.request
+            now = agent.clock()
+            verdict = await judge(
+                agent.approval_policy,
+                agent.tools.get(request.name),
+                self.state,
+                job,
+                self.principal,
+                now,
+                agent.json_limits,
+            )
+            if verdict.kind == "run":
+                kept.append(job)
+            elif verdict.kind == "approve":
+                self.journal.add(CallDecided(request.ref, request.name, "approve", now, verdict.rule, verdict.grant))
+                kept.append(job)
+            elif verdict.kind == "deny":
+                denial = {"denied": True, "reason": verdict.reason or ""}
+                self.journal.add(
+                    CallDecided(request.ref, request.name, "deny", now, verdict.rule, reason=verdict.reason),
+                    CallCompleted(request.ref, request.name, denial),
+                )
+            else:
+                signal = Interrupt({"reason": verdict.reason}, ttl=verdict.ttl)
+                self.journal.add(self._record(Paused(job, verdict.input, signal), verdict.request))
+        return kept
+
+    def _decided(self) -> bool:
+        """Whether the policy approved a call whose decision is not written yet."""
+        return any(isinstance(r, CallDecided) for r in self.journal.pending)
+
+    async def run_calls(self, jobs: list[CallJob]) -> str | None:
+        """Run calls, recording each outcome as it arrives. Returns the first error, if any."""
+        errors: list[str] = []
+
+        def on_outcome(outcome: Outcome) -> None:
+            self.journal.add(self._record(outcome))
+            if isinstance(outcome, Completed) and outcome.error is not None:
+                errors.append(f"tool {outcome.job.request.name!r} failed: {outcome.output.get('error')}")
+
+        await dispatch(
+            jobs,
+            self.agent.tools,
+            session_id=self.state.session_id,
+            principal=self.principal,
+            on_progress=self._on_progress if self.emit else None,
+            on_outcome=on_outcome,
+            limits=self.agent.json_limits,
+            traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
+        )
+        return errors[0] if errors else None
+
+    def _record(self, outcome: Outcome, approval: ApprovalRequest | None = None) -> Record:
+        """The record of a call's outcome. A pause the approval policy governs — the gate's
+        (``approval``), or a tool's own the policy has a say on — is an ``ApprovalPaused``."""
+        request = outcome.job.request
+        if isinstance(outcome, Completed):
+            return CallCompleted(request.ref, request.name, outcome.output, outcome.is_error)
+        assert isinstance(outcome, Paused)
+        agent = self.agent
+        now = agent.clock()
+        ttl: timedelta | None = outcome.signal.ttl
+        ref = new_ref()
+        expires_at = None if ttl is None else now + ttl
+        tool = agent.tools[request.name]
+        if (
+            approval is None
+            and self._judged
+            and (tool.approves is not None or agent.approval_policy.governs(tool.name))
+        ):
+            approval = request_for_pause(agent.approval_policy, tool, self.state, outcome.input)
+        record = CallPaused(
+            ref=ref,
+            call_ref=request.ref,
+            name=request.name,
+            input=outcome.input,
+            metadata=outcome.signal.metadata,
+            fingerprint=tool.fingerprint,
+            turn=self.state.turn,
+            at=now,
+            expires_at=expires_at,
+            trace=agent.telemetry.pause(request.name, ref, request.ref, expires_at),
+        )
+        if approval is not None:
+            record = ApprovalPaused(**{f: getattr(record, f) for f in _PAUSE_FIELDS}, approval=approval)
+        if self.emit is not None:
+            self.emit(InterruptChunk(pending_interrupt(record), request.ref))
+        return record
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _ended_elsewhere(self) -> AgentResponse | None:
+        """A detached turn presumed lost that another process ended meanwhile: that end stands."""
+        turn = self.state.detached.get(self.turn_id) if self.turn_id is not None else None
+        if turn is None or turn.end is None:
+            return None
+        return response_for(self.state, turn.end, turn.end_version)
+
+    def _aborting(self) -> bool:
+        """Whether this is a detached turn asked to abort (here, or in the log by anyone)."""
+        if self.turn_id is None:
+            return False
+        if self.abort is not None and self.abort.is_set():
+            return True
+        turn = self.state.detached.get(self.turn_id)
+        return turn is not None and turn.abort is not None
+
+    async def _generate(self, request: ModelRequest) -> ModelResponse:
+        """The model call; for a detached turn, cancelled when the turn is asked to abort."""
+        call = self.agent.model.generate(request, self._on_model_chunk if self.emit else None)
+        if self.abort is None:
+            return await call
+        task = asyncio.ensure_future(call)
+        stop = asyncio.ensure_future(self.abort.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})  # let the cancelled call wind down; its outcome no longer matters
+        if task.cancelled():
+            raise _Aborted
+        return task.result()
+
+    def _must_not_repeat(self, request: ToolRequestPart | CallAnswered) -> bool:
+        """Whether running this call twice could do harm (unknown tools never run at all)."""
+        tool = self.agent.tools.get(request.name)
+        return tool is not None and not tool.idempotent
+
+    def restarts_must_not_repeat(self, claims: list[CallAnswered]) -> bool:
+        """Whether ``claims`` restart a call of a tool that must not run twice (their append must
+        then be durable: the tool runs right after it)."""
+        return any(c.decision == "restart" and self._must_not_repeat(c) for c in claims)
+
+    def _adopt(self, message: Message) -> Message:
+        """The model's message with a runtime-minted ref on every tool request."""
+        parts = [
+            replace(p, ref=new_ref(), call_id=p.call_id or p.ref or None) if isinstance(p, ToolRequestPart) else p
+            for p in message.parts
+        ]
+        return Message("model", parts)
+
+    def _on_message(self, message: Message) -> None:
+        """Stream a tool message when the history gets it: its results arrive together, once the
+        last call of the batch has one, so the chunks rebuild exactly the history."""
+        assert self.emit is not None
+        if message.role == "tool":
+            for part in message.tool_responses:
+                self.emit(ToolResultChunk(part.ref, part.name, part.output, part.is_error))
+
+    def _on_model_chunk(self, chunk: ModelChunk) -> None:
+        assert self.emit is not None
+        if isinstance(chunk, TextDelta):
+            self._text_streamed = True
+            self.emit(TextChunk(chunk.text))
+        else:
+            self.emit(ToolCallDeltaChunk(chunk.index, chunk.name, chunk.arguments_delta))
+
+    def _on_progress(self, job: CallJob, data: Any) -> None:
+        assert self.emit is not None
+        self.emit(ToolProgressChunk(job.request.ref, job.request.name, data))
+
+    async def _wait_for_other_writer(self, since: int) -> AgentResponse:
+        """Our answers are in, but another process claimed the rest of the turn (a restart it
+        runs, or the answer that completed a quorum after ours).
+
+        That process finishes the turn; wait for its end — any turn end after version
+        ``since``, the session as it stood before the append that brought that writer's records
+        in (its end may be among them already: then it is returned at once).
+        """
+        await self.journal.flush(self.agent.clock())
+        state = self.state
+        deadline = asyncio.get_running_loop().time() + self.agent.wait_timeout
+        delay = 0.005
+        while True:
+            if state.last_end is not None and state.last_end_version > since:
+                return self._finished(response_for(state, state.last_end, state.last_end_version))
+            if asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+            state = await self.agent.sessions.refresh(self.state.session_id)
+            self.journal.state = state
+        raise ResumeInProgress(
+            f"another process is still finishing this turn of session {self.state.session_id!r}",
+            session_id=self.state.session_id,
+        )
