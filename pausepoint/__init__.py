@@ -17,9 +17,9 @@ from .models._model import (
 )
 from .runtime._agent import Agent, deny_on_expiry
 from .runtime._app import Pausepoint
-from .runtime._chat import Chat
-from .runtime._detach import DetachedTurn, TurnStatus
-from .runtime._sync import SyncChat, SyncTurnStream, run_sync
+from .runtime._chat import Chat, DetachedTurn, SyncChat
+from .runtime._launch import TurnStatus
+from .runtime._portal import SyncTurnStream, run_sync
 from .session._grants import Grant, GrantInfo
 from .session._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from .session._response import AgentFinishReason, AgentResponse

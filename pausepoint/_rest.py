@@ -1,9 +1,6 @@
-"""The REST API's JSON: snake_case, the same dataclasses the Python API returns.
-
-One pydantic adapter per type, used by the server to write and by ``pausepoint.client`` to
-read back the very objects a local agent returns (``AgentResponse``, ``PendingInterrupt``,
-``AuditEntry``, the stream's chunks). Request bodies are pydantic models with unknown fields
-refused; the OpenAPI document is generated from both.
+"""The REST API's request bodies: pydantic models with unknown fields refused, read by the
+server and written by ``pausepoint.client``; the OpenAPI document is generated from them and
+from the JSON of what they answer (``session._json``, ``turn._streaming.CHUNK``).
 """
 
 from __future__ import annotations
@@ -11,22 +8,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 from .content._messages import MediaPart, Message, TextPart
-from .session._grants import Grant, GrantInfo
-from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
-from .session._response import AgentResponse
-from .stores import SessionSummary
-from .turn._streaming import TurnChunk
+from .session._grants import Grant
+from .session._interrupts import ToolResponse, ToolRestart
 
 __all__ = [
-    "AUDIT",
-    "CHUNK",
-    "GRANTS",
-    "INTERRUPTS",
-    "RESPONSE",
-    "SUMMARY",
     "ApproveBody",
     "CancelBody",
     "DenyBody",
@@ -37,26 +25,12 @@ __all__ = [
     "RevokeBody",
     "SendBody",
     "ValidateBody",
-    "dump",
     "grant_of",
     "user_message",
 ]
 
-AnyChunk: TypeAlias = Annotated[TurnChunk, Field(discriminator="kind")]
 UserPart: TypeAlias = Annotated[TextPart | MediaPart, Field(discriminator="kind")]
 
-RESPONSE: TypeAdapter[AgentResponse] = TypeAdapter(AgentResponse)
-INTERRUPTS: TypeAdapter[list[PendingInterrupt]] = TypeAdapter(list[PendingInterrupt])
-AUDIT: TypeAdapter[list[AuditEntry]] = TypeAdapter(list[AuditEntry])
-SUMMARY: TypeAdapter[SessionSummary] = TypeAdapter(SessionSummary)
-CHUNK: TypeAdapter[AnyChunk] = TypeAdapter(AnyChunk)
-MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-GRANTS: TypeAdapter[list[GrantInfo]] = TypeAdapter(list[GrantInfo])
-
-
-def dump(adapter: TypeAdapter[Any], value: Any) -> Any:
-    """``value`` as plain JSON data."""
-    return adapter.dump_python(value, mode="json")
 
 
 class _Body(BaseModel):

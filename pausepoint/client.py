@@ -35,29 +35,14 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
-from ._rest import (
-    AUDIT,
-    CHUNK,
-    GRANTS,
-    INTERRUPTS,
-    MESSAGES,
-    RESPONSE,
-    SUMMARY,
-    ApproveBody,
-    CancelBody,
-    GrantBody,
-    RespondItem,
-    RestartItem,
-    ResumeBody,
-    RevokeBody,
-    SendBody,
-)
+from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
 from .content._messages import MediaPart, Message, Part, TextPart
 from .session._grants import Grant, GrantInfo
 from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from .session._json import AUDIT, GRANTS, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from .session._response import AgentResponse
 from .stores import SessionSummary
-from .turn._streaming import Emit, TurnEndChunk, TurnStream
+from .turn._streaming import CHUNK, Emit, TurnEndChunk, TurnStream
 
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from pausepoint import AgentFinishReason
 from pausepoint.checkpoints import _codec as _checkpoint
 from pausepoint.checkpoints import _lazy
+from pausepoint.checkpoints._books import books
 from pausepoint.checkpoints._codec import decode_state, encode_state, record_digest
 from pausepoint.checkpoints._lazy import LazyDict, LazyList
 from pausepoint.demo import build
@@ -204,9 +205,9 @@ def check_chain(
             writer.apply(decode_record(entry.data))
         if read:
             materialised(writer)
-        assert writer.chain is not None
+        assert books(writer).chain is not None
         replaces = min(merge, len(extensions))
-        written = _checkpoint._encode(writer, digest(cut), writer.chain, replaces)
+        written = _checkpoint._encode(writer, digest(cut), books(writer).chain, replaces)
         assert written is not None
         extensions[len(extensions) - replaces :] = [written.data]
         reached = cut
@@ -220,11 +221,11 @@ def check_chain(
     assert loaded is not None
     assert loaded.version == reached
     if loaded.version < len(entries):  # the loading process writes the next extension
-        assert loaded.chain is not None
+        assert books(loaded).chain is not None
         cut = (loaded.version + len(entries) + 1) // 2
         for entry in entries[loaded.version : cut]:
             loaded.apply(decode_record(entry.data))
-        written = _checkpoint._encode(loaded, digest(cut), loaded.chain, min(1, len(extensions)))
+        written = _checkpoint._encode(loaded, digest(cut), books(loaded).chain, min(1, len(extensions)))
         assert written is not None
         merged = (*extensions[: len(extensions) - written.replaces], written.data)
         loaded = _checkpoint.decode_chain("s", Checkpoint(cut, base, merged))

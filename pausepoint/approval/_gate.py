@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..content._jsondata import JsonLimits, NotJsonData, json_data
 from ..errors import ApprovalForbidden, InvalidGrant
-from ..session._grants import Grant, check_bounds, within
+from ..session._grants import Grant
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..session._records import (
     ApprovalGiven,
@@ -42,11 +42,13 @@ from ..session._records import (
     CallAnswered,
     GrantAdded,
     Record,
+    new_ref,
 )
 from ..session._state import Pause, SessionState
-from ..tools._tool import Tool, ToolRunContext
+from ..tools._tool import Tool, ToolRunContext, call_check
 from ._approve import yes_or_no
-from ._policy import ApprovalPolicy, DecisionKind, call_check
+from ._grants import check_bounds, within
+from ._policy import ApprovalPolicy, DecisionKind
 
 if TYPE_CHECKING:
     from ..tools._dispatch import CallJob
@@ -315,8 +317,6 @@ def _grant(
 
 
 def _added(grant: Grant, tool: str, bounds: Any, ttl: timedelta | None, claim: CallAnswered) -> GrantAdded:
-    from ..turn._turn import new_ref
-
     return GrantAdded(
         id=new_ref(),
         tool=tool,

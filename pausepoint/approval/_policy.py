@@ -40,28 +40,23 @@ answers it alike; who holds a role is read when someone answers.
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ..errors import AlreadyApproved, ApprovalForbidden, DecisionNotAllowed, DefinitionError
 from ..session._records import ApprovalRequest, EscalationStep
-
-if TYPE_CHECKING:
-    from ..tools._tool import Tool, ToolRunContext
+from ..tools._tool import Check, Tool, ToolRunContext, call_check
 
 __all__ = [
     "DECISIONS",
     "ApprovalPolicy",
-    "Check",
     "DecisionKind",
     "Escalation",
     "Role",
     "Rule",
-    "call_check",
 ]
 
 log = logging.getLogger("pausepoint")
@@ -70,28 +65,7 @@ log = logging.getLogger("pausepoint")
 DecisionKind: TypeAlias = Literal["approve", "edit", "deny", "respond"]
 DECISIONS: tuple[DecisionKind, ...] = ("approve", "edit", "deny", "respond")
 
-#: A predicate of a call: ``(input)`` or ``(input, ctx)``, sync or async, ``input`` validated.
-Check: TypeAlias = Callable[..., "bool | Awaitable[bool]"]
-
 ANY = "*"
-
-
-async def call_check(check: Check, validated: Any, ctx: ToolRunContext) -> bool:
-    """Run a predicate of a call (one or two parameters, sync or async)."""
-    result = check(validated, ctx) if _arity(check) >= 2 else check(validated)
-    if inspect.isawaitable(result):
-        result = await result
-    return bool(result)
-
-
-def _arity(fn: Callable[..., Any]) -> int:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature: give it both
-        return 2
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return 2
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
 def _names(value: Collection[str] | str | None, what: str) -> tuple[str, ...] | None:

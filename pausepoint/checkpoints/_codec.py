@@ -90,9 +90,10 @@ from pydantic import TypeAdapter
 
 from ..errors import StoreError
 from ..session._records import decode_record
-from ..session._state import Chain, Link, Partial, SessionState
+from ..session._state import SessionState
 from ..stores import PARTIAL_BASE_KEPT, Checkpoint, CheckpointStore
 from ..stores._base import merges_extensions
+from ._books import Chain, Link, Partial, books
 from ._chunks import CHUNK_BYTES, ChunkCheck, chunk_sums
 from ._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
 
@@ -686,7 +687,7 @@ def decode_state(
     if state.session_id != session_id or state.version != header.version:
         return None
     state.durable_version = state.version
-    state.chain = Chain(state.version, _lengths(state), len(data))
+    books(state).chain = Chain(state.version, _lengths(state), len(data))
     return state
 
 
@@ -728,7 +729,7 @@ def _extend(
     of the last ``replaces`` extensions: its values and list items are already there, and the
     dict entries it holds go back to JSON (then nothing is noted as read in them, and the next
     extension leaves them out)."""
-    chain = state.chain
+    chain = books(state).chain
     parts = _parse(header)
     if parts is None or chain is None:
         return False
@@ -838,7 +839,7 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
         base.chunks.on_damage = functools.partial(_damage, session_id, base, made)
         base.chunks.on_lost = functools.partial(_lost, made)
         if not base.chunks.whole:
-            state.partial = Partial(base.chunks, time.monotonic() + PARTIAL_BASE_KEPT / 2)
+            books(state).partial = Partial(base.chunks, time.monotonic() + PARTIAL_BASE_KEPT / 2)
     try:
         for entry in found.entries[1:]:
             state.apply(decode_record(entry.data))
@@ -846,7 +847,7 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
         log.warning("the checkpoint of session %s does not fit its log; folding the log", session_id, exc_info=True)
         return None
     state.durable_version = state.version
-    state.checkpointed = head.version
+    books(state).checkpointed = head.version
     return state
 
 
@@ -918,7 +919,8 @@ async def save(
     if state.version != version or state.durable_version != version:
         return None  # changed while we read: the next turn will checkpoint it
     digest = record_digest(found.entries[0].data)
-    chain = state.chain
+    kept_books = books(state)
+    chain = kept_books.chain
     if chain is not None and chain.version < version:
         written = _extension(state, digest, chain, merges_extensions(store))
         if written is not None:
@@ -928,26 +930,26 @@ async def save(
                 )
             else:  # as a store of one's own that does not merge extensions is called
                 kept = await store.extend_checkpoint(state.session_id, chain.version, version, written.data)
-            state.checkpointed = max(state.checkpointed, version)
+            kept_books.checkpointed = max(kept_books.checkpointed, version)
             if kept:
                 _extended(state, written, idle() and state.version == version)
                 return state
-            state.chain = None  # the checkpoint moved on without us: write a base next
+            kept_books.chain = None  # the checkpoint moved on without us: write a base next
             return None
-    if state.partial is not None:  # a new base copies every item: fetch them off the loop
-        await asyncio.to_thread(state.partial.chunks.fill_all)
-        state.partial = None
+    if kept_books.partial is not None:  # a new base copies every item: fetch them off the loop
+        await asyncio.to_thread(kept_books.partial.chunks.fill_all)
+        kept_books.partial = None
     written = _encode(state, digest, None)
     assert written is not None
     kept = await store.write_checkpoint(state.session_id, version, written.data)
-    state.checkpointed = max(state.checkpointed, version)  # if not kept, a later one is there already
+    kept_books.checkpointed = max(kept_books.checkpointed, version)  # if not kept, a later one is there already
     if not kept:
         return None
-    state.chain = Chain(version, written.lengths, len(written.data))  # the entries read stay noted
+    kept_books.chain = Chain(version, written.lengths, len(written.data))  # the entries read stay noted
     loaded = decode_state(state.session_id, written.data, read_header(written.data, verify=False))
     if loaded is None:
         return state
-    loaded.checkpointed = version
+    books(loaded).checkpointed = version
     return loaded
 
 
@@ -985,7 +987,7 @@ def _replaced(links: list[Link], records: int) -> int:
 
 def _extended(state: SessionState, written: _Written, idle: bool) -> None:
     """Bring ``state``'s chain up to the extension just written from it."""
-    chain = cast(Chain, state.chain)
+    chain = cast(Chain, books(state).chain)
     if idle:
         header = read_header(written.data, verify=False)
         if header is None or not _extend(state, written.data, header, written=written, replaces=written.replaces):

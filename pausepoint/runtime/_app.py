@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
-from ..approval._policy import ApprovalPolicy, Check
+from ..approval._policy import ApprovalPolicy
 from ..content._jsondata import JsonLimits
 from ..errors import DefinitionError, ModelNotFound
 from ..models._model import FunctionModel, Model, ModelFunction, Plugin
 from ..session._grants import Grant
 from ..stores import InMemorySessionStore, SessionStore
 from ..tools._display import PauseDisplay
-from ..tools._tool import Interrupt, Tool
+from ..tools._tool import Check, Interrupt, Tool
 from ..turn._telemetry import Telemetry
 from ..webhooks import Webhook, check_names
 from ._agent import Agent, Clock, ExpiryPolicy, deny_on_expiry
-from ._sync import run_sync
+from ._portal import run_sync
 
 if TYPE_CHECKING:
     from ..mcp import ApprovalSpec, McpConnection

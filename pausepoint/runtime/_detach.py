@@ -1,237 +1,35 @@
-"""Detached turns: a turn that runs in the background of the process that started it, owned by
-its session, visible from every process as running, and stoppable from any of them.
-
-``Chat.detach`` writes a ``TurnStarted`` record before the turn does anything: its version is
-the turn's id (``DetachedTurn.turn_id``; on the Genkit wire, the snapshot id a client polls).
-While it runs, other calls on the session are refused with ``TurnInProgress``; its result lands
-in the session like any turn's, and a ``TurnEnded`` naming it closes it.
-
-Aborting (``Chat.abort``, ``DetachedTurn.abort``, the wire's ``abort``) appends an
-``AbortRequested`` record — from any process. The running process learns of it at once when
-the abort came from the same process, otherwise by polling the log (``Agent.abort_poll``) and
-when its next write collides with the request. It then stops: a model call in progress is
-cancelled, a reply that arrives afterwards is dropped, no further tool starts; a tool already
-running finishes and its outcome is recorded (a side effect is never cut in half). The turn
-ends ``aborted``.
-
-A process may die while its detached turn runs. Once nothing was recorded in the session for
-``Agent.abandon_after``, the turn is presumed lost: its status reads ``expired``, and the next
-call on the session ends it (as ``failed``, or ``aborted`` if an abort was asked) and settles
-its calls by the usual rules, so a session is never stuck.
+"""Stopping a detached turn from any process (``abort_turn``), and finding one in its session;
+starting one is ``_launch``'s, its handle (``DetachedTurn``) ``_chat``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-from ..errors import ConcurrentUpdate, PausepointError, SessionNotFound, TurnLost, VersionConflict
-from ..session._records import AbortRequested, TurnEnded, decode_record, encode_record
-from ..session._response import AgentFinishReason, AgentResponse
+from ..errors import ConcurrentUpdate, SessionNotFound, VersionConflict
+from ..session._records import AbortRequested, encode_record
 from ..session._state import Detached, SessionState
-from ..session._views import response_for
 from ..stores import LogEntry
+from ._calls import SessionCalls
+from ._launch import TurnStatus, status_of
 
-if TYPE_CHECKING:
-    from ..turn._turn import Turn
-    from ._chat import Chat
-
-__all__ = [
-    "DetachedTurn",
-    "Launch",
-    "Running",
-    "TurnStatus",
-    "abort_turn",
-    "end_status",
-    "lost_turn_end",
-    "status_of",
-]
+__all__ = ["abort_turn", "find_turn"]
 
 _ABORT_ATTEMPTS = 20
 
-log = logging.getLogger("pausepoint")
 
-
-class TurnStatus(StrEnum):
-    """Where a detached turn stands (the names of the reference's snapshot statuses)."""
-
-    PENDING = "pending"  # running
-    COMPLETED = "completed"  # ended: stop, interrupted, length, blocked, max_turns
-    FAILED = "failed"
-    ABORTED = "aborted"
-    EXPIRED = "expired"  # presumed lost with its process; the next call on the session ends it
-
-
-def end_status(finish_reason: str) -> TurnStatus:
-    """The status of a turn that ended with ``finish_reason``."""
-    if finish_reason == AgentFinishReason.FAILED.value:
-        return TurnStatus.FAILED
-    if finish_reason == AgentFinishReason.ABORTED.value:
-        return TurnStatus.ABORTED
-    return TurnStatus.COMPLETED
-
-
-def status_of(state: SessionState, turn: Detached, now: datetime, abandon_after: timedelta) -> TurnStatus:
-    if turn.end is not None:
-        return end_status(turn.end.finish_reason)
-    if state.running_turn is turn and state.lost(now, abandon_after):
-        return TurnStatus.EXPIRED
-    return TurnStatus.PENDING
-
-
-def lost_turn_end(state: SessionState, turn: Detached, now: datetime) -> TurnEnded:
-    """The end recorded for a detached turn presumed lost with its process."""
-    reason = AgentFinishReason.ABORTED if turn.abort is not None else AgentFinishReason.FAILED
-    return TurnEnded(
-        turn=state.turn,
-        finish_reason=reason.value,
-        open_refs=list(state.open),
-        error="lost: the process running this detached turn stopped before it ended",
-        message_index=state.last_model_index(),
-        at=now,
-        started=turn.version,
-    )
-
-
-@dataclass(slots=True, eq=False)
-class Running:
-    """A detached turn running in this process: its abort signal, and how to end its watcher."""
-
-    turn_id: int = 0
-    abort: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[AgentResponse] | None = None
-    watcher: asyncio.Task[None] | None = None
-
-
-class Launch:
-    """What ``Chat.detach`` hands to the turn it starts: where to report the turn's id, and the
-    running turn's signals. ``begin`` and ``run`` are called by the turn's operation."""
-
-    def __init__(self, chat: Chat) -> None:
-        self.chat = chat
-        self.started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.running = Running()
-
-    def begin(self, turn: Turn) -> None:
-        """The ``TurnStarted`` record is written: register the turn here and watch for aborts."""
-        running_turn = turn.state.running_turn
-        assert running_turn is not None
-        agent = self.chat.agent
-        self.running.turn_id = turn.turn_id = running_turn.version
-        turn.abort = self.running.abort
-        agent.sessions.track(self.chat.session_id, self.running)
-        self.running.watcher = asyncio.ensure_future(
-            _watch(agent.store, self.chat.session_id, running_turn.version, turn.state.version, self.running.abort,
-                   agent.abort_poll)
-        )  # fmt: skip
-        if not self.started.done():
-            self.started.set_result(running_turn.version)
-
-    async def run(self, turn: Turn, body: Callable[[], Awaitable[AgentResponse]]) -> AgentResponse:
-        """Run the turn to its end; a failure ends it ``failed`` (a detached turn always ends)."""
-        try:
-            return await body()
-        except PausepointError as exc:
-            return await turn.fail(f"{type(exc).__name__}: {exc}")
-        except Exception as exc:
-            log.exception("detached turn %s of session %s failed", turn.turn_id, self.chat.session_id)
-            return await turn.fail(f"{type(exc).__name__}: {exc}")
-        finally:
-            self.chat.agent.sessions.untrack(self.chat.session_id, self.running)
-            if self.running.watcher is not None:
-                self.running.watcher.cancel()
-
-
-async def _watch(store: Any, session_id: str, turn_id: int, after: int, abort: asyncio.Event, interval: float) -> None:
-    """Poll the log for an abort of ``turn_id`` written by another process; set ``abort``."""
-    seen = after
-    while not abort.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(abort.wait(), interval)
-            return
-        try:
-            found = await store.read(session_id, after_version=seen)
-        except Exception:  # a store hiccup: look again later
-            log.warning("could not read session %s for aborts; retrying", session_id, exc_info=True)
-            continue
-        if found is None:
-            return
-        seen = max(seen, found.version)
-        for entry in found.entries:
-            if entry.kind != "abort_requested":
-                continue
-            record = decode_record(entry.data)
-            if isinstance(record, AbortRequested) and record.turn == turn_id:
-                abort.set()
-
-
-class DetachedTurn:
-    """A handle on a detached turn (``Chat.detach``).
-
-    ``turn_id`` names the turn in its session; ``status()``, ``wait()`` and ``abort()`` work from
-    this process whether the turn runs here or in another one.
-    """
-
-    def __init__(self, chat: Chat, turn_id: int, task: asyncio.Task[AgentResponse] | None = None) -> None:
-        self.chat = chat
-        self.session_id = chat.session_id
-        self.turn_id = turn_id
-        self._task = task
-
-    def __repr__(self) -> str:
-        return f"<DetachedTurn session={self.session_id} turn={self.turn_id}>"
-
-    async def status(self) -> TurnStatus:
-        """``pending`` while it runs; then ``completed``, ``failed`` or ``aborted`` (``expired``:
-        presumed lost with its process)."""
-        state, turn = await _find(self.chat, self.turn_id)
-        return status_of(state, turn, self.chat.agent.clock(), self.chat.agent.abandon_after)
-
-    async def wait(self, *, poll: float = 0.2) -> AgentResponse:
-        """The turn's response once it ended: awaited when it runs in this process, otherwise
-        read from the store every ``poll`` seconds. Raises ``TurnLost`` when the turn is presumed
-        lost with its process (the next call on the session records its end)."""
-        if self._task is not None:
-            return await asyncio.shield(self._task)
-        agent = self.chat.agent
-        while True:
-            state, turn = await _find(self.chat, self.turn_id)
-            if turn.end is not None:
-                return response_for(state, turn.end, turn.end_version)
-            if state.lost(agent.clock(), agent.abandon_after):
-                raise TurnLost(
-                    f"the process running detached turn {self.turn_id} of session {self.session_id!r} stopped "
-                    "before it ended; the next call on the session settles it",
-                    turn_id=self.turn_id,
-                )
-            await asyncio.sleep(poll)
-
-    async def abort(self, *, principal: str | None = None, via: str = "python") -> TurnStatus:
-        """Stop the turn; returns its status before this call (``pending``: this call stops it;
-        anything else: it had already ended and nothing changes)."""
-        return await abort_turn(self.chat, self.turn_id, principal, via)
-
-
-async def _find(chat: Chat, turn_id: int) -> tuple[SessionState, Detached]:
-    state = await chat._read()
+async def find_turn(chat: SessionCalls, turn_id: int) -> tuple[SessionState, Detached]:
+    state = await chat.read_state()
     turn = state.detached.get(turn_id)
     if turn is None:
         raise SessionNotFound(f"no detached turn {turn_id} in session {chat.session_id!r}", turn_id=turn_id)
     return state, turn
 
 
-async def abort_turn(chat: Chat, turn_id: int, principal: str | None, via: str) -> TurnStatus:
+async def abort_turn(chat: SessionCalls, turn_id: int, principal: str | None, via: str) -> TurnStatus:
     """Ask the detached turn ``turn_id`` to stop: an ``AbortRequested`` record, appended (from
     any process) without waiting for the turn. Returns the turn's status before."""
     agent = chat.agent
     for _ in range(_ABORT_ATTEMPTS):
-        state = await chat._peek()  # not waiting for the turn, which may hold the session here
+        state = await chat.peek_state()  # not waiting for the turn, which may hold the session here
         turn = state.detached.get(turn_id)
         if turn is None:
             raise SessionNotFound(f"no detached turn {turn_id} in session {chat.session_id!r}", turn_id=turn_id)

@@ -31,22 +31,32 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..checkpoints import _codec as _checkpoint
+from ..checkpoints._books import books, checkpointed
 from ..errors import SessionNotFound
 from ..session._records import decode_record
+from ..session._response import AgentResponse
 from ..session._state import SessionState
 from ..stores import CheckpointStore, SessionStore
 from ..turn._journal import Appender, Journal
 from ..turn._telemetry import Telemetry
 
-if TYPE_CHECKING:
-    from ._detach import Running
-
-__all__ = ["LocalSessions"]
+__all__ = ["LocalSessions", "Running"]
 
 log = logging.getLogger("pausepoint")
+
+
+@dataclass(slots=True, eq=False)
+class Running:
+    """A detached turn running in this process: its abort signal, and how to end its watcher."""
+
+    turn_id: int = 0
+    abort: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[AgentResponse] | None = None
+    watcher: asyncio.Task[None] | None = None
 
 
 class LocalSessions:
@@ -163,7 +173,7 @@ class LocalSessions:
         every = self.checkpoint_every
         if (
             every is not None
-            and state.version - state.checkpointed >= every
+            and state.version - checkpointed(state) >= every
             and state.version == state.durable_version
             and state.session_id not in self._checkpointing
             and (store := self._checkpoint_store()) is not None
@@ -241,7 +251,7 @@ class LocalSessions:
                         self._rebased[session_id] = kept  # a call took the state on meanwhile
                 latest = self._cache.get(session_id)
                 every = self.checkpoint_every
-                if latest is None or every is None or latest.version - latest.checkpointed < every:
+                if latest is None or every is None or latest.version - checkpointed(latest) < every:
                     break
                 state = latest
         except Exception:  # a checkpoint is only ever a shortcut: the log is complete without it
@@ -258,14 +268,15 @@ _FOLD_ONTO_PARTIAL = 64
 def _reads_a_base(state: SessionState) -> bool:
     """Whether ``state`` still reads items from a base its store gave in part
     (``stores.Checkpoint.fetch``)."""
-    partial = state.partial
+    kept = books(state)
+    partial = kept.partial
     if partial is not None and partial.chunks.whole:
-        state.partial = partial = None  # every byte of it is here: it no longer needs the store
+        kept.partial = partial = None  # every byte of it is here: it no longer needs the store
     return partial is not None
 
 
 def _base_may_be_gone(state: SessionState) -> bool:
     """Whether ``state`` reads items from a base given in part that its store may no longer
     hold."""
-    partial = state.partial
+    partial = books(state).partial
     return partial is not None and time.monotonic() > partial.until and _reads_a_base(state)

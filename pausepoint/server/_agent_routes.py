@@ -21,8 +21,8 @@ from starlette.responses import Response
 
 from ..errors import ClientStateRefused, InvalidRequest, NotFound
 from ..runtime._agent import Agent
-from ..runtime._chat import Chat
-from ..runtime._detach import DetachedTurn, TurnStatus
+from ..runtime._chat import Chat, DetachedTurn
+from ..runtime._launch import TurnStatus
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..stores import SessionSummary
 from . import _genkit as genkit

@@ -13,16 +13,16 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .._rest import AUDIT, CHUNK, INTERRUPTS, RESPONSE, dump
 from ..approval._approve import APPROVED_METADATA, approving_output
 from ..runtime._agent import Agent
 from ..session._interrupts import AuditEntry, PendingInterrupt
+from ..session._json import AUDIT, INTERRUPTS, RESPONSE, dump
 from ..session._response import AgentResponse
 from ..session._views import answered_pause
 from ..stores import SessionSummary
 from ..tools._display import PauseView
 from ..tools._tool import Tool
-from ..turn._streaming import TurnChunk
+from ..turn._streaming import CHUNK, TurnChunk
 from ._auth import AccessPolicy
 
 __all__ = [

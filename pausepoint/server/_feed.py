@@ -85,7 +85,7 @@ class Feed:
                     if summary is None or not visible(summary):
                         continue
                     try:
-                        body = event_body(event, self.ai.agents[event.agent])
+                        body = event_body(event, self.ai.agents[event.agent].view)
                     except ValueError:  # pragma: no cover - written by a newer pausepoint
                         log.warning("the feed skipped event %s, which it cannot read", event.id)
                         continue

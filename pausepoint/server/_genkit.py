@@ -35,7 +35,7 @@ from pydantic.alias_generators import to_camel
 
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import InvalidRequest
-from ..runtime._detach import TurnStatus
+from ..runtime._launch import TurnStatus
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
 from ..turn._streaming import InterruptChunk, TextChunk, ToolRequestChunk, ToolResultChunk, TurnChunk, TurnEndChunk

@@ -40,7 +40,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..errors import Forbidden, InvalidAnswer, NotFound, PausepointError, SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
-from ..runtime._chat import Chat, answer_by_ref
+from ..runtime._calls import answer_by_ref
+from ..runtime._chat import Chat
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
 from ..stores import SessionSummary
@@ -257,10 +258,10 @@ class _Doors:
                 res = await chat.approve(ref, pause_id=pause_id, **options)
             elif decision == "deny":
                 deny = partial(_answer, ref, pause_id, decision="deny", reason=reason)
-                res = await answer_by_ref(chat, ref, deny, streamed=False, **options)
+                res = await answer_by_ref(chat.calls, ref, deny, streamed=False, **options)
             elif decision == "respond":
                 respond = partial(_answer, ref, pause_id, output=output)
-                res = await answer_by_ref(chat, ref, respond, streamed=False, **options)
+                res = await answer_by_ref(chat.calls, ref, respond, streamed=False, **options)
             else:
                 raise ToolError(f"decision must be 'approve', 'deny' or 'respond', not {decision!r}")
             return _turn(found, session_id, res)

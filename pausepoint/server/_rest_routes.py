@@ -19,9 +19,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from .._rest import (
-    GRANTS,
-    MESSAGES,
-    SUMMARY,
     ApproveBody,
     CancelBody,
     DenyBody,
@@ -30,14 +27,15 @@ from .._rest import (
     ResumeBody,
     RevokeBody,
     SendBody,
-    dump,
     grant_of,
     user_message,
 )
 from ..errors import InvalidRequest, NotFound
 from ..runtime._agent import Agent
-from ..runtime._chat import Chat, answer_by_ref
+from ..runtime._calls import answer_by_ref
+from ..runtime._chat import Chat
 from ..session._interrupts import ToolResponse, ToolRestart
+from ..session._json import GRANTS, MESSAGES, SUMMARY, dump
 from ._display import audit_json, chunk_json, describe_agent, interrupts_json, permissions, response_json
 from ._errors import dumps
 from ._limits import check_history, check_message_size, parse_body, read_json
@@ -173,7 +171,7 @@ def rest_routes(service: Service) -> list[Endpoint]:
 
         def respond(streamed: bool) -> Any:
             return answer_by_ref(
-                chat, ref, build, streamed=streamed, idempotency_key=key, principal=principal, via="http"
+                chat.calls, ref, build, streamed=streamed, idempotency_key=key, principal=principal, via="http"
             )
 
         return await _turn(request, agent, session_id, respond)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from ..content._messages import Message
 from ..errors import NotFound, StaleSnapshot, TurnInProgress
 from ..runtime._chat import Chat
-from ..runtime._detach import TurnStatus, end_status, status_of
+from ..runtime._launch import TurnStatus, end_status, status_of
 from ..session._interrupts import PendingInterrupt
 from ..session._response import AgentResponse
 from ..session._state import Detached, SessionState
@@ -54,7 +54,7 @@ class Snapshot:
 
 async def read_state(chat: Chat) -> SessionState:
     """The session's state as recorded (never waits for a turn running on it)."""
-    return await chat._read()
+    return await chat.calls.read_state()
 
 
 def latest_snapshot(state: SessionState, now: datetime, abandon_after: timedelta) -> Snapshot:

@@ -17,9 +17,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from .._rest import CHUNK, RESPONSE, dump
+from ..session._json import RESPONSE, dump
 from ..session._response import AgentResponse
-from ..turn._streaming import TurnChunk, TurnStream
+from ..turn._streaming import CHUNK, TurnChunk, TurnStream
 from ._errors import dumps, error_body, error_response
 
 __all__ = ["run_turn", "wants_stream"]

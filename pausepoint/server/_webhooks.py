@@ -163,7 +163,8 @@ class WebhookSender:
         """Send one attempt; the error that made it fail, or None when the receiver took it."""
         event = delivery.event
         try:
-            body = event_body(event, self.ai.agents.get(event.agent))
+            agent = self.ai.agents.get(event.agent)
+            body = event_body(event, agent.view if agent is not None else None)
         except ValueError as exc:  # pragma: no cover - written by a newer pausepoint
             return f"the event cannot be read: {exc}"
         payload = {"text": slack_text(body)} if webhook.format == "slack" else body

@@ -1,38 +1,16 @@
-"""Grants: a person's approval of more than the one call in front of them.
-
-Answering a pause, a person may approve later calls too: of this tool, in this session, within
-argument bounds, a number of times, for a while (``Grant``). The grant is recorded with the
-answer (``GrantAdded``, in the session's log: durable, audited, revocable), and a later call it
-covers is approved by it — recorded as such (``CallDecided(grant=...)``) before the call runs.
-
-Bounds name input fields of the tool, each with conditions::
-
-    {"amount": {"max": 100}, "to_account": {"one_of": ["savings", "checking"]}}
-
-``equals``, ``one_of``, ``min`` and ``max``; values are read with the field's own type (a
-``Decimal`` amount compares as a number, ``"100"`` and ``100`` alike). A grant is checked when
-it is given (unknown fields, values the field cannot take, conditions that cannot compare:
-``InvalidGrant``), so a grant that is recorded can always be applied.
+"""Grants, as values: what a person approves beyond the call they answer (``Grant``), and a
+grant as callers read it (``GrantInfo``). How a grant is checked and applied is approval's
+(``pausepoint.approval._grants``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-
-from ..errors import InvalidGrant
-
-if TYPE_CHECKING:
-    from ._state import GrantState
-
-__all__ = ["CONDITIONS", "Grant", "GrantInfo", "GrantStatus", "check_bounds", "within"]
-
-CONDITIONS = ("equals", "one_of", "min", "max")
+__all__ = ["Grant", "GrantInfo", "GrantStatus"]
 
 GrantStatus = Literal["active", "revoked", "expired", "used"]
 
@@ -93,104 +71,3 @@ class GrantInfo:
     revoked_at: datetime | None = None
     revoked_by: str | None = None
     reason: str = ""
-
-
-def grant_info(grant: GrantState, now: datetime) -> GrantInfo:
-    """A grant as callers read it (``Chat.grants``), with its status at ``now``."""
-    added, used, revoked = grant.record, grant.used, grant.revoked
-    return GrantInfo(
-        id=added.id,
-        tool=added.tool,
-        principal=added.principal,
-        via=added.via,
-        at=added.at,
-        bounds=added.bounds,
-        uses=added.uses,
-        used=used,
-        expires_at=added.expires_at,
-        status=grant.status(now),
-        ref=added.call_ref,
-        revoked_at=revoked.at if revoked else None,
-        revoked_by=revoked.principal if revoked else None,
-        reason=revoked.reason if revoked else "",
-    )
-
-
-def check_bounds(model: type[BaseModel], bounds: Any, tool: str) -> dict[str, dict[str, Any]] | None:
-    """``bounds`` as recorded, or ``InvalidGrant`` naming what cannot be applied to ``model``."""
-    if bounds is None:
-        return None
-    if not isinstance(bounds, Mapping):
-        raise InvalidGrant(f"a grant's bounds map input fields to conditions, not {type(bounds).__name__}", tool=tool)
-    checked: dict[str, dict[str, Any]] = {}
-    for name, conditions in bounds.items():
-        if name not in _fields(model):
-            fields = ", ".join(_fields(model)) or "none"
-            raise InvalidGrant(
-                f"a grant bounds {name!r}, which is not an input field of {tool!r} ({fields})", tool=tool
-            )
-        if not isinstance(conditions, Mapping) or not conditions:
-            raise InvalidGrant(f"the bounds of {name!r} must be conditions like {{'max': 100}}", tool=tool, field=name)
-        for op, value in conditions.items():
-            if op not in CONDITIONS:
-                raise InvalidGrant(
-                    f"unknown condition {op!r} on {name!r}: use {', '.join(CONDITIONS)}", tool=tool, field=name
-                )
-            try:
-                if op == "one_of":
-                    if not isinstance(value, list | tuple) or not value:
-                        raise InvalidGrant(f"'one_of' on {name!r} takes a list of values", tool=tool, field=name)
-                    for item in value:
-                        _read(model, name, item)
-                else:
-                    read = _read(model, name, value)
-                    if op in ("min", "max"):
-                        _ = read <= read  # raises TypeError when the field's values do not compare
-            except (ValidationError, TypeError) as exc:
-                raise InvalidGrant(
-                    f"the condition {op!r} on {name!r} cannot be applied: {exc}", tool=tool, field=name
-                ) from None
-        checked[name] = dict(conditions)
-    return checked
-
-
-def within(model: type[BaseModel], bounds: Mapping[str, Mapping[str, Any]] | None, validated: BaseModel) -> bool:
-    """Whether the validated input ``validated`` is within ``bounds`` (None: any input)."""
-    if bounds is None:
-        return True
-    try:
-        for name, conditions in bounds.items():
-            value = getattr(validated, name)
-            for op, limit in conditions.items():
-                if op == "equals" and value != _read(model, name, limit):
-                    return False
-                if op == "one_of" and value not in [_read(model, name, item) for item in limit]:
-                    return False
-                if op == "min" and not value >= _read(model, name, limit):
-                    return False
-                if op == "max" and not value <= _read(model, name, limit):
-                    return False
-    except (AttributeError, ValidationError, TypeError):  # a tool whose input changed since: no match
-        return False
-    return True
-
-
-def _read(model: type[BaseModel], name: str, value: Any) -> Any:
-    """``value`` read as the field ``name`` of ``model`` reads it."""
-    return _adapter(model, name).validate_python(value)
-
-
-@functools.lru_cache(maxsize=256)
-def _adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
-    annotation: Any = _fields(model)[name]
-    return TypeAdapter(annotation)
-
-
-def _fields(model: type[BaseModel]) -> dict[str, Any]:
-    """The input fields a grant may bound, with their types: the model's fields — or, for an
-    input that is one JSON value checked by its schema (an MCP tool's), the ``bound_fields``
-    it declares."""
-    declared: dict[str, Any] | None = getattr(model, "bound_fields", None)
-    if declared is not None:
-        return declared
-    return {name: field.annotation for name, field in model.model_fields.items()}

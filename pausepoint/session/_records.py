@@ -1,13 +1,14 @@
 """The records of a session's append-only log, and their one JSON codec.
 
 A session is nothing but these records in order. Every turn appends only the records it adds;
-the session's state (``_session.SessionState``) is a fold over them. Tool messages are not
+the session's state (``_state.SessionState``) is a fold over them. Tool messages are not
 stored: they are derived when the last result of a batch of tool calls arrives, so a tool result
 is written exactly once.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
@@ -38,9 +39,17 @@ __all__ = [
     "TurnStarted",
     "decode_record",
     "encode_record",
+    "new_ref",
 ]
 
 Decision: TypeAlias = Literal["respond", "deny", "restart", "cancel", "expire"]
+
+
+def new_ref() -> str:
+    """A ref the runtime mints — for a tool call, a pause, a grant: unguessable, unique in
+    practice (96 random bits). Hex, so a ref is safe anywhere: in a URL path, a file name, a
+    command-line argument (a base64 ref could start with "-" and read as an option)."""
+    return secrets.token_hex(12)
 
 
 @dataclass(slots=True)

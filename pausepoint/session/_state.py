@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
 
-from ..checkpoints._chunks import ChunkCheck
 from ..content._messages import Message, ToolRequestPart, ToolResponsePart
 from ..stores import SessionSummary
 from ._grants import GrantStatus
@@ -38,11 +37,9 @@ __all__ = [
     "AuditRecord",
     "Batch",
     "Call",
-    "Chain",
     "Detached",
     "GrantState",
     "HistoryView",
-    "Link",
     "Pause",
     "SessionState",
 ]
@@ -170,67 +167,6 @@ class KeyedOutcome:
     ended_version: int = 0
 
 
-@dataclass(slots=True)
-class Link:
-    """One extension of a checkpoint, as far as merging it into a later one needs."""
-
-    after: int  # the version it extends
-    lengths: dict[str, int]  # each list field's length at that version
-    version: int  # the version it takes the checkpoint to
-    size: int  # its bytes
-    keys: dict[str, list[Any]]  # each dict's entries it holds, by key
-    removed: dict[str, list[Any]]  # and the keys it removes
-
-
-@dataclass(slots=True)
-class Chain:
-    """The checkpoint a state was loaded from or last wrote, as far as writing the next
-    extension of it needs (``_checkpoint``): this process's bookkeeping."""
-
-    version: int  # the version the checkpoint is at
-    lengths: dict[str, int]  # each list field's length at that version (lists only grow)
-    base_bytes: int  # the size of its base
-    links: list[Link] = field(default_factory=list)  # its extensions, oldest first
-    # Each dict's entries this process wrote in an extension of it: key -> a hash of their JSON
-    # (an entry read since, still the same, need not be written again).
-    sums: dict[str, dict[Any, int]] = field(default_factory=dict)
-
-    def since(self, replaces: int) -> tuple[int, dict[str, int]]:
-        """The version, and the list lengths, an extension replacing the last ``replaces``
-        extends."""
-        if replaces == 0:
-            return self.version, self.lengths
-        link = self.links[-replaces]
-        return link.after, link.lengths
-
-    def extended(self, link: Link, lengths: dict[str, int], replaces: int = 0) -> None:
-        """``link`` took the checkpoint to its version, where the lists have ``lengths``, in
-        place of the last ``replaces`` extensions."""
-        if replaces:
-            del self.links[-replaces:]
-        self.links.append(link)
-        self.version, self.lengths = link.version, lengths
-
-    def wrote(self, sums: dict[str, dict[Any, int]], removed: dict[str, list[Any]]) -> None:
-        """The extension just added held these entries (``sums``) and removed these keys."""
-        for name, keys in removed.items():
-            held = self.sums.get(name)
-            if held:
-                for key in keys:
-                    held.pop(key, None)
-        for name, written in sums.items():
-            self.sums.setdefault(name, {}).update(written)
-
-
-@dataclass(slots=True)
-class Partial:
-    """The base a state reads its unread items from, when the store gave it in part
-    (``stores.Checkpoint.fetch``): this process's bookkeeping."""
-
-    chunks: ChunkCheck  # fetches and checks the base's items a chunk at a time
-    until: float  # the ``time.monotonic()`` after which the store may no longer hold the base
-
-
 @dataclass(eq=False, repr=False)  # identity equality, and no repr of a whole history
 class SessionState:
     """Everything the runtime needs to know about a session, folded from its records.
@@ -242,12 +178,8 @@ class SessionState:
 
     session_id: str
     version: int = 0
-    # How many of the folded records the store holds, and the version of its latest checkpoint
-    # this process knows of: this process's bookkeeping, not the session's.
+    # How many of the folded records the store holds: the journal's bookkeeping, not the session's.
     durable_version: int = field(default=0, metadata={"transient": True})
-    checkpointed: int = field(default=0, metadata={"transient": True})
-    chain: Chain | None = field(default=None, metadata={"transient": True})
-    partial: Partial | None = field(default=None, metadata={"transient": True})
     agent: str = ""
     owner: str | None = None
     created_at: datetime | None = None

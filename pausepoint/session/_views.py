@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ._grants import GrantInfo
 from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt
 from ._records import (
     ApprovalGiven,
@@ -19,9 +20,9 @@ from ._records import (
     TurnEnded,
 )
 from ._response import AgentFinishReason, AgentResponse
-from ._state import AuditRecord, Pause, SessionState
+from ._state import AuditRecord, GrantState, Pause, SessionState
 
-__all__ = ["answered_pause", "audit_entry", "pending_interrupt", "response_for"]
+__all__ = ["answered_pause", "approving", "audit_entry", "grant_info", "pending_interrupt", "response_for"]
 
 
 def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int | None = None) -> PendingInterrupt:
@@ -164,7 +165,7 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
             required=required,
         )
     assert isinstance(record, CallAnswered)
-    approves = record.decision == "restart" and _approves(paused, record)
+    approves = approving(paused, record)
     approvals = 0
     if required:
         approvals = len(record.approvals) if record.approvals is not None else int(record.decision == "restart")
@@ -201,9 +202,12 @@ def _shown(resumed: dict[str, Any] | None) -> dict[str, Any] | None:
     return {key: value for key, value in resumed.items() if key not in _CARRIED_ONLY}
 
 
-def _approves(paused: Pause | None, record: CallAnswered) -> bool:
-    """Whether a restart approved its call: a call the runtime paused for approval runs only
-    once approved, and a tool that paused itself is approved by ``{"tool_approved": True}``."""
+def approving(paused: Pause | None, record: CallAnswered) -> bool:
+    """Whether an answer approved its call (the audit names it ``approve``): a restart of a call
+    the runtime paused for approval, which runs only once approved, or of a tool that paused
+    itself, with ``{"tool_approved": True}``."""
+    if record.decision != "restart":
+        return False
     if paused is not None and isinstance(paused.record, ApprovalPaused) and paused.record.approval.gated:
         return True
     return (record.resumed_metadata or {}).get("tool_approved") is True
@@ -217,4 +221,25 @@ def answered_pause(entry: AuditEntry) -> PendingInterrupt:
     """The pause an audit entry answered, as it was shown then (to render its view)."""
     return PendingInterrupt(
         entry.name, entry.ref, entry.input, entry.metadata, entry.at, call_ref=entry.ref, pause_id=entry.pause_id
+    )
+
+
+def grant_info(grant: GrantState, now: datetime) -> GrantInfo:
+    """A grant as callers read it (``Chat.grants``), with its status at ``now``."""
+    added, used, revoked = grant.record, grant.used, grant.revoked
+    return GrantInfo(
+        id=added.id,
+        tool=added.tool,
+        principal=added.principal,
+        via=added.via,
+        at=added.at,
+        bounds=added.bounds,
+        uses=added.uses,
+        used=used,
+        expires_at=added.expires_at,
+        status=grant.status(now),
+        ref=added.call_ref,
+        revoked_at=revoked.at if revoked else None,
+        revoked_by=revoked.principal if revoked else None,
+        reason=revoked.reason if revoked else "",
     )

@@ -11,10 +11,10 @@ import hashlib
 import inspect
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import Any, TypeAlias, get_type_hints
 
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -25,10 +25,11 @@ from ..models._model import ToolDefinition
 from ..session._grants import Grant
 from ._display import PauseDisplay, PauseView, check_display, render
 
-if TYPE_CHECKING:
-    from ..approval._policy import Check
+__all__ = ["Check", "Interrupt", "Tool", "ToolRunContext", "call_check", "fingerprint_of", "jsonable"]
 
-__all__ = ["Interrupt", "Tool", "ToolRunContext", "fingerprint_of", "jsonable"]
+#: A predicate of a call: ``(input)`` or ``(input, ctx)``, sync or async, ``input`` validated.
+Check: TypeAlias = Callable[..., "bool | Awaitable[bool]"]
+
 
 
 class Interrupt(Exception):
@@ -246,3 +247,21 @@ def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel
         return create_model(model_name, **fields), True, ctx_param
     except (TypeError, ValidationError) as exc:
         raise DefinitionError(f"tool {tool_name!r}: cannot build an input schema: {exc}") from exc
+
+
+async def call_check(check: Check, validated: Any, ctx: ToolRunContext) -> bool:
+    """Run a predicate of a call (one or two parameters, sync or async)."""
+    result = check(validated, ctx) if _arity(check) >= 2 else check(validated)
+    if inspect.isawaitable(result):
+        result = await result
+    return bool(result)
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: give it both
+        return 2
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return 2
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
-from .._rest import AUDIT, INTERRUPTS, dump
+from ..session._interrupts import PendingInterrupt
+from ..session._json import AUDIT, INTERRUPTS, dump
 from ..session._records import (
     ApprovalGiven,
     ApprovalPaused,
@@ -52,11 +53,9 @@ from ..session._records import (
     TurnEnded,
 )
 from ..session._state import SessionState
-from ..session._views import answered_pause, audit_entry, pending_interrupt
+from ..session._views import answered_pause, approving, audit_entry, pending_interrupt
 from ..stores import Event, LogEntry
-
-if TYPE_CHECKING:
-    from ..runtime._agent import Agent
+from ..tools._display import PauseView
 
 __all__ = ["EVENT_KINDS", "EventKind", "announce", "event_body", "new_event_id"]
 
@@ -91,6 +90,8 @@ class _Envelope:
     open: list[str] | None = None  # a turn end's: the refs of the calls left paused
     count: int = 0  # an approval's: how many approvals the pause has with it
     required: int = 0  # ... and how many it needs
+    approves: bool = False  # an answer's: whether it approved the call (the audit's "approve")
+    grantor: str | None = None  # a decision by a grant's: who granted it
 
 
 _ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
@@ -123,13 +124,18 @@ def announce(
                 kind = "expiry"
             pause = state.pauses[record.ref]
             tail = b',"input":' + _INPUT(pause.record.input)
+            if isinstance(record, CallAnswered) and approving(pause, record):
+                tail += b',"approves":true'
             if isinstance(pause.record, ApprovalPaused):
                 count = len(pause.approvals) if not isinstance(record, CallAnswered) else len(record.approvals or ())
                 tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
             tail += b"}"
         elif isinstance(record, CallDecided):
             at = record.at
-            tail = b',"input":' + _INPUT(state.calls[record.call_ref].request.input) + b"}"
+            tail = b',"input":' + _INPUT(state.calls[record.call_ref].request.input)
+            if record.grant is not None and record.grant in state.grants:
+                tail += b',"grantor":' + _INPUT(state.grants[record.grant].record.principal)
+            tail += b"}"
         elif isinstance(record, GrantAdded | GrantRevoked):
             at = record.at
         elif isinstance(record, TurnEnded):
@@ -164,9 +170,10 @@ _KINDS: dict[type[Any], EventKind] = {
 }
 
 
-def event_body(event: Event, agent: Agent | None = None) -> dict[str, Any]:
-    """The public JSON body of a stored event (what the feed and webhooks send); with the
-    event's ``agent``, a pause and an answer carry the pause's ``view`` (``Agent.view``)."""
+def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | None = None) -> dict[str, Any]:
+    """The public JSON body of a stored event (what the feed and webhooks send); with ``view``
+    (the event's agent's ``Agent.view``), a pause and an answer carry the pause's view. An
+    answer's entry reads as the session's audit trail reads it."""
     envelope = _ENVELOPE.validate_json(event.data)
     record = envelope.record
     body: dict[str, Any] = {
@@ -180,8 +187,8 @@ def event_body(event: Event, agent: Agent | None = None) -> dict[str, Any]:
     if isinstance(record, CallPaused):
         pause = pending_interrupt(record)
         body["interrupt"] = dump(INTERRUPTS, [pause])[0]
-        if agent is not None:
-            body["interrupt"]["view"] = asdict(agent.view(pause))
+        if view is not None:
+            body["interrupt"]["view"] = asdict(view(pause))
     elif isinstance(record, TurnEnded):
         pass
     else:
@@ -193,10 +200,14 @@ def event_body(event: Event, agent: Agent | None = None) -> dict[str, Any]:
             entry = replace(entry, input=envelope.input)
         if envelope.required:
             entry = replace(entry, approvals=envelope.count, required=envelope.required)
+        if envelope.approves:
+            entry = replace(entry, decision="approve")
+        if envelope.grantor is not None:
+            entry = replace(entry, principal=envelope.grantor)
         body["entry"] = dump(AUDIT, [entry])[0]
         body["entry"]["view"] = None
-        if agent is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
-            body["entry"]["view"] = asdict(agent.view(answered_pause(entry)))
+        if view is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
+            body["entry"]["view"] = asdict(view(answered_pause(entry)))
     if isinstance(record, TurnEnded):
         open_refs = envelope.open if envelope.open is not None else record.open_refs
         body.update(turn=record.turn, finish_reason=record.finish_reason, open_refs=open_refs, error=record.error)

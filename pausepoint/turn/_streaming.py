@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field, TypeAdapter
 
 from ..session._interrupts import PendingInterrupt
 from ..session._response import AgentResponse
 
 __all__ = [
+    "CHUNK",
     "Emit",
     "InterruptChunk",
     "TextChunk",
@@ -107,6 +110,8 @@ TurnChunk: TypeAlias = (
     | TurnEndChunk
 )
 Emit: TypeAlias = Callable[[TurnChunk], None]
+#: a chunk's JSON (the REST API's stream), one adapter for writing and reading it back
+CHUNK: TypeAdapter[TurnChunk] = TypeAdapter(Annotated[TurnChunk, Field(discriminator="kind")])
 
 _END = object()
 

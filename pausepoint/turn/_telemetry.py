@@ -393,7 +393,7 @@ def _json(value: Any) -> str:
 
 
 def _messages_json(messages: Sequence[Any]) -> str:
-    from .._rest import MESSAGES, dump
+    from ..session._json import MESSAGES, dump
 
     return json.dumps(dump(MESSAGES, list(messages)), ensure_ascii=False)
 

@@ -24,16 +24,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
 from ..approval._gate import judge, request_for_pause
+from ..approval._policy import ApprovalPolicy
 from ..content._intake import model_message
+from ..content._jsondata import JsonLimits
 from ..content._messages import Message, ToolRequestPart
 from ..errors import ConcurrentUpdate, ResumeInProgress
-from ..models._model import ModelChunk, ModelRequest, ModelResponse, TextDelta
+from ..models._model import Model, ModelChunk, ModelRequest, ModelResponse, TextDelta, ToolDefinition
 from ..session._records import (
     ApprovalPaused,
     ApprovalRequest,
@@ -44,12 +46,13 @@ from ..session._records import (
     MessageAdded,
     Record,
     TurnEnded,
+    new_ref,
 )
 from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, HistoryView, SessionState
 from ..session._views import pending_interrupt, response_for
 from ..tools._dispatch import CallJob, Completed, Outcome, Paused, dispatch
-from ..tools._tool import Interrupt
+from ..tools._tool import Interrupt, Tool
 from ._journal import Journal
 from ._streaming import (
     Emit,
@@ -61,11 +64,9 @@ from ._streaming import (
     ToolResultChunk,
     TurnEndChunk,
 )
+from ._telemetry import Telemetry
 
-if TYPE_CHECKING:
-    from ..runtime._agent import Agent
-
-__all__ = ["Turn", "new_ref"]
+__all__ = ["Turn", "TurnHost"]
 
 log = logging.getLogger("pausepoint")
 
@@ -87,17 +88,39 @@ _MODEL_FINISH = {
 }
 
 
+class TurnHost(Protocol):
+    """What a turn reads of the agent it runs for (an ``Agent`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> Model: ...
+    @property
+    def system(self) -> str | None: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def max_turns(self) -> int: ...
+    @property
+    def tool_errors(self) -> Literal["model", "fail"]: ...
+    @property
+    def tools(self) -> dict[str, Tool]: ...
+    @property
+    def tool_definitions(self) -> list[ToolDefinition]: ...
+    @property
+    def approval_policy(self) -> ApprovalPolicy: ...
+    @property
+    def json_limits(self) -> JsonLimits: ...
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    @property
+    def telemetry(self) -> Telemetry: ...
+    @property
+    def wait_timeout(self) -> float: ...
+
+
 class _Aborted(Exception):
     """A detached turn's model call was cancelled because the turn was asked to abort."""
-
-
-def new_ref() -> str:
-    """An unguessable ref, unique in practice (96 random bits).
-
-    Hex, so a ref is safe anywhere: in a URL path, a file name, a command-line argument
-    (a base64 ref could start with "-" and read as an option).
-    """
-    return secrets.token_hex(12)
 
 
 class Turn:
@@ -105,9 +128,10 @@ class Turn:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: TurnHost,
         journal: Journal,
         *,
+        reread: Callable[[str], Awaitable[SessionState]],
         principal: str | None,
         emit: Emit | None,
         idempotency_key: str | None = None,
@@ -115,6 +139,7 @@ class Turn:
     ) -> None:
         self.agent = agent
         self.journal = journal
+        self.reread = reread  # the session as the store holds it now (another writer's records in)
         self.principal = principal
         self.emit = emit
         self.idempotency_key = idempotency_key
@@ -509,7 +534,7 @@ class Turn:
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
-            state = await self.agent.sessions.refresh(self.state.session_id)
+            state = await self.reread(self.state.session_id)
             self.journal.state = state
         raise ResumeInProgress(
             f"another process is still finishing this turn of session {self.state.session_id!r}",

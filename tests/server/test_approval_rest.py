@@ -116,8 +116,14 @@ async def test_grants_are_given_listed_and_revoked_over_rest(bank):
         assert approval_of(pause)["grantable"] and approval_of(pause)["excluded"] == ["dave"]
         approve = f"{session}/interrupts/{pause['ref']}/approve"
 
-        own = await http.post(approve, json={}, headers=DAVE)  # dave asked for it
-        assert own.status_code == 403 and own.json()["error"]["details"]["reason"] == "separation_of_duties"
+        own = await http.post(approve, json={}, headers=DAVE)  # dave asked for it, and holds no treasury role
+        assert own.status_code == 403 and own.json()["error"]["details"]["reason"] == "role"
+        mine = (await http.post(sessions, json={"message": "pay 5 to x"}, headers=ALICE)).json()  # treasury asks
+        [her_pause] = mine["interrupts"]
+        her_own = await http.post(
+            f"{sessions}/{mine['session_id']}/interrupts/{her_pause['ref']}/approve", json={}, headers=ALICE
+        )
+        assert her_own.status_code == 403 and her_own.json()["error"]["details"]["reason"] == "separation_of_duties"
         for bad, code in (({"grant": {"uses": 0}}, 400), ({"grant": {"bounds": {"nope": {"max": 1}}}}, 422)):
             refused = await http.post(approve, json=bad, headers=ALICE)
             assert refused.status_code == code, refused.text

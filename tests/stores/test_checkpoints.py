@@ -17,6 +17,7 @@ import pytest
 from pausepoint import Agent, AgentFinishReason, ToolResponse
 from pausepoint.checkpoints import _codec as _checkpoint
 from pausepoint.checkpoints import _lazy
+from pausepoint.checkpoints._books import books
 from pausepoint.checkpoints._codec import decode_chain, decode_state, encode_state, record_digest
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError, UnknownInterrupt
@@ -60,7 +61,7 @@ def checkpointed(agent: Agent, session_id: str) -> int:
     (0: folded from the log alone)."""
     state = agent.sessions.cached(session_id)
     assert state is not None
-    return state.checkpointed
+    return books(state).checkpointed
 
 
 async def cycle(agent: Agent, session_id: str | None = None) -> str:
@@ -341,7 +342,7 @@ async def test_a_damaged_extension_is_not_used(backend: Backend, damage: str) ->
     base = _checkpoint.encode_state(state, await digest_at(store, sid, state.version))
     assert await store.write_checkpoint(sid, state.version, base)
     loaded = decode_state(sid, base)
-    assert loaded is not None and loaded.chain is not None
+    assert loaded is not None and books(loaded).chain is not None
     datas = []
     for _ in range(2):
         await cycle(writer, sid)
@@ -349,9 +350,9 @@ async def test_a_damaged_extension_is_not_used(backend: Backend, damage: str) ->
         assert found is not None
         for entry in found.entries:
             loaded.apply(_checkpoint.decode_record(entry.data))
-        written = _checkpoint._encode(loaded, await digest_at(store, sid, loaded.version), loaded.chain)
+        written = _checkpoint._encode(loaded, await digest_at(store, sid, loaded.version), books(loaded).chain)
         assert written is not None
-        datas.append((loaded.chain.version, loaded.version, written.data))
+        datas.append((books(loaded).chain.version, loaded.version, written.data))
         _checkpoint._extended(loaded, written, True)
     if damage == "flipped":
         after, version, data = datas[1]

@@ -15,6 +15,7 @@ import pytest
 
 from pausepoint import Agent, ToolResponse
 from pausepoint.checkpoints import _codec as _checkpoint
+from pausepoint.checkpoints._books import books
 from pausepoint.checkpoints._chunks import CHUNK_BYTES
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, ConcurrentUpdate, StoreError, UnknownInterrupt
@@ -58,7 +59,7 @@ async def cold_load(agent: Agent, session_id: str) -> None:
     """Load the session into ``agent`` as a turn would, reading none of its history."""
     await agent.sessions.refresh(session_id)
     state = agent.sessions.cached(session_id)
-    assert state is not None and state.partial is not None, "the base was not given in part"
+    assert state is not None and books(state).partial is not None, "the base was not given in part"
 
 
 async def loaded_cold(backend: Backend, cycles: int = CYCLES) -> tuple[Agent, str, Agent]:
@@ -210,7 +211,7 @@ async def test_version_4_checkpoints_are_set_aside_by_the_upgrade(backend: Backe
     again = await agent_on(backend)
     assert await seen(again, session_id) == await seen(writer, session_id)
     cached = again.sessions.cached(session_id)
-    assert cached is not None and cached.checkpointed >= written.version
+    assert cached is not None and books(cached).checkpointed >= written.version
 
 
 class GivenInPart(InMemorySessionStore):

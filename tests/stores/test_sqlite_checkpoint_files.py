@@ -19,6 +19,7 @@ from typing import Any, cast
 import pytest
 
 from pausepoint import Agent
+from pausepoint.checkpoints._books import books
 from pausepoint.checkpoints._lazy import LazyList
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError
@@ -172,14 +173,14 @@ async def test_a_damaged_or_missing_file_makes_a_cold_agent_fold_the_log(tmp_pat
         first = await seen(cold, sid)
     assert first == await seen(writer, sid)
     state = cold.sessions.cached(sid)
-    assert state is not None and state.checkpointed == 0  # folded from the log
+    assert state is not None and books(state).checkpointed == 0  # folded from the log
     cold.checkpoint_every = 1
     await cycle(cold, sid)  # and writes a sound checkpoint in place of the damaged one
     await cold.sessions.settle()
     _, again = build(SqliteSessionStore(path, checkpoint_file_bytes=1000))
     assert await seen(again, sid) == await seen(cold, sid)
     state = again.sessions.cached(sid)
-    assert state is not None and state.checkpointed > 0
+    assert state is not None and books(state).checkpointed > 0
     assert len(files(path)) == 1
     for agent in (writer, cold, again):
         await agent.store.close()
@@ -197,7 +198,7 @@ async def test_a_cold_agent_loads_a_long_session_from_its_file(tmp_path: Path) -
     _, cold = build(SqliteSessionStore(path, checkpoint_file_bytes=4096), ledger)
     assert await seen(cold, sid) == await seen(writer, sid)
     state = cold.sessions.cached(sid)
-    assert state is not None and state.checkpointed > 0  # loaded from the file
+    assert state is not None and books(state).checkpointed > 0  # loaded from the file
     chat = cold.chat(sid)
     paused = await chat.send("Transfer $7 to savings.")
     [interrupt] = paused.interrupts
@@ -265,7 +266,7 @@ async def test_damage_found_in_a_turn_fails_that_call_once_then_the_log_is_folde
         await cold.chat(sid).history()  # the load checks the head; reading the history finds the damage
     assert await seen(cold, sid) == await seen(writer, sid)  # read again, from the log
     state = cold.sessions.cached(sid)
-    assert state is not None and state.checkpointed == 0
+    assert state is not None and books(state).checkpointed == 0
     before = len(ledger)
     await cycle(cold, sid)
     assert len(ledger) == before + 1  # and it goes on, exactly once

@@ -1,0 +1,524 @@
+"""One session as the runtime works on it: the operations run under its lock — a message sent,
+answers given, pauses cancelled or settled — the turn each runs, and reads of the session.
+
+``SessionCalls`` is the engine under every chat: ``Chat`` (and, through it, ``SyncChat``)
+gives it the public verbs; detached turns, the server and the MCP endpoint call its operations
+directly. What it needs of its agent is a ``SessionHost`` (an ``Agent`` is one).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from ..approval._answers import (
+    AnswerContext,
+    call_name,
+    check_answers,
+    escalations_due,
+    expiry_claims,
+    prepare_answers,
+    request_hash,
+)
+from ..approval._approve import approval_by_ref
+from ..content._intake import user_message
+from ..content._jsondata import NotJsonData, json_text
+from ..content._messages import Message, Part
+from ..errors import (
+    ConcurrentUpdate,
+    GrantNotFound,
+    IdempotencyKeyReused,
+    InvalidAnswer,
+    InvalidMessage,
+    InvalidSessionId,
+    NothingToResume,
+    PendingInterrupts,
+    ResumeInProgress,
+    SessionNotFound,
+    TurnInProgress,
+    VersionConflict,
+)
+from ..session._grants import Grant, GrantInfo
+from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
+from ..session._records import (
+    CallAnswered,
+    GrantRevoked,
+    MessageAdded,
+    Record,
+    SessionStarted,
+    TurnStarted,
+    decode_record,
+    encode_record,
+)
+from ..session._response import AgentFinishReason, AgentResponse
+from ..session._state import Call, SessionState
+from ..session._views import grant_info, response_for
+from ..stores import LogEntry, SessionStore
+from ..turn._streaming import Emit, TurnStream
+from ..turn._turn import Turn, TurnHost
+from ._launch import Launch, lost_turn_end
+from ._sessions import LocalSessions
+
+__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id"]
+
+_CLAIM_ATTEMPTS = 20
+
+# A caller-chosen session id: safe in a URL path and on a command line (no leading "-" or ".").
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+
+T = TypeVar("T")
+
+#: an answer to the call a ref names, built from the name of the call's tool (``""``: no such call)
+BuildAnswer = Callable[[str], ToolResponse | ToolRestart]
+
+
+class SessionHost(TurnHost, Protocol):
+    """What the operations on a session read of its agent, beyond what a turn does."""
+
+    @property
+    def sessions(self) -> LocalSessions: ...
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def abandon_after(self) -> timedelta: ...
+    @property
+    def on_expiry(self) -> Callable[[PendingInterrupt], Any]: ...
+    @property
+    def allow_changed_tools(self) -> bool: ...
+    @property
+    def abort_poll(self) -> float: ...
+
+
+class SessionCalls:
+    """The operations on one session of an agent (see the module docstring).
+
+    ``new=True`` is for servers that let a caller name a new session: the first call creates it
+    and never continues an existing one — if the id is taken (even meanwhile), it raises
+    ``SessionNotFound``, as for a session the caller cannot see.
+    """
+
+    def __init__(self, agent: SessionHost, session_id: str | None, principal: str | None, *, new: bool = False) -> None:
+        self.agent = agent
+        # A new session: nothing to read before the first append (at version 0, which fails if
+        # the id was taken meanwhile). With a caller's id, the id must not exist yet (``new``).
+        self._is_new = session_id is None or new
+        self._create_only = new
+        # 128 random bits in hex: safe in URLs and on command lines (never starts with "-").
+        self.session_id = session_id if session_id is not None else secrets.token_hex(16)
+        self.principal = principal
+        if new:
+            check_session_id(self.session_id)
+
+    def __repr__(self) -> str:
+        return f"<SessionCalls {self.agent.name} session={self.session_id}>"
+
+    # -- the operations ---------------------------------------------------------------------------
+
+    def user_message(self, message: str | Message | Sequence[Part], principal: str | None, via: str) -> Message:
+        limits = self.agent.json_limits
+        user = user_message(message, limits)
+        try:
+            for key, value in (("principal", principal or self.principal), ("via", via)):
+                if value is not None:
+                    json_text(value, limits, path=f"$.{key}", name=True)
+        except NotJsonData as exc:
+            raise InvalidMessage(f"the message's sender cannot be recorded: {exc}", **exc.details()) from None
+        return user
+
+    async def send_turn(
+        self, user: Message, principal: str | None, via: str, emit: Emit | None, launch: Launch | None = None
+    ) -> AgentResponse:
+        async def op(state: SessionState) -> AgentResponse:
+            now = self.agent.clock()
+            self._check_free(state, now)
+            handed = escalations_due(state, now)
+            if handed:  # recorded even when the send is refused: the pauses have new deciders now
+                journal = self.agent.sessions.journal(state)
+                journal.add(*handed)
+                await journal.flush(now, rebase=False, durable=False)
+            expired = {p.record.ref for p in state.expired(now)}
+            live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
+            if live:
+                raise PendingInterrupts(
+                    f"{len(live)} call(s) are paused in session {self.session_id!r}: answer them with "
+                    "resume() or drop them with cancel_pending()",
+                    refs=live,
+                )
+            lost = self._abandoned(state, now)
+            turn = self._turn(state, principal, emit)
+            if state.version == 0:
+                turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
+            turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits))
+            await turn.recover(lost)
+            self._end_lost_turn(turn, now)
+            sent = MessageAdded(user, at=now, principal=principal or self.principal, via=via)
+            if launch is None:
+                turn.journal.add(sent)
+                return await turn.run_model()
+            turn.journal.add(TurnStarted(at=now, principal=principal or self.principal, message=user))
+            await turn.journal.flush(now, rebase=False)
+            launch.begin(turn)
+
+            async def body() -> AgentResponse:
+                turn.journal.add(sent)
+                return await turn.run_model()
+
+            return await launch.run(turn, body)
+
+        return await self.locked(op, operation="send", creating=True)
+
+    async def resume_turn(
+        self,
+        respond: Sequence[ToolResponse],
+        restart: Sequence[ToolRestart],
+        metadata: dict[str, Any] | None,
+        key: str | None,
+        principal: str | None,
+        via: str,
+        emit: Emit | None,
+        launch: Launch | None = None,
+        *,
+        by_ref: tuple[str, BuildAnswer] | None = None,
+    ) -> AgentResponse:
+        """Answer paused calls: the answers given, or — ``by_ref`` — the one answer built for the
+        call that ref names, from the session as the locked operation finds it (so a pause is
+        never looked up in a read made before the lock)."""
+        limits = self.agent.json_limits
+        actor = principal or self.principal
+        answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
+        digest = request_hash(answers, metadata, actor) if key is not None else None
+
+        def resolved(state: SessionState) -> tuple[list[ToolResponse | ToolRestart], str | None]:
+            if by_ref is None:
+                return answers, digest
+            ref, build = by_ref
+            answer = build(call_name(state, ref))
+            single = ([answer], []) if isinstance(answer, ToolResponse) else ([], [answer])
+            found, _ = prepare_answers(*single, None, limits)
+            return found, request_hash(found, metadata, actor) if key is not None else None
+
+        async def op(state: SessionState) -> AgentResponse:
+            for _ in range(_CLAIM_ATTEMPTS):
+                given, asked = resolved(state)
+                if key is not None and key in state.keys:
+                    return self._replay(state, key, asked)
+                now = self.agent.clock()
+                self._check_free(state, now)
+                if not given:
+                    return await self._continue(state, principal, emit)
+                turn = self._turn(state, principal, emit, key)
+                # Pauses whose time ran out are handed on first: their answers are checked
+                # against their new deciders (a refusal writes nothing, escalations included).
+                turn.journal.add(*escalations_due(state, now))
+                context = AnswerContext(now, actor, via, metadata, key, asked, limits)
+                records = check_answers(
+                    state,
+                    given,
+                    self.agent.tools,
+                    context,
+                    allow_changed_tools=self.agent.allow_changed_tools,
+                    policy=self.agent.approval_policy,
+                )
+                claims = [r for r in records if isinstance(r, CallAnswered)]
+                self._end_lost_turn(turn, now)
+                answered = {c.ref for c in claims}
+                expired = [
+                    c for c in expiry_claims(state, now, self.agent.on_expiry, limits=limits) if c.ref not in answered
+                ]
+                turn.journal.add(*records, *expired)
+                if launch is not None:
+                    turn.journal.add(TurnStarted(at=now, principal=actor))
+                # The claim: once written, these answers are ours alone. Durable only if a tool
+                # that must not run twice restarts right after it, or the caller is told a
+                # detached turn runs; otherwise the turn's next durable append covers it.
+                durable = launch is not None or turn.restarts_must_not_repeat(claims)
+                try:
+                    await turn.journal.flush(now, rebase=False, durable=durable)
+                except ConcurrentUpdate:
+                    state = await self.agent.sessions.reload(self.session_id)
+                    continue
+                if launch is None:
+                    return await turn.after_answers(claims)
+                launch.begin(turn)
+                return await launch.run(turn, functools.partial(turn.after_answers, claims))
+            raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
+
+        return await self.locked(op, operation="resume")
+
+    def approval(self, ref: str, replace_input: Any, grant: Grant | None, pause_id: str | None) -> BuildAnswer:
+        """What ``approve`` answers, given the name of the call's tool (``approval_by_ref``)."""
+        tools = self.agent.tools
+
+        def build(name: str) -> ToolResponse | ToolRestart:
+            return approval_by_ref(tools, ref, name, pause_id=pause_id, replace_input=replace_input, grant=grant)
+
+        return build
+
+    async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
+        if state.open:
+            raise NothingToResume(
+                f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
+                "at least one of them",
+                refs=state.open_refs(),
+            )
+        now = self.agent.clock()
+        lost = self._abandoned(state, now)
+        if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
+            raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+        turn = self._turn(state, principal, emit)
+        await turn.recover(lost)
+        self._end_lost_turn(turn, now)
+        if turn.state.awaiting_model:
+            return await turn.proceed()
+        await turn.journal.flush(now)  # only a lost detached turn to settle: its end is the answer
+        ended = turn.state
+        assert ended.last_end is not None
+        return response_for(ended, ended.last_end, ended.last_end_version)
+
+    def _check_free(self, state: SessionState, now: datetime) -> None:
+        """Refuse to start a turn while a detached turn runs in the session (``TurnInProgress``);
+        one presumed lost with its process does not count (``_end_lost_turn`` ends it)."""
+        running = state.running_turn
+        if running is not None and not state.lost(now, self.agent.abandon_after):
+            raise TurnInProgress(
+                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
+                turn_id=running.version,
+            )
+
+    def _end_lost_turn(self, turn: Turn, now: datetime) -> None:
+        """Record the end of a detached turn presumed lost with its process, if there is one."""
+        state = turn.state
+        if state.running_turn is not None and state.lost(now, self.agent.abandon_after):
+            turn.journal.add(lost_turn_end(state, state.running_turn, now))
+
+    def _abandoned(self, state: SessionState, now: datetime) -> list[Call]:
+        """Calls of the session still running with no result, once presumed lost with their
+        process; raises ``TurnInProgress`` while they may still be running somewhere."""
+        if not state.running:
+            return []
+        lost = state.abandoned(now, self.agent.abandon_after)
+        if lost is None:
+            raise TurnInProgress(
+                f"tool calls of session {self.session_id!r} are running in another process; try again when "
+                f"they finish (or after {self.agent.abandon_after} they are presumed lost)",
+                refs=state.running,
+            )
+        return lost
+
+    def _replay(self, state: SessionState, key: str, digest: str | None) -> AgentResponse:
+        outcome = state.keys[key]
+        if outcome.request_hash != digest:
+            raise IdempotencyKeyReused(
+                f"idempotency key {key!r} was used for a different resume in this session, or by another "
+                "principal: a key replays only the same request by the same principal",
+                key=key,
+            )
+        if outcome.ended is None:
+            raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)
+        return response_for(state, outcome.ended, outcome.ended_version)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _turn(self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None) -> Turn:
+        agent = self.agent
+        return Turn(
+            agent,
+            agent.sessions.journal(state),
+            reread=agent.sessions.refresh,
+            principal=principal or self.principal,
+            emit=emit,
+            idempotency_key=key,
+            began=agent.clock(),
+        )
+
+    async def locked(self, op: Callable[[SessionState], Awaitable[T]], *, operation: str, creating: bool = False) -> T:
+        running = self.agent.sessions.running(self.session_id)
+        if running is not None:  # a detached turn holds the session here: say so rather than wait
+            raise TurnInProgress(
+                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
+                turn_id=running.turn_id,
+            )
+        with self.agent.telemetry.turn(self.agent.name, self.session_id, operation) as traced:
+            result = await self._locked_op(op, creating)
+            traced.done(result)
+            return result
+
+    async def _locked_op(self, op: Callable[[SessionState], Awaitable[T]], creating: bool) -> T:
+        sessions = self.agent.sessions
+        async with sessions.lock(self.session_id):
+            if creating and self._is_new and (self._create_only or sessions.cached(self.session_id) is None):
+                # A new session: nothing to read. If the id was taken meanwhile, the
+                # conditional append at version 0 fails.
+                if self._create_only and await self.agent.store.get_summary(self.session_id) is not None:
+                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
+                state = SessionState(self.session_id)
+            elif creating:
+                try:
+                    state = await sessions.refresh(self.session_id)
+                except SessionNotFound:  # a caller-chosen id: the first send creates the session
+                    check_session_id(self.session_id)
+                    state = SessionState(self.session_id)
+            else:
+                state = await sessions.refresh(self.session_id)
+            try:
+                result = await op(state)
+            except BaseException as exc:
+                cached = sessions.cached(self.session_id)
+                if cached is not None and cached.version != cached.durable_version:
+                    sessions.forget(self.session_id)
+                if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
+                    # The id was taken meanwhile: to this caller it is a session it cannot see.
+                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id) from None
+                raise
+            self._is_new = self._create_only = False
+            return result
+
+    async def read_state(self) -> SessionState:
+        """The session as recorded. Never waits for a call running on it in this process: then
+        it reads the store afresh (a running call's records are not durable yet)."""
+        lock = self.agent.sessions.lock(self.session_id)
+        if lock.locked():
+            return await self.peek_state()
+        async with lock:
+            return await self.agent.sessions.refresh(self.session_id)
+
+    async def peek_state(self) -> SessionState:
+        """The session as the store holds it, read afresh (no lock, no cache)."""
+        found = await self.agent.store.read(self.session_id)
+        if found is None:
+            raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
+        state = SessionState(self.session_id)
+        for entry in found.entries:
+            state.apply(decode_record(entry.data))
+        state.durable_version = state.version
+        return state
+
+    def stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
+        return TurnStream(run, self.agent.sessions.tasks)
+
+
+    async def cancel(self, reason: str, principal: str | None, via: str) -> AgentResponse:
+        """Resolve every paused call as cancelled (``Chat.cancel_pending``)."""
+        try:
+            json_text(reason, self.agent.json_limits, path="$.reason")
+            if principal is not None:
+                json_text(principal, self.agent.json_limits, path="$.principal", name=True)
+        except NotJsonData as exc:
+            raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
+
+        async def op(state: SessionState) -> AgentResponse:
+            now = self.agent.clock()
+            self._check_free(state, now)
+            if not state.open:
+                raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+            claims = [
+                CallAnswered(
+                    ref=p.record.ref,
+                    call_ref=p.record.call_ref,
+                    name=p.record.name,
+                    decision="cancel",
+                    at=now,
+                    principal=principal or self.principal,
+                    via=via,
+                    output={"cancelled": True, "reason": reason},
+                    reason=reason,
+                )
+                for p in state.open.values()
+            ]
+            turn = self._turn(state, principal, None)
+            self._end_lost_turn(turn, now)
+            turn.journal.add(*claims)
+            return await turn.end(AgentFinishReason.ABORTED)
+
+        return await self.locked(op, operation="cancel")
+
+    async def settle(self) -> AgentResponse | None:
+        """Resolve the session's expired pauses (``Chat.settle_expired``)."""
+        if self.agent.sessions.running(self.session_id) is not None:
+            return None
+
+        async def op(state: SessionState) -> AgentResponse | None:
+            now = self.agent.clock()
+            if state.running_turn is not None and not state.lost(now, self.agent.abandon_after):
+                return None
+            claims: list[Record] = [
+                *escalations_due(state, now),
+                *expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits),
+            ]
+            if not claims:
+                return None
+            turn = self._turn(state, None, None)
+            self._end_lost_turn(turn, now)
+            turn.journal.add(*claims)
+            await turn.journal.flush(self.agent.clock(), durable=False)  # a claim (see Journal)
+            return await turn.proceed()
+
+        return await self.locked(op, operation="settle_expired")
+
+    async def revoke(self, grant_id: str, reason: str, principal: str | None, via: str) -> GrantInfo:
+        """Revoke the grant ``grant_id`` (``Chat.revoke_grant``)."""
+        actor = principal or self.principal
+        try:
+            json_text(reason, self.agent.json_limits, path="$.reason")
+            json_text(via, self.agent.json_limits, path="$.via", name=True)
+            if actor is not None:
+                json_text(actor, self.agent.json_limits, path="$.principal", name=True)
+        except NotJsonData as exc:
+            raise InvalidAnswer(f"the revocation cannot be recorded: {exc}", **exc.details()) from None
+        agent = self.agent
+        for _ in range(_CLAIM_ATTEMPTS):
+            state = await self.peek_state()  # never waits for a turn running here: it may be the one to stop
+            grant = state.grants.get(grant_id) if isinstance(grant_id, str) else None
+            if grant is None:
+                raise GrantNotFound(f"no grant {grant_id!r} in session {self.session_id!r}", grant_id=str(grant_id))
+            now = agent.clock()
+            if grant.revoked is None:
+                record = GrantRevoked(grant_id, now, actor, via, reason)
+                entry = LogEntry(state.version + 1, record.kind, encode_record(record))
+                state.apply(record)
+                try:
+                    with agent.telemetry.store_call(agent.store, "append"):
+                        await agent.sessions.appender.append(state, state.version - 1, [record], [entry], now)
+                except VersionConflict:
+                    continue
+            return grant_info(grant, now)
+        raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; the grant was not revoked")
+
+def answer_by_ref(
+    chat: SessionCalls,
+    ref: str,
+    build: BuildAnswer,
+    *,
+    streamed: bool,
+    metadata: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    principal: str | None = None,
+    via: str = "python",
+) -> Awaitable[AgentResponse] | TurnStream:
+    """``chat.resume`` with the answer ``build(name)`` to the call ``ref`` names, ``name`` being
+    its tool's (``""`` for a ref the session has no call of), looked up in the locked operation
+    that records the answer — for callers that know a call by its ref only (the REST API's
+    respond, deny and restart without a ``name``). Refused as ``resume`` refuses; a retry with
+    the same ``idempotency_key`` gets the first outcome. ``streamed``: a ``TurnStream``, else
+    the awaitable response."""
+    by_ref = (ref, build)
+    if streamed:
+        return chat.stream(
+            lambda emit: chat.resume_turn((), (), metadata, idempotency_key, principal, via, emit, by_ref=by_ref)
+        )
+    return chat.resume_turn((), (), metadata, idempotency_key, principal, via, None, by_ref=by_ref)
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if a caller may name a new session so; ``InvalidSessionId`` otherwise."""
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise InvalidSessionId(
+            f"session id {session_id!r} is not valid: 1 to 128 characters, letters, digits and . _ : @ -, "
+            "starting with a letter or a digit",
+            session_id=session_id if isinstance(session_id, str) else repr(session_id),
+        )
+    return session_id

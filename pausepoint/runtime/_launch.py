@@ -1,0 +1,147 @@
+"""Detached turns: a turn that runs in the background of the process that started it, owned by
+its session, visible from every process as running, and stoppable from any of them.
+
+``Chat.detach`` writes a ``TurnStarted`` record before the turn does anything: its version is
+the turn's id (``DetachedTurn.turn_id``; on the Genkit wire, the snapshot id a client polls).
+While it runs, other calls on the session are refused with ``TurnInProgress``; its result lands
+in the session like any turn's, and a ``TurnEnded`` naming it closes it.
+
+Aborting (``Chat.abort``, ``DetachedTurn.abort``, the wire's ``abort``) appends an
+``AbortRequested`` record — from any process. The running process learns of it at once when
+the abort came from the same process, otherwise by polling the log (``Agent.abort_poll``) and
+when its next write collides with the request. It then stops: a model call in progress is
+cancelled, a reply that arrives afterwards is dropped, no further tool starts; a tool already
+running finishes and its outcome is recorded (a side effect is never cut in half). The turn
+ends ``aborted``.
+
+A process may die while its detached turn runs. Once nothing was recorded in the session for
+``Agent.abandon_after``, the turn is presumed lost: its status reads ``expired``, and the next
+call on the session ends it (as ``failed``, or ``aborted`` if an abort was asked) and settles
+its calls by the usual rules, so a session is never stuck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from ..errors import PausepointError
+from ..session._records import AbortRequested, TurnEnded, decode_record
+from ..session._response import AgentFinishReason, AgentResponse
+from ..session._state import Detached, SessionState
+from ..stores import SessionStore
+from ..turn._turn import Turn
+from ._sessions import LocalSessions, Running
+
+__all__ = ["Launch", "TurnStatus", "end_status", "lost_turn_end", "status_of"]
+
+log = logging.getLogger("pausepoint")
+
+
+class TurnStatus(StrEnum):
+    """Where a detached turn stands (the names of the reference's snapshot statuses)."""
+
+    PENDING = "pending"  # running
+    COMPLETED = "completed"  # ended: stop, interrupted, length, blocked, max_turns
+    FAILED = "failed"
+    ABORTED = "aborted"
+    EXPIRED = "expired"  # presumed lost with its process; the next call on the session ends it
+
+
+def end_status(finish_reason: str) -> TurnStatus:
+    """The status of a turn that ended with ``finish_reason``."""
+    if finish_reason == AgentFinishReason.FAILED.value:
+        return TurnStatus.FAILED
+    if finish_reason == AgentFinishReason.ABORTED.value:
+        return TurnStatus.ABORTED
+    return TurnStatus.COMPLETED
+
+
+def status_of(state: SessionState, turn: Detached, now: datetime, abandon_after: timedelta) -> TurnStatus:
+    if turn.end is not None:
+        return end_status(turn.end.finish_reason)
+    if state.running_turn is turn and state.lost(now, abandon_after):
+        return TurnStatus.EXPIRED
+    return TurnStatus.PENDING
+
+
+def lost_turn_end(state: SessionState, turn: Detached, now: datetime) -> TurnEnded:
+    """The end recorded for a detached turn presumed lost with its process."""
+    reason = AgentFinishReason.ABORTED if turn.abort is not None else AgentFinishReason.FAILED
+    return TurnEnded(
+        turn=state.turn,
+        finish_reason=reason.value,
+        open_refs=list(state.open),
+        error="lost: the process running this detached turn stopped before it ended",
+        message_index=state.last_model_index(),
+        at=now,
+        started=turn.version,
+    )
+
+
+class Launch:
+    """What ``Chat.detach`` hands to the turn it starts: where to report the turn's id, and the
+    running turn's signals. ``begin`` and ``run`` are called by the turn's operation."""
+
+    def __init__(self, sessions: LocalSessions, store: SessionStore, session_id: str, abort_poll: float) -> None:
+        self.sessions, self.store, self.session_id, self.abort_poll = sessions, store, session_id, abort_poll
+        self.started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.running = Running()
+
+    def begin(self, turn: Turn) -> None:
+        """The ``TurnStarted`` record is written: register the turn here and watch for aborts."""
+        running_turn = turn.state.running_turn
+        assert running_turn is not None
+        self.running.turn_id = turn.turn_id = running_turn.version
+        turn.abort = self.running.abort
+        self.sessions.track(self.session_id, self.running)
+        self.running.watcher = asyncio.ensure_future(
+            _watch(self.store, self.session_id, running_turn.version, turn.state.version, self.running.abort,
+                   self.abort_poll)
+        )  # fmt: skip
+        if not self.started.done():
+            self.started.set_result(running_turn.version)
+
+    async def run(self, turn: Turn, body: Callable[[], Awaitable[AgentResponse]]) -> AgentResponse:
+        """Run the turn to its end; a failure ends it ``failed`` (a detached turn always ends)."""
+        try:
+            return await body()
+        except PausepointError as exc:
+            return await turn.fail(f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            log.exception("detached turn %s of session %s failed", turn.turn_id, self.session_id)
+            return await turn.fail(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.sessions.untrack(self.session_id, self.running)
+            if self.running.watcher is not None:
+                self.running.watcher.cancel()
+
+
+async def _watch(store: Any, session_id: str, turn_id: int, after: int, abort: asyncio.Event, interval: float) -> None:
+    """Poll the log for an abort of ``turn_id`` written by another process; set ``abort``."""
+    seen = after
+    while not abort.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(abort.wait(), interval)
+            return
+        try:
+            found = await store.read(session_id, after_version=seen)
+        except Exception:  # a store hiccup: look again later
+            log.warning("could not read session %s for aborts; retrying", session_id, exc_info=True)
+            continue
+        if found is None:
+            return
+        seen = max(seen, found.version)
+        for entry in found.entries:
+            if entry.kind != "abort_requested":
+                continue
+            record = decode_record(entry.data)
+            if isinstance(record, AbortRequested) and record.turn == turn_id:
+                abort.set()
+
+

@@ -1,0 +1,173 @@
+"""Running pausepoint's coroutines without ``await``: one event loop, kept for the process in a
+daemon thread of its own (the portal), that every blocking call runs on.
+
+``asyncio.run`` cannot be called where an event loop already runs in the thread (a Jupyter
+cell), and a fresh loop per call would break what lives on a loop between calls: the agent's
+per-session locks, a store's connections (asyncpg, redis), a provider's client, a streamed or
+detached turn still running in the background. So every synchronous call runs on one event
+loop that pausepoint keeps for the process, in a daemon thread of its own, and the caller's
+thread waits for the result. That works the same whether or not a loop runs in the caller's
+thread (the notebook's loop simply waits with it), and everything the synchronous calls touch
+stays on that one loop from call to call.
+
+Drive one agent either synchronously or with ``await``, not both at once from two loops: the
+agent's session cache and the stores' connections belong to one loop at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import Future
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
+
+from ..session._response import AgentResponse
+from ..turn._streaming import TurnChunk, TurnStream
+
+__all__ = ["SyncTurnStream", "blocking", "blocking_stream", "run_sync"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+A = TypeVar("A")
+A_co = TypeVar("A_co", covariant=True)
+
+
+class _Portal:
+    """One event loop in a daemon thread, started on first use (and again in a forked child)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._guard:
+            alive = self._thread is not None and self._thread.is_alive() and self._pid == os.getpid()
+            if not alive or self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(target=self._serve, args=(loop, ready), name="pausepoint-sync", daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    @staticmethod
+    def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    def in_loop_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self.in_loop_thread():
+            coroutine.close()
+            raise RuntimeError(
+                "a synchronous pausepoint call cannot be made from code running on pausepoint's own "
+                "event loop (an async tool, say): await the async method instead"
+            )
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self.loop())
+        try:
+            return future.result()
+        except KeyboardInterrupt:  # Ctrl+C (a notebook's "interrupt"): stop the call, as a cancelled await would
+            future.cancel()
+            raise
+
+
+_PORTAL = _Portal()
+
+
+def run_sync(awaitable: Awaitable[T]) -> T:
+    """Run ``awaitable`` to completion on pausepoint's event loop and return its result.
+
+    Works where an event loop already runs in this thread (a notebook cell) and where none
+    does; raises what the awaitable raises. Everything run this way shares one loop, so state
+    kept between calls (a store's connections, a turn running in the background) stays usable.
+    Raises ``RuntimeError`` when called from code running on that loop itself (await instead).
+    """
+
+    if inspect.iscoroutine(awaitable):  # run as it is (closed unawaited if refused)
+        return _PORTAL.run(cast("Coroutine[Any, Any, T]", awaitable))
+
+    async def wrapper() -> T:
+        return await awaitable
+
+    return _PORTAL.run(wrapper())
+
+
+class Wraps(Protocol[A_co]):
+    """A blocking twin of an async object: what it wraps."""
+
+    @property
+    def wrapped(self) -> A_co: ...
+
+
+def blocking(verb: Callable[Concatenate[A, P], Awaitable[T]]) -> Callable[Concatenate[Wraps[A], P], T]:
+    """The blocking twin of the async method ``verb``: the same parameters, result and errors,
+    run on the portal's loop (for a class whose ``wrapped`` is an object ``verb`` belongs to)."""
+
+    def run(self: Wraps[A], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        async def call() -> T:
+            return await verb(self.wrapped, *args, **kwargs)
+
+        return _PORTAL.run(call())
+
+    functools.update_wrapper(run, verb)  # its name, docstring and signature
+    return run
+
+
+def blocking_stream(
+    verb: Callable[Concatenate[A, P], TurnStream],
+) -> Callable[Concatenate[Wraps[A], P], SyncTurnStream]:
+    """The blocking twin of a streamed verb: the stream started on the portal's loop, read
+    without ``await`` (``SyncTurnStream``)."""
+
+    def run(self: Wraps[A], /, *args: P.args, **kwargs: P.kwargs) -> SyncTurnStream:
+        async def start() -> TurnStream:
+            return verb(self.wrapped, *args, **kwargs)
+
+        return SyncTurnStream(_PORTAL.run(start()))
+
+    functools.update_wrapper(run, verb)
+    return run
+
+
+class SyncTurnStream:
+    """A streamed turn read without ``await``: iterate it for its chunks; ``response()`` gives the outcome.
+
+    As with ``TurnStream``, the turn runs to its end (on pausepoint's loop) whether or not the
+    chunks are read; a turn that fails raises its error from the iteration and from ``response()``.
+    """
+
+    def __init__(self, stream: TurnStream) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[TurnChunk]:
+        return self
+
+    def __next__(self) -> TurnChunk:
+        async def step() -> TurnChunk | None:
+            try:
+                return await self._stream.__anext__()
+            except StopAsyncIteration:
+                return None
+
+        chunk = _PORTAL.run(step())
+        if chunk is None:
+            raise StopIteration
+        return chunk
+
+    def response(self) -> AgentResponse:
+        """The turn's response, once it ended (reading the chunks is not required)."""
+
+        async def wait() -> AgentResponse:
+            return await self._stream.response
+
+        return _PORTAL.run(wait())
