@@ -52,7 +52,7 @@ async def test_rules_decide_without_a_person_across_restarts(durable_backend, tm
     assert [row for row in trail if row[0] != "message"] == [
         ["approve", "transfer_money", None, "policy", "small transfers", None, 0, 0],
         ["deny", "transfer_money", None, "policy", "external accounts", None, 0, 0],
-        ["restart", "deploy", "alice", "python", None, None, 1, 1],
+        ["approve", "deploy", "alice", "python", None, None, 1, 1],
     ]
 
 
@@ -97,13 +97,13 @@ async def test_grants_duties_roles_and_a_quorum_across_restarts(durable_backend,
 
     trail = (await run(spec, ledger, op="audit", session=session))["audit"]
     assert [row[:4] + row[5:] for row in trail if row[0] != "message"] == [
-        ["restart", "transfer_money", "alice", "python", None, 1, 1],
+        ["approve", "transfer_money", "alice", "python", None, 1, 1],
         ["grant", "transfer_money", "alice", "python", grant["id"], 0, 0],
-        ["approve", "transfer_money", None, "policy", grant["id"], 0, 0],
+        ["approve", "transfer_money", "alice", "policy", grant["id"], 0, 0],  # by alice's grant
         ["revoke", "transfer_money", "bob", "python", grant["id"], 0, 0],
         ["deny", "transfer_money", "bob", "python", None, 0, 1],
         ["approve", "deploy", "alice", "python", None, 1, 2],
-        ["restart", "deploy", "frank", "python", None, 2, 2],
+        ["approve", "deploy", "frank", "python", None, 2, 2],
     ]
 
 
@@ -140,8 +140,8 @@ async def test_five_processes_racing_for_a_two_of_three_quorum_run_the_call_once
     print("OUTCOMES", outcomes)
     assert lines(ledger) == ["500->savings"]  # exactly one execution
     trail = (await run(spec, ledger, op="audit", session=session))["audit"]
-    counted = [row for row in trail if row[0] in ("approve", "restart")]
-    assert [(row[0], row[6], row[7]) for row in counted] == [("approve", 1, 2), ("restart", 2, 2)]
+    counted = [row for row in trail if row[0] == "approve"]
+    assert [(row[0], row[6], row[7]) for row in counted] == [("approve", 1, 2), ("approve", 2, 2)]
     approvers = [row[2] for row in counted]
     assert len(set(approvers)) == 2  # two distinct people
     winners = [o for o in outcomes if o["outcome"] == "ok"]
