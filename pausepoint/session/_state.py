@@ -10,7 +10,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, overload
+from typing import Any, Literal, assert_never, overload
 
 from ..content._messages import Message, ToolRequestPart, ToolResponsePart
 from ..stores import SessionSummary
@@ -207,96 +207,111 @@ class SessionState:
     # -- the fold -------------------------------------------------------------------------------
 
     def apply(self, record: Record) -> None:
+        """Fold one record in: the only way the state changes. Every record kind is matched
+        here, exhaustively (a kind added to ``Record`` and forgotten fails the type check)."""
         self.version += 1
-        if isinstance(record, MessageAdded):
-            self._add_message(record.message, record.at)
-            self._active(record.at)
-            if record.message.role == "user":
-                self.audit.append(record)  # who sent it: the audit trail names every sender
-                self.requester = record.principal
-                if self.running_turn is not None:
-                    self.running_turn.sent = True
-        elif isinstance(record, CallCompleted):
-            call = self.calls[record.call_ref]
-            call.status = "completed"
-            self._add_result(call, record.output, record.is_error)
-        elif isinstance(record, CallPaused):
-            pause = Pause(record, expires_at=record.expires_at)
-            if isinstance(record, ApprovalPaused):
-                pause.roles = record.approval.roles
-            call = self.calls[record.call_ref]
-            if call.pause is not None and not call.changed:
-                shown = self.pauses[call.pause].record
-                call.changed = shown.input != record.input or shown.metadata != record.metadata
-            self.pauses[record.ref] = pause
-            self.open[record.ref] = pause
-            call.status = "paused"
-            call.pause = record.ref
-            self._active(record.at)
-        elif isinstance(record, CallAnswered):
-            self._answer(record)
-            self._active(record.at)
-        elif isinstance(record, TurnEnded):
-            self.last_end = record
-            self.last_end_version = self.version
-            self.end_versions.append(self.version)
-            self.end_reasons.append(record.finish_reason)
-            self._active(record.at)
-            detached = self.detached.get(record.started) if record.started is not None else None
-            if detached is not None:
-                detached.end, detached.end_version = record, self.version
-                if self.running_turn is detached:
-                    self.running_turn = None
-            if record.idempotency_key is not None:
-                keyed = self.keys[record.idempotency_key]
-                keyed.ended, keyed.ended_version = record, self.version
-                self.unended_keys = _without(self.unended_keys, record.idempotency_key)
-            else:  # an unkeyed end (e.g. recovery after a crash) ends every keyed call still open
-                for key in self.unended_keys:
-                    outcome = self.keys[key]
-                    outcome.ended, outcome.ended_version = record, self.version
-                self.unended_keys = ()
-        elif isinstance(record, TurnStarted):
-            self.running_turn = self.detached[self.version] = Detached(self.version, record)
-            self._active(record.at)
-        elif isinstance(record, AbortRequested):
-            target = self.detached.get(record.turn)
-            if target is not None and target.abort is None:
-                target.abort = record
-        elif isinstance(record, ApprovalGiven):
-            self.pauses[record.ref].approvals.append((self.version, record))
-            self.audit.append(record)
-            self._keyed(record.idempotency_key, record.request_hash)
-            self._active(record.at)
-        elif isinstance(record, CallDecided):
-            if record.decision == "approve":
+        match record:
+            case MessageAdded():
+                self._message(record)
+            case CallCompleted():
                 call = self.calls[record.call_ref]
-                call.approved = call.request.input
-            if record.grant is not None:
-                grant = self.grants[record.grant]
-                grant.used += 1
-                if grant.record.uses is not None and grant.used >= grant.record.uses:
-                    self.live_grants = _without(self.live_grants, record.grant)
-            self.audit.append(record)
-            self._active(record.at)
-        elif isinstance(record, GrantAdded):
-            self.grants[record.id] = GrantState(record)
-            self.live_grants += (record.id,)
-            self.audit.append(record)
-        elif isinstance(record, GrantRevoked):
-            self.grants[record.id].revoked = record
-            self.live_grants = _without(self.live_grants, record.id)
-            self.audit.append(record)
-        elif isinstance(record, PauseEscalated):
-            escalated = self.pauses[record.ref]
-            escalated.roles, escalated.expires_at, escalated.level = list(record.to), record.expires_at, record.level
-            self.audit.append(record)
-            self._active(record.at)
-        elif isinstance(record, SessionStarted):
-            self.agent = record.agent
-            self.owner = record.owner
-            self.created_at = record.at
-            self._active(record.at)
+                call.status = "completed"
+                self._add_result(call, record.output, record.is_error)
+            case CallPaused():  # an ApprovalPaused too
+                self._paused(record)
+            case CallAnswered():
+                self._answer(record)
+                self._active(record.at)
+            case TurnEnded():
+                self._ended(record)
+            case TurnStarted():
+                self.running_turn = self.detached[self.version] = Detached(self.version, record)
+                self._active(record.at)
+            case AbortRequested():
+                target = self.detached.get(record.turn)
+                if target is not None and target.abort is None:
+                    target.abort = record
+            case ApprovalGiven():
+                self.pauses[record.ref].approvals.append((self.version, record))
+                self.audit.append(record)
+                self._keyed(record.idempotency_key, record.request_hash)
+                self._active(record.at)
+            case CallDecided():
+                self._decided(record)
+            case GrantAdded():
+                self.grants[record.id] = GrantState(record)
+                self.live_grants += (record.id,)
+                self.audit.append(record)
+            case GrantRevoked():
+                self.grants[record.id].revoked = record
+                self.live_grants = _without(self.live_grants, record.id)
+                self.audit.append(record)
+            case PauseEscalated():
+                handed = self.pauses[record.ref]
+                handed.roles, handed.expires_at, handed.level = list(record.to), record.expires_at, record.level
+                self.audit.append(record)
+                self._active(record.at)
+            case SessionStarted():
+                self.agent, self.owner, self.created_at = record.agent, record.owner, record.at
+                self._active(record.at)
+            case _:
+                assert_never(record)
+
+    def _message(self, record: MessageAdded) -> None:
+        self._add_message(record.message, record.at)
+        self._active(record.at)
+        if record.message.role == "user":
+            self.audit.append(record)  # who sent it: the audit trail names every sender
+            self.requester = record.principal
+            if self.running_turn is not None:
+                self.running_turn.sent = True
+
+    def _paused(self, record: CallPaused) -> None:
+        pause = Pause(record, expires_at=record.expires_at)
+        if isinstance(record, ApprovalPaused):
+            pause.roles = record.approval.roles
+        call = self.calls[record.call_ref]
+        if call.pause is not None and not call.changed:
+            shown = self.pauses[call.pause].record
+            call.changed = shown.input != record.input or shown.metadata != record.metadata
+        self.pauses[record.ref] = pause
+        self.open[record.ref] = pause
+        call.status = "paused"
+        call.pause = record.ref
+        self._active(record.at)
+
+    def _ended(self, record: TurnEnded) -> None:
+        self.last_end = record
+        self.last_end_version = self.version
+        self.end_versions.append(self.version)
+        self.end_reasons.append(record.finish_reason)
+        self._active(record.at)
+        detached = self.detached.get(record.started) if record.started is not None else None
+        if detached is not None:
+            detached.end, detached.end_version = record, self.version
+            if self.running_turn is detached:
+                self.running_turn = None
+        if record.idempotency_key is not None:
+            keyed = self.keys[record.idempotency_key]
+            keyed.ended, keyed.ended_version = record, self.version
+            self.unended_keys = _without(self.unended_keys, record.idempotency_key)
+        else:  # an unkeyed end (e.g. recovery after a crash) ends every keyed call still open
+            for key in self.unended_keys:
+                outcome = self.keys[key]
+                outcome.ended, outcome.ended_version = record, self.version
+            self.unended_keys = ()
+
+    def _decided(self, record: CallDecided) -> None:
+        if record.decision == "approve":
+            call = self.calls[record.call_ref]
+            call.approved = call.request.input
+        if record.grant is not None:
+            grant = self.grants[record.grant]
+            grant.used += 1
+            if grant.record.uses is not None and grant.used >= grant.record.uses:
+                self.live_grants = _without(self.live_grants, record.grant)
+        self.audit.append(record)
+        self._active(record.at)
 
     def _active(self, at: datetime | None) -> None:
         if at is not None and (self.last_activity is None or at > self.last_activity):

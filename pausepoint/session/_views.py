@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from ._grants import GrantInfo
 from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt
@@ -75,105 +75,108 @@ def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResp
 
 def audit_entry(record: AuditRecord, state: SessionState | None = None) -> AuditEntry:
     """One audit entry: an answer, an approval, a policy's decision, a grant, an escalation, or a
-    user message. With ``state``, an entry about a pause carries the pause's input and an
-    approval its count."""
-    if isinstance(record, MessageAdded):
-        return AuditEntry(
-            ref="",
-            name="",
-            decision="message",
-            at=record.at or datetime.min.replace(tzinfo=UTC),
-            principal=record.principal,
-            via=record.via or "unknown",
-            message=record.message,
-        )
-    if isinstance(record, CallDecided):
-        call = state.calls.get(record.call_ref) if state is not None else None
-        granted = state.grants.get(record.grant) if state is not None and record.grant is not None else None
-        return AuditEntry(
-            ref=record.call_ref,
-            name=record.name,
-            decision=record.decision,
-            at=record.at,
-            principal=granted.record.principal if granted is not None else None,  # a grant's person
-            via="policy",
-            reason=record.reason,
-            call_ref=record.call_ref,
-            input=call.request.input if call is not None else None,
-            rule=record.rule,
-            grant=record.grant,
-        )
-    if isinstance(record, GrantAdded):
-        return AuditEntry(
-            ref=record.call_ref,
-            name=record.tool,
-            decision="grant",
-            at=record.at,
-            principal=record.principal,
-            via=record.via,
-            call_ref=record.call_ref,
-            pause_id=record.ref,
-            grant=record.id,
-            scope={"bounds": record.bounds, "uses": record.uses, "expires_at": _iso(record.expires_at)},
-        )
-    if isinstance(record, GrantRevoked):
-        added = state.grants[record.id].record if state is not None and record.id in state.grants else None
-        return AuditEntry(
-            ref="",
-            name=added.tool if added is not None else "",
-            decision="revoke",
-            at=record.at,
-            principal=record.principal,
-            via=record.via,
-            reason=record.reason or None,
-            grant=record.id,
-        )
+    user message — every kind the trail lists, matched exhaustively. With ``state``, an entry
+    about a pause carries the pause's input and an approval its count, and a decision by a
+    grant names the person who granted it."""
+    match record:
+        case MessageAdded():
+            return AuditEntry(
+                ref="",
+                name="",
+                decision="message",
+                at=record.at or datetime.min.replace(tzinfo=UTC),
+                principal=record.principal,
+                via=record.via or "unknown",
+                message=record.message,
+            )
+        case CallDecided():
+            return _decided(record, state)
+        case GrantAdded():
+            return AuditEntry(
+                ref=record.call_ref,
+                name=record.tool,
+                decision="grant",
+                at=record.at,
+                principal=record.principal,
+                via=record.via,
+                call_ref=record.call_ref,
+                pause_id=record.ref,
+                grant=record.id,
+                scope={"bounds": record.bounds, "uses": record.uses, "expires_at": _iso(record.expires_at)},
+            )
+        case GrantRevoked():
+            added = state.grants[record.id].record if state is not None and record.id in state.grants else None
+            return AuditEntry(
+                ref="",
+                name=added.tool if added is not None else "",
+                decision="revoke",
+                at=record.at,
+                principal=record.principal,
+                via=record.via,
+                reason=record.reason or None,
+                grant=record.id,
+            )
+        case PauseEscalated() | ApprovalGiven() | CallAnswered():
+            return _about_a_pause(record, state)
+        case _:
+            assert_never(record)
+
+
+def _decided(record: CallDecided, state: SessionState | None) -> AuditEntry:
+    call = state.calls.get(record.call_ref) if state is not None else None
+    granted = state.grants.get(record.grant) if state is not None and record.grant is not None else None
+    return AuditEntry(
+        ref=record.call_ref,
+        name=record.name,
+        decision=record.decision,
+        at=record.at,
+        principal=granted.record.principal if granted is not None else None,  # a grant's person
+        via="policy",
+        reason=record.reason,
+        call_ref=record.call_ref,
+        input=call.request.input if call is not None else None,
+        rule=record.rule,
+        grant=record.grant,
+    )
+
+
+def _about_a_pause(record: PauseEscalated | ApprovalGiven | CallAnswered, state: SessionState | None) -> AuditEntry:
+    """The entry of what happened to a pause: escalated, one approval counted, or answered."""
     paused = state.pauses[record.ref] if state is not None and record.ref in state.pauses else None
     pause_input = paused.record.input if paused is not None else None
     required = paused.record.approval.required if paused and isinstance(paused.record, ApprovalPaused) else 0
-    if isinstance(record, PauseEscalated):
+
+    def entry(**fields: Any) -> AuditEntry:
         return AuditEntry(
             ref=record.call_ref,
             name=record.name,
-            decision="escalate",
             at=record.at,
-            principal=None,
-            via="expiry",
             call_ref=record.call_ref,
             input=pause_input,
             pause_id=record.ref,
-            escalated_to=list(record.to),
             required=required,
+            **fields,
         )
+
+    if isinstance(record, PauseEscalated):
+        return entry(decision="escalate", principal=None, via="expiry", escalated_to=list(record.to))
     if isinstance(record, ApprovalGiven):
         counted = 0
         if paused is not None:
             counted = next((i for i, (_, a) in enumerate(paused.approvals, 1) if a is record), len(paused.approvals))
-        return AuditEntry(
-            ref=record.call_ref,
-            name=record.name,
+        return entry(
             decision="approve",
-            at=record.at,
             principal=record.principal,
             via=record.via,
             metadata=record.metadata,
             idempotency_key=record.idempotency_key,
-            call_ref=record.call_ref,
-            input=pause_input,
-            pause_id=record.ref,
             approvals=counted,
-            required=required,
         )
-    assert isinstance(record, CallAnswered)
-    approves = approving(paused, record)
     approvals = 0
     if required:
         approvals = len(record.approvals) if record.approvals is not None else int(record.decision == "restart")
-    return AuditEntry(
-        ref=record.call_ref,
-        name=record.name,
-        decision="approve" if approves else record.decision,
-        at=record.at,
+    return entry(
+        decision="approve" if approving(paused, record) else record.decision,
         principal=record.principal,
         via=record.via,
         output=record.output,
@@ -182,11 +185,7 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
         metadata=record.metadata,
         reason=record.reason,
         idempotency_key=record.idempotency_key,
-        call_ref=record.call_ref,
-        input=pause_input,
-        pause_id=record.ref,
         approvals=approvals,
-        required=required,
     )
 
 

@@ -34,23 +34,28 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from json.encoder import encode_basestring_ascii
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, assert_never
 
 from pydantic import TypeAdapter
 
 from ..session._interrupts import PendingInterrupt
 from ..session._json import AUDIT, INTERRUPTS, dump
 from ..session._records import (
+    AbortRequested,
     ApprovalGiven,
     ApprovalPaused,
     CallAnswered,
+    CallCompleted,
     CallDecided,
     CallPaused,
     GrantAdded,
     GrantRevoked,
+    MessageAdded,
     PauseEscalated,
     Record,
+    SessionStarted,
     TurnEnded,
+    TurnStarted,
 )
 from ..session._state import SessionState
 from ..session._views import answered_pause, approving, audit_entry, pending_interrupt
@@ -109,41 +114,56 @@ def announce(
     events: list[Event] = []
     head: bytes | None = None
     for record, entry in zip(records, entries, strict=True):
-        kind = _KINDS.get(type(record))
-        if kind is None:
+        announced = _announced(record, state, now)
+        if announced is None:
             continue
+        kind, at, tail = announced
         if head is None:
             owner = state.owner
             head = b'{"owner":' + (b"null" if owner is None else _json_string(owner)) + b',"record":'
-        at, tail = now, b"}"
-        if isinstance(record, CallPaused):
-            at = record.at
-        elif isinstance(record, CallAnswered | ApprovalGiven | PauseEscalated):
-            at = record.at
-            if isinstance(record, CallAnswered) and record.decision == "expire":
-                kind = "expiry"
-            pause = state.pauses[record.ref]
-            tail = b',"input":' + _INPUT(pause.record.input)
-            if isinstance(record, CallAnswered) and approving(pause, record):
-                tail += b',"approves":true'
-            if isinstance(pause.record, ApprovalPaused):
-                count = len(pause.approvals) if not isinstance(record, CallAnswered) else len(record.approvals or ())
-                tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
-            tail += b"}"
-        elif isinstance(record, CallDecided):
-            at = record.at
-            tail = b',"input":' + _INPUT(state.calls[record.call_ref].request.input)
-            if record.grant is not None and record.grant in state.grants:
-                tail += b',"grantor":' + _INPUT(state.grants[record.grant].record.principal)
-            tail += b"}"
-        elif isinstance(record, GrantAdded | GrantRevoked):
-            at = record.at
-        elif isinstance(record, TurnEnded):
-            calls = [state.pauses[pause].record.call_ref for pause in record.open_refs]
-            tail = b',"open":[' + b", ".join(map(_json_string, calls)) + b"]}"
         event = Event(new_event_id(), kind, state.session_id, state.agent, at, head + entry.data + tail, targets[kind])
         events.append(event)
     return events
+
+
+def _announced(record: Record, state: SessionState, now: datetime) -> tuple[EventKind, datetime, bytes] | None:
+    """The event a record makes — its kind, its time and the end of its envelope — or None for
+    a record nobody is told of. Every record kind is matched here, exhaustively."""
+    match record:
+        case CallPaused():  # an ApprovalPaused too
+            return "pause", record.at, b"}"
+        case CallAnswered() | ApprovalGiven() | PauseEscalated():
+            kind: EventKind = "escalation" if isinstance(record, PauseEscalated) else "approval"
+            if isinstance(record, CallAnswered):
+                kind = "expiry" if record.decision == "expire" else "answer"
+            return kind, record.at, _about_a_pause(record, state)
+        case CallDecided():
+            tail = b',"input":' + _INPUT(state.calls[record.call_ref].request.input)
+            if record.grant is not None and record.grant in state.grants:
+                tail += b',"grantor":' + _INPUT(state.grants[record.grant].record.principal)
+            return "decision", record.at, tail + b"}"
+        case GrantAdded() | GrantRevoked():
+            return "grant", record.at, b"}"
+        case TurnEnded():
+            calls = [state.pauses[pause].record.call_ref for pause in record.open_refs]
+            return "turn_end", now, b',"open":[' + b", ".join(map(_json_string, calls)) + b"]}"
+        case SessionStarted() | MessageAdded() | CallCompleted() | TurnStarted() | AbortRequested():
+            return None
+        case _:
+            assert_never(record)
+
+
+def _about_a_pause(record: CallAnswered | ApprovalGiven | PauseEscalated, state: SessionState) -> bytes:
+    """The envelope's end for what happened to a pause: the pause's input, whether an answer
+    approved the call, and a quorum's count (the audit trail's story, without the state)."""
+    pause = state.pauses[record.ref]
+    tail = b',"input":' + _INPUT(pause.record.input)
+    if isinstance(record, CallAnswered) and approving(pause, record):
+        tail += b',"approves":true'
+    if isinstance(pause.record, ApprovalPaused):
+        count = len(pause.approvals) if not isinstance(record, CallAnswered) else len(record.approvals or ())
+        tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
+    return tail + b"}"
 
 
 # The serializer itself, as in ``encode_record``: TypeAdapter's argument handling costs more than
@@ -157,17 +177,27 @@ def _json_string(text: str) -> bytes:
     return encode_basestring_ascii(text).encode()
 
 
-_KINDS: dict[type[Any], EventKind] = {
-    CallPaused: "pause",
-    ApprovalPaused: "pause",
-    CallAnswered: "answer",
-    TurnEnded: "turn_end",
-    ApprovalGiven: "approval",
-    CallDecided: "decision",
-    GrantAdded: "grant",
-    GrantRevoked: "grant",
-    PauseEscalated: "escalation",
-}
+def _entry_json(
+    record: CallAnswered | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated,
+    envelope: _Envelope,
+    view: Callable[[PendingInterrupt], PauseView] | None,
+) -> dict[str, Any]:
+    """An event's audit entry, as the session's trail reads it (what the envelope kept of the
+    state stands in for the state), with the pause's view when there is one."""
+    entry = audit_entry(record)
+    if envelope.input is not None:
+        entry = replace(entry, input=envelope.input)
+    if envelope.required:
+        entry = replace(entry, approvals=envelope.count, required=envelope.required)
+    if envelope.approves:
+        entry = replace(entry, decision="approve")
+    if envelope.grantor is not None:
+        entry = replace(entry, principal=envelope.grantor)
+    shown: dict[str, Any] = dump(AUDIT, [entry])[0]
+    shown["view"] = None
+    if view is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
+        shown["view"] = asdict(view(answered_pause(entry)))
+    return shown
 
 
 def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | None = None) -> dict[str, Any]:
@@ -184,31 +214,17 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
         "session_id": event.session_id,
         "owner": envelope.owner,
     }
-    if isinstance(record, CallPaused):
-        pause = pending_interrupt(record)
-        body["interrupt"] = dump(INTERRUPTS, [pause])[0]
-        if view is not None:
-            body["interrupt"]["view"] = asdict(view(pause))
-    elif isinstance(record, TurnEnded):
-        pass
-    else:
-        assert isinstance(
-            record, CallAnswered | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
-        )
-        entry = audit_entry(record)
-        if envelope.input is not None:
-            entry = replace(entry, input=envelope.input)
-        if envelope.required:
-            entry = replace(entry, approvals=envelope.count, required=envelope.required)
-        if envelope.approves:
-            entry = replace(entry, decision="approve")
-        if envelope.grantor is not None:
-            entry = replace(entry, principal=envelope.grantor)
-        body["entry"] = dump(AUDIT, [entry])[0]
-        body["entry"]["view"] = None
-        if view is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
-            body["entry"]["view"] = asdict(view(answered_pause(entry)))
-    if isinstance(record, TurnEnded):
-        open_refs = envelope.open if envelope.open is not None else record.open_refs
-        body.update(turn=record.turn, finish_reason=record.finish_reason, open_refs=open_refs, error=record.error)
+    match record:
+        case CallPaused():
+            pause = pending_interrupt(record)
+            body["interrupt"] = dump(INTERRUPTS, [pause])[0]
+            if view is not None:
+                body["interrupt"]["view"] = asdict(view(pause))
+        case TurnEnded():
+            open_refs = envelope.open if envelope.open is not None else record.open_refs
+            body.update(turn=record.turn, finish_reason=record.finish_reason, open_refs=open_refs, error=record.error)
+        case CallAnswered() | ApprovalGiven() | CallDecided() | GrantAdded() | GrantRevoked() | PauseEscalated():
+            body["entry"] = _entry_json(record, envelope, view)
+        case _:  # no other record is announced (``_announced``)
+            raise ValueError(f"an event of a {record.kind} record")
     return body

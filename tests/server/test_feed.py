@@ -56,3 +56,22 @@ async def test_feed_announces_pauses_and_answers_to_the_owner_only(served, http)
                             headers=BOB)  # fmt: skip
     await asyncio.wait_for(bob, 10)
     assert [(name, data["session_id"]) for name, data in bob_events] == [("pause", reply.json()["session_id"])]
+
+
+async def test_the_feed_tells_the_story_the_audit_trail_tells(served, http):
+    """Each answer and decision the feed announces is the audit trail's own entry: an approval
+    reads ``approve`` (not the restart that carried it), a grant's decision names who granted."""
+    for app, message, count in ((served.bank, "Transfer $3 to q.", 6), (served.shell, "Run: rm -rf ./build", 4)):
+        agent = "bankingAgent" if app == served.bank else "shellAgent"
+        seen: list = []
+        connected = asyncio.Event()
+        reader = asyncio.create_task(read_events(http, app + "/v1/feed", ALICE, count, seen, connected))
+        await asyncio.wait_for(connected.wait(), 10)
+        body = (await http.post(f"{app}/v1/agents/{agent}/sessions", json={"message": message}, headers=ALICE)).json()
+        base = f"{app}/v1/agents/{agent}/sessions/{body['session_id']}"
+        await http.post(base + f"/interrupts/{body['interrupts'][0]['ref']}/approve", json={}, headers=ALICE)
+        await asyncio.wait_for(reader, 10)
+        told = [{k: v for k, v in data["entry"].items() if k != "view"} for _, data in seen if "entry" in data]
+        trail = (await http.get(base + "/audit", headers=ALICE)).json()["entries"]
+        assert told and told == [{k: v for k, v in e.items() if k != "view"} for e in trail[1:]]
+    assert told[-1]["decision"] == "approve"  # the shell's approved restart
