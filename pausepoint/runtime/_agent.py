@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from ..approval._approve import approval_for
+from ..approval._approvals import Approvals
 from ..approval._policy import ApprovalPolicy
 from ..content._jsondata import JsonLimits
 from ..errors import DefinitionError
@@ -22,7 +22,7 @@ from ..session._grants import Grant
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
 from ..stores import SessionStore, SessionSummary
-from ..tools._display import PauseView, approval_view, expiry_note, render
+from ..tools._display import PauseView, expiry_note, render
 from ..tools._tool import Tool
 from ..turn._events import EVENT_KINDS
 from ..turn._journal import Appender
@@ -153,14 +153,15 @@ class Agent:
         """Who approves which of this agent's calls, and what decides without a person (the
         agent's ``ApprovalPolicy``, then the app's). Assign a new policy to change it (the
         settings a pause was made with stay with that pause)."""
-        return self._approval_policy
+        return self.approvals.policy
 
     @approval_policy.setter
     def approval_policy(self, policy: ApprovalPolicy) -> None:
         if not isinstance(policy, ApprovalPolicy):
             raise DefinitionError(f"agent {self.name!r}: approval must be an ApprovalPolicy, not {policy!r}")
         policy.check_tools(self.tools, self._known_tools, self.name)
-        self._approval_policy = policy
+        #: the approval package's one entry point: the policy applied to this agent's tools (internal)
+        self.approvals = Approvals(policy, self.tools)
 
     def chat(self, session_id: str | None = None, *, principal: str | None = None) -> Chat:
         """A chat on a new session, or on the session ``session_id``.
@@ -183,10 +184,9 @@ class Agent:
         ``ValueError`` when the tool is unknown or its output schema needs more than a yes
         (answer it explicitly).
         """
-        tool = self.tools.get(interrupt.name)
-        if tool is None:
+        if interrupt.name not in self.tools:
             raise ValueError(f"agent {self.name!r} has no tool {interrupt.name!r}")
-        return approval_for(tool, interrupt, grant)
+        return self.approvals.approval(interrupt, grant)
 
     def view(self, interrupt: PendingInterrupt) -> PauseView:
         """How ``interrupt`` reads to the person deciding on it: title, summary, the input fields
@@ -204,7 +204,7 @@ class Agent:
             view = tool.view(interrupt.input, on_expiry=expiry)
         if interrupt.approval is None:
             return view
-        return dataclasses.replace(view, approval=approval_view(interrupt, self.approval_policy, self.tools))
+        return dataclasses.replace(view, approval=self.approvals.view(interrupt))
 
     async def list_sessions(
         self,

@@ -15,16 +15,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from ..approval._answers import (
-    AnswerContext,
-    call_name,
-    check_answers,
-    escalations_due,
-    expiry_claims,
-    prepare_answers,
-    request_hash,
-)
-from ..approval._approve import approval_by_ref
+from ..approval._answers import prepare_answers, request_hash
+from ..approval._context import AnswerContext
+from ..approval._fit import call_name
 from ..content._intake import user_message
 from ..content._jsondata import NotJsonData, json_text
 from ..content._messages import Message, Part
@@ -135,7 +128,7 @@ class SessionCalls:
         async def op(state: SessionState) -> AgentResponse:
             now = self.agent.clock()
             self._check_free(state, now)
-            handed = escalations_due(state, now)
+            handed = self.agent.approvals.escalations(state, now)
             if handed:  # recorded even when the send is refused: the pauses have new deciders now
                 journal = self.agent.sessions.journal(state)
                 journal.add(*handed)
@@ -152,7 +145,7 @@ class SessionCalls:
             turn = self._turn(state, principal, emit)
             if state.version == 0:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
-            turn.journal.add(*expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits))
+            turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
             await turn.recover(lost)
             self._end_lost_turn(turn, now)
             sent = MessageAdded(user, at=now, principal=principal or self.principal, via=via)
@@ -187,7 +180,7 @@ class SessionCalls:
         """Answer paused calls: the answers given, or — ``by_ref`` — the one answer built for the
         call that ref names, from the session as the locked operation finds it (so a pause is
         never looked up in a read made before the lock)."""
-        limits = self.agent.json_limits
+        limits, approvals = self.agent.json_limits, self.agent.approvals
         actor = principal or self.principal
         answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
         digest = request_hash(answers, metadata, actor) if key is not None else None
@@ -213,21 +206,14 @@ class SessionCalls:
                 turn = self._turn(state, principal, emit, key)
                 # Pauses whose time ran out are handed on first: their answers are checked
                 # against their new deciders (a refusal writes nothing, escalations included).
-                turn.journal.add(*escalations_due(state, now))
+                turn.journal.add(*approvals.escalations(state, now))
                 context = AnswerContext(now, actor, via, metadata, key, asked, limits)
-                records = check_answers(
-                    state,
-                    given,
-                    self.agent.tools,
-                    context,
-                    allow_changed_tools=self.agent.allow_changed_tools,
-                    policy=self.agent.approval_policy,
-                )
+                records = approvals.check(state, given, context, allow_changed_tools=self.agent.allow_changed_tools)
                 claims = [r for r in records if isinstance(r, CallAnswered)]
                 self._end_lost_turn(turn, now)
                 answered = {c.ref for c in claims}
                 expired = [
-                    c for c in expiry_claims(state, now, self.agent.on_expiry, limits=limits) if c.ref not in answered
+                    c for c in approvals.expiries(state, now, self.agent.on_expiry, limits) if c.ref not in answered
                 ]
                 turn.journal.add(*records, *expired)
                 if launch is not None:
@@ -250,11 +236,11 @@ class SessionCalls:
         return await self.locked(op, operation="resume")
 
     def approval(self, ref: str, replace_input: Any, grant: Grant | None, pause_id: str | None) -> BuildAnswer:
-        """What ``approve`` answers, given the name of the call's tool (``approval_by_ref``)."""
-        tools = self.agent.tools
+        """What ``approve`` answers, given the name of the call's tool (``Approvals.approval_by_ref``)."""
+        approvals = self.agent.approvals
 
         def build(name: str) -> ToolResponse | ToolRestart:
-            return approval_by_ref(tools, ref, name, pause_id=pause_id, replace_input=replace_input, grant=grant)
+            return approvals.approval_by_ref(ref, name, pause_id=pause_id, replace_input=replace_input, grant=grant)
 
         return build
 
@@ -446,8 +432,8 @@ class SessionCalls:
             if state.running_turn is not None and not state.lost(now, self.agent.abandon_after):
                 return None
             claims: list[Record] = [
-                *escalations_due(state, now),
-                *expiry_claims(state, now, self.agent.on_expiry, limits=self.agent.json_limits),
+                *self.agent.approvals.escalations(state, now),
+                *self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits),
             ]
             if not claims:
                 return None

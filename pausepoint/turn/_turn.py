@@ -29,8 +29,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from ..approval._gate import judge, request_for_pause
-from ..approval._policy import ApprovalPolicy
+from ..approval._approvals import Approvals
 from ..content._intake import model_message
 from ..content._jsondata import JsonLimits
 from ..content._messages import Message, ToolRequestPart
@@ -108,7 +107,7 @@ class TurnHost(Protocol):
     @property
     def tool_definitions(self) -> list[ToolDefinition]: ...
     @property
-    def approval_policy(self) -> ApprovalPolicy: ...
+    def approvals(self) -> Approvals: ...
     @property
     def json_limits(self) -> JsonLimits: ...
     @property
@@ -149,7 +148,7 @@ class Turn:
         self.abort: asyncio.Event | None = None
         self._text_streamed = False
         # Whether the approval policy (or a tool) has any say at all: if not, ``gate`` skips it.
-        self._judged = agent.approval_policy.has_say(agent.tools)
+        self._judged = agent.approvals.has_say
         # Whether the pending records hold results of a batch this call ran (written later).
         self._carry = False
         if emit is not None:
@@ -344,7 +343,7 @@ class Turn:
     # -- tool calls -----------------------------------------------------------------------------
 
     async def gate(self, jobs: list[CallJob]) -> list[CallJob]:
-        """The approval policy's say before calls run (``_gate.judge``): records what it decided —
+        """The approval policy's say before calls run (``Approvals.before``): records what it decided —
         approvals by a rule or a grant, denials with their result, pauses for a person — and
         returns the calls that may run now. Calls the policy does not concern pass untouched."""
         agent = self.agent
@@ -354,15 +353,7 @@ class Turn:
         for job in jobs:
             request = job.request
             now = agent.clock()
-            verdict = await judge(
-                agent.approval_policy,
-                agent.tools.get(request.name),
-                self.state,
-                job,
-                self.principal,
-                now,
-                agent.json_limits,
-            )
+            verdict = await agent.approvals.before(self.state, job, self.principal, now, agent.json_limits)
             if verdict.kind == "run":
                 kept.append(job)
             elif verdict.kind == "approve":
@@ -417,12 +408,8 @@ class Turn:
         ref = new_ref()
         expires_at = None if ttl is None else now + ttl
         tool = agent.tools[request.name]
-        if (
-            approval is None
-            and self._judged
-            and (tool.approves is not None or agent.approval_policy.governs(tool.name))
-        ):
-            approval = request_for_pause(agent.approval_policy, tool, self.state, outcome.input)
+        if approval is None:
+            approval = agent.approvals.request(tool, self.state, outcome.input)
         record = CallPaused(
             ref=ref,
             call_ref=request.ref,

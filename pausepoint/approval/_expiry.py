@@ -1,0 +1,84 @@
+"""Pauses whose time ran out: handed to the next approvers the policy names (an escalation),
+or resolved by the agent's expiry policy (default: a denial the model sees). Any operation that
+writes records what is due before it looks at the pauses, so nobody finds a pause stuck.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data
+from ..session._records import ApprovalPaused, CallAnswered, PauseEscalated
+from ..session._state import Pause, SessionState
+from ..session._views import pending_interrupt
+
+__all__ = ["escalates", "escalations_due", "expiry_claims"]
+
+
+def escalates(pause: Pause) -> bool:
+    """Whether the pause, once expired, is handed to other approvers rather than resolved."""
+    record = pause.record
+    return isinstance(record, ApprovalPaused) and pause.level < len(record.approval.escalation)
+
+
+def escalations_due(state: SessionState, now: datetime) -> list[PauseEscalated]:
+    """Records handing every open pause whose time ran out, and which the approval policy
+    escalates, to the next step's roles (with their time-to-live, from ``now``). Any operation
+    that writes records them before it looks at the pauses, so nobody finds a pause stuck
+    between its old deciders and its new ones."""
+    handed: list[PauseEscalated] = []
+    for pause in state.expired(now):
+        record = pause.record
+        if not escalates(pause):
+            continue
+        assert isinstance(record, ApprovalPaused)
+        step = record.approval.escalation[pause.level]
+        handed.append(
+            PauseEscalated(
+                ref=record.ref,
+                call_ref=record.call_ref,
+                name=record.name,
+                at=now,
+                to=list(step.to),
+                expires_at=now + timedelta(seconds=step.ttl_seconds),
+                level=pause.level + 1,
+            )
+        )
+    return handed
+
+
+def expiry_claims(
+    state: SessionState,
+    now: datetime,
+    policy: Any,
+    principal: str | None = None,
+    limits: JsonLimits = DEFAULT_LIMITS,
+) -> list[CallAnswered]:
+    """Claims resolving every open pause whose time-to-live has passed and that does not
+    escalate (``escalations_due`` hands those on) by the expiry policy: ``policy(interrupt)``
+    returns the output the model receives for the expired call (when it returns something a
+    session cannot keep, the model is told the pause expired, and why the policy's output is
+    missing)."""
+    return [
+        CallAnswered(
+            ref=pause.record.ref,
+            call_ref=pause.record.call_ref,
+            name=pause.record.name,
+            decision="expire",
+            at=now,
+            principal=principal,
+            via="expiry",
+            output=_expiry_output(policy, pending_interrupt(pause.record, pause), limits),
+            reason=f"no answer before {pause.expires_at.isoformat() if pause.expires_at else '?'}",
+        )
+        for pause in state.expired(now)
+        if not escalates(pause)
+    ]
+
+
+def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:
+    try:
+        return json_data(policy(interrupt), limits)
+    except NotJsonData as exc:
+        return {"expired": True, "error": f"the expiry policy's output cannot be recorded: {exc}"}
