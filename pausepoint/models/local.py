@@ -71,6 +71,7 @@ from ._local_files import BUNDLED, Progress, locate_bundled, smollm2_path
 from ._local_grammar import OutputEvent, OutputParser, build_grammar, parse_arguments, render_call
 from ._local_prompt import ChatTemplate
 from ._local_runtime import Runtime, default_threads
+from ._local_settings import Settings
 from ._model import (
     ChunkSink,
     ModelChunk,
@@ -199,7 +200,7 @@ class LocalModel:
 
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """Run the model on ``request``; see the module docstring. Raises ``ModelError`` subclasses."""
-        settings = _Settings.from_config({**self.plugin._config, **request.config}, request.tools)
+        settings = Settings.from_config({**self.plugin._config, **request.config}, request.tools)
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         queue: asyncio.Queue[ModelChunk | None] = asyncio.Queue()
@@ -231,60 +232,6 @@ class LocalModel:
 
 
 @dataclass(frozen=True, slots=True)
-class _Settings:
-    temperature: float = 0.2
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    max_tokens: int = 512
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    tool_choice: tuple[str, ...] = ("auto",)
-    parallel_tool_calls: bool = False
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], tools: list[ToolDefinition]) -> _Settings:
-        """The settings of ``config`` (unknown keys are ignored). Raises ``ModelBadRequest``."""
-        values: dict[str, Any] = {}
-        for key, kind in (("temperature", float), ("top_p", float), ("min_p", float), ("repeat_penalty", float)):
-            if config.get(key) is not None:
-                values[key] = _number(config, key, kind, 0.0)
-        for key in ("top_k", "max_tokens", "max_output_tokens"):
-            if config.get(key) is not None:
-                values["max_tokens" if key == "max_output_tokens" else key] = _number(config, key, int, 1)
-        if config.get("seed") is not None:
-            values["seed"] = _number(config, "seed", int, 0)
-        stop = config.get("stop_sequences")
-        if stop is not None:
-            if not isinstance(stop, list | tuple) or not all(isinstance(s, str) and s for s in stop):
-                raise ModelBadRequest(f"config 'stop_sequences' must be a list of non-empty strings, not {stop!r}")
-            values["stop"] = tuple(stop)
-        choice = config.get("tool_choice", "auto")
-        choices = tuple(choice) if isinstance(choice, list | tuple) else (choice,)
-        allowed = ("auto", "none", "required", *(tool.name for tool in tools))
-        if not choices or any(not isinstance(c, str) or c not in allowed for c in choices):
-            raise ModelBadRequest(
-                f"tool_choice must be 'auto', 'none', 'required', a tool's name, or a list of those; "
-                f"the tools are {list(allowed[3:])}; got {choice!r}"
-            )
-        if isinstance(choice, str) and choice not in ("auto", "none"):
-            choices = (choice, "auto")  # a forced choice holds for the first model call of a turn
-        values["tool_choice"] = choices
-        values["parallel_tool_calls"] = bool(config.get("parallel_tool_calls", False))
-        return cls(**values)
-
-
-def _number(config: Mapping[str, Any], key: str, kind: type[int] | type[float], minimum: float) -> Any:
-    value = config[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
-        raise ModelBadRequest(f"config {key!r} must be a{'n integer' if kind is int else ' number'}, not {value!r}")
-    if value < minimum:
-        raise ModelBadRequest(f"config {key!r} must be at least {minimum}, not {value!r}")
-    return kind(value)
-
-
-@dataclass(frozen=True, slots=True)
 class _Plan:
     """What to run: the prompt, the grammar (None: free text) and how to read the output."""
 
@@ -293,7 +240,7 @@ class _Plan:
     expect: Literal["text", "calls", "either"]
 
 
-def _plan(request: ModelRequest, settings: _Settings, template: ChatTemplate) -> _Plan:
+def _plan(request: ModelRequest, settings: Settings, template: ChatTemplate) -> _Plan:
     choice = settings.tool_choice[min(_model_calls_this_turn(request.messages), len(settings.tool_choice) - 1)]
     tools = request.tools if choice != "none" else []
     if choice not in ("auto", "none", "required"):
@@ -450,7 +397,7 @@ class _Loaded:
     def run(
         self,
         plan: _Plan,
-        settings: _Settings,
+        settings: Settings,
         sink: Callable[[ModelChunk], None] | None,
         stop: threading.Event,
         deadline: float | None,
@@ -479,7 +426,7 @@ class _Loaded:
         finally:
             self.lock.release()
 
-    def _body(self, plan: _Plan, settings: _Settings) -> dict[str, Any]:
+    def _body(self, plan: _Plan, settings: Settings) -> dict[str, Any]:
         prompt = plan.prompt
         if self.info.adds_bos and self.info.bos_token and prompt.startswith(self.info.bos_token):
             prompt = prompt[len(self.info.bos_token) :]  # the tokenizer adds it; twice confuses a model

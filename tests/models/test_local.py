@@ -320,7 +320,7 @@ def test_messages_for_a_template_without_tools_render_system_tools_history_and_r
         '<tool_response>{"name": "userApproval", "result": {"approved": true}}</tool_response>\n'
         '<tool_response>{"name": "transfer_money", "error": {"error": "invalid input"}}</tool_response>\n\nThanks.'
     )
-    plan = local._plan(request, local._Settings(), CHATML)
+    plan = local._plan(request, local.Settings(), CHATML)
     assert plan.prompt.startswith("<|im_start|>system\n" + SYSTEM) and plan.prompt.endswith("<|im_start|>assistant\n")
     assert plan.expect == "either" and plan.grammar is not None
 
@@ -349,11 +349,11 @@ def test_a_template_that_knows_tools_gets_them_and_the_calls_and_results_as_stru
         {"name": "transfer_money", "arguments": '{"amount": '},
     ]
     assert json.loads(messages[4]["content"]) == {"name": "transfer_money", "error": {"error": "invalid input"}}
-    prompt = local._plan(request, local._Settings(), template).prompt
+    prompt = local._plan(request, local.Settings(), template).prompt
     assert '"name": "userApproval"' in prompt
     assert '<call>userApproval {"action": "pay", "details": "$5"}</call>' in prompt
     assert prompt.endswith("<|assistant|>\n")
-    forced = local._plan(request, local._Settings(tool_choice=("transfer_money",)), template)
+    forced = local._plan(request, local.Settings(tool_choice=("transfer_money",)), template)
     assert "Reply with a call to transfer_money now." in forced.prompt
     assert '"name": "transfer_money", "description"' in forced.prompt
     assert '"name": "userApproval", "description"' not in forced.prompt  # only the forced tool is listed
@@ -383,21 +383,21 @@ def test_chatml_fallback():
 
 
 def test_no_tools_means_free_text_and_no_tool_instructions():
-    plan = local._plan(ask("Hi", tools=[]), local._Settings(), CHATML)
+    plan = local._plan(ask("Hi", tools=[]), local.Settings(), CHATML)
     assert plan.grammar is None and plan.expect == "text"
     assert plan.prompt.startswith(f"<|im_start|>system\n{SYSTEM}<|im_end|>")
 
 
 def test_tool_choice_none_allows_only_an_answer():
     request = ask("Hi", tool_choice="none")
-    plan = local._plan(request, local._Settings.from_config(request.config, request.tools), CHATML)
+    plan = local._plan(request, local.Settings.from_config(request.config, request.tools), CHATML)
     assert plan.expect == "text" and "<tools>" not in plan.prompt
     assert plan.grammar is not None and plan.grammar.startswith("root ::= lead answer\n")
 
 
 def test_forced_tool_choice_lists_only_that_tool_and_holds_for_the_first_call_of_a_turn():
     request = ask("Pay", tool_choice="userApproval")
-    settings = local._Settings.from_config(request.config, request.tools)
+    settings = local.Settings.from_config(request.config, request.tools)
     assert settings.tool_choice == ("userApproval", "auto")
     plan = local._plan(request, settings, CHATML)
     assert plan.expect == "calls" and "Reply with a call to userApproval now." in plan.prompt
@@ -409,7 +409,7 @@ def test_forced_tool_choice_lists_only_that_tool_and_holds_for_the_first_call_of
 
 def test_tool_choice_list_gives_each_call_of_a_turn_its_choice():
     request = ask("Pay", tool_choice=["userApproval", "transfer_money", "none"])
-    settings = local._Settings.from_config(request.config, request.tools)
+    settings = local.Settings.from_config(request.config, request.tools)
     expected = [("calls", "userApproval"), ("calls", "transfer_money"), ("text", None), ("text", None)]
     for expect, only in expected:
         plan = local._plan(request, settings, CHATML)
@@ -440,16 +440,16 @@ def test_tool_choice_list_gives_each_call_of_a_turn_its_choice():
 )
 def test_bad_config_is_a_bad_request(config):
     with pytest.raises(ModelBadRequest):
-        local._Settings.from_config(config, BANKING_TOOLS)
+        local.Settings.from_config(config, BANKING_TOOLS)
 
 
 def test_settings_read_the_config():
-    settings = local._Settings.from_config(
+    settings = local.Settings.from_config(
         {"temperature": 0, "max_tokens": 9, "seed": 4, "parallel_tool_calls": True, "other_provider_key": 1}, []
     )
     assert (settings.temperature, settings.max_tokens, settings.seed, settings.parallel_tool_calls) == (0.0, 9, 4, True)
     assert settings.tool_choice == ("auto",)
-    other = local._Settings.from_config({"max_output_tokens": 7, "stop_sequences": ["END"]}, [])
+    other = local.Settings.from_config({"max_output_tokens": 7, "stop_sequences": ["END"]}, [])
     assert (other.max_tokens, other.stop) == (7, ("END",))
 
 

@@ -47,7 +47,7 @@ def test_the_joined_file_is_qwen_with_its_tool_aware_template():
         Message("user", [TextPart("Pay $5 to bob.")]),
         Message("model", [ToolRequestPart("userApproval", {"action": "pay", "details": "$5 to bob"}, ref="r")]),
     )
-    prompt = local._plan(request, local._Settings(), template).prompt
+    prompt = local._plan(request, local.Settings(), template).prompt
     # the tools in Qwen's own words and layout, the call as Qwen writes it, the result where Qwen reads it
     assert prompt.startswith(f"<|im_start|>system\n{SYSTEM}\n\n# Tools\n\nYou may call one or more functions")
     assert '<tools>\n{"type": "function", "function": {"name": "userApproval"' in prompt
