@@ -21,11 +21,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pausepoint import AgentFinishReason
-from pausepoint.checkpoints import _codec as _checkpoint
-from pausepoint.checkpoints import _lazy
+from pausepoint.checkpoints import _cache as _checkpoint
+from pausepoint.checkpoints import _key_index
 from pausepoint.checkpoints._books import books
-from pausepoint.checkpoints._codec import decode_state, encode_state, record_digest
-from pausepoint.checkpoints._lazy import LazyDict, LazyList
+from pausepoint.checkpoints._decode import decode_chain, decode_state
+from pausepoint.checkpoints._encode import encode, encode_state
+from pausepoint.checkpoints._format import record_digest
+from pausepoint.checkpoints._lazy_dict import LazyDict
+from pausepoint.checkpoints._lazy_list import LazyList
 from pausepoint.demo import build
 from pausepoint.session._records import decode_record
 from pausepoint.session._state import SessionState
@@ -147,9 +150,9 @@ def test_checkpoint_plus_tail_equals_the_whole_fold(actions: list[str], where: f
         ["detach", "transfer", "deny", "detach"],
     ],
 )
-@pytest.mark.parametrize("keys_per_bucket", [_lazy.KEYS_PER_BUCKET, 1])
+@pytest.mark.parametrize("keys_per_bucket", [_key_index.KEYS_PER_BUCKET, 1])
 def test_every_cut_of_some_logs(actions: list[str], keys_per_bucket: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_lazy, "KEYS_PER_BUCKET", keys_per_bucket)  # 1: buckets of one key, and empty ones
+    monkeypatch.setattr(_key_index, "KEYS_PER_BUCKET", keys_per_bucket)  # 1: buckets of one key, and empty ones
     entries = asyncio.run(make_log(actions))
     for cut in range(1, len(entries) + 1):
         check_cut(entries, cut)
@@ -207,7 +210,7 @@ def check_chain(
             materialised(writer)
         assert books(writer).chain is not None
         replaces = min(merge, len(extensions))
-        written = _checkpoint._encode(writer, digest(cut), books(writer).chain, replaces)
+        written = encode(writer, digest(cut), books(writer).chain, replaces)
         assert written is not None
         extensions[len(extensions) - replaces :] = [written.data]
         reached = cut
@@ -217,7 +220,7 @@ def check_chain(
         _checkpoint._extended(writer, written, not busy)
         assert writer.durable_version != -1
 
-    loaded = _checkpoint.decode_chain("s", Checkpoint(cuts[-1], base, tuple(extensions)))
+    loaded = decode_chain("s", Checkpoint(cuts[-1], base, tuple(extensions)))
     assert loaded is not None
     assert loaded.version == reached
     if loaded.version < len(entries):  # the loading process writes the next extension
@@ -225,10 +228,10 @@ def check_chain(
         cut = (loaded.version + len(entries) + 1) // 2
         for entry in entries[loaded.version : cut]:
             loaded.apply(decode_record(entry.data))
-        written = _checkpoint._encode(loaded, digest(cut), books(loaded).chain, min(1, len(extensions)))
+        written = encode(loaded, digest(cut), books(loaded).chain, min(1, len(extensions)))
         assert written is not None
         merged = (*extensions[: len(extensions) - written.replaces], written.data)
-        loaded = _checkpoint.decode_chain("s", Checkpoint(cut, base, merged))
+        loaded = decode_chain("s", Checkpoint(cut, base, merged))
         assert loaded is not None and loaded.version == cut
     for state in (loaded, writer):
         for entry in entries[state.version :]:
@@ -273,9 +276,9 @@ def test_a_base_plus_extensions_plus_tail_equals_the_whole_fold(
     check_chain(entries, cuts, idle, reads, merges)
 
 
-@pytest.mark.parametrize("keys_per_bucket", [_lazy.KEYS_PER_BUCKET, 1])
+@pytest.mark.parametrize("keys_per_bucket", [_key_index.KEYS_PER_BUCKET, 1])
 def test_every_extension_of_some_logs(keys_per_bucket: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_lazy, "KEYS_PER_BUCKET", keys_per_bucket)
+    monkeypatch.setattr(_key_index, "KEYS_PER_BUCKET", keys_per_bucket)
     for actions in (["two_transfers", "approve", "restart", "approve", "deny"], ["detach", "transfer", "keyed"]):
         entries = asyncio.run(make_log(actions))
         for first in range(1, len(entries)):

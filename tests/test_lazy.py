@@ -13,9 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from pausepoint.checkpoints import _lazy
-from pausepoint.checkpoints._codec import _bucket_parser, _layout
-from pausepoint.checkpoints._lazy import KeyIndex, LazyDict, LazyList, Slices, key_index
+from pausepoint.checkpoints import _key_index
+from pausepoint.checkpoints._decode import _bucket_parser
+from pausepoint.checkpoints._format import layout
+from pausepoint.checkpoints._key_index import KeyIndex, key_index
+from pausepoint.checkpoints._lazy_dict import LazyDict
+from pausepoint.checkpoints._lazy_list import LazyList
+from pausepoint.checkpoints._slices import Slices
 
 
 @dataclass
@@ -153,8 +157,26 @@ def test_a_change_that_moves_items_keeps_every_item_right(change: Any, expected:
 LIST_OPS = st.lists(
     st.tuples(
         st.sampled_from(
-            ["get", "slice", "append", "extend", "iadd", "pop", "insert", "del", "set", "in", "len", "reversed",
-             "hold", "unread_from", "raw_since", "bisect", "ne", "extend_self"]
+            [
+                "get",
+                "slice",
+                "append",
+                "extend",
+                "iadd",
+                "pop",
+                "insert",
+                "del",
+                "set",
+                "in",
+                "len",
+                "reversed",
+                "hold",
+                "unread_from",
+                "raw_since",
+                "bisect",
+                "ne",
+                "extend_self",
+            ]
         ),
         st.integers(-12, 12),
         st.integers(100, 200),
@@ -248,7 +270,7 @@ def indexed(keys: list[str]) -> LazyDict[str, Item]:
     bounds = array("I", itertools.accumulate(map(len, items), initial=0))
     source = Slices(memoryview(b"".join(items)), 0, memoryview(bounds))
     lines = key_index(keys)
-    field = next(f for f in _layout()[0] if f.name == "calls")  # a dict keyed by str
+    field = next(f for f in layout()[0] if f.name == "calls")  # a dict keyed by str
     return LazyDict.indexed(KeyIndex(lines, _bucket_parser(field), len(keys)), source, ADAPTER)
 
 
@@ -361,7 +383,7 @@ def loaded(size: int) -> tuple[LazyDict[str, Item], dict[str, Item]]:
 @given(size=st.integers(0, 70), per_bucket=st.sampled_from([1, 4, 32]), ops=OPS)
 def test_a_dict_loaded_with_a_key_index_behaves_as_a_dict(size: int, per_bucket: int, ops: list[Op]) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_lazy, "KEYS_PER_BUCKET", per_bucket)
+        patch.setattr(_key_index, "KEYS_PER_BUCKET", per_bucket)
         entries, model = loaded(size)
     for op in ops:
         apply(op, entries, model)
@@ -379,13 +401,13 @@ def test_a_base_written_from_a_key_index_copies_its_lines(size: int, per_bucket:
     """Keys only looked up and added since loading: a new base's entries and key index, written
     without parsing every bucket, are what indexing the whole dict gives."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_lazy, "KEYS_PER_BUCKET", per_bucket)
+        patch.setattr(_key_index, "KEYS_PER_BUCKET", per_bucket)
         entries, model = loaded(size)
         for op in ops:
             apply(op, entries, model)
         laid_keys, values, lines = entries.base_layout()
         if lines is None:  # the bucket count changed: the index is made again, from every key
-            assert _lazy.bucket_count(len(model)) != _lazy.bucket_count(size) and laid_keys == list(model)
+            assert _key_index.bucket_count(len(model)) != _key_index.bucket_count(size) and laid_keys == list(model)
         else:
             assert lines == key_index(list(model))
     assert [value if type(value) is not int else Item(value) for value in values] == list(model.values())
@@ -398,7 +420,7 @@ def test_a_lookup_in_a_key_index_finds_what_a_dict_would() -> None:
     entries = indexed(["a", "b"])
     assert "a" in entries and entries.get(None) is None and entries.get(1.5) is None and (1,) not in entries
     numbered = LazyDict.indexed(
-        KeyIndex(key_index([1, 2]), _bucket_parser(next(f for f in _layout()[0] if f.name == "detached")), 2),
+        KeyIndex(key_index([1, 2]), _bucket_parser(next(f for f in layout()[0] if f.name == "detached")), 2),
         entries.source,  # type: ignore[arg-type]
         ADAPTER,
     )

@@ -34,7 +34,7 @@ class Link:
 @dataclass(slots=True)
 class Chain:
     """The checkpoint a state was loaded from or last wrote, as far as writing the next
-    extension of it needs (``_checkpoint``): this process's bookkeeping."""
+    extension of it needs (``_encode``): this process's bookkeeping."""
 
     version: int  # the version the checkpoint is at
     lengths: dict[str, int]  # each list field's length at that version (lists only grow)

@@ -1,6 +1,6 @@
 """Checksums of a checkpoint's items a chunk at a time, so a load checks only what it reads.
 
-A checkpoint's items (``_checkpoint``) are cut into chunks of ``CHUNK_BYTES`` and each chunk's
+A checkpoint's items (``_format``) are cut into chunks of ``CHUNK_BYTES`` and each chunk's
 XXH3-64 is kept in the part of the checkpoint a load always checks. Bytes a store gave whole are
 checked whole at once (``ChunkCheck.all``): having read them, checking them costs little more. A
 base the store gives as a view (``SqliteSessionStore``'s mapped file, ``InMemorySessionStore``'s

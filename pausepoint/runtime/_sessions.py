@@ -34,7 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checkpoints import _codec as _checkpoint
+from ..checkpoints import _cache as _checkpoint
 from ..checkpoints._books import books, checkpointed
 from ..errors import SessionNotFound
 from ..session._records import decode_record

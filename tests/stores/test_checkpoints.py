@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 
 from pausepoint import Agent, AgentFinishReason, ToolResponse
-from pausepoint.checkpoints import _codec as _checkpoint
-from pausepoint.checkpoints import _lazy
+from pausepoint.checkpoints import _cache as _checkpoint
+from pausepoint.checkpoints import _key_index
 from pausepoint.checkpoints._books import books
-from pausepoint.checkpoints._codec import decode_chain, decode_state, encode_state, record_digest
+from pausepoint.checkpoints._decode import decode_chain, decode_state
+from pausepoint.checkpoints._encode import encode, encode_state
+from pausepoint.checkpoints._format import record_digest
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError, UnknownInterrupt
+from pausepoint.session._records import decode_record
 from pausepoint.stores import Checkpoint, CheckpointStore, InMemorySessionStore, SessionStore
 
 from .backends import Backend, StoreWithoutMerging
@@ -35,7 +38,7 @@ def extending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     dict's keys in as many buckets as it has keys (as a long session's are: a lookup parses one
     of many)."""
     if request.param == "extensions":
-        monkeypatch.setattr(_lazy, "KEYS_PER_BUCKET", 1)
+        monkeypatch.setattr(_key_index, "KEYS_PER_BUCKET", 1)
         monkeypatch.setattr(_checkpoint, "BYTES_PER_EXTENSION", 1)
         monkeypatch.setattr(_checkpoint, "EXTENSIONS_SHARE", 1000)
         monkeypatch.setattr(_checkpoint, "MAX_EXTENSIONS", 1000)
@@ -339,7 +342,7 @@ async def test_a_damaged_extension_is_not_used(backend: Backend, damage: str) ->
     store = await keeper(writer.store)
     state = writer.sessions.cached(sid)
     assert state is not None
-    base = _checkpoint.encode_state(state, await digest_at(store, sid, state.version))
+    base = encode_state(state, await digest_at(store, sid, state.version))
     assert await store.write_checkpoint(sid, state.version, base)
     loaded = decode_state(sid, base)
     assert loaded is not None and books(loaded).chain is not None
@@ -349,8 +352,8 @@ async def test_a_damaged_extension_is_not_used(backend: Backend, damage: str) ->
         found = await store.read(sid, after_version=loaded.version)
         assert found is not None
         for entry in found.entries:
-            loaded.apply(_checkpoint.decode_record(entry.data))
-        written = _checkpoint._encode(loaded, await digest_at(store, sid, loaded.version), books(loaded).chain)
+            loaded.apply(decode_record(entry.data))
+        written = encode(loaded, await digest_at(store, sid, loaded.version), books(loaded).chain)
         assert written is not None
         datas.append((books(loaded).chain.version, loaded.version, written.data))
         _checkpoint._extended(loaded, written, True)
@@ -374,7 +377,7 @@ async def test_a_damaged_extension_is_not_used(backend: Backend, damage: str) ->
 async def digest_at(store: CheckpointStore, session_id: str, version: int) -> bytes:
     found = await store.read(session_id, after_version=version - 1)
     assert found is not None
-    return _checkpoint.record_digest(found.entries[0].data)
+    return record_digest(found.entries[0].data)
 
 
 async def test_a_state_that_cannot_take_its_extension_back_is_read_again(
@@ -384,7 +387,7 @@ async def test_a_state_that_cannot_take_its_extension_back_is_read_again(
     did, halfway, the state is not used again: the next call reads the session from the store."""
     if extending != "extensions":
         pytest.skip("only extensions are taken back in")
-    real = _checkpoint._extend
+    real = _checkpoint.extend
     failed: list[int] = []
 
     def half_done(state: Any, data: bytes, header: Any, **options: Any) -> bool:
@@ -394,7 +397,7 @@ async def test_a_state_that_cannot_take_its_extension_back_is_read_again(
         dict.clear(state.pauses)  # what a merge stopped halfway could leave
         return False
 
-    monkeypatch.setattr(_checkpoint, "_extend", half_done)
+    monkeypatch.setattr(_checkpoint, "extend", half_done)
     ledger: list[str] = []
     writer = await agent_on(backend, ledger, every=4)
     sid = await cycle(writer)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pausepoint import Agent, ToolResponse
-from pausepoint.checkpoints import _codec as _checkpoint
+from pausepoint.checkpoints import _cache as _checkpoint
 from pausepoint.checkpoints._books import books
 from pausepoint.checkpoints._chunks import CHUNK_BYTES
 from pausepoint.demo import build

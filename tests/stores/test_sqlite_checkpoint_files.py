@@ -20,7 +20,7 @@ import pytest
 
 from pausepoint import Agent
 from pausepoint.checkpoints._books import books
-from pausepoint.checkpoints._lazy import LazyList
+from pausepoint.checkpoints._lazy_list import LazyList
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import Checkpoint, SqliteSessionStore
