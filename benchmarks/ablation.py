@@ -68,7 +68,7 @@ def _young_generation(threshold: int) -> tuple[Callable[[], None], Callable[[], 
 def _levers() -> dict[str, Lever]:
     from starlette.responses import Response
 
-    from pausepoint.server import _display, _rest_routes, _service, _turns
+    from pausepoint.server import _display, _messages, _replies, _service, _turns
     from pausepoint.turn import _journal
 
     async def replied(running: Awaitable[Any], on_done: Callable[[], None], reply: Any) -> Any:
@@ -113,17 +113,17 @@ def _levers() -> dict[str, Lever]:
         "turn-in-request-task": Lever(
             "rest",
             "the turn's own task (the turn awaited in the request's task)",
-            *_swap(_rest_routes, "run_turn", turn_in_request_task),
+            *_swap(_replies, "run_turn", turn_in_request_task),
         ),
         "no-shield": Lever(
-            "rest", "asyncio.shield around the turn's task", *_swap(_rest_routes, "run_turn", turn_task_without_shield)
+            "rest", "asyncio.shield around the turn's task", *_swap(_replies, "run_turn", turn_task_without_shield)
         ),
         "no-view": Lever("rest", "the pause's view in the reply", *_swap(_display, "_with_views", no_views)),
         "no-auth": Lever(
             "rest", "authentication (Service.principal)", *_swap(_service.Service, "principal", principal)
         ),
         "no-message-size": Lever(
-            "rest", "the user message's size check", *_swap(_rest_routes, "check_message_size", lambda *_: None)
+            "rest", "the user message's size check", *_swap(_messages, "check_message_size", lambda *_: None)
         ),
         "events-unwritten": Lever(
             "api",

@@ -32,7 +32,6 @@ __all__ = [
 UserPart: TypeAlias = Annotated[TextPart | MediaPart, Field(discriminator="kind")]
 
 
-
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

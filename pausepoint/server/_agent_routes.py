@@ -26,14 +26,13 @@ from ..runtime._launch import TurnStatus
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..stores import SessionSummary
 from . import _genkit as genkit
-from ._errors import dumps
 from ._limits import check_history, check_message_size, read_json
-from ._routes import Endpoint
-from ._service import Service
+from ._replies import json_response
+from ._service import Service, service_of
 from ._snapshots import latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
 from ._turns import run_turn, wants_stream
 
-__all__ = ["agent_routes"]
+__all__ = ["abort", "get_snapshot", "turn"]
 
 
 def _frame(kind: str, value: Any) -> bytes:
@@ -44,114 +43,116 @@ def _frame(kind: str, value: Any) -> bytes:
     return genkit.frame("error", value)
 
 
-def agent_routes(service: Service) -> list[Endpoint]:
-    async def turn(request: Request) -> Response:
-        principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
-        agent = service.agent(request.path_params["agent"])
-        wire = genkit.parse_turn(await read_json(request, service.limits))
-        if wire.has_state:
-            raise ClientStateRefused(
-                f"agent {agent.name!r} keeps its sessions on the server: send 'snapshotId' or 'sessionId', not 'state'"
-            )
-        if wire.message is not None:
-            check_message_size(wire.message_json, service.limits)
-        chat, seen = await _chat_for(service, agent, wire, principal)
-        key = request.headers.get("idempotency-key")
-        respond: list[ToolResponse] = []
-        restart: list[ToolRestart] = []
-        if wire.message is None:
-            if wire.snapshot_id is None and wire.session_id is None:
-                raise InvalidRequest("a resume needs 'init.snapshotId' (or 'init.sessionId')")
-            # Answers from a snapshot answer the pauses it showed (a call that paused again
-            # since refuses them); answers by session id carry only the ref (see PauseChanged).
-            respond = [replace(r, pause_id=seen.get(r.ref)) for r in wire.respond]
-            restart = [replace(r, pause_id=seen.get(r.ref)) for r in wire.restart]
-        if wire.detach:
-            if wire.message is not None:
-                detached = await chat.detach(wire.message, principal=principal, via="genkit")
-            else:
-                detached = await chat.detach(
-                    respond=respond,
-                    restart=restart,
-                    metadata=wire.metadata,
-                    idempotency_key=key,
-                    principal=principal,
-                    via="genkit",
-                )
-            _notify_when_done(service, agent, detached)
-            service.feed.notify(agent.name, chat.session_id)
-            reply = genkit.detached_json(chat.session_id, detached.turn_id)
-            if wants_stream(request):
-                return Response(genkit.frame("result", reply), media_type="text/event-stream")
-            return _json({"result": reply})
-        if wire.message is not None:
-            message = wire.message
-
-            def turn(streamed: bool) -> Any:
-                send = chat.send_stream if streamed else chat.send
-                return send(message, principal=principal, via="genkit")
-
+async def turn(request: Request) -> Response:
+    """``POST /agents/{agent}``: a message or answers, in a session (or a new one); ``detach``
+    runs it in the background and answers at once with the snapshot to poll."""
+    service = service_of(request)
+    principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
+    agent = service.agent(request.path_params["agent"])
+    wire = genkit.parse_turn(await read_json(request, service.limits))
+    if wire.has_state:
+        raise ClientStateRefused(
+            f"agent {agent.name!r} keeps its sessions on the server: send 'snapshotId' or 'sessionId', not 'state'"
+        )
+    if wire.message is not None:
+        check_message_size(wire.message_json, service.limits)
+    chat, seen = await _chat_for(service, agent, wire, principal)
+    key = request.headers.get("idempotency-key")
+    respond: list[ToolResponse] = []
+    restart: list[ToolRestart] = []
+    if wire.message is None:
+        if wire.snapshot_id is None and wire.session_id is None:
+            raise InvalidRequest("a resume needs 'init.snapshotId' (or 'init.sessionId')")
+        # Answers from a snapshot answer the pauses it showed (a call that paused again
+        # since refuses them); answers by session id carry only the ref (see PauseChanged).
+        respond = [replace(r, pause_id=seen.get(r.ref)) for r in wire.respond]
+        restart = [replace(r, pause_id=seen.get(r.ref)) for r in wire.restart]
+    message = wire.message
+    if wire.detach:
+        if message is not None:
+            detached = await chat.detach(message, principal=principal, via="genkit")
         else:
+            detached = await chat.detach(
+                respond=respond,
+                restart=restart,
+                metadata=wire.metadata,
+                idempotency_key=key,
+                principal=principal,
+                via="genkit",
+            )
+        return _detached(request, service, agent, chat.session_id, detached)
 
-            def turn(streamed: bool) -> Any:
-                resume = chat.resume_stream if streamed else chat.resume
-                return resume(
-                    respond=respond,
-                    restart=restart,
-                    metadata=wire.metadata,
-                    idempotency_key=key,
-                    principal=principal,
-                    via="genkit",
-                )
-
-        return await run_turn(
-            request,
-            turn,
-            keep_alive=agent.sessions.tasks,
-            on_done=lambda: service.feed.notify(agent.name, chat.session_id),
-            reply=lambda r: {"result": genkit.output_json(r)},
-            chunk=genkit.ChunkTranslator().translate,
-            frame=_frame,
+    def start(streamed: bool) -> Any:
+        if message is not None:
+            return (chat.send_stream if streamed else chat.send)(message, principal=principal, via="genkit")
+        resume = chat.resume_stream if streamed else chat.resume
+        return resume(
+            respond=respond,
+            restart=restart,
+            metadata=wire.metadata,
+            idempotency_key=key,
+            principal=principal,
+            via="genkit",
         )
 
-    async def get_snapshot(request: Request) -> Response:
-        principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
-        agent = service.agent(request.path_params["agent"])
-        snap, session_id = genkit.lookup_ids(await read_json(request, service.limits), need_one=True)
-        version = 0
-        if snap is not None:
-            session_id, version = parse_snapshot_id(snap)
-        assert session_id is not None
-        summary = await service.visible(agent, session_id, principal)
-        state = await read_state(agent.chat(session_id, principal=principal))
-        now = agent.clock()
-        if snap is not None:
-            snapshot = snapshot_at(state, version, now, agent.abandon_after)
-        else:
-            snapshot = latest_snapshot(state, now, agent.abandon_after)
-        return _json({"result": genkit.snapshot_json(snapshot, summary.updated_at)})
+    return await run_turn(
+        request,
+        start,
+        keep_alive=agent.sessions.tasks,
+        on_done=lambda: service.feed.notify(agent.name, chat.session_id),
+        reply=lambda r: {"result": genkit.output_json(r)},
+        chunk=genkit.ChunkTranslator().translate,
+        frame=_frame,
+    )
 
-    async def abort(request: Request) -> Response:
-        principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
-        agent = service.agent(request.path_params["agent"])
-        snap, _ = genkit.lookup_ids(await read_json(request, service.limits), need_one=False)
-        assert snap is not None
+
+def _detached(request: Request, service: Service, agent: Agent, session_id: str, detached: DetachedTurn) -> Response:
+    """The reply to a detached turn: the snapshot to poll (``getSnapshot``) or stop (``abort``)."""
+    _notify_when_done(service, agent, detached)
+    service.feed.notify(agent.name, session_id)
+    reply = genkit.detached_json(session_id, detached.turn_id)
+    if wants_stream(request):
+        return Response(genkit.frame("result", reply), media_type="text/event-stream")
+    return json_response({"result": reply})
+
+
+async def get_snapshot(request: Request) -> Response:
+    """``POST /agents/{agent}/getSnapshot``: the snapshot named, or the session's newest."""
+    service = service_of(request)
+    principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
+    agent = service.agent(request.path_params["agent"])
+    snap, session_id = genkit.lookup_ids(await read_json(request, service.limits), need_one=True)
+    version = 0
+    if snap is not None:
         session_id, version = parse_snapshot_id(snap)
-        await service.conversable(agent, session_id, principal)
-        chat = agent.chat(session_id, principal=principal)
-        status = status_at(await read_state(chat), version, agent.clock(), agent.abandon_after)
-        if status is None:
-            raise NotFound(f"no snapshot {snap!r}", snapshot_id=snap)
-        if status in (TurnStatus.PENDING, TurnStatus.EXPIRED):
-            status = await DetachedTurn(chat, version).abort(principal=principal, via="genkit")
-            service.feed.notify(agent.name, session_id)
-        return _json({"result": genkit.abort_json(snap, status)})
+    assert session_id is not None
+    summary = await service.visible(agent, session_id, principal)
+    state = await read_state(agent.chat(session_id, principal=principal))
+    now = agent.clock()
+    if snap is not None:
+        snapshot = snapshot_at(state, version, now, agent.abandon_after)
+    else:
+        snapshot = latest_snapshot(state, now, agent.abandon_after)
+    return json_response({"result": genkit.snapshot_json(snapshot, summary.updated_at)})
 
-    return [
-        Endpoint("POST", "/agents/{agent}", turn, hot=True),
-        Endpoint("POST", "/agents/{agent}/getSnapshot", get_snapshot),
-        Endpoint("POST", "/agents/{agent}/abort", abort),
-    ]
+
+async def abort(request: Request) -> Response:
+    """``POST /agents/{agent}/abort``: stop the detached turn a snapshot names, if it runs."""
+    service = service_of(request)
+    principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
+    agent = service.agent(request.path_params["agent"])
+    snap, _ = genkit.lookup_ids(await read_json(request, service.limits), need_one=False)
+    assert snap is not None
+    session_id, version = parse_snapshot_id(snap)
+    await service.conversable(agent, session_id, principal)
+    chat = agent.chat(session_id, principal=principal)
+    status = status_at(await read_state(chat), version, agent.clock(), agent.abandon_after)
+    if status is None:
+        raise NotFound(f"no snapshot {snap!r}", snapshot_id=snap)
+    if status in (TurnStatus.PENDING, TurnStatus.EXPIRED):
+        status = await DetachedTurn(chat, version).abort(principal=principal, via="genkit")
+        service.feed.notify(agent.name, session_id)
+    return json_response({"result": genkit.abort_json(snap, status)})
 
 
 async def _chat_for(
@@ -208,7 +209,3 @@ def _notify_when_done(service: Service, agent: Agent, detached: DetachedTurn) ->
             service.feed.notify(agent.name, detached.session_id)
 
     agent.sessions.keep(asyncio.ensure_future(wait()))
-
-
-def _json(value: Any) -> Response:
-    return Response(dumps(value), media_type="application/json")

@@ -12,45 +12,31 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
-from starlette.staticfiles import StaticFiles
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._extras import missing_extra
 from ..errors import DefinitionError, InvalidRequest, NotFound, UnsupportedTransferCoding
 from ..runtime._app import Pausepoint
-from ._agent_routes import agent_routes
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
 from ._errors import dumps, error_response
 from ._expiry import ExpirySweep
 from ._feed import Feed
 from ._limits import Limits
 from ._openapi import openapi_document
-from ._ops import ops_routes
 from ._requestlog import RequestLog
-from ._rest_routes import rest_routes
-from ._routes import Endpoint, starlette_routes
+from ._routes import starlette_routes
 from ._service import Service
+from ._table import route_table
 from ._webhooks import WebhookSender
 
 __all__ = ["create_app"]
-
-CONSOLE = Path(__file__).resolve().parent.parent / "console"
-# The console loads only its own files and talks only to this server.
-_CONSOLE_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
-    "form-action 'none'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",
-}
 
 
 def create_app(
@@ -93,64 +79,57 @@ def create_app(
     connections and the agents' stores.
     """
     policy = policy or OwnerPolicy()
-    missing = [m for m in ("can_view", "can_answer", "can_converse", "inbox_owner") if not hasattr(policy, m)]
-    if missing:
-        raise DefinitionError(
-            f"the access policy {policy!r} lacks {', '.join(missing)} (see AccessPolicy: viewing, answering "
-            "and conversing are separate rights)"
-        )
+    _check_policy(policy)
     feed = Feed(ai, interval=feed_interval)
     expiry = ExpirySweep(ai, interval=expiry_interval, settled=feed.notify)
     prometheus = _metrics(ai, metrics)
     sender = webhooks if isinstance(webhooks, WebhookSender) else (WebhookSender(ai) if webhooks else None)
-    service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender)
-    endpoint = _mcp_endpoint(ai, service) if mcp else None
-
-    async def openapi(_request: Request) -> Response:
-        return Response(document, media_type="application/json")
-
-    # The route table: every route, once, in the order the OpenAPI document lists them.
-    table: list[Endpoint] = [Endpoint("GET", "/openapi.json", openapi), *rest_routes(service)]
-    if endpoint is not None:
-        table.append(Endpoint(None, "/mcp", endpoint))
-    table += ops_routes(service, operators=operators, metrics=prometheus)
-    table += agent_routes(service)
-    if console:
-        table += _console_routes()
-    document = dumps(openapi_document(table))
-
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        if exc.status_code == 404:
-            return error_response(NotFound("no such route"))
-        error = error_response(InvalidRequest(exc.detail or "bad request"))
-        error.status_code = exc.status_code
-        return error
-
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        service.start_background()
-        yield
-        await expiry.close()
-        await feed.close()
-        if sender is not None:
-            await sender.close()
-        if endpoint is not None:
-            await endpoint.close()
-        await ai.aclose()  # the plugins' connections and the stores: nothing else uses them now
-
+    service = Service(
+        ai, auth, policy, limits or Limits(), feed, expiry, sender, operators=frozenset(operators), metrics=prometheus
+    )
+    service.mcp = _mcp_endpoint(ai, service) if mcp else None
+    table = route_table(mcp=service.mcp, metrics=prometheus is not None, console=console)
+    service.openapi = dumps(openapi_document(table))
     middleware = [Middleware(_NoSniff)]
     if request_log or prometheus is not None:
         middleware.append(Middleware(RequestLog, log=request_log, metrics=prometheus))
     middleware.append(Middleware(_OnlyChunked))
     app = Starlette(
         routes=starlette_routes(table),
-        exception_handlers={HTTPException: http_error},
-        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
+        lifespan=_lifespan,
         middleware=middleware,
     )
-    app.state.pausepoint = service
+    app.state.pausepoint = service  # where the handlers find it (``service_of``)
     return app
+
+
+def _check_policy(policy: AccessPolicy) -> None:
+    missing = [m for m in ("can_view", "can_answer", "can_converse", "inbox_owner") if not hasattr(policy, m)]
+    if missing:
+        raise DefinitionError(
+            f"the access policy {policy!r} lacks {', '.join(missing)} (see AccessPolicy: viewing, answering "
+            "and conversing are separate rights)"
+        )
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, a method the route does not take) in the app's
+    JSON error body."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return error_response(NotFound("no such route"))
+    error = error_response(InvalidRequest(exc.detail or "bad request"))
+    error.status_code = exc.status_code
+    return error
+
+
+@asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    service: Service = app.state.pausepoint
+    service.start_background()
+    yield
+    await service.close()
 
 
 class _NoSniff:
@@ -235,22 +214,3 @@ def _metrics(ai: Pausepoint, wanted: bool | Any) -> Any:
         wanted = PrometheusMetrics()
     ai.telemetry.metrics = wanted
     return wanted
-
-
-def _console_routes() -> list[Endpoint]:
-    async def home(request: Request) -> Response:
-        # A path (where the app is mounted, then console/), never an absolute URL built from the
-        # request's Host header: a forged Host cannot send a browser elsewhere.
-        return RedirectResponse(request.scope.get("root_path", "") + "/console/")
-
-    return [
-        Endpoint("GET", "/", home),
-        Endpoint(None, "/console", _ConsoleFiles(directory=CONSOLE, html=True), mount=True),
-    ]
-
-
-class _ConsoleFiles(StaticFiles):
-    def file_response(self, *args: Any, **kwargs: Any) -> Response:
-        response = super().file_response(*args, **kwargs)
-        response.headers.update(_CONSOLE_HEADERS)
-        return response

@@ -1,27 +1,20 @@
-"""The OpenAPI 3.1 document of the REST API: its paths from the route table (``_routes``), its
-schemas from the request models in ``pausepoint._rest`` and the response types — so it cannot
-drift from the routes served, nor from what they accept and return."""
+"""The OpenAPI 3.1 document of the REST API, and its route.
+
+Its paths come from the route table (``_table``); its request bodies from the models the
+routes' handlers parse (``Operation.body``, the models of ``pausepoint._rest``), and the
+schemas of what they answer from the core's types — so it cannot drift from the routes served,
+nor from what they accept and return."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 from pydantic.json_schema import models_json_schema
+from starlette.requests import Request
+from starlette.responses import Response
 
-from .._rest import (
-    ApproveBody,
-    CancelBody,
-    DenyBody,
-    GrantBody,
-    RespondBody,
-    RestartBody,
-    ResumeBody,
-    RevokeBody,
-    SendBody,
-    ValidateBody,
-)
 from ..content._messages import Message
 from ..session._grants import GrantInfo
 from ..session._interrupts import AuditEntry, PendingInterrupt
@@ -29,8 +22,9 @@ from ..session._response import AgentResponse
 from ..stores import SessionSummary
 from ..tools._display import PauseView
 from ._routes import Endpoint, Operation, path_parameters, schema_ref
+from ._service import service_of
 
-__all__ = ["openapi_document"]
+__all__ = ["openapi", "openapi_document"]
 
 _REF = "#/components/schemas/{model}"
 
@@ -38,21 +32,43 @@ _ERRORS = (("400", "bad request"), ("401", "unauthenticated"), ("403", "forbidde
            ("409", "conflict"), ("413", "too large"), ("422", "invalid"))  # fmt: skip
 
 
-def _schemas() -> dict[str, Any]:
-    bodies: list[type[BaseModel]] = [
-        SendBody,
-        ResumeBody,
-        RespondBody,
-        DenyBody,
-        RestartBody,
-        CancelBody,
-        ApproveBody,
-        ValidateBody,
-        GrantBody,
-        RevokeBody,
-    ]
-    _, found = models_json_schema([(m, "validation") for m in bodies], ref_template=_REF)
-    schemas: dict[str, Any] = dict(found.get("$defs", {}))
+async def openapi(request: Request) -> Response:
+    """``GET /openapi.json``: the document, made once by ``create_app`` (``Service.openapi``)."""
+    return Response(service_of(request).openapi, media_type="application/json")
+
+
+def openapi_document(table: Sequence[Endpoint]) -> dict[str, Any]:
+    """The document served at ``/openapi.json``: every route of ``table`` that has a ``doc``,
+    its request bodies the models those routes parse (``Operation.body``)."""
+    documented = [(endpoint.method, path, op) for endpoint in table for path, op in endpoint.documented()]
+    models = list(dict.fromkeys(op.body for _, _, op in documented if op.body is not None))
+    refs, found = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
+    bodies = {model: refs[(model, "validation")] for model in models}
+    paths: dict[str, Any] = {}
+    for method, path, operation in documented:
+        assert method is not None, path
+        body = None if operation.body is None else bodies[operation.body]
+        paths.setdefault(path, {})[method.lower()] = _operation(path, operation, body)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "pausepoint",
+            "version": "1",
+            "description": "Agents whose tools pause for people. The agent endpoint in Genkit's protocol is "
+            "POST /agents/{agent} (with /getSnapshot and /abort).",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {**found.get("$defs", {}), **_reply_schemas(), **_SERVER_SCHEMAS},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def _reply_schemas() -> dict[str, Any]:
+    """The schemas of what the routes answer, from the core's types (serialised)."""
+    schemas: dict[str, Any] = {}
     for name, kind in (
         ("AgentResponse", AgentResponse),
         ("PendingInterrupt", PendingInterrupt),
@@ -70,7 +86,13 @@ def _schemas() -> dict[str, Any]:
     schemas["AuditEntry"]["properties"]["view"] = {"anyOf": [schema_ref("PauseView"), {"type": "null"}]}
     for name in ("PendingInterrupt", "AuditEntry"):
         schemas[name]["required"] = [*schemas[name].get("required", []), "view"]
-    schemas["Tool"] = {
+    return schemas
+
+
+# What the server itself writes: an agent's tools (``_display.describe_agent``), a session
+# read, a validation (``_validate``) and the error body (``_errors``).
+_SERVER_SCHEMAS: dict[str, Any] = {
+    "Tool": {
         "type": "object",
         "required": ["name", "description", "input_schema", "output_schema", "pauses_only", "allow_input_edits"],
         "properties": {
@@ -86,8 +108,8 @@ def _schemas() -> dict[str, Any]:
                 "resumed_metadata}; null when a yes cannot answer this tool",
             },
         },
-    }
-    schemas["SessionDetail"] = {
+    },
+    "SessionDetail": {
         "type": "object",
         "required": ["session", "interrupts", "last_response", "can_send", "can_answer"],
         "properties": {
@@ -97,8 +119,8 @@ def _schemas() -> dict[str, Any]:
             "can_send": {"type": "boolean", "description": "whether the caller may write messages in it"},
             "can_answer": {"type": "boolean", "description": "whether the caller may answer its pauses"},
         },
-    }
-    schemas["Validation"] = {
+    },
+    "Validation": {
         "type": "object",
         "required": ["valid", "errors"],
         "properties": {
@@ -118,8 +140,8 @@ def _schemas() -> dict[str, Any]:
             },
             "value": {"description": "the value as it would be recorded (when valid)"},
         },
-    }
-    schemas["Error"] = {
+    },
+    "Error": {
         "type": "object",
         "required": ["error"],
         "properties": {
@@ -134,15 +156,15 @@ def _schemas() -> dict[str, Any]:
                 },
             }
         },
-    }
-    return schemas
+    },
+}
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def _operation(path: str, operation: Operation) -> dict[str, Any]:
+def _operation(path: str, operation: Operation[Any], body: dict[str, Any] | None) -> dict[str, Any]:
     """``operation`` of ``path`` as the document writes it."""
     if operation.responses is not None:
         responses = operation.responses
@@ -159,30 +181,6 @@ def _operation(path: str, operation: Operation) -> dict[str, Any]:
     parameters = [*path_parameters(path), *operation.params]
     if parameters:
         written["parameters"] = parameters
-    if operation.body is not None:
-        written["requestBody"] = {"required": True, "content": _json(schema_ref(operation.body))}
+    if body is not None:
+        written["requestBody"] = {"required": True, "content": _json(body)}
     return written
-
-
-def openapi_document(table: Sequence[Endpoint]) -> dict[str, Any]:
-    """The document served at ``/openapi.json``: every route of ``table`` that has a ``doc``."""
-    paths: dict[str, Any] = {}
-    for endpoint in table:
-        for path, operation in endpoint.documented():
-            assert endpoint.method is not None, path
-            paths.setdefault(path, {})[endpoint.method.lower()] = _operation(path, operation)
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "pausepoint",
-            "version": "1",
-            "description": "Agents whose tools pause for people. The agent endpoint in Genkit's protocol is "
-            "POST /agents/{agent} (with /getSnapshot and /abort).",
-        },
-        "paths": paths,
-        "components": {
-            "schemas": _schemas(),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-        "security": [{"bearer": []}],
-    }

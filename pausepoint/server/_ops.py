@@ -11,142 +11,129 @@ internet. The deliveries (listed, and a failed one sent again) are for the princ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import Forbidden, InvalidRequest, NotFound
-from ..runtime._app import Pausepoint
 from ..stores import Delivery, SessionStore
-from ._errors import dumps
 from ._params import ascii_int, query_int
-from ._routes import Endpoint, Operation, query
-from ._service import Service
+from ._replies import json_response
+from ._routes import Operation, query
+from ._service import Service, service_of
 
-__all__ = ["ops_routes", "stores_of"]
+__all__ = [
+    "DELIVERIES",
+    "HEALTHZ",
+    "READYZ",
+    "RETRY",
+    "deliveries",
+    "healthz",
+    "metrics_page",
+    "readyz",
+    "retry",
+]
 
 _READY_TIMEOUT = 5.0
 _STATES = ("pending", "delivered", "failed")
 
 
-def stores_of(ai: Pausepoint) -> list[SessionStore]:
-    """The app's distinct stores, in the order of its agents."""
-    found: dict[int, SessionStore] = {}
-    for agent in ai.agents.values():
-        found.setdefault(id(agent.store), agent.store)
-    return list(found.values())
+_JSON = {"application/json": {"schema": {"type": "object"}}}
+
+HEALTHZ: Operation[Any] = Operation(
+    "The process serves requests (no credentials needed)",
+    responses={"200": {"description": "alive", "content": _JSON}},
+    public=True,
+)
 
 
-def ops_routes(service: Service, *, operators: Collection[str], metrics: Any) -> list[Endpoint]:
-    stores = stores_of(service.ai)
-    allowed = frozenset(operators)
-    unwinding: set[asyncio.Task[Any]] = set()  # probes past their time, cancelled, still ending
-
-    async def healthz(_request: Request) -> Response:
-        return _json({"status": "ok"})
-
-    async def readyz(_request: Request) -> Response:
-        checks = await asyncio.gather(*(_check(store, unwinding) for store in stores))
-        ready = all(c["ok"] for c in checks)
-        return _json({"status": "ready" if ready else "unavailable", "stores": checks}, 200 if ready else 503)
-
-    async def metrics_page(_request: Request) -> Response:
-        body, content_type = metrics.exposition()
-        return Response(body, media_type=content_type)
-
-    async def deliveries(request: Request) -> Response:
-        await _operator(request)
-        state = request.query_params.get("state")
-        if state is not None and state not in _STATES:
-            raise InvalidRequest(f"query parameter 'state' must be one of {', '.join(_STATES)}")
-        limit = query_int(request, "limit", 100, 1, service.limits.max_page)
-        target = request.query_params.get("webhook")
-        found: list[dict[str, Any]] = []
-        for index, store in enumerate(stores):
-            for delivery in await store.list_deliveries(state=state, target=target, limit=limit):  # type: ignore[arg-type]
-                found.append(_delivery(index, delivery))
-        found.sort(key=lambda d: d["updated_at"], reverse=True)
-        return _json({"deliveries": found[:limit]})
-
-    async def retry(request: Request) -> Response:
-        await _operator(request)
-        key = request.path_params["delivery"]
-        index, number = _delivery_id(key)
-        if index >= len(stores):
-            raise NotFound(f"no delivery {key!r}")
-        if not await stores[index].requeue_delivery(number, service.ai.clock()):
-            raise NotFound(f"no failed delivery {key!r}")
-        return _json({"id": key, "state": "pending"})
-
-    async def _operator(request: Request) -> str:
-        principal = await service.principal(request)
-        if principal not in allowed:
-            raise Forbidden(f"{principal!r} is not an operator of this server")
-        return principal
-
-    json = {"application/json": {"schema": {"type": "object"}}}
-    routes = [
-        Endpoint(
-            "GET",
-            "/v1/ops/deliveries",
-            deliveries,
-            Operation(
-                "Webhook deliveries of the outbox, newest first (operators only: 403 for others)",
-                {"type": "object", "properties": {"deliveries": {"type": "array", "items": {"type": "object"}}}},
-                params=[
-                    query("state", {"enum": list(_STATES)}),
-                    query("webhook", {"type": "string"}),
-                    query("limit", {"type": "integer", "minimum": 1}),
-                ],
-            ),
-        ),
-        Endpoint(
-            "POST",
-            "/v1/ops/deliveries/{delivery}/retry",
-            retry,
-            Operation(
-                "Send a failed delivery again (operators only)",
-                {"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"}}},
-            ),
-        ),
-        Endpoint(
-            "GET",
-            "/healthz",
-            healthz,
-            Operation(
-                "The process serves requests (no credentials needed)",
-                responses={"200": {"description": "alive", "content": json}},
-                public=True,
-            ),
-        ),
-        Endpoint(
-            "GET",
-            "/readyz",
-            readyz,
-            Operation(
-                "Every store answers (503 naming the one that does not; no credentials needed)",
-                responses={
-                    "200": {"description": "ready", "content": json},
-                    "503": {"description": "a store does not answer", "content": json},
-                },
-                public=True,
-            ),
-        ),
-    ]
-    if metrics is not None:
-        routes.append(Endpoint("GET", "/metrics", metrics_page))
-    return routes
+async def healthz(_request: Request) -> Response:
+    return json_response({"status": "ok"})
 
 
-async def _check(store: SessionStore, unwinding: set[asyncio.Task[Any]]) -> dict[str, Any]:
+READYZ: Operation[Any] = Operation(
+    "Every store answers (503 naming the one that does not; no credentials needed)",
+    responses={
+        "200": {"description": "ready", "content": _JSON},
+        "503": {"description": "a store does not answer", "content": _JSON},
+    },
+    public=True,
+)
+
+
+async def readyz(request: Request) -> Response:
+    service = service_of(request)
+    checks = await asyncio.gather(*(_check(store, service.probes) for store in service.stores))
+    ready = all(c["ok"] for c in checks)
+    return json_response({"status": "ready" if ready else "unavailable", "stores": checks}, 200 if ready else 503)
+
+
+async def metrics_page(request: Request) -> Response:
+    """The app's metrics in Prometheus' text format (served when ``create_app(metrics=...)``)."""
+    body, content_type = service_of(request).metrics.exposition()
+    return Response(body, media_type=content_type)
+
+
+DELIVERIES: Operation[Any] = Operation(
+    "Webhook deliveries of the outbox, newest first (operators only: 403 for others)",
+    {"type": "object", "properties": {"deliveries": {"type": "array", "items": {"type": "object"}}}},
+    params=[
+        query("state", {"enum": list(_STATES)}),
+        query("webhook", {"type": "string"}),
+        query("limit", {"type": "integer", "minimum": 1}),
+    ],
+)
+
+
+async def deliveries(request: Request) -> Response:
+    service = service_of(request)
+    await _operator(request, service)
+    state = request.query_params.get("state")
+    if state is not None and state not in _STATES:
+        raise InvalidRequest(f"query parameter 'state' must be one of {', '.join(_STATES)}")
+    limit = query_int(request, "limit", 100, 1, service.limits.max_page)
+    target = request.query_params.get("webhook")
+    found: list[dict[str, Any]] = []
+    for index, store in enumerate(service.stores):
+        for delivery in await store.list_deliveries(state=state, target=target, limit=limit):  # type: ignore[arg-type]
+            found.append(_delivery(index, delivery))
+    found.sort(key=lambda d: d["updated_at"], reverse=True)
+    return json_response({"deliveries": found[:limit]})
+
+
+RETRY: Operation[Any] = Operation(
+    "Send a failed delivery again (operators only)",
+    {"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"}}},
+)
+
+
+async def retry(request: Request) -> Response:
+    service = service_of(request)
+    await _operator(request, service)
+    key = request.path_params["delivery"]
+    index, number = _delivery_id(key)
+    if index >= len(service.stores):
+        raise NotFound(f"no delivery {key!r}")
+    if not await service.stores[index].requeue_delivery(number, service.ai.clock()):
+        raise NotFound(f"no failed delivery {key!r}")
+    return json_response({"id": key, "state": "pending"})
+
+
+async def _operator(request: Request, service: Service) -> str:
+    principal = await service.principal(request)
+    if principal not in service.operators:
+        raise Forbidden(f"{principal!r} is not an operator of this server")
+    return principal
+
+
+async def _check(store: SessionStore, probes: set[asyncio.Task[Any]]) -> dict[str, Any]:
     """Whether ``store`` answers a read within ``_READY_TIMEOUT``: known in that time, whatever it does.
 
     Not ``asyncio.wait_for``, which waits for the cancelled read to unwind, and a store may take
     as long as its server to do that: asyncpg puts a connection back in its pool (shielded from
     cancellation) only once the server has acknowledged the cancelled query, and a frozen server
-    never does. A read past its time is cancelled and left to end in ``unwinding``."""
+    never does. A read past its time is cancelled and left to end in ``probes``."""
     backend = type(store).__name__
     probe = asyncio.ensure_future(store.get_summary("pausepoint-readyz"))
     try:
@@ -154,9 +141,9 @@ async def _check(store: SessionStore, unwinding: set[asyncio.Task[Any]]) -> dict
     finally:
         if not probe.done():  # past its time (or this request was cancelled)
             probe.cancel()
-            unwinding.add(probe)
+            probes.add(probe)
             probe.add_done_callback(_ended)
-            probe.add_done_callback(unwinding.discard)
+            probe.add_done_callback(probes.discard)
     if not done:
         return {"backend": backend, "ok": False, "error": "TimeoutError"}
     error = probe.exception()
@@ -197,7 +184,3 @@ def _delivery_id(key: str) -> tuple[int, int]:
     if not dash:
         raise InvalidRequest(f"delivery id {key[:40]!r} is not <store index>-<number>, as deliveries are listed")
     return ascii_int(index, "a delivery id's store index"), ascii_int(number, "a delivery id's number")
-
-
-def _json(value: Any, status: int = 200) -> Response:
-    return Response(dumps(value), status_code=status, media_type="application/json")

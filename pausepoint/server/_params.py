@@ -1,4 +1,7 @@
-"""Integers a request writes in its headers, query string and path: ASCII digits, nothing else.
+"""What a request writes in its headers, query string and path: integers, flags, the
+``Idempotency-Key``.
+
+Integers are ASCII digits, nothing else.
 
 Python's ``int`` and ``str.isdigit`` also take the digits of other scripts: ``int`` reads an
 Arabic-Indic or a full-width three (U+0663, U+FF13) as 3, and ``"²".isdigit()`` is true while
@@ -15,11 +18,12 @@ from starlette.requests import Request
 
 from ..errors import InvalidRequest
 
-__all__ = ["BIGGEST", "ascii_digits", "ascii_int", "query_int"]
+__all__ = ["BIGGEST", "ascii_digits", "ascii_int", "flag", "idempotency_key", "query_int"]
 
 #: the biggest integer a store keeps (a signed 64-bit one: SQLite's and PostgreSQL's ``bigint``)
 BIGGEST = 2**63 - 1
 _DIGITS = len(str(BIGGEST))
+_MAX_KEY = 200
 
 
 def ascii_digits(text: str) -> bool:
@@ -44,3 +48,24 @@ def query_int(request: Request, name: str, default: int, low: int, high: int) ->
     if value is None:
         return default
     return ascii_int(value, f"query parameter {name!r}", low, high)
+
+
+def flag(request: Request, name: str) -> bool | None:
+    """The query parameter ``name`` as a boolean (``true``/``1``, ``false``/``0``; None when it
+    is absent); ``InvalidRequest`` otherwise."""
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    if value.lower() in ("true", "1"):
+        return True
+    if value.lower() in ("false", "0"):
+        return False
+    raise InvalidRequest(f"query parameter {name!r} must be true or false")
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The ``Idempotency-Key`` header (1 to 200 characters), or None; ``InvalidRequest`` otherwise."""
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 0 < len(key) <= _MAX_KEY:
+        raise InvalidRequest(f"the Idempotency-Key header must have 1 to {_MAX_KEY} characters")
+    return key

@@ -1,11 +1,13 @@
-"""The route table: each route the server serves, declared once — method, path, handler, and how
-``/openapi.json`` describes it.
+"""The route table's rows: each route the server serves, declared once — method, path, handler,
+and how ``/openapi.json`` describes it.
 
-Each room of the server declares its own rows next to its handlers (``rest_routes``,
-``ops_routes``, ``agent_routes``, ...) and ``create_app`` puts them in one table, from which both
-the app's Starlette routes (``starlette_routes``) and the OpenAPI document's paths
-(``_openapi.openapi_document``) are made: a route cannot be served undescribed, or described
-and not served, and no path is typed twice.
+Handlers are module-level functions of the request, each in the room of its concept
+(``_reads``, ``_messages``, ``_answers``, ...), with its ``Operation`` beside it; ``_table``
+lists every row in one table, from which both the app's Starlette routes (``starlette_routes``)
+and the OpenAPI document's paths (``_openapi.openapi_document``) are made: a route cannot be
+served undescribed, or described and not served, and no path is typed twice. A handler that
+reads a JSON body reads it with its operation (``Operation.parse``), so the body the document
+describes is the model the handler parses.
 """
 
 from __future__ import annotations
@@ -13,17 +15,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel
 from starlette.routing import BaseRoute, Mount, Route
 
 from ._errors import guarded
+from ._limits import parse_body
 
 __all__ = [
     "IDEMPOTENCY_KEY",
     "Endpoint",
     "Operation",
     "header",
+    "json_array",
+    "json_object",
     "path_parameters",
     "query",
     "schema_ref",
@@ -31,6 +37,7 @@ __all__ = [
 ]
 
 Schema = dict[str, Any]
+B = TypeVar("B", bound=BaseModel)
 
 _PARAMETER = re.compile(r"\{(\w+)(?::\w+)?\}")
 
@@ -38,6 +45,16 @@ _PARAMETER = re.compile(r"\{(\w+)(?::\w+)?\}")
 def schema_ref(name: str) -> Schema:
     """A reference to the component schema ``name``."""
     return {"$ref": f"#/components/schemas/{name}"}
+
+
+def json_object(**properties: Schema) -> Schema:
+    """An object with these properties."""
+    return {"type": "object", "properties": properties}
+
+
+def json_array(items: Schema) -> Schema:
+    """An array of ``items``."""
+    return {"type": "array", "items": items}
 
 
 def query(name: str, schema: Schema) -> Schema:
@@ -55,23 +72,31 @@ IDEMPOTENCY_KEY = header("Idempotency-Key", {"type": "string", "maxLength": 200}
 
 
 @dataclass(frozen=True, slots=True)
-class Operation:
+class Operation(Generic[B]):
     """How the OpenAPI document describes a route.
 
-    ``ok``: the schema of its 200 JSON reply; ``body``: the component schema its JSON request
-    body is; ``stream``: it answers with server-sent events when asked (``Accept:
-    text/event-stream``); ``params``: its query and header parameters (the path's own come from
-    the path); ``responses``: all its responses, when they are not the usual ``ok`` and error
-    replies; ``public``: it needs no credentials.
+    ``ok``: the schema of its 200 JSON reply; ``body``: the model its JSON request body is read
+    as (``parse``; the document's component schema of the same name); ``stream``: it answers
+    with server-sent events when asked (``Accept: text/event-stream``); ``params``: its query
+    and header parameters (the path's own come from the path); ``responses``: all its
+    responses, when they are not the usual ``ok`` and error replies; ``public``: it needs no
+    credentials.
     """
 
     summary: str
     ok: Schema | None = None
-    body: str | None = None
+    body: type[B] | None = None
     stream: bool = False
     params: Sequence[Schema] = ()
     responses: Schema | None = None
     public: bool = False
+
+    def parse(self, raw: Any) -> B:
+        """``raw``, the request's JSON, read as ``body``; ``InvalidRequest`` naming every problem
+        otherwise."""
+        if self.body is None:
+            raise TypeError(f"{self.summary!r} takes no request body")
+        return parse_body(self.body, raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +115,11 @@ class Endpoint:
     method: str | None
     path: str
     serve: Any
-    doc: Operation | Mapping[str, Operation] | None = None
+    doc: Operation[Any] | Mapping[str, Operation[Any]] | None = None
     mount: bool = False
     hot: bool = False
 
-    def documented(self) -> list[tuple[str, Operation]]:
+    def documented(self) -> list[tuple[str, Operation[Any]]]:
         """The paths this row puts in the OpenAPI document, each with its operation."""
         if self.doc is None:
             return []

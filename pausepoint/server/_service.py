@@ -1,4 +1,9 @@
-"""What every route needs: the agents, who is calling, and which sessions they may touch.
+"""What every handler needs, kept on the app: the agents, who is calling, and which sessions
+they may touch.
+
+``create_app`` makes one ``Service`` and keeps it on the app (``app.state.pausepoint``); a
+handler, a module-level function of the request, takes it from there (``service_of``), so any
+handler can be called alone with a request whose app holds a service.
 
 Ownership is checked here, once: a session that does not exist, belongs to another agent, or
 is not visible to the caller is the same ``SessionNotFound`` (404) — nobody learns that a
@@ -7,7 +12,9 @@ session they may not see exists.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.requests import Request
 
@@ -15,7 +22,7 @@ from ..content._jsondata import NotJsonData, json_text
 from ..errors import Forbidden, NotFound, SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
-from ..stores import SessionSummary
+from ..stores import SessionStore, SessionSummary
 from ._auth import AccessPolicy, Authenticator, authenticate
 from ._expiry import ExpirySweep
 from ._feed import Feed
@@ -23,11 +30,17 @@ from ._limits import Limits
 from ._requestlog import note_principal
 from ._webhooks import WebhookSender
 
-__all__ = ["Service"]
+__all__ = ["Service", "service_of", "stores_of"]
 
 
 @dataclass(slots=True)
 class Service:
+    """The app's state. ``operators`` may read and retry webhook deliveries; ``metrics`` is the
+    ``PrometheusMetrics`` served at ``/metrics`` (None: no such route); ``mcp`` the MCP endpoint
+    at ``/mcp``, if served; ``openapi`` the document served at ``/openapi.json``. ``stores``
+    are the agents' distinct stores (``stores_of``) and ``probes`` the readiness probes past
+    their time, cancelled, still ending (``/readyz``)."""
+
     ai: Pausepoint
     auth: Authenticator
     policy: AccessPolicy
@@ -35,6 +48,15 @@ class Service:
     feed: Feed
     expiry: ExpirySweep
     sender: WebhookSender | None = None
+    operators: frozenset[str] = frozenset()
+    metrics: Any = None
+    mcp: Any = None
+    openapi: bytes = b""
+    stores: list[SessionStore] = field(init=False)
+    probes: set[asyncio.Task[Any]] = field(init=False, default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.stores = stores_of(self.ai)
 
     def agent(self, name: str) -> Agent:
         agent = self.ai.agents.get(name)
@@ -47,6 +69,17 @@ class Service:
         self.expiry.ensure_running()
         if self.sender is not None:
             self.sender.ensure_running()
+
+    async def close(self) -> None:
+        """Stop what runs in the background, then close the plugins' connections and the
+        agents' stores (``ai.aclose()``): the server has stopped, nothing else uses them."""
+        await self.expiry.close()
+        await self.feed.close()
+        if self.sender is not None:
+            await self.sender.close()
+        if self.mcp is not None:
+            await self.mcp.close()
+        await self.ai.aclose()
 
     async def principal(self, request: Request) -> str:
         self.start_background()  # mounted apps get no lifespan: start with the first request
@@ -88,6 +121,46 @@ class Service:
         if _storable(session_id) and await agent.store.get_summary(session_id) is None:
             return None
         return await self.conversable(agent, session_id, principal)
+
+    # -- the session a route's path names (``{agent}`` and ``{session_id}``) ---------------------
+
+    async def viewing(self, request: Request) -> tuple[Agent, str, str]:
+        """The agent, session id and caller of a route on a session the caller may see."""
+        principal = await self.principal(request)  # before any lookup: nothing is learnt without a token
+        agent = self.agent(request.path_params["agent"])
+        session_id = request.path_params["session_id"]
+        await self.visible(agent, session_id, principal)
+        return agent, session_id, principal
+
+    async def answering(self, request: Request) -> tuple[Agent, str, str]:
+        """``viewing``, for a route that answers the session's pauses (``answerable``)."""
+        principal = await self.principal(request)
+        agent = self.agent(request.path_params["agent"])
+        session_id = request.path_params["session_id"]
+        await self.answerable(agent, session_id, principal)
+        return agent, session_id, principal
+
+    async def conversing(self, request: Request) -> tuple[Agent, str, str]:
+        """``viewing``, for a route that converses in the session (``conversable``)."""
+        principal = await self.principal(request)
+        agent = self.agent(request.path_params["agent"])
+        session_id = request.path_params["session_id"]
+        await self.conversable(agent, session_id, principal)
+        return agent, session_id, principal
+
+
+def service_of(request: Request) -> Service:
+    """The service of the app answering ``request`` (``create_app`` keeps it on ``app.state``)."""
+    service: Service = request.app.state.pausepoint
+    return service
+
+
+def stores_of(ai: Pausepoint) -> list[SessionStore]:
+    """The app's distinct stores, in the order of its agents."""
+    found: dict[int, SessionStore] = {}
+    for agent in ai.agents.values():
+        found.setdefault(id(agent.store), agent.store)
+    return list(found.values())
 
 
 def _storable(text: str) -> bool:

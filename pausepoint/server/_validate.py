@@ -16,12 +16,12 @@ from starlette.responses import Response
 
 from .._rest import ValidateBody
 from ..errors import InvalidRequest, NotFound
-from ._errors import dumps
-from ._limits import parse_body, read_json
-from ._routes import Endpoint, Operation, schema_ref
-from ._service import Service
+from ._limits import read_json
+from ._replies import json_response
+from ._routes import Operation, schema_ref
+from ._service import service_of
 
-__all__ = ["field_errors", "validate_route"]
+__all__ = ["VALIDATE", "field_errors", "validate"]
 
 # Messages a person can act on, for the error types whose pydantic wording names internals.
 _MESSAGES = {
@@ -43,42 +43,34 @@ def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
     return found
 
 
-def validate_route(service: Service) -> Endpoint:
-    async def validate(request: Request) -> Response:
-        agent = service.agent(request.path_params["agent"])
-        await service.principal(request)
-        name = request.path_params["tool"]
-        tool = agent.tools.get(name)
-        if tool is None:
-            raise NotFound(f"agent {agent.name!r} has no tool {name!r}", tool=name)
-        body = parse_body(ValidateBody, await read_json(request, service.limits))
-        given = body.model_fields_set & {"input", "output"}
-        if len(given) != 1:
-            raise InvalidRequest("send exactly one of 'input' (a replacement input) or 'output' (a result)")
-        try:
-            if "input" in given:
-                value = tool.validate_input(body.input).model_dump(mode="json")
-            else:
-                value = tool.validate_output(body.output)
-        except ValidationError as exc:
-            return _json({"valid": False, "errors": field_errors(exc)})
-        except (TypeError, ValueError) as exc:  # a value the output type cannot serialise
-            problem = {"path": [], "pointer": "", "message": str(exc), "type": "value_error"}
-            return _json({"valid": False, "errors": [problem]})
-        return _json({"valid": True, "errors": [], "value": value})
-
-    return Endpoint(
-        "POST",
-        "/v1/agents/{agent}/tools/{tool}/validate",
-        validate,
-        Operation(
-            "Check a candidate replacement input or result against the tool's schema, without answering "
-            "anything: every problem with the JSON path of its field",
-            schema_ref("Validation"),
-            body="ValidateBody",
-        ),
-    )
+VALIDATE = Operation(
+    "Check a candidate replacement input or result against the tool's schema, without answering "
+    "anything: every problem with the JSON path of its field",
+    schema_ref("Validation"),
+    body=ValidateBody,
+)
 
 
-def _json(value: Any) -> Response:
-    return Response(dumps(value), media_type="application/json")
+async def validate(request: Request) -> Response:
+    service = service_of(request)
+    agent = service.agent(request.path_params["agent"])
+    await service.principal(request)
+    name = request.path_params["tool"]
+    tool = agent.tools.get(name)
+    if tool is None:
+        raise NotFound(f"agent {agent.name!r} has no tool {name!r}", tool=name)
+    body = VALIDATE.parse(await read_json(request, service.limits))
+    given = body.model_fields_set & {"input", "output"}
+    if len(given) != 1:
+        raise InvalidRequest("send exactly one of 'input' (a replacement input) or 'output' (a result)")
+    try:
+        if "input" in given:
+            value = tool.validate_input(body.input).model_dump(mode="json")
+        else:
+            value = tool.validate_output(body.output)
+    except ValidationError as exc:
+        return json_response({"valid": False, "errors": field_errors(exc)})
+    except (TypeError, ValueError) as exc:  # a value the output type cannot serialise
+        problem = {"path": [], "pointer": "", "message": str(exc), "type": "value_error"}
+        return json_response({"valid": False, "errors": [problem]})
+    return json_response({"valid": True, "errors": [], "value": value})

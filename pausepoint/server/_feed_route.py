@@ -1,0 +1,67 @@
+"""The feed's route, ``GET /v1/feed``: the app's ``Feed`` (``_feed``) as server-sent events,
+for the sessions the caller may see.
+
+Each event has an id; a client that reconnects with ``Last-Event-ID`` gets exactly the events
+it missed (a 400 for an id this feed never sent). A comment line every 15 s keeps an idle
+connection open through proxies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ._routes import Operation, header, schema_ref
+from ._service import service_of
+from ._turns import event
+
+__all__ = ["FEED", "feed"]
+
+_KEEP_ALIVE = 15.0
+
+FEED: Operation[Any] = Operation(
+    "Server-sent events: 'pause', 'answer' and 'turn_end', for the sessions the caller may "
+    "see; each has an id: reconnect with Last-Event-ID to get exactly the events missed",
+    params=[header("Last-Event-ID", {"type": "string"})],
+    responses={
+        "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+        "400": {
+            "description": "a Last-Event-ID this feed never sent",
+            "content": {"application/json": {"schema": schema_ref("Error")}},
+        },
+    },
+)
+
+
+async def feed(request: Request) -> Response:
+    service = service_of(request)
+    principal = await service.principal(request)
+    positions = await service.feed.start(request.headers.get("last-event-id"))
+    followed = service.feed.follow(positions, lambda s: service.policy.can_view(principal, s))
+
+    async def events() -> AsyncIterator[bytes]:
+        yield b": connected\n\n"
+        pending: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                pending = pending or asyncio.ensure_future(anext(followed))
+                done, _ = await asyncio.wait([pending], timeout=_KEEP_ALIVE)
+                if not done:
+                    yield b": keep-alive\n\n"
+                    continue
+                event_id, name, data = pending.result()
+                pending = None
+                yield b"id: " + event_id.encode() + b"\n" + event(name, data)
+        finally:
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+            await followed.aclose()
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

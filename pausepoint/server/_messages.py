@@ -1,0 +1,72 @@
+"""Messages, in the REST API: a user message that starts a session, or goes to one (to an id
+no session has yet: it starts a session with that id). Each runs a turn (``rest_turn``): a
+JSON reply, or server-sent events when asked.
+
+A message is its session owner's to send (``Service.to_message``: 404 for a session the caller
+may not see, 403 for one it may only view); its size and the session's history are bounded by
+the app's ``Limits``.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .._rest import SendBody, user_message
+from ..runtime._chat import Chat
+from ._limits import check_history, check_message_size, read_json
+from ._replies import AGENT_RESPONSE, rest_turn
+from ._routes import Operation
+from ._service import service_of
+
+__all__ = ["CREATE", "SEND", "create", "send"]
+
+CREATE = Operation("Start a session with a user message", AGENT_RESPONSE, body=SendBody, stream=True)
+
+
+async def create(request: Request) -> Response:
+    service = service_of(request)
+    principal = await service.principal(request)
+    agent = service.agent(request.path_params["agent"])
+    body = CREATE.parse(await read_json(request, service.limits))
+    check_message_size(body.model_dump(mode="json")["message"], service.limits)
+    chat = agent.chat(principal=principal)
+    message = user_message(body)
+    return await rest_turn(
+        request,
+        service,
+        agent,
+        chat.session_id,
+        lambda streamed: (chat.send_stream if streamed else chat.send)(message, principal=principal, via="http"),
+    )
+
+
+SEND = Operation(
+    "Send a user message (to an id no session has yet: start a session with that id)",
+    AGENT_RESPONSE,
+    body=SendBody,
+    stream=True,
+)
+
+
+async def send(request: Request) -> Response:
+    service = service_of(request)
+    principal = await service.principal(request)
+    agent = service.agent(request.path_params["agent"])
+    session_id = request.path_params["session_id"]
+    summary = await service.to_message(agent, session_id, principal)
+    if summary is None:
+        chat = Chat(agent, session_id, principal, new=True)  # a caller-chosen id: the message creates it
+    else:
+        check_history(summary, service.limits)
+        chat = agent.chat(session_id, principal=principal)
+    body = SEND.parse(await read_json(request, service.limits))
+    check_message_size(body.model_dump(mode="json")["message"], service.limits)
+    message = user_message(body)
+    return await rest_turn(
+        request,
+        service,
+        agent,
+        session_id,
+        lambda streamed: (chat.send_stream if streamed else chat.send)(message, principal=principal, via="http"),
+    )
