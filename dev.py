@@ -72,14 +72,20 @@ def ensure_environment(extras: str) -> None:
     STAMP.write_text(" ".join([digest, *kept, wanted]))
 
 
-# command -> (the extras it needs, what it runs)
+# command -> (the extras it needs, what it runs: one command or more, each run if the one before passed)
 COMMANDS = {
     "demo": ("local,local-qwen,server", [str(PYTHON), "-m", "pausepoint", "demo"]),
     "test": ("dev", [str(PYTHON), "-m", "pytest"]),
     "bench": ("dev", [str(PYTHON), "-m", "benchmarks.run"]),
     "bench-backends": ("dev", [str(PYTHON), "-m", "benchmarks.backends"]),
     "bench-server": ("dev", [str(PYTHON), "-m", "benchmarks.server"]),
-    "lint": ("dev", [str(PYTHON), "-m", "ruff", "check", "pausepoint", "tests", "examples", "benchmarks"]),
+    # ruff; then the layers and the size of files and functions (.importlinter, tests/test_layout.py)
+    "lint": (
+        "dev",
+        [str(PYTHON), "-m", "ruff", "check", "pausepoint", "tests", "examples", "benchmarks"],
+        [str(VENV / "bin" / "lint-imports")],
+        [str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_layout.py"],
+    ),
     "typecheck": ("dev", [str(PYTHON), "-m", "mypy"]),
     "docs": ("dev", [str(PYTHON), "-m", "mkdocs", "build", "--strict"]),
 }
@@ -100,25 +106,33 @@ def demo_extras(args: list[str]) -> str:
             model = arg.partition("=")[2]
     if model.startswith("local/") and model.endswith(".gguf"):
         return "local,server"
-    return DEMO_EXTRAS.get(model, DEMO_EXTRAS.get(model.partition("/")[0], COMMANDS["demo"][0]))
+    return DEMO_EXTRAS.get(model, DEMO_EXTRAS.get(model.partition("/")[0], str(COMMANDS["demo"][0])))
 
 
 def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(f"usage: python3 dev.py {{{'|'.join(COMMANDS)}}} [args...]", file=sys.stderr)
         return 2
-    extras, command = COMMANDS[sys.argv[1]]
+    extras, *commands = COMMANDS[sys.argv[1]]
     if sys.argv[1] == "demo":
         extras = demo_extras(sys.argv[2:])
     ensure_environment(extras)
-    command = command + sys.argv[2:]
     os.chdir(ROOT)
+    for command in commands[:-1]:
+        code = run(command)
+        if code:
+            return code
+    return run(commands[-1] + sys.argv[2:])
+
+
+def run(command: list[str]) -> int:
+    """Run ``command`` and return its exit status (Ctrl+C reaches it too; it stops on its own)."""
     child = subprocess.Popen(command)
     while True:
         try:
             return child.wait()
         except KeyboardInterrupt:
-            continue  # Ctrl+C reached the command too; it stops on its own and reports
+            continue
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def moment(us: int) -> datetime:
 
 
 class SummaryRow(NamedTuple):
-    """A row of ``_SUMMARY_COLUMNS``, as SQLite returns it."""
+    """A row of ``SUMMARY_COLUMNS`` (``_sqlite_log``), as SQLite returns it and an append writes it."""
 
     id: str
     agent: str
@@ -37,6 +37,21 @@ class SummaryRow(NamedTuple):
     pending: int
     next_expiry_us: int | None
     turn: int
+
+    @staticmethod
+    def written(session_id: str, summary: SessionSummary, version: int) -> SummaryRow:
+        """The row an append writes: ``summary`` at ``version``, for ``session_id``."""
+        return SummaryRow(
+            session_id,
+            summary.agent,
+            summary.owner,
+            version,
+            us(summary.created_at),
+            us(summary.updated_at),
+            summary.pending,
+            None if summary.next_expiry is None else us(summary.next_expiry),
+            summary.turn,
+        )
 
     def summary(self) -> SessionSummary:
         return SessionSummary(
@@ -76,7 +91,7 @@ class EventRow(NamedTuple):
 
 
 class DeliveryRow(NamedTuple):
-    """A row of ``_DELIVERY_COLUMNS`` (the event's columns follow the delivery's)."""
+    """A row of ``DELIVERY_COLUMNS`` (``_sqlite_outbox``; the event's columns follow the delivery's)."""
 
     id: int
     target: str

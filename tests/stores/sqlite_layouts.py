@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from pausepoint.stores.sqlite import _MIGRATIONS
+from pausepoint.stores._sqlite_schema import MIGRATIONS
 
 __all__ = ["SCHEMA_V1", "migrate_to", "rewind_to_version_1"]
 
@@ -73,7 +73,7 @@ def migrate_to(conn: sqlite3.Connection, version: int) -> None:
     pausepoint of that version left it."""
     found = int(conn.execute("SELECT value FROM pausepoint_meta WHERE key = 'schema_version'").fetchone()[0])
     conn.execute("BEGIN")
-    for script in _MIGRATIONS[found:version]:
+    for script in MIGRATIONS[found:version]:
         for statement in script.split(";"):
             if statement.strip():
                 conn.execute(statement)

@@ -1,0 +1,149 @@
+"""The session store contract as a test suite: run it on your own store.
+
+Every store pausepoint ships passes this suite, and a store of your own (any object with the
+methods of ``pausepoint.stores.SessionStore``) can run it too. In a test module of your
+project, import the suite and give it one fixture, ``open_store``: an async function that
+opens a store on one place (a file, a schema, a key prefix) — every call a new store object on
+the same data, as another process would open it, and taking the keyword options the built-in
+stores take (``max_record_bytes``)::
+
+    import pytest
+    from pausepoint.testing.stores import *  # noqa: F403 - the suite's tests and its ``store`` fixture
+
+    @pytest.fixture
+    async def open_store(tmp_path):
+        async def open_(**options):
+            return MyStore(tmp_path / "sessions", **options)
+        return open_
+
+pytest then collects every ``test_*`` of the suite in that module. The suite needs ``pytest``
+and ``pytest-asyncio`` with ``asyncio_mode = "auto"``. Each test starts from an empty place.
+A store that keeps checkpoints (``pausepoint.stores.CheckpointStore``) is held to that part of
+the contract too: a checkpoint kept only for a version its log holds and never replaced by an
+older one, an extension kept only at the checkpoint's head, a new base that drops the
+extensions, an extension that replaces the last ones (if its ``extend_checkpoint`` takes
+``replaces``) doing so whole or not at all, a read that sees one consistent checkpoint (a base
+and the extensions of one moment), and the checkpoint deleted with its session. A store that
+keeps none skips those tests.
+"""
+
+from __future__ import annotations
+
+try:
+    import pytest  # noqa: F401 - the suite's modules need it: say so plainly when it is missing
+except ImportError as exc:  # pragma: no cover - exercised only without pytest
+    raise ImportError("pausepoint.testing.stores is a pytest suite: pip install pytest pytest-asyncio") from exc
+
+from ._appends import (
+    test_an_append_not_yet_durable_is_seen_at_once_and_continued,
+    test_append_then_read,
+    test_append_to_a_missing_session_conflicts,
+    test_appends_continue_the_log,
+    test_configured_size_limit,
+    test_conflicting_append_writes_nothing,
+    test_is_a_session_store,
+    test_long_history_in_many_appends,
+    test_long_history_in_one_append,
+    test_malformed_append_is_refused,
+    test_oversize_payload_is_refused_and_nothing_written,
+    test_payload_at_the_limit_is_accepted,
+    test_racing_appends_one_wins,
+    test_racing_creators_one_wins,
+    test_read_after_a_version_keeps_kinds_and_bytes,
+    test_ties_are_ordered_by_id_bytewise,
+    test_unicode,
+    test_unknown_session,
+)
+from ._checkpoints import (
+    checkpoint_stores,
+    checkpoints,
+    test_a_base_read_before_a_newer_one_replaced_it_stays_whole,
+    test_a_checkpoint_is_kept_as_written,
+    test_a_checkpoint_is_never_replaced_by_an_older_one,
+    test_a_checkpoint_may_be_larger_than_a_record,
+    test_a_checkpoint_needs_a_log_that_holds_its_version,
+    test_a_deleted_session_takes_its_checkpoint_along,
+    test_checkpoints_do_not_change_listings_or_appends,
+    test_racing_checkpoint_writers_leave_the_latest,
+)
+from ._extensions import (
+    chained,
+    grow_checkpoint,
+    test_a_deleted_session_takes_its_extensions_along,
+    test_a_new_base_drops_the_extensions,
+    test_a_read_racing_extensions_sees_one_whole_checkpoint,
+    test_an_extension_is_kept_only_at_the_head,
+    test_an_extension_is_refused_without_a_checkpoint_or_past_the_log,
+    test_an_extension_may_replace_the_last_ones,
+    test_an_extension_that_cannot_replace_changes_nothing,
+    test_extensions_keep_their_bytes_and_order,
+    test_racing_extensions_from_the_same_head_keep_one,
+    test_racing_merges_from_the_same_head_keep_one,
+)
+from ._fixtures import DEFAULT_MAX_RECORD_BYTES, T0, OpenStore, at, entries, ids, put, store, summary
+from ._listing import (
+    listed,
+    test_delete,
+    test_list_filters_and_order,
+    test_list_limit_and_offset,
+    test_list_returns_whole_summaries,
+    test_listing_follows_the_latest_summary,
+)
+
+__all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "OpenStore",
+    "T0",
+    "at",
+    "chained",
+    "checkpoint_stores",
+    "checkpoints",
+    "entries",
+    "grow_checkpoint",
+    "ids",
+    "listed",
+    "put",
+    "store",
+    "summary",
+    "test_a_checkpoint_is_kept_as_written",
+    "test_a_checkpoint_is_never_replaced_by_an_older_one",
+    "test_a_checkpoint_may_be_larger_than_a_record",
+    "test_a_base_read_before_a_newer_one_replaced_it_stays_whole",
+    "test_a_checkpoint_needs_a_log_that_holds_its_version",
+    "test_a_deleted_session_takes_its_checkpoint_along",
+    "test_a_deleted_session_takes_its_extensions_along",
+    "test_a_new_base_drops_the_extensions",
+    "test_a_read_racing_extensions_sees_one_whole_checkpoint",
+    "test_an_append_not_yet_durable_is_seen_at_once_and_continued",
+    "test_an_extension_is_kept_only_at_the_head",
+    "test_an_extension_is_refused_without_a_checkpoint_or_past_the_log",
+    "test_an_extension_may_replace_the_last_ones",
+    "test_an_extension_that_cannot_replace_changes_nothing",
+    "test_append_then_read",
+    "test_append_to_a_missing_session_conflicts",
+    "test_appends_continue_the_log",
+    "test_checkpoints_do_not_change_listings_or_appends",
+    "test_configured_size_limit",
+    "test_conflicting_append_writes_nothing",
+    "test_delete",
+    "test_extensions_keep_their_bytes_and_order",
+    "test_is_a_session_store",
+    "test_list_filters_and_order",
+    "test_list_limit_and_offset",
+    "test_list_returns_whole_summaries",
+    "test_listing_follows_the_latest_summary",
+    "test_long_history_in_many_appends",
+    "test_long_history_in_one_append",
+    "test_malformed_append_is_refused",
+    "test_oversize_payload_is_refused_and_nothing_written",
+    "test_payload_at_the_limit_is_accepted",
+    "test_racing_appends_one_wins",
+    "test_racing_checkpoint_writers_leave_the_latest",
+    "test_racing_creators_one_wins",
+    "test_racing_extensions_from_the_same_head_keep_one",
+    "test_racing_merges_from_the_same_head_keep_one",
+    "test_read_after_a_version_keeps_kinds_and_bytes",
+    "test_ties_are_ordered_by_id_bytewise",
+    "test_unicode",
+    "test_unknown_session",
+]
