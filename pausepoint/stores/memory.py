@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
-    Checkpoint,
     Delivery,
     DeliveryState,
     Event,
@@ -20,7 +19,6 @@ from ._base import (
     LogSlice,
     SessionSummary,
     check_entries,
-    check_replaces,
     version_conflict,
 )
 from ._signal import Signal, wait_after
@@ -32,7 +30,6 @@ __all__ = ["InMemorySessionStore"]
 class _Session:
     summary: SessionSummary
     entries: list[LogEntry] = field(default_factory=list)
-    checkpoint: Checkpoint | None = None
 
 
 class InMemorySessionStore:
@@ -41,6 +38,10 @@ class InMemorySessionStore:
     Entries are kept as the same encoded JSON a durable store would hold, so size limits and
     isolation from the caller's objects behave as on the other backends. The event stream keeps
     (at least) the latest ``keep_events`` events; deliveries keep their own.
+
+    It keeps no checkpoints (it is no ``CheckpointStore``): a session it holds lives in the
+    process that serves it, where the agent keeps its state warm, and a new agent in the same
+    process folds the log in memory. Checkpoints would only cost that warm session their writes.
     """
 
     def __init__(self, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, keep_events: int = 10_000) -> None:
@@ -98,40 +99,6 @@ class InMemorySessionStore:
             if session is None:
                 return None
             return LogSlice(len(session.entries), session.entries[after_version:])
-
-    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
-        with self._lock:
-            session = self._sessions.get(session_id)
-            if session is None or len(session.entries) < version:
-                return False
-            if session.checkpoint is not None and session.checkpoint.version >= version:
-                return False
-            # A view of the bytes: the runtime checks a view a chunk at a time, as it reads it
-            # (at 10,000 approval cycles, checking the 44 MB base whole took 1.7 ms a load).
-            session.checkpoint = Checkpoint(version, memoryview(bytes(data)))
-            return True
-
-    async def extend_checkpoint(
-        self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
-    ) -> bool:
-        check_replaces(replaces)
-        with self._lock:
-            session = self._sessions.get(session_id)
-            if session is None or session.checkpoint is None:
-                return False
-            current = session.checkpoint
-            if current.version != after or not after < version <= len(session.entries):
-                return False
-            if len(current.extensions) < replaces:
-                return False
-            kept = current.extensions[: len(current.extensions) - replaces]
-            session.checkpoint = Checkpoint(version, current.data, (*kept, bytes(data)))
-            return True
-
-    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
-        with self._lock:
-            session = self._sessions.get(session_id)
-            return None if session is None else session.checkpoint
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
         session = self._sessions.get(session_id)

@@ -23,7 +23,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
-from pausepoint.stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+from pausepoint.stores import Checkpoint, InMemorySessionStore, SessionStore, SqliteSessionStore
+from pausepoint.stores._base import check_replaces
 
 from .sqlite_layouts import rewind_to_version_1
 
@@ -126,7 +127,49 @@ class Backend:
         return None
 
 
-class StoreWithoutMerging(InMemorySessionStore):
+class MemoryCheckpoints(InMemorySessionStore):
+    """A store of one's own that keeps checkpoints in memory (the in-memory store keeps none):
+    the fastest ``CheckpointStore`` for tests of the checkpoint code (the store suite runs on its
+    subclass, ``StoreWithoutMerging``)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._checkpoints: dict[str, Checkpoint] = {}
+
+    async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
+        found = await self.read(session_id)
+        if found is None or found.version < version:
+            return False
+        current = self._checkpoints.get(session_id)
+        if current is not None and current.version >= version:
+            return False
+        # A view of the bytes, as the SQLite store gives a mapped file: checked a chunk at a time.
+        self._checkpoints[session_id] = Checkpoint(version, memoryview(bytes(data)))
+        return True
+
+    async def extend_checkpoint(
+        self, session_id: str, after: int, version: int, data: bytes, *, replaces: int = 0
+    ) -> bool:
+        check_replaces(replaces)
+        found = await self.read(session_id)
+        current = self._checkpoints.get(session_id)
+        if found is None or current is None or current.version != after or not after < version <= found.version:
+            return False
+        if len(current.extensions) < replaces:
+            return False
+        kept = current.extensions[: len(current.extensions) - replaces]
+        self._checkpoints[session_id] = Checkpoint(version, current.data, (*kept, bytes(data)))
+        return True
+
+    async def read_checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self._checkpoints.get(session_id) if await self.read(session_id) is not None else None
+
+    async def delete(self, session_id: str) -> bool:
+        self._checkpoints.pop(session_id, None)
+        return await super().delete(session_id)
+
+
+class StoreWithoutMerging(MemoryCheckpoints):
     """A store of one's own written before extensions could be merged: its
     ``extend_checkpoint`` takes no ``replaces``."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +28,18 @@ from pausepoint.errors import AlreadyResolved, StoreError, UnknownInterrupt
 from pausepoint.session._records import decode_record
 from pausepoint.stores import Checkpoint, CheckpointStore, InMemorySessionStore, SessionStore
 
-from .backends import Backend, StoreWithoutMerging
+from .backends import DURABLE, Backend, MemoryCheckpoints, StoreWithoutMerging, make_backend
 
 TRANSFER = "Transfer $5 to savings."
+
+
+@pytest.fixture(params=DURABLE)
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """The backends that keep checkpoints (the in-memory store keeps none: see
+    test_the_memory_store_keeps_no_checkpoints)."""
+    made = make_backend(request.param, tmp_path)
+    yield made
+    await made.cleanup()
 
 
 @pytest.fixture(autouse=True, params=["bases", "extensions"])
@@ -437,7 +448,7 @@ async def test_a_store_without_checkpoints_is_used_by_folding_the_log(backend: B
     await settled(folding)
     assert await store.read_checkpoint(sid) is None
 
-    _, writer = build(InMemorySessionStore())
+    _, writer = build(MemoryCheckpoints())
     writer.store = store
     writer.checkpoint_every = 4
     await cycle(writer, sid)
@@ -546,7 +557,7 @@ async def test_extensions_are_not_merged_for_a_store_that_cannot_or_a_short_base
         pytest.skip("only extensions are merged")
     if store_kind == "base too short":
         monkeypatch.setattr(_checkpoint, "MERGED_FROM_BYTES", 10**12)
-    store = StoreWithoutMerging() if store_kind == "cannot merge" else InMemorySessionStore()
+    store = StoreWithoutMerging() if store_kind == "cannot merge" else MemoryCheckpoints()
     _, writer = build(store)
     writer.checkpoint_every = 2
     sid = await cycle(writer)
@@ -560,3 +571,18 @@ async def test_extensions_are_not_merged_for_a_store_that_cannot_or_a_short_base
     _, cold = build(store)
     assert await seen(cold, sid) == await seen(writer, sid)
     assert checkpointed(cold, sid) == checkpoint.version
+
+
+async def test_the_memory_store_keeps_no_checkpoints() -> None:
+    """A session in memory lives in the process that serves it: a long-lived warm session there
+    pays for no checkpoint, and a new agent in the same process reads it by folding its log."""
+    store = InMemorySessionStore()
+    assert not isinstance(store, CheckpointStore)
+    _, warm = build(store)
+    session_id = await cycle(warm)
+    for _ in range(20):  # far past the default checkpoint_every (64 records)
+        await cycle(warm, session_id)
+    await settled(warm)
+    assert checkpointed(warm, session_id) == 0
+    _, cold = build(store)
+    assert await seen(cold, session_id) == await seen(warm, session_id)

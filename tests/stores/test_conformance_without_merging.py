@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pausepoint.stores import InMemorySessionStore, SessionStore
+from pausepoint.stores import SessionStore
 from pausepoint.stores._base import merges_extensions
 from pausepoint.testing.stores import *  # noqa: F403 - the contract's tests, run on that store here
 
-from .backends import StoreWithoutMerging
+from .backends import MemoryCheckpoints, StoreWithoutMerging
 
 
 @pytest.fixture
@@ -28,4 +28,4 @@ def open_store() -> Callable[..., Awaitable[SessionStore]]:
 
 def test_the_store_is_seen_not_to_merge() -> None:
     assert not merges_extensions(StoreWithoutMerging())
-    assert merges_extensions(InMemorySessionStore())
+    assert merges_extensions(MemoryCheckpoints())

@@ -19,11 +19,11 @@ from pausepoint.checkpoints._books import books
 from pausepoint.checkpoints._chunks import CHUNK_BYTES
 from pausepoint.demo import build
 from pausepoint.errors import AlreadyResolved, ConcurrentUpdate, StoreError, UnknownInterrupt
-from pausepoint.stores import REPLACED_BASES_KEPT, Checkpoint, CheckpointStore, InMemorySessionStore, postgres, redis
+from pausepoint.stores import REPLACED_BASES_KEPT, Checkpoint, CheckpointStore, postgres, redis
 from pausepoint.stores._partial import PREFIX_BYTES, PartialBase
 from pausepoint.testing.stores import put, summary
 
-from .backends import Backend, make_backend
+from .backends import Backend, MemoryCheckpoints, make_backend
 from .test_checkpoints import TRANSFER, cycle, seen, settled
 
 # Enough approval cycles for a base well past what a store reads with the checkpoint.
@@ -214,7 +214,7 @@ async def test_version_4_checkpoints_are_set_aside_by_the_upgrade(backend: Backe
     assert cached is not None and books(cached).checkpointed >= written.version
 
 
-class GivenInPart(InMemorySessionStore):
+class GivenInPart(MemoryCheckpoints):
     """An in-memory store that gives its bases in part, as a store across a network would
     (``Checkpoint.fetch``, through the ``PartialBase`` PostgreSQL's and Redis's use): the first
     ``PREFIX_BYTES`` with the checkpoint, and each range the runtime has it read after, noted
