@@ -48,7 +48,7 @@ def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int
         name=record.name,
         ref=record.call_ref,
         input=record.input,
-        metadata=record.metadata,
+        metadata=_shown(record.metadata),  # what people read: no state only the call carries back
         paused_at=record.at,
         expires_at=pause.expires_at if pause is not None else record.expires_at,
         turn=record.turn,
@@ -189,13 +189,15 @@ def _about_a_pause(record: PauseEscalated | ApprovalGiven | CallAnswered, state:
     )
 
 
-#: keys of an answer's ``resumed_metadata`` that only the call reads back, never shown to people:
-#: the sealed state of an MCP server's question the answer goes back with (``pausepoint.mcp``)
+#: keys of a pause's metadata (and an answer's ``resumed_metadata``) that only the call reads
+#: back, never shown to people: the sealed state of an MCP server's question the answer goes
+#: back with (``pausepoint.mcp``)
 _CARRIED_ONLY = frozenset({"mcp_round"})
 
 
 def _shown(resumed: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An answer's ``resumed_metadata`` as people read it: without what only the call reads."""
+    """A pause's metadata, or an answer's ``resumed_metadata``, as people read it: without what
+    only the call reads back."""
     if not resumed or _CARRIED_ONLY.isdisjoint(resumed):
         return resumed
     return {key: value for key, value in resumed.items() if key not in _CARRIED_ONLY}

@@ -36,6 +36,8 @@ async def test_a_question_pauses_the_call_and_the_answer_completes_it(bank: McpC
     assert asked["message"] == "Who holds the new savings account?"
     assert asked["requested_schema"]["required"] == ["holder"]
     assert pause.input == {"kind": "savings"}
+    # what people are shown of the pause holds the question, not the server's sealed round state
+    assert "mcp_round" not in pause.metadata and "mcp_round" not in (await chat.interrupts())[0].metadata
     assert ledger.entries() == []  # the tool body has not run: the server is waiting for the answer
     with pytest.raises(InvalidAnswer, match="holder"):
         await chat.resume(respond=[pause.respond({"overdraft": True})])  # the required field is missing
