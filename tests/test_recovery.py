@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pausepoint import AgentFinishReason, Pausepoint, ToolRunContext
-from pausepoint.errors import TurnInProgress
+from pausepoint.errors import ResumeInProgress, TurnInProgress
 from pausepoint.testing import ScriptedModel, tool_call
 
 
@@ -124,3 +124,46 @@ async def test_a_lost_idempotent_call_runs_again_and_send_settles_lost_calls(sto
     assert roles == ["user", "model", "tool", "user"]
     outputs = [p.output for p in model.requests[-1].messages[2].tool_responses]
     assert outputs[0]["outcome"] == "unknown" and outputs[1] == "value of k"
+
+
+def gated_bank(store, clock, steps, ledger, hang=None):
+    """A bank whose transfer requires approval, and whose process may "die" in the transfer."""
+    ai = Pausepoint(clock=clock)
+
+    @ai.tool(requires_approval=True)
+    async def transfer(amount: int) -> str:
+        """Moves money: must never run twice."""
+        ledger.append(f"transfer:{amount}")
+        if hang is not None:
+            await hang()  # the process "dies" here
+        return "moved"
+
+    return ai.define_agent(name="bank", model=ScriptedModel(steps), tools=[transfer], store=store)
+
+
+async def test_a_keyed_answers_retry_completes_once_the_process_that_took_it_is_presumed_lost(store):
+    """The answer is recorded, its approved tool starts, and the process dies. A retry with the
+    same idempotency key — from another process — says the resume is in progress while that
+    process may still be running it, and once it is presumed lost goes on as an empty resume
+    would: the call recorded as of unknown outcome, never run twice; later retries replay it."""
+    clock, ledger, hang = Clock(), [], Hang()
+    chat = gated_bank(store, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang).chat()
+    [pause] = (await chat.send("pay 5")).interrupts
+    task = asyncio.create_task(chat.approve(pause.ref, idempotency_key="yes-once"))
+    await hang.all_arrived.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ledger == ["transfer:5"]
+
+    retry = gated_bank(store, clock, ["It may not have gone through."], ledger).chat(chat.session_id)
+    with pytest.raises(ResumeInProgress):  # its process may still be running the transfer
+        await retry.approve(pause.ref, idempotency_key="yes-once")
+    clock.now += timedelta(minutes=16)  # past abandon_after: presumed lost
+    res = await retry.approve(pause.ref, idempotency_key="yes-once")
+    assert (res.finish_reason, res.text, ledger) == (
+        AgentFinishReason.STOP,
+        "It may not have gone through.",
+        ["transfer:5"],
+    )
+    assert await retry.approve(pause.ref, idempotency_key="yes-once") == res  # replayed, not run again

@@ -198,7 +198,7 @@ class SessionCalls:
             for _ in range(_CLAIM_ATTEMPTS):
                 given, asked = resolved(state)
                 if key is not None and key in state.keys:
-                    return self._replay(state, key, asked)
+                    return await self._replay(state, key, asked, principal, emit)
                 now = self.agent.clock()
                 self._check_free(state, now)
                 if not given:
@@ -295,7 +295,13 @@ class SessionCalls:
             )
         return lost
 
-    def _replay(self, state: SessionState, key: str, digest: str | None) -> AgentResponse:
+    async def _replay(
+        self, state: SessionState, key: str, digest: str | None, principal: str | None, emit: Emit | None
+    ) -> AgentResponse:
+        """The outcome of the resume first sent with ``key``. If its turn never ended and the
+        session has been still for ``abandon_after`` — the process that took the answers is
+        presumed lost with them — the retry goes on as an empty resume would (a call left
+        running recorded as of unknown outcome, never run twice), and that end is the outcome."""
         outcome = state.keys[key]
         if outcome.request_hash != digest:
             raise IdempotencyKeyReused(
@@ -304,6 +310,9 @@ class SessionCalls:
                 key=key,
             )
         if outcome.ended is None:
+            now = self.agent.clock()
+            if state.running_turn is None and state.still(now, self.agent.abandon_after):
+                return await self._continue(state, principal, emit)  # its end ends the key too
             raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)
         return response_for(state, outcome.ended, outcome.ended_version)
 

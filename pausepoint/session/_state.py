@@ -402,10 +402,15 @@ class SessionState:
             return self.end_reasons[index]
         return None
 
+    def still(self, now: datetime, after: timedelta) -> bool:
+        """Whether nothing was recorded in the session for ``after`` (``Agent.abandon_after``):
+        whatever process was working on it is presumed gone."""
+        return self.last_activity is None or now - self.last_activity >= after
+
     def lost(self, now: datetime, after: timedelta) -> bool:
         """Whether the running detached turn is presumed lost with its process: nothing was
         recorded in the session for ``after`` (``Agent.abandon_after``)."""
-        return self.running_turn is not None and (self.last_activity is None or now - self.last_activity >= after)
+        return self.running_turn is not None and self.still(now, after)
 
     def last_model_index(self) -> int | None:
         for index in range(len(self.messages) - 1, -1, -1):
