@@ -1,13 +1,22 @@
-"""``pausepoint demo``: the banking agent with the web console (or ``--terminal``), on a local SQLite file."""
+"""``pausepoint demo``: the banking agent with the web console (or ``--terminal``), on a local SQLite file.
+
+The file outlives a run: pauses an earlier run left open (a transfer never answered, or one a
+model made up) would wait in the new run's inbox. A new run says what it found and offers to
+clear them — asked on a terminal, with ``--fresh`` otherwise — recorded as cancelled ("cleared
+when a new demo started"), so nothing of them runs and the history stays whole.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import secrets
-from typing import Any
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from .. import demo
+from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..stores import SqliteSessionStore
 from . import _logging
@@ -20,6 +29,8 @@ __all__ = ["add_parser", "run"]
 
 PRINCIPAL = "demo"
 TRY = "Transfer $500 to savings."
+CLEARED = "cleared when a new demo started"
+T = TypeVar("T")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -45,6 +56,11 @@ def add_parser(subparsers: Any) -> None:
         "--port", type=port_number, default=8765, help="port to listen on; 0 picks one (default: %(default)s)"
     )
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="cancel the pauses earlier runs left open in the SQLite file (kept in its history as cancelled)",
+    )
     parser.add_argument("--terminal", action="store_true", help="chat in this terminal instead of the console")
     parser.add_argument(
         "--threads", type=int, default=None, help="CPU threads for the local model (default: one less than the cores)"
@@ -55,6 +71,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _logging.configure(args.log_level, args.log_format)
+    _earlier_pauses(args.db, fresh=args.fresh)
     choice = choose_model(args.model, threads=args.threads)
     options: dict[str, Any] = {}
     if choice.guided:
@@ -91,3 +108,51 @@ def _serve_demo(args: argparse.Namespace, ai: Pausepoint, header: str) -> int:
             print("(no browser here: open the console URL above yourself)", flush=True)
 
     return serve_until_stopped(app, sock, ready, args.log_level)
+
+
+def _earlier_pauses(db: str, *, fresh: bool) -> None:
+    """Say which pauses earlier runs left open in ``db``, and clear them when asked to (``fresh``,
+    or a yes on a terminal). Read with the offline stand-in model: no model is loaded for it."""
+    found = asyncio.run(_in_demo_db(db, _open_pauses))
+    if not found:
+        return
+    count = sum(len(titles) for _, titles in found)
+    noun = "open pause" if count == 1 else "open pauses"
+    print(f"{db} holds {count} {noun} from earlier runs (they would wait in the inbox):")
+    for session_id, titles in found:
+        for title in titles:
+            print(f"  “{title}” (session {session_id[:8]}…)")
+    if not fresh and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("Start with --fresh to clear them: they are recorded as cancelled, and nothing of them runs.\n")
+        return
+    if not fresh:
+        answer = input("Clear them? They are recorded as cancelled, and nothing of them runs. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Kept: they wait in the inbox.\n")
+            return
+
+    async def clear(agent: Agent) -> None:
+        for session_id, _ in found:
+            await agent.chat(session_id).cancel_pending(CLEARED, principal=PRINCIPAL, via="demo")
+
+    asyncio.run(_in_demo_db(db, clear))
+    print(f"Cleared {count} {noun} (recorded as cancelled: {CLEARED}).\n")
+
+
+async def _in_demo_db(db: str, work: Callable[[Agent], Awaitable[T]]) -> T:
+    """``work`` done on the demo's agent over ``db`` (the stand-in model), the file closed after."""
+    store = SqliteSessionStore(db)
+    try:
+        _, agent = demo.build(store)
+        return await work(agent)
+    finally:
+        await store.close()
+
+
+async def _open_pauses(agent: Agent) -> list[tuple[str, list[str]]]:
+    """The sessions with open pauses, each with its pauses' titles."""
+    found = []
+    for summary in await agent.list_sessions(has_pending=True):
+        pauses = await agent.chat(summary.session_id).interrupts()
+        found.append((summary.session_id, [agent.view(p).title for p in pauses]))
+    return found

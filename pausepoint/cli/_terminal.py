@@ -297,7 +297,8 @@ class TerminalChat:
             lines.append(f"{side} {view.summary}")
         lines.extend(f"{side}   {field.label}: {field.text}" for field in view.fields)
         if view.risk == "high":
-            lines.append(f"{side} {self._style('high risk: approving asks you to confirm', '1;31')}")
+            warning = "high risk: approving asks you to confirm (y on the line after a)"
+            lines.append(f"{side} {self._style(warning, '1;31')}")
         for label, value in (("input", interrupt.input), ("metadata", interrupt.metadata)):
             if value:
                 lines.append(f"{side} {self._style(label, '1')}")
@@ -392,7 +393,10 @@ class TerminalChat:
         line = await self.ask(self._style(f"approve “{view.title}”? [y/N] ", "1;31"))
         if line is not None and line.strip().lower() in ("y", "yes"):
             return True
-        self.note("not approved")
+        if self._in.isatty():
+            self.note("not approved")
+        else:  # a script said a, then not y: say what it must send
+            self.note("not approved: a high-risk approval needs y on the line after a (printf 'a\\ny\\n' | ...)")
         return False
 
     async def _read_reason(self) -> str | None:

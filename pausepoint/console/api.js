@@ -1,6 +1,10 @@
 // @ts-check
 // The REST API of the server that serves this console: JSON calls, streamed turns and the feed.
 // Streams are read with fetch + ReadableStream (EventSource cannot send an Authorization header).
+//
+// A server that cannot be reached is an ApiError with status 0 ("unreachable"; "connection_lost"
+// when a turn's stream broke off); a refused token (401) calls `onSignedOut` before it is thrown.
+// `explain` says any of them in a person's words.
 
 export class ApiError extends Error {
   /** @param {number} status @param {string} code @param {string} message @param {any} [details] */
@@ -17,6 +21,27 @@ export class ApiError extends Error {
 function apiBase(pathname = location.pathname) {
   const at = pathname.lastIndexOf("/console/");
   return at >= 0 ? pathname.slice(0, at) : "";
+}
+
+/** Whether the server could not be reached (nothing it said, no status). @param {unknown} error */
+export function unreachable(error) {
+  return error instanceof ApiError && error.status === 0;
+}
+
+/**
+ * An error as the person reads it: what happened, never a developer's hint.
+ * @param {unknown} error
+ */
+export function explain(error) {
+  if (error instanceof ApiError) {
+    if (error.status === 0) return "The console cannot reach the server.";
+    if (error.status === 401) return "Your sign-in is no longer accepted (the token was revoked or has expired).";
+    if (error.code === "already_resolved") return "Someone answered this already.";
+    if (error.code === "interrupt_expired") return "It expired before the answer arrived.";
+    if (error.status >= 500) return `The server could not do this (${error.status}): ${error.message}`;
+    return error.message.charAt(0).toUpperCase() + error.message.slice(1);
+  }
+  return error instanceof Error ? `Something went wrong in the console: ${error.message}` : String(error);
 }
 
 export function newKey() {
@@ -91,6 +116,34 @@ export class Api {
   constructor(token, base = apiBase()) {
     this.token = token;
     this.base = base;
+    /** @type {() => void} called when the server refuses the token (401) */
+    this.onSignedOut = () => {};
+  }
+
+  /**
+   * fetch, with a server that cannot be reached as ApiError(0) and a refused token reported.
+   * @param {string} path @param {RequestInit} init
+   */
+  async fetch(path, init) {
+    let reply;
+    try {
+      reply = await fetch(this.base + path, init);
+    } catch (error) {
+      if (error instanceof DOMException && error.name === "AbortError") throw error;
+      throw new ApiError(0, "unreachable", "The console cannot reach the server.");
+    }
+    if (reply.status === 401) this.onSignedOut();
+    return reply;
+  }
+
+  /** Whether the server answers at all (its health check: no token needed). */
+  async reachable() {
+    try {
+      const reply = await fetch(this.base + "/healthz", { cache: "no-store" });
+      return reply.status < 500;
+    } catch {
+      return false;
+    }
   }
 
   /** @param {Record<string, string>} [extra] @returns {Record<string, string>} */
@@ -100,16 +153,17 @@ export class Api {
 
   /** @param {string} path */
   async get(path) {
-    const reply = await fetch(this.base + path, { headers: this.headers({ Accept: "application/json" }) });
+    const reply = await this.fetch(path, { headers: this.headers({ Accept: "application/json" }) });
     if (!reply.ok) throw await errorFrom(reply);
     return reply.json();
   }
 
-  // A plain JSON POST (cancel, validate): the reply's JSON, or an ApiError.
-  /** @param {string} path @param {any} body @param {{signal?: AbortSignal}} [options] */
-  async post(path, body, { signal } = {}) {
+  // A plain JSON POST (cancel, validate, an answer from a link's page): the reply's JSON, or an ApiError.
+  /** @param {string} path @param {any} body @param {{signal?: AbortSignal, idempotencyKey?: string}} [options] */
+  async post(path, body, { signal, idempotencyKey } = {}) {
     const headers = this.headers({ "Content-Type": "application/json", Accept: "application/json" });
-    const reply = await fetch(this.base + path, { method: "POST", headers, body: JSON.stringify(body), signal });
+    if (idempotencyKey) headers["Idempotency-Key"] = idempotencyKey;
+    const reply = await this.fetch(path, { method: "POST", headers, body: JSON.stringify(body), signal });
     if (!reply.ok) throw await errorFrom(reply);
     return reply.json();
   }
@@ -123,19 +177,25 @@ export class Api {
   async turn(path, body, onChunk, { idempotencyKey } = {}) {
     const headers = this.headers({ "Content-Type": "application/json", Accept: "text/event-stream" });
     if (idempotencyKey) headers["Idempotency-Key"] = idempotencyKey;
-    const reply = await fetch(this.base + path, { method: "POST", headers, body: JSON.stringify(body) });
+    const reply = await this.fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
     if (!reply.ok || !reply.body) throw await errorFrom(reply);
+    /** @type {any} the turn's AgentResponse (set by the stream's last event) */
     let response = null;
     /** @type {ApiError | null} */
     let failure = null;
-    await readEvents(reply.body, (name, data) => {
-      if (name === "chunk") onChunk(data);
-      else if (name === "response") response = data;
-      else if (name === "error") {
-        const e = data.error || {};
-        failure = new ApiError(500, e.code || "error", e.message || "the turn failed", e.details);
-      }
-    });
+    try {
+      await readEvents(reply.body, (name, data) => {
+        if (name === "chunk") onChunk(data);
+        else if (name === "response") response = data;
+        else if (name === "error") {
+          const e = data.error || {};
+          failure = new ApiError(500, e.code || "error", e.message || "the turn failed", e.details);
+        }
+      });
+    } catch (error) {
+      if (error instanceof SyntaxError) throw error;
+      throw new ApiError(0, "connection_lost", "The connection to the server broke off.");
+    }
     if (failure) throw failure;
     if (!response) throw new ApiError(0, "stream_ended", "the connection closed before the turn finished");
     return response;
@@ -158,10 +218,7 @@ export class Api {
           /** @type {Record<string, string>} */
           const extra = { Accept: "text/event-stream" };
           if (lastId !== null) extra["Last-Event-ID"] = lastId;
-          const reply = await fetch(this.base + "/v1/feed", {
-            headers: this.headers(extra),
-            signal: controller.signal,
-          });
+          const reply = await this.fetch("/v1/feed", { headers: this.headers(extra), signal: controller.signal });
           if (!reply.ok || !reply.body) throw await errorFrom(reply);
           onState("live");
           delay = 500;
@@ -176,7 +233,7 @@ export class Api {
         if (controller.signal.aborted) return;
         onState("reconnecting");
         await new Promise((resolve) => setTimeout(resolve, delay));
-        delay = Math.min(delay * 2, 10000);
+        delay = Math.min(delay * 2, 4000);
       }
     };
     run();

@@ -1,20 +1,29 @@
 // @ts-check
 // The console: sign in, pick an agent, chat, answer pauses, watch the inbox and the audit trail.
 //
-// The URL fragment names what is shown: #agent=<name>&session=<id>. A demo may add token=<token>;
-// it is moved to sessionStorage (this tab only) and removed from the address bar at once.
+// The URL fragment names what is shown: #agent=<name>&session=<id>, or #link=<token> for the one
+// card an approval link is about (link.js). A demo or a link may add token=<token>: it is moved
+// to sessionStorage (this tab only) and removed from the address bar at once; a token other than
+// the tab's takes its place (the person is told).
 //
 // Focus belongs to the person: the console never moves it to a card. Typing while nothing in
 // particular has focus goes to the composer; cards take shortcuts only once selected (cards.js).
+// Every card's state comes from the session's events (cardstate.js), read again after anything
+// happens to the session: this page's answer, the feed's news, a reload.
 
-import { Api, ApiError, newKey } from "./api.js";
+import { Api, ApiError, explain, newKey, unreachable } from "./api.js";
 import { InterruptCard } from "./cards.js";
+import { cardStates, settledBy } from "./cardstate.js";
 import { pauseKey } from "./decisions.js";
-import { TurnView, historyNodes, userMessage, waitingNote } from "./conversation.js";
+import { TurnView, historyNodes, markPolicyDecisions, userMessage, waitingNote } from "./conversation.js";
 import { h, shortId } from "./dom.js";
+import { Inbox } from "./inbox.js";
+import { showLink } from "./link.js";
 import { expiresText, renderAudit, renderSessions } from "./lists.js";
+import { Reach } from "./reach.js";
 
 const TOKEN_KEY = "pausepoint.token";
+const SWITCHED_KEY = "pausepoint.switchedFrom";
 const CONFIRM_KEY = "pausepoint.confirmAll";
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 
@@ -29,15 +38,18 @@ const state = {
   agent: null,
   /** @type {string | null} */
   sessionId: null,
-  /** @type {Map<string, InterruptCard>} ref -> the card of this session's pause */
+  /** @type {Map<string, InterruptCard>} pause key -> the card of this session's pause */
   cards: new Map(),
-  /** @type {Set<string>} refs this page saw answered by someone else (kept when the log is redrawn) */
-  elsewhere: new Set(),
-  /** @type {Map<string, any>} "agent/session" -> {agent, session, interrupts} */
-  inbox: new Map(),
-  /** @type {any[]} */
-  recent: [],
+  /** @type {Set<string>} idempotency keys of the answers this page sent */
+  sent: new Set(),
+  /** @type {Set<string>} pause keys this page showed open (an answer from elsewhere is news) */
+  seen: new Set(),
+  /** @type {{session: any, interrupts: any[]} | null} the session as last read */
+  detail: null,
+  /** @type {any[]} its audit trail as last read */
+  entries: [],
   busy: false,
+  signedOut: false,
   /** @type {{stop: () => void} | null} */
   feed: null,
   view: 0, // bumped whenever another session is shown: late replies for an old one are dropped
@@ -45,11 +57,23 @@ const state = {
   canAnswer: true,
 };
 
+const inbox = new Inbox({ list: $("inbox"), empty: $("inbox-empty"), count: $("inbox-count"), filters: $("inbox-filters") },
+  () => currentKey());
+const reach = new Reach($("offline"));
+
 // -- start ------------------------------------------------------------------------------------
 
 function route() {
   const params = new URLSearchParams(location.hash.slice(1));
-  return { token: params.get("token"), agent: params.get("agent"), session: params.get("session") };
+  return { token: params.get("token"), agent: params.get("agent"), session: params.get("session"), link: params.get("link") };
+}
+
+/** The fragment without its token. */
+function hashWithoutToken() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  params.delete("token");
+  const rest = params.toString();
+  return rest ? "#" + rest : location.pathname + location.search;
 }
 
 /** @param {string | null} agent @param {string | null} session @param {{replace?: boolean}} [options] */
@@ -63,10 +87,12 @@ function setRoute(agent, session, { replace = false } = {}) {
 }
 
 async function boot() {
-  const { token, agent, session } = route();
+  const { token } = route();
   if (token) {
+    const before = sessionStorage.getItem(TOKEN_KEY);
+    if (before && before !== token) sessionStorage.setItem(SWITCHED_KEY, "another sign-in");
     sessionStorage.setItem(TOKEN_KEY, token);
-    setRoute(agent, session, { replace: true });
+    history.replaceState(null, "", hashWithoutToken());
   }
   $("signin-form").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -74,13 +100,17 @@ async function boot() {
   });
   const saved = sessionStorage.getItem(TOKEN_KEY);
   if (saved) await signIn(saved);
+  else if (route().link) showSignIn("", "Sign in to answer this approval request. Opening its link decided nothing.");
   else showSignIn();
 }
 
-function showSignIn(message = "") {
+/** @param {string} [message] an error @param {string} [note] what signing in is for */
+function showSignIn(message = "", note = "") {
   $("app").hidden = true;
+  $("link-page").hidden = true;
   $("signin").hidden = false;
   $("signin-error").textContent = message;
+  if (note) $("signin-note").textContent = note;
   $("token-input").focus();
 }
 
@@ -93,22 +123,60 @@ async function signIn(token) {
     listing = await api.get("/v1/agents");
   } catch (error) {
     sessionStorage.removeItem(TOKEN_KEY);
-    const text = error instanceof ApiError && error.status === 401 ? "That token was not accepted."
-      : error instanceof Error ? error.message : String(error);
+    const text = error instanceof ApiError && error.status === 401 ? "That token was not accepted." : explain(error);
     return showSignIn(text);
   }
   sessionStorage.setItem(TOKEN_KEY, token);
+  api.onSignedOut = signedOut;
   state.api = api;
+  reach.api = api;
+  state.signedOut = false;
   state.principal = listing.principal || "";
   state.agents = listing.agents;
+  state.sessionId = null; // show the route again, as this identity sees it
   $("signin").hidden = true;
-  $("app").hidden = false;
+  $("signed-out").hidden = true;
   $("who").textContent = state.principal;
+  $("link-who").textContent = state.principal;
   $("agent-select").replaceChildren(...state.agents.map((name) => h("option", { value: name, text: name })));
+  for (const id of ["message", "send", "new-chat", "agent-select"]) /** @type {HTMLButtonElement} */ ($(id)).disabled = false;
   wireUp();
+  const switched = sessionStorage.getItem(SWITCHED_KEY);
+  if (switched) {
+    sessionStorage.removeItem(SWITCHED_KEY);
+    toast(`Signed in as ${state.principal}: the link you opened carried ${switched}.`);
+  }
+  if (route().link) {
+    await applyRoute();
+    return;
+  }
+  $("app").hidden = false;
+  if (state.feed) state.feed.stop();
   startFeed();
-  await refreshInbox();
+  inbox.start(api, state.principal, state.agents);
+  await inbox.refresh();
   await applyRoute();
+}
+
+/**
+ * The server refused the token (revoked, expired): nothing more can be decided or sent here.
+ * Every control goes off, the person is told, and signing in again brings them back here.
+ */
+function signedOut() {
+  if (state.signedOut) return;
+  state.signedOut = true;
+  sessionStorage.removeItem(TOKEN_KEY);
+  if (state.feed) state.feed.stop();
+  state.feed = null;
+  for (const card of state.cards.values()) card.freeze();
+  for (const id of ["message", "send", "new-chat", "agent-select", "cancel-open"]) /** @type {HTMLButtonElement} */ ($(id)).disabled = true;
+  closeCancel();
+  $("feed-state").dataset.state = "unauthorized";
+  $("feed-state").textContent = "signed out";
+  $("signed-out").hidden = false;
+  if (!$("link-page").hidden) {
+    $("link-message").textContent = "Your sign-in is no longer accepted: the token was revoked or has expired. Nothing was decided.";
+  }
 }
 
 function signOut() {
@@ -118,14 +186,37 @@ function signOut() {
   location.reload();
 }
 
+/**
+ * A link with a token opened in this tab: the token is the link's identity. Another than the
+ * tab's takes its place (after a reload, so nothing of the old identity stays); the same is
+ * just taken out of the address bar.
+ * @param {string} token
+ */
+function switchIdentity(token) {
+  history.replaceState(null, "", hashWithoutToken());
+  if (state.api && token === state.api.token && !state.signedOut) {
+    applyRoute();
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  if (state.principal) sessionStorage.setItem(SWITCHED_KEY, `another sign-in than ${state.principal}'s`);
+  location.reload();
+}
+
 let wired = false;
 function wireUp() {
   if (wired) return;
   wired = true;
-  window.addEventListener("hashchange", () => applyRoute());
+  window.addEventListener("hashchange", () => {
+    const { token } = route();
+    if (token) switchIdentity(token);
+    else applyRoute();
+  });
+  for (const link of document.querySelectorAll(".skip-link")) link.addEventListener("click", skip);
   $("agent-select").addEventListener("change", (e) => setRoute(/** @type {HTMLSelectElement} */ (e.target).value, null));
   $("new-chat").addEventListener("click", () => setRoute(state.agent, null));
   $("sign-out").addEventListener("click", signOut);
+  $("sign-in-again").addEventListener("click", () => showSignIn("", "Sign in again to go on where you were."));
   const confirmAll = /** @type {HTMLInputElement} */ ($("confirm-all"));
   confirmAll.checked = localStorage.getItem(CONFIRM_KEY) === "true";
   confirmAll.addEventListener("change", () => localStorage.setItem(CONFIRM_KEY, String(confirmAll.checked)));
@@ -150,6 +241,28 @@ function wireUp() {
   setInterval(tick, 1000);
 }
 
+/**
+ * The skip links move focus without touching the address bar (the session stays shown): to the
+ * conversation, or to what waits for the person — the first open card, else the inbox.
+ * @param {Event} e
+ */
+function skip(e) {
+  e.preventDefault();
+  const to = /** @type {HTMLElement} */ (e.currentTarget).dataset.skip;
+  if (to === "main") {
+    $("main").focus();
+    return;
+  }
+  const card = openCards()[0];
+  if (card) {
+    card.el.scrollIntoView({ block: "center" });
+    card.el.focus({ preventScroll: true });
+  } else {
+    const first = $("inbox").querySelector("a");
+    (first instanceof HTMLElement ? first : $("inbox")).focus();
+  }
+}
+
 /** @param {HTMLTextAreaElement} box */
 function autosize(box) {
   box.style.height = "auto";
@@ -166,7 +279,7 @@ function globalKeys(e) {
   if (e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
   if (target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target instanceof HTMLSelectElement) return;
   if (target instanceof Element && target.closest(".card, button, a, summary, details, form, [contenteditable]")) return;
-  if ($("composer").hidden) return;
+  if ($("composer").hidden || $("app").hidden || state.signedOut) return;
   if (e.key === "/") {
     e.preventDefault();
     $("message").focus();
@@ -203,7 +316,18 @@ function setPermissions(canSend, canAnswer, owner) {
 const narrow = () => matchMedia("(max-width: 760px)").matches;
 
 async function applyRoute() {
-  const { agent, session } = route();
+  const { agent, session, link } = route();
+  if (link) {
+    $("app").hidden = true;
+    if (state.feed) state.feed.stop();
+    state.feed = null;
+    await showLink(state.api, link, state.principal, agentInfo);
+    return;
+  }
+  if ($("app").hidden && !$("link-page").hidden) {
+    location.reload(); // from a link's page back to the console: start it afresh
+    return;
+  }
   const name = agent && state.agents.includes(agent) ? agent : state.agents[0];
   if (!name) {
     $("conv-title").textContent = "No agents";
@@ -214,10 +338,12 @@ async function applyRoute() {
   state.view += 1;
   state.agent = name;
   state.sessionId = session || null;
+  state.detail = null;
+  state.entries = [];
   state.cards.clear();
-  state.elsewhere.clear();
   closeCancel();
   showNotice("");
+  $("app").dataset.session = session ? "true" : "false";
   /** @type {HTMLSelectElement} */ ($("agent-select")).value = name;
   /** @type {HTMLTextAreaElement} */ ($("message")).placeholder = `Message ${name}…`;
   $("log").replaceChildren();
@@ -238,10 +364,22 @@ async function applyRoute() {
   await refreshRecent();
   markCurrent();
   if (session && narrow()) {
-    // one column, the lists above: bring what the person came for into view
-    const first = [...state.cards.values()].find((c) => c.open);
-    (first ? first.el : $("main")).scrollIntoView({ block: "start" });
+    const first = openCards()[0]; // one column: bring what the person came for into view
+    if (first) first.el.scrollIntoView({ block: "start" });
   }
+}
+
+/**
+ * Who asked for a pause and when: the person the approval names, else the one whose message
+ * came last before it; the time it paused, else the time of that message.
+ * @param {any} item a pending interrupt or an audit entry @param {any[]} entries @param {string} [owner]
+ */
+function askerOf(item, entries, owner) {
+  const before = item.paused_at || item.at || null;
+  const messages = entries.filter((e) => e.decision === "message" && (!before || e.at <= before));
+  const message = messages[messages.length - 1];
+  const who = (item.approval && item.approval.requested_by) || (message && message.principal) || owner || null;
+  return { who, at: item.paused_at || (message ? message.at : null) };
 }
 
 /**
@@ -260,7 +398,8 @@ async function showSession(agent, sessionId) {
     ]);
   } catch (error) {
     if (view !== state.view) return;
-    $("log").replaceChildren(h("p", { class: "turn-error", role: "alert", text: error instanceof Error ? error.message : String(error) }));
+    if (unreachable(error)) reach.queue("session", () => showSession(agent, sessionId));
+    $("log").replaceChildren(h("p", { class: "turn-error", role: "alert", text: explain(error) }));
     return;
   }
   if (view !== state.view) return;
@@ -268,38 +407,85 @@ async function showSession(agent, sessionId) {
   const info = await agentInfo(agent);
   state.cards.clear();
   const placed = new Set();
+  const owner = detail.session.owner;
   // Each tool call's pauses, where the call is: the answered ones as the audit trail recorded
-  // them, then the one still open.
+  // them, then the one still open. (A call the policy decided never paused: it is in the audit
+  // trail and marked under the call, not a card.)
   const cardsFor = (/** @type {string} */ callRef) => {
     const cards = [];
-    // (a call the policy decided never paused: it is in the audit trail, not a card)
-    for (const entry of entries.filter((/** @type {any} */ e) => e.call_ref === callRef && answers(e) && e.via !== "policy")) {
-      const card = makeCard({ name: entry.name, ref: entry.ref, pause_id: entry.pause_id, input: entry.input,
-        metadata: null, view: entry.view, call_ref: entry.call_ref }, info);
-      card.markAnswered(entry, { elsewhere: state.elsewhere.has(pauseKey(entry)) });
+    const settled = new Set();
+    for (const entry of entries) {
+      if (entry.call_ref !== callRef || entry.via === "policy" || settled.has(pauseKey(entry))) continue;
+      if (!settledBy(entries, pauseKey(entry))) continue;
+      settled.add(pauseKey(entry));
+      const card = addCard({ name: entry.name, ref: entry.ref, pause_id: entry.pause_id, input: entry.input,
+        metadata: null, view: entry.view, call_ref: entry.call_ref }, info, askerOf(entry, entries, owner));
       cards.push(card.el);
     }
     for (const pause of detail.interrupts.filter((/** @type {any} */ p) => p.call_ref === callRef)) {
-      cards.push(addCard(pause, info).el);
+      cards.push(addCard(pause, info, askerOf(pause, entries, owner)).el);
       placed.add(pauseKey(pause));
     }
     return cards;
   };
-  const owner = detail.session.owner;
   $("log").replaceChildren(...historyNodes(messages, cardsFor, owner && owner !== state.principal ? owner : "You"));
   const rest = detail.interrupts.filter((/** @type {any} */ p) => !placed.has(pauseKey(p)));
-  if (rest.length) $("log").append(h("div", { class: "turn-cards" }, ...rest.map((/** @type {any} */ p) => addCard(p, info).el)));
-  renderAudit($("audit"), $("audit-empty"), entries);
-  updateOpen();
+  if (rest.length) {
+    $("log").append(h("div", { class: "turn-cards" }, ...rest.map((/** @type {any} */ p) => addCard(p, info, askerOf(p, entries, owner)).el)));
+  }
+  show(detail, entries);
   scrollToEnd(true);
 }
 
-async function refreshAudit() {
-  if (!state.sessionId || !state.agent) return [];
+/** Read the session again and show every card, note and list as its events say. */
+async function sync() {
+  const agent = state.agent;
+  const sessionId = state.sessionId;
+  if (!agent || !sessionId || state.signedOut) return;
   const view = state.view;
-  const { entries } = await state.api.get(sessionPath(state.agent, state.sessionId) + "/audit");
-  if (view === state.view) renderAudit($("audit"), $("audit-empty"), entries);
-  return entries;
+  let detail, entries;
+  try {
+    [detail, { entries }] = await Promise.all([
+      state.api.get(sessionPath(agent, sessionId)),
+      state.api.get(sessionPath(agent, sessionId) + "/audit"),
+    ]);
+  } catch (error) {
+    if (unreachable(error)) reach.queue("sync", sync);
+    return;
+  }
+  if (view !== state.view) return;
+  show(detail, entries);
+  inbox.refreshOne(agent, sessionId, true, detail);
+  await refreshRecent();
+  markCurrent();
+}
+
+/**
+ * Show what the session's events say: each card's state, the waiting notes that still wait, the
+ * calls a policy decided, the audit trail, what may be cancelled.
+ * @param {any} detail @param {any[]} entries
+ */
+function show(detail, entries) {
+  state.detail = detail;
+  state.entries = entries;
+  const states = cardStates([...state.cards.keys()], detail, entries, {
+    principal: state.principal,
+    now: Date.now(),
+    ours: (entry) => state.sent.has(entry.idempotency_key) || (entry.decision === "cancel" && entry.principal === state.principal),
+    seenOpen: (key) => state.seen.has(key),
+  });
+  for (const [key, card] of state.cards) {
+    card.apply(states.get(key));
+    if (card.open) state.seen.add(key);
+  }
+  const open = new Set(detail.interrupts.map((/** @type {any} */ p) => pauseKey(p)));
+  for (const note of $("log").querySelectorAll(".waiting-note")) {
+    const keys = (/** @type {HTMLElement} */ (note).dataset.keys || "").split(" ").filter(Boolean);
+    if (!keys.some((k) => open.has(k))) note.remove();
+  }
+  markPolicyDecisions($("log"), entries);
+  renderAudit($("audit"), $("audit-empty"), entries);
+  updateOpen();
 }
 
 // -- chatting -----------------------------------------------------------------------------------
@@ -317,7 +503,7 @@ function scrollToEnd(force = false) {
 /** @param {boolean} busy */
 function setBusy(busy) {
   state.busy = busy;
-  /** @type {HTMLButtonElement} */ ($("send")).disabled = busy;
+  /** @type {HTMLButtonElement} */ ($("send")).disabled = busy || state.signedOut;
   $("composer").setAttribute("aria-busy", busy ? "true" : "false");
 }
 
@@ -330,7 +516,7 @@ function updateOpen() {
   const open = openCards();
   $("cancel-open").hidden = !(open.length && state.canAnswer);
   if (!open.length) {
-    showNotice("");
+    if (!reach.waiting.has("composer")) showNotice("");
     closeCancel();
   }
 }
@@ -343,16 +529,26 @@ function showNotice(text, offerCancel = false) {
   notice.replaceChildren(text, offerCancel ? h("button", { type: "button", class: "link-button", onclick: openCancel, text: label }) : "");
 }
 
+/** A new session's id, chosen here: a message sent again after a lost connection names the same session. */
+function newSessionId() {
+  return newKey().replace(/-/g, "");
+}
+
 async function send() {
   const box = /** @type {HTMLTextAreaElement} */ ($("message"));
   const text = box.value.trim();
-  if (!text || state.busy || !state.agent) return;
+  if (!text || state.busy || !state.agent || state.signedOut) return;
   const open = openCards();
   if (open.length) {
     const what = open.length === 1 ? "A pause is" : `${open.length} pauses are`;
     showNotice(`${what} waiting for an answer: the agent goes on once it has one. `, state.canAnswer);
     return;
   }
+  if (reach.offline) {
+    keepUntilBack(text);
+    return;
+  }
+  reach.drop("composer");
   showNotice("");
   box.value = "";
   autosize(box);
@@ -360,22 +556,62 @@ async function send() {
   const empty = log.querySelector(".log-empty");
   if (empty) empty.remove();
   log.append(userMessage(text));
-  const path = state.sessionId
-    ? sessionPath(state.agent, state.sessionId) + "/messages"
-    : `/v1/agents/${encodeURIComponent(state.agent)}/sessions`;
+  const sessionId = state.sessionId || newSessionId();
+  const written = state.entries.filter((e) => e.decision === "message").length;
   try {
-    await runTurn(path, { message: text }, null, { restoreText: text });
+    await runTurn(sessionPath(state.agent, sessionId) + "/messages", { message: text }, null, { restoreText: text, sessionId });
+  } catch (error) {
+    if (unreachable(error)) keepUntilBack(text, { sessionId, written });
+  }
+}
+
+/**
+ * A message that could not be sent: it stays in the composer, and is sent once the server is
+ * back — unless the person changed it meanwhile, or it turns out it did arrive.
+ * @param {string} text @param {{sessionId: string, written: number}} [sent] where it went, if it went out
+ */
+function keepUntilBack(text, sent) {
+  const box = /** @type {HTMLTextAreaElement} */ ($("message"));
+  if (!box.value) box.value = text;
+  showNotice("The console cannot reach the server: your message is kept here, and sent once it is back.");
+  reach.queue("composer", async () => {
+    if (box.value.trim() !== text) return showNotice("");
+    if (sent && await arrived(sent.sessionId, sent.written, text)) {
+      box.value = "";
+      showNotice("");
+      if (!state.sessionId) setRoute(state.agent, sent.sessionId);
+      else await showSession(/** @type {string} */ (state.agent), sent.sessionId);
+      return;
+    }
+    await send();
+  });
+}
+
+/**
+ * Whether a message whose reply broke off reached the session after all.
+ * @param {string} sessionId @param {number} written messages in the session before it @param {string} text
+ */
+async function arrived(sessionId, written, text) {
+  try {
+    const { entries } = await state.api.get(sessionPath(/** @type {string} */ (state.agent), sessionId) + "/audit");
+    const messages = entries.filter((/** @type {any} */ e) => e.decision === "message");
+    const last = messages[messages.length - 1];
+    const said = last && last.message ? last.message.parts.map((/** @type {any} */ p) => p.text || "").join("") : "";
+    return messages.length > written && said === text;
   } catch {
-    /* shown in the log or as a toast */
+    return false; // no such session yet: it did not arrive
   }
 }
 
 /**
  * Runs a turn (a send or an answer), streaming it into the log. Returns the response, or throws
- * the ApiError of a refusal (after putting the log back as it was).
- * @param {string} path @param {any} body @param {string | null} key @param {{restoreText?: string, answered?: boolean}} [options]
+ * the ApiError of a refusal or of a server that cannot be reached (after putting the log back as
+ * it was when nothing arrived).
+ * @param {string} path @param {any} body @param {string | null} key
+ * @param {{restoreText?: string, answered?: string, sessionId?: string}} [options] answered: the key of
+ *   the pause answered (its card says what became of it)
  */
-async function runTurn(path, body, key, { restoreText, answered = false } = {}) {
+async function runTurn(path, body, key, { restoreText, answered, sessionId } = {}) {
   const view = state.view;
   const agent = /** @type {string} */ (state.agent);
   setBusy(true);
@@ -383,7 +619,6 @@ async function runTurn(path, body, key, { restoreText, answered = false } = {}) 
   scrollToEnd(true);
   /** @type {any[]} */
   const pending = [];
-  /** @type {any} */
   let response;
   try {
     response = await state.api.turn(path, body, (chunk) => {
@@ -394,28 +629,28 @@ async function runTurn(path, body, key, { restoreText, answered = false } = {}) 
     }, { idempotencyKey: key });
   } catch (error) {
     setBusy(false);
-    const message = error instanceof Error ? error.message : String(error);
-    if (error instanceof ApiError && error.status >= 400 && error.status < 500 && !turn.text) {
-      turn.el.remove(); // refused before anything happened
+    const refused = error instanceof ApiError && (unreachable(error) || (error.status >= 400 && error.status < 500));
+    if (refused && !turn.text && !turn.activityList.childElementCount) {
+      turn.el.remove(); // nothing happened (or nothing arrived): put the log back as it was
       if (restoreText !== undefined) {
         $("log").lastElementChild?.remove();
         const box = /** @type {HTMLTextAreaElement} */ ($("message"));
         if (!box.value) box.value = restoreText;
-        toast(message);
+        if (!unreachable(error) && !state.signedOut) toast(explain(error));
       }
       throw error;
     }
-    turn.finish(null, message);
+    turn.finish(null, explain(error));
     throw error;
   } finally {
     setBusy(false);
   }
   if (view !== state.view) return response;
-  const isNew = !state.sessionId;
-  state.sessionId = response.session_id;
-  if (isNew) {
-    setRoute(agent, response.session_id, { replace: true });
-    $("conv-title").textContent = `Session ${shortId(response.session_id)}`;
+  if (!state.sessionId) {
+    state.sessionId = response.session_id || sessionId;
+    setRoute(agent, state.sessionId, { replace: true });
+    $("app").dataset.session = "true";
+    $("conv-title").textContent = `Session ${shortId(/** @type {string} */ (state.sessionId))}`;
   }
   turn.finish(response);
   const info = await agentInfo(agent);
@@ -423,12 +658,13 @@ async function runTurn(path, body, key, { restoreText, answered = false } = {}) 
   const added = [];
   for (const pause of open) {
     if (!state.cards.has(pauseKey(pause))) {
-      turn.addCard(addCard(pause, info));
+      turn.addCard(addCard(pause, info, askerOf(pause, state.entries, state.principal)));
       added.push(pause);
     }
   }
-  if (answered && response.finish_reason === "interrupted" && !turn.text && !added.length && response.interrupts.length) {
-    turn.note(waitingNote(response.interrupts, showCard));
+  const others = response.interrupts.filter((/** @type {any} */ p) => pauseKey(p) !== answered);
+  if (answered && response.finish_reason === "interrupted" && !turn.text && !added.length && others.length) {
+    turn.note(waitingNote(others, showCard));
   }
   if (added.length) announce(`The agent is waiting for your answer: ${added.map((p) => p.view ? p.view.title : p.name).join("; ")}`);
   updateOpen();
@@ -436,25 +672,8 @@ async function runTurn(path, body, key, { restoreText, answered = false } = {}) 
   if (!document.activeElement || document.activeElement === document.body) {
     if (state.canSend && !narrow()) $("message").focus(); // focus was nowhere: give it back to the composer
   }
-  await Promise.all([refreshAudit(), refreshSession(agent, response.session_id), refreshRecent()]);
-  markCurrent();
+  if (!answered) await sync(); // (an answer's card reads the session once its own state is cleared)
   return response;
-}
-
-/**
- * Whether an audit entry answered a pause (or decided a call): not a grant given or revoked, an
- * escalation, or one approval of several counted while the pause stayed open.
- * @param {any} e
- */
-function answers(e) {
-  if (e.decision === "grant" || e.decision === "revoke" || e.decision === "escalate") return false;
-  return !(e.decision === "approve" && e.via !== "policy" && e.required > 1 && e.approvals < e.required);
-}
-
-/** The audit entry that answered a card's pause. @param {any[]} entries @param {InterruptCard} card */
-function entryOf(entries, card) {
-  // the last answer: a quorum's resolving approval, not a grant given with it
-  return [...entries].reverse().find((e) => pauseKey(e) === pauseKey(card.pause) && answers(e));
 }
 
 /** Scroll to a card and select it (the person asked for it). @param {string} key */
@@ -465,70 +684,78 @@ function showCard(key) {
   card.el.focus({ preventScroll: true });
 }
 
-/** @param {any} pause @param {any} info */
-function makeCard(pause, info) {
+/** @param {any} pause @param {any} info @param {{who: string | null, at: string | null}} asker */
+function addCard(pause, info, asker) {
   const tool = info.tools.find((/** @type {any} */ t) => t.name === pause.name) || null;
-  return new InterruptCard(pause, tool, {
-    approve: (c, body) => answer(c, "approve", body),
-    respond: (c, output) => answer(c, "respond", { output }),
-    deny: (c, reason) => answer(c, "deny", { reason }),
+  const card = new InterruptCard(pause, tool, {
+    answer: (c, action, body) => answer(c, action, body),
     validate: (toolName, kind, value) => state.api.post(
       `/v1/agents/${encodeURIComponent(info.name)}/tools/${encodeURIComponent(toolName)}/validate`, { [kind]: value }),
     expired: (c) => watchExpired(c),
     confirmAll: () => /** @type {HTMLInputElement} */ ($("confirm-all")).checked,
     canAnswer: state.canAnswer,
     principal: state.principal,
+    asker,
   });
-}
-
-/** @param {any} pause @param {any} info */
-function addCard(pause, info) {
-  const card = makeCard(pause, info);
-  state.cards.set(pauseKey(pause), card);
+  state.cards.set(pauseKey(pause), card); // (shown open, it is "seen": show() notes it)
   return card;
 }
 
 /**
+ * An answer from a card, sent with an idempotency key of its own (a retry can never decide twice).
  * @param {InterruptCard} card @param {"approve" | "respond" | "deny"} action @param {any} body
  */
 async function answer(card, action, body) {
   if (state.busy) throw new Error("Wait for the agent to finish this turn.");
   if (!state.agent || !state.sessionId) throw new Error("No session.");
-  const path = `${sessionPath(state.agent, state.sessionId)}/interrupts/${encodeURIComponent(card.pause.ref)}/${action}`;
+  const key = newKey();
+  state.sent.add(key);
+  await deliver(card, action, body, key);
+}
+
+/** @param {InterruptCard} card @param {"approve" | "respond" | "deny"} action @param {any} body @param {string} key */
+async function deliver(card, action, body, key) {
+  const path = `${sessionPath(/** @type {string} */ (state.agent), /** @type {string} */ (state.sessionId))}/interrupts/${encodeURIComponent(card.pause.ref)}/${action}`;
   // The card's own pause: if the call paused again since, showing something else, the server
   // refuses this answer instead of applying it to what the person has not seen.
   const answered = card.pause.pause_id ? { ...body, pause_id: card.pause.pause_id } : body;
-  let response;
   try {
-    response = await runTurn(path, answered, newKey(), { answered: true });
+    await runTurn(path, answered, key, { answered: pauseKey(card.pause) });
   } catch (error) {
-    if (error instanceof ApiError && (error.code === "already_resolved" || error.code === "interrupt_expired")) {
-      const entries = await refreshAudit();
-      card.markAnswered(entryOf(entries, card), { elsewhere: true });
-      state.elsewhere.add(pauseKey(card.pause));
-      updateOpen();
+    if (unreachable(error)) {
+      const name = pauseKey(card.pause);
+      const what = { approve: "approval", respond: "answer", deny: "denial" }[action];
+      card.setBusy(false);
+      card.waitForServer(`The console cannot reach the server. Nothing is decided yet: your ${what} is sent once it is back.`,
+        () => reach.drop(name));
+      reach.queue(name, async () => {
+        card.setBusy(true, "Sending…");
+        await deliver(card, action, body, key);
+      });
       return;
     }
-    throw error;
+    card.setBusy(false);
+    if (error instanceof ApiError && error.status === 401) {
+      card.freeze();
+      card.setStatus("Nothing was decided: your sign-in is no longer accepted.", "error");
+      return;
+    }
+    if (error instanceof ApiError && (error.code === "already_resolved" || error.code === "interrupt_expired")) {
+      await sync();
+      return;
+    }
+    throw new Error(explain(error));
   }
-  const still = response && response.interrupts.find((/** @type {any} */ p) => pauseKey(p) === pauseKey(card.pause));
-  if (still) { // an approval a quorum counted: the pause waits for the others
-    const shown = still.view && still.view.approval;
-    card.stillOpen(still, shown ? `Your approval is counted: ${shown.progress}. ${shown.waiting_for}` : "");
-    updateOpen();
-    return;
-  }
-  const entries = await refreshAudit();
-  card.markAnswered(entryOf(entries, card));
-  card.el.focus({ preventScroll: true }); // its buttons are gone: keep the person where they were
-  updateOpen();
+  card.setBusy(false);
+  await sync();
+  if (!card.open) card.el.focus({ preventScroll: true }); // its buttons are gone: keep the person where they were
 }
 
 // -- cancelling the open pauses -------------------------------------------------------------------
 
 function openCancel() {
   const open = openCards();
-  if (!open.length || !state.canAnswer) return;
+  if (!open.length || !state.canAnswer || state.signedOut) return;
   $("cancel-title").textContent = open.length === 1
     ? `Cancel the open pause “${open[0].view.title}”?`
     : `Cancel the ${open.length} open pauses (${open.map((c) => `“${c.view.title}”`).join(", ")})?`;
@@ -553,18 +780,16 @@ async function cancelPending() {
   try {
     await state.api.post(`${sessionPath(state.agent, state.sessionId)}/cancel`, { reason });
   } catch (error) {
-    $("cancel-status").textContent = error instanceof Error ? error.message : String(error);
+    $("cancel-status").textContent = explain(error);
     for (const card of cancelling) card.setBusy(false, "");
     return;
   } finally {
     submit.disabled = false;
   }
   reasonBox.value = "";
-  const entries = await refreshAudit();
-  for (const card of cancelling) card.markAnswered(entryOf(entries, card));
+  for (const card of cancelling) card.setBusy(false);
   closeCancel();
-  updateOpen();
-  await refreshSession(state.agent, state.sessionId);
+  await sync();
   if (state.canSend) $("message").focus();
 }
 
@@ -579,11 +804,16 @@ async function catchUp() {
   const sessionId = state.sessionId;
   if (!agent || !sessionId) return;
   for (let i = 0; i < 60; i++) {
-    if (view !== state.view || state.busy) return; // another session, or our own turn will show it
-    const detail = await state.api.get(sessionPath(agent, sessionId));
+    if (view !== state.view || state.busy || state.signedOut) return; // another session, or our own turn will show it
+    let detail;
+    try {
+      detail = await state.api.get(sessionPath(agent, sessionId));
+    } catch {
+      return;
+    }
     if (view !== state.view || state.busy) return;
     if (detail.last_response && detail.last_response.version === detail.session.version) {
-      if ([...state.cards.values()].some((c) => c.panel || c.answering)) return;
+      if ([...state.cards.values()].some((c) => c.panel || c.answering)) return sync();
       await showSession(agent, sessionId);
       await refreshRecent();
       markCurrent();
@@ -612,13 +842,9 @@ function watchExpired(card) {
   const view = state.view;
   let tries = 0;
   const look = async () => {
-    if (view !== state.view || card.el.dataset.state !== "expiring" || tries++ > 40) return;
-    const entries = await refreshAudit();
-    const entry = entryOf(entries, card);
-    if (entry && card.el.dataset.state === "expiring") {
-      card.markAnswered(entry);
-      updateOpen();
-      if (state.agent && state.sessionId) await refreshSession(state.agent, state.sessionId);
+    if (view !== state.view || tries++ > 40) return;
+    if (card.el.dataset.state === "expiring") await sync();
+    if (card.el.dataset.state !== "expiring") {
       await catchUp();
       return;
     }
@@ -628,51 +854,19 @@ function watchExpired(card) {
   setTimeout(look, 1000);
 }
 
-// -- inbox, recent sessions, the feed ---------------------------------------------------------
-
-async function refreshInbox() {
-  const found = await Promise.all(state.agents.map(async (agent) => {
-    const { sessions } = await state.api.get(`/v1/agents/${encodeURIComponent(agent)}/sessions?pending=true&limit=50`);
-    return sessions.map((/** @type {any} */ session) => ({ agent, session }));
-  }));
-  state.inbox.clear();
-  await Promise.all(found.flat().map((item) => refreshSession(item.agent, item.session.session_id, false)));
-  renderInbox();
-}
-
-/**
- * Re-reads one session for the inbox.
- * @param {string} agent @param {string} sessionId @param {boolean} [render]
- */
-async function refreshSession(agent, sessionId, render = true) {
-  const key = `${agent}/${sessionId}`;
-  let detail;
-  try {
-    detail = await state.api.get(sessionPath(agent, sessionId));
-  } catch {
-    state.inbox.delete(key);
-    if (render) renderInbox();
-    return;
-  }
-  if (detail.session.pending > 0) state.inbox.set(key, { agent, session: detail.session, interrupts: detail.interrupts });
-  else state.inbox.delete(key);
-  if (render) renderInbox();
-}
-
-function renderInbox() {
-  const items = [...state.inbox.values()].sort((a, b) => b.session.updated_at.localeCompare(a.session.updated_at));
-  renderSessions($("inbox"), $("inbox-empty"), items, currentKey(), { showPauses: true });
-  $("inbox-count").textContent = String(items.length);
-  $("inbox-count").dataset.zero = items.length ? "false" : "true";
-  document.title = items.length ? `(${items.length}) pausepoint console` : "pausepoint console";
-}
+// -- recent sessions, the feed -------------------------------------------------------------------
 
 async function refreshRecent() {
-  if (!state.agent) return;
+  if (!state.agent || state.signedOut) return;
   const agent = state.agent;
-  const { sessions } = await state.api.get(`/v1/agents/${encodeURIComponent(agent)}/sessions?limit=15`);
-  state.recent = sessions.map((/** @type {any} */ session) => ({ agent, session }));
-  renderSessions($("recent"), $("recent-empty"), state.recent, currentKey(), { showPauses: false });
+  let sessions;
+  try {
+    ({ sessions } = await state.api.get(`/v1/agents/${encodeURIComponent(agent)}/sessions?limit=15`));
+  } catch {
+    return;
+  }
+  const recent = sessions.map((/** @type {any} */ session) => ({ agent, session }));
+  renderSessions($("recent"), $("recent-empty"), recent, currentKey());
 }
 
 function currentKey() {
@@ -691,9 +885,18 @@ function markCurrent() {
 function startFeed() {
   /** @type {Record<string, string>} */
   const label = { live: "live", reconnecting: "reconnecting…", unauthorized: "signed out", connecting: "connecting…" };
+  let was = "connecting";
   state.feed = state.api.feed(onFeedEvent, (s) => {
     $("feed-state").dataset.state = s;
     $("feed-state").textContent = label[s] || s;
+    if (s === "live" && was === "reconnecting") {
+      reach.up(); // back: send what waited, and read what was missed
+      inbox.refresh();
+      sync();
+    } else if (s === "reconnecting" && was !== "reconnecting") {
+      state.api.reachable().then((up) => { if (!up) reach.down(); }); // say so only when the server is gone
+    }
+    was = s;
   });
 }
 
@@ -701,7 +904,7 @@ function startFeed() {
 async function onFeedEvent(name, data) {
   const isHere = () => data.agent === state.agent && data.session_id === state.sessionId;
   if (name === "pause") {
-    await refreshSession(data.agent, data.session_id);
+    await inbox.refreshOne(data.agent, data.session_id);
     const title = data.interrupt.view ? data.interrupt.view.title : data.interrupt.name;
     if (!isHere() && !state.busy) {
       toast(`New pause: ${title} (${data.agent})`);
@@ -712,31 +915,19 @@ async function onFeedEvent(name, data) {
       announce(`The agent is waiting for your answer: ${title}`);
       await catchUp();
     }
-  } else if (name === "approval") { // one approval of several counted: the pause stays open, its progress moves on
-    await refreshSession(data.agent, data.session_id);
-    if (isHere()) {
-      const card = state.cards.get(pauseKey(data.entry));
-      if (card && card.open && !card.answering) {
-        const open = await state.api.get(`${sessionPath(data.agent, data.session_id)}/interrupts`);
-        const still = open.interrupts.find((/** @type {any} */ p) => pauseKey(p) === pauseKey(card.pause));
-        if (still) card.stillOpen(still, "");
-      }
-      await refreshAudit();
+  } else if (name === "approval" || name === "answer") {
+    if (!isHere()) {
+      await inbox.refreshOne(data.agent, data.session_id);
+      return;
     }
-  } else if (name === "answer") {
-    await refreshSession(data.agent, data.session_id);
-    if (isHere()) {
-      const card = state.cards.get(pauseKey(data.entry));
-      if (card && !card.answering && (card.open || card.el.dataset.state === "expiring")) {
-        card.markAnswered(data.entry, { elsewhere: data.entry.decision !== "expire" });
-        if (data.entry.decision !== "expire") state.elsewhere.add(pauseKey(data.entry));
-        updateOpen();
-        await refreshAudit();
-        await catchUp(); // what the agent did next
-      } else {
-        await refreshAudit();
-      }
-    }
+    if (state.busy) return; // our own turn: it reads the session once it ends
+    const card = state.cards.get(pauseKey(data.entry));
+    const ours = state.sent.has(data.entry.idempotency_key); // this page's answer: its turn showed what followed
+    const wasOpen = !ours && !!(card && (card.open || card.el.dataset.state === "expiring") && !card.answering);
+    await sync();
+    if (name === "answer" && wasOpen && card && !card.open) await catchUp(); // what the agent did next
+  } else if (name === "turn_end" && isHere() && !state.busy) {
+    await sync();
   }
 }
 
@@ -753,7 +944,7 @@ function toast(text) {
   el.textContent = text;
   el.dataset.show = "true";
   clearTimeout(toastTimer);
-  toastTimer = setTimeout(() => { el.dataset.show = "false"; }, 5000);
+  toastTimer = setTimeout(() => { el.dataset.show = "false"; }, 6000);
 }
 
 boot();

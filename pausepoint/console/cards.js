@@ -1,31 +1,36 @@
 // @ts-check
 // An interrupt card: a paused call as the person deciding on it reads it (the server's view:
-// title, summary, the fields that matter, risk, expiry), what each answer will do, and the
-// answers themselves — approve, respond with a value, edit the input, deny.
+// title, summary, the fields that matter, risk, expiry; who asked), what each answer will do in
+// the card's own words (effects.js), and the answers themselves — approve, approve for the
+// session, respond with a value (only where a plain yes cannot answer), edit the input, deny —
+// each with an optional comment kept in the audit trail.
+//
+// A card shows the state cardstate.js works out from the session's events (`apply`); it never
+// settles itself from what it guesses.
 //
 // Safety rules (a decision never comes from a stray keystroke):
 // - the console never moves focus to a card; single-key shortcuts act only on the card that has
 //   focus, i.e. one the person clicked or tabbed to, and they only open a step, never decide;
-// - a decision from a shortcut, on a high-risk pause, or with "confirm every decision" on,
-//   goes through a confirmation step; any other key there closes it with nothing decided;
+// - a decision from a shortcut, on a high-risk pause, or with "confirm every decision" on, goes
+//   through a confirmation step (confirm.js) that opens on "Back"; on a high-risk pause its yes
+//   is held down; any other key there closes it with nothing decided;
 // - Enter never submits a card's form (it is a newline, or nothing): click, or Ctrl+Enter.
 
-import { decisionLabel, decisionSentence, decisionTone, editedFields } from "./decisions.js";
+import { CONFIRM_KEYS, Confirmation } from "./confirm.js";
+import { decisionComment, decisionLabel, decisionSentence, decisionTone, editedFields } from "./decisions.js";
+import { effectsOf, fieldText } from "./effects.js";
 import { SchemaForm } from "./forms.js";
 import { countdown, h, jsonView, localTime, plainText } from "./dom.js";
-
-/** Keys that may be pressed in a confirmation step without closing it. */
-const CONFIRM_KEYS = new Set(["Enter", "Tab", "Shift", "Escape"]);
 
 let counter = 0;
 
 /**
- * @typedef {{approve: (card: InterruptCard, body: any) => Promise<void>,
- *   respond: (card: InterruptCard, output: any) => Promise<void>,
- *   deny: (card: InterruptCard, reason: string) => Promise<void>,
+ * @typedef {{answer: (card: InterruptCard, action: "approve" | "respond" | "deny", body: any) => Promise<void>,
  *   validate: (tool: string, kind: "input" | "output", value: any) => Promise<{valid: boolean, errors: any[]}>,
  *   expired: (card: InterruptCard) => void,
- *   confirmAll: () => boolean, canAnswer: boolean, principal?: string}} CardContext
+ *   confirmAll: () => boolean, canAnswer: boolean, principal?: string,
+ *   asker: {who: string | null, at: string | null}}} CardContext
+ * @typedef {import("./cardstate.js").CardState} CardState
  */
 
 export class InterruptCard {
@@ -48,64 +53,23 @@ export class InterruptCard {
     this.validateTimer = undefined;
     const id = this.id;
     const view = this.view;
-    const name = pause.name;
-    const approval = tool ? tool.approval : null;
-    const canEdit = !!(tool && tool.allow_input_edits);
+    this.effects = effectsOf(pause, view, tool);
+    this.mayApprove = false;
+    /** @type {Record<string, boolean>} which single-key shortcuts this card takes now */
+    this.shortcuts = {};
 
-    // Under an approval policy: where the approval stands, and whether this person may give it
-    // (not the requester under separation of duties; not someone whose approval is counted).
-    const shown = view.approval || null;
-    this.mayApprove = !(shown && ctx.principal && shown.excluded.includes(ctx.principal));
-    this.canRespond = !shown || shown.decisions.includes("respond");
-    this.approvalBox = shown ? h("div", { class: "card-approval" }) : null;
-    this.renderApproval(shown);
-
-    this.badge = h("span", { class: "badge badge-wait", text: ctx.canAnswer ? "Waiting for you" : "Waiting for an answer" });
+    this.badge = h("span", { class: "badge badge-wait" });
     this.status = h("p", { class: "card-status", role: "status" });
     this.expiry = pause.expires_at ? h("p", { class: "card-expiry" }) : null;
-
-    // -- what each answer does ------------------------------------------------------------------
-    const selfPaused = tool && !tool.pauses_only;
-    const more = shown && shown.required > 1 ? shown.required - shown.approvals : 0;
-    /** @type {Record<string, string>} */
-    this.effects = {
-      approve: !approval ? ""
-        : more > 1 ? `Your approval is counted (${shown.approvals + 1} of ${shown.required}); ${name} runs, on the input above, once ${more - 1} more approve.`
-        : approval.kind === "restart" ? `${name} runs now, on the input above.`
-        : `The agent is told: ${plainText(approval.output)}.`,
-      grant: shown && shown.grantable ? `${name} runs now, on the input above; later calls of ${name} in this session run without asking, until the grant is revoked.` : "",
-      respond: selfPaused ? `${name} does not run: the agent gets your answer as its result.`
-        : "The agent gets your answer.",
-      edit: `${name} runs now, on the input as you edit it.`,
-      deny: selfPaused ? `${name} does not run: the agent is told it was denied, and why.`
-        : "The agent is told you said no, and why.",
-    };
-
-    // -- actions --------------------------------------------------------------------------------
-    this.approveBtn = approval && this.mayApprove
-      ? h("button", { type: "button", class: "btn btn-approve", onclick: () => this.approve() }, "Approve")
-      : null;
-    this.grantBtn = approval && this.mayApprove && shown && shown.grantable
-      ? h("button", { type: "button", class: "btn", onclick: () => this.approve({ grant: true }) }, "Approve for this session")
-      : null;
-    this.respondBtn = this.canRespond
-      ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…") : null;
-    this.editBtn = canEdit && this.mayApprove
-      ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null;
-    this.denyBtn = h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…");
-    this.actionsRow = h("div", { class: "card-actions" }, this.approveBtn, this.grantBtn, this.respondBtn, this.editBtn, this.denyBtn);
-
-    // -- the confirmation step ------------------------------------------------------------------
-    this.confirmTitle = h("p", { class: "confirm-title", id: `${id}-confirm-title` });
-    this.confirmText = h("p", { class: "confirm-text" });
-    this.confirmList = h("ul", { class: "confirm-list" });
-    this.confirmYes = h("button", { type: "button", class: "btn btn-approve", onclick: () => this.confirmed() });
-    this.confirmBox = h("div", { class: "card-confirm", role: "group", "aria-labelledby": `${id}-confirm-title`, hidden: true },
-      this.confirmTitle, this.confirmText, this.confirmList,
-      h("div", { class: "card-form-actions" }, this.confirmYes,
-        h("button", { type: "button", class: "btn btn-quiet", onclick: () => this.back("") }, "Back")));
-    /** @type {null | (() => Promise<void>)} */
-    this.pending = null;
+    this.approvalBox = h("div", { class: "card-approval", hidden: true });
+    this.effectLine = h("p", { class: "card-effect" });
+    this.comment = /** @type {HTMLInputElement} */ (h("input", { id: `${id}-comment`, type: "text", autocomplete: "off",
+      maxlength: "500", placeholder: "Why you decided as you did" }));
+    this.commentBox = h("div", { class: "card-comment" },
+      h("label", { for: `${id}-comment`, text: "Comment for the audit trail (optional)" }), this.comment);
+    this.actionsRow = h("div", { class: "card-actions" });
+    this.confirmation = new Confirmation(id, () => this.back(""));
+    this.keysHint = h("p", { class: "card-keys", "aria-hidden": "true" });
 
     // -- deny -----------------------------------------------------------------------------------
     this.reason = /** @type {HTMLTextAreaElement} */ (h("textarea", { id: `${id}-reason`, rows: "2",
@@ -116,47 +80,30 @@ export class InterruptCard {
 
     // -- respond with a value (a form from the output schema) -----------------------------------
     this.respondSchema = new SchemaForm(tool ? tool.output_schema : null, undefined, `${id}-out`, "Answer (JSON)");
-    this.respondSubmit = h("button", { type: "submit", class: "btn btn-primary" }, "Send answer");
     this.respondForm = this.form("respond", `Respond to “${view.title}”`, `Your answer to “${view.title}”`, null,
-      this.respondSchema.el,
-      h("p", { class: "form-effect", text: this.effects.respond }), this.respondSubmit);
+      this.respondSchema.el, h("p", { class: "form-effect", text: this.effects.respond }),
+      h("button", { type: "submit", class: "btn btn-primary" }, "Send answer"));
     this.watch(this.respondSchema, "output");
 
     // -- edit the input (a form from the input schema) ------------------------------------------
-    if (canEdit) {
-      this.editSchema = new SchemaForm(tool.input_schema, pause.input, `${id}-in`, "Input (JSON)");
-      this.editSubmit = h("button", { type: "submit", class: "btn btn-approve" }, "Approve with this input");
-      this.editForm = this.form("edit", `Edit “${view.title}”`, "Edit the input, then approve it", null, this.editSchema.el,
-        h("p", { class: "form-effect", text: this.effects.edit }), this.editSubmit);
-      this.watch(this.editSchema, "input");
-    } else {
-      this.editSchema = null;
-      this.editSubmit = null;
-      this.editForm = null;
-    }
+    this.editSchema = tool && tool.allow_input_edits ? new SchemaForm(tool.input_schema, pause.input, `${id}-in`, "Input (JSON)") : null;
+    this.editForm = this.editSchema
+      ? this.form("edit", `Edit “${view.title}”`, "Edit the input, then approve it", null, this.editSchema.el,
+        h("p", { class: "form-effect", text: this.effects.edit }),
+        h("button", { type: "submit", class: "btn btn-approve" }, "Approve with this input"))
+      : null;
+    if (this.editSchema) this.watch(this.editSchema, "input");
 
     // -- the card -------------------------------------------------------------------------------
     const fields = view.fields.length
       ? h("dl", { class: "card-fields" }, ...view.fields.map((/** @type {any} */ f) => h("div", { class: "card-field" },
-        h("dt", { title: f.description || null, text: f.label }), h("dd", { text: f.text }))))
+        h("dt", { title: f.description || null, text: f.label }), h("dd", { text: fieldText(f, view) }))))
       : null;
     const why = pause.metadata && typeof pause.metadata.reason === "string"
       ? h("p", { class: "card-why" }, h("strong", { text: "Why it paused: " }), pause.metadata.reason) : null;
-    this.effectLine = !this.mayApprove
-      ? h("p", { class: "card-effect" }, shown && shown.approved_by.includes(ctx.principal)
-        ? "Your approval is counted: the others decide now (you may still deny)."
-        : "You asked for this call: someone else approves it (you may still deny).")
-      : this.effects.approve
-        ? h("p", { class: "card-effect" }, h("strong", { text: "If you approve: " }), this.effects.approve)
-        : h("p", { class: "card-effect" }, "A plain yes cannot answer this: respond with a value, or deny.");
-    this.keysHint = h("p", { class: "card-keys", "aria-hidden": "true" },
-      "Selected · ", ...[this.approveBtn ? ["a", "approve"] : null, this.respondBtn ? ["r", "respond"] : null,
-        this.editBtn ? ["e", "edit"] : null, ["d", "deny"]]
-        .filter(Boolean).flatMap((pair) => [h("kbd", { text: /** @type {string[]} */ (pair)[0] }), ` ${/** @type {string[]} */ (pair)[1]} · `]),
-      h("kbd", { text: "Esc" }), " close");
     const details = h("details", { class: "card-details" },
       h("summary", { text: "Details: tool, ref, raw input" }),
-      h("p", { class: "card-tool" }, h("span", { class: "mono", text: name }),
+      h("p", { class: "card-tool" }, h("span", { class: "mono", text: pause.name }),
         tool && tool.description ? ` — ${tool.description}` : ""),
       h("p", { class: "card-ref" }, "ref ", h("span", { class: "mono", text: pause.ref })),
       jsonView(pause.input, "Input"),
@@ -166,23 +113,112 @@ export class InterruptCard {
 
     this.el = h("article", {
       class: "card", tabindex: "0", "aria-labelledby": `${id}-title`, "aria-describedby": `${id}-summary`,
-      dataset: { ref: pause.ref, state: "open", tool: name, risk: view.risk },
+      dataset: { ref: pause.ref, state: "open", tool: pause.name, risk: view.risk },
     },
       h("header", { class: "card-head" },
         h("div", { class: "card-badges" }, this.badge, risk),
         h("h3", { id: `${id}-title`, class: "card-title", text: view.title }),
-        view.summary ? h("p", { id: `${id}-summary`, class: "card-summary", text: view.summary }) : null),
-      fields, why, this.approvalBox, this.expiry,
-      ctx.canAnswer ? this.effectLine : h("p", { class: "card-effect", text: "You may see this pause, but not answer it." }),
-      ctx.canAnswer ? this.actionsRow : null,
-      this.confirmBox, this.denyForm, this.respondForm, this.editForm,
+        view.summary ? h("p", { id: `${id}-summary`, class: "card-summary", text: view.summary }) : null,
+        this.askerLine()),
+      fields, why, this.approvalBox, this.expiry, this.effectLine,
+      ctx.canAnswer ? this.commentBox : null, ctx.canAnswer ? this.actionsRow : null,
+      this.confirmation.el, this.denyForm, this.respondForm, this.editForm,
       this.status, ctx.canAnswer ? this.keysHint : null, details);
     this.el.addEventListener("keydown", (e) => this.onKey(e));
+    this.reopen(pause);
     this.tick(Date.now());
   }
 
+  /** "Asked by alice at 14:03:12" (or "by you (alice)"). */
+  askerLine() {
+    const { who, at } = this.ctx.asker;
+    if (!who) return null;
+    const name = who === this.ctx.principal ? `you (${who})` : who;
+    return h("p", { class: "card-asker", title: at ? new Date(at).toString() : null,
+      text: `Asked by ${name}${at ? ` at ${localTime(at)}` : ""}` });
+  }
+
   get open() {
-    return this.el.dataset.state === "open";
+    return this.el.dataset.state === "open" || this.el.dataset.state === "counted";
+  }
+
+  // -- what the card shows while the pause waits ---------------------------------------------------
+
+  /**
+   * Show the pause as the server now has it: its view, where its approval stands, who may do what.
+   * @param {any} pause
+   */
+  reopen(pause) {
+    this.pause = pause;
+    if (pause.view) this.view = pause.view;
+    const shown = this.view.approval || null;
+    const principal = this.ctx.principal || "";
+    const approval = this.tool ? this.tool.approval : null;
+    this.effects = effectsOf(pause, this.view, this.tool);
+    const counted = !!(shown && principal && shown.approved_by.includes(principal));
+    const excluded = !!(shown && principal && shown.excluded.includes(principal));
+    const outsider = !!(shown && principal && Array.isArray(shown.may_approve) && !shown.may_approve.includes(principal)
+      && !shown.approved_by.includes(principal));
+    this.mayApprove = !!approval && !excluded && !outsider;
+    this.el.dataset.state = counted ? "counted" : "open";
+    this.renderApproval(shown, false);
+    this.badge.className = "badge badge-wait";
+    this.badge.textContent = !this.ctx.canAnswer ? "Waiting for an answer"
+      : counted ? "Waiting for others"
+      : excluded || outsider ? `Waiting for ${shown && shown.roles && shown.roles.length ? shown.roles.join(" or ") : "someone else"}`
+      : "Waiting for you";
+    if (!this.ctx.canAnswer) this.effectLine.textContent = "You may see this pause, but not answer it.";
+    else if (counted) this.effectLine.textContent = "Your approval is counted: the others decide now (you may still deny).";
+    else if (excluded || outsider) {
+      this.effectLine.textContent = shown && shown.requested_by === principal
+        ? "You asked for this call: someone else approves it (you may still deny)."
+        : "Someone else approves this call (you may still deny).";
+    } else if (this.effects.approve) {
+      this.effectLine.replaceChildren(h("strong", { text: "If you approve: " }), this.effects.approve);
+    } else this.effectLine.textContent = this.effects.respond;
+    this.renderActions();
+  }
+
+  renderActions() {
+    const grantable = !!(this.view.approval && this.view.approval.grantable);
+    const canRespond = !(this.tool && this.tool.approval);  // a yes is Approve: one way to say it
+    const buttons = [
+      this.mayApprove ? h("button", { type: "button", class: "btn btn-approve", onclick: () => this.approve() }, "Approve") : null,
+      this.mayApprove && grantable
+        ? h("button", { type: "button", class: "btn", onclick: () => this.approve({ grant: true }) }, "Approve for this session") : null,
+      canRespond ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…") : null,
+      this.editForm && this.mayApprove
+        ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null,
+      h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…"),
+    ];
+    this.actionsRow.replaceChildren(...buttons.filter((b) => b !== null));
+    this.shortcuts = { a: this.mayApprove, r: canRespond, e: !!(this.editForm && this.mayApprove), d: true };
+    const keys = [["a", "approve"], ["r", "respond"], ["e", "edit"], ["d", "deny"]].filter(([key]) => this.shortcuts[key]);
+    this.keysHint.replaceChildren("Selected · ", ...keys.flatMap(([key, word]) => [h("kbd", { text: key }), ` ${word} · `]),
+      h("kbd", { text: "Esc" }), " close");
+  }
+
+  /**
+   * Where the approval stands: "1 of 2 approvals", who approved, who is still needed; settled,
+   * only a quorum's final count.
+   * @param {any} shown the view's `approval` (or null) @param {boolean} settled
+   */
+  renderApproval(shown, settled) {
+    const box = this.approvalBox;
+    if (!shown) {
+      box.hidden = true;
+      return;
+    }
+    const by = shown.approved_by.length ? ` · approved by ${shown.approved_by.join(", ")}` : "";
+    const quorum = shown.required > 1;
+    const notes = settled ? [] : [shown.escalated, this.effects.offerNote, this.effects.grantNote].filter(Boolean);
+    const progress = quorum || shown.approved_by.length ? [h("p", { class: "approval-progress" }, h("strong", { text: shown.progress }), by)] : [];
+    const waiting = !settled && (quorum || (shown.roles && shown.roles.length)) ? [h("p", { class: "approval-waiting", text: shown.waiting_for })] : [];
+    box.replaceChildren(...progress, ...waiting, ...notes.map((text) => h("p", { class: "approval-note", text })));
+    box.hidden = !box.childElementCount;
+    box.dataset.settled = settled ? "true" : "false";
+    box.dataset.approvals = String(shown.approvals);
+    box.dataset.required = String(shown.required);
   }
 
   /**
@@ -242,7 +278,7 @@ export class InterruptCard {
   /** @param {KeyboardEvent} e */
   onKey(e) {
     if (this.panel === "confirm" && !CONFIRM_KEYS.has(e.key)) {
-      // anything but Enter/Tab/Escape in a confirmation: nothing is decided
+      // anything but Enter/Space/Tab/Escape in a confirmation: nothing is decided
       e.preventDefault();
       e.stopPropagation();
       this.back("Not confirmed: nothing was decided.");
@@ -256,7 +292,7 @@ export class InterruptCard {
     if (e.target !== this.el || !this.open || !this.ctx.canAnswer || this.answering) return;
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     const action = { a: "approve", d: "deny", r: "respond", e: "edit" }[e.key];
-    if (!action || (action === "respond" && !this.respondBtn)) return;
+    if (!action || !this.shortcuts[e.key]) return;
     e.preventDefault();
     if (action === "approve") this.approve({ fromKey: true });
     else this.openPanel(/** @type {"deny"|"respond"|"edit"} */ (action));
@@ -267,7 +303,6 @@ export class InterruptCard {
   /** @param {"deny" | "respond" | "edit"} kind */
   openPanel(kind) {
     if (!this.open || this.answering || !this.ctx.canAnswer) return;
-    if ((kind === "edit" && !this.editBtn) || (kind === "respond" && !this.respondBtn)) return;
     this.show(kind);
     const target = kind === "deny" ? this.reason : kind === "respond" ? this.respondSchema.first() : this.editSchema && this.editSchema.first();
     if (target) target.focus();
@@ -277,7 +312,7 @@ export class InterruptCard {
   /** @param {null | "confirm" | "deny" | "respond" | "edit"} panel */
   show(panel) {
     this.panel = panel;
-    this.confirmBox.hidden = panel !== "confirm";
+    if (panel !== "confirm") this.confirmation.close();
     this.denyForm.hidden = panel !== "deny";
     this.respondForm.hidden = panel !== "respond";
     if (this.editForm) this.editForm.hidden = panel !== "edit";
@@ -287,7 +322,6 @@ export class InterruptCard {
 
   /** Close whatever step is open, back to the card. @param {string} note */
   back(note) {
-    this.pending = null;
     this.show(null);
     this.setStatus(note, note ? "note" : "");
     if (this.el.isConnected) this.el.focus({ preventScroll: true });
@@ -295,88 +329,46 @@ export class InterruptCard {
 
   // -- deciding -----------------------------------------------------------------------------------
 
+  /** What goes with every answer: the person's comment, kept in the audit trail. */
+  metadata() {
+    const comment = this.comment.value.trim();
+    return comment ? { metadata: { comment } } : {};
+  }
+
   /**
    * Approve: at once, or after the confirmation step when it must be confirmed.
    * @param {{fromKey?: boolean, grant?: boolean}} [how]
    */
   approve({ fromKey = false, grant = false } = {}) {
-    if (!this.open || this.answering || !this.approveBtn) return;
-    if (grant && this.grantBtn) {
+    if (!this.open || this.answering || !this.mayApprove) return;
+    if (grant) {
       // a grant always asks first: it approves more than the call in front of the person
-      this.decide(`Approve “${this.view.title}” and later calls for this session?`, this.effects.grant,
-        [this.view.approval.grant_note], "Yes, approve for this session", () => this.ctx.approve(this, { grant: {} }),
+      this.decide(`Approve “${this.view.title}” and later calls for this session?`, this.effects.grant, [],
+        "approve for this session", () => this.ctx.answer(this, "approve", { grant: {}, ...this.metadata() }),
         true, "Approving for this session");
       return;
     }
-    this.decide(`Approve “${this.view.title}”?`, this.effects.approve, [], "Yes, approve",
-      () => this.ctx.approve(this, {}), fromKey, "Approving");
+    this.decide(`Approve “${this.view.title}”?`, this.effects.approve, [], "approve",
+      () => this.ctx.answer(this, "approve", this.metadata()), fromKey, "Approving");
   }
 
   /**
-   * Where the approval stands: "1 of 2 approvals", who approved, who is still needed.
-   * @param {any} shown the view's `approval` (or null)
+   * Run `action` at once, or ask first: from a shortcut, on a high-risk pause (held), or with
+   * "confirm every decision" on.
+   * @param {string} title @param {string} effect @param {string[]} lines @param {string} verb
+   * @param {() => Promise<void>} action @param {boolean} ask @param {string} busy
    */
-  renderApproval(shown) {
-    if (!this.approvalBox || !shown) return;
-    const by = shown.approved_by.length ? ` · approved by ${shown.approved_by.join(", ")}` : "";
-    this.approvalBox.replaceChildren(
-      h("p", { class: "approval-progress" }, h("strong", { text: shown.progress }), by),
-      h("p", { class: "approval-waiting", text: shown.waiting_for }),
-      ...[shown.escalated, shown.offer, shown.grant_note].filter(Boolean).map((text) => h("p", { class: "approval-note", text })));
-    this.approvalBox.dataset.approvals = String(shown.approvals);
-    this.approvalBox.dataset.required = String(shown.required);
-  }
-
-  /**
-   * The pause is still open after this person's answer (a quorum counted their approval, or
-   * another approval arrived): show where it stands now; their own approval cannot be given twice.
-   * @param {any} pause the pending interrupt as the server now sends it
-   * @param {string} note
-   */
-  stillOpen(pause, note) {
-    this.pause = pause;
-    if (pause.view) this.view = pause.view;
-    const shown = this.view.approval || null;
-    this.renderApproval(shown);
-    if (this.answering) this.setBusy(false);
-    if (shown && this.ctx.principal && shown.excluded.includes(this.ctx.principal)) {
-      this.mayApprove = false;
-      this.badge.textContent = "Waiting for others";
-      for (const part of [this.approveBtn, this.grantBtn, this.editBtn]) if (part) part.remove();
-      this.approveBtn = this.grantBtn = this.editBtn = null;
-      this.effectLine.replaceChildren("Your approval is counted: the others decide now (you may still deny).");
-      for (const key of this.keysHint.querySelectorAll("kbd")) {
-        if (key.textContent === "a" || key.textContent === "e") { key.nextSibling?.remove(); key.remove(); }
-      }
-    }
-    if (note) this.setStatus(note, "note"); // (the feed's later word on the same approval keeps it)
-  }
-
-  /**
-   * @param {string} title @param {string} effect @param {string[]} lines @param {string} yes
-   * @param {() => Promise<void>} action @param {boolean} fromKey @param {string} busy
-   */
-  decide(title, effect, lines, yes, action, fromKey, busy) {
+  decide(title, effect, lines, verb, action, ask, busy) {
     const run = () => this.run(busy, action);
-    if (!(fromKey || this.view.risk === "high" || this.ctx.confirmAll())) {
+    const held = this.view.risk === "high";
+    if (!(ask || held || this.ctx.confirmAll())) {
       run();
       return;
     }
-    this.pending = run;
-    this.confirmTitle.textContent = title;
-    this.confirmText.textContent = effect;
-    this.confirmList.replaceChildren(...lines.map((text) => h("li", { text })));
-    this.confirmList.hidden = !lines.length;
-    this.confirmYes.textContent = yes;
     this.show("confirm");
     this.setStatus("", "");
-    this.confirmYes.focus();
-  }
-
-  confirmed() {
-    const pending = this.pending;
-    this.pending = null;
-    if (pending) pending();
+    this.confirmation.open({ title, text: effect, lines, held, action: run,
+      yes: held ? `Hold to ${verb}` : `Yes, ${verb}` });
   }
 
   /** @param {string} kind */
@@ -389,22 +381,22 @@ export class InterruptCard {
         this.reason.focus();
         return;
       }
-      await this.run("Denying", () => this.ctx.deny(this, reason));
+      this.decide(`Deny “${this.view.title}”?`, this.effects.deny, [`Reason: “${reason}”`], "deny",
+        () => this.ctx.answer(this, "deny", { reason, ...this.metadata() }), false, "Denying");
     } else if (kind === "respond") {
       const value = await this.check(this.respondSchema, "output");
       if (value === undefined) return this.focusError(this.respondSchema);
-      const lines = [plainText(value)];
-      this.decide(`Send this answer to “${this.view.title}”?`, this.effects.respond, lines, "Yes, send this answer",
-        () => this.ctx.respond(this, value), false, "Sending the answer");
+      this.decide(`Send this answer to “${this.view.title}”?`, this.effects.respond, [plainText(value)], "send this answer",
+        () => this.ctx.answer(this, "respond", { output: value, ...this.metadata() }), false, "Sending the answer");
     } else if (kind === "edit" && this.editSchema) {
       const value = await this.check(this.editSchema, "input");
       if (value === undefined) return this.focusError(this.editSchema);
       const changes = editedFields({ ref: "", name: "", decision: "restart", at: "", principal: null, via: "",
         input: this.pause.input, replace_input: value, view: this.view });
       const lines = changes.length ? changes.map((c) => `${c.label}: ${c.from} → ${c.to}`) : ["Nothing was changed."];
-      this.decide(`Approve “${this.view.title}” with the edited input?`, this.effects.edit, lines,
-        "Yes, approve the edited input", () => this.ctx.approve(this, { replace_input: value }), false,
-        "Approving the edited input");
+      this.decide(`Approve “${this.view.title}” with the edited input?`, this.effects.editedApprove(value), lines,
+        "approve the edited input", () => this.ctx.answer(this, "approve", { replace_input: value, ...this.metadata() }),
+        false, "Approving the edited input");
     }
   }
 
@@ -432,9 +424,29 @@ export class InterruptCard {
   /** @param {boolean} busy @param {string} [text] */
   setBusy(busy, text) {
     this.answering = busy;
-    for (const b of this.el.querySelectorAll("button")) /** @type {HTMLButtonElement} */ (b).disabled = busy;
+    for (const b of this.el.querySelectorAll("button, input, textarea, select")) {
+      /** @type {HTMLButtonElement} */ (b).disabled = busy;
+    }
     this.el.setAttribute("aria-busy", busy ? "true" : "false");
     if (text !== undefined) this.setStatus(text, "");
+  }
+
+  /** Nothing may be decided here any more (signed out): every control off. */
+  freeze() {
+    this.show(null);
+    for (const b of this.el.querySelectorAll("button, input, textarea, select")) {
+      /** @type {HTMLButtonElement} */ (b).disabled = true;
+    }
+  }
+
+  /**
+   * The answer waits for the server to be back: say so, and let the person take it back.
+   * @param {string} text @param {() => void} takeBack
+   */
+  waitForServer(text, takeBack) {
+    this.setStatus(text, "error");
+    this.status.append(" ", h("button", { type: "button", class: "link-button", text: "Don't send it",
+      onclick: () => { takeBack(); this.setStatus("Not sent: nothing was decided.", "note"); } }));
   }
 
   /** @param {string} text @param {string} kind */
@@ -447,63 +459,77 @@ export class InterruptCard {
 
   /** Redraw the expiry countdown; at zero the card stops taking answers. @param {number} now */
   tick(now) {
-    if (!this.expiry || !this.pause.expires_at) return;
+    if (!this.expiry || !this.pause.expires_at || !this.open) return;
     const at = localTime(this.pause.expires_at);
     const after = this.view.on_expiry ? ` ${this.view.on_expiry}` : "";
-    if (!this.open) {
-      this.expiry.remove();
-      return;
-    }
     const left = countdown(this.pause.expires_at, now);
     if (left) {
       this.expiry.replaceChildren(h("strong", { text: `Expires in ${left}` }), ` (at ${at}). If nobody answers by then:${after}`);
       this.expiry.dataset.urgent = new Date(this.pause.expires_at).getTime() - now < 60_000 ? "true" : "false";
       return;
     }
-    this.expiry.replaceChildren(h("strong", { text: `Expired at ${at}.` }), ` It can no longer be answered.${after}`);
-    this.expiry.dataset.urgent = "true";
-    this.el.dataset.state = "expiring";
-    this.badge.className = "badge badge-muted";
-    this.badge.textContent = "Expired";
-    this.show(null);
-    this.actionsRow.remove();
-    this.keysHint.remove();
-    this.effectLine.remove();
+    this.apply({ kind: "expiring", pause: this.pause, entry: null, approvers: [], required: 0, elsewhere: false });
     this.ctx.expired(this);
   }
 
-  // -- settled ----------------------------------------------------------------------------------
+  // -- the state the session's events give it ---------------------------------------------------------
 
-  /** @param {string} state @param {string} badgeText @param {string} tone @param {string} text */
-  settle(state, badgeText, tone, text) {
+  /** Show `state` (cardstate.js); a settled card never opens again. @param {CardState | undefined} state */
+  apply(state) {
+    if (!state) return;
+    const settled = !this.open && this.el.dataset.state !== "expiring";
+    if (state.kind === "open" || state.kind === "counted") {
+      if (settled || this.answering || this.el.dataset.state === "expiring") return;
+      const was = this.el.dataset.state;
+      this.reopen(state.pause);
+      if (state.kind === "counted" && was !== "counted" && this.view.approval) {
+        this.setStatus(`Your approval is counted: ${this.view.approval.progress}. ${this.view.approval.waiting_for}`, "note");
+      }
+      return;
+    }
+    if (state.kind === "expiring") {
+      if (settled) return;
+      this.el.dataset.state = "expiring";
+      this.badge.className = "badge badge-muted";
+      this.badge.textContent = "Expired";
+      if (this.expiry && this.pause.expires_at) {
+        const after = this.view.on_expiry ? ` ${this.view.on_expiry}` : "";
+        this.expiry.replaceChildren(h("strong", { text: `Expired at ${localTime(this.pause.expires_at)}.` }),
+          ` It can no longer be answered.${after}`);
+        this.expiry.dataset.urgent = "true";
+      }
+      for (const part of [this.actionsRow, this.keysHint, this.effectLine, this.commentBox]) part.remove();
+      this.show(null);
+      return;
+    }
+    this.settle(state);
+  }
+
+  /** @param {CardState} state */
+  settle(state) {
+    const entry = state.entry;
     this.answering = false;
-    this.el.dataset.state = state;
-    this.badge.className = `badge badge-${tone}`;
-    this.badge.textContent = badgeText;
-    for (const part of [this.actionsRow, this.confirmBox, this.denyForm, this.respondForm, this.editForm, this.keysHint,
-      this.effectLine, this.expiry]) {
+    this.show(null);
+    for (const part of [this.actionsRow, this.confirmation.el, this.denyForm, this.respondForm, this.editForm, this.keysHint,
+      this.effectLine, this.expiry, this.commentBox]) {
       if (part) part.remove();
     }
     this.el.setAttribute("aria-busy", "false");
-    this.setStatus(text, state);
-  }
-
-  /**
-   * Settle from its audit entry: answered here, elsewhere (another tab, person or process), or by expiry.
-   * @param {any} entry @param {{elsewhere?: boolean}} [how]
-   */
-  markAnswered(entry, { elsewhere = false } = {}) {
-    if (!entry) {
-      this.settle(elsewhere ? "elsewhere" : "answered", elsewhere ? "Already answered" : "Answered", "muted",
-        elsewhere ? "Already answered elsewhere." : "Answered.");
-      return;
-    }
+    if (state.required > 1) {
+      const progress = `${state.approvers.length} of ${state.required} approvals`;
+      this.renderApproval({ progress, approved_by: state.approvers, approvals: state.approvers.length,
+        required: state.required, roles: null }, true);
+    } else this.approvalBox.remove();
     const label = decisionLabel(entry);
-    const text = decisionSentence(entry);
     const edits = editedFields(entry).map((c) => `${c.label}: ${c.from} → ${c.to}`);
-    const full = edits.length ? `${text.replace(/\.$/, "")}. Changed: ${edits.join("; ")}.` : text;
-    if (entry.decision === "expire") this.settle("expired", label, "muted", full);
-    else if (elsewhere) this.settle("elsewhere", "Already answered", "muted", `Already answered elsewhere: ${full}`);
-    else this.settle("answered", label, decisionTone(entry), full);
+    let text = decisionSentence(entry);
+    if (edits.length) text = `${text.replace(/\.$/, "")}. Changed: ${edits.join("; ")}.`;
+    const comment = decisionComment(entry);
+    if (comment) text = `${text.replace(/\.$/, "")}. Comment: “${comment}”`;
+    const kind = state.elsewhere ? "elsewhere" : state.kind;
+    this.el.dataset.state = kind;
+    this.badge.className = `badge badge-${state.kind === "answered" && !state.elsewhere ? decisionTone(entry) : "muted"}`;
+    this.badge.textContent = state.elsewhere ? "Already answered" : label;
+    this.setStatus(state.elsewhere ? `Already answered elsewhere: ${text}` : text, kind);
   }
 }

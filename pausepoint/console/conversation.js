@@ -3,7 +3,7 @@
 // turns streaming in.
 
 import { pauseKey } from "./decisions.js";
-import { h, jsonView } from "./dom.js";
+import { h, jsonView, localTime } from "./dom.js";
 
 /** @param {string} text @param {string} [who] who wrote it, when not the viewer */
 export function userMessage(text, who = "You") {
@@ -23,12 +23,12 @@ function preview(value) {
 
 /**
  * One line for a tool call or its result, expandable to the full JSON.
- * @param {"call" | "result"} kind @param {string} name @param {any} value @param {boolean} [isError]
+ * @param {"call" | "result"} kind @param {string} name @param {any} value @param {boolean} [isError] @param {string} [ref]
  */
-function activity(kind, name, value, isError = false) {
+function activity(kind, name, value, isError = false, ref = "") {
   const arrow = kind === "call" ? "→" : isError ? "✕" : "←";
   const verb = kind === "call" ? "called" : isError ? "failed" : "returned";
-  return h("details", { class: `activity activity-${kind}${isError ? " activity-error" : ""}` },
+  return h("details", { class: `activity activity-${kind}${isError ? " activity-error" : ""}`, dataset: ref ? { ref } : null },
     h("summary", {},
       h("span", { class: "activity-arrow", "aria-hidden": "true", text: arrow }),
       h("span", { class: "mono activity-name", text: name }),
@@ -51,7 +51,7 @@ export function historyNodes(messages, cardsFor, writer = "You") {
       if (part.kind === "text" && part.text) {
         nodes.push(message.role === "user" ? userMessage(part.text, writer) : modelMessage(part.text));
       } else if (part.kind === "tool_request") {
-        nodes.push(activity("call", part.name, part.input));
+        nodes.push(activity("call", part.name, part.input, false, part.ref));
         const cards = cardsFor(part.ref);
         if (cards.length) nodes.push(h("div", { class: "turn-cards" }, ...cards));
       } else if (part.kind === "tool_response") {
@@ -68,7 +68,7 @@ export function historyNodes(messages, cardsFor, writer = "You") {
  */
 export function waitingNote(waiting, show) {
   const one = waiting.length === 1;
-  return h("div", { class: "waiting-note", role: "status" },
+  return h("div", { class: "waiting-note", role: "status", dataset: { keys: waiting.map((p) => pauseKey(p)).join(" ") } },
     h("strong", { text: "Recorded. " }),
     one ? "The agent goes on once the other pause is answered: " : `The agent goes on once the ${waiting.length} other pauses are answered: `,
     ...waiting.map((pause, i) => [i ? ", " : "",
@@ -109,7 +109,7 @@ export class TurnView {
         if (chunk.name) this.status.textContent = `Preparing ${chunk.name}…`;
         break;
       case "tool_request":
-        this.activityList.append(activity("call", chunk.name, chunk.input));
+        this.activityList.append(activity("call", chunk.name, chunk.input, false, chunk.ref));
         this.status.textContent = `Running ${chunk.name}…`;
         break;
       case "tool_progress":
@@ -149,5 +149,27 @@ export class TurnView {
     if (!this.text) this.bubble.remove();
     if (error) this.el.append(h("p", { class: "turn-error", role: "alert", text: error }));
     else if (response && response.error) this.el.append(h("p", { class: "turn-error", role: "alert", text: response.error }));
+  }
+}
+
+/**
+ * Under each call a policy decided, who decided it: a grant names the person who gave it ("Approved
+ * by alice's grant (given at 14:03:12)"), a rule its name. Calls already marked are left alone.
+ * @param {HTMLElement} log @param {any[]} entries the session's audit trail
+ */
+export function markPolicyDecisions(log, entries) {
+  for (const call of log.querySelectorAll(".activity-call[data-ref]")) {
+    const ref = /** @type {HTMLElement} */ (call).dataset.ref;
+    const next = call.nextElementSibling;
+    if (next && next.classList.contains("activity-approved")) continue;
+    const entry = entries.find((e) => e.call_ref === ref && e.via === "policy" && (e.decision === "approve" || e.decision === "deny"));
+    if (!entry) continue;
+    let text;
+    if (entry.rule) text = `${entry.decision === "deny" ? "Denied" : "Approved"} by the rule “${entry.rule}”`;
+    else {
+      const given = entries.find((e) => e.decision === "grant" && e.grant === entry.grant);
+      text = `Approved by ${entry.principal || "someone"}'s grant${given ? ` (given at ${localTime(given.at)})` : ""}`;
+    }
+    call.after(h("p", { class: "activity-approved", text }));
   }
 }

@@ -7,7 +7,8 @@ import { humanize, localTime, plainText } from "./dom.js";
 /**
  * @typedef {{ref: string, pause_id?: string, name: string, decision: string, at: string, principal: string | null, via: string,
  *   output?: any, replace_input?: any, resumed_metadata?: any, reason?: string | null, call_ref?: string,
- *   input?: any, view?: any, rule?: string | null, grant?: string | null, approvals?: number, required?: number}} Entry
+ *   input?: any, view?: any, rule?: string | null, grant?: string | null, approvals?: number, required?: number,
+ *   metadata?: any}} Entry
  */
 
 /**
@@ -33,7 +34,10 @@ export function decisionLabel(entry) {
       if (entry.output && entry.output.approved === false) return "Not approved";
       return "Answered";
     case "approve":
-      if (entry.via === "policy") return entry.rule ? "Approved by a rule" : "Approved by a grant";
+      if (entry.via === "policy") {
+        if (entry.rule) return "Approved by a rule";
+        return entry.principal ? `Approved by ${entry.principal}'s grant` : "Approved by a grant";
+      }
       if (entry.replace_input !== null && entry.replace_input !== undefined) return "Edited & approved";
       return entry.required && entry.required > 1 ? `Approved (${entry.approvals} of ${entry.required})` : "Approved";
     case "grant":
@@ -120,4 +124,10 @@ export function editedFields(entry) {
   return Object.keys({ ...before, ...after })
     .filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]))
     .map((key) => ({ label: labels.get(key) || humanize(key), from: plainText(before[key]), to: plainText(after[key]) }));
+}
+
+/** The comment the person saved with the decision (the answer's `metadata.comment`), or "". @param {Entry} entry */
+export function decisionComment(entry) {
+  const comment = entry.metadata && entry.metadata.comment;
+  return typeof comment === "string" ? comment : "";
 }

@@ -7,9 +7,9 @@
 import { h, humanize } from "./dom.js";
 
 /**
- * @typedef {{path: (string|number)[], message: string}} Problem
+ * @typedef {{path: (string|number)[], message: string, type?: string}} Problem
  * @typedef {{kind: string, name: string, path: (string|number)[], label: string, schema: any,
- *   required: boolean, nullable: boolean, el: HTMLElement, error: HTMLElement,
+ *   required: boolean, nullable: boolean, el: HTMLElement, error: HTMLElement, start: any,
  *   read: () => {value?: any, problem?: string}, controls: HTMLElement[]}} Field
  */
 
@@ -55,6 +55,66 @@ function classify(raw, root) {
   if (schema.type === "number" || schema.type === "integer") return { kind: "number", schema, nullable };
   if (schema.type === "boolean") return { kind: "default" in schema ? "checkbox" : "yesno", schema, nullable };
   return { kind: "json", schema, nullable };
+}
+
+// -- what a pattern expects, in words ---------------------------------------------------------------
+
+/** @type {Record<string, [string, string]>} a character class: [one, many] */
+const CLASSES = {
+  "[A-Z]": ["capital letter", "capital letters"],
+  "[a-z]": ["small letter", "small letters"],
+  "[A-Za-z]": ["letter", "letters"],
+  "[a-zA-Z]": ["letter", "letters"],
+  "\\d": ["digit", "digits"],
+  "[0-9]": ["digit", "digits"],
+  "[A-Z0-9]": ["capital letter or digit", "capital letters or digits"],
+  "[A-Za-z0-9]": ["letter or digit", "letters or digits"],
+  "[a-zA-Z0-9]": ["letter or digit", "letters or digits"],
+  "[a-z0-9]": ["small letter or digit", "small letters or digits"],
+};
+const PART = /^(?:\(\?P?<(\w+)>)?(\[[^\]]+\]|\\d)(\{(\d+)(?:,(\d+))?\}|\+|\*|\?)?\)?/;
+
+/**
+ * A simple pattern in words: "^(?P<country>[A-Z]{2})(?P<check>\d{2})$" → "2 capital letters
+ * (country), then 2 digits (check)"; null for one it cannot say (then the description is used).
+ * @param {string} pattern
+ */
+export function patternWords(pattern) {
+  let rest = pattern.replace(/^\^/, "").replace(/\$$/, "");
+  const parts = [];
+  while (rest) {
+    const m = rest.match(PART);
+    if (!m || !(m[2] in CLASSES)) return null;
+    const [one, many] = CLASSES[m[2]];
+    const count = m[4] !== undefined ? (m[5] !== undefined ? `${m[4]} to ${m[5]}` : m[4])
+      : m[3] === "+" ? "one or more" : m[3] === "*" ? "any number of" : m[3] === "?" ? "an optional" : "1";
+    const single = count === "1" || count === "an optional";
+    parts.push(`${count} ${single ? one : many}${m[1] ? ` (${m[1]})` : ""}`);
+    rest = rest.slice(m[0].length);
+  }
+  if (!parts.length) return null;
+  return parts.length === 1 ? parts[0] : `${parts.slice(0, -1).join(", ")}, then ${parts[parts.length - 1]}`;
+}
+
+/**
+ * What a field's pattern expects, in a sentence with an example where the field started with a
+ * value that fits (the call's own input), or null.
+ * @param {Field} field
+ */
+function expectedFormat(field) {
+  const pattern = field.schema && typeof field.schema.pattern === "string" ? field.schema.pattern : null;
+  if (!pattern) return null;
+  const words = patternWords(pattern);
+  const said = words ? `${words}, with no spaces` : field.schema.description ? field.schema.description.replace(/\.$/, "") : null;
+  if (!said) return null;
+  let example = "";
+  try {
+    const regex = new RegExp(pattern.replace(/\(\?P</g, "(?<"));
+    if (typeof field.start === "string" && regex.test(field.start)) example = `; for example ${field.start}`;
+  } catch {
+    /* a pattern JavaScript cannot read: no example */
+  }
+  return `Expected: ${said}${example}.`;
 }
 
 export class SchemaForm {
@@ -175,7 +235,7 @@ export class SchemaForm {
         help, error);
     }
     el.dataset.field = name;
-    return { kind, name, path, label: title, schema, required, nullable, el, error, read, controls };
+    return { kind, name, path, label: title, schema, required, nullable, el, error, start, read, controls };
   }
 
   /** @param {boolean} required @param {boolean} nullable */
@@ -220,7 +280,9 @@ export class SchemaForm {
         : this.fields[0];
       const deeper = problem.path.slice(this.isObject ? 1 : 0);
       const where = deeper.map((p) => (typeof p === "number" ? `[${p}]` : `.${p}`)).join("").replace(/^\./, "");
-      const text = where ? `${where}: ${problem.message}` : problem.message;
+      const message = problem.type === "string_pattern_mismatch" && field && !deeper.length
+        ? expectedFormat(field) || problem.message : problem.message;
+      const text = where ? `${where}: ${message}` : message;
       if (field) byField.set(field, [...(byField.get(field) || []), text]);
       else rest.push(problem.path.length ? `${problem.path.join(".")}: ${problem.message}` : problem.message);
     }

@@ -1,35 +1,25 @@
 // @ts-check
 // The sidebar lists (inbox, recent sessions) and the audit trail.
 
-import { decisionDetail, decisionLabel, decisionTone, decisionWho, editedFields } from "./decisions.js";
-import { countdown, h, jsonView, localTime, relativeTime, shortId, timeEl } from "./dom.js";
+import { decisionComment, decisionDetail, decisionLabel, decisionTone, decisionWho, editedFields } from "./decisions.js";
+import { countdown, h, humanize, jsonView, localTime, relativeTime, shortId, timeEl } from "./dom.js";
 
 /**
- * items: [{agent, session, interrupts?}]; current: "agent/session_id" or null.
+ * The recent sessions: items [{agent, session}]; current: "agent/session_id" or null. A session's
+ * pill counts its open pauses as the server last said.
  * @param {HTMLElement} list @param {HTMLElement} empty @param {any[]} items @param {string | null} current
- * @param {{showPauses: boolean}} options
  */
-export function renderSessions(list, empty, items, current, { showPauses }) {
+export function renderSessions(list, empty, items, current) {
   list.replaceChildren(...items.map((item) => {
     const key = `${item.agent}/${item.session.session_id}`;
     const href = `#agent=${encodeURIComponent(item.agent)}&session=${encodeURIComponent(item.session.session_id)}`;
-    const pauses = showPauses && item.interrupts ? item.interrupts : [];
-    const first = pauses[0];
-    const title = first ? (first.view ? first.view.title : first.name) : `Session ${shortId(item.session.session_id)}`;
-    const more = pauses.length > 1 ? h("span", { class: "session-more", text: `+${pauses.length - 1} more` }) : null;
-    const expiring = pauses.filter((/** @type {any} */ p) => p.expires_at).map((/** @type {any} */ p) => p.expires_at).sort()[0];
-    const risky = pauses.some((/** @type {any} */ p) => p.view && p.view.risk === "high");
     return h("li", { class: "session-item", dataset: { key, session: item.session.session_id } },
       h("a", { href, class: "session-link", "aria-current": key === current ? "page" : null },
-        h("span", { class: "session-title", text: title }),
-        first && first.view && first.view.summary && first.view.summary !== title
-          ? h("span", { class: "session-summary", text: first.view.summary }) : null,
+        h("span", { class: "session-title", text: `Session ${shortId(item.session.session_id)}` }),
         h("span", { class: "session-meta" },
-          risky ? h("span", { class: "tag tag-risk", text: "High risk" }) : null,
-          more,
           h("span", { text: item.agent }),
-          h("time", { class: "nowrap", datetime: item.session.updated_at, text: relativeTime(item.session.updated_at) }),
-          expiring ? h("span", { class: "nowrap expires", dataset: { expires: expiring }, text: expiresText(expiring) }) : null),
+          item.session.owner ? h("span", { text: `by ${item.session.owner}` }) : null,
+          h("time", { class: "nowrap", datetime: item.session.updated_at, text: relativeTime(item.session.updated_at) })),
         item.session.pending ? h("span", { class: "pending-pill", "aria-label": `${item.session.pending} waiting`,
           text: String(item.session.pending) }) : null));
   }));
@@ -51,6 +41,26 @@ function messageEntry(entry) {
     h("p", { class: "audit-who", text: decisionWho(entry) }));
 }
 
+/**
+ * What a grant approves, as a title and a summary: "Later “Transfer money” calls in this session",
+ * "Amount: 700 · To account: savings · once · until 14:20:31".
+ * @param {any} entry
+ */
+function grantView(entry) {
+  const scope = entry.scope || {};
+  const bounds = Object.entries(scope.bounds || {}).map(([field, conditions]) => {
+    const said = Object.entries(/** @type {Record<string, any>} */ (conditions)).map(([op, value]) => {
+      const shown = Array.isArray(value) ? value.join(" or ") : String(value);
+      return op === "equals" ? shown : op === "max" ? `at most ${shown}` : op === "min" ? `at least ${shown}` : `${op} ${shown}`;
+    });
+    return `${humanize(field)}: ${said.join(", ")}`;
+  });
+  const uses = scope.uses === 1 ? "once" : scope.uses ? `up to ${scope.uses} times` : "";
+  const until = scope.expires_at ? `until ${localTime(scope.expires_at)}` : "";
+  const title = `${entry.decision === "revoke" ? "No longer: later" : "Later"} “${humanize(entry.name)}” calls in this session`;
+  return { title, summary: [...bounds, uses, until].filter(Boolean).join(" · "), fields: [] };
+}
+
 /** @param {string} iso */
 export function expiresText(iso) {
   const left = countdown(iso);
@@ -69,7 +79,8 @@ export function renderAudit(list, empty, entries) {
     for (const field of ["output", "replace_input", "resumed_metadata", "metadata"]) {
       if (entry[field] !== null && entry[field] !== undefined) sent[field] = entry[field];
     }
-    const view = entry.view || { title: entry.name, summary: "", fields: [] };
+    const view = entry.view || (entry.decision === "grant" || entry.decision === "revoke" ? grantView(entry)
+      : { title: humanize(entry.name), summary: "", fields: [] });
     const edits = editedFields(entry);
     const detail = decisionDetail(entry);
     return h("li", { class: "audit-entry", dataset: { ref: entry.ref, decision: entry.decision } },
@@ -80,6 +91,7 @@ export function renderAudit(list, empty, entries) {
       view.summary && view.summary !== view.title ? h("p", { class: "audit-summary", text: view.summary }) : null,
       h("p", { class: "audit-who", text: decisionWho(entry) }),
       entry.reason && entry.decision !== "expire" ? h("p", { class: "audit-reason", text: `“${entry.reason}”` }) : null,
+      decisionComment(entry) ? h("p", { class: "audit-comment", text: `Comment: “${decisionComment(entry)}”` }) : null,
       detail ? h("p", { class: "audit-detail", text: detail }) : null,
       edits.length ? h("ul", { class: "audit-edits", "aria-label": "Changed before approval" },
         ...edits.map((c) => h("li", {}, h("span", { class: "audit-edit-label", text: `${c.label}: ` }),

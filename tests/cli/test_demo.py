@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pexpect
@@ -11,7 +16,7 @@ import pytest
 
 from pausepoint.client import Client
 from pausepoint.server import create_app
-from tests.cli.conftest import running, spawn
+from tests.cli.conftest import ROOT, cli_env, running, spawn
 
 HAS_CONSOLE = "console" in inspect.signature(create_app).parameters
 
@@ -129,3 +134,86 @@ def test_demo_on_smollm2_is_guided_and_says_so(tmp_path, terminals):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+# -- issue 42: the first run, as a newcomer tries it --------------------------------------------------
+
+
+def _readme_pipes() -> list[tuple[str, str]]:
+    """The README's scripted runs: (what printf writes, the command it is piped into)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.findall(r"printf '([^']*)' \| ([^`\n]+)", text)
+    assert found, "the README shows no scripted (piped) run"
+    return [(data.encode().decode("unicode_escape"), command.strip()) for data, command in found]
+
+
+@pytest.mark.parametrize("data,command", [pytest.param(d, c, id=" ".join(c.split()[:3])) for d, c in _readme_pipes()])
+def test_the_readmes_piped_runs_work_as_written(data: str, command: str, tmp_path):
+    from tests.docs.blocks import blocks
+
+    for block in blocks(ROOT / "README.md"):  # the tutorial's myapp.py, as a reader saves it
+        if block.directive == "file":
+            (tmp_path / block.argument).write_text(block.code, encoding="utf-8")
+    words = shlex.split(command)
+    if words[:3] == ["python3", "dev.py", "demo"]:
+        words = ["pausepoint", *words[2:]]  # dev.py runs `pausepoint demo` in its .venv
+    assert words[0] == "pausepoint", command
+    env = {k: v for k, v in cli_env().items() if k != "PYTHONPATH"} | {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", *words[1:]],
+        input=data,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    asked = re.search(r"Transfer \$(\d+) to (\w+)", data)
+    assert asked, data
+    assert f"agent> Transferred ${asked[1]} to {asked[2]}." in done.stdout, done.stdout  # approved, and done
+
+
+def _demo(db: Path, *args: str, data: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "demo", "--terminal", "--model", "scripted", "--db", str(db), *args],
+        input=data,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_new_demo_run_says_what_earlier_runs_left_open_and_offers_to_clear_it(tmp_path, terminals):
+    db = tmp_path / "demo.db"
+    first = _demo(db, data="Transfer $500 to savings.\ns\n")  # skipped: the pause stays open
+    assert "left open" in first
+    second = _demo(db, data="/quit\n")
+    assert f"{db} holds 1 open pause from earlier runs" in second
+    assert "“Transfer $500 to savings” (session " in second
+    assert "Start with --fresh to clear them" in second
+
+    child = spawn("demo", "--terminal", "--model", "scripted", "--db", str(db))  # on a terminal: asked
+    terminals.append(child)
+    child.expect_exact("holds 1 open pause from earlier runs")
+    child.expect_exact("Clear them? They are recorded as cancelled, and nothing of them runs. [y/N] ")
+    child.sendline("")
+    child.expect_exact("Kept: they wait in the inbox.")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+
+    third = _demo(db, "--fresh", data="/quit\n")
+    assert "Cleared 1 open pause (recorded as cancelled: cleared when a new demo started)." in third
+    fourth = _demo(db, data="/quit\n")
+    assert "open pause" not in fourth  # a clean start
+
+
+def test_a_piped_a_without_its_y_says_what_the_script_must_send(tmp_path):
+    out = _demo(tmp_path / "demo.db", data="Transfer $500 to savings.\na\n")
+    assert "not approved: a high-risk approval needs y on the line after a" in out
+    assert "Transferred" not in out

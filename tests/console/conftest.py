@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.routing import Mount
 
 from examples import banking, payments, shell
 from pausepoint import Agent
 from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from pausepoint.stores import SessionSummary, SqliteSessionStore
+from tests.console import apps
 from tests.server.harness import ROOT, TOKENS, serve_in_thread
 
 REQUIRED = os.environ.get("PAUSEPOINT_REQUIRE_SERVICES") == "1"  # CI: a missing browser is a failure
@@ -65,16 +67,35 @@ class ReadOnlyDesk(OwnerPolicy):
         return session.owner == principal
 
 
+class Tokens:
+    """Bearer tokens a test may revoke while the server runs (an ``Authenticator``, as a
+    deployment that keeps its tokens elsewhere passes one)."""
+
+    def __init__(self, tokens: dict[str, str]) -> None:
+        self.tokens = dict(tokens)
+
+    def revoke(self, token: str) -> None:
+        self.tokens.pop(token, None)
+
+    def __call__(self, request: Request) -> str | None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+
+
 @dataclass
 class Served:
     """With their console: the banking app at ``/bank``, the shell app at ``/shell``, the payments
-    app at ``/pay`` (pauses wait 15 minutes) and at ``/quick`` (they expire after ``QUICK_TTL``)."""
+    app at ``/pay`` (pauses wait 15 minutes) and at ``/quick`` (they expire after ``QUICK_TTL``),
+    the console tests' treasury app at ``/desk`` (``tests.console.apps``; its tokens, ``tokens``,
+    can be revoked)."""
 
     url: str
     ledger: list[str] = field(default_factory=list)
     executed: list[dict[str, Any]] = field(default_factory=list)
     paid: list[dict[str, Any]] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
     agents: dict[str, Agent] = field(default_factory=dict)
+    tokens: Tokens = field(default_factory=lambda: Tokens(TOKENS))
 
     @property
     def bank(self) -> str:
@@ -100,6 +121,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         pay_ai, pay_agent = payments.build(SqliteSessionStore(tmp_path / "pay.db"), result.paid)
         quick_ai, _ = payments.build(SqliteSessionStore(tmp_path / "quick.db"), result.paid, ttl=QUICK_TTL)
         result.agents = {bank_agent.name: bank_agent, shell_agent.name: shell_agent, pay_agent.name: pay_agent}
+        desk_ai = apps.build(SqliteSessionStore(tmp_path / "desk.db"), result.moved)
         options: dict[str, Any] = {"auth": BearerTokens(TOKENS), "feed_interval": 0.2}
         return Starlette(
             routes=[
@@ -107,6 +129,16 @@ def served(tmp_path: Path) -> Iterator[Served]:
                 Mount("/shell", create_app(shell_ai, **options)),
                 Mount("/pay", create_app(pay_ai, **options)),
                 Mount("/quick", create_app(quick_ai, **options, expiry_interval=0.5)),
+                Mount(
+                    "/desk",
+                    create_app(
+                        desk_ai,
+                        auth=result.tokens,
+                        feed_interval=0.2,
+                        expiry_interval=0.5,
+                        policy=OwnerPolicy({"alice", "bob"}),
+                    ),
+                ),
             ]
         )
 

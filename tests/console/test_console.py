@@ -12,6 +12,7 @@ import httpx
 from playwright.sync_api import Page, expect
 
 from tests.console.conftest import Served, Shots
+from tests.console.steps import hold
 
 ALICE = {"Authorization": "Bearer alice-token"}
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
@@ -125,7 +126,7 @@ def test_a_high_risk_approval_is_shown_then_confirmed(served: Served, browser, s
     card = page.locator(".card")
     expect(card.locator(".card-title")).to_have_text("Transfer $700 to savings")
     expect(card.locator(".badge-risk")).to_have_text("High risk")
-    expect(card.locator(".card-effect")).to_have_text("If you approve: The agent is told: Approved: Yes.")
+    expect(card.locator(".card-effect")).to_have_text("If you approve: $700 will be sent to savings.")
     expect(card.get_by_role("button", name="Edit input")).to_have_count(0)  # userApproval allows no edits
     assert "session=" in page.url  # the new session is in the address bar: a link to this card
     shots(page, "paused")
@@ -134,8 +135,9 @@ def test_a_high_risk_approval_is_shown_then_confirmed(served: Served, browser, s
     confirm = card.locator(".card-confirm")
     expect(confirm).to_be_visible()
     expect(confirm).to_contain_text("Approve “Transfer $700 to savings”?")
-    expect(confirm).to_contain_text("The agent is told: Approved: Yes.")
-    expect(confirm.get_by_role("button", name="Yes, approve")).to_be_focused()
+    expect(confirm).to_contain_text("$700 will be sent to savings.")
+    expect(confirm.get_by_role("button", name="Back")).to_be_focused()  # Enter goes back
+    expect(confirm.get_by_role("button", name="Hold to approve")).to_be_visible()  # high risk: held down
     shots(page, "confirm")
     assert served.ledger == []  # nothing happens before the confirmation
     confirm.get_by_role("button", name="Back").click()
@@ -144,7 +146,7 @@ def test_a_high_risk_approval_is_shown_then_confirmed(served: Served, browser, s
 
     page.evaluate(WATCH_STREAM)
     card.get_by_role("button", name="Approve").click()
-    confirm.get_by_role("button", name="Yes, approve").click()
+    hold(page, confirm.get_by_role("button", name="Hold to approve"))
     final = page.locator(".msg-model .msg-body").last
     expect(final).to_contain_text("Transferred $700 to savings.")
     expect(card).to_have_attribute("data-state", "answered")
@@ -165,13 +167,14 @@ def test_normal_risk_approves_on_a_click_and_shortcuts_always_confirm(served: Se
     expect(card.locator(".card-title")).to_have_text("Run shell")  # defaults from the schema: nothing declared
     expect(card.locator(".card-summary")).to_have_text("Command: rm -rf build/")
     expect(card.locator(".card-why")).to_have_text("Why it paused: The command can modify files.")
-    expect(card.locator(".card-effect")).to_have_text("If you approve: run_shell runs now, on the input above.")
+    expect(card.locator(".card-effect")).to_have_text("If you approve: “Run shell” runs now (Command: rm -rf build/).")
     card.click()
     page.keyboard.press("a")  # a shortcut never decides by itself
     confirm = card.locator(".card-confirm")
     expect(confirm).to_contain_text("Approve “Run shell”?")
     shots(page, "shortcut-confirm")
     assert served.executed == []
+    page.keyboard.press("Shift+Tab")  # from "Back" to the yes: a deliberate step (normal risk needs no hold)
     page.keyboard.press("Enter")
     expect(card).to_have_attribute("data-state", "answered")
     assert served.executed == [{"command": "rm -rf build/", "resumed_metadata": {"tool_approved": True}}]
@@ -273,7 +276,7 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
     cards = page.locator(".card")
     expect(cards).to_have_count(2)
     cards.nth(0).get_by_role("button", name="Approve").click()
-    cards.nth(0).get_by_role("button", name="Yes, approve").click()
+    hold(page, cards.nth(0).get_by_role("button", name="Hold to approve"))
     expect(cards.nth(0)).to_have_attribute("data-state", "answered")
     expect(cards.nth(1)).to_have_attribute("data-state", "open")  # partial answers: the other still waits
     waiting = page.locator(".waiting-note")
@@ -285,6 +288,7 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
     page.keyboard.press("d")
     cards.nth(1).get_by_label("Reason for denying").fill("Ben was paid already.")
     cards.nth(1).get_by_role("button", name="Deny", exact=True).click()
+    hold(page, cards.nth(1).get_by_role("button", name="Hold to deny"))  # high risk: a denial is held too
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $5 to anna.")
     assert served.ledger == ["5->anna"]
     answered = served.model_requests("bankingAgent")[-2].messages[-1]  # what the model saw of both answers
@@ -296,9 +300,14 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
     page.reload()  # the trail and the cards come from the server, not from this page's memory
     entries = page.locator(ANSWERS)
     expect(entries).to_have_count(4)  # the yes also granted the transfer it described, which ran on that grant
-    expect(entries.locator(".badge")).to_have_text(["Approved by a grant", "Denied", "Granted", "Approved"])
+    expect(entries.locator(".badge")).to_have_text(["Approved by alice's grant", "Denied", "Granted", "Approved"])
     expect(entries.locator(".audit-title")).to_have_text(
-        ["Transfer $5.00 to anna", "Transfer $6 to ben", "transfer_money", "Transfer $5 to anna"]
+        [
+            "Transfer $5.00 to anna",
+            "Transfer $6 to ben",
+            "Later “Transfer money” calls in this session",
+            "Transfer $5 to anna",
+        ]
     )
     by_alice = re.compile(rf"^by alice at {CLOCK} · via http$")
     expect(entries.locator(".audit-who")).to_have_text(
@@ -332,32 +341,35 @@ def test_the_audit_trail_says_what_was_decided_and_a_reload_rebuilds_the_cards(s
 
 
 def test_respond_with_a_form_generated_from_the_output_schema(served: Served, browser, shots: Shots):
+    # A question a plain yes cannot answer: the only place a card offers "Respond".
     page = browser.new_page()
-    open_console(page, served)
-    send(page, "Transfer $300 to lisa.")
+    open_console(page, served, app="desk", agent="treasury")
+    send(page, "which account pays ACME GmbH?")
     card = page.locator(".card")
     card.get_by_role("button", name="Respond").click()
     form = card.locator("form[aria-label^='Respond to']")
-    expect(form.get_by_role("radio")).to_have_count(2)  # approved: a required yes/no, nothing preselected
-    feedback = form.get_by_label("Feedback")
-    expect(form.get_by_label("Yes")).to_be_focused()
+    account = form.get_by_label("Account", exact=True)
+    expect(account).to_be_focused()
+    expect(account.locator("option")).to_have_text(["—", "operating", "reserve"])  # a required choice, none made
+    expect(form.locator("[data-field=account] .field-help")).to_have_text("The account the payment leaves from.")
     form.get_by_role("button", name="Send answer").click()
-    expect(form.locator("[data-field=approved] .field-error")).to_have_text("This field is required.")
+    expect(form.locator("[data-field=account] .field-error")).to_have_text("This field is required.")
     shots(page, "respond-missing")
-    assert served.ledger == []
-    form.get_by_label("No").check()
-    feedback.fill("Call me first")
+    account.select_option("reserve")
+    form.get_by_label("Note").fill("Call me first")
     form.get_by_role("button", name="Send answer").click()
     confirm = card.locator(".card-confirm")  # high risk: the answer is confirmed too
-    expect(confirm).to_contain_text("Send this answer to “Transfer $300 to lisa”?")
-    expect(confirm.locator("li")).to_have_text("Approved: No · Feedback: Call me first")
+    expect(confirm).to_contain_text("Send this answer to “Which account pays ACME GmbH?”?")
+    expect(confirm.locator("li")).to_have_text("Account: reserve · Note: Call me first")
     shots(page, "respond-confirm")
-    confirm.get_by_role("button", name="Yes, send this answer").click()
-    expect(page.locator(".msg-model .msg-body").last).to_have_text("I did not transfer anything: Call me first.")
-    expect(card.locator(".badge").first).to_have_text("Not approved")
+    hold(page, confirm.get_by_role("button", name="Hold to send this answer"))
+    expect(page.locator(".msg-model .msg-body").last).to_have_text(
+        "chooseAccount: {'account': 'reserve', 'note': 'Call me first'}"
+    )
+    expect(card.locator(".badge").first).to_have_text("Answered")
     entry = page.locator(ANSWERS)
-    expect(entry.locator(".audit-detail")).to_have_text("Answer: Approved: No · Feedback: Call me first")
-    assert served.ledger == []
+    expect(entry.locator(".audit-detail")).to_have_text("Answer: Account: reserve · Note: Call me first")
+    assert served.moved == []
     shots(page, "responded")
 
 
@@ -377,7 +389,7 @@ def test_cancel_the_open_pauses_then_write_again(served: Served, browser, shots:
     shots(page, "cancel")
     form.get_by_role("button", name="Cancel all 2").click()
     cards = page.locator(".card")
-    expect(page.locator(".card[data-state=answered]")).to_have_count(2)
+    expect(page.locator(".card[data-state=cancelled]")).to_have_count(2)
     expect(cards.locator(".card-status")).to_have_text(
         [re.compile(rf"^Cancelled by alice at {CLOCK} · via http — “Wrong accounts”")] * 2
     )
@@ -404,7 +416,9 @@ def test_edit_with_a_python_regex_pattern_is_checked_field_by_field(served: Serv
     expect(form.get_by_label("Currency")).to_have_value("EUR")
     iban.fill("DE89 3704 0044")
     amount.fill("-5")
-    expect(form.locator("[data-field=iban] .field-error")).to_have_text("This does not have the expected format.")
+    expect(form.locator("[data-field=iban] .field-error")).to_have_text(
+        re.compile(r"^Expected: 2 capital letters \(country\)")
+    )
     expect(form.locator("[data-field=amount] .field-error")).to_have_text("Input should be greater than 0.")
     expect(iban).to_have_attribute("aria-invalid", "true")
     expect(form.locator("[data-field=payee] .field-error")).to_be_hidden()
@@ -422,7 +436,7 @@ def test_edit_with_a_python_regex_pattern_is_checked_field_by_field(served: Serv
     expect(confirm).to_contain_text("Approve “Pay €1,250.50 to ACME GmbH” with the edited input?")
     expect(confirm.locator("li")).to_have_text("IBAN: DE89370400440532013000 → DE44500105175407324931")
     shots(page, "confirm-edit")
-    confirm.get_by_role("button", name="Yes, approve the edited input").click()
+    hold(page, confirm.get_by_role("button", name="Hold to approve the edited input"))
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Paid: payment PMT-0001 (sent).")
     assert [p["iban"] for p in served.paid] == ["DE44500105175407324931"]
     expect(card.locator(".badge").first).to_have_text("Edited & approved")
@@ -453,15 +467,18 @@ def test_two_tabs_answer_one_card_one_wins_the_other_sees_it_answered(served: Se
         expect(page.locator(".card[data-state=open]")).to_have_count(1)
 
     first.locator(".card .card-title").click()
-    first.keyboard.press("a")
-    first.keyboard.press("Enter")
+    first.keyboard.press("a")  # a shortcut opens the confirmation on "Back"; the yes is held down
+    first.keyboard.press("Shift+Tab")
+    first.keyboard.down("Enter")
+    first.wait_for_timeout(1400)
+    first.keyboard.up("Enter")
     expect(first.locator(".card .card-status")).to_contain_text("Approved by alice at")
     expect(first.locator(".msg-model .msg-body").last).to_have_text("Transferred $40 to rent.")
     shots(first, "winner")
 
     card = second.locator(".card")
     card.get_by_role("button", name="Approve").click()
-    card.get_by_role("button", name="Yes, approve").click()  # too late: a 409 already_resolved
+    hold(second, card.get_by_role("button", name="Hold to approve"))  # too late: a 409 already_resolved
     expect(card).to_have_attribute("data-state", "elsewhere")
     expect(card.locator(".badge").first).to_have_text("Already answered")
     expect(card.locator(".card-status")).to_contain_text("Already answered elsewhere: Approved by alice at")
@@ -557,7 +574,7 @@ def test_a_phone_wide_window_shows_the_card_it_opens(served: Served, browser, sh
     shots(page, "header")
 
     card.get_by_role("button", name="Approve").click()
-    card.get_by_role("button", name="Yes, approve").click()
+    hold(page, card.get_by_role("button", name="Hold to approve"))
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Paid: payment PMT-0001 (sent).")
     shots(page, "paid")
 
@@ -629,25 +646,25 @@ def test_every_button_has_enough_contrast_in_both_color_schemes(served: Served, 
     card.get_by_role("button", name="Deny").click()
     check("deny")
     card.get_by_role("button", name="Back").click()
-    card.get_by_role("button", name="Respond").click()
-    check("respond")
+    card.get_by_role("button", name="Edit input").click()
+    check("edit")
     card.get_by_role("button", name="Back").click()
     page.get_by_role("button", name="Cancel open pauses").click()
     check("cancel")
     expected = {
         "Sign in",
         "Approve",
-        "Respond…",
         "Edit input…",
         "Deny…",
         "Send",
         "New chat",
         "Sign out",
         "Cancel open pauses…",
-        "Yes, approve",
+        "Hold to approve",
         "Back",
         "Deny",
-        "Send answer",
+        "Approve with this input",
+        "Dismiss",
         "Cancel it",
         "Keep them",
     }

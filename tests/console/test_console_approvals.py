@@ -88,8 +88,7 @@ def test_a_quorum_shows_its_progress_and_who_still_needs_to_approve(bank: Bank, 
         "Waiting for 2 more approvals from treasury (alice, bob or carol)."
     )
     expect(card.locator(".card-effect")).to_have_text(
-        "If you approve: Your approval is counted (1 of 2); transfer_money runs, on the input above, "
-        "once 1 more approve."
+        "If you approve: Your approval is counted (1 of 2). Once 1 more approves, 500.00 will be sent to savings."
     )
     expect(card.get_by_role("button", name="Respond…")).to_have_count(0)  # approve or deny: no made-up result
     expect(card.get_by_role("button", name="Approve for this session")).to_have_count(0)  # no grant for a quorum
@@ -97,7 +96,7 @@ def test_a_quorum_shows_its_progress_and_who_still_needs_to_approve(bank: Bank, 
 
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(approval.locator(".approval-progress")).to_have_text("1 of 2 approvals · approved by alice")
-    expect(card).to_have_attribute("data-state", "open")
+    expect(card).to_have_attribute("data-state", "counted")  # still open: it waits for the others
     expect(card.locator(".card-status")).to_have_text(
         "Your approval is counted: 1 of 2 approvals. Waiting for 1 more approval from treasury (bob or carol)."
     )
@@ -141,12 +140,12 @@ def test_approve_for_this_session_grants_later_calls_and_the_requester_may_not_a
     open_session(alice, bank, "grants", "alice", paused["session_id"])
     card = alice.locator(".card")
     expect(card.locator(".approval-note")).to_have_text(
-        "An approval may also approve later calls of transfer_money in this session."
+        "An approval may also approve later “Transfer money” calls in this session."
     )
     card.get_by_role("button", name="Approve for this session").click()
     confirm = card.locator(".card-confirm")
     expect(confirm).to_contain_text("and later calls for this session?")
-    expect(confirm).to_contain_text("later calls of transfer_money in this session run without asking")
+    expect(confirm).to_contain_text("Later “Transfer money” calls in this session run without asking")
     shots(alice, "grant confirm")
     assert bank.ledger == []  # a grant always asks first
     confirm.get_by_role("button", name="Yes, approve for this session").click()
@@ -161,5 +160,39 @@ def test_approve_for_this_session_grants_later_calls_and_the_requester_may_not_a
     [grant] = httpx.get(f"{url}/grants", headers=headers).json()["grants"]
     assert (grant["principal"], grant["bounds"], grant["used"]) == ("alice", None, 1)
     alice.reload()
-    expect(alice.locator("#audit")).to_contain_text("Approved by a grant")
+    expect(alice.locator("#audit")).to_contain_text("Approved by alice's grant")
     shots(alice, "granted")
+
+
+# -- issue 42, item 3: every card's state follows from the session's events ---------------------------
+
+
+def test_a_resolved_quorum_says_so_on_every_card(bank: Bank, browser, shots: Shots):
+    paused = bank.ask("quorum", "pay 500 to savings")
+    alice, bob = browser.new_page(), browser.new_page()
+    open_session(alice, bank, "quorum", "alice", paused["session_id"])
+    open_session(bob, bank, "quorum", "bob", paused["session_id"])
+    expect(alice.locator(".card .card-field").first).to_have_text("Amount500.00 (no currency given)")
+    alice.locator(".card").get_by_role("button", name="Approve", exact=True).click()
+    expect(alice.locator(".card .approval-progress")).to_have_text("1 of 2 approvals · approved by alice")
+    bob.locator(".card").get_by_role("button", name="Approve", exact=True).click()
+    for page in (alice, bob):
+        card = page.locator(".card")
+        expect(card).not_to_have_attribute("data-state", "open")
+        expect(card.locator(".approval-progress")).to_have_text("2 of 2 approvals · approved by alice, bob")
+        expect(card).not_to_contain_text("Waiting for")
+        expect(card.locator(".card-status")).not_to_contain_text("Your approval is counted")
+    shots(alice, "alice after bob")
+    alice.reload()  # the same from the history alone
+    expect(alice.locator(".card .approval-progress")).to_have_text("2 of 2 approvals · approved by alice, bob")
+    expect(alice.locator(".card")).not_to_contain_text("Waiting for")
+
+
+def test_the_requester_is_not_told_the_card_waits_for_them(bank: Bank, browser, shots: Shots):
+    paused = bank.ask("grants", "pay 500 to savings")
+    dave = browser.new_page()
+    open_session(dave, bank, "grants", "dave", paused["session_id"])
+    card = dave.locator(".card")
+    expect(card.locator(".badge").first).to_have_text("Waiting for treasury")
+    expect(card).not_to_contain_text("Waiting for you")
+    shots(dave, "requester")

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.console.conftest import Shots
+from tests.console.steps import hold
 from tests.server.harness import ROOT
 
 
@@ -69,10 +70,10 @@ def test_the_demo_serves_a_console_that_approves_a_transfer(demo_console: str, b
     )
     shots(page, "paused")
     card.get_by_role("button", name="Approve").click()
-    card.get_by_role("button", name="Yes, approve").click()  # a transfer is high risk: confirmed
+    hold(page, card.get_by_role("button", name="Hold to approve"))  # a transfer is high risk: held down
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $500 to savings.")
     answers = page.locator("#audit .audit-entry:not(.audit-message)")  # the yes, its grant, the transfer on it
-    expect(answers.locator(".badge")).to_have_text(["Approved by a grant", "Granted", "Approved"])
+    expect(answers.locator(".badge")).to_have_text(["Approved by demo's grant", "Granted", "Approved"])
     shots(page, "approved")
 
 

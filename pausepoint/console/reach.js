@@ -1,0 +1,68 @@
+// @ts-check
+// When the server cannot be reached: say so once, in a person's words, keep what was waiting to
+// be sent (a message, a decision), look again every second, and send it once the server is back.
+// Nothing queued here was decided: a decision carries its idempotency key, so sending it again
+// can never decide twice.
+
+import { Api } from "./api.js";
+
+export class Reach {
+  /** @param {HTMLElement} banner */
+  constructor(banner) {
+    this.banner = banner;
+    /** @type {Api | null} */
+    this.api = null;
+    this.offline = false;
+    /** @type {Map<string, () => Promise<void>>} what to send again, by what it is ("composer", a card's key) */
+    this.waiting = new Map();
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.timer = undefined;
+  }
+
+  /** The server could not be reached: say so, and look again until it answers. */
+  down() {
+    if (this.offline) return;
+    this.offline = true;
+    this.banner.hidden = false;
+    this.banner.textContent = "The console cannot reach the server. It keeps trying; nothing you typed is lost, "
+      + "and nothing waiting here is decided until the server is back.";
+    this.look();
+  }
+
+  look() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(async () => {
+      if (!this.offline) return;
+      if (this.api && await this.api.reachable()) this.up();
+      else this.look();
+    }, 1000);
+  }
+
+  /** The server answers again: send what waited, oldest first. */
+  async up() {
+    if (!this.offline) return;
+    this.offline = false;
+    clearTimeout(this.timer);
+    this.banner.hidden = true;
+    const waiting = [...this.waiting.values()];
+    this.waiting.clear();
+    for (const send of waiting) {
+      try {
+        await send();
+      } catch {
+        /* each says its own failure where it belongs */
+      }
+    }
+  }
+
+  /** Send `send` once the server is back. @param {string} name @param {() => Promise<void>} send */
+  queue(name, send) {
+    this.waiting.set(name, send);
+    this.down();
+  }
+
+  /** Forget what waited under `name` (the person took it back). @param {string} name */
+  drop(name) {
+    this.waiting.delete(name);
+  }
+}

@@ -1,0 +1,192 @@
+"""Issue 42, item 4: lost work and developer errors. With the server down, nothing typed is lost
+and nothing is decided behind the person's back; what happened is said in a person's words, and
+what was waiting is sent once the server is back. A revoked token disables every answer and
+signs out cleanly. A link carrying another token, opened in a signed-in tab, takes its identity."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from playwright.sync_api import expect
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from examples import banking
+from pausepoint.server import BearerTokens, create_app
+from pausepoint.stores import SqliteSessionStore
+from tests.console.conftest import Served, Shots
+from tests.console.steps import approve, confirm, open_console, paused_session, send
+from tests.server.harness import TOKENS
+
+DEVELOPER_WORDS = ("Failed to fetch", "NetworkError", "Authorization", "Bearer", "credentials", "http_")
+
+
+class Restartable:
+    """The banking app on one loopback port, stopped and started again by the test (its sessions
+    in a SQLite file, so they outlive the process's server)."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.ledger: list[str] = []
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        sock.listen(128)
+        ready = threading.Event()
+
+        def factory() -> Starlette:
+            ai, _ = banking.build(SqliteSessionStore(self.db), self.ledger)
+            app = create_app(ai, auth=BearerTokens(TOKENS), feed_interval=0.2)
+            return Starlette(routes=[Mount("/bank", app)])
+
+        async def main() -> None:
+            config = uvicorn.Config(factory(), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+            self._server = uvicorn.Server(config)
+            ready.set()
+            await self._server.serve(sockets=[sock])
+            sock.close()
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        for _ in range(500):
+            if self._server is not None and self._server.started:
+                return
+            threading.Event().wait(0.01)
+
+    def stop(self) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.should_exit = True
+        self._thread.join(15)
+
+    def console(self, **route: str) -> str:
+        extra = "".join(f"&{k}={v}" for k, v in route.items())
+        return f"{self.url}/bank/console/#token=alice-token{extra}"
+
+
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[Restartable]:
+    server = Restartable(tmp_path / "sessions.db")
+    server.start()
+    try:
+        yield server
+    finally:
+        if server._server is not None and not server._server.should_exit:
+            server.stop()
+
+
+def no_developer_words(text: str) -> None:
+    assert not [w for w in DEVELOPER_WORDS if w in text], text
+
+
+def test_a_message_sent_while_the_server_is_down_is_kept_and_sent_when_it_is_back(
+    restartable: Restartable, browser, shots: Shots
+):
+    page = browser.new_page()
+    page.goto(restartable.console())
+    expect(page.locator("#feed-state")).to_have_text("live")
+    send(page, "Hello there.")
+    expect(page.locator(".msg-model .msg-body").last).to_have_text("You said: Hello there.")
+
+    restartable.stop()
+    send(page, "Are you still there?")
+    notice = page.locator("#composer-notice")
+    expect(notice).to_contain_text("cannot reach the server")
+    expect(notice).to_contain_text("sent once it is back")
+    expect(page.get_by_label("Message", exact=True)).to_have_value("Are you still there?")  # kept
+    no_developer_words(page.locator("body").inner_text())
+    shots(page, "server-down")
+
+    restartable.start()
+    expect(page.locator(".msg-model .msg-body").last).to_have_text("You said: Are you still there?", timeout=20_000)
+    expect(page.get_by_label("Message", exact=True)).to_have_value("")
+    expect(page.locator(".msg-user .msg-body")).to_have_count(2)  # sent once, not twice
+    shots(page, "sent-when-back")
+
+
+def test_a_decision_while_the_server_is_down_says_so_and_goes_through_once_it_is_back(
+    restartable: Restartable, browser, shots: Shots
+):
+    page = browser.new_page()
+    page.goto(restartable.console())
+    expect(page.locator("#feed-state")).to_have_text("live")
+    send(page, "Transfer $40 to rent.")
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    restartable.stop()
+    card.get_by_role("button", name="Deny…").click()
+    card.get_by_label("Reason for denying").fill("Rent is paid")
+    card.get_by_role("button", name="Deny", exact=True).click()
+    confirm(page, card, "deny")
+    status = card.locator(".card-status")
+    expect(status).to_contain_text("cannot reach the server")
+    expect(status).to_contain_text("Nothing is decided yet")
+    expect(card).to_have_attribute("data-state", "open")
+    no_developer_words(page.locator("body").inner_text())
+    shots(page, "decision-waits")
+
+    restartable.start()
+    expect(card).to_have_attribute("data-state", "answered", timeout=20_000)
+    expect(card.locator(".card-status")).to_contain_text("Denied by alice")
+    expect(page.locator(".msg-model .msg-body").last).to_have_text("I did not transfer anything: Rent is paid.")
+    assert restartable.ledger == []
+
+
+def test_a_revoked_token_disables_every_answer_and_signs_out_cleanly(served: Served, browser, shots: Shots):
+    paused = paused_session(served, "pay 700 to savings", app="desk", agent="treasury")
+    page = browser.new_page()
+    open_console(page, served, app="desk", agent="treasury", session=paused["session_id"])
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    served.tokens.revoke("alice-token")
+    approve(page, card)
+    signed_out = page.locator("#signed-out")
+    expect(signed_out).to_be_visible()
+    expect(signed_out).to_contain_text("no longer accepted")
+    expect(signed_out).to_contain_text("Nothing was decided")
+    for button in card.get_by_role("button").all():
+        expect(button).to_be_disabled()
+    expect(page.get_by_label("Message", exact=True)).to_be_disabled()
+    no_developer_words(page.locator("body").inner_text())
+    assert page.evaluate("sessionStorage.getItem('pausepoint.token')") is None
+    shots(page, "revoked")
+    assert served.moved == []
+
+    signed_out.get_by_role("button", name="Sign in again").click()
+    expect(page.locator("#signin")).to_be_visible()
+    page.get_by_label("Bearer token").fill("bob-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#who")).to_have_text("bob")
+    expect(page.locator(".card")).to_have_attribute("data-state", "open")  # back where they were
+    assert paused["session_id"] in page.url
+
+
+def test_a_link_with_another_token_in_a_signed_in_tab_takes_the_new_identity(served: Served, browser, shots: Shots):
+    paused = paused_session(served, "pay 700 to savings", app="desk", agent="treasury")
+    page = browser.new_page()
+    open_console(page, served, app="desk", agent="treasury")
+    expect(page.locator("#who")).to_have_text("alice")
+    page.goto(served.console("bob-token", app="desk", agent="treasury", session=paused["session_id"]))
+    expect(page.locator("#who")).to_have_text("bob")
+    expect(page.locator(".card")).to_have_attribute("data-state", "open")
+    expect(page.locator("#toast")).to_contain_text("Signed in as bob")
+    assert "token" not in page.url
+    shots(page, "switched")
+    card_data: Any = page.evaluate("sessionStorage.getItem('pausepoint.token')")
+    assert card_data == "bob-token"
