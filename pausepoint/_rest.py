@@ -144,43 +144,55 @@ class ResumeBody(_Body):
 
 class RespondBody(_Body):
     """The paused call's result. ``name`` defaults to the paused tool's; ``pause_id`` (from the
-    pending interrupt) makes the answer apply to that pause only, not to a later one of the call."""
+    pending interrupt) makes the answer apply to that pause only, not to a later one of the call;
+    ``link``: the approval link the person opened (see ``ApproveBody``)."""
 
     output: Any = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
     pause_id: str | None = None
     grant: GrantBody | None = None
+    link: str | None = None
 
 
 class DenyBody(_Body):
+    """Deny the paused call (the model is told, with ``reason``); ``link``: see ``ApproveBody``."""
+
     reason: str = ""
     name: str | None = None
     metadata: dict[str, Any] | None = None
     pause_id: str | None = None
+    link: str | None = None
 
 
 class RestartBody(_Body):
     """Run the paused call again (for a call paused for approval: approve it); ``grant``
-    approves later calls too."""
+    approves later calls too; ``link``: see ``ApproveBody``."""
 
     replace_input: Any = None
     resumed_metadata: dict[str, Any] | None = None
     name: str | None = None
     pause_id: str | None = None
     grant: GrantBody | None = None
+    link: str | None = None
 
 
 class ApproveBody(_Body):
     """Approve a pause the way the console does (``Agent.approval``): a yes for an interrupt-only
     tool, a run with ``tool_approved`` for a tool that paused itself. ``replace_input`` (only for
     tools that allow edits) approves an edited input; ``grant`` approves later calls too (where
-    the approval policy lets the pause grant them: its view says ``approval.grantable``)."""
+    the approval policy lets the pause grant them: its view says ``approval.grantable``).
+
+    ``link`` is the approval link (its token) the person opened to decide: the answer is then
+    bound to the link's pause and recorded with ``via="link"``; a link this server did not sign
+    or made for another pause (400 ``invalid_link``), or one used, expired or superseded (409
+    ``link_used``, ``link_expired``, ``link_superseded``) decides nothing."""
 
     replace_input: Any = None
     metadata: dict[str, Any] | None = None
     pause_id: str | None = None
     grant: GrantBody | None = None
+    link: str | None = None
 
 
 class RevokeBody(_Body):

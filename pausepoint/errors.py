@@ -8,10 +8,13 @@ The tree::
     │   │   ├── UnknownInterrupt        no such ref in this session
     │   │   ├── InterruptNameMismatch   the ref exists but belongs to another tool
     │   │   ├── AlreadyResolved         the pause was answered (or cancelled, or expired) already
+    │   │   │   ├── LinkUsed                an approval link whose pause was answered already
+    │   │   │   └── LinkSuperseded          an approval link whose call paused again since
     │   │   ├── PauseChanged            a bare ref, for a call that paused again showing something else
     │   │   ├── StaleInterrupt          the ref belongs to an older turn
     │   │   ├── NotPaused               the call completed without pausing
     │   │   ├── InterruptExpired        the pause outlived its time-to-live
+    │   │   │   └── LinkExpired             an approval link past its expiry, or its pause's
     │   │   ├── NothingToResume         an empty resume while calls are paused, or nothing paused
     │   │   ├── DuplicateAnswer         one resume answers the same ref twice
     │   │   ├── InvalidAnswer           an answer fails its schema, or is not JSON data a session can keep
@@ -31,9 +34,14 @@ The tree::
     │   ├── ModelNotFound
     │   └── (the HTTP edge)
     │       ├── InvalidRequest      malformed JSON, wrong types, unknown fields (400)
-    │       │   └── UnsupportedTransferCoding  a Transfer-Encoding other than chunked (501)
+    │       │   ├── UnsupportedTransferCoding  a Transfer-Encoding other than chunked (501)
+    │       │   └── InvalidLink         an approval link this server did not sign, or for another pause
     │       ├── Unauthenticated     no credentials, or credentials nobody issued (401)
+    │       │   └── SlackSignatureError  a Slack callback without a valid signature
     │       ├── Forbidden           the caller may see the session but not act on it (403)
+    │       │   ├── SlackTeamRefused    a Slack workspace the app does not take
+    │       │   ├── SlackUserUnknown    a Slack user mapped to no principal
+    │       │   └── SlackNotAllowed     a Slack user whose principal may not answer the session
     │       ├── NotFound            no such agent or route (404; sessions: SessionNotFound)
     │       ├── RequestTooLarge     a body or a message over the configured limit (413)
     │       ├── HistoryTooLong      the session's history reached the configured limit (422)
@@ -88,9 +96,13 @@ __all__ = [
     "InterruptNameMismatch",
     "InvalidAnswer",
     "InvalidGrant",
+    "InvalidLink",
     "InvalidMessage",
     "InvalidRequest",
     "InvalidSessionId",
+    "LinkExpired",
+    "LinkSuperseded",
+    "LinkUsed",
     "McpError",
     "McpTimeout",
     "McpUnavailable",
@@ -117,6 +129,10 @@ __all__ = [
     "ServerTimeout",
     "ServerUnreachable",
     "SessionNotFound",
+    "SlackNotAllowed",
+    "SlackSignatureError",
+    "SlackTeamRefused",
+    "SlackUserUnknown",
     "StaleInterrupt",
     "StaleSnapshot",
     "StoreError",
@@ -124,8 +140,8 @@ __all__ = [
     "TurnInProgress",
     "TurnLost",
     "Unauthenticated",
-    "UnsupportedTransferCoding",
     "UnknownInterrupt",
+    "UnsupportedTransferCoding",
     "UsageError",
     "VersionConflict",
     "WebhookSignatureError",
@@ -427,3 +443,55 @@ class WebhookSignatureError(PausepointError):
     secret, or its timestamp is too old (a replay)."""
 
     code = "webhook_signature"
+
+
+# -- the approval links and Slack's callbacks (pausepoint.server) ---------------------------------
+
+
+class InvalidLink(InvalidRequest):
+    """A link that is not one this server signed (forged, altered, cut short, or signed with a
+    secret it no longer holds), or that names another pause than the one answered."""
+
+    code = "invalid_link"
+
+
+class LinkExpired(InterruptExpired):
+    """A link past its expiry, or whose pause expired."""
+
+    code = "link_expired"
+
+
+class LinkUsed(AlreadyResolved):
+    """A link whose pause was answered already."""
+
+    code = "link_used"
+
+
+class LinkSuperseded(AlreadyResolved):
+    """A link whose call paused again since: the new pause is decided on its own card."""
+
+    code = "link_superseded"
+
+
+class SlackSignatureError(Unauthenticated):
+    """A callback without a valid Slack signature: forged, altered, or older than five minutes."""
+
+    code = "slack_signature"
+
+
+class SlackTeamRefused(Forbidden):
+    """A callback from a Slack workspace the app does not take (``SlackApp.teams``)."""
+
+    code = "slack_team_refused"
+
+
+class SlackUserUnknown(Forbidden):
+    """A Slack user ``SlackApp.users`` does not map to a principal."""
+
+    code = "slack_user_unknown"
+
+
+class SlackNotAllowed(Forbidden):
+    """A Slack user whose principal may not answer the session."""
+
+    code = "slack_not_allowed"

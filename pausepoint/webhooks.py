@@ -26,12 +26,24 @@ The request (``format="json"``)::
     Pausepoint-Signature: v1=5257a8...      hex HMAC-SHA256(secret, f"{timestamp}." + body)
     Pausepoint-Attempt: 1
 
-    {"id", "type", "at", "agent", "session_id", "owner", ...}    (see pausepoint.turn._events)
+    {"id", "type", "at", "agent", "session_id", "owner", "tenant", ...}    (see pausepoint.turn._events)
 
 Verify with ``verify_signature(secret, body, headers)`` (or the few lines it holds, in any
 language): recompute the HMAC over the timestamp, a dot and the raw body, compare in constant
 time, and refuse timestamps older than a few minutes. ``format="slack"`` sends a Slack
-incoming-webhook payload (``{"text": ...}``) with the same headers instead.
+incoming-webhook payload with the same headers instead: a Block Kit card with Approve / Deny
+buttons for a pause, one line of text for every other event.
+
+Reaching approvers where they are (the server's side: ``create_app(links=..., slack=...)``):
+
+- ``ApprovalLinks(secret, console_url)``: every pause announced carries a signed, expiring link
+  to its card in the console (``"link"`` in a JSON body, a button in Slack, the link in an
+  email). A link shows the card; the person decides there, signed in: a link never decides.
+- ``SlackApp(signing_secret, users)``: the server takes the Slack buttons' callbacks
+  (``POST /v1/slack/actions``), verified with Slack's signing secret, and decides as the
+  Slack user's principal (``users``), through the same approval rules as every answer.
+- ``EmailNotifier(name, host=..., sender=..., to=[...])``: pauses by email (SMTP; text and
+  HTML, with the link), delivered by the same outbox as webhooks, with the same retries.
 """
 
 from __future__ import annotations
@@ -41,16 +53,21 @@ import hmac
 import json
 import re
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from datetime import timedelta
+from typing import Any, Literal, TypeAlias
 
 from .errors import DefinitionError, WebhookSignatureError
 from .turn._events import EVENT_KINDS, EventKind
 
 __all__ = [
     "EVENT_KINDS",
+    "ApprovalLinks",
+    "EmailNotifier",
     "EventKind",
+    "SlackApp",
+    "SlackUsers",
     "Webhook",
     "sign",
     "slack_text",
@@ -72,7 +89,9 @@ class Webhook:
     are the kinds it wants (default: all of ``pause``, ``answer``, ``expiry``, ``turn_end``,
     ``approval``, ``decision``, ``grant``, ``escalation``);
     ``agents`` limits it to some agents' sessions (default: every agent it is configured for);
-    ``format`` is ``"json"`` (the event body) or ``"slack"`` (an incoming-webhook message).
+    ``tenants`` to the sessions of some tenants (default: every session, of any tenant or none);
+    ``format`` is ``"json"`` (the event body) or ``"slack"`` (an incoming-webhook message);
+    email has a class of its own (``EmailNotifier``).
     A failed attempt (no 2xx reply within ``timeout`` seconds) is retried after ``backoff``
     seconds, doubling each time up to ``max_backoff``, for ``max_attempts`` attempts in all.
     Raises ``DefinitionError`` when a value is unusable.
@@ -83,19 +102,22 @@ class Webhook:
     secret: str | None = None
     events: Collection[EventKind] = EVENT_KINDS
     agents: Collection[str] | None = None
-    format: Literal["json", "slack"] = "json"
+    format: Literal["json", "slack", "email"] = "json"
     timeout: float = 10.0
     max_attempts: int = 10
     backoff: float = 2.0
     max_backoff: float = 600.0
     headers: Mapping[str, str] = field(default_factory=dict)
+    tenants: Collection[str] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise DefinitionError(f"webhook name {self.name!r}: use letters, digits and _.:- (up to 100)")
-        if not isinstance(self.url, str) or not re.match(r"https?://[^\s/]+", self.url):
+        if self.format == "email" and not isinstance(self, EmailNotifier):
+            raise DefinitionError(f"webhook {self.name!r}: email is sent by an EmailNotifier(...), not a Webhook")
+        if self.format != "email" and (not isinstance(self.url, str) or not re.match(r"https?://[^\s/]+", self.url)):
             raise DefinitionError(f"webhook {self.name!r}: url must be an http(s) URL, not {self.url!r}")
-        if self.format not in ("json", "slack"):
+        if self.format not in ("json", "slack", "email"):
             raise DefinitionError(f"webhook {self.name!r}: format must be 'json' or 'slack'")
         if self.format == "json" and not self.secret:
             raise DefinitionError(f"webhook {self.name!r}: a secret is required to sign its requests")
@@ -107,13 +129,18 @@ class Webhook:
             if isinstance(self.agents, str):
                 raise DefinitionError(f"webhook {self.name!r}: agents is a collection of names, not a string")
             object.__setattr__(self, "agents", frozenset(self.agents))
+        if self.tenants is not None:
+            if isinstance(self.tenants, str) or not all(isinstance(t, str) and t for t in self.tenants):
+                raise DefinitionError(f"webhook {self.name!r}: tenants is a collection of tenant names, not a string")
+            object.__setattr__(self, "tenants", frozenset(self.tenants))
         if not (self.timeout > 0 and self.backoff >= 0 and self.max_backoff >= self.backoff):
             raise DefinitionError(f"webhook {self.name!r}: timeout must be positive, 0 <= backoff <= max_backoff")
         if not (isinstance(self.max_attempts, int) and self.max_attempts >= 1):
             raise DefinitionError(f"webhook {self.name!r}: max_attempts must be at least 1")
 
     def wants(self, kind: str, agent: str) -> bool:
-        """Whether this webhook is told about a ``kind`` event of ``agent``'s sessions."""
+        """Whether this webhook is told about a ``kind`` event of ``agent``'s sessions (those of
+        its ``tenants``, when it names some: the append that announces the event checks that)."""
         return kind in self.events and (self.agents is None or agent in self.agents)
 
     def retry_delay(self, attempts: int) -> float:
@@ -122,6 +149,152 @@ class Webhook:
 
     def __repr__(self) -> str:  # never show the secret
         return f"Webhook({self.name!r}, {self.url!r}, format={self.format!r}, events={sorted(self.events)})"
+
+
+_PAUSES: tuple[EventKind, ...] = ("pause",)
+_ADDRESS = re.compile(r"[^@\s<>,;\"]+@[^@\s<>,;\"]+")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class EmailNotifier(Webhook):
+    """Pauses by email, through SMTP, delivered from the same outbox as webhooks.
+
+    ``EmailNotifier("desk-mail", host="smtp.example.com", sender="pausepoint@example.com",
+    to=["desk@example.com"])``: each message has a text and an HTML part telling what the
+    console's card tells (title, summary, fields, risk, expiry and what happens then) and, with
+    ``ApprovalLinks`` configured on the server, the link to the card. ``port`` (587) and
+    ``security``: ``"starttls"`` (the default: the connection is upgraded before anything is
+    sent, and the attempt fails if the server cannot), ``"ssl"`` (TLS from the start, port 465
+    usually) or ``"none"`` (plain SMTP: a relay on the same host, or tests). ``username`` and
+    ``password`` log in; a password is never sent without TLS. ``events`` defaults to pauses
+    only. A failed attempt is retried as a ``Webhook``'s is; the ``Message-ID`` comes from the
+    event id, the same on every attempt. Raises ``DefinitionError`` when a value is unusable.
+    """
+
+    url: str = ""
+    events: Collection[EventKind] = _PAUSES
+    format: Literal["json", "slack", "email"] = "email"
+    host: str
+    sender: str
+    to: Collection[str]
+    port: int = 587
+    security: Literal["starttls", "ssl", "none"] = "starttls"
+    username: str | None = None
+    password: str | None = None
+
+    def __post_init__(self) -> None:
+        where = f"email notifier {self.name!r}"
+        if not isinstance(self.host, str) or not re.fullmatch(r"[A-Za-z0-9.:\[\]_-]+", self.host):
+            raise DefinitionError(f"{where}: host must be a host name or address, not {self.host!r}")
+        if not (isinstance(self.port, int) and 0 < self.port < 65536):
+            raise DefinitionError(f"{where}: port must be 1 to 65535")
+        if self.format != "email":
+            raise DefinitionError(f"{where}: its format is email")
+        if self.security not in ("starttls", "ssl", "none"):
+            raise DefinitionError(f"{where}: security must be 'starttls', 'ssl' or 'none'")
+        to = [self.to] if isinstance(self.to, str) else list(self.to)
+        for address in [self.sender, *to]:
+            if not isinstance(address, str) or not _ADDRESS.fullmatch(address):
+                raise DefinitionError(f"{where}: {address!r} is not an email address (name@domain)")
+        if not to:
+            raise DefinitionError(f"{where}: give at least one recipient (to=[...])")
+        if self.password is not None and self.security == "none":
+            raise DefinitionError(f"{where}: a password is sent only over TLS (security='starttls' or 'ssl')")
+        if (self.username is None) != (self.password is None):
+            raise DefinitionError(f"{where}: give username and password together")
+        object.__setattr__(self, "to", tuple(to))
+        object.__setattr__(self, "url", f"smtp://{self.host}:{self.port}")
+        super().__post_init__()
+
+    def __repr__(self) -> str:  # never show the password
+        return f"EmailNotifier({self.name!r}, {self.url!r}, to={list(self.to)}, events={sorted(self.events)})"
+
+
+@dataclass(frozen=True, repr=False)
+class ApprovalLinks:
+    """Signed, expiring links from a notification to one pause's card in the console.
+
+    ``secret`` keys the links' HMAC-SHA256 (16 characters at least; several while one is
+    rotated: the first signs, every one verifies); ``console_url`` is where people open the
+    console (``https://pp.example.com/console``): a link is ``<console_url>/#link=<token>``;
+    ``ttl`` is how long a link stays usable after its pause began (never past the pause's own
+    expiry). Give it to ``create_app(links=...)``.
+
+    A link names one pause and its expiry, nothing more, and is no credential: it shows that
+    pause's card to a signed-in person who may answer the session, and that person decides
+    there. A link to a pause that was answered, expired, or paused again says so and decides
+    nothing. Raises ``DefinitionError`` when a value is unusable.
+    """
+
+    secret: str | Sequence[str]
+    console_url: str
+    ttl: timedelta = timedelta(days=7)
+
+    def __post_init__(self) -> None:
+        secrets = [self.secret] if isinstance(self.secret, str) else list(self.secret)
+        if not secrets or not all(isinstance(s, str) and len(s) >= 16 for s in secrets):
+            raise DefinitionError("ApprovalLinks: each secret must be a string of 16 characters at least")
+        url = self.console_url
+        if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
+            raise DefinitionError(f"ApprovalLinks: console_url must be an http(s) URL without ? or #, not {url!r}")
+        if not (isinstance(self.ttl, timedelta) and self.ttl > timedelta(0)):
+            raise DefinitionError("ApprovalLinks: ttl must be a positive timedelta")
+        object.__setattr__(self, "secret", tuple(secrets))
+        object.__setattr__(self, "console_url", url.rstrip("/"))
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets, the signing one first."""
+        return tuple(self.secret)
+
+    def url(self, token: str) -> str:
+        """The link that opens ``token``'s card: ``<console_url>/#link=<token>``."""
+        return f"{self.console_url}/#link={token}"
+
+    def __repr__(self) -> str:  # never show the secret
+        return f"ApprovalLinks(console_url={self.console_url!r}, ttl={self.ttl!r})"
+
+
+#: who a Slack user is: a mapping of Slack user ids to principals, or a function of the team id
+#: and the user id returning the principal (or None: nobody), or an awaitable of it
+SlackUsers: TypeAlias = Mapping[str, str] | Callable[[str, str], "str | Awaitable[str | None] | None"]
+
+
+@dataclass(frozen=True, repr=False)
+class SlackApp:
+    """The Slack app whose Approve / Deny buttons decide pauses (``create_app(slack=...)``).
+
+    ``signing_secret`` is the app's (Slack's "Basic Information" page): every callback to
+    ``POST /v1/slack/actions`` must carry Slack's signature made with it, at most five minutes
+    old. ``users`` maps the Slack user who pressed a button to the principal who decides (a
+    mapping of user ids, ``{"U024BE7LH": "alice"}``, or a function of team id and user id);
+    a user it does not map decides nothing and is told so. ``teams``: the workspaces (team
+    ids) whose callbacks are taken (None: any the signing secret signs).
+    ``response_url_prefix``: the only place the server posts a message update to (Slack's).
+    Raises ``DefinitionError`` when a value is unusable.
+    """
+
+    signing_secret: str
+    users: SlackUsers
+    teams: Collection[str] | None = None
+    response_url_prefix: str = "https://hooks.slack.com/"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.signing_secret, str) or not self.signing_secret.strip():
+            raise DefinitionError("SlackApp: signing_secret must be the Slack app's signing secret")
+        if not (isinstance(self.users, Mapping) or callable(self.users)):
+            raise DefinitionError("SlackApp: users must map Slack user ids to principals (a mapping or a function)")
+        if self.teams is not None:
+            if isinstance(self.teams, str):
+                raise DefinitionError("SlackApp: teams is a collection of team ids, not a string")
+            object.__setattr__(self, "teams", frozenset(self.teams))
+        if not isinstance(self.response_url_prefix, str) or not re.match(
+            r"https?://[^\s/]+/", self.response_url_prefix
+        ):
+            raise DefinitionError("SlackApp: response_url_prefix must be an http(s) URL ending in a path")
+
+    def __repr__(self) -> str:  # never show the secret
+        return f"SlackApp(teams={sorted(self.teams) if self.teams is not None else None})"
 
 
 def sign(secret: str, body: bytes, timestamp: int) -> str:

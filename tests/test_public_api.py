@@ -58,7 +58,8 @@ def test_operating_surface():
     assert sorted(pausepoint.telemetry.__all__) == ["CAPTURE_ENV", "Metrics", "Telemetry"]
     assert sorted(pausepoint.metrics.__all__) == ["PrometheusMetrics"]
     assert sorted(pausepoint.webhooks.__all__) == [
-        "EVENT_KINDS", "EventKind", "Webhook", "sign", "slack_text", "verify_signature",
+        "ApprovalLinks", "EVENT_KINDS", "EmailNotifier", "EventKind", "SlackApp", "SlackUsers", "Webhook", "sign",
+        "slack_text", "verify_signature",
     ]  # fmt: skip
     for module in (pausepoint.telemetry, pausepoint.metrics, pausepoint.webhooks):
         for name in module.__all__:

@@ -5,6 +5,9 @@ Every answer goes through ``Chat.resume`` (``Chat.approve``, ``answer_by_ref`` f
 ref alone) with ``via="http"`` and the caller as principal, so the core checks every promise of
 a pause — a pause named by its ref is looked up under the session's lock, never here — and the
 audit trail records who answered. The ``Idempotency-Key`` header makes a retried answer safe.
+An answer carrying an approval link (``"link"``: the person decided on the card a link opened)
+is bound to the link's pause and recorded with ``via="link"``, once the link is checked
+(``_link_routes.answered_by_link``: a bad, used, expired or superseded link decides nothing).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ..runtime._calls import answer_by_ref
 from ..session._interrupts import ToolResponse, ToolRestart
 from ._display import response_json
 from ._limits import read_json
+from ._link_routes import answered_by_link
 from ._params import idempotency_key
 from ._replies import AGENT_RESPONSE, json_response, rest_turn
 from ._routes import IDEMPOTENCY_KEY, Operation
@@ -87,54 +91,61 @@ async def answer(request: Request) -> Response:
     ref, action = request.path_params["ref"], request.path_params["action"]
     if action not in ANSWERS:
         raise NotFound(f"no action {action!r}: {', '.join(ANSWERS)}")
-    raw = await read_json(request, service.limits)
+    body: RespondBody | DenyBody | RestartBody | ApproveBody = ANSWERS[action].parse(
+        await read_json(request, service.limits)
+    )
+    via, pause_id = "http", body.pause_id
+    if body.link is not None:  # checked before anything is decided: a bad link decides nothing
+        via, pause_id = "link", await answered_by_link(service, agent, session_id, ref, body.link, pause_id)
     chat = agent.chat(session_id, principal=principal)
-    if action == "approve":
-        a = APPROVE.parse(raw)
-        edited = a.replace_input if "replace_input" in a.model_fields_set else ...
-        key = idempotency_key(request)
+    key = idempotency_key(request)
+    if isinstance(body, ApproveBody):
+        edited = body.replace_input if "replace_input" in body.model_fields_set else ...
+        grant = grant_of(body.grant)
 
         def approve(streamed: bool) -> Any:
             start = chat.approve_stream if streamed else chat.approve
             return start(
                 ref,
                 replace_input=edited,
-                grant=grant_of(a.grant),
-                pause_id=a.pause_id,
-                metadata=a.metadata,
+                grant=grant,
+                pause_id=pause_id,
+                metadata=body.metadata,
                 idempotency_key=key,
                 principal=principal,
-                via="http",
+                via=via,
             )
 
         return await rest_turn(request, service, agent, session_id, approve)
-    build = _answer_to(action, ref, raw)
-    key = idempotency_key(request)
+    build = _answer_to(ref, body, pause_id)
 
     def respond(streamed: bool) -> Any:
         return answer_by_ref(
-            chat.calls, ref, build, streamed=streamed, idempotency_key=key, principal=principal, via="http"
+            chat.calls, ref, build, streamed=streamed, idempotency_key=key, principal=principal, via=via
         )
 
     return await rest_turn(request, service, agent, session_id, respond)
 
 
-def _answer_to(action: str, ref: str, raw: Any) -> Callable[[str], ToolResponse | ToolRestart]:
-    """The answer a respond, deny or restart body gives the call ``ref``, given the name of the
-    call's tool (the core looks it up under the session's lock; a ``name`` in the body wins)."""
-    if action == "respond":
-        r = RESPOND.parse(raw)
+def _answer_to(
+    ref: str, body: RespondBody | DenyBody | RestartBody, pause_id: str | None
+) -> Callable[[str], ToolResponse | ToolRestart]:
+    """The answer a respond, deny or restart body gives the call ``ref``'s pause ``pause_id``,
+    given the name of the call's tool (the core looks it up under the session's lock; a
+    ``name`` in the body wins)."""
+    if isinstance(body, RespondBody):
+        r = body
         return lambda name: ToolResponse(
-            ref, r.name or name, r.output, r.metadata, pause_id=r.pause_id, grant=grant_of(r.grant)
+            ref, r.name or name, r.output, r.metadata, pause_id=pause_id, grant=grant_of(r.grant)
         )
-    if action == "deny":
-        d = DENY.parse(raw)
+    if isinstance(body, DenyBody):
+        d = body
         return lambda name: ToolResponse(
-            ref, d.name or name, None, d.metadata, decision="deny", reason=d.reason, pause_id=d.pause_id
+            ref, d.name or name, None, d.metadata, decision="deny", reason=d.reason, pause_id=pause_id
         )
-    s = RESTART.parse(raw)
+    s = body
     return lambda name: ToolRestart(
-        ref, s.name or name, s.replace_input, s.resumed_metadata, s.pause_id, grant_of(s.grant)
+        ref, s.name or name, s.replace_input, s.resumed_metadata, pause_id, grant_of(s.grant)
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from . import _agent_routes as wire
 from . import _answers as answers
 from . import _grants as grants
+from . import _link_routes as link_routes
 from . import _messages as messages
 from . import _ops as ops
 from . import _reads as reads
@@ -21,14 +22,19 @@ from ._console import CONSOLE, ConsoleFiles, home
 from ._feed_route import FEED, feed
 from ._openapi import openapi
 from ._routes import Endpoint
+from ._slack_actions import ACTIONS, actions
 from ._validate import VALIDATE, validate
 
 __all__ = ["route_table"]
 
 
-def route_table(*, mcp: Any = None, metrics: bool = False, console: bool = True) -> list[Endpoint]:
+def route_table(
+    *, mcp: Any = None, metrics: bool = False, console: bool = True, links: bool = False, slack: bool = False
+) -> list[Endpoint]:
     """The app's routes. ``mcp``: the MCP endpoint served at ``/mcp`` (an ASGI app), if any;
-    ``metrics``: serve ``/metrics``; ``console``: serve the console (and redirect ``/`` to it)."""
+    ``metrics``: serve ``/metrics``; ``console``: serve the console (and redirect ``/`` to it);
+    ``links``: serve approval links (``/v1/links/{token}``); ``slack``: take Slack's button
+    callbacks (``/v1/slack/actions``)."""
     table = [
         Endpoint("GET", "/openapi.json", openapi),
         Endpoint("GET", "/v1/agents", reads.agents, reads.AGENTS),
@@ -56,6 +62,10 @@ def route_table(*, mcp: Any = None, metrics: bool = False, console: bool = True)
         Endpoint("POST", "/v1/agents/{agent}/tools/{tool}/validate", validate, VALIDATE),
         Endpoint("GET", "/v1/feed", feed, FEED),
     ]
+    if links:
+        table.append(Endpoint("GET", "/v1/links/{token}", link_routes.link, link_routes.LINK))
+    if slack:
+        table.append(Endpoint("POST", "/v1/slack/actions", actions, ACTIONS))
     if mcp is not None:
         table.append(Endpoint(None, "/mcp", mcp))
     table += [

@@ -9,6 +9,12 @@ in the outbox (``GET /v1/ops/deliveries?state=failed``, ``POST .../retry``).
 
 It wakes when the store announces new events (any process), when a retry it scheduled is due,
 and every ``interval`` seconds (for retries scheduled by other processes).
+
+What an attempt sends depends on the target: a ``json`` webhook the event body (a pause's with
+its approval ``link`` when ``links`` are configured), a ``slack`` one a Block Kit card for a
+pause (``_slack``: Approve / Deny buttons carrying the link's token) and a line of text for
+anything else, an ``EmailNotifier`` a message through SMTP (``_email``). The link is made from
+the pause alone, so every attempt sends the same bytes.
 """
 
 from __future__ import annotations
@@ -17,18 +23,23 @@ import asyncio
 import contextlib
 import json
 import logging
+import smtplib
 import time
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
 
+from ..approval._approve import approving_output
 from ..runtime._app import Pausepoint
-from ..stores import Delivery, SessionStore
+from ..stores import Delivery, Event, SessionStore
 from ..turn._events import event_body
-from ..webhooks import Webhook, sign, slack_text
+from ..webhooks import ApprovalLinks, EmailNotifier, Webhook, sign, slack_text
+from . import _email
+from ._links import Link, link_expiry, make_token
+from ._slack import card_message
 
 __all__ = ["WebhookSender"]
 
@@ -45,7 +56,8 @@ class WebhookSender:
 
     ``lease`` is how long a claimed delivery is this sender's alone (longer than any webhook's
     timeout); ``batch`` how many deliveries one claim takes; ``interval`` the longest sleep.
-    ``transport`` replaces httpx's network transport (tests, proxies).
+    ``transport`` replaces httpx's network transport (tests, proxies). ``links`` signs the
+    approval links pauses are announced with (``create_app(links=...)`` gives its own).
     """
 
     def __init__(
@@ -56,8 +68,10 @@ class WebhookSender:
         batch: int = 20,
         interval: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        links: ApprovalLinks | None = None,
     ) -> None:
         self.ai = ai
+        self.links = links
         self.lease = timedelta(seconds=lease)
         self.batch = batch
         self.interval = interval
@@ -167,8 +181,10 @@ class WebhookSender:
             body = event_body(event, agent.view if agent is not None else None)
         except ValueError as exc:  # pragma: no cover - written by a newer pausepoint
             return f"the event cannot be read: {exc}"
-        payload = {"text": slack_text(body)} if webhook.format == "slack" else body
-        content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        link = self._link(body)
+        if isinstance(webhook, EmailNotifier):
+            return await self._mail(webhook, event, body, link[1] if link else None)
+        content = json.dumps(self._payload(webhook, body, link), ensure_ascii=False, separators=(",", ":")).encode()
         stamp = int(time.time())
         headers = {
             **webhook.headers,
@@ -188,6 +204,52 @@ class WebhookSender:
         if 200 <= reply.status_code < 300:
             return None
         return f"HTTP {reply.status_code}"
+
+    def _payload(self, webhook: Webhook, body: dict[str, Any], link: tuple[str, str] | None) -> dict[str, Any]:
+        """What a JSON or Slack webhook is sent for ``body``."""
+        if webhook.format == "slack":
+            if body["type"] != "pause":
+                return {"text": slack_text(body)}
+            token, url = link if link is not None else (None, None)
+            approvable = self._approvable(body["agent"], body["interrupt"]["name"])
+            return card_message(body["agent"], body["interrupt"], token=token, url=url, approvable=approvable)
+        return body if link is None else {**body, "link": link[1]}
+
+    def _link(self, body: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The approval link of a pause event (its token and URL), when links are configured."""
+        if self.links is None or body["type"] != "pause":
+            return None
+        interrupt = body["interrupt"]
+        expires = interrupt.get("expires_at")
+        until = link_expiry(
+            self.links,
+            datetime.fromisoformat(interrupt["paused_at"]),
+            datetime.fromisoformat(expires) if expires else None,
+        )
+        found = Link(body["agent"], body["session_id"], interrupt["ref"], interrupt["pause_id"], until)
+        token = make_token(self.links, found)
+        return token, self.links.url(token)
+
+    def _approvable(self, agent_name: str, tool_name: str) -> bool:
+        """Whether a yes can answer a pause of ``tool_name`` (else Slack shows no Approve)."""
+        agent = self.ai.agents.get(agent_name)
+        tool = agent.tools.get(tool_name) if agent is not None else None
+        if tool is None or not tool.pauses_only:
+            return True
+        try:
+            approving_output(tool)
+        except ValueError:
+            return False
+        return True
+
+    async def _mail(self, notifier: EmailNotifier, event: Event, body: dict[str, Any], url: str | None) -> str | None:
+        """Send one attempt of an email; the error that made it fail, or None."""
+        try:
+            message = _email.compose(notifier, event, body, url)
+            await asyncio.to_thread(_email.send, notifier, message)
+        except (OSError, smtplib.SMTPException, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return None
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:

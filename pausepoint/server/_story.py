@@ -1,0 +1,98 @@
+"""Where a pause stands, in a person's words: one telling for the link page, Slack and email.
+
+``standing`` reads the session once and says what an approval link's pause is now (``open``,
+``used``, ``expired``, ``superseded``; see ``_links``), with the pause as the REST API shows it
+and the audit entry that settled it. ``decided`` is the line every channel writes for a
+decision ("Approved by alice via Slack"), from the same audit entry the console and
+``GET .../audit`` show, so every channel tells the same story.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ..errors import InvalidLink
+from ..runtime._agent import Agent
+from ..session._interrupts import AuditEntry, PendingInterrupt
+from ..session._views import audit_entry, pending_interrupt
+from ..tools._display import PauseView
+from ._links import Link, LinkState
+
+__all__ = ["Standing", "decided", "decided_words", "moment", "standing"]
+
+_DONE = {
+    "approve": "Approved",
+    "deny": "Denied",
+    "respond": "Answered",
+    "restart": "Run again",
+    "cancel": "Cancelled",
+    "expire": "Expired unanswered",
+}
+_CHANNELS = {"slack": "Slack", "link": "an approval link", "http": "the API", "python": "Python", "genkit": "Genkit"}
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """A link's pause now: its ``state``, the ``pause`` (as the REST API shows it, approvals
+    counted so far), its ``view``, the audit ``entry`` that settled it (None while open, or
+    when a later pause of its call superseded it unanswered) and the ``message`` a person reads."""
+
+    state: LinkState
+    pause: PendingInterrupt
+    view: PauseView
+    entry: AuditEntry | None
+    message: str
+
+
+async def standing(agent: Agent, link: Link) -> Standing:
+    """Where ``link``'s pause stands now (one read of the session). Raises ``InvalidLink``
+    when the session holds no such pause (a link is signed, so only a removed session does)."""
+    state = await agent.chat(link.session_id).calls.read_state()
+    call = state.calls.get(link.ref)
+    pause = state.pauses.get(link.pause_id)
+    if call is None or pause is None or pause.record.call_ref != link.ref:
+        raise InvalidLink("this link names no pause of the session")
+    shown = pending_interrupt(pause.record, pause)
+    view = agent.view(shown)
+    entry = audit_entry(pause.answer, state) if pause.answer is not None else None
+    now = agent.clock()
+    said = f"“{view.title}”"
+    if call.pause != link.pause_id:
+        told = f"{decided(entry)}, and" if entry is not None else "Since this link was sent,"
+        message = (
+            f"{said} is no longer the question: {told} the agent asked again. "
+            "The new request is in your inbox; nothing was decided here."
+        )
+        return Standing("superseded", shown, view, entry, message)
+    if entry is not None:
+        if entry.decision == "expire":
+            return Standing("expired", shown, view, entry, f"{said} expired unanswered at {moment(entry.at)}.")
+        return Standing("used", shown, view, entry, f"{said} was decided already: {decided(entry)}.")
+    if link.expired(now):
+        message = f"This link to {said} expired at {moment(link.expires_at)}; open the request from your inbox."
+        return Standing("expired", shown, view, None, message)
+    if shown.expires_at is not None and shown.expires_at <= now:
+        message = f"{said} expired at {moment(shown.expires_at)}. {view.on_expiry or ''}".strip()
+        return Standing("expired", shown, view, None, message)
+    waiting = view.approval.waiting_for if view.approval is not None and view.approval.waiting_for else ""
+    return Standing("open", shown, view, None, f"{said} waits for a decision. {waiting}".strip())
+
+
+def decided(entry: AuditEntry) -> str:
+    """A decision as one line: "Approved by alice via Slack at 2026-01-01 12:00 UTC"."""
+    return decided_words(entry.decision, entry.principal, entry.via, entry.at, entry.rule)
+
+
+def decided_words(decision: str, principal: str | None, via: str, at: datetime, rule: str | None = None) -> str:
+    """``decided``, from an audit entry's fields (as its JSON has them)."""
+    done = _DONE.get(decision, decision.capitalize())
+    if decision == "expire":
+        return f"{done} at {moment(at)}"
+    who = principal or (f"the rule “{rule}”" if rule else "someone")
+    return f"{done} by {who} via {_CHANNELS.get(via, via)} at {moment(at)}"
+
+
+def moment(at: datetime) -> str:
+    """A time as every channel writes it: ``2026-01-01 12:00 UTC``."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
