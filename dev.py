@@ -2,7 +2,13 @@
 """Set up and run pausepoint with nothing but python3: ``python3 dev.py demo`` / ``python3 dev.py test``.
 
 ``demo`` runs ``pausepoint demo`` (the banking agent with the web console, on the local model
-Qwen2.5-Coder-1.5B-Instruct, offline); ``test`` runs the test suite.
+Qwen2.5-Coder-1.5B-Instruct, offline); ``test`` runs the test suite. Before it, ``test`` starts
+PostgreSQL and Redis on loopback for the tests that need them (``.ci/services.sh``, as CI's
+``.ci/run`` does) where they are installed and ``PAUSEPOINT_TEST_POSTGRES_URL`` /
+``PAUSEPOINT_TEST_REDIS_URL`` do not name servers already, and stops them after, also when the
+tests fail or are stopped with Ctrl+C; what is not installed (nginx too, which tests/deploy runs
+itself) it names in one line with the command that installs it, and after pytest's summary it
+counts the tests skipped for want of each.
 
 Creates ``.venv`` beside this file on first use and (re)installs the package with the extras a
 command needs whenever ``pyproject.toml`` changes, showing each step, pip's own progress and how
@@ -16,12 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
 import tomllib
 import venv
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -75,7 +84,7 @@ def ensure_environment(extras: str) -> None:
 # command -> (the extras it needs, what it runs: one command or more, each run if the one before passed)
 COMMANDS = {
     "demo": ("local,local-qwen,server", [str(PYTHON), "-m", "pausepoint", "demo"]),
-    "test": ("dev", [str(PYTHON), "-m", "pytest"]),
+    "test": ("dev", [str(PYTHON), "-m", "pytest", "-p", "dev"]),  # dev.py's pytest_unconfigure: the skips
     "bench": ("dev", [str(PYTHON), "-m", "benchmarks.run"]),
     "bench-backends": ("dev", [str(PYTHON), "-m", "benchmarks.backends"]),
     "bench-server": ("dev", [str(PYTHON), "-m", "benchmarks.server"]),
@@ -109,6 +118,103 @@ def demo_extras(args: list[str]) -> str:
     return DEMO_EXTRAS.get(model, DEMO_EXTRAS.get(model.partition("/")[0], str(COMMANDS["demo"][0])))
 
 
+# -- the servers the tests need ------------------------------------------------------------------
+
+# (name for .ci/services.sh, the variable its tests read, its Debian package, what it is called)
+SERVICES = [
+    ("postgres", "PAUSEPOINT_TEST_POSTGRES_URL", "postgresql", "PostgreSQL"),
+    ("redis", "PAUSEPOINT_TEST_REDIS_URL", "redis-server", "Redis"),
+]
+# what a test's skip reason says when it lacks one (tests/stores/backends.py, tests/deploy/proxy.py)
+SKIPPED_FOR = {"PostgreSQL": "PAUSEPOINT_TEST_POSTGRES_URL is not set", "Redis": "PAUSEPOINT_TEST_REDIS_URL is not set",
+               "nginx": "nginx is not installed"}  # fmt: skip
+INSTALL_HINT = "PAUSEPOINT_DEV_INSTALL"  # the install command, for the line after pytest's summary
+# .ci/services.sh's start, then what it exported, one NAME=value a line, for stop_services
+START = """source .ci/services.sh
+start_services "$@" >&2 || { stop_services >&2; exit 1; }
+for name in PAUSEPOINT_TEST_POSTGRES_URL PAUSEPOINT_TEST_REDIS_URL PAUSEPOINT_POSTGRES_PID PAUSEPOINT_REDIS_PID \\
+            PAUSEPOINT_SERVICES_DIR; do printf '%s=%s\\n' "$name" "${!name:-}"; done"""
+
+
+def installed(name: str) -> bool:
+    """Whether the Debian package of ``name`` (postgres, redis, nginx) is installed."""
+    if name == "postgres":  # where .ci/services.sh looks for it
+        return any(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if name == "redis":
+        return bool(shutil.which("redis-server") and shutil.which("redis-cli"))
+    return bool(shutil.which("nginx") or os.access("/usr/sbin/nginx", os.X_OK))
+
+
+def wait_for(child: subprocess.Popen[str]) -> tuple[str, bool]:
+    """``child``'s output once it ended, and whether Ctrl+C was pressed meanwhile (it runs on:
+    started in a session of its own, it does not get the terminal's Ctrl+C)."""
+    interrupted = False
+    while True:
+        try:
+            return child.communicate()[0] or "", interrupted
+        except KeyboardInterrupt:
+            interrupted = True
+
+
+def start_test_servers() -> tuple[dict[str, str], bool]:
+    """Start what the tests need and this machine has (see the module docstring); say in one
+    line what is missing and how to install it. What ``.ci/services.sh`` exported (for
+    ``stop_test_servers``), and whether Ctrl+C was pressed meanwhile."""
+    wanted = [name for name, variable, _, _ in SERVICES if not os.environ.get(variable)]
+    missing = [package for name, _, package, _ in SERVICES if name in wanted and not installed(name)]
+    missing += [] if installed("nginx") else ["nginx"]
+    if missing:
+        hint = f"{'' if os.geteuid() == 0 else 'sudo '}apt-get install {' '.join(missing)}"
+        os.environ[INSTALL_HINT] = hint
+        print(f"==> not installed: {', '.join(missing)} (their tests are skipped); to run them: {hint}", flush=True)
+    names = [name for name in wanted if installed(name)]
+    if not names:
+        return {}, False
+    print(f"==> starting {' and '.join(n for s, _, _, n in SERVICES if s in names)} on loopback for the tests",
+          flush=True)  # fmt: skip
+    bash = shutil.which("bash")
+    if bash is None:
+        print("==> no bash to run .ci/services.sh: those tests are skipped", flush=True)
+        return {}, False
+    start = [bash, "-c", START, "services", *names]
+    child = subprocess.Popen(start, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)  # noqa: S603
+    out, interrupted = wait_for(child)
+    if child.returncode:
+        print("==> the test servers did not start (see above): their tests are skipped", flush=True)
+        return {}, interrupted
+    exported = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    os.environ.update({name: url for name, url in exported.items() if name.startswith("PAUSEPOINT_TEST_") and url})
+    return exported, interrupted
+
+
+def stop_test_servers(exported: dict[str, str]) -> None:
+    """Stop what ``start_test_servers`` started (``.ci/services.sh``'s ``stop_services``)."""
+    bash = shutil.which("bash")
+    if exported and bash is not None:
+        stop = [bash, "-c", "source .ci/services.sh && stop_services"]
+        env = {**os.environ, **exported}
+        wait_for(subprocess.Popen(stop, cwd=ROOT, env=env, text=True, start_new_session=True))  # noqa: S603
+
+
+def pytest_unconfigure(config: Any) -> None:
+    """(``test`` runs pytest with ``-p dev``: this hook is dev.py's, as a pytest plugin.) At the
+    very end, one line: how many tests were skipped for want of which server."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    counts: Counter[str] = Counter()
+    for report in reporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        counts.update(service for service, says in SKIPPED_FOR.items() if says in reason)
+    if counts:
+        hint = os.environ.get(INSTALL_HINT)
+        each = ", ".join(f"{count} for want of {service}" for service, count in counts.items())
+        reporter.write_line(
+            f"dev.py: {sum(counts.values())} tests skipped: {each}" + (f"; to run them: {hint}" if hint else ""),
+            yellow=True,
+        )
+
+
 def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(f"usage: python3 dev.py {{{'|'.join(COMMANDS)}}} [args...]", file=sys.stderr)
@@ -122,7 +228,13 @@ def main() -> int:
         code = run(command)
         if code:
             return code
-    return run(commands[-1] + sys.argv[2:])
+    if sys.argv[1] != "test":
+        return run(commands[-1] + sys.argv[2:])
+    exported, interrupted = start_test_servers()
+    try:
+        return 130 if interrupted else run(commands[-1] + sys.argv[2:])
+    finally:
+        stop_test_servers(exported)
 
 
 def run(command: list[str]) -> int:

@@ -1,10 +1,14 @@
 # Test servers for the store suite: PostgreSQL and Redis on loopback, each on a free port with
 # its data in a temporary folder. Sourced by .ci/run, which calls start_services and (on exit,
-# also when tests fail) stop_services. A developer can use it too:
+# also when tests fail) stop_services; `python3 dev.py test` runs it too, for the servers that
+# are installed and not given already (see dev.py). A developer can use it by hand:
 #
 #   source .ci/services.sh && start_services   # exports PAUSEPOINT_TEST_{POSTGRES,REDIS}_URL
 #   ...
 #   stop_services
+#
+# `start_services postgres` (or `redis`) starts that one only. It returns non-zero if a server
+# did not start, leaving what did start for stop_services.
 #
 # The Debian packages do not start their servers on install (and we do not want the packaged
 # cluster anyway): everything here is private to this run and removed by stop_services.
@@ -50,7 +54,7 @@ _pp_start_postgres() {
   }
   PAUSEPOINT_POSTGRES_PID=$(head -n 1 "$dir/data/postmaster.pid")
   PAUSEPOINT_POSTGRES_DATA="$dir/data"
-  "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres pausepoint_test
+  "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres pausepoint_test || return 1
   export PAUSEPOINT_TEST_POSTGRES_URL="postgresql://postgres@127.0.0.1:$port/pausepoint_test"
   echo "services: PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (pid $PAUSEPOINT_POSTGRES_PID)"
 }
@@ -97,11 +101,18 @@ _pp_stop_pid() {
 }
 
 start_services() {
-  PAUSEPOINT_SERVICES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/pausepoint-services.XXXXXX")
+  PAUSEPOINT_SERVICES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/pausepoint-services.XXXXXX") || return 1
   # The postgres user must be able to reach its data directory inside our folder.
   chmod 755 "$PAUSEPOINT_SERVICES_DIR"
-  _pp_start_postgres
-  _pp_start_redis
+  local name names=("$@")
+  [ "${#names[@]}" -gt 0 ] || names=(postgres redis)
+  for name in "${names[@]}"; do
+    case "$name" in
+      postgres) _pp_start_postgres || return 1 ;;
+      redis) _pp_start_redis || return 1 ;;
+      *) echo "services: no service '$name' (postgres, redis)" >&2; return 1 ;;
+    esac
+  done
 }
 
 stop_services() {
