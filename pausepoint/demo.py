@@ -110,6 +110,16 @@ def transfer_it_describes(approval: UserApprovalInput) -> Grant | None:
     )
 
 
+def _dollars(amount: Decimal) -> str:
+    """An amount as the transfer's result says it, grouped as the card shows it: ``5000`` →
+    ``"5,000"``, ``1250.5`` → ``"1,250.50"``, ``500.00`` → ``"500.00"`` (cents as given, at least two)."""
+    exponent = amount.as_tuple().exponent
+    if isinstance(exponent, int) and exponent >= 0:
+        return f"{amount:,}"
+    places = max(2, -exponent) if isinstance(exponent, int) else 2
+    return f"{amount:,.{places}f}"
+
+
 def banking_script(request: ModelRequest) -> Step:
     """A stand-in for a real model that behaves as the system prompt asks."""
     last = request.messages[-1]
@@ -173,7 +183,7 @@ def build(
         """Transfer money after approval."""
         if ledger is not None:
             ledger.append(f"{input.amount}->{input.to_account}")
-        return f"Transferred ${input.amount} to {input.to_account}."
+        return f"Transferred ${_dollars(input.amount)} to {input.to_account}."
 
     agent = ai.define_agent(
         name=AGENT_NAME,
