@@ -11,9 +11,9 @@ The metrics (each prefixed ``pausepoint_``)::
 
     turns_total{agent, finish_reason}                     calls of send / resume / cancel / settle_expired
     turn_duration_seconds{agent}                          histogram
-    pauses_opened_total{agent, tool}
-    pauses_resolved_total{agent, tool, decision}          respond, deny, restart, cancel, expire
-    pause_wait_seconds{agent, tool}                       histogram: how long a pause waited for its answer
+    pauses_opened_total{agent, tool[, tenant]}
+    pauses_resolved_total{agent, tool, decision[, tenant]}  respond, deny, restart, cancel, expire
+    pause_wait_seconds{agent, tool[, tenant]}             histogram: how long a pause waited for its answer
     model_duration_seconds{agent, model}                  histogram
     model_errors_total{agent, model, error}               by error code
     store_duration_seconds{backend, operation}            histogram: the runtime's appends and reads
@@ -23,9 +23,16 @@ The metrics (each prefixed ``pausepoint_``)::
 
 A turn that raised counts with ``finish_reason="error"``. Labels hold names the app defines
 (agents, tools, models, webhooks, routes), never session ids or principals.
+
+``PrometheusMetrics(tenants=[...])`` counts pauses by tenant too: the ``tenant`` label is one of
+the tenants named, ``""`` for a session of no tenant, and ``"other"`` for any other tenant, so
+its values stay as few as the tenants configured (an identity provider may name any tenant).
+Without ``tenants`` there is no such label.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from ._extras import missing_extra
 
@@ -47,8 +54,11 @@ class PrometheusMetrics:
     """Implements ``pausepoint.telemetry.Metrics`` (and the server's request and webhook counts)
     on a ``prometheus_client`` registry of its own (or ``registry``)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, tenants: Collection[str] | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        #: the tenants pauses are counted by (None: not by tenant)
+        self.tenants = None if tenants is None else frozenset(tenants)
+        by = ["tenant"] if self.tenants is not None else []
         r = self.registry
         self.turns = Counter(
             "pausepoint_turns", "Calls on sessions, by how they ended.", ["agent", "finish_reason"], registry=r
@@ -56,15 +66,19 @@ class PrometheusMetrics:
         self.turn_seconds = Histogram(
             "pausepoint_turn_duration_seconds", "Time of a call on a session.", ["agent"], buckets=_TURN, registry=r
         )
-        self.pauses_opened = Counter("pausepoint_pauses_opened", "Pauses recorded.", ["agent", "tool"], registry=r)
+        self.pauses_opened = Counter("pausepoint_pauses_opened", "Pauses recorded.", ["agent", "tool", *by], registry=r)
         self.pauses_resolved = Counter(
             "pausepoint_pauses_resolved",
             "Pauses answered, cancelled or expired, by decision.",
-            ["agent", "tool", "decision"],
+            ["agent", "tool", "decision", *by],
             registry=r,
         )
         self.pause_wait = Histogram(
-            "pausepoint_pause_wait_seconds", "How long a pause waited.", ["agent", "tool"], buckets=_WAIT, registry=r
+            "pausepoint_pause_wait_seconds",
+            "How long a pause waited.",
+            ["agent", "tool", *by],
+            buckets=_WAIT,
+            registry=r,
         )
         self.model_seconds = Histogram(
             "pausepoint_model_duration_seconds", "Time of a model call.", ["agent", "model"], buckets=_MODEL, registry=r
@@ -107,12 +121,19 @@ class PrometheusMetrics:
         if error is not None:
             self.model_errors.labels(agent, model, error).inc()
 
-    def pause_opened(self, agent: str, tool: str) -> None:
-        self.pauses_opened.labels(agent, tool).inc()
+    def pause_opened(self, agent: str, tool: str, *, tenant: str | None = None) -> None:
+        self.pauses_opened.labels(agent, tool, *self._tenant(tenant)).inc()
 
-    def pause_resolved(self, agent: str, tool: str, decision: str, waited: float) -> None:
-        self.pauses_resolved.labels(agent, tool, decision).inc()
-        self.pause_wait.labels(agent, tool).observe(waited)
+    def pause_resolved(self, agent: str, tool: str, decision: str, waited: float, *, tenant: str | None = None) -> None:
+        by = self._tenant(tenant)
+        self.pauses_resolved.labels(agent, tool, decision, *by).inc()
+        self.pause_wait.labels(agent, tool, *by).observe(waited)
+
+    def _tenant(self, tenant: str | None) -> tuple[str, ...]:
+        """The tenant label's value, if pauses are counted by tenant: bounded by the tenants named."""
+        if self.tenants is None:
+            return ()
+        return ("" if tenant is None else tenant if tenant in self.tenants else "other",)
 
     def store_called(self, backend: str, operation: str, seconds: float) -> None:
         self.store_seconds.labels(backend, operation).observe(seconds)

@@ -1,4 +1,5 @@
-"""The ``pausepoint`` command: ``demo``, ``serve`` and ``chat`` (``pausepoint <command> --help``).
+"""The ``pausepoint`` command: ``demo``, ``serve``, ``chat`` and ``config check`` (``pausepoint
+<command> --help``).
 
 Each command is one module with ``add_parser(subparsers)`` and ``run(args)``; bad usage is
 reported as ``pausepoint <command>: error: ...`` with exit status 2.
@@ -10,13 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _chat, _demo, _serve
+from . import _chat, _config_cmd, _demo, _serve
 from ._errors import CliError
 from ._targets import store_from_url
 
 __all__ = ["CliError", "main", "store_from_url"]
 
-_COMMANDS = (_demo, _serve, _chat)
+_COMMANDS = (_demo, _serve, _chat, _config_cmd)
 
 
 def parser() -> argparse.ArgumentParser:

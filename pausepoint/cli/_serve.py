@@ -1,20 +1,23 @@
-"""``pausepoint serve module:app``: serve a Pausepoint app (or any ASGI app) over HTTP."""
+"""``pausepoint serve module:app``: serve a Pausepoint app (or any ASGI app) over HTTP, set up
+by its flags and, for a team, by one config file (``--config FILE``; the flags win over it)."""
 
 from __future__ import annotations
 
 import argparse
-import secrets
+import os
 from typing import Any
 
-from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from . import _logging
 from ._errors import CliError
+from ._serve_app import build_app, prepare
 from ._serving import listen, port_number, serve_until_stopped
-from ._targets import load_target, replace_stores, store_from_url
-from ._web import http_app, need_mcp
+from ._settings import GENERATED, ServeSettings, resolve
+from ._store_url import open_store
+from ._targets import load_target, replace_stores
+from ._web import need_mcp
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "asgi_only", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
@@ -24,18 +27,26 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Serve TARGET over HTTP. TARGET is module:attribute naming a Pausepoint app (served with "
             "pausepoint.server.create_app: the agent endpoints, the REST approvals API and the console) "
-            "or any ASGI app (served as it is)."
+            "or any ASGI app (served as it is). --config FILE sets it all up from one TOML file "
+            "(docs/config.md); a flag given beside it wins over the file."
         ),
     )
-    parser.add_argument("target", metavar="TARGET", help="module:attribute, like myapp:ai")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     parser.add_argument(
-        "--port", type=port_number, default=8000, help="port to listen on; 0 picks one (default: %(default)s)"
+        "target", metavar="TARGET", nargs="?", help="module:attribute, like myapp:ai (or the file's app)"
     )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a TOML config file: app, listen address, store, principals, sign-in, webhooks, tracing, ... "
+        "('pausepoint config check FILE' shows what it would run)",
+    )
+    parser.add_argument("--host", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=port_number, help="port to listen on; 0 picks one (default: 8000)")
     parser.add_argument(
         "--store",
         metavar="URL",
-        help="use this store for every agent: sqlite:///file.db, postgresql://..., redis://..., memory:",
+        help="use this store for every agent: sqlite:///file.db, postgresql://..., redis://..., memory:; "
+        "options in the query: ?schema=NAME (PostgreSQL), ?prefix=KEYS: (Redis), ?synchronous=NORMAL (SQLite)",
     )
     parser.add_argument(
         "--token",
@@ -78,126 +89,87 @@ def add_parser(subparsers: Any) -> None:
         help="serve the agents as an MCP server over stdin/stdout instead of HTTP, for an MCP client that "
         "starts this process; PRINCIPAL is who that client acts as",
     )
-    _logging.add_arguments(parser, default="info")
+    parser.add_argument(
+        "--log-level", choices=_logging.LEVELS, help="what to log (default: info, which logs each request)"
+    )
+    parser.add_argument("--log-format", choices=("text", "json"), help="log lines as text or JSON (default: text)")
     parser.set_defaults(run=run)
 
 
-def parse_tokens(values: list[str]) -> dict[str, str]:
-    """``NAME=TOKEN`` options as BearerTokens wants them: token -> principal."""
-    tokens: dict[str, str] = {}
-    for value in values:
-        name, sep, token = value.partition("=")
-        if not sep or not name or not token:
-            raise CliError(f"--token wants NAME=TOKEN, not {value!r}")
-        if token in tokens:
-            raise CliError(f"the token of {name!r} is given twice")
-        tokens[token] = name
-    return tokens
-
-
-def parse_approvers(values: list[str], tokens: dict[str, str]) -> dict[str, list[str]]:
-    """``NAME:TOKEN[:ROLE,...]`` options: their tokens go into ``tokens``; returns name -> roles."""
-    approvers: dict[str, list[str]] = {}
-    for value in values:
-        name, _, rest = value.partition(":")
-        token, _, roles = rest.partition(":")
-        held = [r.strip() for r in roles.split(",") if r.strip()]
-        if not name or not token or (roles and not held):
-            raise CliError(f"--approver wants NAME:TOKEN or NAME:TOKEN:ROLE[,ROLE...], not {value!r}")
-        if token in tokens:
-            raise CliError(f"the token of {name!r} is given twice")
-        tokens[token] = name
-        approvers[name] = sorted({*approvers.get(name, []), *held})
-    return approvers
-
-
-def add_approvers(ai: Pausepoint, approvers: dict[str, list[str]]) -> None:
-    """Make each approver a member of their roles in every agent's approval policy; a role no
-    agent's policy defines is a ``CliError`` (a typo would give nobody the right to approve)."""
-    defined = {role for agent in ai.agents.values() for role in agent.approval_policy.roles}
-    for name, roles in approvers.items():
-        unknown = sorted(set(roles) - defined)
-        if unknown:
-            known = ", ".join(sorted(defined)) or "none"
-            raise CliError(f"--approver {name}: no agent's approval policy defines the role(s) "
-                           f"{', '.join(unknown)} (roles: {known})")  # fmt: skip
-    members = {name: roles for name, roles in approvers.items() if roles}
-    if not members:
-        return
-    for agent in ai.agents.values():
-        try:
-            agent.approval_policy = agent.approval_policy.with_members(members)
-        except DefinitionError as exc:
-            raise CliError(f"--approver: {exc}") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    _logging.configure(args.log_level, args.log_format)
-    tokens = parse_tokens(args.token)
-    approvers = parse_approvers(args.approver, tokens)
-    target = load_target(args.target)
-    generated = None
+    settings = resolve(args, os.environ)
+    _logging.configure(settings.log_level, settings.log_format)
+    target = load_target(settings.target)
     if args.mcp_stdio is not None:
-        return _serve_stdio(target, args)
+        return _serve_stdio(target, settings, args)
+    provider = None
     if isinstance(target, Pausepoint):
-        if args.store:
-            replace_stores(list(target.agents.values()), store_from_url(args.store))
-        add_approvers(target, approvers)
-        operators = list(args.operator)
-        if not tokens:
-            generated = secrets.token_urlsafe(18)
-            tokens = {generated: "admin"}
-            operators = operators or ["admin"]
-        app = http_app(
-            target,
-            tokens,
-            console=not args.no_console,
-            metrics=args.metrics,
-            operators=operators,
-            approvers=set(approvers),
-            mcp=args.mcp,
-        )
+        provider = prepare(target, settings)
+        app = build_app(target, settings)
         agents = ", ".join(target.agents) or "no agents"
     elif callable(target):
-        if args.store or tokens or args.no_console or args.metrics or args.operator or args.mcp:
-            raise CliError(
-                "--store, --token and --no-console apply to a Pausepoint app (so do --approver, --metrics, "
-                "--operator and --mcp); an ASGI app brings its own"
-            )
+        asgi_only(settings, args)
         app, agents = target, "an ASGI app"
     else:
-        raise CliError(f"{args.target} is a {type(target).__name__}, not a Pausepoint app or an ASGI app")
-    sock = listen(args.host, args.port)
-    base = f"http://{args.host}:{sock.getsockname()[1]}"
-
-    def ready() -> None:
-        print(f"pausepoint: serving {args.target} ({agents}) at {base}")
-        for name, roles in approvers.items():
-            print(f"  approver {name}" + (f" ({', '.join(roles)})" if roles else ""))
-        if generated is not None:
-            print(f"  token    {generated}  (principal 'admin'; pass --token NAME=TOKEN to choose your own)")
-        if isinstance(target, Pausepoint) and not args.no_console:
-            hint = f"#token={generated}" if generated else ""
-            print(f"  console  {base}/console/{hint}")
-        if args.mcp:
-            print(f"  mcp      {base}/mcp  (streamable HTTP; the same bearer token)")
-        print("Ctrl+C stops the server.", flush=True)
-
-    return serve_until_stopped(app, sock, ready, args.log_level)
+        raise CliError(f"{settings.target} is a {type(target).__name__}, not a Pausepoint app or an ASGI app")
+    sock = listen(settings.host, settings.port)
+    base = f"http://{settings.host}:{sock.getsockname()[1]}"
+    try:
+        return serve_until_stopped(
+            app, sock, lambda: _banner(settings, base, agents, isinstance(target, Pausepoint)), settings.log_level
+        )
+    finally:
+        if provider is not None:
+            provider.shutdown()  # sends the spans still waiting
 
 
-def _serve_stdio(target: Any, args: argparse.Namespace) -> int:
+def _banner(settings: ServeSettings, base: str, agents: str, served_app: bool) -> None:
+    print(f"pausepoint: serving {settings.target} ({agents}) at {base}")
+    if settings.loaded is not None:
+        print(f"  config   {settings.loaded.path}")
+    for name, roles in settings.approvers.items():
+        print(f"  approver {name}" + (f" ({', '.join(roles)})" if roles else ""))
+    if settings.oidc is not None:
+        print(f"  sign-in  {settings.oidc.issuer} (OpenID Connect, audience {settings.oidc.audience})")
+    if settings.generated is not None:
+        print(f"  token    {settings.generated}  (principal '{GENERATED}'; pass --token NAME=TOKEN to choose your own)")
+    if served_app and settings.console:
+        hint = f"#token={settings.generated}" if settings.generated else ""
+        print(f"  console  {base}/console/{hint}")
+    if settings.mcp:
+        print(f"  mcp      {base}/mcp  (streamable HTTP; the same bearer token)")
+    print("Ctrl+C stops the server.", flush=True)
+
+
+def asgi_only(settings: ServeSettings, args: argparse.Namespace) -> None:
+    """An ASGI app brings its own store, auth and routes: refuse what would set them."""
+    given = args.store or args.token or args.approver or args.no_console or args.metrics or args.operator or args.mcp
+    if given:
+        raise CliError(
+            "--store, --token and --no-console apply to a Pausepoint app (so do --approver, --metrics, "
+            "--operator and --mcp); an ASGI app brings its own"
+        )
+    loaded = settings.loaded
+    if loaded is not None:
+        for key in ("store", "principals", "tenants", "auth", "webhooks", "tracing", "metrics", "server", "limits",
+                    "expiry"):  # fmt: skip
+            if key in loaded.config.model_fields_set:
+                raise loaded.problem((key,), f"{settings.target} is an ASGI app: it brings its own; only app, "
+                                     "listen and log apply")  # fmt: skip
+
+
+def _serve_stdio(target: Any, settings: ServeSettings, args: argparse.Namespace) -> int:
     """The agents as an MCP server on stdin/stdout (stdout carries the protocol: nothing else
     is printed there)."""
     if not isinstance(target, Pausepoint):
         raise CliError("--mcp-stdio serves a Pausepoint app's agents, not an ASGI app")
-    if args.mcp or args.token or args.port != 8000 or args.host != "127.0.0.1":
+    if args.mcp or args.token or args.port is not None or args.host is not None:
         raise CliError("--mcp-stdio speaks over stdin/stdout: --mcp, --token, --host and --port do not apply")
     if not args.mcp_stdio:
         raise CliError("--mcp-stdio wants the principal the MCP client acts as, like --mcp-stdio alice")
     need_mcp()
-    if args.store:
-        replace_stores(list(target.agents.values()), store_from_url(args.store))
+    if settings.store is not None:
+        replace_stores(list(target.agents.values()), open_store(settings.store))
     from ..server._mcp import mcp_server
 
     mcp_server(target, principal=args.mcp_stdio).run("stdio")

@@ -109,8 +109,14 @@ class Agent:
         self._event_targets: dict[str, tuple[str, ...]] = {
             kind: tuple(w.name for w in self.webhooks if w.wants(kind, name)) for kind in EVENT_KINDS
         }
+        # The webhooks limited to some tenants, and those tenants (the rest hear every session).
+        self._webhook_tenants: dict[str, frozenset[str]] = {
+            w.name: frozenset(w.tenants) for w in self.webhooks if w.tenants is not None
+        }
         self.sessions = LocalSessions(
-            Appender(store, self._event_targets), telemetry or Telemetry(tracing=False), cache_size=cache_size
+            Appender(store, self._event_targets, self._webhook_tenants),
+            telemetry or Telemetry(tracing=False),
+            cache_size=cache_size,
         )
         """Internal, not part of the public API: what this process keeps for the sessions the agent
         serves (``LocalSessions``: cached states, locks, background tasks, checkpoint writes)."""
@@ -126,7 +132,7 @@ class Agent:
 
     @store.setter
     def store(self, store: SessionStore) -> None:
-        self.sessions.appender = Appender(store, self._event_targets)
+        self.sessions.appender = Appender(store, self._event_targets, self._webhook_tenants)
 
     @property
     def telemetry(self) -> Telemetry:
@@ -163,16 +169,19 @@ class Agent:
         #: the approval package's one entry point: the policy applied to this agent's tools (internal)
         self.approvals = Approvals(policy, self.tools)
 
-    def chat(self, session_id: str | None = None, *, principal: str | None = None) -> Chat:
+    def chat(self, session_id: str | None = None, *, principal: str | None = None, tenant: str | None = None) -> Chat:
         """A chat on a new session, or on the session ``session_id``.
 
         ``principal`` is who is acting (recorded in the audit trail; a new session's owner).
+        ``tenant`` is the tenant a new session belongs to — its owner's, kept in its summary
+        (``list_sessions(tenant=...)``) and its events; a session created without one has none,
+        and an existing session keeps the tenant it was created with.
         Nothing is read or written until the first call. A ``session_id`` no session has yet is
         created by the first ``send`` (or ``detach``), as in Genkit — the id must be 1 to 128
         letters, digits or ``. _ : @ -``, starting with a letter or digit (``InvalidSessionId``);
         reads and resumes of an unknown session raise ``SessionNotFound``.
         """
-        return Chat(self, session_id, principal)
+        return Chat(self, session_id, principal, tenant=tenant)
 
     def approval(self, interrupt: PendingInterrupt, *, grant: Grant | None = None) -> ToolResponse | ToolRestart:
         """The answer that approves ``interrupt``, as the console and the terminal chat give it.
@@ -214,8 +223,12 @@ class Agent:
         expiring_before: datetime | None = None,
         limit: int = 100,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[SessionSummary]:
-        """This agent's sessions, most recently updated first (an approval inbox: ``has_pending=True``)."""
+        """This agent's sessions, most recently updated first (an approval inbox: ``has_pending=True``;
+        ``tenant``: only that tenant's sessions)."""
+        # Only asked of the store when given: a store of one's own written before tenants lists as before.
+        narrowed = {"tenant": tenant} if tenant is not None else {}
         return await self.store.list_sessions(
             owner=owner,
             agent=self.name,
@@ -223,6 +236,7 @@ class Agent:
             expiring_before=expiring_before,
             limit=limit,
             offset=offset,
+            **narrowed,
         )
 
     async def settle_expired(self, *, limit: int = 100) -> list[AgentResponse]:

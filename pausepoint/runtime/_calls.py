@@ -94,8 +94,17 @@ class SessionCalls:
     ``SessionNotFound``, as for a session the caller cannot see.
     """
 
-    def __init__(self, agent: SessionHost, session_id: str | None, principal: str | None, *, new: bool = False) -> None:
+    def __init__(
+        self,
+        agent: SessionHost,
+        session_id: str | None,
+        principal: str | None,
+        *,
+        new: bool = False,
+        tenant: str | None = None,
+    ) -> None:
         self.agent = agent
+        self.tenant = tenant  # a new session's (``SessionStarted.tenant``)
         # A new session: nothing to read before the first append (at version 0, which fails if
         # the id was taken meanwhile). With a caller's id, the id must not exist yet (``new``).
         self._is_new = session_id is None or new
@@ -115,7 +124,7 @@ class SessionCalls:
         limits = self.agent.json_limits
         user = user_message(message, limits)
         try:
-            for key, value in (("principal", principal or self.principal), ("via", via)):
+            for key, value in (("principal", principal or self.principal), ("via", via), ("tenant", self.tenant)):
                 if value is not None:
                     json_text(value, limits, path=f"$.{key}", name=True)
         except NotJsonData as exc:
@@ -144,7 +153,7 @@ class SessionCalls:
             lost = self._abandoned(state, now)
             turn = self._turn(state, principal, emit)
             if state.version == 0:
-                turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now))
+                turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now, self.tenant))
             turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
             await turn.recover(lost)
             self._end_lost_turn(turn, now)

@@ -32,11 +32,20 @@ class Chat:
     ``Chat(agent, session_id, principal, new=True)`` is for servers that let a caller name a
     new session: the first call creates it and never continues an existing one — if the id is
     taken (even meanwhile), it raises ``SessionNotFound``, as for a session the caller cannot see.
+    ``tenant`` is the tenant a session this chat creates belongs to (None: none).
     """
 
-    def __init__(self, agent: SessionHost, session_id: str | None, principal: str | None, *, new: bool = False) -> None:
+    def __init__(
+        self,
+        agent: SessionHost,
+        session_id: str | None,
+        principal: str | None,
+        *,
+        new: bool = False,
+        tenant: str | None = None,
+    ) -> None:
         #: the operations on the session this chat's verbs run (internal)
-        self.calls = SessionCalls(agent, session_id, principal, new=new)
+        self.calls = SessionCalls(agent, session_id, principal, new=new, tenant=tenant)
 
     def __repr__(self) -> str:
         return f"<Chat {self.agent.name} session={self.session_id}>"

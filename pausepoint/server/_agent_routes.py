@@ -26,6 +26,7 @@ from ..runtime._launch import TurnStatus
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..stores import SessionSummary
 from . import _genkit as genkit
+from ._auth import current_tenant
 from ._limits import check_history, check_message_size, read_json
 from ._replies import json_response
 from ._service import Service, service_of
@@ -182,11 +183,11 @@ async def _chat_for(
         else:
             found = await service.to_message(agent, wire.session_id, principal)
             if found is None:  # the caller names the new session (see Service.to_message)
-                return Chat(agent, wire.session_id, principal, new=True), {}
+                return Chat(agent, wire.session_id, principal, new=True, tenant=current_tenant()), {}
             summary = found
         chat = agent.chat(wire.session_id, principal=principal)
     else:
-        return agent.chat(principal=principal), {}
+        return agent.chat(principal=principal, tenant=current_tenant()), {}
     if wire.message is not None:
         check_history(summary, service.limits)
     return chat, {}

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._extras import missing_extra
 from ..errors import DefinitionError, InvalidRequest, NotFound, UnsupportedTransferCoding
 from ..runtime._app import Pausepoint
+from ..webhooks import ApprovalLinks, SlackApp
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
 from ._errors import dumps, error_response
 from ._expiry import ExpirySweep
@@ -53,6 +54,8 @@ def create_app(
     request_log: bool = True,
     webhooks: bool | WebhookSender = True,
     mcp: bool = False,
+    links: ApprovalLinks | None = None,
+    slack: SlackApp | None = None,
 ) -> Starlette:
     """An ASGI app serving every agent defined on ``ai``.
 
@@ -69,26 +72,41 @@ def create_app(
     Operating it: ``/healthz`` and ``/readyz`` always; ``metrics=True`` (or a
     ``pausepoint.metrics.PrometheusMetrics``; needs ``pausepoint[metrics]``) counts what the
     runtime and the server do and serves it at ``/metrics``; ``request_log`` logs one line per
-    request (``pausepoint.server.access`` logger); ``operators`` are the principals who may read
-    and retry webhook deliveries (``/v1/ops/deliveries``); ``webhooks`` sends the app's webhooks
-    from this process (``False``: another process does; or a ``WebhookSender`` to tune it).
+    request (``pausepoint.server.access`` logger); ``operators`` may read and retry webhook
+    deliveries (``/v1/ops/deliveries``) and span tenants (the default policy's ``operators``);
+    ``webhooks`` sends the app's webhooks from this process (``False``: another process does; or
+    a ``WebhookSender`` to tune it).
     ``mcp=True`` serves the agents as an MCP server at ``/mcp`` (streamable HTTP; the same
     ``auth`` and ``policy``; needs ``pausepoint[mcp]``; see ``pausepoint.mcp``).
+
+    Reaching approvers (``pausepoint.webhooks``): ``links`` (``ApprovalLinks``) puts a signed,
+    expiring link to the pause's card in every pause the webhooks announce, and serves
+    ``GET /v1/links/{token}``; ``slack`` (``SlackApp``; needs ``pausepoint[slack]`` and
+    ``links``) takes the Approve / Deny buttons' callbacks at ``POST /v1/slack/actions``.
 
     When the server stops (the ASGI lifespan's shutdown), ``ai.aclose()`` closes the plugins'
     connections and the agents' stores.
     """
-    policy = policy or OwnerPolicy()
+    ops = frozenset(operators)
+    policy = policy or OwnerPolicy(operators=ops)  # operators span tenants
     _check_policy(policy)
+    _check_reach(links, slack)
     feed = Feed(ai, interval=feed_interval)
     expiry = ExpirySweep(ai, interval=expiry_interval, settled=feed.notify)
     prometheus = _metrics(ai, metrics)
     sender = webhooks if isinstance(webhooks, WebhookSender) else (WebhookSender(ai) if webhooks else None)
-    service = Service(
-        ai, auth, policy, limits or Limits(), feed, expiry, sender, operators=frozenset(operators), metrics=prometheus
-    )
+    if sender is not None and sender.links is None:
+        sender.links = links
+    service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender, operators=ops, metrics=prometheus)
+    service.links, service.slack = links, slack
     service.mcp = _mcp_endpoint(ai, service) if mcp else None
-    table = route_table(mcp=service.mcp, metrics=prometheus is not None, console=console)
+    table = route_table(
+        mcp=service.mcp,
+        metrics=prometheus is not None,
+        console=console,
+        links=links is not None,
+        slack=slack is not None,
+    )
     service.openapi = dumps(openapi_document(table))
     middleware = [Middleware(_NoSniff)]
     if request_log or prometheus is not None:
@@ -111,6 +129,20 @@ def _check_policy(policy: AccessPolicy) -> None:
             f"the access policy {policy!r} lacks {', '.join(missing)} (see AccessPolicy: viewing, answering "
             "and conversing are separate rights)"
         )
+
+
+def _check_reach(links: ApprovalLinks | None, slack: SlackApp | None) -> None:
+    if links is not None and not isinstance(links, ApprovalLinks):
+        raise DefinitionError(f"links must be an ApprovalLinks, not {links!r}")
+    if slack is not None:
+        if not isinstance(slack, SlackApp):
+            raise DefinitionError(f"slack must be a SlackApp, not {slack!r}")
+        if links is None:
+            raise DefinitionError("slack needs links=ApprovalLinks(...): its buttons carry signed approval links")
+        try:
+            import slack_sdk.signature  # noqa: F401 - checked here, used by the route
+        except ImportError as exc:
+            raise missing_extra("slack_sdk", "slack") from exc
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:

@@ -11,12 +11,13 @@ A client that reconnects with ``Last-Event-ID`` gets exactly the events it misse
 store still keeps them: see ``prune_events``); without it the feed starts from now (read the
 inbox for what was already waiting)::
 
-    id: 1742   event: pause     data: {"id", "type": "pause", "agent", "session_id", "owner", "interrupt"}
+    id: 1742   event: pause     data: {"id", "type": "pause", "agent", "session_id", "owner", "tenant", "interrupt"}
     id: 1745   event: answer    data: {... "type": "answer" or "expiry", "entry": AuditEntry}
     (each interrupt and entry with its ``view``, as everywhere in the REST API)
     id: 1746   event: turn_end  data: {... "turn", "finish_reason", "open_refs", "error"}
 
-A subscriber sees only the sessions its principal may view.
+A subscriber sees only the sessions its principal may view (with tenants: its tenant's, by the
+session's tenant in its summary; an operator's, every tenant's it may view).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ person at the client (a desktop assistant showing the tool call for confirmation
 
 Who is calling: over HTTP (``create_app(..., mcp=True)`` mounts this at ``/mcp``), the app's
 own ``auth`` reads each request — the same bearer tokens — and its ``policy`` decides what the
-caller sees and answers. Over stdio (``pausepoint serve --mcp-stdio``) the client is whoever
-started the process: one principal, given when serving.
+caller sees and answers: with tenants, only the caller's tenant's sessions are listed, read
+or answered, and a session it starts is of its tenant. Over stdio (``pausepoint serve
+--mcp-stdio``) the client is whoever started the process: one principal, given when serving.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
 from ..stores import SessionSummary
 from ..tools._display import ApprovalView
+from ._auth import current_tenant, inbox_filters
 
 __all__ = ["mcp_server"]
 
@@ -121,12 +123,13 @@ class _Doors:
                     return answered  # asked again, or nothing answered
                 res = answered
             elif session_id is None:
-                chat = found.chat(principal=who)
+                chat = found.chat(principal=who, tenant=current_tenant())  # a session of the caller's tenant
                 session_id = chat.session_id
                 res = await chat.send(text, principal=who, via=VIA)
             else:
                 summary = await self._to_message(found, session_id, who)
-                res = await Chat(found, session_id, who, new=summary is None).send(text, principal=who, via=VIA)
+                chat = Chat(found, session_id, who, new=summary is None, tenant=current_tenant())
+                res = await chat.send(text, principal=who, via=VIA)
         if ask and res.interrupts and _can_ask(ctx):
             asking = _questions(found, session_id, who, res.interrupts)
             if asking is not None:
@@ -213,9 +216,9 @@ class _Doors:
         agents = [self._agent(agent)] if agent is not None else list(self.ai.agents.values())
         found = []
         for each in agents:
-            owner = self.policy.inbox_owner(who)
+            owner, tenant = inbox_filters(self.policy, who)  # the caller's tenant's, in the store
             async with _errors():
-                for summary in await each.list_sessions(owner=owner, has_pending=True):
+                for summary in await each.list_sessions(owner=owner, tenant=tenant, has_pending=True):
                     if not self.policy.can_view(who, summary):
                         continue
                     pauses = await each.chat(summary.session_id).interrupts()

@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from .._rest import SendBody, user_message
 from ..runtime._chat import Chat
+from ._auth import current_tenant
 from ._limits import check_history, check_message_size, read_json
 from ._replies import AGENT_RESPONSE, rest_turn
 from ._routes import Operation
@@ -30,7 +31,7 @@ async def create(request: Request) -> Response:
     agent = service.agent(request.path_params["agent"])
     body = CREATE.parse(await read_json(request, service.limits))
     check_message_size(body.model_dump(mode="json")["message"], service.limits)
-    chat = agent.chat(principal=principal)
+    chat = agent.chat(principal=principal, tenant=current_tenant())  # the caller's tenant's session
     message = user_message(body)
     return await rest_turn(
         request,
@@ -56,7 +57,8 @@ async def send(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     summary = await service.to_message(agent, session_id, principal)
     if summary is None:
-        chat = Chat(agent, session_id, principal, new=True)  # a caller-chosen id: the message creates it
+        # a caller-chosen id: the message creates it, in the caller's tenant
+        chat = Chat(agent, session_id, principal, new=True, tenant=current_tenant())
     else:
         check_history(summary, service.limits)
         chat = agent.chat(session_id, principal=principal)

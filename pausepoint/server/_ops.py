@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from ..errors import Forbidden, InvalidRequest, NotFound
 from ..stores import Delivery, SessionStore
+from ._auth import current_tenant, qualified
 from ._params import ascii_int, query_int
 from ._replies import json_response
 from ._routes import Operation, query
@@ -122,7 +123,7 @@ async def retry(request: Request) -> Response:
 
 async def _operator(request: Request, service: Service) -> str:
     principal = await service.principal(request)
-    if principal not in service.operators:
+    if qualified(principal, current_tenant()) not in service.operators:  # a tenant's is "tenant/name"
         raise Forbidden(f"{principal!r} is not an operator of this server")
     return principal
 

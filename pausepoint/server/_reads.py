@@ -1,8 +1,9 @@
 """Reading, in the REST API: the agents served, an agent's tools, the sessions a caller may
 see (the approvals inbox), and one session — its summary, open pauses, audit trail and history.
 
-Sessions another principal owns are 404 (``Service.visible``); every pause and audit entry
-carries its ``view`` (``_display``).
+Sessions another principal owns, or of another tenant, are 404 (``Service.visible``); the
+inbox lists the caller's tenant's sessions only; every pause and audit entry carries its
+``view`` (``_display``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..session._json import MESSAGES, SUMMARY, dump
+from ._auth import current_tenant, inbox_filters
 from ._display import audit_json, describe_agent, interrupts_json, permissions, response_json
 from ._params import flag, query_int
 from ._replies import json_response
@@ -37,15 +39,17 @@ __all__ = [
 ]
 
 AGENTS: Operation[Any] = Operation(
-    "The agents served, and who the caller is",
-    json_object(agents=json_array({"type": "string"}), principal={"type": "string"}),
+    "The agents served, and who the caller is (and their tenant, when they have one)",
+    json_object(agents=json_array({"type": "string"}), principal={"type": "string"}, tenant={"type": "string"}),
 )
 
 
 async def agents(request: Request) -> Response:
     service = service_of(request)
     principal = await service.principal(request)
-    return json_response({"agents": sorted(service.ai.agents), "principal": principal})
+    tenant = current_tenant()
+    caller = {"principal": principal} if tenant is None else {"principal": principal, "tenant": tenant}
+    return json_response({"agents": sorted(service.ai.agents), **caller})
 
 
 AGENT: Operation[Any] = Operation(
@@ -80,8 +84,8 @@ async def list_sessions(request: Request) -> Response:
     pending = flag(request, "pending")
     limit = query_int(request, "limit", 100, 1, service.limits.max_page)
     offset = query_int(request, "offset", 0, 0, 10**9)
-    owner = service.policy.inbox_owner(principal)
-    found = await agent.list_sessions(owner=owner, has_pending=pending, limit=limit, offset=offset)
+    owner, tenant = inbox_filters(service.policy, principal)  # in the store: pages stay whole
+    found = await agent.list_sessions(owner=owner, tenant=tenant, has_pending=pending, limit=limit, offset=offset)
     visible = [s for s in found if service.policy.can_view(principal, s)]
     return json_response({"sessions": [dump(SUMMARY, s) for s in visible]})
 

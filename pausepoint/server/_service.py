@@ -6,8 +6,9 @@ handler, a module-level function of the request, takes it from there (``service_
 handler can be called alone with a request whose app holds a service.
 
 Ownership is checked here, once: a session that does not exist, belongs to another agent, or
-is not visible to the caller is the same ``SessionNotFound`` (404) — nobody learns that a
-session they may not see exists.
+is not visible to the caller (another principal's, another tenant's) is the same
+``SessionNotFound`` (404) — nobody learns that a session they may not see exists. A session a
+caller creates is of the caller's tenant (``current_tenant``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ..errors import Forbidden, NotFound, SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..stores import SessionStore, SessionSummary
-from ._auth import AccessPolicy, Authenticator, authenticate
+from ..webhooks import ApprovalLinks, SlackApp
+from ._auth import AccessPolicy, Authenticator, authenticate, current_tenant, qualified
 from ._expiry import ExpirySweep
 from ._feed import Feed
 from ._limits import Limits
@@ -37,9 +39,10 @@ __all__ = ["Service", "service_of", "stores_of"]
 class Service:
     """The app's state. ``operators`` may read and retry webhook deliveries; ``metrics`` is the
     ``PrometheusMetrics`` served at ``/metrics`` (None: no such route); ``mcp`` the MCP endpoint
-    at ``/mcp``, if served; ``openapi`` the document served at ``/openapi.json``. ``stores``
-    are the agents' distinct stores (``stores_of``) and ``probes`` the readiness probes past
-    their time, cancelled, still ending (``/readyz``)."""
+    at ``/mcp``, if served; ``openapi`` the document served at ``/openapi.json``; ``links``
+    signs and reads approval links, ``slack`` takes Slack's button callbacks (None: neither).
+    ``stores`` are the agents' distinct stores (``stores_of``) and ``probes`` the readiness
+    probes past their time, cancelled, still ending (``/readyz``)."""
 
     ai: Pausepoint
     auth: Authenticator
@@ -52,6 +55,8 @@ class Service:
     metrics: Any = None
     mcp: Any = None
     openapi: bytes = b""
+    links: ApprovalLinks | None = None
+    slack: SlackApp | None = None
     stores: list[SessionStore] = field(init=False)
     probes: set[asyncio.Task[Any]] = field(init=False, default_factory=set)
 
@@ -84,7 +89,7 @@ class Service:
     async def principal(self, request: Request) -> str:
         self.start_background()  # mounted apps get no lifespan: start with the first request
         principal = await authenticate(self.auth, request)
-        note_principal(principal)
+        note_principal(qualified(principal, current_tenant()))
         return principal
 
     async def visible(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:

@@ -54,9 +54,14 @@ def new_ref() -> str:
 
 @dataclass(slots=True)
 class SessionStarted:
+    """A session began: its agent, its ``owner`` (the principal that created it, by the name
+    its credentials give, unique within its tenant) and its ``tenant`` (the owner's; None: the
+    session belongs to no tenant, as every session of a single-tenant setup)."""
+
     agent: str
     owner: str | None
     at: datetime
+    tenant: str | None = None
     kind: Literal["session_started"] = "session_started"
 
 
@@ -371,6 +376,7 @@ _ENCODERS: dict[type[Any], Any] = {
 
 _NO_SENDER = {"principal", "via"}
 _NO_APPROVALS = {"approvals"}
+_NO_TENANT = {"tenant"}
 
 
 def encode_record(record: Record) -> bytes:
@@ -384,6 +390,8 @@ def encode_record(record: Record) -> bytes:
         return _ENCODERS[MessageAdded].to_json(record, exclude=_NO_SENDER)  # type: ignore[no-any-return]
     if kind is CallAnswered and record.approvals is None:  # type: ignore[union-attr]
         return _ENCODERS[CallAnswered].to_json(record, exclude=_NO_APPROVALS)  # type: ignore[no-any-return]
+    if kind is SessionStarted and record.tenant is None:  # type: ignore[union-attr]  # no tenant
+        return _ENCODERS[SessionStarted].to_json(record, exclude=_NO_TENANT)  # type: ignore[no-any-return]
     if kind is ApprovalPaused:
         return _ENCODERS[kind].to_json(record, exclude=_lean(record))  # type: ignore[no-any-return,arg-type]
     return _ENCODERS[kind].to_json(record)  # type: ignore[no-any-return]

@@ -182,6 +182,7 @@ class SessionState:
     durable_version: int = field(default=0, metadata={"transient": True})
     agent: str = ""
     owner: str | None = None
+    tenant: str | None = None
     created_at: datetime | None = None
     turn: int = 0
     messages: list[Message] = field(default_factory=list)
@@ -253,6 +254,7 @@ class SessionState:
                 self._active(record.at)
             case SessionStarted():
                 self.agent, self.owner, self.created_at = record.agent, record.owner, record.at
+                self.tenant = record.tenant
                 self._active(record.at)
             case _:
                 assert_never(record)
@@ -430,6 +432,7 @@ class SessionState:
             pending=len(self.open),
             next_expiry=min(expiries) if expiries else None,
             turn=self.turn,
+            tenant=self.tenant,
         )
 
 

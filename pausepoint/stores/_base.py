@@ -2,7 +2,8 @@
 
 A store never interprets records: it keeps opaque JSON ``data`` with its ``kind`` and version,
 plus a small ``SessionSummary`` the runtime computes at each append, so listings (an approval
-inbox, an owner's sessions, the sessions whose pauses expire soon) need no JSON parsing.
+inbox, an owner's sessions, a tenant's, the sessions whose pauses expire soon) need no JSON
+parsing.
 Every backend passes the conformance suite in ``tests/stores``.
 
 Beside the logs a store keeps an **event stream** and a **delivery outbox**: an append may carry
@@ -82,7 +83,10 @@ class LogEntry:
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
-    """What listings need to know about a session, written atomically with each append."""
+    """What listings need to know about a session, written atomically with each append.
+
+    ``tenant`` is the tenant the session belongs to (its creator's; None: none, as in a
+    single-tenant setup): listings filter by it, and the server confines callers to theirs."""
 
     session_id: str
     agent: str
@@ -93,6 +97,7 @@ class SessionSummary:
     pending: int = 0
     next_expiry: datetime | None = None
     turn: int = 0
+    tenant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +196,10 @@ class SessionStore(Protocol):
         expiring_before: datetime | None = None,
         limit: int = 100,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[SessionSummary]:
-        """Summaries matching every given filter, most recently updated first."""
+        """Summaries matching every given filter, most recently updated first (``tenant``: the
+        sessions of that tenant; None, like every filter left out: any)."""
         ...
 
     async def delete(self, session_id: str) -> bool:

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 __all__ = ["append_args", "log_statements", "sessions_query", "summary"]
 
-# The records part of both appends (parameters $10..$20): the entries and events are joined with
-# ``claimed``, so none is inserted when the version check matched no row. Reading ``claimed``
-# waits for its write, so the transaction has its id before an event's position is computed.
+# The records part of both appends (parameters $10..$20; $21, the session's tenant, is the first
+# part's): the entries and events are joined with ``claimed``, so none is inserted when the
+# version check matched no row. Reading ``claimed`` waits for its write, so the transaction has
+# its id before an event's position is computed.
 _WRITE_RECORDS = """
 written AS (
     INSERT INTO {s}.pausepoint_records (session_id, version, kind, data)
@@ -54,8 +55,8 @@ _APPEND_NEW = (
     """
 WITH claimed AS (
     INSERT INTO {s}.pausepoint_sessions
-        (id, agent, owner, version, created_at, updated_at, pending, next_expiry, turn)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        (id, agent, owner, version, created_at, updated_at, pending, next_expiry, turn, tenant)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $21)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 ),"""
@@ -67,8 +68,8 @@ _APPEND_NEXT = (
 WITH claimed AS (
     UPDATE {s}.pausepoint_sessions
     SET agent = $2, owner = $3, version = $4, created_at = $5, updated_at = $6, pending = $7,
-        next_expiry = $8, turn = $9
-    WHERE id = $1 AND version = $21
+        next_expiry = $8, turn = $9, tenant = $21
+    WHERE id = $1 AND version = $22
     RETURNING id
 ),"""
     + _WRITE_RECORDS
@@ -84,7 +85,7 @@ WHERE s.id = $1
 ORDER BY r.version
 """
 
-_SUMMARY_COLUMNS = "id, agent, owner, version, created_at, updated_at, pending, next_expiry, turn"
+_SUMMARY_COLUMNS = "id, agent, owner, version, created_at, updated_at, pending, next_expiry, turn, tenant"
 
 
 def log_statements(s: str) -> dict[str, str]:
@@ -111,7 +112,7 @@ def append_args(
     events: Sequence[Event],
     channel: str,
 ) -> list[Any]:
-    """The parameters $1..$20 of an append (an append to an existing session adds $21, the
+    """The parameters $1..$21 of an append (an append to an existing session adds $22, the
     version it expects)."""
     return [
         session_id,
@@ -134,6 +135,7 @@ def append_args(
         [e.id for e in events for _ in e.targets],
         [target for e in events for target in e.targets],
         channel,
+        summary.tenant,
     ]
 
 
@@ -146,6 +148,7 @@ def sessions_query(
     expiring_before: datetime | None,
     limit: int,
     offset: int,
+    tenant: str | None = None,
 ) -> tuple[str, list[Any]]:
     """The statement ``listing`` (the ``list`` statement) narrowed by the filters, newest first,
     and its parameters."""
@@ -154,6 +157,9 @@ def sessions_query(
     if owner is not None:
         args.append(owner)
         where.append(f"owner = ${len(args)}")
+    if tenant is not None:
+        args.append(tenant)
+        where.append(f"tenant = ${len(args)}")
     if agent is not None:
         args.append(agent)
         where.append(f"agent = ${len(args)}")
@@ -181,4 +187,5 @@ def summary(row: asyncpg.Record) -> SessionSummary:
         pending=row["pending"],
         next_expiry=row["next_expiry"],
         turn=row["turn"],
+        tenant=row["tenant"],
     )

@@ -120,10 +120,20 @@ ALTER TABLE {s}.pausepoint_checkpoints DROP COLUMN data;
 ALTER TABLE {s}.pausepoint_checkpoints ADD COLUMN base bigint NOT NULL;
 """
 
+# Version 6: a session's tenant (its creator's; NULL: none), and a tenant's sessions by update
+# time, for the inbox of a tenant's approvers. A partial index: sessions without a tenant (every
+# session of a single-tenant setup) cost no index write more per append. ``IF NOT EXISTS``: a
+# schema taken back to an older version by hand keeps the column.
+_TENANTS = """
+ALTER TABLE {s}.pausepoint_sessions ADD COLUMN IF NOT EXISTS tenant text COLLATE "C";
+CREATE INDEX IF NOT EXISTS pausepoint_sessions_tenant ON {s}.pausepoint_sessions (tenant, updated_at, id)
+    WHERE tenant IS NOT NULL;
+"""
+
 # The schema as a list of migrations: the script at index i takes a schema from version i to
 # version i + 1, so a new schema runs them all and an older one the ones it lacks. Never edit a
 # script once released: append a new one.
-MIGRATIONS = [_SCHEMA, _OUTBOX, _CHECKPOINTS, _EXTENSIONS, _BASES]
+MIGRATIONS = [_SCHEMA, _OUTBOX, _CHECKPOINTS, _EXTENSIONS, _BASES, _TENANTS]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _META = "CREATE TABLE IF NOT EXISTS {s}.pausepoint_meta (key text PRIMARY KEY, value text NOT NULL)"

@@ -17,9 +17,10 @@ from ._redis_rows import us
 
 __all__ = ["APPEND", "DELETE", "LIST", "READ", "append_args", "listing"]
 
-# KEYS: summary, log, all, pending, expiry, agent index[, owner index]
+# KEYS: summary, log, all, pending, expiry, agent index[, owner index][, tenant index]
 # ARGV: id, expected, prefix, agent, has_owner, owner, created, updated, pending, expiry, turn,
-# event slots (k), events (k slots: id, kind, agent, at, data, target count, targets...), entries...
+# has_tenant, tenant, event slots (k), events (k slots: id, kind, agent, at, data, target count,
+# targets...), entries...
 APPEND = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 local expected = tonumber(ARGV[2])
@@ -27,24 +28,27 @@ if current ~= expected then
     return {0, current}
 end
 local id, prefix = ARGV[1], ARGV[3]
--- A summary may name another agent or owner than before: leave their indexes.
+-- A summary may name another agent, owner or tenant than before: leave their indexes.
 if current > 0 then
-    local old = redis.call('HMGET', KEYS[1], 'agent', 'owner')
+    local old = redis.call('HMGET', KEYS[1], 'agent', 'owner', 'tenant')
     if old[1] ~= ARGV[4] then
         redis.call('ZREM', prefix .. 'agent:' .. old[1], id)
     end
     if old[2] and (ARGV[5] == '0' or old[2] ~= ARGV[6]) then
         redis.call('ZREM', prefix .. 'owner:' .. old[2], id)
     end
+    if old[3] and (ARGV[12] == '0' or old[3] ~= ARGV[13]) then
+        redis.call('ZREM', prefix .. 'tenant:' .. old[3], id)
+    end
 end
-local first = 13 + tonumber(ARGV[12])
+local first = 15 + tonumber(ARGV[14])
 -- unpack() is bounded by Lua's C stack: push in slices.
 for i = first, #ARGV, 1000 do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 local version = expected + #ARGV - first + 1
 local updated = ARGV[8]
-local i = 13
+local i = 15
 while i < first do
     local seq = redis.call('INCR', prefix .. 'event_seq')
     redis.call('ZADD', prefix .. 'events', seq, seq .. '\\n' .. ARGV[i] .. '\\n' .. ARGV[i + 1] .. '\\n' .. id ..
@@ -60,7 +64,7 @@ while i < first do
     end
     i = i + 6 + targets
 end
-if first > 13 then
+if first > 15 then
     redis.call('PUBLISH', prefix .. 'events', '')
 end
 redis.call('HSET', KEYS[1], 'version', version, 'agent', ARGV[4], 'created_us', ARGV[7],
@@ -72,6 +76,12 @@ if ARGV[5] == '1' then
     redis.call('ZADD', KEYS[7], updated, id)
 else
     redis.call('HDEL', KEYS[1], 'owner')
+end
+if ARGV[12] == '1' then
+    redis.call('HSET', KEYS[1], 'tenant', ARGV[13])
+    redis.call('ZADD', KEYS[#KEYS], updated, id)
+else
+    redis.call('HDEL', KEYS[1], 'tenant')
 end
 if tonumber(ARGV[9]) > 0 then
     redis.call('ZADD', KEYS[4], updated, id)
@@ -101,15 +111,18 @@ return out
 """
 
 # KEYS: source index. ARGV: prefix, owner ('' = any), agent ('' = any), pending ('', '1', '0'),
-# expiring_before_us ('' = any), offset, limit, has_owner filter ('1'/'0'), has_agent filter.
+# expiring_before_us ('' = any), offset, limit, has_owner filter ('1'/'0'), has_agent filter,
+# has_tenant filter, tenant.
 # With an expiry filter KEYS[1] is the expiry index and matches are sorted here; otherwise the
 # index is walked newest first and matches come out in order. Returns {{id, hgetall...}, ...}.
 LIST = """
 local prefix, owner, agent, pending = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local before, offset, limit = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local by_owner, by_agent = ARGV[8] == '1', ARGV[9] == '1'
+local by_tenant, tenant = ARGV[10] == '1', ARGV[11]
 local function matches(s)
     if by_owner and s.owner ~= owner then return false end
+    if by_tenant and s.tenant ~= tenant then return false end
     if by_agent and s.agent ~= agent then return false end
     if pending == '1' and tonumber(s.pending) == 0 then return false end
     if pending == '0' and tonumber(s.pending) > 0 then return false end
@@ -170,7 +183,7 @@ return out
 
 # KEYS: summary, log, all, pending, expiry. ARGV: id, prefix. Returns 1 if the session existed.
 DELETE = """
-local old = redis.call('HMGET', KEYS[1], 'agent', 'owner')
+local old = redis.call('HMGET', KEYS[1], 'agent', 'owner', 'tenant')
 if not old[1] then
     return 0
 end
@@ -187,6 +200,9 @@ redis.call('ZREM', KEYS[5], id)
 redis.call('ZREM', prefix .. 'agent:' .. old[1], id)
 if old[2] then
     redis.call('ZREM', prefix .. 'owner:' .. old[2], id)
+end
+if old[3] then
+    redis.call('ZREM', prefix .. 'tenant:' .. old[3], id)
 end
 return 1
 """
@@ -217,6 +233,8 @@ def append_args(
         summary.pending,
         "" if summary.next_expiry is None else us(summary.next_expiry),
         summary.turn,
+        "0" if summary.tenant is None else "1",
+        summary.tenant or "",
         0,
     ]
     for event in events:
@@ -224,7 +242,7 @@ def append_args(
             if "\n" in text:
                 raise ValueError(f"an event's id, kind, agent and session id may not contain a newline: {text!r}")
         args += [event.id, event.kind, event.agent, us(event.at), event.data, len(event.targets), *event.targets]
-    args[11] = len(args) - 12
+    args[13] = len(args) - 14
     args += [e.kind.encode() + b"\n" + e.data for e in entries]
     return args
 
@@ -238,15 +256,19 @@ def listing(
     expiring_before: datetime | None,
     limit: int,
     offset: int,
+    tenant: str | None = None,
 ) -> tuple[str, list[Any]]:
     """``LIST``'s source index (KEYS[1]) and ARGV for a listing: the narrowest index that still
-    yields sessions in order; the script filters the rest."""
+    yields sessions in order; the script filters the rest. (The pending index before a
+    tenant's: pauses waiting are few, a tenant's sessions grow with its history.)"""
     if expiring_before is not None:
         source = f"{prefix}expiry"
     elif owner is not None:
         source = f"{prefix}owner:{owner}"
     elif has_pending:
         source = f"{prefix}pending"
+    elif tenant is not None:
+        source = f"{prefix}tenant:{tenant}"
     elif agent is not None:
         source = f"{prefix}agent:{agent}"
     else:
@@ -261,5 +283,7 @@ def listing(
         limit,
         "0" if owner is None else "1",
         "0" if agent is None else "1",
+        "0" if tenant is None else "1",
+        tenant or "",
     ]
     return source, args

@@ -59,6 +59,7 @@ def delivery(row: list[Any]) -> Delivery:
 
 def summary(session_id: str, fields: Mapping[str, bytes | str]) -> SessionSummary:
     owner = fields.get("owner")
+    tenant = fields.get("tenant")
     expiry = fields.get("expiry_us")
     return SessionSummary(
         session_id=session_id,
@@ -70,4 +71,5 @@ def summary(session_id: str, fields: Mapping[str, bytes | str]) -> SessionSummar
         pending=int(fields["pending"]),
         next_expiry=None if expiry is None else moment(expiry),
         turn=int(fields["turn"]),
+        tenant=None if tenant is None else text(tenant),
     )

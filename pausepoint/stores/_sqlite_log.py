@@ -21,7 +21,7 @@ from ._sqlite_schema import MAX_SESSION_NUMBER, MAX_VERSION, VERSION_BITS
 
 __all__ = ["SUMMARY_COLUMNS", "append", "check_capacity", "delete", "get_summary", "list_sessions", "read"]
 
-SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn"
+SUMMARY_COLUMNS = "id, agent, owner, version, created_us, updated_us, pending, next_expiry_us, turn, tenant"
 
 
 def check_capacity(session_id: str, new_version: int) -> None:
@@ -59,7 +59,7 @@ def _create(conn: sqlite3.Connection, row: SummaryRow, path: str) -> int:
     """Add the session's row; the number it was given."""
     try:
         n = conn.execute(
-            f"INSERT INTO pausepoint_sessions ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
+            f"INSERT INTO pausepoint_sessions ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row
         ).lastrowid
     except sqlite3.IntegrityError:
         raise _conflict(conn, row.id, 0) from None
@@ -78,7 +78,7 @@ def _advance(conn: sqlite3.Connection, expected_version: int, row: SummaryRow) -
     n: int = found[0]
     conn.execute(
         "UPDATE pausepoint_sessions SET agent = ?, owner = ?, version = ?, created_us = ?, "
-        "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ? WHERE n = ?",
+        "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ?, tenant = ? WHERE n = ?",
         (*row[1:], n),
     )
     return n
@@ -116,12 +116,16 @@ def list_sessions(
     expiring_before: datetime | None,
     limit: int,
     offset: int,
+    tenant: str | None = None,
 ) -> list[SessionSummary]:
     where: list[str] = []
     args: list[object] = []
     if owner is not None:
         where.append("owner = ?")
         args.append(owner)
+    if tenant is not None:
+        where.append("tenant = ?")
+        args.append(tenant)
     if agent is not None:
         where.append("agent = ?")
         args.append(agent)

@@ -37,6 +37,7 @@ class SummaryRow(NamedTuple):
     pending: int
     next_expiry_us: int | None
     turn: int
+    tenant: str | None
 
     @staticmethod
     def written(session_id: str, summary: SessionSummary, version: int) -> SummaryRow:
@@ -51,6 +52,7 @@ class SummaryRow(NamedTuple):
             summary.pending,
             None if summary.next_expiry is None else us(summary.next_expiry),
             summary.turn,
+            summary.tenant,
         )
 
     def summary(self) -> SessionSummary:
@@ -64,6 +66,7 @@ class SummaryRow(NamedTuple):
             pending=self.pending,
             next_expiry=None if self.next_expiry_us is None else moment(self.next_expiry_us),
             turn=self.turn,
+            tenant=self.tenant,
         )
 
 

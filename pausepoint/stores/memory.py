@@ -113,6 +113,7 @@ class InMemorySessionStore:
         expiring_before: datetime | None = None,
         limit: int = 100,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[SessionSummary]:
         with self._lock:
             summaries = [s.summary for s in self._sessions.values()]
@@ -120,6 +121,7 @@ class InMemorySessionStore:
             s
             for s in summaries
             if (owner is None or s.owner == owner)
+            and (tenant is None or s.tenant == tenant)
             and (agent is None or s.agent == agent)
             and (has_pending is None or (s.pending > 0) == has_pending)
             and (expiring_before is None or (s.next_expiry is not None and s.next_expiry < expiring_before))

@@ -218,10 +218,12 @@ class PostgresSessionStore:
         expiring_before: datetime | None = None,
         limit: int = 100,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[SessionSummary]:
         sql, args = _postgres_log.sessions_query(
             self._sql["list"],
             owner=owner,
+            tenant=tenant,
             agent=agent,
             has_pending=has_pending,
             expiring_before=expiring_before,

@@ -15,6 +15,7 @@ Keys (all under a configurable prefix, ``pausepoint:`` by default)::
     {prefix}all                 sorted set: every session by updated time
     {prefix}agent:{agent}       sorted set: the agent's sessions by updated time
     {prefix}owner:{owner}       sorted set: the owner's sessions by updated time
+    {prefix}tenant:{tenant}     sorted set: the tenant's sessions by updated time
     {prefix}pending             sorted set: sessions with pending interrupts by updated time
     {prefix}expiry              sorted set: sessions with an expiring pause, by expiry time
     {prefix}event_seq           counter: the latest event position handed out
@@ -97,14 +98,17 @@ __all__ = ["RedisSessionStore"]
 # checkpoints, 4 checkpoint extensions (named so that a process of layout 3, whose checkpoint
 # writes would leave the extensions of an older base behind, refuses the prefix), 5 bases in keys
 # of their own, by version (a checkpoint hash of layout 4 holds its base in ``data`` and no
-# ``base``: it reads as no checkpoint, and the next base written replaces it). A new version that
-# changes existing keys adds its migration here.
+# ``base``: it reads as no checkpoint, and the next base written replaces it), 6 a session's
+# tenant (a ``tenant`` field of its summary, absent for none) and each tenant's index (named so
+# that a process of layout 5, whose appends would leave a tenant's index behind, refuses the
+# prefix). A new version that changes existing keys adds its migration here.
 _LAYOUTS = [
     "sessions and logs",
     "the event stream and the delivery outbox",
     "checkpoints",
     "checkpoint extensions",
     "checkpoint bases by version",
+    "tenants",
 ]
 SCHEMA_VERSION = len(_LAYOUTS)
 _UPGRADABLE = {str(version).encode() for version in range(1, SCHEMA_VERSION)}
@@ -230,6 +234,8 @@ class RedisSessionStore:
         keys = [*self._keys(session_id), f"{self.prefix}agent:{summary.agent}"]
         if summary.owner is not None:
             keys.append(f"{self.prefix}owner:{summary.owner}")
+        if summary.tenant is not None:
+            keys.append(f"{self.prefix}tenant:{summary.tenant}")  # the script's last key
         args = append_args(self.prefix, session_id, expected_version, summary, entries, events)
         applied, version = await self._run("append", f"appending to session {session_id!r}", keys, args)
         if applied and events:
@@ -325,10 +331,12 @@ class RedisSessionStore:
         expiring_before: datetime | None = None,
         limit: int = 100,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[SessionSummary]:
         source, args = listing(
             self.prefix,
             owner=owner,
+            tenant=tenant,
             agent=agent,
             has_pending=has_pending,
             expiring_before=expiring_before,

@@ -302,9 +302,12 @@ class SqliteSessionStore:
         expiring_before: datetime | None = None,
         limit: int = 100,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[SessionSummary]:
         return await self._run(
-            lambda conn: _sqlite_log.list_sessions(conn, owner, agent, has_pending, expiring_before, limit, offset)
+            lambda conn: _sqlite_log.list_sessions(
+                conn, owner, agent, has_pending, expiring_before, limit, offset, tenant
+            )
         )
 
     async def delete(self, session_id: str) -> bool:

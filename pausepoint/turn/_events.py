@@ -1,7 +1,8 @@
 """Events: what the runtime announces of the records a turn appends, and the JSON body they show.
 
 Each append carries an ``Event`` for every record worth announcing, written by the store in the
-same transaction as the records (``stores.Event``):
+same transaction as the records (``stores.Event``), with a delivery for each webhook that wants
+it (its kind, its agent, and — for a webhook limited to some tenants — the session's tenant):
 
     CallPaused, ApprovalPaused      -> "pause"
     CallAnswered (expire)           -> "expiry"
@@ -13,12 +14,13 @@ same transaction as the records (``stores.Event``):
     PauseEscalated                  -> "escalation"  (handed to other approvers)
 
 Making one costs next to nothing on the hot path: its data is the record's JSON, already encoded
-for the log, in a small envelope with the session's owner (and, for an answer, the input of the
-pause it answered; for a turn end, the refs of the calls left paused). Readers (the SSE feed,
-the webhook sender) turn it into the public body (``event_body``) when they read it, with the
-pause's ``view`` when they know the agent::
+for the log, in a small envelope with the session's owner and tenant (the tenant only when the
+session has one: a single-tenant setup's events keep the bytes they always had; and, for an
+answer, the input of the pause it answered; for a turn end, the refs of the calls left paused).
+Readers (the SSE feed, the webhook sender) turn it into the public body (``event_body``) when
+they read it, with the pause's ``view`` when they know the agent::
 
-    {"id", "type", "at", "agent", "session_id", "owner", ...}
+    {"id", "type", "at", "agent", "session_id", "owner", "tenant", ...}
       pause:     "interrupt": PendingInterrupt (+ "view")
       answer, expiry, approval, decision, grant, escalation: "entry": AuditEntry (+ "view")
       turn_end:  "turn", "finish_reason", "open_refs" (the paused calls' refs), "error"
@@ -91,6 +93,7 @@ EVENT_KINDS: tuple[EventKind, ...] = (
 class _Envelope:
     owner: str | None
     record: Record
+    tenant: str | None = None  # the session's (written only when it has one)
     input: Any = None  # an answer's: the input of the pause it answered
     open: list[str] | None = None  # a turn end's: the refs of the calls left paused
     count: int = 0  # an approval's: how many approvals the pause has with it
@@ -108,9 +111,12 @@ def announce(
     entries: Sequence[LogEntry],
     now: datetime,
     targets: Mapping[str, tuple[str, ...]],
+    tenants: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Event]:
     """The events of an append of ``records`` (encoded as ``entries``, already folded into
-    ``state``); ``targets`` maps an event kind to the webhooks that want it."""
+    ``state``); ``targets`` maps an event kind to the webhooks that want it, and ``tenants``
+    a webhook limited to some tenants to those (a session of another tenant, or of none, is
+    not announced to it)."""
     events: list[Event] = []
     head: bytes | None = None
     for record, entry in zip(records, entries, strict=True):
@@ -119,11 +125,21 @@ def announce(
             continue
         kind, at, tail = announced
         if head is None:
-            owner = state.owner
-            head = b'{"owner":' + (b"null" if owner is None else _json_string(owner)) + b',"record":'
-        event = Event(new_event_id(), kind, state.session_id, state.agent, at, head + entry.data + tail, targets[kind])
+            head = _head(state.owner, state.tenant)
+        wanted = targets[kind]
+        if tenants and wanted:
+            wanted = tuple(t for t in wanted if t not in tenants or state.tenant in tenants[t])
+        event = Event(new_event_id(), kind, state.session_id, state.agent, at, head + entry.data + tail, wanted)
         events.append(event)
     return events
+
+
+def _head(owner: str | None, tenant: str | None) -> bytes:
+    """The envelope's start: the session's owner, its tenant when it has one, then the record."""
+    head = b'{"owner":' + (b"null" if owner is None else _json_string(owner))
+    if tenant is not None:
+        head += b',"tenant":' + _json_string(tenant)
+    return head + b',"record":'
 
 
 def _announced(record: Record, state: SessionState, now: datetime) -> tuple[EventKind, datetime, bytes] | None:
@@ -213,6 +229,7 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
         "agent": event.agent,
         "session_id": event.session_id,
         "owner": envelope.owner,
+        "tenant": envelope.tenant,
     }
     match record:
         case CallPaused():

@@ -33,11 +33,18 @@ class Appender:
     against an older protocol may take neither, and then every append is durable).
     """
 
-    def __init__(self, store: SessionStore, targets: Mapping[str, tuple[str, ...]]) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        targets: Mapping[str, tuple[str, ...]],
+        tenants: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         appends = _append_parameters(store)
         self.store = store
         #: event kind -> the webhooks it goes to; None when the store keeps no events
         self.targets = targets if "events" in appends else None
+        #: a webhook limited to some tenants -> those tenants (``Webhook.tenants``)
+        self.tenants = tenants
         #: whether the store's append takes ``durable``
         self.hints = {"events", "durable"} <= appends
 
@@ -56,7 +63,7 @@ class Appender:
         announcing them. Raises ``VersionConflict`` (nothing written) when it is at another."""
         session_id = state.session_id
         summary = state.summary(now)
-        events = () if self.targets is None else announce(state, records, entries, now, self.targets)
+        events = () if self.targets is None else announce(state, records, entries, now, self.targets, self.tenants)
         if self.hints:
             await self.store.append(session_id, base, entries, summary, events, durable=durable)
         elif self.targets is None:  # a store from before events and durability hints

@@ -24,6 +24,8 @@ latency and errors, store latency.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -54,11 +56,14 @@ class Metrics(Protocol):
     def model_called(self, agent: str, model: str, seconds: float, error: str | None) -> None:
         """A model call ended; ``error`` is the error's code when it failed."""
 
-    def pause_opened(self, agent: str, tool: str) -> None:
-        """A pause was recorded."""
+    def pause_opened(self, agent: str, tool: str, *, tenant: str | None = None) -> None:
+        """A pause was recorded (in a session of ``tenant``; None: of none)."""
 
-    def pause_resolved(self, agent: str, tool: str, decision: str, waited: float) -> None:
-        """A pause was answered (``decision`` "expire" when it expired) after ``waited`` seconds."""
+    def pause_resolved(self, agent: str, tool: str, decision: str, waited: float, *, tenant: str | None = None) -> None:
+        """A pause was answered (``decision`` "expire" when it expired) after ``waited`` seconds.
+
+        (``tenant`` is given only to an implementation whose ``pause_opened`` and
+        ``pause_resolved`` take it: one written before tenants is called as it always was.)"""
 
     def store_called(self, backend: str, operation: str, seconds: float) -> None:
         """A session store call ended."""
@@ -179,15 +184,17 @@ class Telemetry:
         tracer = self._tracer
         if tracer is None and self.metrics is None:
             return
+        metrics = self.metrics
+        tenant = {"tenant": state.tenant} if metrics is not None and _takes_tenant(type(metrics)) else {}
         for record in records:
             if isinstance(record, CallPaused):
-                if self.metrics is not None:
-                    self.metrics.pause_opened(state.agent, record.name)
+                if metrics is not None:
+                    metrics.pause_opened(state.agent, record.name, **tenant)
             elif isinstance(record, CallAnswered):
                 pause = state.pauses[record.ref].record
                 waited = max((record.at - pause.at).total_seconds(), 0.0)
-                if self.metrics is not None:
-                    self.metrics.pause_resolved(state.agent, record.name, record.decision, waited)
+                if metrics is not None:
+                    metrics.pause_resolved(state.agent, record.name, record.decision, waited, **tenant)
                 if tracer is not None:
                     self._answer_span(tracer, record, pause, waited)
 
@@ -325,6 +332,16 @@ _REQUEST_CONFIG = {
     "max_output_tokens": "gen_ai.request.max_tokens",
     "max_tokens": "gen_ai.request.max_tokens",
 }
+
+
+@functools.cache
+def _takes_tenant(kind: type) -> bool:
+    """Whether a ``Metrics`` implementation counts pauses by tenant (its pause methods take ``tenant``)."""
+    try:
+        return all("tenant" in inspect.signature(getattr(kind, name)).parameters
+                   for name in ("pause_opened", "pause_resolved"))  # fmt: skip
+    except (AttributeError, TypeError, ValueError):
+        return False
 
 
 def _client_kind() -> Any:

@@ -25,7 +25,8 @@ async def test_response_version_names_the_turn_end_and_survives_replays():
 
 def test_server_public_surface():
     assert sorted(pausepoint.server.__all__) == [
-        "AccessPolicy", "Authenticator", "BearerTokens", "Limits", "OwnerPolicy", "WebhookSender", "create_app",
+        "AccessPolicy", "Authenticator", "BearerTokens", "FirstOf", "Identity", "Limits", "OidcBearer",
+        "OidcSettings", "OwnerPolicy", "WebhookSender", "create_app", "current_identity", "token_roles",
     ]  # fmt: skip
     codes = [getattr(pausepoint.errors, n).code for n in pausepoint.errors.__all__]
     assert len(codes) == len(set(codes))

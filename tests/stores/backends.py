@@ -26,7 +26,7 @@ import pytest
 from pausepoint.stores import Checkpoint, InMemorySessionStore, SessionStore, SqliteSessionStore
 from pausepoint.stores._base import check_replaces
 
-from .sqlite_layouts import rewind_to_version_1
+from .sqlite_layouts import migrate_to, rewind_to_version_1
 
 # "sqlite-files": SQLite with every checkpoint base in a file beside the database, as a long
 # session's is (``SqliteSessionStore(checkpoint_file_bytes=...)``).
@@ -99,6 +99,11 @@ class Backend:
     async def make_version_1(self) -> None:
         """Turn the place back into what pausepoint's schema version 1 made (no events, no outbox,
         no checkpoints, no checkpoint extensions)."""
+        raise NotImplementedError
+
+    async def make_version_before_tenants(self) -> None:
+        """Turn the place back into the layout of the release before tenants (SQLite 6,
+        PostgreSQL 5, Redis 5): no session has a tenant, and nothing lists them by tenant."""
         raise NotImplementedError
 
     async def drop_checkpoint_bases(self) -> None:
@@ -212,6 +217,11 @@ class SqliteBackend(Backend):
         with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
             rewind_to_version_1(conn)
 
+    async def make_version_before_tenants(self) -> None:
+        with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
+            rewind_to_version_1(conn)
+            migrate_to(conn, 6)
+
     @contextlib.asynccontextmanager
     async def hold_writes(self, session_id: str) -> AsyncIterator[None]:
         conn = sqlite3.connect(self.path, isolation_level=None)
@@ -295,7 +305,19 @@ class PostgresBackend(Backend):
             f"DROP TABLE {self.quoted}.pausepoint_checkpoints; "
             f"DROP TABLE {self.quoted}.pausepoint_checkpoint_extensions; "
             f"DROP TABLE {self.quoted}.pausepoint_checkpoint_bases; "
+            f"{self._without_tenants()}"
             f"UPDATE {self.quoted}.pausepoint_meta SET value = '1' WHERE key = 'schema_version'"
+        )
+
+    async def make_version_before_tenants(self) -> None:
+        version = f"UPDATE {self.quoted}.pausepoint_meta SET value = '5' WHERE key = 'schema_version'"
+        await self._execute(self._without_tenants() + version)
+
+    def _without_tenants(self) -> str:
+        """What takes the sessions' table back to before version 6 (tenants)."""
+        return (
+            f"DROP INDEX {self.quoted}.pausepoint_sessions_tenant; "
+            f"ALTER TABLE {self.quoted}.pausepoint_sessions DROP COLUMN tenant; "
         )
 
     async def drop_checkpoint_bases(self) -> None:
@@ -316,6 +338,7 @@ class PostgresBackend(Backend):
         await self._execute(
             f"DROP TABLE {s}.pausepoint_checkpoint_bases; DELETE FROM {s}.pausepoint_checkpoints; "
             f"ALTER TABLE {s}.pausepoint_checkpoints DROP COLUMN base, ADD COLUMN data bytea NOT NULL; "
+            f"{self._without_tenants()}"
             f"UPDATE {s}.pausepoint_meta SET value = '4' WHERE key = 'schema_version'"
         )
         await self._execute(f"INSERT INTO {s}.pausepoint_checkpoints VALUES ($1, 3, 'an old base')", session_id)
@@ -392,6 +415,17 @@ class RedisBackend(Backend):
             if outbox:
                 await client.delete(*outbox)
             await client.set(self.prefix + "schema_version", "1")
+
+    async def make_version_before_tenants(self) -> None:
+        import redis.asyncio as aioredis
+
+        async with aioredis.Redis.from_url(self.url) as client:
+            async for key in client.scan_iter(match=self.prefix + "summary:*", count=1000):
+                await client.hdel(key, "tenant")
+            indexes = [key async for key in client.scan_iter(match=self.prefix + "tenant:*", count=1000)]
+            if indexes:
+                await client.delete(*indexes)
+            await client.set(self.prefix + "schema_version", "5")
 
     async def drop_checkpoint_bases(self) -> None:
         import redis.asyncio as aioredis

@@ -222,3 +222,31 @@ async def test_a_version_5_file_keeps_every_log_in_order_and_its_sessions_go_on(
         await store.close()
     assert schema_version(path) == str(SCHEMA_VERSION)
     assert not {name for name in tables(path) if name.endswith("_6")}
+
+
+async def test_a_version_6_file_gains_tenants(tmp_path: Path) -> None:
+    """Version 7 gives each session a tenant: the sessions of a version-6 file have none, and go
+    on; a new session of a tenant is listed by it."""
+    path = tmp_path / "v6.db"
+    paused_id, ref = await make_version_1_file(path)
+    with contextlib.closing(old_file(path, 6)):
+        pass
+    ledger: list[str] = []
+    store = SqliteSessionStore(path)
+    try:
+        [old] = await store.list_sessions(has_pending=True)
+        assert (old.session_id, old.tenant) == (paused_id, None)
+        _, agent = build(store, ledger)
+        chat = agent.chat(paused_id)
+        [pending] = await chat.interrupts()
+        assert pending.ref == ref
+        done = await chat.resume(respond=[pending.respond({"approved": True})])
+        assert done.finish_reason == AgentFinishReason.STOP and ledger == ["500->savings"]
+        assert (await store.get_summary(paused_id)).tenant is None  # type: ignore[union-attr]
+        acme = agent.chat(principal="alice", tenant="acme")
+        await acme.send("Transfer $5 to bob.")
+        assert [s.session_id for s in await store.list_sessions(tenant="acme")] == [acme.session_id]
+        assert [s.session_id for s in await store.list_sessions(has_pending=True)] == [acme.session_id]
+    finally:
+        await store.close()
+    assert schema_version(path) == str(SCHEMA_VERSION)

@@ -83,11 +83,14 @@ from ._extensions import (
 from ._fixtures import DEFAULT_MAX_RECORD_BYTES, T0, OpenStore, at, entries, ids, put, store, summary
 from ._listing import (
     listed,
+    tenants,
     test_delete,
+    test_list_by_tenant,
     test_list_filters_and_order,
     test_list_limit_and_offset,
     test_list_returns_whole_summaries,
     test_listing_follows_the_latest_summary,
+    test_tenant_listing_follows_the_latest_summary,
 )
 
 __all__ = [
@@ -105,6 +108,7 @@ __all__ = [
     "put",
     "store",
     "summary",
+    "tenants",
     "test_a_checkpoint_is_kept_as_written",
     "test_a_checkpoint_is_never_replaced_by_an_older_one",
     "test_a_checkpoint_may_be_larger_than_a_record",
@@ -128,6 +132,7 @@ __all__ = [
     "test_delete",
     "test_extensions_keep_their_bytes_and_order",
     "test_is_a_session_store",
+    "test_list_by_tenant",
     "test_list_filters_and_order",
     "test_list_limit_and_offset",
     "test_list_returns_whole_summaries",
@@ -143,6 +148,7 @@ __all__ = [
     "test_racing_extensions_from_the_same_head_keep_one",
     "test_racing_merges_from_the_same_head_keep_one",
     "test_read_after_a_version_keeps_kinds_and_bytes",
+    "test_tenant_listing_follows_the_latest_summary",
     "test_ties_are_ordered_by_id_bytewise",
     "test_unicode",
     "test_unknown_session",

@@ -33,6 +33,7 @@ def summary(
     pending: int = 0,
     expiry: float | None = None,
     turn: int = 1,
+    tenant: str | None = None,
 ) -> SessionSummary:
     return SessionSummary(
         session_id=session_id,
@@ -44,6 +45,7 @@ def summary(
         pending=pending,
         next_expiry=None if expiry is None else at(expiry),
         turn=turn,
+        tenant=tenant,
     )
 
 

@@ -13,10 +13,12 @@ from ._fixtures import at, entries, ids, put, summary
 __all__ = [
     "listed",
     "test_delete",
+    "test_list_by_tenant",
     "test_list_filters_and_order",
     "test_list_limit_and_offset",
     "test_list_returns_whole_summaries",
     "test_listing_follows_the_latest_summary",
+    "test_tenant_listing_follows_the_latest_summary",
 ]
 
 
@@ -111,6 +113,73 @@ async def test_listing_follows_the_latest_summary(listed: SessionStore) -> None:
     await store.append("s5", 1, entries(1, 1), summary("s5", 2, agent="a", owner=None, updated=13, pending=1))
     assert ids(await store.list_sessions(owner="alice")) == ["s1"]
     assert (await store.get_summary("s5")) == summary("s5", 2, agent="a", owner=None, updated=13, pending=1)
+
+
+# -- tenants -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def tenants(store: SessionStore) -> SessionStore:
+    """Sessions of two tenants, each with an "alice", and two of no tenant."""
+    await put(store, summary("t1", 1, agent="a", owner="alice", tenant="acme", updated=1, pending=1, expiry=50))
+    await put(store, summary("t2", 1, agent="a", owner="alice", tenant="globex", updated=2, pending=1))
+    await put(store, summary("t3", 1, agent="b", owner="bob", tenant="acme", updated=3))
+    await put(store, summary("t4", 1, agent="a", owner="alice", updated=4, pending=1, expiry=60))
+    await put(store, summary("t5", 1, agent="a", owner=None, updated=5))
+    return store
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({}, ["t5", "t4", "t3", "t2", "t1"]),  # no filter: every tenant's, and those of none
+        ({"tenant": None}, ["t5", "t4", "t3", "t2", "t1"]),
+        ({"tenant": "acme"}, ["t3", "t1"]),
+        ({"tenant": "globex"}, ["t2"]),
+        ({"tenant": "nobody"}, []),
+        ({"tenant": "acme", "owner": "alice"}, ["t1"]),  # one alice of two
+        ({"tenant": "globex", "owner": "alice"}, ["t2"]),
+        ({"tenant": "globex", "owner": "bob"}, []),
+        ({"owner": "alice"}, ["t4", "t2", "t1"]),
+        ({"tenant": "acme", "has_pending": True}, ["t1"]),
+        ({"tenant": "acme", "has_pending": False}, ["t3"]),
+        ({"tenant": "acme", "agent": "b"}, ["t3"]),
+        ({"tenant": "globex", "agent": "b"}, []),
+        ({"tenant": "acme", "expiring_before": at(100)}, ["t1"]),
+        ({"tenant": "globex", "expiring_before": at(100)}, []),
+    ],
+)
+async def test_list_by_tenant(tenants: SessionStore, filters: dict[str, Any], expected: Any) -> None:
+    """``tenant`` narrows a listing to one tenant's sessions, with every other filter; a
+    session's tenant comes back in its summary (None: it has none)."""
+    assert ids(await tenants.list_sessions(**filters)) == expected
+    assert ids(await tenants.list_sessions(**filters, limit=1, offset=1)) == expected[1:2]
+
+
+async def test_tenant_listing_follows_the_latest_summary(tenants: SessionStore) -> None:
+    store = tenants
+    assert await store.get_summary("t1") == summary(
+        "t1", 1, agent="a", owner="alice", tenant="acme", updated=1, pending=1, expiry=50
+    )
+    assert (await store.list_sessions(tenant="globex")) == [
+        summary("t2", 1, agent="a", owner="alice", tenant="globex", updated=2, pending=1)
+    ]
+    assert (await store.get_summary("t4")) == summary(
+        "t4", 1, agent="a", owner="alice", updated=4, pending=1, expiry=60
+    )
+    # t1 moves on: first to the front of its tenant's list, then to another tenant, then to none.
+    await store.append("t1", 1, entries(1, 1), summary("t1", 2, agent="a", owner="alice", tenant="acme", updated=10))
+    assert ids(await store.list_sessions(tenant="acme")) == ["t1", "t3"]
+    await store.append("t1", 2, entries(2, 1), summary("t1", 3, agent="a", owner="alice", tenant="globex", updated=11))
+    assert ids(await store.list_sessions(tenant="acme")) == ["t3"]
+    assert ids(await store.list_sessions(tenant="globex")) == ["t1", "t2"]
+    await store.append("t1", 3, entries(3, 1), summary("t1", 4, agent="a", owner="alice", updated=12))
+    assert ids(await store.list_sessions(tenant="globex")) == ["t2"]
+    assert (await store.get_summary("t1")) == summary("t1", 4, agent="a", owner="alice", updated=12)
+    # A deleted session leaves its tenant's list.
+    assert await store.delete("t2") is True
+    assert ids(await store.list_sessions(tenant="globex")) == []
+    assert ids(await store.list_sessions(tenant="acme")) == ["t3"]
 
 
 # -- delete --------------------------------------------------------------------------------------

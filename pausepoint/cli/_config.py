@@ -1,0 +1,377 @@
+"""The schema of ``pausepoint serve``'s configuration file (TOML; docs/config.md documents
+every key, and examples/pausepoint.toml is a team's file).
+
+Each section is a pydantic model that refuses keys it does not know. Secrets are never written
+in the file: a key ending in ``_env`` names the environment variable holding one (``token_env =
+"ALICE_TOKEN"``), and a secret written in the file (``token = "..."``) is refused, saying so.
+Validation reads the environment (``context={"env": ...}``): a variable named but not set is
+an error at its key.
+
+The single sign-on section is the server's own ``OidcSettings`` (``pausepoint.server``), with
+the approver roles added: the server checks tokens with exactly the settings validated here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+
+from ..server._auth import is_tenant_name
+from ..server._limits import Limits
+from ..server._oidc import OidcSettings
+from ..webhooks import EVENT_KINDS
+from ._logging import LEVELS
+
+__all__ = [
+    "Auth",
+    "ConfigFile",
+    "Delivery",
+    "Email",
+    "Expiry",
+    "LimitsSection",
+    "Listen",
+    "Links",
+    "Log",
+    "MetricsSection",
+    "Notifiers",
+    "Oidc",
+    "Principal",
+    "Server",
+    "Slack",
+    "Store",
+    "Tenant",
+    "TenantPrincipal",
+    "Tracing",
+    "WebhookSection",
+]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_NAME = re.compile(r"[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,126}[^\s\x00-\x1f\x7f])?")
+# Request headers that carry credentials: their values go in headers_env, never in the file.
+_SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"}
+
+
+def _env_is_set(name: str, info: ValidationInfo) -> str:
+    if not _ENV_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not the name of an environment variable (letters, digits and _)")
+    env: Mapping[str, str] | None = (info.context or {}).get("env")
+    if env is not None and not env.get(name):
+        raise ValueError(f"the environment variable {name} is not set (or is empty)")
+    return name
+
+
+#: the name of an environment variable that holds a secret, and is set
+EnvName = Annotated[str, AfterValidator(_env_is_set)]
+
+
+def _secret_here(use: str) -> BeforeValidator:
+    """Refuses a key that would hold a secret in the file, pointing at ``use``."""
+
+    def refuse(_value: Any) -> None:
+        raise ValueError(
+            f"a secret is never written in the file: put it in an environment variable and name the variable "
+            f'with {use} = "..."'
+        )
+
+    return BeforeValidator(refuse)
+
+
+# Keys that would hold a secret (given: refused, naming the key to use instead).
+TokenHere = Annotated[None, _secret_here("token_env")]
+SecretHere = Annotated[None, _secret_here("secret_env")]
+SigningSecretHere = Annotated[None, _secret_here("signing_secret_env")]
+PasswordHere = Annotated[None, _secret_here("password_env")]
+
+
+def _name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a name: 1 to 128 printable characters, not starting or ending in a space")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_name)]
+
+
+def _tenant_name(value: str) -> str:
+    if not is_tenant_name(value):
+        raise ValueError(
+            f"{value!r} is not a tenant's name: 1 to 128 printable characters, no '/' (it joins a tenant to "
+            "a principal's name: acme/alice), not starting or ending in a space"
+        )
+    return value
+
+
+TenantName = Annotated[str, AfterValidator(_tenant_name)]
+
+
+def _no_password(url: str, use: str) -> str:
+    if urlsplit(url).password is not None:
+        raise ValueError(f"this URL holds a password, a secret: give the whole URL in an environment variable ({use})")
+    return url
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+
+class Listen(Section):
+    """``[listen]``: where ``serve`` listens (``--host``, ``--port``)."""
+
+    host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8000
+
+
+class Server(Section):
+    """``[server]``: what the app serves besides the API (``--no-console``, ``--mcp``)."""
+
+    console: bool = True
+    mcp: bool = False
+
+
+class Store(Section):
+    """``[store]``: every agent's store (``--store``): ``url`` or ``url_env``, and the backend's
+    options."""
+
+    url: str | None = None
+    url_env: EnvName | None = None
+    schema_: Annotated[str | None, Field(alias="schema", min_length=1)] = None
+    prefix: Annotated[str | None, Field(min_length=1)] = None
+    synchronous: Literal["FULL", "NORMAL"] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else _no_password(value, "url_env")
+
+
+class Principal(Section):
+    """``[principals.NAME]``: someone who signs in, and what they may do."""
+
+    token_env: EnvName | None = None
+    token: TokenHere = None
+    approver: bool = False
+    roles: list[Name] = Field(default_factory=list)
+    operator: bool = False
+
+    @property
+    def is_approver(self) -> bool:
+        """As ``--approver``: named one, or holding a role of the agents' approval policies."""
+        return self.approver or bool(self.roles)
+
+
+class TenantPrincipal(Principal):
+    """``[tenants.TENANT.principals.NAME]``: someone of the tenant, as ``[principals.NAME]``
+    says, but an operator (operators span tenants: they are declared in ``[principals]``)."""
+
+    @field_validator("operator")
+    @classmethod
+    def _operator(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("an operator spans tenants: declare it in [principals], not in a tenant")
+        return value
+
+
+class Tenant(Section):
+    """``[tenants.TENANT]``: a tenant the server knows by name — its principals (with their
+    approver rights and roles, which hold in its sessions only)."""
+
+    principals: dict[Name, TenantPrincipal] = Field(default_factory=dict)
+
+
+class Oidc(OidcSettings):
+    """``[auth.oidc]``: single sign-on (``pausepoint.server.OidcSettings``), and the token roles
+    that make their holder an approver."""
+
+    approver_roles: list[Name] = Field(default_factory=list)
+
+    def server_settings(self) -> OidcSettings:
+        return OidcSettings(**self.model_dump(exclude={"approver_roles"}))
+
+
+class Auth(Section):
+    """``[auth]``: how people sign in besides the principals' tokens."""
+
+    oidc: Oidc | None = None
+
+
+EventKindName = Literal[EVENT_KINDS]  # type: ignore[valid-type]
+
+
+class WebhookSection(Section):
+    """``[[webhooks]]``: one ``pausepoint.webhooks.Webhook``."""
+
+    name: str
+    url: str | None = None
+    url_env: EnvName | None = None
+    secret_env: EnvName | None = None
+    secret: SecretHere = None
+    events: Annotated[list[EventKindName], Field(min_length=1)] | None = None
+    agents: list[str] | None = None
+    tenants: list[TenantName] | None = None
+    format: Literal["json", "slack"] = "json"
+    timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    max_attempts: Annotated[int, Field(ge=1)] = 10
+    backoff_seconds: Annotated[float, Field(ge=0)] = 2.0
+    max_backoff_seconds: Annotated[float, Field(ge=0)] = 600.0
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, EnvName] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if (urlsplit(value).hostname or "").lower() == "hooks.slack.com":
+            raise ValueError("a Slack incoming-webhook URL is a secret (anyone holding it posts): use url_env")
+        return _no_password(value, "url_env")
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name.lower() in _SECRET_HEADERS:
+                raise ValueError(f"the {name} header carries a credential: give it in headers_env")
+        return value
+
+
+class Delivery(Section):
+    """``[delivery]``: this process's webhook sender (``WebhookSender``)."""
+
+    enabled: bool = True
+    lease_seconds: Annotated[float, Field(gt=0)] = 60.0
+    batch: Annotated[int, Field(ge=1, le=1000)] = 20
+    interval_seconds: Annotated[float, Field(gt=0)] = 5.0
+
+
+class Tracing(Section):
+    """``[tracing]``: spans sent to an OpenTelemetry collector over OTLP."""
+
+    exporter: Literal["otlp"] = "otlp"
+    endpoint: str | None = None
+    protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    headers_env: dict[str, EnvName] = Field(default_factory=dict)
+    service_name: Annotated[str, Field(min_length=1)] = "pausepoint"
+    sample_ratio: Annotated[float, Field(ge=0, le=1)] = 1.0
+    capture_content: bool = False
+    timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("the collector's URL: http(s)://host:port")
+        return None if value is None else _no_password(value, "headers_env")
+
+
+class MetricsSection(Section):
+    """``[metrics]``: Prometheus metrics at ``/metrics`` (``--metrics``)."""
+
+    enabled: bool = False
+
+
+class Log(Section):
+    """``[log]``: what is logged, and how (``--log-level``, ``--log-format``)."""
+
+    level: Literal[LEVELS] = "info"  # type: ignore[valid-type]
+    format: Literal["text", "json"] = "text"
+    requests: bool = True
+
+
+_LIMITS = Limits()
+
+
+class LimitsSection(Section):
+    """``[limits]``: ``pausepoint.server.Limits``."""
+
+    max_body_bytes: Annotated[int, Field(ge=1)] = _LIMITS.max_body_bytes
+    max_message_bytes: Annotated[int, Field(ge=1)] = _LIMITS.max_message_bytes
+    max_history: Annotated[int, Field(ge=1)] = _LIMITS.max_history
+    max_page: Annotated[int, Field(ge=1)] = _LIMITS.max_page
+
+
+class Expiry(Section):
+    """``[expiry]``: the sweep that settles expired pauses."""
+
+    enabled: bool = True
+    interval_seconds: Annotated[float, Field(gt=0)] = 30.0
+
+
+class Links(Section):
+    """``[notifiers.links]``: ``pausepoint.webhooks.ApprovalLinks``, signed links from a
+    notification to its pause's card in the console."""
+
+    secret_env: EnvName | Annotated[list[EnvName], Field(min_length=1)]
+    secret: SecretHere = None
+    console_url: str
+    ttl_seconds: Annotated[float, Field(gt=0)] = 7 * 24 * 3600.0
+
+
+class Slack(Section):
+    """``[notifiers.slack]``: ``pausepoint.webhooks.SlackApp``, whose Approve / Deny buttons
+    decide pauses (``POST /v1/slack/actions``)."""
+
+    signing_secret_env: EnvName
+    signing_secret: SigningSecretHere = None
+    users: dict[str, Name]
+    teams: list[str] | None = None
+
+
+class Email(Section):
+    """``[[notifiers.email]]``: one ``pausepoint.webhooks.EmailNotifier`` (SMTP)."""
+
+    name: str
+    host: str
+    port: Annotated[int, Field(ge=1, le=65535)] = 587
+    security: Literal["starttls", "ssl", "none"] = "starttls"
+    sender: str
+    to: Annotated[list[str], Field(min_length=1)]
+    username: str | None = None
+    password_env: EnvName | None = None
+    password: PasswordHere = None
+    events: Annotated[list[EventKindName], Field(min_length=1)] | None = None
+    agents: list[str] | None = None
+    tenants: list[TenantName] | None = None
+    timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    max_attempts: Annotated[int, Field(ge=1)] = 10
+    backoff_seconds: Annotated[float, Field(ge=0)] = 2.0
+    max_backoff_seconds: Annotated[float, Field(ge=0)] = 600.0
+
+
+class Notifiers(Section):
+    """``[notifiers]``: reaching approvers where they are — links, Slack's buttons, email."""
+
+    links: Links | None = None
+    slack: Slack | None = None
+    email: list[Email] = Field(default_factory=list)
+
+
+class ConfigFile(Section):
+    """The whole file."""
+
+    app: str | None = None
+    listen: Listen = Listen()
+    server: Server = Server()
+    store: Store | None = None
+    principals: dict[Name, Principal] = Field(default_factory=dict)
+    auth: Auth = Auth()
+    webhooks: list[WebhookSection] = Field(default_factory=list)
+    delivery: Delivery = Delivery()
+    tracing: Tracing | None = None
+    metrics: MetricsSection = MetricsSection()
+    log: Log = Log()
+    limits: LimitsSection = LimitsSection()
+    expiry: Expiry = Expiry()
+    notifiers: Notifiers = Notifiers()
+    tenants: dict[TenantName, Tenant] = Field(default_factory=dict)
+
+    @field_validator("app")
+    @classmethod
+    def _app(cls, value: str | None) -> str | None:
+        if value is not None and not _TARGET.fullmatch(value):
+            raise ValueError(f"module:attribute (like myapp:ai), not {value!r}")
+        return value

@@ -1,0 +1,187 @@
+"""Building what ``serve`` serves from its settings: the app's agents set up (store, approvers
+and their roles, webhooks, tracing), then ``create_app`` with the authentication, the access
+policy, the limits, the expiry sweep and the webhook sender the settings name.
+
+``prepare`` changes the app in place (before any session is used), and ``config check`` runs
+it too, so a check finds what serving would: a role no policy defines, a webhook for an agent
+that does not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..approval._policy import ApprovalPolicy
+from ..errors import DefinitionError
+from ..runtime._app import Pausepoint
+from ..server._auth import tenant_members
+from ..webhooks import EVENT_KINDS
+from ._errors import CliError
+from ._settings import FileWebhook, ServeSettings
+from ._store_url import check_store, open_store
+from ._targets import replace_stores
+from ._tracing import tracer_provider
+from ._web import need_mcp
+
+__all__ = ["add_approvers", "add_webhooks", "build_app", "check_extras", "prepare"]
+
+
+def prepare(ai: Pausepoint, settings: ServeSettings, *, check_only: bool = False) -> Any:
+    """Set ``ai``'s agents up as ``settings`` say; returns the tracer provider made for
+    ``[tracing]`` (None without one), which the caller shuts down when serving ends. With
+    ``check_only`` nothing is opened: no store, no exporter (their packages are checked)."""
+    if settings.store is not None:
+        if check_only:
+            check_store(settings.store)
+        else:
+            replace_stores(list(ai.agents.values()), open_store(settings.store))
+    if settings.oidc is not None:
+        # Who holds a role is also what the caller's token says (first: a quorum is then not
+        # checked against the named members alone, as tokens may bring more).
+        for agent in ai.agents.values():
+            agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=_server().token_roles)
+    declared = settings.principals
+    add_approvers(ai, settings.approvers, lambda name: declared[name].where, per_tenant=bool(settings.tenants))
+    if settings.webhooks:
+        add_webhooks(ai, settings.webhooks)
+    if settings.tracing is None:
+        return None
+    provider = tracer_provider(settings.tracing, check_only=check_only)
+    if provider is not None:
+        from ..telemetry import Telemetry
+
+        ai.telemetry = Telemetry(
+            tracer_provider=provider, capture_content=settings.tracing.capture_content, metrics=ai.telemetry.metrics
+        )
+        for agent in ai.agents.values():
+            agent.telemetry = ai.telemetry
+    return provider
+
+
+def check_extras(settings: ServeSettings) -> None:
+    """Raises ``CliError`` naming the extra to install for a part ``settings`` turn on."""
+    _server()
+    wanted = [
+        (settings.metrics, "prometheus_client", "--metrics / [metrics] needs prometheus-client", "metrics"),
+        (settings.oidc is not None, "jwt", "[auth.oidc] needs PyJWT", "sso"),
+        (settings.slack is not None, "slack_sdk", "[notifiers.slack] needs slack_sdk", "slack"),
+    ]
+    for on, module, what, extra in wanted:
+        if on:
+            try:
+                __import__(module)
+            except ImportError:
+                raise CliError(f"{what}: pip install 'pausepoint[{extra}]'") from None
+    if settings.mcp:
+        need_mcp()
+
+
+def build_app(ai: Pausepoint, settings: ServeSettings) -> Any:
+    """``create_app`` for ``ai`` with what ``settings`` name."""
+    check_extras(settings)
+    server = _server()
+    auth: Any = server.BearerTokens(_identities(server, settings))
+    approver_roles: list[str] = []
+    if settings.oidc is not None:
+        sso = server.OidcBearer(settings.oidc.server_settings())
+        auth = server.FirstOf(auth, sso) if settings.tokens else sso
+        approver_roles = settings.oidc.approver_roles
+    delivery = settings.delivery
+    sender = (
+        server.WebhookSender(ai, lease=delivery.lease_seconds, batch=delivery.batch, interval=delivery.interval_seconds)
+        if delivery.enabled
+        else False
+    )
+    metrics: Any = settings.metrics
+    if settings.metrics and settings.tenants:  # pauses counted by tenant: the tenants the file names
+        from ..metrics import PrometheusMetrics
+
+        metrics = PrometheusMetrics(tenants=settings.tenants)
+    return server.create_app(
+        ai,
+        auth=auth,
+        policy=server.OwnerPolicy(set(settings.approvers), approver_roles=approver_roles, operators=settings.operators),
+        limits=settings.limits,
+        expiry_interval=settings.expiry_interval,
+        console=settings.console,
+        operators=settings.operators,
+        metrics=metrics,
+        request_log=settings.request_log,
+        webhooks=sender,
+        mcp=settings.mcp,
+        links=settings.links,
+        slack=settings.slack,
+    )
+
+
+def _identities(server: Any, settings: ServeSettings) -> dict[str, Any]:
+    """token -> the principal it signs in (a tenant's as an ``Identity`` with its tenant)."""
+    found: dict[str, Any] = {}
+    for token, key in settings.tokens.items():
+        tenant = settings.principals[key].tenant
+        found[token] = key if tenant is None else server.Identity(key[len(tenant) + 1 :], tenant=tenant)
+    return found
+
+
+def add_approvers(
+    ai: Pausepoint, approvers: dict[str, list[str]], where: Callable[[str], str], *, per_tenant: bool = False
+) -> None:
+    """Make each approver a member of their roles in every agent's approval policy; a role no
+    agent's policy defines is a ``CliError`` (a typo would give nobody the right to approve).
+    ``where(name)`` says where an approver was declared (``--approver NAME``, or a file's key).
+    ``per_tenant``: the names are ``"tenant/name"`` (or a bare name: of no tenant), and a role
+    is held only in the sessions of the member's tenant (``tenant_members``)."""
+    defined = {role for agent in ai.agents.values() for role in agent.approval_policy.roles}
+    for name, roles in approvers.items():
+        unknown = sorted(set(roles) - defined)
+        if unknown:
+            known = ", ".join(sorted(defined)) or "none"
+            raise CliError(f"{where(name)}: no agent's approval policy defines the role(s) "
+                           f"{', '.join(unknown)} (roles: {known})")  # fmt: skip
+    members = {name: roles for name, roles in approvers.items() if roles}
+    if not members:
+        return
+    for agent in ai.agents.values():
+        try:
+            if per_tenant:
+                agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=tenant_members(members))
+            else:
+                agent.approval_policy = agent.approval_policy.with_members(members)
+        except DefinitionError as exc:
+            raise CliError(f"{'; '.join(sorted(where(name) for name in members))}: {exc}") from None
+
+
+def add_webhooks(ai: Pausepoint, webhooks: list[FileWebhook]) -> None:
+    """Tell the app's agents about ``webhooks`` (from the config file), as if the app had been
+    made with them: each agent whose sessions a webhook wants writes its deliveries to the
+    outbox from now on. Raises ``CliError`` for a webhook of an agent the app does not define,
+    or one named like a webhook the app has already."""
+    taken = {w.name for w in ai.all_webhooks()}
+    for declared in webhooks:
+        webhook, where = declared.webhook, declared.where
+        if webhook.name in taken:
+            raise CliError(f"{where}: the app defines a webhook named {webhook.name!r} already")
+        unknown = sorted(set(webhook.agents or ()) - set(ai.agents))
+        if unknown:
+            raise CliError(f"{where}: no agent named {', '.join(map(repr, unknown))} (agents: {', '.join(ai.agents)})")
+    added = [declared.webhook for declared in webhooks]
+    ai.webhooks.extend(added)
+    for agent in ai.agents.values():
+        mine = [w for w in added if w.agents is None or agent.name in w.agents]
+        agent.webhooks.extend(mine)
+        # Those limited to some tenants: the agent's Appender holds this dict too (as the table below).
+        agent._webhook_tenants.update({w.name: frozenset(w.tenants) for w in mine if w.tenants is not None})
+        # Which webhooks each event kind goes to: the agent reads this table on every append (its
+        # Appender holds the same dict), so filling it in place takes effect at once.
+        targets: dict[str, tuple[str, ...]] = agent._event_targets
+        for kind in EVENT_KINDS:
+            targets[kind] = (*targets.get(kind, ()), *(w.name for w in mine if w.wants(kind, agent.name)))
+
+
+def _server() -> Any:
+    try:
+        from .. import server
+    except ImportError as exc:
+        raise CliError(f"serving needs the server extra: pip install 'pausepoint[server]' ({exc})") from exc
+    return server

@@ -1,0 +1,377 @@
+"""What ``serve`` runs: the config file's settings with the command line's flags over them.
+
+A flag always wins: ``--host``, ``--port``, ``--store``, ``--log-level`` and ``--log-format``
+replace the file's value; ``--no-console``, ``--metrics`` and ``--mcp`` turn their setting
+off or on whatever the file says; ``--token``, ``--approver`` and ``--operator`` add to the
+file's principals, and where they name a principal the file declares, the flag's token (and an
+``--approver``'s roles) replace the file's. Secrets are read from the environment here.
+
+A tenant's principals (``[tenants.TENANT.principals.NAME]``) are kept under ``"TENANT/NAME"``,
+the name the access policy and the role membership know them by; a flag names one so too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ..errors import DefinitionError
+from ..server._limits import Limits
+from ..webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook
+from ._config import ConfigFile, Delivery, Email, Oidc, Tracing, WebhookSection
+from ._config_file import LoadedConfig, load_config
+from ._errors import CliError
+from ._store_url import OPTIONS, StoreSpec, backend_of, parse_store, redacted
+
+__all__ = ["GENERATED", "FileWebhook", "Principal", "ServeSettings", "parse_approvers", "parse_tokens", "resolve"]
+
+#: the principal of the token ``serve`` makes up when nobody else can sign in
+GENERATED = "admin"
+
+
+@dataclass
+class Principal:
+    """Someone who signs in: their bearer token (None: they sign in through the identity
+    provider), whether they are an approver and of which roles, and where they were declared
+    (a flag, or the file's key and line) for messages about them."""
+
+    token: str | None
+    where: str
+    token_from: str = ""
+    approver: bool = False
+    roles: tuple[str, ...] = ()
+    tenant: str | None = None  # a tenant's principal (kept as "tenant/name")
+
+
+@dataclass(frozen=True)
+class FileWebhook:
+    """A webhook the config file declares: where, and its URL as it may be shown (one read
+    from the environment is a secret: only its variable is named)."""
+
+    webhook: Webhook
+    where: str
+    shown_url: str
+
+
+@dataclass
+class ServeSettings:
+    """Everything ``serve`` needs to build and serve the app, from the file and the flags."""
+
+    target: str
+    host: str
+    port: int
+    store: StoreSpec | None = None
+    principals: dict[str, Principal] = field(default_factory=dict)
+    operators: list[str] = field(default_factory=list)
+    oidc: Oidc | None = None
+    console: bool = True
+    mcp: bool = False
+    metrics: bool = False
+    log_level: str = "info"
+    log_format: str = "text"
+    request_log: bool = True
+    limits: Limits = field(default_factory=Limits)
+    expiry_interval: float | None = 30.0
+    webhooks: list[FileWebhook] = field(default_factory=list)
+    delivery: Delivery = field(default_factory=Delivery)
+    tracing: Tracing | None = None
+    links: ApprovalLinks | None = None
+    slack: SlackApp | None = None
+    loaded: LoadedConfig | None = None
+    generated: str | None = None  # the token made up for GENERATED
+    tenants: list[str] = field(default_factory=list)  # the tenants the file names
+
+    @property
+    def tokens(self) -> dict[str, str]:
+        """token -> principal (a tenant's as "tenant/name"), as ``BearerTokens`` takes them."""
+        return {p.token: name for name, p in self.principals.items() if p.token is not None}
+
+    @property
+    def approvers(self) -> dict[str, list[str]]:
+        """The approvers (a tenant's as "tenant/name"), each with the roles they hold."""
+        return {name: list(p.roles) for name, p in self.principals.items() if p.approver}
+
+    def tenant_of(self, name: str) -> str | None:
+        """The tenant a principal's name ``"tenant/name"`` names (None: a principal of none)."""
+        tenant, sep, _ = name.partition("/")
+        return tenant if sep and tenant in self.tenants else None
+
+
+def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
+    """The settings of ``serve``'s command line ``args`` (and of ``--config FILE``, if given).
+    Raises ``CliError`` for anything that cannot run, naming the flag or the file's key and line."""
+    loaded = load_config(args.config, env) if getattr(args, "config", None) else None
+    file = loaded.config if loaded is not None else ConfigFile()
+    target = args.target or file.app
+    if not target:
+        raise CliError('the following arguments are required: TARGET (or app = "module:attr" in --config FILE)')
+    settings = ServeSettings(
+        target=target,
+        host=args.host if args.host is not None else file.listen.host,
+        port=args.port if args.port is not None else file.listen.port,
+        oidc=file.auth.oidc,
+        console=file.server.console and not args.no_console,
+        mcp=bool(args.mcp) or file.server.mcp,
+        metrics=bool(args.metrics) or file.metrics.enabled,
+        log_level=args.log_level or file.log.level,
+        log_format=args.log_format or file.log.format,
+        request_log=file.log.requests,
+        limits=Limits(**file.limits.model_dump()),
+        expiry_interval=file.expiry.interval_seconds if file.expiry.enabled else None,
+        delivery=file.delivery,
+        tracing=file.tracing,
+        loaded=loaded,
+        tenants=list(file.tenants),
+    )
+    settings.store = _store(args, loaded, env)
+    _principals(settings, args, loaded, env)
+    if loaded is not None:
+        settings.webhooks = [_webhook(hook, i, loaded, env) for i, hook in enumerate(file.webhooks)]
+        settings.webhooks += [_email(mail, i, loaded, env) for i, mail in enumerate(file.notifiers.email)]
+        _check_names(settings, loaded)
+        _check_delivery(settings, loaded)
+        settings.links, settings.slack = _links(loaded, env), _slack(loaded, env)
+    return settings
+
+
+def _store(args: argparse.Namespace, loaded: LoadedConfig | None, env: Mapping[str, str]) -> StoreSpec | None:
+    if args.store:
+        return parse_store(args.store)
+    if loaded is None or loaded.config.store is None:
+        return None
+    store = loaded.config.store
+    if (store.url is None) == (store.url_env is None):
+        raise loaded.problem(("store",), "give the store's URL as url or url_env (one of them)")
+    url = store.url if store.url is not None else env[store.url_env or ""]
+    where = loaded.where(("store", "url" if store.url is not None else "url_env"))
+    try:
+        backend = backend_of(url)
+    except CliError as exc:
+        raise CliError(f"{where}: {exc}") from None
+    options = {"schema": store.schema_, "prefix": store.prefix, "synchronous": store.synchronous}
+    for name, value in options.items():
+        if value is not None and OPTIONS[name] != backend:
+            raise loaded.problem(
+                ("store", name), f"a {backend} store takes no {name!r} option (it is {OPTIONS[name]}'s)"
+            )
+    return parse_store(url, where, **options)
+
+
+def _principals(
+    settings: ServeSettings, args: argparse.Namespace, loaded: LoadedConfig | None, env: Mapping[str, str]
+) -> None:
+    """The file's principals, then the flags' over them; a token made up if nobody can sign in."""
+    found = settings.principals
+    if loaded is not None:
+        _file_principals(settings, loaded, env)
+    for token, name in parse_tokens(args.token).items():
+        old = found.get(name)  # the file's: its token is replaced, its roles kept
+        if old is None:
+            found[name] = Principal(token, f"--token {name}=...", "--token", tenant=_flag_tenant(settings, name))
+        else:
+            found[name] = Principal(token, old.where, "--token", old.approver, old.roles, old.tenant)
+    for name, (token, roles) in parse_approvers(args.approver).items():
+        found[name] = Principal(token, f"--approver {name}", "--approver", True, tuple(roles),
+                                _flag_tenant(settings, name))  # fmt: skip
+    for name in args.operator:
+        if settings.tenant_of(name) is not None:
+            raise CliError(f"--operator {name}: an operator spans tenants: name a principal of no tenant")
+    settings.operators += [name for name in args.operator if name not in settings.operators]
+    seen: dict[str, str] = {}
+    for name, principal in found.items():
+        if principal.token is None:
+            continue
+        if principal.token in seen:
+            raise CliError(
+                f"{principal.where}: the token of {name!r} is given twice (it is {seen[principal.token]!r}'s too)"
+            )
+        seen[principal.token] = name
+    if not seen and settings.oidc is None:
+        settings.generated = secrets.token_urlsafe(18)
+        found[GENERATED] = Principal(settings.generated, "the generated token", "generated")
+        settings.operators = settings.operators or [GENERATED]
+
+
+def _file_principals(settings: ServeSettings, loaded: LoadedConfig, env: Mapping[str, str]) -> None:
+    """The file's principals: ``[principals.NAME]``, then each tenant's, as ``"tenant/name"``."""
+    config = loaded.config
+    declared_by: list[tuple[tuple[str, ...], str, str | None, Any]] = [
+        (("principals", name), name, None, declared) for name, declared in config.principals.items()
+    ]
+    for tenant_name, held in config.tenants.items():
+        declared_by += [(("tenants", tenant_name, "principals", name), f"{tenant_name}/{name}", tenant_name, declared)
+                        for name, declared in held.principals.items()]  # fmt: skip
+    for path, key, tenant, declared in declared_by:
+        if tenant is None and config.tenants and "/" in key:
+            raise loaded.problem(
+                path, "a name with '/' reads as a tenant's principal (tenant/name): declare a tenant's principals "
+                "in [tenants.TENANT.principals]"
+            )  # fmt: skip
+        if declared.token_env is None and settings.oidc is None:
+            raise loaded.problem(path, "no token_env, and no [auth.oidc] to sign in through: give one")
+        token = env[declared.token_env] if declared.token_env else None
+        where = loaded.where((*path, "roles") if declared.roles else path)
+        settings.principals[key] = Principal(
+            token, where, f"${declared.token_env}" if token else "", declared.is_approver,
+            tuple(sorted(set(declared.roles))), tenant,
+        )  # fmt: skip
+        if declared.operator:
+            settings.operators.append(key)
+
+
+def _flag_tenant(settings: ServeSettings, name: str) -> str | None:
+    """The tenant of the principal a flag names (``tenant/name``: one the file declares), or None.
+    With tenants declared, a name with '/' must name one of them (else ``CliError``)."""
+    tenant = settings.tenant_of(name)
+    if tenant is None and settings.tenants and "/" in name:
+        raise CliError(
+            f"{name!r}: no tenant {name.partition('/')[0]!r} (tenants: {', '.join(settings.tenants)}); a "
+            "tenant's principal is named tenant/name"
+        )
+    return tenant
+
+
+def parse_tokens(values: list[str]) -> dict[str, str]:
+    """``NAME=TOKEN`` options as BearerTokens wants them: token -> principal."""
+    tokens: dict[str, str] = {}
+    for value in values:
+        name, sep, token = value.partition("=")
+        if not sep or not name or not token:
+            raise CliError(f"--token wants NAME=TOKEN, not {value!r}")
+        if token in tokens:
+            raise CliError(f"the token of {name!r} is given twice")
+        tokens[token] = name
+    return tokens
+
+
+def parse_approvers(values: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """``NAME:TOKEN[:ROLE,...]`` options: name -> (token, roles)."""
+    approvers: dict[str, tuple[str, list[str]]] = {}
+    for value in values:
+        name, _, rest = value.partition(":")
+        token, _, roles = rest.partition(":")
+        held = [r.strip() for r in roles.split(",") if r.strip()]
+        if not name or not token or (roles and not held):
+            raise CliError(f"--approver wants NAME:TOKEN or NAME:TOKEN:ROLE[,ROLE...], not {value!r}")
+        before = approvers.get(name)
+        if before is not None and before[0] != token:
+            raise CliError(f"--approver {name} is given twice, with two tokens")
+        approvers[name] = (token, sorted({*(before[1] if before else []), *held}))
+    return approvers
+
+
+def _webhook(hook: WebhookSection, index: int, loaded: LoadedConfig, env: Mapping[str, str]) -> FileWebhook:
+    at = ("webhooks", index)
+    if (hook.url is None) == (hook.url_env is None):
+        raise loaded.problem(at, "give the webhook's URL as url or url_env (one of them)")
+    if hook.format == "json" and hook.secret_env is None:
+        raise loaded.problem(at, "a json webhook signs its requests: name the secret's variable with secret_env")
+    headers = dict(hook.headers)
+    for name, variable in hook.headers_env.items():
+        if name in headers:
+            raise loaded.problem((*at, "headers_env", name), "this header is in headers too: give it once")
+        headers[name] = env[variable]
+    try:
+        made = Webhook(
+            hook.name,
+            hook.url if hook.url is not None else env[hook.url_env or ""],
+            secret=env[hook.secret_env] if hook.secret_env else None,
+            events=tuple(hook.events) if hook.events is not None else Webhook.events,
+            agents=hook.agents,
+            tenants=_known_tenants(hook.tenants, (*at, "tenants"), loaded),
+            format=hook.format,
+            timeout=hook.timeout_seconds,
+            max_attempts=hook.max_attempts,
+            backoff=hook.backoff_seconds,
+            max_backoff=hook.max_backoff_seconds,
+            headers=headers,
+        )
+    except DefinitionError as exc:
+        raise loaded.problem(at, exc.message) from None
+    shown = redacted(hook.url) if hook.url is not None else f"${hook.url_env} ********"
+    return FileWebhook(made, loaded.where(at), shown)
+
+
+def _email(mail: Email, index: int, loaded: LoadedConfig, env: Mapping[str, str]) -> FileWebhook:
+    at = ("notifiers", "email", index)
+    if (mail.username is None) != (mail.password_env is None):
+        raise loaded.problem(at, "give username and password_env together (or neither)")
+    options = {"events": tuple(mail.events)} if mail.events is not None else {}
+    try:
+        made = EmailNotifier(
+            mail.name,
+            host=mail.host,
+            port=mail.port,
+            security=mail.security,
+            sender=mail.sender,
+            to=tuple(mail.to),
+            username=mail.username,
+            password=env[mail.password_env] if mail.password_env else None,
+            agents=mail.agents,
+            tenants=_known_tenants(mail.tenants, (*at, "tenants"), loaded),
+            timeout=mail.timeout_seconds,
+            max_attempts=mail.max_attempts,
+            backoff=mail.backoff_seconds,
+            max_backoff=mail.max_backoff_seconds,
+            **options,  # type: ignore[arg-type]
+        )
+    except DefinitionError as exc:
+        raise loaded.problem(at, exc.message) from None
+    return FileWebhook(made, loaded.where(at), f"smtp://{mail.host}:{mail.port} to {', '.join(mail.to)}")
+
+
+def _known_tenants(tenants: list[str] | None, at: tuple[str | int, ...], loaded: LoadedConfig) -> list[str] | None:
+    """``tenants`` of a webhook, each one the file names in ``[tenants]`` (a typo would make a
+    webhook that never hears anything)."""
+    unknown = sorted(set(tenants or ()) - set(loaded.config.tenants))
+    if unknown:
+        known = ", ".join(loaded.config.tenants) or "none: name them in [tenants.NAME]"
+        raise loaded.problem(at, f"no tenant {', '.join(map(repr, unknown))} (tenants: {known})")
+    return tenants
+
+
+def _check_names(settings: ServeSettings, loaded: LoadedConfig) -> None:
+    """Webhooks and email notifiers share one outbox: each needs a name of its own."""
+    seen: dict[str, str] = {}
+    for declared in settings.webhooks:
+        name = declared.webhook.name
+        if name in seen:
+            raise CliError(f"{declared.where}: {seen[name].split(': ', 1)[1]} has the name {name!r} already")
+        seen[name] = declared.where
+
+
+def _links(loaded: LoadedConfig, env: Mapping[str, str]) -> ApprovalLinks | None:
+    links = loaded.config.notifiers.links
+    if links is None:
+        return None
+    names = [links.secret_env] if isinstance(links.secret_env, str) else links.secret_env
+    try:
+        return ApprovalLinks([env[name] for name in names], links.console_url, timedelta(seconds=links.ttl_seconds))
+    except DefinitionError as exc:
+        raise loaded.problem(("notifiers", "links"), exc.message) from None
+
+
+def _slack(loaded: LoadedConfig, env: Mapping[str, str]) -> SlackApp | None:
+    slack = loaded.config.notifiers.slack
+    if slack is None:
+        return None
+    if loaded.config.notifiers.links is None:
+        raise loaded.problem(("notifiers", "slack"), "Slack's buttons carry approval links: add [notifiers.links]")
+    try:
+        return SlackApp(env[slack.signing_secret_env], dict(slack.users), teams=slack.teams)
+    except DefinitionError as exc:
+        raise loaded.problem(("notifiers", "slack"), exc.message) from None
+
+
+def _check_delivery(settings: ServeSettings, loaded: LoadedConfig) -> None:
+    """A claimed delivery must stay this process's while its attempt runs."""
+    slowest = max((hook.webhook.timeout for hook in settings.webhooks), default=0.0)
+    if settings.delivery.enabled and settings.webhooks and settings.delivery.lease_seconds <= slowest:
+        raise loaded.problem(
+            ("delivery", "lease_seconds"),
+            f"the lease must outlast the slowest webhook's attempt (timeout_seconds = {slowest:g})",
+        )

@@ -1,0 +1,134 @@
+"""The store ``serve`` uses, from ``--store URL`` or the config file's ``[store]``: a URL with
+the backend's options.
+
+Every process of a deployment must share the same store *and* the same PostgreSQL schema or
+Redis key prefix (docs/deploy.md), so the URL carries them as query parameters that pausepoint
+takes out before the driver sees the URL::
+
+    postgresql://db.internal/pausepoint?schema=payments     PostgresSessionStore(url, schema=...)
+    redis://cache.internal:6379/0?prefix=payments:           RedisSessionStore(url, prefix=...)
+    sqlite:///sessions.db?synchronous=NORMAL                 SqliteSessionStore(path, synchronous=...)
+
+Other query parameters stay in the URL for the driver (``sslmode=require``). An option the
+backend does not take is refused, naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..stores import SessionStore, SqliteSessionStore
+from ._errors import CliError
+from ._targets import store_from_url
+
+__all__ = ["OPTIONS", "StoreSpec", "backend_of", "check_store", "open_store", "parse_store", "redacted"]
+
+Backend = Literal["sqlite", "postgresql", "redis", "memory"]
+
+#: each option and the backend that takes it
+OPTIONS: dict[str, Backend] = {"schema": "postgresql", "prefix": "redis", "synchronous": "sqlite"}
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """A store to open: its URL (without pausepoint's options), the backend, and the options."""
+
+    url: str
+    backend: Backend
+    schema: str | None = None
+    prefix: str | None = None
+    synchronous: Literal["FULL", "NORMAL"] | None = None
+
+    def describe(self) -> str:
+        """The store as ``config check`` and the banner show it (never a password)."""
+        options = [f"{name} {value!r}" for name in OPTIONS if (value := getattr(self, name)) is not None]
+        return redacted(self.url) + (f" ({', '.join(options)})" if options else "")
+
+
+def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreSpec:
+    """The store ``text`` names, with the options in its query and those ``given`` (the config
+    file's keys; saying one in both places is refused). Raises ``CliError`` naming ``what``."""
+    backend = backend_of(text)
+    url, options = text, {k: v for k, v in given.items() if v is not None}
+    if backend in ("sqlite", "postgresql", "redis") and "?" in text:
+        parts = urlsplit(text)
+        kept = []
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            if name not in OPTIONS:
+                kept.append((name, value))
+            elif name in options:
+                raise CliError(f"{what}: {name} is given twice (in the URL and beside it): say it once")
+            else:
+                options[name] = value
+        url = urlunsplit(parts._replace(query=urlencode(kept)))
+    for name, value in options.items():
+        if OPTIONS.get(name) != backend:
+            takes = ", ".join(f"{o} ({b})" for o, b in OPTIONS.items())
+            raise CliError(f"{what}: a {backend} store takes no {name!r} option (the options: {takes})")
+        if not value:
+            raise CliError(f"{what}: {name} is empty")
+    synchronous = options.get("synchronous")
+    if synchronous is not None and synchronous.upper() not in ("FULL", "NORMAL"):
+        raise CliError(f"{what}: synchronous must be FULL or NORMAL, not {synchronous!r}")
+    return StoreSpec(
+        url,
+        backend,
+        schema=options.get("schema"),
+        prefix=options.get("prefix"),
+        synchronous="NORMAL" if synchronous and synchronous.upper() == "NORMAL" else "FULL" if synchronous else None,
+    )
+
+
+def check_store(spec: StoreSpec) -> None:
+    """Raises ``CliError`` when the store's driver is missing (naming the extra); opens nothing."""
+    try:
+        if spec.backend == "postgresql":
+            import asyncpg  # noqa: F401
+        elif spec.backend == "redis":
+            import redis  # noqa: F401
+    except ImportError:
+        extra = "postgres" if spec.backend == "postgresql" else "redis"
+        raise CliError(f"a {spec.backend} store needs its driver: pip install 'pausepoint[{extra}]'") from None
+
+
+def open_store(spec: StoreSpec) -> SessionStore:
+    """The store ``spec`` names (no connection is made until it is used)."""
+    check_store(spec)
+    if spec.backend == "postgresql" and spec.schema is not None:
+        from ..stores.postgres import PostgresSessionStore
+
+        return PostgresSessionStore(spec.url, schema=spec.schema)
+    if spec.backend == "redis" and spec.prefix is not None:
+        from ..stores.redis import RedisSessionStore
+
+        return RedisSessionStore(spec.url, prefix=spec.prefix)
+    store = store_from_url(spec.url)
+    if spec.synchronous is not None and isinstance(store, SqliteSessionStore):
+        return SqliteSessionStore(store.path, synchronous=spec.synchronous)
+    return store
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password, if any, shown as ``****``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:****@{host}"))
+
+
+def backend_of(url: str) -> Backend:
+    """The backend a store URL names. Raises ``CliError`` for a URL no backend takes."""
+    scheme = urlsplit(url).scheme.lower() if "://" in url or url.startswith("memory:") else ""
+    if scheme == "sqlite" or (scheme == "" and url.endswith((".db", ".sqlite", ".sqlite3"))):
+        return "sqlite"
+    if scheme in ("postgres", "postgresql"):
+        return "postgresql"
+    if scheme in ("redis", "rediss"):
+        return "redis"
+    if scheme == "memory":
+        return "memory"
+    raise CliError(f"unknown store URL {url!r}: use sqlite:///file.db, postgresql://..., redis://... or memory:")
