@@ -56,6 +56,7 @@ The tree::
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
     │   └── SchemaVersionError      the database holds a schema this version cannot use
     ├── ServerError                 a server failed without saying why (500; details never sent)
+    ├── IdentityProviderUnavailable  the OpenID Connect provider cannot be reached to sign in (503)
     ├── ServerUnreachable           ``pausepoint.client`` could not reach the server, or lost it mid-reply
     │   └── ServerTimeout               the server did not answer in time
     ├── WebhookSignatureError       a webhook request whose signature does not verify (receivers)
@@ -91,6 +92,7 @@ __all__ = [
     "GrantNotFound",
     "HistoryTooLong",
     "IdempotencyKeyReused",
+    "IdentityProviderUnavailable",
     "InputEditNotAllowed",
     "InterruptExpired",
     "InterruptNameMismatch",
@@ -421,6 +423,13 @@ class ClientStateRefused(UsageError):
 
 class ServerError(PausepointError):
     code = "internal"
+
+
+class IdentityProviderUnavailable(PausepointError):
+    """The server cannot reach its OpenID Connect provider (or the provider's discovery
+    document lacks what signing in needs) to start the console's sign-in: try again later."""
+
+    code = "identity_provider_unavailable"
 
 
 class ServerUnreachable(PausepointError):

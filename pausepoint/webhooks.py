@@ -256,7 +256,9 @@ class ApprovalLinks:
 
 
 #: who a Slack user is: a mapping of Slack user ids to principals, or a function of the team id
-#: and the user id returning the principal (or None: nobody), or an awaitable of it
+#: and the user id returning the principal (or None: nobody), or an awaitable of it. A principal
+#: is named as an access policy's configuration names one: ``"acme/alice"`` is alice of the
+#: tenant acme, ``"alice"`` the alice of no tenant
 SlackUsers: TypeAlias = Mapping[str, str] | Callable[[str, str], "str | Awaitable[str | None] | None"]
 
 
@@ -268,8 +270,12 @@ class SlackApp:
     ``POST /v1/slack/actions`` must carry Slack's signature made with it, at most five minutes
     old. ``users`` maps the Slack user who pressed a button to the principal who decides (a
     mapping of user ids, ``{"U024BE7LH": "alice"}``, or a function of team id and user id);
-    a user it does not map decides nothing and is told so. ``teams``: the workspaces (team
-    ids) whose callbacks are taken (None: any the signing secret signs).
+    a user it does not map decides nothing and is told so. With tenants, a principal's name is
+    unique only within its tenant: name a tenant's principal ``"tenant/name"``, as
+    ``OwnerPolicy(approvers=...)`` does (``{"U024BE7LH": "acme/alice"}``); the decision is then
+    that principal's, in that tenant, and a pause of another tenant is one they may not answer
+    (``"alice"`` is the alice of no tenant). ``teams``: the workspaces (team ids) whose
+    callbacks are taken (None: any the signing secret signs).
     ``response_url_prefix``: the only place the server posts a message update to (Slack's).
     Raises ``DefinitionError`` when a value is unusable.
     """
@@ -284,6 +290,13 @@ class SlackApp:
             raise DefinitionError("SlackApp: signing_secret must be the Slack app's signing secret")
         if not (isinstance(self.users, Mapping) or callable(self.users)):
             raise DefinitionError("SlackApp: users must map Slack user ids to principals (a mapping or a function)")
+        if isinstance(self.users, Mapping):
+            for user, principal in self.users.items():
+                if not _names_principal(principal):
+                    raise DefinitionError(
+                        f"SlackApp: users maps {user!r} to {principal!r}, which names no principal "
+                        '("alice", or "tenant/alice" for a tenant\'s)'
+                    )
         if self.teams is not None:
             if isinstance(self.teams, str):
                 raise DefinitionError("SlackApp: teams is a collection of team ids, not a string")
@@ -295,6 +308,15 @@ class SlackApp:
 
     def __repr__(self) -> str:  # never show the secret
         return f"SlackApp(teams={sorted(self.teams) if self.teams is not None else None})"
+
+
+def _names_principal(name: object) -> bool:
+    """Whether ``name`` names a principal as a policy's configuration does: ``"alice"``, or
+    ``"acme/alice"`` (printable, no space around it or around the ``/``)."""
+    if not (isinstance(name, str) and name and name.isprintable() and name == name.strip()):
+        return False
+    tenant, slash, principal = name.partition("/")
+    return not slash or (tenant == tenant.strip() != "" and principal == principal.strip() != "")
 
 
 def sign(secret: str, body: bytes, timestamp: int) -> str:

@@ -94,6 +94,14 @@ def describe(settings: ServeSettings, ai: Pausepoint) -> list[str]:
         )
         if oidc.approver_roles:
             lines.append(f"           approvers: whoever holds {', '.join(oidc.approver_roles)}")
+        if oidc.console_client_id is not None:
+            lines.append(
+                f"           console: signs in as client {oidc.console_client_id} (authorization code + PKCE; "
+                f"scopes {' '.join(oidc.console_scopes)}; back to {oidc.console_redirect_uri or 'its own address'}"
+                + (f"; 'Sign in with {oidc.console_provider_name}'" if oidc.console_provider_name else "")
+                + ("" if settings.console else "; but [server] console = false")
+                + ")"
+            )
     if settings.links is not None:
         lines.append(f"links      signed ({MASK}), to {settings.links.console_url}/#link=..., for {settings.links.ttl}")
     if settings.slack is not None:

@@ -130,7 +130,9 @@ def _banner(settings: ServeSettings, base: str, agents: str, served_app: bool) -
     for name, roles in settings.approvers.items():
         print(f"  approver {name}" + (f" ({', '.join(roles)})" if roles else ""))
     if settings.oidc is not None:
-        print(f"  sign-in  {settings.oidc.issuer} (OpenID Connect, audience {settings.oidc.audience})")
+        console = settings.oidc.console_client_id
+        shown = f"; the console signs in as client {console}" if console and settings.console else ""
+        print(f"  sign-in  {settings.oidc.issuer} (OpenID Connect, audience {settings.oidc.audience}{shown})")
     if settings.generated is not None:
         print(f"  token    {settings.generated}  (principal '{GENERATED}'; pass --token NAME=TOKEN to choose your own)")
     if served_app and settings.console:

@@ -16,7 +16,6 @@ from ..approval._policy import ApprovalPolicy
 from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from ..server._auth import tenant_members
-from ..webhooks import EVENT_KINDS
 from ._errors import CliError
 from ._settings import FileWebhook, ServeSettings
 from ._store_url import check_store, open_store
@@ -165,18 +164,8 @@ def add_webhooks(ai: Pausepoint, webhooks: list[FileWebhook]) -> None:
         unknown = sorted(set(webhook.agents or ()) - set(ai.agents))
         if unknown:
             raise CliError(f"{where}: no agent named {', '.join(map(repr, unknown))} (agents: {', '.join(ai.agents)})")
-    added = [declared.webhook for declared in webhooks]
-    ai.webhooks.extend(added)
-    for agent in ai.agents.values():
-        mine = [w for w in added if w.agents is None or agent.name in w.agents]
-        agent.webhooks.extend(mine)
-        # Those limited to some tenants: the agent's Appender holds this dict too (as the table below).
-        agent._webhook_tenants.update({w.name: frozenset(w.tenants) for w in mine if w.tenants is not None})
-        # Which webhooks each event kind goes to: the agent reads this table on every append (its
-        # Appender holds the same dict), so filling it in place takes effect at once.
-        targets: dict[str, tuple[str, ...]] = agent._event_targets
-        for kind in EVENT_KINDS:
-            targets[kind] = (*targets.get(kind, ()), *(w.name for w in mine if w.wants(kind, agent.name)))
+    for declared in webhooks:
+        ai.add_webhook(declared.webhook)
 
 
 def _server() -> Any:

@@ -18,7 +18,7 @@ export class ApiError extends Error {
 
 // The console lives at <base>/console/: the API is at <base>/v1/...
 /** @param {string} [pathname] */
-function apiBase(pathname = location.pathname) {
+export function apiBase(pathname = location.pathname) {
   const at = pathname.lastIndexOf("/console/");
   return at >= 0 ? pathname.slice(0, at) : "";
 }

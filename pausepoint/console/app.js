@@ -4,14 +4,15 @@
 // The URL fragment names what is shown: #agent=<name>&session=<id>, or #link=<token> for the one
 // card an approval link is about (link.js). A demo or a link may add token=<token>: it is moved
 // to sessionStorage (this tab only) and removed from the address bar at once; a token other than
-// the tab's takes its place (the person is told).
+// the tab's takes its place (the person is told). Where the server signs people in through an
+// OpenID Connect provider, "Sign in with <provider>" goes there and back (signin.js).
 //
 // Focus belongs to the person: the console never moves it to a card. Typing while nothing in
 // particular has focus goes to the composer; cards take shortcuts only once selected (cards.js).
 // Every card's state comes from the session's events (cardstate.js), read again after anything
 // happens to the session: this page's answer, the feed's news, a reload.
 
-import { Api, ApiError, explain, newKey, unreachable } from "./api.js";
+import { Api, ApiError, apiBase, explain, newKey, unreachable } from "./api.js";
 import { InterruptCard } from "./cards.js";
 import { cardStates, settledBy } from "./cardstate.js";
 import { pauseKey } from "./decisions.js";
@@ -21,6 +22,7 @@ import { Inbox } from "./inbox.js";
 import { showLink } from "./link.js";
 import { expiresText, renderAudit, renderSessions } from "./lists.js";
 import { Reach } from "./reach.js";
+import { SignInError, expiresAt, finishSignIn, isReturn, loadProvider, offerProvider, readClaims, startSignIn } from "./signin.js";
 
 const TOKEN_KEY = "pausepoint.token";
 const SWITCHED_KEY = "pausepoint.switchedFrom";
@@ -50,6 +52,8 @@ const state = {
   entries: [],
   busy: false,
   signedOut: false,
+  /** @type {import("./signin.js").Provider | null} the provider the server signs people in through */
+  provider: null,
   /** @type {{stop: () => void} | null} */
   feed: null,
   view: 0, // bumped whenever another session is shown: late replies for an old one are dropped
@@ -98,10 +102,28 @@ async function boot() {
     e.preventDefault();
     signIn(/** @type {HTMLInputElement} */ ($("token-input")).value.trim());
   });
+  const { provider, problem } = await loadProvider(apiBase());
+  state.provider = provider;
+  offerProvider(provider, problem, toProvider);
+  if (isReturn()) {
+    try {
+      sessionStorage.setItem(TOKEN_KEY, await finishSignIn(provider));
+    } catch (error) {
+      return showSignIn(error instanceof SignInError ? error.message : explain(error));
+    }
+  }
   const saved = sessionStorage.getItem(TOKEN_KEY);
   if (saved) await signIn(saved);
   else if (route().link) showSignIn("", "Sign in to answer this approval request. Opening its link decided nothing.");
   else showSignIn();
+}
+
+/** To the provider to sign in, and back to what is shown now. */
+function toProvider() {
+  if (!state.provider) return;
+  const hash = hashWithoutToken();
+  startSignIn(state.provider, hash.startsWith("#") ? hash : "")
+    .catch((error) => showSignIn(error instanceof SignInError ? error.message : explain(error)));
 }
 
 /** @param {string} [message] an error @param {string} [note] what signing in is for */
@@ -133,6 +155,7 @@ async function signIn(token) {
   state.signedOut = false;
   state.principal = listing.principal || "";
   state.agents = listing.agents;
+  watchExpiry(token);
   state.sessionId = null; // show the route again, as this identity sees it
   $("signin").hidden = true;
   $("signed-out").hidden = true;
@@ -179,6 +202,30 @@ function signedOut() {
   }
 }
 
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let expiryTimer;
+/**
+ * A token that says when it expires (a JWT's exp) is tried on the server then, and every 15 s
+ * after while the server still takes it (clocks differ): once refused, the console signs out
+ * and offers to sign in again, before the person acts in vain.
+ * @param {string} token
+ */
+function watchExpiry(token) {
+  clearTimeout(expiryTimer);
+  const at = expiresAt(token);
+  if (at === null) return;
+  const check = async () => {
+    if (state.signedOut || state.api.token !== token) return;
+    try {
+      await state.api.get("/v1/agents"); // refused: onSignedOut
+    } catch {
+      /* refused (signed out now), or the server is away (looked at again) */
+    }
+    if (!state.signedOut && state.api.token === token) expiryTimer = setTimeout(check, 15_000);
+  };
+  expiryTimer = setTimeout(check, Math.min(Math.max(at - Date.now(), 0) + 1000, 2 ** 31 - 1));
+}
+
 function signOut() {
   sessionStorage.removeItem(TOKEN_KEY);
   if (state.feed) state.feed.stop();
@@ -216,7 +263,11 @@ function wireUp() {
   $("agent-select").addEventListener("change", (e) => setRoute(/** @type {HTMLSelectElement} */ (e.target).value, null));
   $("new-chat").addEventListener("click", () => setRoute(state.agent, null));
   $("sign-out").addEventListener("click", signOut);
-  $("sign-in-again").addEventListener("click", () => showSignIn("", "Sign in again to go on where you were."));
+  $("sign-in-again").addEventListener("click", () => {
+    const claims = readClaims(state.api.token);
+    if (state.provider && claims && claims.iss === state.provider.issuer) toProvider(); // signed in there: again there
+    else showSignIn("", "Sign in again to go on where you were.");
+  });
   const confirmAll = /** @type {HTMLInputElement} */ ($("confirm-all"));
   confirmAll.checked = localStorage.getItem(CONFIRM_KEY) === "true";
   confirmAll.addEventListener("change", () => localStorage.setItem(CONFIRM_KEY, String(confirmAll.checked)));

@@ -124,6 +124,28 @@ class Agent:
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={self.model.name}>"
 
+    def add_webhook(self, webhook: Webhook) -> None:
+        """Tell this agent about ``webhook`` after it was defined, as if ``define_agent`` had
+        been given it: from now on, its sessions' events that the webhook wants (its ``events``,
+        ``tenants``) go to the outbox for it. Every process serving the agent needs the same
+        webhooks. Raises ``DefinitionError`` when the agent has a webhook of that name already,
+        or ``webhook.agents`` leaves this agent out. (``Pausepoint.add_webhook`` adds one to
+        every agent it wants.)"""
+        if not isinstance(webhook, Webhook):
+            raise DefinitionError(f"agent {self.name!r}: {webhook!r} is not a Webhook")
+        if any(w.name == webhook.name for w in self.webhooks):
+            raise DefinitionError(f"agent {self.name!r}: two webhooks are named {webhook.name!r}")
+        if webhook.agents is not None and self.name not in webhook.agents:
+            raise DefinitionError(f"agent {self.name!r}: the webhook {webhook.name!r} is for other agents")
+        self.webhooks.append(webhook)
+        # The agent's Appender holds these two tables and reads them on every append: filled in
+        # place, they take effect at once.
+        for kind in EVENT_KINDS:
+            if webhook.wants(kind, self.name):
+                self._event_targets[kind] = (*self._event_targets.get(kind, ()), webhook.name)
+        if webhook.tenants is not None:
+            self._webhook_tenants[webhook.name] = frozenset(webhook.tenants)
+
     @property
     def store(self) -> SessionStore:
         """Where this agent's sessions are kept. Assign another store only before the agent

@@ -354,6 +354,18 @@ class Pausepoint:
         self._agents[name] = agent
         return agent
 
+    def add_webhook(self, webhook: Webhook) -> None:
+        """Add ``webhook`` to the app after its agents were defined, as if ``Pausepoint`` had
+        been given it: every agent defined now that it wants (``webhook.agents``; None: all)
+        tells it about its events from now on (``Agent.add_webhook``), and so does every agent
+        defined later. Raises ``DefinitionError`` when the app or one of its agents has a webhook
+        of that name already."""
+        check_names([*self.all_webhooks(), webhook])
+        self.webhooks.append(webhook)
+        for agent in self._agents.values():
+            if webhook.agents is None or agent.name in webhook.agents:
+                agent.add_webhook(webhook)
+
     def all_webhooks(self) -> list[Webhook]:
         """Every webhook of the app and of its agents, each once."""
         found = {id(w): w for w in self.webhooks}

@@ -7,8 +7,9 @@ approvals (``/v1/...``, described at ``/openapi.json``) and an SSE feed of pause
 to the app's webhooks. Install with ``pip install 'pausepoint[server]'``.
 
 Who is calling: ``BearerTokens`` (fixed tokens), ``OidcBearer`` (single sign-on: JWTs from an
-OpenID Connect provider, ``pausepoint[sso]``), or both with ``FirstOf``; what they may do:
-``OwnerPolicy`` (owners and approvers, named or by their token's roles).
+OpenID Connect provider, ``pausepoint[sso]``; with ``console_client_id``, the console signs
+people in through that provider), or both with ``FirstOf``; what they may do: ``OwnerPolicy``
+(owners and approvers, named or by their token's roles).
 """
 
 from ._app import create_app

@@ -34,6 +34,7 @@ from ._openapi import openapi_document
 from ._requestlog import RequestLog
 from ._routes import starlette_routes
 from ._service import Service
+from ._sign_in import console_provider
 from ._table import route_table
 from ._webhooks import WebhookSender
 
@@ -66,8 +67,8 @@ def create_app(
     by other processes;
     ``expiry_interval`` is how often expired pauses are settled by their agent's expiry policy
     (None: never here, e.g. when a separate job calls ``agent.settle_expired()``). ``console``
-    serves the web console (static files; it signs in with a bearer token) at ``/console/``
-    and redirects ``/`` there.
+    serves the web console at ``/console/`` (redirecting ``/`` there), which signs in with a bearer
+    token, or through the provider of an ``OidcBearer`` in ``auth`` with a ``console_client_id``.
 
     Operating it: ``/healthz`` and ``/readyz`` always; ``metrics=True`` (or a
     ``pausepoint.metrics.PrometheusMetrics``; needs ``pausepoint[metrics]``) counts what the
@@ -98,7 +99,7 @@ def create_app(
     if sender is not None and sender.links is None:
         sender.links = links
     service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender, operators=ops, metrics=prometheus)
-    service.links, service.slack = links, slack
+    service.links, service.slack, service.sign_in = links, slack, console_provider(auth) if console else None
     service.mcp = _mcp_endpoint(ai, service) if mcp else None
     table = route_table(
         mcp=service.mcp,

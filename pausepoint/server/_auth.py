@@ -53,7 +53,9 @@ __all__ = [
     "current_identity",
     "current_tenant",
     "is_tenant_name",
+    "named_identity",
     "qualified",
+    "serve_as",
     "tenant_members",
     "token_roles",
 ]
@@ -77,6 +79,14 @@ def qualified(principal: str, tenant: str | None) -> str:
     """How a policy's configuration names ``principal`` of ``tenant``: ``"acme/alice"``, or
     ``"alice"`` for the alice of no tenant."""
     return principal if tenant is None else f"{tenant}/{principal}"
+
+
+def named_identity(name: str) -> Identity:
+    """The principal a policy's configuration names ``name`` (the inverse of ``qualified``):
+    ``"acme/alice"`` is alice of acme — a tenant's name holds no ``/``, so the first one ends
+    it — and ``"alice"`` the alice of no tenant."""
+    tenant, slash, principal = name.partition("/")
+    return Identity(principal, tenant=tenant) if slash and is_tenant_name(tenant) and principal else Identity(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +118,13 @@ def current_identity() -> Identity | None:
     """The identity the request being served authenticated as (None outside a request, or
     before it authenticated)."""
     return _IDENTITY.get()
+
+
+def serve_as(identity: Identity) -> None:
+    """Serve the rest of the request being served, and the tasks it starts, as ``identity``:
+    for a caller known otherwise than through the app's authenticator (a Slack callback is
+    signed by Slack, and names the Slack user whose principal then acts: ``SlackApp.users``)."""
+    _IDENTITY.set(identity)
 
 
 def current_tenant() -> str | None:

@@ -74,6 +74,7 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.TurnLost: (409, "ABORTED"),
     core.PayloadTooLarge: (413, "RESOURCE_EXHAUSTED"),
     core.StoreError: (503, "UNAVAILABLE"),
+    core.IdentityProviderUnavailable: (503, "UNAVAILABLE"),
     core.ModelRateLimited: (429, "RESOURCE_EXHAUSTED"),
     core.ModelTimeout: (504, "DEADLINE_EXCEEDED"),
     core.ModelUnavailable: (503, "UNAVAILABLE"),

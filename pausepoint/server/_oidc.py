@@ -24,9 +24,10 @@ signature that does not verify — and so does a provider that cannot be reached
 500. A credential that is no JWT at all is not this authenticator's: it returns None, so
 ``FirstOf(BearerTokens(...), OidcBearer(...))`` serves both kinds.
 
-For the console's sign-in through the provider (authorization code with PKCE, a later step),
-``sign_in_settings()`` gives what a browser needs: the provider's endpoints, the public client
-id and the scopes (``console_client_id``, ``console_scopes``).
+The console signs people in through the provider (authorization code with PKCE, a public
+client: no secret in the browser) when ``console_client_id`` is set: ``sign_in_settings()``
+gives what the browser needs (the provider's endpoints from discovery, the client id, the
+scopes, the redirect URI and the audience), served at ``GET /v1/console/sign-in``.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from starlette.requests import Request
 
 from .._extras import missing_extra
-from ..errors import DefinitionError, Unauthenticated
+from ..errors import DefinitionError, IdentityProviderUnavailable, Unauthenticated
 from ._auth import Identity, is_tenant_name
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ _CLAIM = re.compile(r"[^.\s]+(\.[^.\s]+)*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_PRINCIPAL = 256
 _UNREACHABLE = "the identity provider cannot be reached to check the token; try again later"
+_SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749's scope-token
 
 
 def _http_url(value: str, what: str) -> str:
@@ -102,7 +104,9 @@ class OidcSettings(BaseModel):
     jwks_cooldown_seconds: float = Field(default=30.0, ge=0)
     timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     console_client_id: str | None = None
-    console_scopes: list[str] = Field(default_factory=lambda: ["openid", "profile", "email"])
+    console_scopes: list[str] = Field(default_factory=lambda: ["openid", "profile", "email"], min_length=1)
+    console_redirect_uri: str | None = None
+    console_provider_name: str | None = None
 
     @field_validator("issuer")
     @classmethod
@@ -135,6 +139,36 @@ class OidcSettings(BaseModel):
                 )
                 raise ValueError(f"{name!r} {why}: use some of {', '.join(ALGORITHMS)}")
         return value
+
+    @field_validator("console_client_id", "console_provider_name")
+    @classmethod
+    def _console_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or len(value) > 256 or not value.isprintable()):
+            raise ValueError(f"1 to 256 printable characters, not {value[:40]!r}")
+        return value
+
+    @field_validator("console_scopes")
+    @classmethod
+    def _scopes(cls, value: list[str]) -> list[str]:
+        for scope in value:
+            if not _SCOPE.fullmatch(scope):
+                raise ValueError(f"{scope[:40]!r} is not a scope (printable ASCII, no spaces, quotes or backslashes)")
+        return value
+
+    @field_validator("console_redirect_uri")
+    @classmethod
+    def _redirect_uri(cls, value: str | None) -> str | None:
+        if value is not None and "#" in value:
+            raise ValueError("console_redirect_uri is the console's address, without a fragment ('#')")
+        return None if value is None else _http_url(value, "console_redirect_uri")
+
+    @model_validator(mode="after")
+    def _console(self) -> OidcSettings:
+        if self.console_client_id is None:
+            given = [k for k in ("console_redirect_uri", "console_provider_name") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} needs console_client_id: the client the console signs in as")
+        return self
 
     @field_validator("principal_claim", "roles_claim", "tenant_claim")
     @classmethod
@@ -255,22 +289,47 @@ class OidcBearer:
 
     async def sign_in_settings(self) -> dict[str, Any] | None:
         """What the console needs to sign people in through the provider (authorization code
-        with PKCE): the issuer, its authorization and token endpoints (and end-session one, if
-        any), the console's public client id, the scopes and the audience. None when no
-        ``console_client_id`` is set. Raises ``Unauthenticated`` while the provider cannot be
-        reached."""
+        with PKCE), as ``GET /v1/console/sign-in`` serves it: the provider's ``name`` (for "Sign
+        in with ..."), the ``issuer``, its ``authorization_endpoint``, ``token_endpoint`` and
+        ``end_session_endpoint`` (None if it has none) from discovery, the console's public
+        ``client_id``, the ``scopes``, the ``redirect_uri`` (None: the console's own address)
+        and the ``audience`` (a list: the console uses the token whose ``aud`` holds one of
+        them). None when no ``console_client_id`` is set. Raises
+        ``IdentityProviderUnavailable`` while the provider cannot be reached, or when its
+        discovery document lacks the two endpoints."""
         settings = self.settings
         if settings.console_client_id is None:
             return None
-        found = await self._keys.discovery()
+        try:
+            found = await self._keys.discovery()
+        except Unauthenticated:
+            raise IdentityProviderUnavailable(
+                "the identity provider cannot be reached to sign in; try again later"
+            ) from None
+        endpoints = {name: found.get(name) for name in ("authorization_endpoint", "token_endpoint")}
+        for name, value in endpoints.items():
+            try:
+                _http_url(value if isinstance(value, str) else "", name)
+            except ValueError:
+                log.warning("the identity provider's discovery document has no usable %s: %r", name, value)
+                raise IdentityProviderUnavailable(
+                    f"the identity provider's discovery document has no usable {name}"
+                ) from None
+        end_session = found.get("end_session_endpoint")
+        try:
+            end_session = _http_url(end_session, "end_session_endpoint") if isinstance(end_session, str) else None
+        except ValueError:
+            end_session = None
+        audience = settings.audience
         return {
+            "name": settings.console_provider_name or urlsplit(settings.issuer).hostname,
             "issuer": settings.issuer,
-            "authorization_endpoint": found.get("authorization_endpoint"),
-            "token_endpoint": found.get("token_endpoint"),
-            "end_session_endpoint": found.get("end_session_endpoint"),
+            **endpoints,
+            "end_session_endpoint": end_session,
             "client_id": settings.console_client_id,
             "scopes": list(settings.console_scopes),
-            "audience": settings.audience,
+            "redirect_uri": settings.console_redirect_uri,
+            "audience": [audience] if isinstance(audience, str) else list(audience),
         }
 
 

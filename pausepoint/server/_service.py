@@ -29,6 +29,7 @@ from ._auth import AccessPolicy, Authenticator, authenticate, current_tenant, qu
 from ._expiry import ExpirySweep
 from ._feed import Feed
 from ._limits import Limits
+from ._oidc import OidcBearer
 from ._requestlog import note_principal
 from ._webhooks import WebhookSender
 
@@ -40,7 +41,8 @@ class Service:
     """The app's state. ``operators`` may read and retry webhook deliveries; ``metrics`` is the
     ``PrometheusMetrics`` served at ``/metrics`` (None: no such route); ``mcp`` the MCP endpoint
     at ``/mcp``, if served; ``openapi`` the document served at ``/openapi.json``; ``links``
-    signs and reads approval links, ``slack`` takes Slack's button callbacks (None: neither).
+    signs and reads approval links, ``slack`` takes Slack's button callbacks (None: neither);
+    ``sign_in`` is the provider the console signs people in through (None: with a token).
     ``stores`` are the agents' distinct stores (``stores_of``) and ``probes`` the readiness
     probes past their time, cancelled, still ending (``/readyz``)."""
 
@@ -57,6 +59,7 @@ class Service:
     openapi: bytes = b""
     links: ApprovalLinks | None = None
     slack: SlackApp | None = None
+    sign_in: OidcBearer | None = None
     stores: list[SessionStore] = field(init=False)
     probes: set[asyncio.Task[Any]] = field(init=False, default_factory=set)
 

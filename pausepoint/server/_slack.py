@@ -55,7 +55,7 @@ def card_message(
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": _plain(title, _MAX_HEADER)},
         *_details(view),
-        {"type": "context", "elements": [_mrkdwn(" · ".join(_facts(agent, view)))]},
+        {"type": "context", "elements": [_mrkdwn(" · ".join(_facts(agent, view, decided=outcome is not None)))]},
     ]
     expiry = _expiry(interrupt, view)
     if expiry is not None and outcome is None:
@@ -86,20 +86,22 @@ def _details(view: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [section] if len(section) > 1 else []
 
 
-def _facts(agent: str, view: Mapping[str, Any]) -> list[str]:
-    """The card's small print: risk, agent, who asked, where the approval stands."""
+def _facts(agent: str, view: Mapping[str, Any], *, decided: bool) -> list[str]:
+    """The card's small print: risk, agent, who asked, where the approval stands — once
+    ``decided``, only the approvals counted (the outcome line says the rest: a decided card
+    waits for nobody)."""
     facts = [_RISK.get(view.get("risk") or "normal", "Normal risk"), f"*{escape(agent)}*"]
     approval = view.get("approval") or {}
     asked = approval.get("requested_by")
     if asked:
         facts.append(f"asked by {escape(asked)}")
-    if approval:
+    counted = approval.get("approved_by") or []
+    if approval and (counted or not decided):
         progress = approval.get("progress") or ""
-        counted = approval.get("approved_by") or []
         if counted:
             progress += f" ({escape(', '.join(counted))})"
         facts.append(progress)
-        if approval.get("waiting_for"):
+        if approval.get("waiting_for") and not decided:
             facts.append(escape(approval["waiting_for"]))
     return facts
 

@@ -12,10 +12,11 @@ written, until the last step):
    and one of our buttons — else 400. The "Open in console" button is acknowledged, no more.
 3. The button's value: an approval link this server signed (else 400 ``invalid_link``); it
    names the pause, so a callback cannot reach another session than the one it was sent for.
-4. The Slack user, mapped to a principal (``SlackApp.users``), who may answer the session
-   (the access policy); a user who is not mapped, or may not answer, decides nothing and is
-   told why in a message only they see. So is a click on a link used, expired or superseded —
-   and the card is brought up to date for everyone.
+4. The Slack user, mapped to a principal (``SlackApp.users``: ``"acme/alice"`` is alice of
+   acme), who may answer the session (the access policy, which keeps everyone to their
+   tenant); a user who is not mapped, or may not answer (another tenant's pause among
+   them), decides nothing and is told why in a message only they see. So is a click on a
+   link used, expired or superseded — and the card is brought up to date for everyone.
 5. Then Slack gets its 200 at once (it wants one within 3 s), and the decision is made in the
    background through the same path as every answer (``Chat.approve``, or a denial by ref,
    bound to the link's pause, ``via="slack"``): the approval policy's roles, quorum and
@@ -59,6 +60,7 @@ from ..runtime._agent import Agent
 from ..runtime._calls import answer_by_ref
 from ..session._interrupts import ToolResponse
 from ..webhooks import SlackApp
+from ._auth import named_identity, serve_as
 from ._display import interrupts_json
 from ._errors import error_body
 from ._link_routes import answerable_link
@@ -134,19 +136,24 @@ def _refused(error: PausepointError, callback: _Callback, *updates: dict[str, An
 
 async def _decider(service: Service, slack: SlackApp, callback: _Callback, found: Link) -> tuple[Agent, str]:
     """The agent of the link's session and the principal who decides: the Slack user's, if
-    they may answer the session (``SlackUserUnknown``, ``SlackNotAllowed`` otherwise)."""
-    principal = await _principal(slack, callback)
-    if principal is None:
+    they may answer the session (``SlackUserUnknown``, ``SlackNotAllowed`` otherwise). The
+    rest of the callback, the decision included, is served as that principal of their tenant
+    (``serve_as``), so the access policy and the approval rules see who decides, as they do
+    for a signed-in request: another tenant's pause is one they may not answer."""
+    name = await _principal(slack, callback)
+    if name is None:
         raise SlackUserUnknown(
             f"your Slack account ({callback.user}) is not linked to a pausepoint approver; ask an administrator "
             "to add it"
         )
-    note_principal(principal)
+    identity = named_identity(name)
+    serve_as(identity)
+    note_principal(identity.qualified)
     try:
-        agent = await answerable_link(service, found, principal)
+        agent = await answerable_link(service, found, identity.principal)
     except SessionNotFound:
-        raise SlackNotAllowed(f"{principal} may not answer this request") from None
-    return agent, principal
+        raise SlackNotAllowed(f"{identity.qualified} may not answer this request") from None
+    return agent, identity.principal
 
 
 async def _decide(service: Service, agent: Agent, found: Link, principal: str, callback: _Callback) -> None:

@@ -22,6 +22,7 @@ from ._console import CONSOLE, ConsoleFiles, home
 from ._feed_route import FEED, feed
 from ._openapi import openapi
 from ._routes import Endpoint
+from ._sign_in import SIGN_IN, sign_in
 from ._slack_actions import ACTIONS, actions
 from ._validate import VALIDATE, validate
 
@@ -32,9 +33,9 @@ def route_table(
     *, mcp: Any = None, metrics: bool = False, console: bool = True, links: bool = False, slack: bool = False
 ) -> list[Endpoint]:
     """The app's routes. ``mcp``: the MCP endpoint served at ``/mcp`` (an ASGI app), if any;
-    ``metrics``: serve ``/metrics``; ``console``: serve the console (and redirect ``/`` to it);
-    ``links``: serve approval links (``/v1/links/{token}``); ``slack``: take Slack's button
-    callbacks (``/v1/slack/actions``)."""
+    ``metrics``: serve ``/metrics``; ``console``: serve the console, say how it signs in
+    (``/v1/console/sign-in``) and redirect ``/`` to it; ``links``: serve approval links
+    (``/v1/links/{token}``); ``slack``: take Slack's button callbacks (``/v1/slack/actions``)."""
     table = [
         Endpoint("GET", "/openapi.json", openapi),
         Endpoint("GET", "/v1/agents", reads.agents, reads.AGENTS),
@@ -62,6 +63,8 @@ def route_table(
         Endpoint("POST", "/v1/agents/{agent}/tools/{tool}/validate", validate, VALIDATE),
         Endpoint("GET", "/v1/feed", feed, FEED),
     ]
+    if console:
+        table.append(Endpoint("GET", "/v1/console/sign-in", sign_in, SIGN_IN))
     if links:
         table.append(Endpoint("GET", "/v1/links/{token}", link_routes.link, link_routes.LINK))
     if slack:

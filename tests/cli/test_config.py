@@ -25,6 +25,8 @@ def test_the_example_file_checks_and_no_secret_is_printed():
         "principal  dana@example.com: signs in through the provider; approver of treasury",
         "sign-in    OpenID Connect: issuer https://login.example.com/realms/acme, audience pausepoint, RS256",
         "approvers: whoever holds treasury",
+        "console: signs in as client pausepoint-console (authorization code + PKCE; scopes openid profile email; "
+        "back to its own address)",
         "webhook    ops -> https://ops.example.com/hooks/pausepoint (json; answer, expiry, pause, signed (********))",
         "webhook    desk -> $SLACK_INCOMING_WEBHOOK_URL ******** (slack; pause)",
         "delivery   lease 60 s, 20 a claim, every 5 s",
@@ -99,6 +101,14 @@ GOOD_HEAD = 'app = "tests.cli.apps:pay_ai"\n'
         ("[auth.oidc]\nissuer = \"http://login.example.com\"\naudience = \"pp\"\n", 3,
          "auth.oidc.issuer: issuer must use https"),
         ("[auth.oidc]\nissuer = \"https://login.example.com\"\n", 2, "auth.oidc.audience: required, and missing"),
+        ("[auth.oidc]\nissuer = \"https://login.example.com\"\naudience = \"pp\"\n"
+         "console_redirect_uri = \"https://pp.example.com/console/\"\n", 2,
+         "auth.oidc: console_redirect_uri needs console_client_id"),
+        ("[auth.oidc]\nissuer = \"https://login.example.com\"\naudience = \"pp\"\nconsole_client_id = \"pp\"\n"
+         "console_redirect_uri = \"http://pp.example.com/console/\"\n", 6,
+         "auth.oidc.console_redirect_uri: console_redirect_uri must use https"),
+        ("[auth.oidc]\nissuer = \"https://login.example.com\"\naudience = \"pp\"\nconsole_client_id = \"pp\"\n"
+         "console_scopes = [\"openid profile\"]\n", 6, "auth.oidc.console_scopes: 'openid profile' is not a scope"),
         ("[tracing]\nendpoint = \"collector:4317\"\n", 3, "tracing.endpoint: the collector's URL"),
         ("[log]\nlevel = \"loud\"\n", 3, "log.level: Input should be 'debug', 'info', 'warning' or 'error'"),
         ("[limits]\nmax_body_bytes = 0\n", 3, "limits.max_body_bytes: Input should be greater than or equal to 1"),

@@ -264,14 +264,23 @@ async def test_the_expiry_sweep_runs_as_often_as_the_file_says(tmp_path):
 
 async def test_single_sign_on_from_the_file(tmp_path):
     """[auth.oidc] against a provider on loopback: its tokens sign in beside the file's static
-    ones; a token's roles decide who approves (treasury), and make its holder an approver."""
+    ones; a token's roles decide who approves (treasury), and make its holder an approver; the
+    console signs people in through it as the file's console keys say."""
     with local_issuer() as issuer:
         text = (f'app = "examples.team:ai"\n[principals.ci-bot]\ntoken_env = "DAVE_TOKEN"\n[auth.oidc]\n'
-                f'issuer = "{issuer.url}"\naudience = "{AUDIENCE}"\napprover_roles = ["treasury"]\n')  # fmt: skip
+                f'issuer = "{issuer.url}"\naudience = "{AUDIENCE}"\napprover_roles = ["treasury"]\n'
+                'console_client_id = "pp-console"\nconsole_provider_name = "Acme SSO"\n'
+                'console_redirect_uri = "https://pp.example.com/console/"\n')  # fmt: skip
         with serving("--config", str(write(tmp_path / "team.toml", text)), "--port", "0", env=TOKENS) as served:
             assert f"sign-in  {issuer.url} (OpenID Connect" in served.printed
+            assert "the console signs in as client pp-console" in served.printed
             alice, bob = issuer.mint("alice"), issuer.mint("bob", roles=["treasury"])
             async with httpx.AsyncClient(base_url=served.url) as http:
+                provider = (await http.get("/v1/console/sign-in")).json()["provider"]
+                shown = [provider[k] for k in ("name", "client_id", "token_endpoint", "redirect_uri")]
+                assert shown == ["Acme SSO", "pp-console", issuer.url + "/token", "https://pp.example.com/console/"]
+                csp = (await http.get("/console/")).headers["content-security-policy"]
+                assert csp.endswith(f"connect-src 'self' {issuer.url}")
                 assert (await http.get("/v1/agents", headers=bearer("d4ve-token"))).status_code == 200
                 sent = (await http.post(PAYMENTS, json={"message": PAYMENT}, headers=bearer(alice))).json()
                 [pause] = sent["interrupts"]

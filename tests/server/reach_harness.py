@@ -6,7 +6,8 @@ loopback, and what stands in for Slack and a mail server.
   ``pay_vendor`` needs two approvals, ``deploy`` pauses itself (a restart without
   ``tool_approved`` pauses it again) — announced to a JSON webhook, a Slack incoming webhook and
   an SMTP server, with ``ApprovalLinks`` and a ``SlackApp``. Its clock can be moved
-  (``Clock.advance``) to expire links and pauses.
+  (``Clock.advance``) to expire links and pauses. ``build_tenant_reach_app``: the same agent
+  shared by two tenants, acme and globex, with the same people (and names) in each.
 - ``SlackWire``: a local server that speaks Slack's side of the wire: it takes incoming-webhook
   posts and ``response_url`` posts, and ``callback`` makes the interactivity callback Slack
   would send for a button, with real Slack signature headers (``slack_sdk``'s signer).
@@ -17,6 +18,7 @@ loopback, and what stands in for Slack and a mail server.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import email
 import email.policy
@@ -46,7 +48,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from pausepoint import ApprovalPolicy, Interrupt, ModelRequest, PauseDisplay, Pausepoint, Role, ToolRunContext
-from pausepoint.server import BearerTokens, OwnerPolicy, WebhookSender, create_app
+from pausepoint.server import BearerTokens, Identity, OwnerPolicy, WebhookSender, create_app
+from pausepoint.server._auth import tenant_members
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
 from pausepoint.webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook
@@ -67,6 +70,16 @@ SLACK_USERS = {
     "UEVE": "eve",
     "UDAVE": "dave",
 }
+#: two tenants with the same people: dave asks, alice approves (``build_tenant_reach_app``)
+TENANT_TOKENS: dict[str, str | Identity] = {
+    **{
+        f"{tenant}-{name}-token": Identity(name, tenant=tenant)
+        for tenant in ("acme", "globex")
+        for name in ("dave", "alice")
+    },
+    "ops-token": "ops",
+}
+TENANT_SLACK_USERS = {"UACMEALICE": "acme/alice", "UGLOBEXALICE": "globex/alice"}
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
 
@@ -129,14 +142,73 @@ def build_reach_app(reach: Reach, store_path: str, *, hook_url: str, slack_url: 
     ai = Pausepoint(
         clock=reach.clock,
         webhooks=[
-            Webhook("ops", hook_url, secret=HOOK_SECRET, events={"pause"}),
-            Webhook("desk", slack_url + "/services/T0TEAM/B0/x", format="slack", events={"pause"}, backoff=0.05),
-            EmailNotifier(
-                "mail", host="127.0.0.1", port=smtp_port, security="none", sender="pausepoint@example.com",
-                to=["treasury@example.com"], backoff=0.05, timeout=5,
-            ),
+            *_hooks(hook_url, slack_url),
+            EmailNotifier("mail", **_smtp(smtp_port), to=["treasury@example.com"]),
+        ],
+    )
+    define_treasury(ai, reach, store_path, members={"alice": ["treasury"], "bob": ["treasury"], "carol": ["treasury"]})
+    return create_app(
+        ai,
+        auth=BearerTokens(TOKENS),
+        policy=OwnerPolicy(approvers={"alice", "bob", "carol", "mallory"}),
+        expiry_interval=0.2,
+        webhooks=WebhookSender(ai, interval=0.2),
+        links=ApprovalLinks(LINK_SECRET, CONSOLE + "/", ttl=timedelta(minutes=10)),
+        slack=SlackApp(SLACK_SECRET, users=SLACK_USERS, teams={TEAM}, response_url_prefix=slack_url + "/actions/"),
+    )
+
+
+def build_tenant_reach_app(
+    reach: Reach, store_path: str, *, hook_url: str, slack_url: str, smtp_port: int
+) -> Starlette:
+    """The treasury app shared by two tenants, acme and globex, with the same people in each
+    (``TENANT_TOKENS``: dave asks, alice approves and holds treasury — in her tenant only) and
+    one Slack workspace (``TENANT_SLACK_USERS``: each alice's Slack account names her as
+    ``"tenant/alice"``). Each tenant's pauses are emailed to that tenant alone
+    (``EmailNotifier(tenants=...)``: ``acme-mail`` to acme's desk, ``globex-mail`` to globex's);
+    the JSON webhook and the Slack channel hear both. ``ops`` (no tenant) reads the outbox."""
+    ai = Pausepoint(
+        clock=reach.clock,
+        webhooks=[
+            *_hooks(hook_url, slack_url),
+            *(EmailNotifier(f"{t}-mail", **_smtp(smtp_port), to=[f"{t}-desk@example.com"], tenants={t})
+              for t in ("acme", "globex")),
         ],
     )  # fmt: skip
+    define_treasury(
+        ai, reach, store_path, members=tenant_members({"acme/alice": ["treasury"], "globex/alice": ["treasury"]})
+    )
+    return create_app(
+        ai,
+        auth=BearerTokens(TENANT_TOKENS),
+        policy=OwnerPolicy(approvers={"acme/alice", "globex/alice"}),
+        operators={"ops"},
+        expiry_interval=0.2,
+        webhooks=WebhookSender(ai, interval=0.2),
+        links=ApprovalLinks(LINK_SECRET, CONSOLE + "/", ttl=timedelta(minutes=10)),
+        slack=SlackApp(
+            SLACK_SECRET, users=TENANT_SLACK_USERS, teams={TEAM}, response_url_prefix=slack_url + "/actions/"
+        ),
+    )
+
+
+def _hooks(hook_url: str, slack_url: str) -> list[Webhook]:
+    """The JSON webhook (``ops``) and the Slack channel (``desk``) every pause is announced to."""
+    return [
+        Webhook("ops", hook_url, secret=HOOK_SECRET, events={"pause"}),
+        Webhook("desk", slack_url + "/services/T0TEAM/B0/x", format="slack", events={"pause"}, backoff=0.05),
+    ]
+
+
+def _smtp(port: int) -> dict[str, Any]:
+    """An ``EmailNotifier``'s settings for the test mail server on ``port``."""
+    return {"host": "127.0.0.1", "port": port, "security": "none", "sender": "pausepoint@example.com",
+            "backoff": 0.05, "timeout": 5}  # fmt: skip
+
+
+def define_treasury(ai: Pausepoint, reach: Reach, store_path: str, *, members: Any) -> None:
+    """The ``treasury`` agent on ``ai``: its tools, and the approval policy whose ``treasury``
+    role ``members`` (``ApprovalPolicy(members=...)``) hold."""
 
     @ai.tool(
         requires_approval=True,
@@ -165,7 +237,7 @@ def build_reach_app(reach: Reach, store_path: str, *, hook_url: str, slack_url: 
 
     policy = ApprovalPolicy(
         roles={"treasury": Role(tools=["transfer_money", "pay_vendor"], decisions=["approve", "deny"])},
-        members={"alice": ["treasury"], "bob": ["treasury"], "carol": ["treasury"]},
+        members=members,
         quorum={"pay_vendor": 2},
         separation_of_duties=True,
         ttl={"transfer_money": timedelta(hours=1)},
@@ -176,15 +248,6 @@ def build_reach_app(reach: Reach, store_path: str, *, hook_url: str, slack_url: 
         tools=[transfer_money, pay_vendor, deploy],
         store=SqliteSessionStore(store_path),
         approval=policy,
-    )
-    return create_app(
-        ai,
-        auth=BearerTokens(TOKENS),
-        policy=OwnerPolicy(approvers={"alice", "bob", "carol", "mallory"}),
-        expiry_interval=0.2,
-        webhooks=WebhookSender(ai, interval=0.2),
-        links=ApprovalLinks(LINK_SECRET, CONSOLE + "/", ttl=timedelta(minutes=10)),
-        slack=SlackApp(SLACK_SECRET, users=SLACK_USERS, teams={TEAM}, response_url_prefix=slack_url + "/actions/"),
     )
 
 
@@ -375,10 +438,12 @@ class Served:
                     return str(body["link"])
         raise AssertionError("the pause was never announced")
 
-    async def state(self, http: httpx.AsyncClient, session_id: str) -> tuple[list[dict], list[dict]]:
-        """The session's open pauses and audit trail (read as the desk's alice)."""
-        pauses = (await http.get(self.session(session_id) + "/interrupts", headers=auth("alice"))).json()
-        audit = (await http.get(self.session(session_id) + "/audit", headers=auth("alice"))).json()
+    async def state(
+        self, http: httpx.AsyncClient, session_id: str, reader: str = "alice"
+    ) -> tuple[list[dict], list[dict]]:
+        """The session's open pauses and audit trail (read as the desk's alice, or ``reader``)."""
+        pauses = (await http.get(self.session(session_id) + "/interrupts", headers=auth(reader))).json()
+        audit = (await http.get(self.session(session_id) + "/audit", headers=auth(reader))).json()
         return pauses["interrupts"], audit["entries"]
 
 
@@ -387,16 +452,32 @@ def token_of(link: str) -> str:
     return link.split("#link=", 1)[1]
 
 
+def link_token(session_id: str, ref: str, pause_id: str, expires: int) -> str:
+    """An approval link's token, signed with the server's secret as ``_links`` documents the
+    format (base64url JSON, a dot, base64url HMAC-SHA256 over "pausepoint-link." + payload)."""
+    fields = ["v1", "treasury", session_id, ref, pause_id, expires]
+    payload = _b64(json.dumps(fields, separators=(",", ":")).encode())
+    return (
+        payload + "." + _b64(hmac.new(LINK_SECRET.encode(), b"pausepoint-link." + payload.encode(), "sha256").digest())
+    )
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
 @contextlib.contextmanager
-def serve_reach(tmp_path: Path, *, refuse_mail: int = 0) -> Iterator[Served]:
-    """The treasury app and its receivers, each served on loopback."""
+def serve_reach(tmp_path: Path, *, refuse_mail: int = 0, tenants: bool = False) -> Iterator[Served]:
+    """The treasury app and its receivers, each served on loopback (``tenants``: the app two
+    tenants share, ``build_tenant_reach_app``)."""
     reach, hooks, wire, mailbox = Reach(), Receiver(), SlackWire(), Mailbox(refuse_first=refuse_mail)
+    build = build_tenant_reach_app if tenants else build_reach_app
     with serve_in_thread(hooks.app) as hook_url, serve_in_thread(wire.app) as slack_url, smtp_server(mailbox) as port:
         wire.url = slack_url
         store = str(tmp_path / "sessions.db")
 
         def factory() -> Starlette:
-            return build_reach_app(reach, store, hook_url=hook_url + "/hook", slack_url=slack_url, smtp_port=port)
+            return build(reach, store, hook_url=hook_url + "/hook", slack_url=slack_url, smtp_port=port)
 
         with serve_in_thread(factory) as base:
             yield Served(base, reach, hooks, wire, mailbox)

@@ -277,13 +277,15 @@ async def test_the_console_sign_in_settings_come_from_discovery(issuer):
     bearer_auth = OidcBearer(issuer=issuer.url, audience=AUDIENCE, console_client_id="pausepoint-console")
     found = await bearer_auth.sign_in_settings()
     assert found == {
+        "name": "127.0.0.1",  # the issuer's host, without console_provider_name
         "issuer": issuer.url,
         "authorization_endpoint": issuer.url + "/authorize",
         "token_endpoint": issuer.url + "/token",
         "end_session_endpoint": None,
         "client_id": "pausepoint-console",
         "scopes": ["openid", "profile", "email"],
-        "audience": AUDIENCE,
+        "redirect_uri": None,  # the console's own address
+        "audience": [AUDIENCE],
     }
     assert await OidcBearer(issuer=issuer.url, audience=AUDIENCE).sign_in_settings() is None
 

@@ -91,6 +91,8 @@ async def test_a_pause_is_a_card_whose_approve_button_decides_once_and_updates_t
     assert not [b for b in update["blocks"] if b["type"] == "actions"]  # decided: no buttons left
     assert "Approved by alice via Slack" in update["blocks"][-1]["text"]["text"]
     assert update["blocks"][0]["text"]["text"] == "Transfer $700.00 to savings"
+    small_print = [e["text"] for b in update["blocks"] if b["type"] == "context" for e in b["elements"]]
+    assert small_print == [":red_circle: High risk · *treasury* · asked by dave"]  # decided: it waits for nobody
     assert served.ledger == ["transfer 700->savings"]
     entry = (await served.state(http, session_id))[1][-1]
     assert (entry["decision"], entry["principal"], entry["via"]) == ("approve", "alice", "slack")
@@ -137,6 +139,7 @@ async def test_a_quorum_counts_each_slack_approval_and_runs_once(served, http):
     assert (await press(served, http, body, headers)).json() == {"ok": True}
     [last] = await responses_after(served, 2)
     assert "Approved by bob via Slack" in last["blocks"][-1]["text"]["text"]
+    write_artifact("slack-quorum-approved-message.json", last)
     assert served.ledger == ["pay 90->acme"]
     decisions = [(e["decision"], e["principal"], e["via"]) for e in (await served.state(http, session_id))[1][1:]]
     assert decisions == [("approve", "alice", "slack"), ("approve", "bob", "slack")]
@@ -250,7 +253,13 @@ def test_slack_settings_are_checked():
         lambda: SlackApp(SLACK_SECRET, users="alice"),  # type: ignore[arg-type]
         lambda: SlackApp(SLACK_SECRET, users={}, teams="T0"),  # type: ignore[arg-type]
         lambda: SlackApp(SLACK_SECRET, users={}, response_url_prefix="hooks.slack.com"),
+        # a principal is "alice", or a tenant's "acme/alice": nothing else names one
+        *(lambda v=v: SlackApp(SLACK_SECRET, users={"U1": v}) for v in ("", " alice", "acme/", "/alice", 5, None)),
     ):
         with pytest.raises(DefinitionError):
             bad()
     assert SLACK_SECRET not in repr(SlackApp(SLACK_SECRET, users={"U1": "alice"}))
+    assert SlackApp(SLACK_SECRET, users={"U1": "acme/alice", "U2": "alice"}).users == {
+        "U1": "acme/alice",
+        "U2": "alice",
+    }
