@@ -361,6 +361,14 @@ def _slack(loaded: LoadedConfig, env: Mapping[str, str]) -> SlackApp | None:
         return None
     if loaded.config.notifiers.links is None:
         raise loaded.problem(("notifiers", "slack"), "Slack's buttons carry approval links: add [notifiers.links]")
+    for user, principal in slack.users.items():
+        tenant, slash, _ = principal.partition("/")
+        if slash and tenant not in loaded.config.tenants:
+            known = ", ".join(loaded.config.tenants) or "none: name them in [tenants.NAME]"
+            raise loaded.problem(
+                ("notifiers", "slack", "users", user),
+                f"{principal!r} names a principal of tenant {tenant!r}, which is not declared (tenants: {known})",
+            )
     try:
         return SlackApp(env[slack.signing_secret_env], dict(slack.users), teams=slack.teams)
     except DefinitionError as exc:

@@ -114,6 +114,9 @@ GOOD_HEAD = 'app = "tests.cli.apps:pay_ai"\n'
         ("[limits]\nmax_body_bytes = 0\n", 3, "limits.max_body_bytes: Input should be greater than or equal to 1"),
         ("[notifiers.slack]\nsigning_secret_env = \"TOKEN\"\nusers = { U1 = \"alice\" }\n", 2,
          "notifiers.slack: Slack's buttons carry approval links: add [notifiers.links]"),
+        ("[notifiers.links]\nsecret_env = \"LINK_SECRET\"\nconsole_url = \"https://pp.example.com/console\"\n"
+         "[notifiers.slack]\nsigning_secret_env = \"TOKEN\"\nusers = { U1 = \"acme/alice\" }\n", 7,
+         "notifiers.slack.users.U1: 'acme/alice' names a principal of tenant 'acme', which is not declared"),
         ("[notifiers.links]\nsecret = \"0123456789abcdef0123\"\nsecret_env = \"TOKEN\"\n"
          "console_url = \"https://pp.example.com/console\"\n", 3, "notifiers.links.secret: a secret is never written"),
         ("[notifiers.links]\nsecret_env = \"TOKEN\"\nconsole_url = \"https://pp.example.com/console\"\n", 2,
@@ -131,7 +134,7 @@ GOOD_HEAD = 'app = "tests.cli.apps:pay_ai"\n'
 )  # fmt: skip
 def test_each_problem_is_named_at_its_key_and_line(tmp_path, text, line, message):
     config = write(tmp_path / "team.toml", GOOD_HEAD + text)
-    done = pausepoint("config", "check", str(config), env={"TOKEN": "t0ken"})
+    done = pausepoint("config", "check", str(config), env={"TOKEN": "t0ken", "LINK_SECRET": "0123456789abcdef0123"})
     assert done.returncode == 2, done.stdout
     if "not valid TOML" in message:
         assert f"{config}: {message}" in done.stderr, done.stderr
