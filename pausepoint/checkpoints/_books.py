@@ -16,7 +16,7 @@ from typing import Any
 from ..session._state import SessionState
 from ._chunks import ChunkCheck
 
-__all__ = ["Books", "Chain", "Link", "Partial", "books", "checkpointed"]
+__all__ = ["Books", "Chain", "Link", "Partial", "books", "checkpointed", "partial_base"]
 
 
 @dataclass(slots=True)
@@ -98,6 +98,13 @@ def books(state: SessionState) -> Books:
     if found is None:
         found = _BOOKS[state] = Books()
     return found
+
+
+def partial_base(state: SessionState) -> Partial | None:
+    """The base ``state`` reads unread items from, when its store gave it in part (None: none;
+    nothing is made for a state that has no books)."""
+    found = _BOOKS.get(state)
+    return None if found is None else found.partial
 
 
 def checkpointed(state: SessionState) -> int:

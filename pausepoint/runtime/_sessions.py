@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checkpoints import _cache as _checkpoint
-from ..checkpoints._books import books, checkpointed
+from ..checkpoints._books import books, checkpointed, partial_base
 from ..errors import SessionNotFound
 from ..session._records import decode_record
 from ..session._response import AgentResponse
@@ -173,6 +173,7 @@ class LocalSessions:
         every = self.checkpoint_every
         if (
             every is not None
+            and state.version >= every  # (no lookup for a session too short to be due)
             and state.version - checkpointed(state) >= every
             and state.version == state.durable_version
             and state.session_id not in self._checkpointing
@@ -278,5 +279,5 @@ def _reads_a_base(state: SessionState) -> bool:
 def _base_may_be_gone(state: SessionState) -> bool:
     """Whether ``state`` reads items from a base given in part that its store may no longer
     hold."""
-    partial = books(state).partial
+    partial = partial_base(state)
     return partial is not None and time.monotonic() > partial.until and _reads_a_base(state)

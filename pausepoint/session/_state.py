@@ -211,31 +211,19 @@ class SessionState:
         """Fold one record in: the only way the state changes. Every record kind is matched
         here, exhaustively (a kind added to ``Record`` and forgotten fails the type check)."""
         self.version += 1
-        match record:
+        match record:  # the commonest kinds first: a case costs a test per kind before it
             case MessageAdded():
                 self._message(record)
             case CallCompleted():
                 call = self.calls[record.call_ref]
                 call.status = "completed"
                 self._add_result(call, record.output, record.is_error)
+            case TurnEnded():
+                self._ended(record)
             case CallPaused():  # an ApprovalPaused too
                 self._paused(record)
             case CallAnswered():
                 self._answer(record)
-                self._active(record.at)
-            case TurnEnded():
-                self._ended(record)
-            case TurnStarted():
-                self.running_turn = self.detached[self.version] = Detached(self.version, record)
-                self._active(record.at)
-            case AbortRequested():
-                target = self.detached.get(record.turn)
-                if target is not None and target.abort is None:
-                    target.abort = record
-            case ApprovalGiven():
-                self.pauses[record.ref].approvals.append((self.version, record))
-                self.audit.append(record)
-                self._keyed(record.idempotency_key, record.request_hash)
                 self._active(record.at)
             case CallDecided():
                 self._decided(record)
@@ -243,6 +231,22 @@ class SessionState:
                 self.grants[record.id] = GrantState(record)
                 self.live_grants += (record.id,)
                 self.audit.append(record)
+            case SessionStarted():
+                self.agent, self.owner, self.created_at = record.agent, record.owner, record.at
+                self.tenant = record.tenant
+                self._active(record.at)
+            case ApprovalGiven():
+                self.pauses[record.ref].approvals.append((self.version, record))
+                self.audit.append(record)
+                self._keyed(record.idempotency_key, record.request_hash)
+                self._active(record.at)
+            case TurnStarted():
+                self.running_turn = self.detached[self.version] = Detached(self.version, record)
+                self._active(record.at)
+            case AbortRequested():
+                target = self.detached.get(record.turn)
+                if target is not None and target.abort is None:
+                    target.abort = record
             case GrantRevoked():
                 self.grants[record.id].revoked = record
                 self.live_grants = _without(self.live_grants, record.id)
@@ -251,10 +255,6 @@ class SessionState:
                 handed = self.pauses[record.ref]
                 handed.roles, handed.expires_at, handed.level = list(record.to), record.expires_at, record.level
                 self.audit.append(record)
-                self._active(record.at)
-            case SessionStarted():
-                self.agent, self.owner, self.created_at = record.agent, record.owner, record.at
-                self.tenant = record.tenant
                 self._active(record.at)
             case _:
                 assert_never(record)
@@ -421,20 +421,23 @@ class SessionState:
         return None
 
     def summary(self, now: datetime) -> SessionSummary:
-        expiries = [p.expires_at for p in self.open.values() if p.expires_at is not None]
+        """The session's summary as of ``now`` (made on every append: its fields are given by
+        position, which costs much less than by keyword, and no expiry is looked for while no
+        call is paused)."""
+        paused = self.open
+        expiries = [p.expires_at for p in paused.values() if p.expires_at is not None] if paused else None
         return SessionSummary(
-            session_id=self.session_id,
-            agent=self.agent,
-            owner=self.owner,
-            version=self.version,
-            created_at=self.created_at or now,
-            updated_at=now,
-            pending=len(self.open),
-            next_expiry=min(expiries) if expiries else None,
-            turn=self.turn,
-            tenant=self.tenant,
+            self.session_id,
+            self.agent,
+            self.owner,
+            self.version,
+            self.created_at or now,  # created_at
+            now,  # updated_at
+            len(paused),  # pending
+            min(expiries) if expiries else None,  # next_expiry
+            self.turn,
+            self.tenant,
         )
-
 
 def _without(keys: tuple[str, ...], key: str) -> tuple[str, ...]:
     return tuple(k for k in keys if k != key) if key in keys else keys

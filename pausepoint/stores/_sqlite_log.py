@@ -16,7 +16,7 @@ from ..errors import StoreError, VersionConflict
 from ._base import Event, LogEntry, LogSlice, SessionSummary, version_conflict
 from ._sqlite_checkpoints import drop, files_of
 from ._sqlite_outbox import add_events
-from ._sqlite_rows import SummaryRow, transaction, us
+from ._sqlite_rows import SummaryRow, blob, transaction, us
 from ._sqlite_schema import MAX_SESSION_NUMBER, MAX_VERSION, VERSION_BITS
 
 __all__ = ["SUMMARY_COLUMNS", "append", "check_capacity", "delete", "get_summary", "list_sessions", "read"]
@@ -40,29 +40,33 @@ def append(
     entries: Sequence[LogEntry],
     events: Sequence[Event],
     path: str,
-) -> None:
+    known: int | None = None,
+) -> int:
     """The conditional append, in one write transaction: the session's version is checked and
-    moved to ``row``'s under the write lock, then its records and events are added.
+    moved to ``row``'s under the write lock, then its records and events are added. ``known``
+    is the session's number as an earlier append found it, if any (see ``_advance``). Returns
+    the session's number.
 
     Raises ``VersionConflict`` if the session is not at ``expected_version``."""
-    with transaction(conn):
-        n = _create(conn, row, path) if expected_version == 0 else _advance(conn, expected_version, row)
+    with transaction(conn) as cur:
+        n = _create(cur, row, path) if expected_version == 0 else _advance(cur, expected_version, row, known)
         first = n << VERSION_BITS
-        conn.executemany(
+        cur.executemany(
             "INSERT INTO pausepoint_records (key, kind, data) VALUES (?, ?, ?)",
-            [(first + e.version, e.kind, e.data) for e in entries],
+            [(first + e.version, e.kind, blob(e.data)) for e in entries],
         )
-        add_events(conn, events, row.updated_us)
+        add_events(cur, events, row.updated_us)
+    return n
 
 
-def _create(conn: sqlite3.Connection, row: SummaryRow, path: str) -> int:
+def _create(cur: sqlite3.Cursor, row: SummaryRow, path: str) -> int:
     """Add the session's row; the number it was given."""
     try:
-        n = conn.execute(
+        n = cur.execute(
             f"INSERT INTO pausepoint_sessions ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row
         ).lastrowid
     except sqlite3.IntegrityError:
-        raise _conflict(conn, row.id, 0) from None
+        raise _conflict(cur, row.id, 0) from None
     if n is None or n > MAX_SESSION_NUMBER:
         raise StoreError(
             f"{path} has numbered {MAX_SESSION_NUMBER:,} sessions, the most a SQLite file numbers: start another file"
@@ -70,22 +74,32 @@ def _create(conn: sqlite3.Connection, row: SummaryRow, path: str) -> int:
     return n
 
 
-def _advance(conn: sqlite3.Connection, expected_version: int, row: SummaryRow) -> int:
-    """Move the session's row from ``expected_version`` to ``row``; the session's number."""
-    found = conn.execute("SELECT n, version FROM pausepoint_sessions WHERE id = ?", (row.id,)).fetchone()
+_ADVANCE = (
+    "UPDATE pausepoint_sessions SET agent = ?, owner = ?, version = ?, created_us = ?, "
+    "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ?, tenant = ? WHERE n = ?"
+)
+
+
+def _advance(cur: sqlite3.Cursor, expected_version: int, row: SummaryRow, known: int | None) -> int:
+    """Move the session's row from ``expected_version`` to ``row``; the session's number.
+
+    With the number an earlier append found (``known``), one statement does it when the row
+    numbered so is still the session's and at ``expected_version``; otherwise (the session was
+    deleted, made anew or moved on meanwhile) the row is looked up by the session's id."""
+    if known is not None:
+        moved = cur.execute(_ADVANCE + " AND id = ? AND version = ?", (*row[1:], known, row.id, expected_version))
+        if moved.rowcount == 1:
+            return known
+    found = cur.execute("SELECT n, version FROM pausepoint_sessions WHERE id = ?", (row.id,)).fetchone()
     if found is None or found[1] != expected_version:
         raise version_conflict(row.id, expected_version, found[1] if found else 0)
     n: int = found[0]
-    conn.execute(
-        "UPDATE pausepoint_sessions SET agent = ?, owner = ?, version = ?, created_us = ?, "
-        "updated_us = ?, pending = ?, next_expiry_us = ?, turn = ?, tenant = ? WHERE n = ?",
-        (*row[1:], n),
-    )
+    cur.execute(_ADVANCE, (*row[1:], n))
     return n
 
 
-def _conflict(conn: sqlite3.Connection, session_id: str, expected_version: int) -> VersionConflict:
-    row = conn.execute("SELECT version FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
+def _conflict(cur: sqlite3.Cursor, session_id: str, expected_version: int) -> VersionConflict:
+    row = cur.execute("SELECT version FROM pausepoint_sessions WHERE id = ?", (session_id,)).fetchone()
     return version_conflict(session_id, expected_version, row[0] if row else 0)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ._base import Delivery, DeliveryState, Event
-from ._sqlite_rows import DeliveryRow, EventRow, transaction, us
+from ._sqlite_rows import DeliveryRow, EventRow, blob, transaction, us
 
 __all__ = [
     "DELIVERIES",
@@ -39,16 +39,16 @@ DELIVERIES = (
 )
 
 
-def add_events(conn: sqlite3.Connection, events: Sequence[Event], due_us: int) -> None:
+def add_events(cur: sqlite3.Cursor, events: Sequence[Event], due_us: int) -> None:
     """Add ``events`` to the stream and a pending delivery, due at ``due_us``, for each of their
     targets; part of an append's transaction."""
     for event in events:
-        seq = conn.execute(
+        seq = cur.execute(
             "INSERT INTO pausepoint_events (id, kind, session_id, agent, at_us, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (event.id, event.kind, event.session_id, event.agent, us(event.at), event.data),
+            (event.id, event.kind, event.session_id, event.agent, us(event.at), blob(event.data)),
         ).lastrowid
         if event.targets:
-            conn.executemany(
+            cur.executemany(
                 "INSERT INTO pausepoint_deliveries (event_seq, target, state, attempts, due_us, "
                 "updated_us) VALUES (?, ?, 'pending', 0, ?, ?)",
                 [(seq, target, due_us, due_us) for target in event.targets],

@@ -6,15 +6,21 @@ the store converts rows to its dataclasses without casts.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any, NamedTuple
 
 from ._base import Delivery, DeliveryState, Event, SessionSummary
 
-__all__ = ["DeliveryRow", "EventRow", "SummaryRow", "moment", "transaction", "us"]
+__all__ = ["DeliveryRow", "EventRow", "SummaryRow", "blob", "moment", "transaction", "us"]
+
+
+def blob(data: bytes) -> bytearray:
+    """``data`` as a statement's parameter: ``sqlite3`` binds a ``bytearray`` at once, and looks
+    up an adapter for ``bytes`` first (a search that costs more than the copy)."""
+    return bytearray(data)
 
 
 def us(moment: datetime) -> int:
@@ -121,13 +127,30 @@ class DeliveryRow(NamedTuple):
         )
 
 
-@contextlib.contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction: taken at once (``IMMEDIATE``), committed, or rolled back on any error."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+def transaction(conn: sqlite3.Connection) -> _Transaction:
+    """One write transaction: taken at once (``IMMEDIATE``), committed, or rolled back on any
+    error. It gives a cursor for its statements (``conn.execute`` makes one per statement)."""
+    return _Transaction(conn.cursor())
+
+
+class _Transaction:
+    # A class rather than a ``contextlib.contextmanager``: entered on every append, where the
+    # generator's machinery costs more than the statements' own Python.
+    __slots__ = ("cursor",)
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self.cursor = cursor
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self.cursor.execute("BEGIN IMMEDIATE")
+        return self.cursor
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if kind is None:
+            try:
+                self.cursor.execute("COMMIT")
+                return
+            except BaseException:
+                self.cursor.execute("ROLLBACK")
+                raise
+        self.cursor.execute("ROLLBACK")

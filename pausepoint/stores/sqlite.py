@@ -65,6 +65,8 @@ DEFAULT_CHECKPOINT_FILE_BYTES = 256 * 1024
 
 # How often a reader of the event stream checks whether another process wrote to the file.
 _POLL_SECONDS = 0.05
+# The session numbers a store remembers (``_numbers``) before it forgets them all and starts again.
+_NUMBERS_KEPT = 4096
 
 T = TypeVar("T")
 
@@ -130,6 +132,9 @@ class SqliteSessionStore:
         self.synchronous = synchronous
         self._busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
+        # Session id -> its number in the file, as this store's last append to it found it:
+        # the next append moves the session's row in one statement (``_sqlite_log._advance``).
+        self._numbers: dict[str, int] = {}
         self._signal = Signal()
         # Set on connecting: the group fsync of the WAL, when writes must reach stable storage.
         self._group: GroupSync | None = None
@@ -226,7 +231,14 @@ class SqliteSessionStore:
         new_version = expected_version + len(entries)
         _sqlite_log.check_capacity(session_id, new_version)
         row = SummaryRow.written(session_id, summary, new_version)
-        await self._run(lambda conn: _sqlite_log.append(conn, expected_version, row, entries, events, self.path))
+        known = self._numbers.get(session_id)
+        n = await self._run(
+            lambda conn: _sqlite_log.append(conn, expected_version, row, entries, events, self.path, known)
+        )
+        if known != n:
+            if len(self._numbers) >= _NUMBERS_KEPT:
+                self._numbers.clear()
+            self._numbers[session_id] = n
         if events:
             self._signal.fire()
         if durable:
@@ -311,6 +323,7 @@ class SqliteSessionStore:
         )
 
     async def delete(self, session_id: str) -> bool:
+        self._numbers.pop(session_id, None)
         deleted, named = await self._run(lambda conn: _sqlite_log.delete(conn, session_id))
         if self._files is not None:
             for name in named:

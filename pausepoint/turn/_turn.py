@@ -22,10 +22,8 @@ written before the call starts.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -70,8 +68,6 @@ __all__ = ["Turn", "TurnHost"]
 log = logging.getLogger("pausepoint")
 
 _END_ATTEMPTS = 20
-
-_PAUSE_FIELDS = [f.name for f in dataclasses.fields(CallPaused) if f.name != "kind"]
 
 _UNKNOWN_OUTCOME = {
     "error": "interrupted: the process running this call stopped before recording its result; "
@@ -410,20 +406,19 @@ class Turn:
         tool = agent.tools[request.name]
         if approval is None:
             approval = agent.approvals.request(tool, self.state, outcome.input)
-        record = CallPaused(
-            ref=ref,
-            call_ref=request.ref,
-            name=request.name,
-            input=outcome.input,
-            metadata=outcome.signal.metadata,
-            fingerprint=tool.fingerprint,
-            turn=self.state.turn,
-            at=now,
-            expires_at=expires_at,
-            trace=agent.telemetry.pause(request.name, ref, request.ref, expires_at),
-        )
-        if approval is not None:
-            record = ApprovalPaused(**{f: getattr(record, f) for f in _PAUSE_FIELDS}, approval=approval)
+        pause: dict[str, Any] = {
+            "ref": ref,
+            "call_ref": request.ref,
+            "name": request.name,
+            "input": outcome.input,
+            "metadata": outcome.signal.metadata,
+            "fingerprint": tool.fingerprint,
+            "turn": self.state.turn,
+            "at": now,
+            "expires_at": expires_at,
+            "trace": agent.telemetry.pause(request.name, ref, request.ref, expires_at),
+        }
+        record = CallPaused(**pause) if approval is None else ApprovalPaused(**pause, approval=approval)
         if self.emit is not None:
             self.emit(InterruptChunk(pending_interrupt(record), request.ref))
         return record
@@ -477,7 +472,10 @@ class Turn:
     def _adopt(self, message: Message) -> Message:
         """The model's message with a runtime-minted ref on every tool request."""
         parts = [
-            replace(p, ref=new_ref(), call_id=p.call_id or p.ref or None) if isinstance(p, ToolRequestPart) else p
+            # made anew rather than ``dataclasses.replace``d: that costs several times more
+            ToolRequestPart(p.name, p.input, new_ref(), p.call_id or p.ref or None, p.provider_metadata)
+            if isinstance(p, ToolRequestPart)
+            else p
             for p in message.parts
         ]
         return Message("model", parts)
