@@ -24,7 +24,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .models._model import Model, ModelRequest, Plugin
 from .runtime._agent import Agent
@@ -48,10 +48,15 @@ __all__ = [
 
 AGENT_NAME = "bankingAgent"
 SYSTEM = (
-    "You are a banking assistant. Answer greetings and questions in plain text. Moving money takes two tool "
-    "calls, in this order: first userApproval, to ask the user; then transfer_money, only if the answer has "
-    '"approved": true. If the answer is a denial, the transfer is cancelled: do not call transfer_money, say it '
-    "was not done. Never ask for approval in plain text."
+    "You are a banking assistant. Answer greetings and questions in plain text. You cannot see balances or "
+    "transactions: say so in plain text. When the user asks to transfer, send or move money, your first call is "
+    'userApproval, to ask the user. Then, only if its answer has "approved": true, call transfer_money. If the answer '
+    'has "denied": true, the transfer is cancelled: call no tool, say it was not done. Never ask for approval in plain '
+    "text.\n\n"
+    'For example, the user says "Send $75 to Alice": call userApproval with details "Transfer $75 to Alice". If it '
+    'returns {"approved": true}, call transfer_money with amount 75 and to_account "Alice". If it returns '
+    '{"denied": true, "reason": "Not today"}, call no tool and answer "The $75 was not sent to Alice: you declined '
+    '(Not today)."'
 )
 DESCRIPTION = "Moves money between accounts. Every transfer waits for your approval."
 # The scripted model serves as long as the demo (or a benchmark's server) runs: it keeps only
@@ -61,7 +66,8 @@ _KEEP_REQUESTS = 100
 
 class UserApprovalInput(BaseModel):
     action: str
-    details: str
+    # what the card's title shows; bounded, so a small model that repeats itself still ends its call
+    details: str = Field(max_length=160)
 
 
 class ApprovalOutput(BaseModel):
@@ -77,10 +83,11 @@ class TransferMoneyInput(BaseModel):
 TRANSFER = re.compile(r"\$(\d+(?:\.\d+)?) to (\w+)")
 
 # A transfer as people (and models) write one: "$500 to savings", "20 dollars to Bob",
-# "$1,000 from checking to the savings account". The amount is read strictly (``_AMOUNT``).
+# "$1,000 from checking to the savings account", "$500 to your savings account". The amount is
+# read strictly (``_AMOUNT``).
 _DESCRIBED = re.compile(
     r"(?:\$\s*(?P<a>\d(?:[\d,.]*\d)?)|(?P<b>\d(?:[\d,.]*\d)?)\s*(?:dollars|usd|\$))"
-    r"(?:\s+from\s+(?:the\s+|my\s+)?[\w-]+(?:\s+account)?)?\s+to\s+(?:the\s+|my\s+)?(?P<to>[\w-]+)",
+    r"(?:\s+from\s+(?:the\s+|my\s+|your\s+)?[\w-]+(?:\s+account)?)?\s+to\s+(?:the\s+|my\s+|your\s+)?(?P<to>[\w-]+)",
     re.IGNORECASE,
 )
 # An amount with one reading only: digits, or commas between groups of three, and cents after a
@@ -165,7 +172,7 @@ def build(
 
     user_approval = ai.define_interrupt(
         name="userApproval",
-        description="Ask the user for approval before proceeding with a sensitive action.",
+        description="First step of every transfer: ask the user to approve it.",
         input_schema=UserApprovalInput,
         output_schema=ApprovalOutput,
         display=PauseDisplay(title="{details}", summary="The agent asks before it runs {action}.", risk="high"),
@@ -180,7 +187,7 @@ def build(
         ),
     )  # fmt: skip
     async def transfer_money(input: TransferMoneyInput) -> str:  # noqa: A002 - the reference's name
-        """Transfer money after approval."""
+        """Second step of a transfer: move the money, once userApproval returned "approved": true."""
         if ledger is not None:
             ledger.append(f"{input.amount}->{input.to_account}")
         return f"Transferred ${_dollars(input.amount)} to {input.to_account}."

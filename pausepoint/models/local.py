@@ -11,7 +11,8 @@ What is mapped, and how:
   ``LocalModel.prepare()``, after its GGUF metadata was read.
 - Prompt: the GGUF's own chat template, rendered with Jinja2 (ChatML when it has none; see
   ``_local_prompt``). A template that knows tools (Qwen2.5's does) gets the tools, the calls and
-  the results in the structure it was trained on. For any other, the system prompt is followed
+  the results in the structure it was trained on (a result is the tool's output itself, as the
+  hosted adapters send it). For any other, the system prompt is followed
   by the tool list (name, description, JSON schema of the arguments) and how to call them; a
   call in the history is written back as ``<tool_call>{...}</tool_call>`` and results go in a
   user turn as ``<tool_response>{"name", "result" | "error"}</tool_response>`` (a user turn,
@@ -290,7 +291,7 @@ def _map_messages_native(request: ModelRequest, choice: str) -> list[dict[str, A
     for message in request.messages:
         if message.role == "tool":
             for part in message.tool_responses:
-                messages.append({"role": "tool", "name": part.name, "content": _tool_result(part)})
+                messages.append({"role": "tool", "name": part.name, "content": _tool_output(part)})
             continue
         text = "\n".join(_render_part(p) for p in message.parts if not isinstance(p, ToolRequestPart))
         if message.role == "user":
@@ -355,6 +356,15 @@ def _strip_titles(node: Any) -> Any:
     if isinstance(node, list):
         return [_strip_titles(v) for v in node]
     return node
+
+
+def _tool_output(part: Any) -> str:
+    """A result as a tool message's content, as the hosted adapters send it: the output itself
+    (``Error: ...`` before a failed call's). The template places it after its call. Wrapped in a
+    name and a ``result`` key of pausepoint's own, it no longer read as the ``{"denied": true}``
+    the system prompt describes: Qwen2.5-Coder-1.5B called on after a denial more often."""
+    text = part.output if isinstance(part.output, str) else json.dumps(part.output, ensure_ascii=False, default=str)
+    return f"Error: {text}" if part.is_error else text
 
 
 def _tool_result(part: Any) -> str:

@@ -348,7 +348,9 @@ def test_a_template_that_knows_tools_gets_them_and_the_calls_and_results_as_stru
         {"name": "userApproval", "arguments": {"action": "pay", "details": "$5"}},
         {"name": "transfer_money", "arguments": '{"amount": '},
     ]
-    assert json.loads(messages[4]["content"]) == {"name": "transfer_money", "error": {"error": "invalid input"}}
+    # a result is the output itself, as hosted models get it (the name rides beside it)
+    assert messages[3] == {"role": "tool", "name": "userApproval", "content": '{"approved": true}'}
+    assert messages[4] == {"role": "tool", "name": "transfer_money", "content": 'Error: {"error": "invalid input"}'}
     prompt = local._plan(request, local.Settings(), template).prompt
     assert '"name": "userApproval"' in prompt
     assert '<call>userApproval {"action": "pay", "details": "$5"}</call>' in prompt

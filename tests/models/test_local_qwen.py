@@ -1,7 +1,8 @@
 """The deciding local model: Qwen2.5-Coder-1.5B-Instruct (``local/qwen2.5-coder-1.5b``), one thread, greedy.
 
 Nothing forces its tool choice: these flows pass only if the model itself asks for approval
-before moving money, moves it after the approval, and answers a greeting in plain text. The
+before moving money, moves it after the approval, leaves it after a denial, and answers a
+greeting (and a balance question it has no tool for) in plain text. The
 model file is joined from its 22 wheels on first use (once per machine, into the cache folder).
 """
 
@@ -90,8 +91,6 @@ async def test_it_greets_asks_for_approval_and_transfers_only_after_it(plugin, t
 
 
 async def test_the_pause_streams_before_the_turn_ends_and_the_answer_streams_after_the_approval(plugin):
-    # (Not asserted: that a denial stops it. This model calls transfer_money after a denial too;
-    # see docs/providers/local.md.)
     ledger: list[str] = []
     _, agent = banking.build(ledger=ledger, model=NAME, plugins=[plugin])
     chat = agent.chat()
@@ -111,3 +110,21 @@ async def test_the_pause_streams_before_the_turn_ends_and_the_answer_streams_aft
     assert ledger == ["20->Bob"]
     streamed = "".join(c.text for c in chunks if isinstance(c, TextChunk))
     assert streamed == res.text and len([c for c in chunks if isinstance(c, TextChunk)]) > 1
+
+
+async def test_a_denial_ends_the_transfer_and_a_balance_question_gets_no_call(plugin):
+    ledger: list[str] = []
+    _, agent = banking.build(ledger=ledger, model=NAME, plugins=[plugin])
+    chat = agent.chat()
+    res = await chat.send("Transfer $500 to savings.")
+    [pause] = res.interrupts
+    assert pause.name == "userApproval"
+    res = await chat.resume(respond=[pause.deny("I do not want to move this money now.")])
+    assert res.finish_reason == AgentFinishReason.STOP and res.interrupts == [] and ledger == []
+    assert "not" in res.text
+    res = await chat.send("OK, thanks.")
+    assert res.finish_reason == AgentFinishReason.STOP and res.interrupts == [] and ledger == []
+
+    res = await agent.chat().send("What is my balance?")
+    assert res.finish_reason == AgentFinishReason.STOP and res.text
+    assert res.message is not None and res.message.tool_requests == []

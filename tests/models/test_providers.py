@@ -439,7 +439,7 @@ def banking_model(provider: Provider) -> Callable[[WireRequest], Reply]:
 
     def handler(request: WireRequest) -> Reply:
         stream = provider.is_stream(request)
-        assert "first userApproval" in provider.system(request)
+        assert "your first call is userApproval" in provider.system(request)
         assert sorted(provider.tool_names(request)) == ["transfer_money", "userApproval"]
         results = provider.results(request)
         if not results:
