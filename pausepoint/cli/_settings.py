@@ -281,14 +281,9 @@ def _webhook(hook: WebhookSection, index: int, loaded: LoadedConfig, env: Mappin
             hook.url if hook.url is not None else env[hook.url_env or ""],
             secret=env[hook.secret_env] if hook.secret_env else None,
             events=tuple(hook.events) if hook.events is not None else Webhook.events,
-            agents=hook.agents,
-            tenants=_known_tenants(hook.tenants, (*at, "tenants"), loaded),
             format=hook.format,
-            timeout=hook.timeout_seconds,
-            max_attempts=hook.max_attempts,
-            backoff=hook.backoff_seconds,
-            max_backoff=hook.max_backoff_seconds,
             headers=headers,
+            **_delivery(hook, at, loaded),
         )
     except DefinitionError as exc:
         raise loaded.problem(at, exc.message) from None
@@ -311,17 +306,25 @@ def _email(mail: Email, index: int, loaded: LoadedConfig, env: Mapping[str, str]
             to=tuple(mail.to),
             username=mail.username,
             password=env[mail.password_env] if mail.password_env else None,
-            agents=mail.agents,
-            tenants=_known_tenants(mail.tenants, (*at, "tenants"), loaded),
-            timeout=mail.timeout_seconds,
-            max_attempts=mail.max_attempts,
-            backoff=mail.backoff_seconds,
-            max_backoff=mail.max_backoff_seconds,
+            **_delivery(mail, at, loaded),
             **options,  # type: ignore[arg-type]
         )
     except DefinitionError as exc:
         raise loaded.problem(at, exc.message) from None
     return FileWebhook(made, loaded.where(at), f"smtp://{mail.host}:{mail.port} to {', '.join(mail.to)}")
+
+
+def _delivery(section: WebhookSection | Email, at: tuple[str | int, ...], loaded: LoadedConfig) -> dict[str, Any]:
+    """What a webhook and an email notifier are both given: whose events they hear (``agents``,
+    ``tenants``) and how each delivery is tried (timeout, attempts, backoff)."""
+    return {
+        "agents": section.agents,
+        "tenants": _known_tenants(section.tenants, (*at, "tenants"), loaded),
+        "timeout": section.timeout_seconds,
+        "max_attempts": section.max_attempts,
+        "backoff": section.backoff_seconds,
+        "max_backoff": section.max_backoff_seconds,
+    }
 
 
 def _known_tenants(tenants: list[str] | None, at: tuple[str | int, ...], loaded: LoadedConfig) -> list[str] | None:
