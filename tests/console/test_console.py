@@ -632,6 +632,8 @@ def test_every_button_has_enough_contrast_in_both_color_schemes(served: Served, 
                 seen[button["name"]] = min(seen.get(button["name"], 99), button["ratio"])
             shots(page, f"{state}-{scheme}")
 
+    # the sign-in form shows once the console has asked the server how to sign in (/v1/console/sign-in)
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
     check("sign-in")
     page.get_by_label("Bearer token").fill("alice-token")
     page.get_by_role("button", name="Sign in").click()
