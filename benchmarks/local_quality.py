@@ -1,13 +1,15 @@
 """Does a local model decide by itself? The banking agent's prompts, tool choice not forced.
 
 ``.venv/bin/python -m benchmarks.local_quality [--model local/qwen2.5-coder-1.5b] [--trials 10]
-[--temperatures 0,0.7] [--greedy-runs 2] [--threads N] [--suite all|cells|prompts]`` runs the
+[--first-seed 1] [--temperatures 0,0.7] [--greedy-runs 2] [--threads N] [--suite all|cells|prompts]`` runs the
 banking agent (``pausepoint.demo``: its system prompt and tools, in-memory sessions) at each
 temperature. The demo decodes greedily (temperature 0, seed 0), which is deterministic: the same
 prompt gives the same answer every time, so temperature 0 is *one* outcome, not a rate; it runs
 ``--greedy-runs`` times only to show the runs are identical (a row says so, or says they are
-not). At any other temperature each row is ``--trials`` trials with seeds 1, 2, ..., N, the
-variance measure: how much an answer rests on the greedy choice.
+not). At any other temperature each row is ``--trials`` trials with seeds ``--first-seed``,
+``--first-seed`` + 1, ... (by default 1 to ``--trials``), the variance measure: how much an answer
+rests on the greedy choice. Other seeds (``--first-seed 11``) check that a figure holds beyond
+the seeds it was first measured on.
 
 - ``cells`` (issue 42), each passed or failed per trial, printed as k/trials:
   *denial honoured* — the person denies the first pause of "Transfer $500 to savings." with a
@@ -209,8 +211,8 @@ CELLS: dict[str, Callable[[Model, dict[str, Any]], Awaitable[Outcome]]] = {
 def _seeds(temperature: float, args: argparse.Namespace) -> list[int]:
     """The seed of each trial: greedy decoding (temperature 0) does not depend on the seed, so it
     runs ``--greedy-runs`` times with the demo's seed 0, only to show the runs are identical;
-    sampled trials each get their own seed (1, 2, ...), so any one can be run again."""
-    return [0] * args.greedy_runs if temperature == 0 else list(range(1, args.trials + 1))
+    sampled trials each get their own seed (``--first-seed``, the next, ...), so any one can be run again."""
+    return [0] * args.greedy_runs if temperature == 0 else list(range(args.first_seed, args.first_seed + args.trials))
 
 
 def _cell_row(trial: Callable[..., Awaitable[Outcome]], temperature: float, outcomes: list[Outcome]) -> str:
@@ -240,7 +242,7 @@ async def run_cells(model: Timed, args: argparse.Namespace) -> list[str]:
         for cell, trial in CELLS.items():
             outcomes = [await trial(model, {"temperature": temperature, "seed": seed}) for seed in seeds]
             row = _cell_row(trial, temperature, outcomes)
-            label = "0 (greedy)" if temperature == 0 else f"{temperature} (seeds 1-{len(seeds)})"
+            label = "0 (greedy)" if temperature == 0 else f"{temperature} (seeds {seeds[0]}-{seeds[-1]})"
             lines.append(f"| {cell} | {label} | {row} |")
             print(f"{label:>16} {cell:<40} {row}", flush=True)
             for text, count in Counter(o.text.strip() for o in outcomes).most_common():
@@ -330,7 +332,7 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"{args.model}, {args.threads or 'default'} thread(s); temperature 0 is greedy and deterministic: one "
         f"outcome, shown by {args.greedy_runs} identical runs; other temperatures: {args.trials} trials per row, "
-        "seeds 1 to N"
+        f"seeds {args.first_seed} to {args.first_seed + args.trials - 1}"
     )
     for lines in reports:
         print()
@@ -347,6 +349,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="local/qwen2.5-coder-1.5b")
     parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1, help="the seed of the first sampled trial (then +1 each)")
     parser.add_argument("--temperatures", default="0,0.7", type=lambda s: [float(t) for t in s.split(",")])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--greedy-runs", type=int, default=2, help="runs at temperature 0 (all identical)")
