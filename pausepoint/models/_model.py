@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from ..content._messages import Message
+from ..content._messages import Message, ToolResponsePart
 
 __all__ = [
     "ChunkSink",
@@ -27,6 +27,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolDefinition",
     "Usage",
+    "tool_output_text",
 ]
 
 ModelFinishReason: TypeAlias = Literal["stop", "length", "blocked", "other"]
@@ -137,3 +138,11 @@ class FunctionModel:
         if not isinstance(result, ModelResponse):
             raise TypeError(f"model function {self.name!r} returned {type(result).__name__}, not ModelResponse")
         return result
+
+
+def tool_output_text(part: ToolResponsePart, dumps: Callable[[Any], str]) -> str:
+    """A tool's result as the text of a tool message, as OpenAI's chat API takes one: the output
+    itself (a string as it is, anything else as ``dumps`` writes it), with ``Error: `` before a
+    failed call's."""
+    text = part.output if isinstance(part.output, str) else dumps(part.output)
+    return f"Error: {text}" if part.is_error else text

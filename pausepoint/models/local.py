@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._extras import missing_extra
-from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart
+from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
 from ._gguf import GgufError, GgufInfo, read_gguf
 from ._local_files import BUNDLED, Progress, locate_bundled, smollm2_path
@@ -83,6 +83,7 @@ from ._model import (
     ToolCallDelta,
     ToolDefinition,
     Usage,
+    tool_output_text,
 )
 
 if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("jinja2") is None:
@@ -358,13 +359,13 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
-def _tool_output(part: Any) -> str:
-    """A result as a tool message's content, as the hosted adapters send it: the output itself
-    (``Error: ...`` before a failed call's). The template places it after its call. Wrapped in a
-    name and a ``result`` key of pausepoint's own, it no longer read as the ``{"denied": true}``
-    the system prompt describes: Qwen2.5-Coder-1.5B called on after a denial more often."""
-    text = part.output if isinstance(part.output, str) else json.dumps(part.output, ensure_ascii=False, default=str)
-    return f"Error: {text}" if part.is_error else text
+def _tool_output(part: ToolResponsePart) -> str:
+    """A result as a tool message's content, as the hosted adapters send it (``tool_output_text``;
+    JSON as ``json.dumps`` writes it, as the system prompt shows ``{"denied": true}``). The
+    template places it after its call. Wrapped in a name and a ``result`` key of pausepoint's
+    own, it no longer read as that ``{"denied": true}``: Qwen2.5-Coder-1.5B called on after a
+    denial more often."""
+    return tool_output_text(part, lambda value: json.dumps(value, ensure_ascii=False, default=str))
 
 
 def _tool_result(part: Any) -> str:

@@ -55,6 +55,7 @@ from ._model import (
     ToolCallDelta,
     ToolDefinition,
     Usage,
+    tool_output_text,
 )
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
@@ -265,7 +266,9 @@ def _map_messages(messages: Sequence[Message]) -> list[ChatCompletionMessagePara
             out.append(_assistant_message(message))
         else:
             for part in message.tool_responses:
-                out.append({"role": "tool", "tool_call_id": part.call_id or part.ref, "content": _tool_output(part)})
+                out.append(
+                    {"role": "tool", "tool_call_id": part.call_id or part.ref, "content": tool_output_text(part, _json)}
+                )
             others = [p for p in message.parts if not isinstance(p, ToolResponsePart)]
             if others:
                 out.append(_user_message(others))
@@ -315,11 +318,6 @@ def _assistant_message(message: Message) -> ChatCompletionAssistantMessageParam:
 def _arguments(value: Any) -> str:
     """Tool input as the arguments string: a string input is the model's own malformed text, resent as it was."""
     return value if isinstance(value, str) else _json(value)
-
-
-def _tool_output(part: ToolResponsePart) -> str:
-    text = part.output if isinstance(part.output, str) else _json(part.output)
-    return f"Error: {text}" if part.is_error else text
 
 
 def _json(value: Any) -> str:
