@@ -260,6 +260,26 @@ async def test_a_yes_approves_the_transfer_it_described_once(store):
     assert (grant.status, grant.used, grant.uses) == ("used", 1, 1)
 
 
+@pytest.mark.parametrize(
+    ("details", "amount", "to"),
+    [
+        ("Transfer $500 to your savings account", "500", "savings"),  # as a model words it back
+        ("Send 20 dollars to Bob", "20", "Bob"),
+        ("Move $1,000 from checking to the savings account", "1000", "savings"),
+    ],
+)
+async def test_a_yes_approves_the_transfer_as_the_person_and_the_model_word_it(store, details, amount, to):
+    steps = [approval_call(details), transfer_call(int(amount), to), "Done."]
+    agent, ledger = demo_agent(store, steps)
+    chat = agent.chat(principal="alice")
+    [question] = (await chat.send(details)).interrupts
+    assert f"to account {to}, within" in agent.view(question).approval.offer
+    res = await chat.resume(respond=[question.respond({"approved": True})], principal="alice")
+    assert res.interrupts == [] and ledger == [f"{amount}->{to}"]  # the described transfer, no second question
+    [grant] = await chat.grants()
+    assert grant.bounds == {"amount": {"equals": amount}, "to_account": {"equals": to}}
+
+
 @pytest.mark.parametrize("written", ["$5,00", "$1.000,50", "$5.0.0", "$1,0000"])
 async def test_a_yes_to_an_amount_that_reads_two_ways_grants_nothing_the_transfer_is_asked_about(store, written):
     steps = [approval_call(f"Transfer {written} to savings"), transfer_call(500, "savings"), "Done."]
