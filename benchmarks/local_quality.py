@@ -198,6 +198,9 @@ async def approval_asked(model: Model, config: dict[str, Any]) -> Outcome:
     await seen.calls()
     outcome.text = res.text
     outcome.extra = ledger == ["500->savings"] and res.finish_reason == AgentFinishReason.STOP
+    if not outcome.extra:
+        moved = "the transfer ran once" if ledger == ["500->savings"] else f"transfers made: {ledger}"
+        outcome.why = f"not done after the yes: {moved}, then the turn ended {res.finish_reason.value}"
     return outcome
 
 
@@ -249,7 +252,7 @@ async def run_cells(model: Timed, args: argparse.Namespace) -> list[str]:
                 print(f"       {count}x {text[:160]!r}", flush=True)
             for seed, outcome in zip(seeds, outcomes, strict=True):
                 if not outcome.passed or (trial is approval_asked and not outcome.extra):
-                    why = outcome.why or "no transfer after the yes"
+                    why = outcome.why
                     failures.append(f"- {cell}, temperature {temperature}, seed {seed}: {why}")
                     failures.extend(f"    {line}" for line in outcome.transcript)
                 if temperature == 0 and _identical(outcomes):

@@ -56,7 +56,8 @@ SYSTEM = (
     'For example, the user says "Send $75 to Alice": call userApproval with details "Transfer $75 to Alice". If it '
     'returns {"approved": true}, call transfer_money with amount 75 and to_account "Alice". If it returns '
     '{"denied": true, "reason": "Not today"}, call no tool and answer "The $75 was not sent to Alice: you declined '
-    '(Not today)."'
+    '(Not today)."\n\n'
+    'If the user asks "How much did I spend last week?", answer "Sorry, I cannot see your transactions or balances."'
 )
 DESCRIPTION = "Moves money between accounts. Every transfer waits for your approval."
 # The scripted model serves as long as the demo (or a benchmark's server) runs: it keeps only
@@ -172,7 +173,10 @@ def build(
 
     user_approval = ai.define_interrupt(
         name="userApproval",
-        description="First step of every transfer: ask the user to approve it.",
+        description=(
+            'First step of every transfer: shows the user the transfer and returns their answer, {"approved": true} '
+            'or {"denied": true, "reason": "..."}. A denied transfer is cancelled: then answer the user in plain text.'
+        ),
         input_schema=UserApprovalInput,
         output_schema=ApprovalOutput,
         display=PauseDisplay(title="{details}", summary="The agent asks before it runs {action}.", risk="high"),
@@ -187,7 +191,8 @@ def build(
         ),
     )  # fmt: skip
     async def transfer_money(input: TransferMoneyInput) -> str:  # noqa: A002 - the reference's name
-        """Second step of a transfer: move the money, once userApproval returned "approved": true."""
+        """Second step of a transfer: move the money, only right after userApproval returned "approved": true.
+        Never after a denial."""
         if ledger is not None:
             ledger.append(f"{input.amount}->{input.to_account}")
         return f"Transferred ${_dollars(input.amount)} to {input.to_account}."

@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = ["MAX_BOUND", "SchemaRules", "literal"]
 
-MAX_BOUND = 64
+MAX_BOUND = 256
 
 # JSON primitives: strings of what JSON allows unescaped (no control characters, which also
 # stops a runaway multi-line string), bounded digit runs, at most one line break of layout.

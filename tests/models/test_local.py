@@ -147,6 +147,19 @@ def test_grammar_keeps_each_tools_definitions_apart():
     )
 
 
+class Titled(BaseModel):
+    title: str = Field(max_length=160)  # a card title, as the demo's userApproval bounds its details
+    body: str = Field(max_length=100_000)
+
+
+def test_grammar_ends_a_string_at_its_bound_and_leaves_a_huge_bound_to_the_runtime():
+    rules = rules_of(fmt.build_grammar([tool("titled", Titled)], allow_text=False, parallel=False))
+    # a title's bound is in the grammar, so a small model that repeats itself still ends its call
+    assert rules["tool0-arguments-title"] == '"\\"" (char){0,160} "\\"" space'
+    # a bound that would take 100,000 grammar rules is left to validation: any string
+    assert rules["tool0-arguments"].endswith('"\\"body\\"" space ":" space string "}" space')
+
+
 class Coded(BaseModel):
     code: str = Field(pattern=r"[A-Z]{3}-\d+")
 
