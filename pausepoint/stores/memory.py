@@ -7,8 +7,8 @@ import dataclasses
 import secrets
 import threading
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, TypeAlias
 
 from ._base import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -26,10 +26,14 @@ from ._signal import Signal, wait_after
 __all__ = ["InMemorySessionStore"]
 
 
-@dataclass(slots=True)
-class _Session:
-    summary: SessionSummary
-    entries: list[LogEntry] = field(default_factory=list)
+# A record, a summary and an event as the store keeps them: tuples of numbers, strings, bytes
+# and times, which Python's garbage collector stops tracking. So a full collection, which
+# pauses every request in flight, walks one list per session of what the store holds (kept as
+# the objects it is given, a banking cycle's 12 records and 6 events would be 18 more).
+_Record: TypeAlias = tuple[int, str, bytes]  # version, kind, data
+_Summary: TypeAlias = tuple[Any, ...]  # SessionSummary's fields, in order
+_Kept: TypeAlias = tuple[int, str, str, str, str, datetime, bytes]  # seq, id, kind, session, agent, at, data
+_SUMMARY_FIELDS = tuple(f.name for f in dataclasses.fields(SessionSummary))
 
 
 class InMemorySessionStore:
@@ -37,7 +41,9 @@ class InMemorySessionStore:
 
     Entries are kept as the same encoded JSON a durable store would hold, so size limits and
     isolation from the caller's objects behave as on the other backends. The event stream keeps
-    (at least) the latest ``keep_events`` events; deliveries keep their own.
+    (at least) the latest ``keep_events`` events; deliveries keep their own. What it holds is kept
+    out of the garbage collector's sight (one object per session, not one per record), so a
+    server whose store grows does not pause longer at each full collection.
 
     It keeps no checkpoints (it is no ``CheckpointStore``): a session it holds lives in the
     process that serves it, where the agent keeps its state warm, and a new agent in the same
@@ -47,9 +53,10 @@ class InMemorySessionStore:
     def __init__(self, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, keep_events: int = 10_000) -> None:
         self.max_record_bytes = max_record_bytes
         self.keep_events = keep_events
-        self._sessions: dict[str, _Session] = {}
+        self._records: dict[str, list[_Record]] = {}
+        self._summaries: dict[str, _Summary] = {}
         self._lock = threading.Lock()
-        self._events: list[tuple[int, Event]] = []
+        self._events: list[_Kept] = []
         self._deliveries: dict[int, Delivery] = {}
         self._event_seq = 0
         self._delivery_seq = 0
@@ -67,26 +74,25 @@ class InMemorySessionStore:
     ) -> int:
         check_entries(expected_version, entries, self.max_record_bytes, events)
         with self._lock:
-            session = self._sessions.get(session_id)
-            current = session.summary.version if session else 0
+            records = self._records.get(session_id)
+            current = len(records) if records is not None else 0
             if current != expected_version:
                 raise version_conflict(session_id, expected_version, current)
-            if session is None:
-                session = self._sessions[session_id] = _Session(summary)
-            session.entries.extend(entries)
-            session.summary = summary
+            if records is None:
+                records = self._records[session_id] = []
+            records.extend((e.version, e.kind, e.data) for e in entries)
+            self._summaries[session_id] = tuple(getattr(summary, name) for name in _SUMMARY_FIELDS)
             for event in events:
                 self._event_seq += 1
-                # Kept as given (its targets are ignored on the way out): the Event is made on read.
-                self._events.append((self._event_seq, event))
+                kept = (self._event_seq, event.id, event.kind, event.session_id, event.agent, event.at, event.data)
+                self._events.append(kept)
                 for target in event.targets:
                     self._delivery_seq += 1
                     number = self._delivery_seq
                     self._deliveries[number] = Delivery(
-                        number, target, _stored(self._event_seq, event), "pending", 0, summary.updated_at,
-                        summary.updated_at,
-                    )  # fmt: skip
-            version = len(session.entries)
+                        number, target, _event(kept), "pending", 0, summary.updated_at, summary.updated_at
+                    )
+            version = len(records)
             if len(self._events) > 2 * self.keep_events:  # the stream keeps the latest; trimmed in bulk
                 del self._events[: len(self._events) - self.keep_events]
         if events:
@@ -95,14 +101,14 @@ class InMemorySessionStore:
 
     async def read(self, session_id: str, after_version: int = 0) -> LogSlice | None:
         with self._lock:
-            session = self._sessions.get(session_id)
-            if session is None:
+            records = self._records.get(session_id)
+            if records is None:
                 return None
-            return LogSlice(len(session.entries), session.entries[after_version:])
+            return LogSlice(len(records), [LogEntry(*record) for record in records[max(after_version, 0) :]])
 
     async def get_summary(self, session_id: str) -> SessionSummary | None:
-        session = self._sessions.get(session_id)
-        return session.summary if session else None
+        kept = self._summaries.get(session_id)
+        return SessionSummary(*kept) if kept is not None else None
 
     async def list_sessions(
         self,
@@ -116,7 +122,7 @@ class InMemorySessionStore:
         tenant: str | None = None,
     ) -> list[SessionSummary]:
         with self._lock:
-            summaries = [s.summary for s in self._sessions.values()]
+            summaries = [SessionSummary(*kept) for kept in self._summaries.values()]
         matching = [
             s
             for s in summaries
@@ -131,7 +137,8 @@ class InMemorySessionStore:
 
     async def delete(self, session_id: str) -> bool:
         with self._lock:
-            return self._sessions.pop(session_id, None) is not None
+            self._summaries.pop(session_id, None)
+            return self._records.pop(session_id, None) is not None
 
     async def close(self) -> None:
         return None
@@ -141,7 +148,7 @@ class InMemorySessionStore:
     async def read_events(self, after: int = 0, limit: int = 100) -> list[Event]:
         with self._lock:
             start = bisect.bisect_right(self._events, after, key=lambda e: e[0])
-            return [_stored(seq, event) for seq, event in self._events[start : start + limit]]
+            return [_event(kept) for kept in self._events[start : start + limit]]
 
     async def last_event(self) -> int:
         return self._event_seq
@@ -211,11 +218,12 @@ class InMemorySessionStore:
     async def prune_events(self, before: datetime) -> int:
         with self._lock:
             held = {d.event.seq for d in self._deliveries.values() if d.state != "delivered"}
-            gone = {seq for seq, e in self._events if e.at < before and seq not in held}
-            self._events = [(seq, e) for seq, e in self._events if seq not in gone]
+            gone = {seq for seq, _, _, _, _, at, _ in self._events if at < before and seq not in held}
+            self._events = [kept for kept in self._events if kept[0] not in gone]
             self._deliveries = {k: d for k, d in self._deliveries.items() if d.event.seq not in gone}
             return len(gone)
 
 
-def _stored(seq: int, event: Event) -> Event:
-    return Event(event.id, event.kind, event.session_id, event.agent, event.at, event.data, (), seq)
+def _event(kept: _Kept) -> Event:
+    seq, event_id, kind, session_id, agent, at, data = kept
+    return Event(event_id, kind, session_id, agent, at, data, (), seq)
