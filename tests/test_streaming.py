@@ -217,3 +217,26 @@ async def test_the_response_is_available_without_reading_the_stream(store):
     agent, _ = approvals_agent(store, ["Just the answer."])
     stream = agent.chat().send_stream("hi")
     assert (await stream).text == "Just the answer."
+
+
+async def test_genkits_chunk_text_loop_reads_every_kind_of_chunk():
+    """Genkit's ``async for chunk in turn.stream: if chunk.text: ...`` works on every chunk kind:
+    those that carry no answer text have an empty ``text``."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    def lookup(city: str) -> str:
+        """Looks a city up."""
+        return f"{city} is sunny"
+
+    model = ScriptedModel([[tool_call("lookup", {"city": "Oslo"})], "Oslo is sunny today."])
+    agent = ai.define_agent(name="weather", model=model, tools=[lookup])
+    turn = agent.chat().send_stream("weather in Oslo?")
+    kinds, text = set(), ""
+    async for chunk in turn.stream:
+        kinds.add(chunk.kind)
+        if chunk.text:
+            text += chunk.text
+    response = await turn.response
+    assert {"tool_request", "tool_result", "text"} <= kinds
+    assert text == response.text == "Oslo is sunny today."

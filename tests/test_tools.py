@@ -1,12 +1,13 @@
 """Tool definitions: what a function becomes, as a model sees it and as the runtime runs it."""
 
+import asyncio
 import threading
 from typing import Annotated
 
 import pytest
 from pydantic import BaseModel, Field
 
-from pausepoint import Pausepoint, ToolRunContext
+from pausepoint import AgentFinishReason, Interrupt, Pausepoint, ToolRunContext
 from pausepoint.errors import DefinitionError, ModelNotFound
 from pausepoint.stores import InMemorySessionStore
 from pausepoint.testing import ScriptedModel, tool_call
@@ -135,3 +136,97 @@ async def test_define_model_functions_and_the_request_the_model_sees():
     [request] = seen
     assert request.system == "Be brief." and request.config == {"temperature": 0}
     assert [t.name for t in request.tools] == ["noop"]
+
+
+async def test_genkits_is_resumed_method_pauses_and_runs_the_restarted_call():
+    """Genkit's ``ctx.is_resumed()`` is a method: code ported from it pauses, then runs once restarted."""
+    ai = Pausepoint()
+    ran: list[str] = []
+
+    @ai.tool()
+    async def run_shell(command: str, ctx: ToolRunContext) -> str:
+        """Runs a command once a person agreed."""
+        if not ctx.is_resumed():
+            raise Interrupt({"command": command})
+        assert ctx.is_resumed and ctx.is_resumed == True  # noqa: E712 - as a value, too
+        ran.append(command)
+        return "ran"
+
+    agent = ai.define_agent(
+        name="shell",
+        model=ScriptedModel([[tool_call("run_shell", {"command": "ls"})], "done"]),
+        tools=[run_shell],
+        store=InMemorySessionStore(),
+    )
+    chat = agent.chat()
+    paused = await chat.send("list it")
+    assert paused.finish_reason == AgentFinishReason.INTERRUPTED and ran == []
+    done = await chat.resume(restart=[paused.interrupts[0].restart()])
+    assert (done.text, ran) == ("done", ["ls"])
+
+
+async def test_a_batchs_pauses_and_results_keep_the_order_the_model_asked_for_them():
+    """The first call pauses late, the second at once, the third completes: every surface lists
+    them as the model asked, not as their timing fell."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def slow_check(what: str) -> str:
+        """Asked first; pauses after a while."""
+        await asyncio.sleep(0.05)
+        raise Interrupt({"what": what})
+
+    @ai.tool()
+    async def quick_check(what: str) -> str:
+        """Asked second; pauses at once."""
+        raise Interrupt({"what": what})
+
+    @ai.tool()
+    async def lookup(what: str) -> str:
+        """Asked third; answers at once."""
+        return what
+
+    calls = [tool_call("slow_check", {"what": "a"}), tool_call("quick_check", {"what": "b"})]
+    model = ScriptedModel([[*calls, tool_call("lookup", {"what": "c"})], "done"])
+    agent = ai.define_agent(
+        name="order", model=model, tools=[slow_check, quick_check, lookup], store=InMemorySessionStore()
+    )
+    chat = agent.chat()
+    turn = chat.send_stream("check both")
+    chunks = [chunk async for chunk in turn]
+    paused = await turn.response
+    asked = ["slow_check", "quick_check"]
+    assert [i.name for i in paused.interrupts] == asked
+    assert [c.interrupt.name for c in chunks if c.kind == "interrupt"] == asked
+    assert [i.name for i in await chat.interrupts()] == asked
+
+
+async def test_genkits_call_shapes_define_the_same_tools_and_agents():
+    """Names by position, an interrupt without a description, tools named in ``define_agent``."""
+    ai = Pausepoint()
+
+    class Question(BaseModel):
+        question: str
+
+    ask = ai.define_interrupt("askUser", input_schema=Question)
+    assert (ask.name, ask.description) == ("askUser", "")
+
+    @ai.tool("weather", "The weather in a city")
+    def forecast(city: str) -> str:
+        return f"sunny in {city}"
+
+    assert (forecast.name, forecast.description) == ("weather", "The weather in a city")
+    model = ScriptedModel([[tool_call("weather", {"city": "Oslo"})], "done"])
+    agent = ai.define_agent("helper", model=model, tools=["weather", ask], store=InMemorySessionStore())
+    assert [t.name for t in agent.tools.values()] == ["weather", "askUser"]
+    chat = agent.chat()
+    await chat.send("weather?")
+    assert (await chat.history())[2].tool_responses[0].output == "sunny in Oslo"
+
+    # what cannot be taken is a DefinitionError that says what to give instead
+    with pytest.raises(DefinitionError, match="no tool named 'nowhere'"):
+        ai.define_agent("other", model=model, tools=["nowhere"])
+    with pytest.raises(DefinitionError, match=r"must be a pydantic model class .* not dict"):
+        ai.define_interrupt("raw", input_schema={"type": "object"})  # type: ignore[arg-type]
+    with pytest.raises(DefinitionError, match="not none"):
+        ai.define_interrupt("bare")

@@ -124,7 +124,7 @@ class McpTool(Tool):
         arguments: dict[str, Any] = validated.model_dump(mode="json")
         # A call that paused (for approval, or to ask) goes on against what the pause showed:
         # the server's definition now is listed again, whatever the connection has heard.
-        await self._catalog.check(again=ctx.is_resumed)
+        await self._catalog.check(again=bool(ctx.is_resumed))
         if self._changed is not None:
             raise McpError(self._changed, server=self.connection.name, tool=self.mcp_name, outcome="not_sent")
         about = {"server": self.connection.name, "tool": self.mcp_name}

@@ -78,7 +78,8 @@ class Pausepoint:
     @overload
     def tool(
         self,
-        fn: None = None,
+        fn: str | None = None,
+        description_: str | None = None,
         /,
         *,
         name: str | None = None,
@@ -91,7 +92,8 @@ class Pausepoint:
 
     def tool(
         self,
-        fn: F | None = None,
+        fn: F | str | None = None,
+        description_: str | None = None,
         /,
         *,
         name: str | None = None,
@@ -113,7 +115,16 @@ class Pausepoint:
         ``requires_approval`` (True, or a predicate of the validated input and the run context,
         sync or async) pauses every call — or those the predicate picks — *before* the tool
         runs; approving runs it with exactly the arguments shown (see ``ApprovalPolicy``).
+        As in Genkit, the name and the description may also be given first, by position
+        (``@ai.tool("weather", "The weather in a city")``).
         """
+        if isinstance(fn, str):  # Genkit's ai.tool(name, description)
+            if name is not None or (description is not None and description_ is not None):
+                raise DefinitionError(f"tool {fn!r}: give its name and description once, by position or by keyword")
+            name, fn = fn, None
+            description = description if description is not None else description_
+        elif description_ is not None:
+            raise DefinitionError("ai.tool(name, description): the name comes first when the description is given")
 
         def define(f: F) -> Tool:
             tool = Tool(
@@ -129,12 +140,19 @@ class Pausepoint:
 
         return define(fn) if fn is not None else define
 
+    def _named_tool(self, agent: str, name: str) -> Tool:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none yet"
+            raise DefinitionError(f"agent {agent!r}: no tool named {name!r} is defined (defined: {known})")
+        return tool
+
     def define_interrupt(
         self,
-        *,
         name: str,
-        description: str,
-        input_schema: type[BaseModel],
+        *,
+        description: str = "",
+        input_schema: type[BaseModel] | None = None,
         output_schema: type[Any] | None = None,
         ttl: timedelta | float | None = None,
         allow_input_edits: bool = False,
@@ -150,6 +168,12 @@ class Pausepoint:
         it asked about, bounded to exactly its arguments — so that call is not asked about
         twice (None: nothing). It is shown with the pause and recorded with the yes.
         """
+        if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
+            given = "none" if input_schema is None else getattr(input_schema, "__name__", type(input_schema).__name__)
+            raise DefinitionError(
+                f"interrupt {name!r}: input_schema must be a pydantic model class (what the model fills "
+                f"in, validated on every call), not {given}; a JSON schema dict is not taken"
+            )
         signal_ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
 
         async def pause(_input: BaseModel) -> None:
@@ -283,10 +307,10 @@ class Pausepoint:
 
     def define_agent(
         self,
-        *,
         name: str,
+        *,
         model: str | Model,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool | str] = (),
         system: str | None = None,
         description: str | None = None,
         store: SessionStore | None = None,
@@ -317,11 +341,12 @@ class Pausepoint:
         64 levels deep, integers of 640 digits, strings as long as the store's records allow).
         A detached turn (``Chat.detach``) looks in the log every ``abort_poll`` seconds for an
         abort asked by another process. ``webhooks`` are told about this agent's events, beside
-        the app's.
+        the app's. A tool may be named instead of given, as in Genkit (``tools=["userApproval"]``).
         """
         if name in self._agents:
             raise DefinitionError(f"an agent named {name!r} is already defined")
-        for tool in tools:
+        resolved = [self._named_tool(name, tool) if isinstance(tool, str) else tool for tool in tools]
+        for tool in resolved:
             if not isinstance(tool, Tool):
                 raise DefinitionError(f"agent {name!r}: {tool!r} is not a tool (decorate it with @ai.tool())")
         if approval is not None and not isinstance(approval, ApprovalPolicy):
@@ -332,7 +357,7 @@ class Pausepoint:
         agent = Agent(
             name=name,
             model=self.resolve_model(model),
-            tools=list(tools),
+            tools=resolved,
             store=store if store is not None else InMemorySessionStore(),
             clock=self.clock,
             system=system,

@@ -31,7 +31,6 @@ __all__ = ["Check", "Interrupt", "Tool", "ToolRunContext", "call_check", "finger
 Check: TypeAlias = Callable[..., "bool | Awaitable[bool]"]
 
 
-
 class Interrupt(Exception):
     """Raised inside a tool to pause its call until someone answers it.
 
@@ -45,6 +44,32 @@ class Interrupt(Exception):
         super().__init__("tool call paused")
         self.metadata = metadata
         self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+
+
+class Resumed:
+    """Whether a call runs again after a pause, as a truth value (``if ctx.is_resumed:``) and, as
+    Genkit's ``ToolRunContext.is_resumed()`` is a method, when called (``if ctx.is_resumed():``):
+    code ported from Genkit then pauses as it did there, instead of failing inside the tool."""
+
+    __slots__ = ("_resumed",)
+
+    def __init__(self, resumed: bool) -> None:
+        self._resumed = resumed
+
+    def __bool__(self) -> bool:
+        return self._resumed
+
+    def __call__(self) -> bool:
+        return self._resumed
+
+    def __eq__(self, other: object) -> bool:
+        return self._resumed == (bool(other) if isinstance(other, Resumed) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._resumed)
+
+    def __repr__(self) -> str:
+        return repr(self._resumed)
 
 
 @dataclass(slots=True)
@@ -66,8 +91,9 @@ class ToolRunContext:
     _loop_thread: int | None = field(default=None, repr=False)
 
     @property
-    def is_resumed(self) -> bool:
-        return self.resumed_metadata is not None
+    def is_resumed(self) -> Resumed:
+        """True when the call was restarted after a pause; also callable, as Genkit's method is."""
+        return Resumed(self.resumed_metadata is not None)
 
     def send_progress(self, data: Any) -> None:
         """Stream a progress update to whoever follows this turn (a no-op when nobody streams).

@@ -33,6 +33,17 @@ __all__ = [
 ]
 
 
+class _NoText:
+    """A chunk that carries no answer text: its ``text`` is empty, so Genkit's ``if chunk.text:``
+    reads every kind of chunk as it reads Genkit's."""
+
+    __slots__ = ()
+
+    @property
+    def text(self) -> str:
+        return ""
+
+
 @dataclass(frozen=True, slots=True)
 class TextChunk:
     text: str
@@ -40,7 +51,7 @@ class TextChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCallDeltaChunk:
+class ToolCallDeltaChunk(_NoText):
     """A piece of a tool call while the model is still writing it."""
 
     index: int
@@ -50,7 +61,7 @@ class ToolCallDeltaChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolRequestChunk:
+class ToolRequestChunk(_NoText):
     """The model asked for a tool call (complete, with the runtime's ref)."""
 
     ref: str
@@ -60,7 +71,7 @@ class ToolRequestChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class InterruptChunk:
+class InterruptChunk(_NoText):
     """A tool call paused — sent the moment it pauses, before the turn ends.
 
     The call was streamed before as a ``tool_request`` with the same ref: this chunk marks it
@@ -74,7 +85,7 @@ class InterruptChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolProgressChunk:
+class ToolProgressChunk(_NoText):
     """Progress a running tool reported through ``ToolRunContext.send_progress``."""
 
     ref: str
@@ -84,7 +95,7 @@ class ToolProgressChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResultChunk:
+class ToolResultChunk(_NoText):
     ref: str
     name: str
     output: Any
@@ -93,7 +104,7 @@ class ToolResultChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnEndChunk:
+class TurnEndChunk(_NoText):
     """The last chunk of a turn, with the complete response."""
 
     response: AgentResponse

@@ -371,24 +371,39 @@ class Turn:
         return any(isinstance(r, CallDecided) for r in self.journal.pending)
 
     async def run_calls(self, jobs: list[CallJob]) -> str | None:
-        """Run calls, recording each outcome as it arrives. Returns the first error, if any."""
+        """Run calls, recording each outcome once the calls before it in the batch have theirs:
+        the pauses and results of a batch are in the order the model asked for the calls on every
+        surface (stream, response, history, REST), however the calls' timing falls. Returns the
+        first error, if any."""
         errors: list[str] = []
+        position = {id(job): index for index, job in enumerate(jobs)}
+        arrived: dict[int, Outcome] = {}
 
-        def on_outcome(outcome: Outcome) -> None:
+        def record(outcome: Outcome) -> None:
             self.journal.add(self._record(outcome))
             if isinstance(outcome, Completed) and outcome.error is not None:
                 errors.append(f"tool {outcome.job.request.name!r} failed: {outcome.output.get('error')}")
 
-        await dispatch(
-            jobs,
-            self.agent.tools,
-            session_id=self.state.session_id,
-            principal=self.principal,
-            on_progress=self._on_progress if self.emit else None,
-            on_outcome=on_outcome,
-            limits=self.agent.json_limits,
-            traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
-        )
+        def on_outcome(outcome: Outcome) -> None:
+            arrived[position[id(outcome.job)]] = outcome
+            while (first := len(jobs) - len(position)) in arrived:
+                position.pop(id(jobs[first]))
+                record(arrived.pop(first))
+
+        try:
+            await dispatch(
+                jobs,
+                self.agent.tools,
+                session_id=self.state.session_id,
+                principal=self.principal,
+                on_progress=self._on_progress if self.emit else None,
+                on_outcome=on_outcome,
+                limits=self.agent.json_limits,
+                traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
+            )
+        finally:  # cancelled or failed before an earlier call ended: what did end is kept all the same
+            for index in sorted(arrived):
+                record(arrived.pop(index))
         return errors[0] if errors else None
 
     def _record(self, outcome: Outcome, approval: ApprovalRequest | None = None) -> Record:
