@@ -94,11 +94,10 @@ async def answer(request: Request) -> Response:
     body: RespondBody | DenyBody | RestartBody | ApproveBody = ANSWERS[action].parse(
         await read_json(request, service.limits)
     )
-    via, pause_id = "http", body.pause_id
+    via, pause_id, key = "http", body.pause_id, idempotency_key(request)
     if body.link is not None:  # checked before anything is decided: a bad link decides nothing
-        via, pause_id = "link", await answered_by_link(service, agent, session_id, ref, body.link, pause_id)
+        via, pause_id = "link", await answered_by_link(service, agent, session_id, ref, body.link, pause_id, key)
     chat = agent.chat(session_id, principal=principal)
-    key = idempotency_key(request)
     if isinstance(body, ApproveBody):
         edited = body.replace_input if "replace_input" in body.model_fields_set else ...
         grant = grant_of(body.grant)

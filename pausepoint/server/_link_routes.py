@@ -76,18 +76,28 @@ async def answerable_link(service: Service, found: Link, principal: str) -> Agen
 
 
 async def answered_by_link(
-    service: Service, agent: Agent, session_id: str, ref: str, token: str, pause_id: str | None
+    service: Service, agent: Agent, session_id: str, ref: str, token: str, pause_id: str | None, key: str | None
 ) -> str:
     """The pause an answer carrying ``token`` answers (the link's), once the link is checked:
     signed here (``InvalidLink``), for this agent, session and call, and ``pause_id`` if given
     (``InvalidLink``), and open now (``LinkExpired``, ``LinkUsed``, ``LinkSuperseded``). The
-    answer then names that pause, so a race with another answer is settled by the core."""
+    answer then names that pause, so a race with another answer is settled by the core. A used
+    link whose answer carries an idempotency ``key`` the session has recorded goes on to the core
+    too: the retry of that answer gets its first outcome (another request under the key is
+    refused there), as any answer's retry does."""
     found = read_token(service.links, token)
     if (found.agent, found.session_id, found.ref) != (agent.name, session_id, ref):
         raise InvalidLink("this link is for another pause than the one answered")
     if pause_id is not None and pause_id != found.pause_id:
         raise InvalidLink("this link is for another pause of the call than pause_id names", pause_id=found.pause_id)
     now = await standing(agent, found)
+    if now.state == "used" and key is not None and await _keyed(agent, session_id, key):
+        return found.pause_id
     if now.state != "open":
         raise refusal(now.state, now.message)
     return found.pause_id
+
+
+async def _keyed(agent: Agent, session_id: str, key: str) -> bool:
+    """Whether the session has recorded an answer under idempotency ``key``."""
+    return key in (await agent.chat(session_id).calls.read_state()).keys

@@ -259,7 +259,7 @@ def _parse(raw: bytes, slack: SlackApp) -> _Callback:
         team = (payload.get("team") or {}).get("id") or user.get("team_id")
         [action] = payload["actions"][:1]
         fields = (payload["type"], team, user["id"], action["action_id"], payload["response_url"])
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # nested too deep: not Slack's
         raise InvalidRequest(_NOT_A_CALLBACK) from None
     kind, team, user_id, action_id, response_url = fields
     if kind != "block_actions" or not all(isinstance(f, str) and f for f in fields):

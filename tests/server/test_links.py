@@ -113,6 +113,7 @@ async def test_forged_altered_and_malformed_links_are_refused_and_decide_nothing
         "altered payload": f"{longer}.{mac}",
         "altered signature": f"{payload}.{mac[:-2]}{'AA' if mac[-2:] != 'AA' else 'BB'}",
         "another server's secret": f"{longer}.{signed('another-secret-0123456789', longer)}",
+        "the signature's last bytes spelled another way": f"{payload}.{mac[:-1]}{_respelled(mac[-1])}",
         "cut short": token[:-5],
         "no signature": payload,
         "not base64": "%%%.%%%",
@@ -135,6 +136,34 @@ async def test_forged_altered_and_malformed_links_are_refused_and_decide_nothing
     # signature is all that stood in the way
     read = await http.get(f"{served.base}/v1/links/{longer}.{signed(LINK_SECRET, longer)}", headers=auth("alice"))
     assert read.json()["state"] == "open"
+
+
+_BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def _respelled(last: str) -> str:
+    """Another character that base64url decodes to the same bytes as ``last``, the last of a
+    32-byte MAC's 43 characters (its two low bits are padding)."""
+    return _BASE64URL[_BASE64URL.index(last) ^ 1]
+
+
+async def test_a_retried_link_answer_with_its_idempotency_key_gets_its_first_outcome(served, http):
+    session_id, pause, token = await paused(served, http)
+    url, body = answer_url(served, session_id, pause), {"pause_id": pause["pause_id"], "link": token}
+    keyed = {**auth("alice"), "Idempotency-Key": "decide-once-1"}
+    first = await http.post(url, json=body, headers=keyed)
+    assert first.status_code == 200, first.text
+    before = await served.state(http, session_id)
+    again = await http.post(url, json=body, headers=keyed)  # the response was lost: the person retries
+    assert again.status_code == 200, again.text
+    assert again.json() == first.json()
+    # the key replays only that request: without it, or for another person, the link is used
+    plain = await http.post(url, json=body, headers=auth("alice"))
+    assert (plain.status_code, plain.json()["error"]["code"]) == (409, "link_used")
+    other = await http.post(url, json=body, headers={**auth("bob"), "Idempotency-Key": "decide-once-1"})
+    assert other.status_code == 409, other.text
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    assert served.ledger == ["transfer 700->savings"] and await served.state(http, session_id) == before
 
 
 def signed(secret: str, payload: str) -> str:

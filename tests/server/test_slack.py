@@ -211,6 +211,7 @@ async def test_malformed_callbacks_are_typed_refusals(served, http):
         "another app's button": good_payload.replace(b"pausepoint.approve", b"other.approve"),
         "a response_url that is not Slack's": good_payload.replace(b"http%3A%2F%2F127.0.0.1", b"http%3A%2F%2Fevil"),
         "not UTF-8": b"payload=\xff\xfe",
+        "nested too deep to parse": urlencode({"payload": "[" * 5000 + "]" * 5000}).encode(),
     }.items():
         reply = await press(served, http, body, slack_headers(body))
         assert reply.status_code in (400, 401), why
