@@ -201,6 +201,29 @@ async def test_a_batchs_pauses_and_results_keep_the_order_the_model_asked_for_th
     assert [i.name for i in await chat.interrupts()] == asked
 
 
+async def test_a_failing_batch_ends_with_the_error_of_the_first_call_the_model_asked_for():
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def slow_fail(what: str) -> str:
+        """Asked first; fails after a while."""
+        await asyncio.sleep(0.05)
+        raise RuntimeError("slow one broke")
+
+    @ai.tool()
+    async def quick_fail(what: str) -> str:
+        """Asked second; fails at once."""
+        raise RuntimeError("quick one broke")
+
+    calls = [tool_call("slow_fail", {"what": "a"}), tool_call("quick_fail", {"what": "b"})]
+    agent = ai.define_agent(
+        name="failing", model=ScriptedModel([calls]), tools=[slow_fail, quick_fail], tool_errors="fail"
+    )
+    ended = await agent.chat().send("try both")
+    assert ended.finish_reason == AgentFinishReason.FAILED
+    assert "slow_fail" in (ended.error or "") and "slow one broke" in (ended.error or "")
+
+
 async def test_genkits_call_shapes_define_the_same_tools_and_agents():
     """Names by position, an interrupt without a description, tools named in ``define_agent``."""
     ai = Pausepoint()

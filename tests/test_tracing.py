@@ -125,3 +125,37 @@ async def test_an_answer_in_another_process_links_to_the_pause(tmp_path):
     record = json.loads(next(e for e in found.entries if e.kind == "call_paused").data)
     await store.close()
     assert record["trace"].startswith(f"00-{pause['trace_id']}-{pause['span_id']}-")
+
+
+async def test_each_pause_of_a_batch_is_traced_under_its_own_tool_call():
+    """The first call pauses late and the second at once: the pauses are listed in the order the
+    model asked, and each pause's span is still a child of its own call's span."""
+    import asyncio
+
+    from pausepoint import Interrupt
+    from pausepoint.testing import ScriptedModel, tool_call
+
+    telemetry, exporter = traced()
+    ai = Pausepoint(telemetry=telemetry)
+
+    @ai.tool()
+    async def slow_check(what: str) -> str:
+        """Asked first; pauses after a while."""
+        await asyncio.sleep(0.05)
+        raise Interrupt({"what": what})
+
+    @ai.tool()
+    async def quick_check(what: str) -> str:
+        """Asked second; pauses at once."""
+        raise Interrupt({"what": what})
+
+    calls = [tool_call("slow_check", {"what": "a"}), tool_call("quick_check", {"what": "b"})]
+    agent = ai.define_agent(name="checks", model=ScriptedModel([calls]), tools=[slow_check, quick_check])
+    res = await agent.chat().send("check both")
+    assert [i.name for i in res.interrupts] == ["slow_check", "quick_check"]
+    spans = by_name([as_json(s) for s in exporter.get_finished_spans()])
+    for name, pause in zip(("slow_check", "quick_check"), res.interrupts, strict=True):
+        [tool] = spans[f"execute_tool {name}"]
+        [paused] = spans[f"pause {name}"]
+        assert paused["parent"] == tool["span_id"], name
+        assert paused["attributes"]["pausepoint.pause.id"] == pause.pause_id

@@ -22,7 +22,7 @@ from ._links import Link, read_token, refusal
 from ._replies import json_response
 from ._routes import Operation, json_object, schema_ref
 from ._service import Service, service_of
-from ._story import standing
+from ._story import standing, standing_in
 
 __all__ = ["LINK", "answerable_link", "answered_by_link", "link"]
 
@@ -90,14 +90,8 @@ async def answered_by_link(
         raise InvalidLink("this link is for another pause than the one answered")
     if pause_id is not None and pause_id != found.pause_id:
         raise InvalidLink("this link is for another pause of the call than pause_id names", pause_id=found.pause_id)
-    now = await standing(agent, found)
-    if now.state == "used" and key is not None and await _keyed(agent, session_id, key):
-        return found.pause_id
-    if now.state != "open":
+    state = await agent.chat(session_id).calls.read_state()
+    now = standing_in(agent, found, state)
+    if now.state != "open" and not (now.state == "used" and key is not None and key in state.keys):
         raise refusal(now.state, now.message)
     return found.pause_id
-
-
-async def _keyed(agent: Agent, session_id: str, key: str) -> bool:
-    """Whether the session has recorded an answer under idempotency ``key``."""
-    return key in (await agent.chat(session_id).calls.read_state()).keys

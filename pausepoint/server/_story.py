@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from ..errors import InvalidLink
 from ..runtime._agent import Agent
 from ..session._interrupts import AuditEntry, PendingInterrupt
+from ..session._state import SessionState
 from ..session._views import audit_entry, pending_interrupt
 from ..tools._display import PauseView
 from ._links import Link, LinkState
 
-__all__ = ["Standing", "decided", "decided_words", "moment", "standing"]
+__all__ = ["Standing", "decided", "decided_words", "moment", "standing", "standing_in"]
 
 _DONE = {
     "approve": "Approved",
@@ -46,9 +47,13 @@ class Standing:
 
 
 async def standing(agent: Agent, link: Link) -> Standing:
-    """Where ``link``'s pause stands now (one read of the session). Raises ``InvalidLink``
-    when the session holds no such pause (a link is signed, so only a removed session does)."""
-    state = await agent.chat(link.session_id).calls.read_state()
+    """Where ``link``'s pause stands now (one read of the session): see ``standing_in``."""
+    return standing_in(agent, link, await agent.chat(link.session_id).calls.read_state())
+
+
+def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
+    """Where ``link``'s pause stands in ``state``, its session. Raises ``InvalidLink`` when the
+    session holds no such pause (a link is signed, so only a removed session does)."""
     call = state.calls.get(link.ref)
     pause = state.pauses.get(link.pause_id)
     if call is None or pause is None or pause.record.call_ref != link.ref:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import operator
 import secrets
 import threading
 from collections.abc import Collection, Sequence
@@ -33,7 +34,7 @@ __all__ = ["InMemorySessionStore"]
 _Record: TypeAlias = tuple[int, str, bytes]  # version, kind, data
 _Summary: TypeAlias = tuple[Any, ...]  # SessionSummary's fields, in order
 _Kept: TypeAlias = tuple[int, str, str, str, str, datetime, bytes]  # seq, id, kind, session, agent, at, data
-_SUMMARY_FIELDS = tuple(f.name for f in dataclasses.fields(SessionSummary))
+_summary_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(SessionSummary)))
 
 
 class InMemorySessionStore:
@@ -81,7 +82,7 @@ class InMemorySessionStore:
             if records is None:
                 records = self._records[session_id] = []
             records.extend((e.version, e.kind, e.data) for e in entries)
-            self._summaries[session_id] = tuple(getattr(summary, name) for name in _SUMMARY_FIELDS)
+            self._summaries[session_id] = _summary_fields(summary)
             for event in events:
                 self._event_seq += 1
                 kept = (self._event_seq, event.id, event.kind, event.session_id, event.agent, event.at, event.data)

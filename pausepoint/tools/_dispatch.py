@@ -67,8 +67,8 @@ async def dispatch(
 ) -> list[Outcome]:
     """Run every job concurrently; outcomes come back in the jobs' order.
 
-    ``on_outcome`` is called as each call finishes (streaming shows a pause the moment it
-    happens). Errors raised by tools become ``Completed(is_error=True)``; ``Interrupt`` becomes
+    ``on_outcome`` is called as each call finishes (the turn records the outcomes in the
+    jobs' order). Errors raised by tools become ``Completed(is_error=True)``; ``Interrupt`` becomes
     ``Paused``. Cancellation propagates. ``traced(job)`` wraps each call (a span; its handle's
     ``done`` gets the outcome), and ``on_outcome`` runs inside it.
     """

@@ -363,7 +363,7 @@ class Turn:
                 )
             else:
                 signal = Interrupt({"reason": verdict.reason}, ttl=verdict.ttl)
-                self.journal.add(self._record(Paused(job, verdict.input, signal), verdict.request))
+                self._add(self._record(Paused(job, verdict.input, signal), verdict.request))
         return kept
 
     def _decided(self) -> bool:
@@ -371,40 +371,45 @@ class Turn:
         return any(isinstance(r, CallDecided) for r in self.journal.pending)
 
     async def run_calls(self, jobs: list[CallJob]) -> str | None:
-        """Run calls, recording each outcome once the calls before it in the batch have theirs:
-        the pauses and results of a batch are in the order the model asked for the calls on every
-        surface (stream, response, history, REST), however the calls' timing falls. Returns the
-        first error, if any."""
-        errors: list[str] = []
+        """Run calls. Each outcome's record is made when its call ends (a pause's span is then
+        its call's child) and added once the calls asked before it have theirs, so a batch's
+        pauses and results are in the order the model asked for the calls on every surface
+        (stream, response, history, REST), however the calls' timing falls; a pause streams
+        once the calls before it have ended. Returns the error of the first call, in that
+        order, that failed, if any. (A batch cut short by cancellation records nothing: the
+        session's state, not durable yet, is dropped.)"""
         position = {id(job): index for index, job in enumerate(jobs)}
-        arrived: dict[int, Outcome] = {}
-
-        def record(outcome: Outcome) -> None:
-            self.journal.add(self._record(outcome))
-            if isinstance(outcome, Completed) and outcome.error is not None:
-                errors.append(f"tool {outcome.job.request.name!r} failed: {outcome.output.get('error')}")
+        made: list[Record | None] = [None] * len(jobs)
+        errors: dict[int, str] = {}
+        added = 0
 
         def on_outcome(outcome: Outcome) -> None:
-            arrived[position[id(outcome.job)]] = outcome
-            while (first := len(jobs) - len(position)) in arrived:
-                position.pop(id(jobs[first]))
-                record(arrived.pop(first))
+            nonlocal added
+            index = position[id(outcome.job)]
+            made[index] = self._record(outcome)
+            if isinstance(outcome, Completed) and outcome.error is not None:
+                errors[index] = f"tool {outcome.job.request.name!r} failed: {outcome.output.get('error')}"
+            while added < len(made) and (record := made[added]) is not None:
+                self._add(record)
+                added += 1
 
-        try:
-            await dispatch(
-                jobs,
-                self.agent.tools,
-                session_id=self.state.session_id,
-                principal=self.principal,
-                on_progress=self._on_progress if self.emit else None,
-                on_outcome=on_outcome,
-                limits=self.agent.json_limits,
-                traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
-            )
-        finally:  # cancelled or failed before an earlier call ended: what did end is kept all the same
-            for index in sorted(arrived):
-                record(arrived.pop(index))
-        return errors[0] if errors else None
+        await dispatch(
+            jobs,
+            self.agent.tools,
+            session_id=self.state.session_id,
+            principal=self.principal,
+            on_progress=self._on_progress if self.emit else None,
+            on_outcome=on_outcome,
+            limits=self.agent.json_limits,
+            traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
+        )
+        return errors[min(errors)] if errors else None
+
+    def _add(self, record: Record) -> None:
+        """Add a call's outcome to the journal; a pause streams now, as an ``interrupt`` chunk."""
+        self.journal.add(record)
+        if self.emit is not None and isinstance(record, CallPaused):
+            self.emit(InterruptChunk(pending_interrupt(record), record.call_ref))
 
     def _record(self, outcome: Outcome, approval: ApprovalRequest | None = None) -> Record:
         """The record of a call's outcome. A pause the approval policy governs — the gate's
@@ -433,10 +438,7 @@ class Turn:
             "expires_at": expires_at,
             "trace": agent.telemetry.pause(request.name, ref, request.ref, expires_at),
         }
-        record = CallPaused(**pause) if approval is None else ApprovalPaused(**pause, approval=approval)
-        if self.emit is not None:
-            self.emit(InterruptChunk(pending_interrupt(record), request.ref))
-        return record
+        return CallPaused(**pause) if approval is None else ApprovalPaused(**pause, approval=approval)
 
     # -- helpers --------------------------------------------------------------------------------
 
