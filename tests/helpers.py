@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,7 +10,7 @@ from pydantic import BaseModel
 
 from pausepoint import Agent, Interrupt, Pausepoint, ToolRunContext
 from pausepoint.stores import SessionStore
-from pausepoint.testing import ScriptedModel, Step
+from pausepoint.testing import ScriptedModel, Step, tool_call
 
 
 class Approval(BaseModel):
@@ -66,3 +67,21 @@ async def version(store: SessionStore, session_id: str) -> int:
     summary = await store.get_summary(session_id)
     assert summary is not None
     return summary.version
+
+
+def late_and_early_pauses(ai: Pausepoint) -> tuple[list[Any], list[Step]]:
+    """Two tools on ``ai`` and the calls of them a model makes in one message: ``slow_check``,
+    asked first, pauses after a while; ``quick_check``, asked second, pauses at once."""
+
+    @ai.tool()
+    async def slow_check(what: str) -> str:
+        """Asked first; pauses after a while."""
+        await asyncio.sleep(0.05)
+        raise Interrupt({"what": what})
+
+    @ai.tool()
+    async def quick_check(what: str) -> str:
+        """Asked second; pauses at once."""
+        raise Interrupt({"what": what})
+
+    return [slow_check, quick_check], [tool_call("slow_check", {"what": "a"}), tool_call("quick_check", {"what": "b"})]

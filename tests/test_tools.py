@@ -12,6 +12,8 @@ from pausepoint.errors import DefinitionError, ModelNotFound
 from pausepoint.stores import InMemorySessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 
+from .helpers import late_and_early_pauses
+
 
 class Transfer(BaseModel):
     amount: int
@@ -169,28 +171,15 @@ async def test_a_batchs_pauses_and_results_keep_the_order_the_model_asked_for_th
     """The first call pauses late, the second at once, the third completes: every surface lists
     them as the model asked, not as their timing fell."""
     ai = Pausepoint()
-
-    @ai.tool()
-    async def slow_check(what: str) -> str:
-        """Asked first; pauses after a while."""
-        await asyncio.sleep(0.05)
-        raise Interrupt({"what": what})
-
-    @ai.tool()
-    async def quick_check(what: str) -> str:
-        """Asked second; pauses at once."""
-        raise Interrupt({"what": what})
+    checks, calls = late_and_early_pauses(ai)
 
     @ai.tool()
     async def lookup(what: str) -> str:
         """Asked third; answers at once."""
         return what
 
-    calls = [tool_call("slow_check", {"what": "a"}), tool_call("quick_check", {"what": "b"})]
     model = ScriptedModel([[*calls, tool_call("lookup", {"what": "c"})], "done"])
-    agent = ai.define_agent(
-        name="order", model=model, tools=[slow_check, quick_check, lookup], store=InMemorySessionStore()
-    )
+    agent = ai.define_agent(name="order", model=model, tools=[*checks, lookup], store=InMemorySessionStore())
     chat = agent.chat()
     turn = chat.send_stream("check both")
     chunks = [chunk async for chunk in turn]

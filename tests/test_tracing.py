@@ -15,6 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pausepoint import Message, ModelResponse, Pausepoint, TextPart, Usage
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from pausepoint.telemetry import Telemetry
+from pausepoint.testing import ScriptedModel
+from tests.helpers import late_and_early_pauses
 from tests.trace_worker import as_json, banking, traced
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,27 +132,10 @@ async def test_an_answer_in_another_process_links_to_the_pause(tmp_path):
 async def test_each_pause_of_a_batch_is_traced_under_its_own_tool_call():
     """The first call pauses late and the second at once: the pauses are listed in the order the
     model asked, and each pause's span is still a child of its own call's span."""
-    import asyncio
-
-    from pausepoint import Interrupt
-    from pausepoint.testing import ScriptedModel, tool_call
-
     telemetry, exporter = traced()
     ai = Pausepoint(telemetry=telemetry)
-
-    @ai.tool()
-    async def slow_check(what: str) -> str:
-        """Asked first; pauses after a while."""
-        await asyncio.sleep(0.05)
-        raise Interrupt({"what": what})
-
-    @ai.tool()
-    async def quick_check(what: str) -> str:
-        """Asked second; pauses at once."""
-        raise Interrupt({"what": what})
-
-    calls = [tool_call("slow_check", {"what": "a"}), tool_call("quick_check", {"what": "b"})]
-    agent = ai.define_agent(name="checks", model=ScriptedModel([calls]), tools=[slow_check, quick_check])
+    checks, calls = late_and_early_pauses(ai)
+    agent = ai.define_agent(name="checks", model=ScriptedModel([calls]), tools=checks)
     res = await agent.chat().send("check both")
     assert [i.name for i in res.interrupts] == ["slow_check", "quick_check"]
     spans = by_name([as_json(s) for s in exporter.get_finished_spans()])
