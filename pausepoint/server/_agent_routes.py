@@ -30,7 +30,7 @@ from ._auth import current_tenant
 from ._limits import check_history, check_message_size, read_json
 from ._replies import json_response
 from ._service import Service, service_of
-from ._snapshots import latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
+from ._snapshots import check_continuable, latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
 from ._turns import run_turn, wants_stream
 
 __all__ = ["abort", "get_snapshot", "turn"]
@@ -172,7 +172,7 @@ async def _chat_for(
         summary = await _may_take(service, agent, session_id, principal, wire)
         chat = agent.chat(session_id, principal=principal)
         state = await read_state(chat)
-        snapshot_at(state, version, agent.clock(), agent.abandon_after, to_continue=True)
+        check_continuable(state, version, agent.clock(), agent.abandon_after)
         seen = {p.record.call_ref: p.record.ref for p in state.open.values()}
         if wire.message is not None:
             check_history(summary, service.limits)

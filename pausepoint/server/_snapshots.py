@@ -22,7 +22,16 @@ from ..session._state import Detached, SessionState
 from ..session._views import pending_interrupt, response_for
 from ._params import ascii_digits
 
-__all__ = ["Snapshot", "latest_snapshot", "parse_snapshot_id", "read_state", "snapshot_at", "snapshot_id", "status_at"]
+__all__ = [
+    "Snapshot",
+    "check_continuable",
+    "latest_snapshot",
+    "parse_snapshot_id",
+    "read_state",
+    "snapshot_at",
+    "snapshot_id",
+    "status_at",
+]
 
 
 def snapshot_id(session_id: str, version: int) -> str:
@@ -67,12 +76,29 @@ def latest_snapshot(state: SessionState, now: datetime, abandon_after: timedelta
     return _ended(state, state.detached.get(started) if started is not None else None)
 
 
-def snapshot_at(
-    state: SessionState, version: int, now: datetime, abandon_after: timedelta, *, to_continue: bool = False
-) -> Snapshot:
-    """The snapshot ``<session>.<version>`` names, if it is the newest. ``to_continue``: a turn
-    is to start from it, which a detached turn running forbids (``TurnInProgress``; one presumed
-    lost does not count: the core ends it first)."""
+def snapshot_at(state: SessionState, version: int, now: datetime, abandon_after: timedelta) -> Snapshot:
+    """The snapshot ``<session>.<version>`` names, if it is the newest (``StaleSnapshot`` if it is
+    not, ``NotFound`` if no turn has that id)."""
+    detached, running = _newest(state, version, now, abandon_after, to_continue=False)
+    if running:
+        assert detached is not None
+        return _running(state, detached, now, abandon_after)
+    return _ended(state, detached)
+
+
+def check_continuable(state: SessionState, version: int, now: datetime, abandon_after: timedelta) -> None:
+    """Raise unless a turn may start from the snapshot ``<session>.<version>``: it must be the
+    newest, and no detached turn may be running (``TurnInProgress``; one presumed lost does not
+    count: the core ends it first). Builds no snapshot."""
+    _newest(state, version, now, abandon_after, to_continue=True)
+
+
+def _newest(
+    state: SessionState, version: int, now: datetime, abandon_after: timedelta, *, to_continue: bool
+) -> tuple[Detached | None, bool]:
+    """Where the snapshot ``<session>.<version>`` stands if it is the newest: its detached turn
+    (None for a turn the caller waited for) and whether that turn runs still. Raises as
+    ``snapshot_at`` and ``check_continuable`` say."""
     name = snapshot_id(state.session_id, version)
     running = state.running_turn
     busy = running is not None and not state.lost(now, abandon_after)
@@ -82,10 +108,10 @@ def snapshot_at(
             raise TurnInProgress(
                 f"snapshot {name!r} is a turn still running: wait for it, or abort it", snapshot_id=name
             )
-        return _running(state, detached, now, abandon_after)
+        return detached, True
     end_version = detached.end_version if detached is not None else version
     if running is None and state.last_end is not None and end_version == state.last_end_version:
-        return _ended(state, detached)
+        return detached, False
     if detached is None and state.end_reason(version) is None:
         raise NotFound(f"no snapshot {name!r}", snapshot_id=name)
     if to_continue and busy:
