@@ -320,7 +320,10 @@ class SchemaVersionError(StoreError):
 
 
 class ModelError(PausepointError):
-    """The model call failed. The session is left as it was before the model call."""
+    """The model call failed. The session is left as it was before the model call.
+
+    Also what an exception of the model's own that is no pausepoint error becomes (its type in
+    the message, the exception itself as ``__cause__``)."""
 
     code = "model_error"
 

@@ -166,6 +166,20 @@ async def test_model_failure_leaves_the_session_as_before_the_turn(store):
     assert (await chat.send("three")).text == "second"
 
 
+async def test_a_model_that_raises_an_exception_of_its_own_fails_typed_as_a_model_error(store):
+    bug = RuntimeError("token sk-123 rejected by /srv/internal/models.py")
+    agent, _ = approvals_agent(store, ["first", bug, "second"])
+    chat = agent.chat()
+    await chat.send("one")
+    before = await version(store, chat.session_id)
+    with pytest.raises(ModelError) as raised:
+        await chat.send("two")
+    assert raised.value.code == "model_error" and raised.value.__cause__ is bug
+    assert "RuntimeError" in raised.value.message and "sk-123" not in raised.value.message  # its text stays in the log
+    assert await version(store, chat.session_id) == before
+    assert (await chat.send("three")).text == "second"
+
+
 async def test_a_crashed_continuation_is_resumed_by_an_empty_resume(store):
     agent, _ = approvals_agent(store, [[tool_call("ask", {"question": "?"})], ModelError("down"), "continued"])
     chat = agent.chat()

@@ -31,7 +31,7 @@ from ..approval._approvals import Approvals
 from ..content._intake import model_message
 from ..content._jsondata import JsonLimits
 from ..content._messages import Message, ToolRequestPart
-from ..errors import ConcurrentUpdate, ResumeInProgress
+from ..errors import ConcurrentUpdate, ModelError, PausepointError, ResumeInProgress
 from ..models._model import Model, ModelChunk, ModelRequest, ModelResponse, TextDelta, ToolDefinition
 from ..session._records import (
     ApprovalPaused,
@@ -460,7 +460,7 @@ class Turn:
 
     async def _generate(self, request: ModelRequest) -> ModelResponse:
         """The model call; for a detached turn, cancelled when the turn is asked to abort."""
-        call = self.agent.model.generate(request, self._on_model_chunk if self.emit else None)
+        call = self._typed(self.agent.model.generate(request, self._on_model_chunk if self.emit else None))
         if self.abort is None:
             return await call
         task = asyncio.ensure_future(call)
@@ -475,6 +475,20 @@ class Turn:
         if task.cancelled():
             raise _Aborted
         return task.result()
+
+    async def _typed(self, call: Awaitable[ModelResponse]) -> ModelResponse:
+        """``call``'s response; an exception of the model's own that is not a pausepoint error
+        (a model function's bug, a provider SDK's error no adapter mapped) as a ``ModelError``
+        naming its type, so every surface reports a typed failure of the model, never an
+        internal one. Its text, which may say anything, stays in the log and in ``__cause__``."""
+        try:
+            return await call
+        except PausepointError:
+            raise
+        except Exception as exc:
+            name = self.agent.model.name
+            log.warning("model %r failed in session %s", name, self.state.session_id, exc_info=True)
+            raise ModelError(f"model {name!r} failed ({type(exc).__name__})", model=name) from exc
 
     def _must_not_repeat(self, request: ToolRequestPart | CallAnswered) -> bool:
         """Whether running this call twice could do harm (unknown tools never run at all)."""

@@ -6,6 +6,7 @@ Its model, given the last message:
 
 - user "Run: <cmd>" → ``run_shell(cmd)`` (pauses unless restarted with ``tool_approved``);
 - user "Slow: <text>" → waits until cancelled (a model call to abort), noting it in ``events``;
+- user "Crash: <text>" → raises a ``RuntimeError`` of its own (a model function's bug);
 - user "[Check balance of A and] transfer $X to Y [and $Z to W]" → ``get_balance`` and one
   ``userApproval`` per transfer, in one message;
 - a tool message approving transfers → ``transfer_money`` for each; otherwise a summary text.
@@ -91,6 +92,8 @@ def build(store: SessionStore, events: LabEvents, *, abandon_after: timedelta = 
                 except asyncio.CancelledError:
                     events.note("slow:cancelled")
                     raise
+            if text.startswith("Crash:"):
+                raise RuntimeError(f"lab model bug, internal detail {text!r}")
             if text.startswith("Run:"):
                 return _reply([tool_call("run_shell", {"command": text.removeprefix("Run:").strip()})])
             parts: list[Any] = []

@@ -173,6 +173,20 @@ async def test_a_refused_streamed_resume_is_a_4xx_not_a_broken_stream(served, ht
     assert reply.json()["error"]["details"]["reason"] == "UNRESOLVED_TOOL_REQUEST"
 
 
+async def test_a_model_raising_an_exception_of_its_own_is_a_typed_model_error_on_every_surface(served, http):
+    crash = "Crash: now"
+    replies = {
+        "wire": await http.post(served.lab + "/agents/labAgent", json={"data": user(crash)}, headers=ALICE),
+        "wire stream": await http.post(served.lab + "/agents/labAgent", json={"data": user(crash)}, headers=SSE),
+        "rest": await http.post(served.lab + "/v1/agents/labAgent/sessions", json={"message": crash}, headers=ALICE),
+    }
+    for surface, reply in replies.items():
+        assert reply.status_code == 502, (surface, reply.text)  # a failed model, not an internal error (500)
+        error = reply.json()["error"]
+        assert (error["code"], error["status"]) == ("model_error", "UNAVAILABLE"), surface
+        assert "RuntimeError" in error["message"] and "internal detail" not in error["message"], surface
+
+
 @pytest.mark.skipif(
     not Path(GENKIT_PYTHON).exists(), reason="genkit 0.12.0 is not installed (PAUSEPOINT_GENKIT_PYTHON)"
 )
