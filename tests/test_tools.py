@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from pausepoint import AgentFinishReason, Interrupt, Pausepoint, ToolRunContext
 from pausepoint.errors import DefinitionError, ModelNotFound
-from pausepoint.stores import InMemorySessionStore
+from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 
 from .helpers import late_and_early_pauses
@@ -188,6 +188,30 @@ async def test_a_batchs_pauses_and_results_keep_the_order_the_model_asked_for_th
     assert [i.name for i in paused.interrupts] == asked
     assert [c.interrupt.name for c in chunks if c.kind == "interrupt"] == asked
     assert [i.name for i in await chat.interrupts()] == asked
+
+
+async def test_a_call_that_pauses_again_keeps_its_place_among_the_open_pauses(tmp_path):
+    """A restart of the first call that pauses anew lists it first again, before the second
+    call's pause: in the response, the stream, ``chat.interrupts()`` and a process that loads
+    the session from the store."""
+    ai = Pausepoint()
+    checks, calls = late_and_early_pauses(ai)
+    store = SqliteSessionStore(str(tmp_path / "s.db"))
+    agent = ai.define_agent(name="again", model=ScriptedModel([calls, "done"]), tools=checks, store=store)
+    chat = agent.chat()
+    first, second = (await chat.send("check both")).interrupts
+    turn = chat.resume_stream(restart=[first.restart()])  # it pauses again
+    chunks = [chunk async for chunk in turn]
+    again = await turn.response
+    asked = ["slow_check", "quick_check"]
+    assert [i.name for i in again.interrupts] == asked and again.interrupts[1].ref == second.ref
+    assert [c.response.interrupts for c in chunks if c.kind == "turn_end"] == [again.interrupts]
+    assert [i.name for i in await chat.interrupts()] == asked
+    assert [i.name for i in (await chat.last_response()).interrupts] == asked
+    other = Pausepoint()
+    cold = other.define_agent(name="again", model=ScriptedModel([]), tools=late_and_early_pauses(other)[0], store=store)
+    assert [i.name for i in await cold.chat(chat.session_id).interrupts()] == asked
+    await store.close()
 
 
 async def test_a_failing_batch_ends_with_the_error_of_the_first_call_the_model_asked_for():

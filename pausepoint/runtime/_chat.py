@@ -266,7 +266,7 @@ class Chat:
     async def interrupts(self) -> list[PendingInterrupt]:
         """The calls paused now, in the order the model asked for them."""
         state = await self.calls.read_state()
-        return [pending_interrupt(p.record, p) for p in state.open.values()]
+        return [pending_interrupt(p.record, p) for p in state.open_in_call_order()]
 
     async def history(self) -> list[Message]:
         """The conversation as the model sees it."""

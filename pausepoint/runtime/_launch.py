@@ -76,7 +76,7 @@ def lost_turn_end(state: SessionState, turn: Detached, now: datetime) -> TurnEnd
     return TurnEnded(
         turn=state.turn,
         finish_reason=reason.value,
-        open_refs=list(state.open),
+        open_refs=[pause.record.ref for pause in state.open_in_call_order()],
         error="lost: the process running this detached turn stopped before it ended",
         message_index=state.last_model_index(),
         at=now,

@@ -150,7 +150,7 @@ def _ended(state: SessionState, detached: Detached | None) -> Snapshot:
         status=end_status(end.finish_reason),
         response=response_for(state, end, version),
         messages=list(state.messages),
-        pauses=[pending_interrupt(p.record, p, version) for p in state.open.values()],
+        pauses=[pending_interrupt(p.record, p, version) for p in state.open_in_call_order()],
         created_at=detached.started.at if detached is not None else end.began,
         updated_at=end.at,
         parent_id=_parent(state, named),

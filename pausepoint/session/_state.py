@@ -387,7 +387,17 @@ class SessionState:
 
     def open_refs(self) -> list[str]:
         """The refs of the calls paused now (each call's ref, as every surface shows it)."""
-        return [p.record.call_ref for p in self.open.values()]
+        return [p.record.call_ref for p in self.open_in_call_order()]
+
+    def open_in_call_order(self) -> list[Pause]:
+        """The pauses open now, in the order the model asked for their calls: a call that paused
+        again (a restart) keeps its place before the calls asked after it, though its new pause
+        came last. What every surface lists (``open`` itself keeps the order they paused in)."""
+        pauses = list(self.open.values())
+        if len(pauses) > 1 and self.batch is not None:
+            position = {ref: i for i, ref in enumerate(self.batch.refs)}
+            pauses.sort(key=lambda pause: position.get(pause.record.call_ref, len(position)))
+        return pauses
 
     def expired(self, now: datetime) -> list[Pause]:
         return [p for p in self.open.values() if p.expires_at is not None and p.expires_at <= now]

@@ -305,7 +305,7 @@ class Turn:
             record = TurnEnded(
                 turn=state.turn,
                 finish_reason=(AgentFinishReason.ABORTED if self._aborting() else reason).value,
-                open_refs=list(state.open),
+                open_refs=[pause.record.ref for pause in state.open_in_call_order()],
                 error=error,
                 idempotency_key=self.idempotency_key,
                 message_index=state.last_model_index(),
