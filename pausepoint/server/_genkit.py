@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictBool
 from pydantic.alias_generators import to_camel
 
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
@@ -75,7 +75,7 @@ class _ToolRequest(_Wire):
     name: str
     ref: str | None = None
     input: Any = None
-    partial: bool | None = None
+    partial: StrictBool | None = None
 
 
 class _ToolResponse(_Wire):
@@ -112,7 +112,7 @@ class _Resume(_Wire):
 class _Input(_Wire):
     message: _Message | None = None
     resume: _Resume | None = None
-    detach: bool | None = None
+    detach: StrictBool | None = None  # true or false: a string such as "yes" is malformed
 
 
 class _Init(_Wire):
@@ -152,8 +152,7 @@ def parse_turn(body: dict[str, Any]) -> GenkitTurn:
         has_state=init.state is not None,
         detach=bool(data.detach),
     )
-    has_answers = data.resume is not None and bool(data.resume.respond or data.resume.restart)
-    if data.message is not None and has_answers:
+    if data.message is not None and data.resume is not None:
         raise InvalidRequest("a turn carries either a message or a resume, not both")
     if data.message is not None:
         if data.message.role != "user":

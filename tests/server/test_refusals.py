@@ -65,6 +65,12 @@ async def test_refusals_leave_the_session_unchanged(served, http):
          "invalid_request"),
         ("genkit other principal", genkit, BOB,
          {"data": {"resume": {"respond": []}}, "init": {"sessionId": session_id}}, 404, "session_not_found"),
+        ("genkit detach that is no boolean", genkit, ALICE,
+         {"data": {"message": {"role": "user", "content": [{"text": "x"}]}, "detach": "yes"},
+          "init": {"sessionId": session_id}}, 400, "invalid_request"),
+        ("genkit message beside a resume", genkit, ALICE,
+         {"data": {"message": {"role": "user", "content": [{"text": "x"}]}, "resume": {"respond": []}},
+          "init": {"sessionId": session_id}}, 400, "invalid_request"),
         ("genkit unknown snapshot", genkit, ALICE, {"data": {"message": {"role": "user", "content": [{"text": "x"}]}},
          "init": {"snapshotId": session_id + ".999"}}, 404, "not_found"),
     ]  # fmt: skip
