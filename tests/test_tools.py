@@ -116,6 +116,22 @@ async def test_pydantic_outputs_are_stored_as_json():
     assert model.requests[-1].messages[-1].tool_responses[0].output == {"amount": 3, "to": "savings"}
 
 
+async def test_an_interrupts_metadata_may_be_a_model_and_must_be_a_json_object():
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def pay(amount: int) -> str:
+        """Pauses with a model as its metadata."""
+        raise Interrupt(Transfer(amount=amount, to="savings"))
+
+    agent = ai.define_agent(name="why", model=ScriptedModel([[tool_call("pay", {"amount": 3})]]), tools=[pay])
+    [pause] = (await agent.chat().send("go")).interrupts
+    assert pause.metadata == {"amount": 3, "to": "savings"}
+    for wrong, said in ((["a", "list"], "a list is not one"), (object(), "not object")):
+        with pytest.raises(TypeError, match=said):
+            Interrupt(wrong)
+
+
 async def test_define_model_functions_and_the_request_the_model_sees():
     ai = Pausepoint()
     seen = []

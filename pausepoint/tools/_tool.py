@@ -34,13 +34,22 @@ Check: TypeAlias = Callable[..., "bool | Awaitable[bool]"]
 class Interrupt(Exception):
     """Raised inside a tool to pause its call until someone answers it.
 
-    ``metadata`` is shown to whoever answers (why the pause, what to check). ``ttl`` bounds how
-    long the pause may wait; past it the agent's expiry policy resolves the call.
+    ``metadata`` is shown to whoever answers (why the pause, what to check): a dict, or a
+    pydantic model or dataclass, taken in its JSON form, which must be an object. ``ttl`` bounds
+    how long the pause may wait; past it the agent's expiry policy resolves the call.
     """
 
-    def __init__(self, metadata: dict[str, Any] | None = None, *, ttl: timedelta | float | None = None) -> None:
+    def __init__(
+        self, metadata: dict[str, Any] | BaseModel | Any | None = None, *, ttl: timedelta | float | None = None
+    ) -> None:
         if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"Interrupt metadata must be a dict, not {type(metadata).__name__}")
+            shown = type(metadata).__name__
+            try:
+                metadata = to_jsonable_python(metadata)
+            except (TypeError, ValueError):  # PydanticSerializationError is a ValueError
+                raise TypeError(f"Interrupt metadata must be a dict, a model or a dataclass, not {shown}") from None
+            if not isinstance(metadata, dict):
+                raise TypeError(f"Interrupt metadata must be a JSON object; a {shown} is not one")
         super().__init__("tool call paused")
         self.metadata = metadata
         self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
