@@ -162,13 +162,13 @@ async def test_genkits_is_resumed_method_pauses_and_runs_the_restarted_call():
     ran: list[str] = []
 
     @ai.tool()
-    async def run_shell(command: str, ctx: ToolRunContext) -> str:
+    async def run_shell(command: str, ctx: ToolRunContext) -> dict[str, object]:
         """Runs a command once a person agreed."""
         if not ctx.is_resumed():
             raise Interrupt({"command": command})
         assert ctx.is_resumed and ctx.is_resumed == True  # noqa: E712 - as a value, too
         ran.append(command)
-        return "ran"
+        return {"ran": command, "resumed": ctx.is_resumed}  # and in a result, JSON's true
 
     agent = ai.define_agent(
         name="shell",
@@ -181,6 +181,8 @@ async def test_genkits_is_resumed_method_pauses_and_runs_the_restarted_call():
     assert paused.finish_reason == AgentFinishReason.INTERRUPTED and ran == []
     done = await chat.resume(restart=[paused.interrupts[0].restart()])
     assert (done.text, ran) == ("done", ["ls"])
+    [result] = (await chat.history())[-2].tool_responses
+    assert result.output == {"ran": "ls", "resumed": True}
 
 
 async def test_a_batchs_pauses_and_results_keep_the_order_the_model_asked_for_them():

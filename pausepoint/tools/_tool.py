@@ -14,6 +14,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import Enum
 from typing import Any, TypeAlias, get_type_hints
 
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
@@ -55,30 +56,29 @@ class Interrupt(Exception):
         self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
 
 
-class Resumed:
+class Resumed(Enum):
     """Whether a call runs again after a pause, as a truth value (``if ctx.is_resumed:``) and, as
     Genkit's ``ToolRunContext.is_resumed()`` is a method, when called (``if ctx.is_resumed():``):
-    code ported from Genkit then pauses as it did there, instead of failing inside the tool."""
+    code ported from Genkit then pauses as it did there, instead of failing inside the tool. In a
+    tool's result it is JSON's ``true`` or ``false`` (an enum's value)."""
 
-    __slots__ = ("_resumed",)
-
-    def __init__(self, resumed: bool) -> None:
-        self._resumed = resumed
+    NO = False
+    YES = True
 
     def __bool__(self) -> bool:
-        return self._resumed
+        return bool(self.value)
 
     def __call__(self) -> bool:
-        return self._resumed
+        return bool(self.value)
 
     def __eq__(self, other: object) -> bool:
-        return self._resumed == (bool(other) if isinstance(other, Resumed) else other)
+        return bool(self.value) == (bool(other) if isinstance(other, Resumed) else other)
 
     def __hash__(self) -> int:
-        return hash(self._resumed)
+        return hash(bool(self.value))
 
     def __repr__(self) -> str:
-        return repr(self._resumed)
+        return repr(bool(self.value))
 
 
 @dataclass(slots=True)
