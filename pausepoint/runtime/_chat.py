@@ -246,7 +246,8 @@ class Chat:
         ``pending``: it was running and stops now (a model call in progress is cancelled, no tool
         starts any more, a tool already running finishes and is recorded; it ends ``aborted``).
         ``expired``: its process was presumed lost (the next call on the session ends it).
-        Otherwise the status of the session's last turn, unchanged (None: no turn yet).
+        Otherwise the status of the session's last turn, unchanged (None: none has ended yet).
+        A chat nothing was sent in yet has no session: ``SessionNotFound``, as for every read.
         """
         state = await self.calls.read_state()
         if state.running_turn is not None:

@@ -135,8 +135,17 @@ def status_at(state: SessionState, version: int, now: datetime, abandon_after: t
 
 
 def _parent(state: SessionState, version: int) -> str:
+    """The snapshot id of the turn before: its end's version, or, for a detached turn, the
+    version it started at (the id it was issued under)."""
     parent = state.parent_end(version)
-    return "" if parent is None else snapshot_id(state.session_id, parent)
+    if parent is None:
+        return ""
+    for started in reversed(state.detached):  # the latest first: the parent is near the end
+        if state.detached[started].end_version == parent:
+            return snapshot_id(state.session_id, started)
+        if started < parent:
+            break  # started before that end and did not end there: none older did either
+    return snapshot_id(state.session_id, parent)
 
 
 def _ended(state: SessionState, detached: Detached | None) -> Snapshot:

@@ -3,6 +3,7 @@ JSON shapes, SSE parsed by hand, exact shapes asserted; and genkit's own ``remot
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -185,6 +186,22 @@ async def test_a_model_raising_an_exception_of_its_own_is_a_typed_model_error_on
         error = reply.json()["error"]
         assert (error["code"], error["status"]) == ("model_error", "UNAVAILABLE"), surface
         assert "RuntimeError" in error["message"] and "internal detail" not in error["message"], surface
+
+
+async def test_the_turn_after_a_detached_one_names_it_as_parent_by_the_id_it_was_issued(served, http):
+    url = served.lab + "/agents/labAgent"
+    detached = (await http.post(url, json={"data": {**user("hello"), "detach": True}}, headers=ALICE)).json()["result"]
+    for _ in range(200):  # poll until it ends, as a client does
+        polled = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": detached["snapshotId"]}},
+                                 headers=ALICE)  # fmt: skip
+        if polled.json()["result"]["status"] != "pending":
+            break
+        await asyncio.sleep(0.02)
+    assert polled.json()["result"]["status"] == "completed"
+    body = {"data": user("again"), "init": {"snapshotId": detached["snapshotId"]}}
+    after = (await http.post(url, json=body, headers=ALICE)).json()["result"]
+    snapshot = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": after["snapshotId"]}}, headers=ALICE)
+    assert snapshot.json()["result"]["parentId"] == detached["snapshotId"]
 
 
 @pytest.mark.skipif(
