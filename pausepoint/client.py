@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 
 from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
@@ -123,10 +124,11 @@ class Client:
         retry: Retry,
     ) -> Any:
         """One request, retried as ``retry`` allows; the JSON reply."""
-        payload = None if body is None else body.model_dump(mode="json", exclude_unset=True)
+        payload = None if body is None else _encoded(body)
+        sent = headers if payload is None else {**_JSON, **(headers or {})}
 
         async def attempt() -> Any:
-            reply = await self._http.request(method, path, json=payload, headers=headers)
+            reply = await self._http.request(method, path, content=payload, headers=sent)
             if reply.status_code >= 400:
                 raise _error_from(reply.status_code, reply.content)
             return reply.json()
@@ -141,14 +143,14 @@ class Client:
         Retried (as ``retry`` allows) only while nothing has been received; a resume whose
         stream breaks later is completed by asking again with its idempotency key.
         """
-        payload = body.model_dump(mode="json", exclude_unset=True)  # a field left out is not the same as null
+        payload = _encoded(body)
         received = False
 
         async def attempt() -> AgentResponse:
             nonlocal received
             try:
                 async with self._http.stream(
-                    "POST", path, json=payload, headers={**_STREAM, **(headers or {})}
+                    "POST", path, content=payload, headers={**_JSON, **_STREAM, **(headers or {})}
                 ) as reply:
                     if reply.status_code >= 400:
                         raise _error_from(reply.status_code, await reply.aread())
@@ -218,6 +220,19 @@ class RemoteAgent:
         query = f"?limit={limit}&offset={offset}" + ("" if has_pending is None else f"&pending={has_pending}".lower())
         body = await self.client._call("GET", f"/v1/agents/{self.name}/sessions{query}", retry="all")
         return [SUMMARY.validate_python(s) for s in body["sessions"]]
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _encoded(body: BaseModel) -> bytes:
+    """``body`` as the JSON a request carries: a field left out is not the same as null, and
+    text goes as ASCII with every other character escaped, lone surrogates too, so that what
+    the server cannot keep is refused by the server with the typed error a local ``Chat``
+    raises (``InvalidMessage``, ``InvalidAnswer``), not by the encoder on the way out."""
+    return json.dumps(
+        body.model_dump(mode="python", exclude_unset=True), default=to_jsonable_python, separators=(",", ":")
+    ).encode("ascii")
 
 
 class RemoteChat:

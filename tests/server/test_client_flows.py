@@ -6,7 +6,15 @@ import pytest
 
 from pausepoint import AgentFinishReason, InterruptChunk, TextChunk, ToolResponse, TurnEndChunk
 from pausepoint.client import Client
-from pausepoint.errors import AlreadyResolved, PendingInterrupts, SessionNotFound, Unauthenticated, UnknownInterrupt
+from pausepoint.errors import (
+    AlreadyResolved,
+    InvalidAnswer,
+    InvalidMessage,
+    PendingInterrupts,
+    SessionNotFound,
+    Unauthenticated,
+    UnknownInterrupt,
+)
 
 
 async def test_banking_flow_streamed_through_the_client(served):
@@ -110,6 +118,24 @@ async def test_client_errors_are_the_core_types(served):
     async with Client(served.bank, token="wrong") as client:
         with pytest.raises(Unauthenticated):
             await client.agent("bankingAgent").chat().send("hi")
+
+
+async def test_what_a_session_cannot_keep_is_refused_with_the_local_chats_typed_errors(served):
+    """Lone surrogates reach the server escaped and are refused there, as a local ``Chat``
+    refuses them: never an encoder's error on the way out, nor a key mangled on the way in."""
+    async with Client(served.bank, token="alice-token") as client:
+        chat = client.agent("bankingAgent").chat()
+        with pytest.raises(InvalidMessage):
+            await chat.send("hi \ud800")
+        [pause] = (await chat.send("Transfer $1 to x.")).interrupts
+        with pytest.raises(InvalidAnswer):
+            await chat.resume(respond=[pause.respond({"approved": True, "feedback": "\udc00"})])
+        with pytest.raises(InvalidAnswer):
+            await chat.approve(pause.ref, metadata={"\ud800": 1})
+        assert [e.decision for e in await chat.audit_trail()] == ["message"]  # nothing recorded
+        answer = {"approved": True, "feedback": "caf\u00e9 \U0001f600"}  # other text travels escaped, intact
+        assert (await chat.resume(respond=[pause.respond(answer)])).finish_reason == "stop"
+        assert [e.output for e in await chat.audit_trail() if e.decision == "respond"] == [answer]
 
 
 async def test_inbox_lists_pending_sessions_of_the_caller_only(served):
