@@ -109,6 +109,20 @@ async def test_another_principals_session_is_invisible(served, http):
     assert missing.json()["error"]["code"] == "session_not_found"  # the same answer as for a hidden one
 
 
+async def test_a_messages_size_is_its_bytes_in_utf8_on_every_route(served, http):
+    """The limit (8 KiB here) counts what the client sends: 3,000 "é" are 6,000 bytes, not the
+    18,000 of their escapes; 4,500 are 9,000 bytes, over it, and the refusal says so."""
+    sessions = served.bank + "/v1/agents/bankingAgent/sessions"
+    genkit = served.bank + "/agents/bankingAgent"
+    for text, status in (("é" * 3_000, 200), ("é" * 4_500, 413)):
+        rest = await http.post(sessions, json={"message": text}, headers=ALICE)
+        wire = await http.post(genkit, json={"data": {"message": {"role": "user", "content": [{"text": text}]}}},
+                               headers=ALICE)  # fmt: skip
+        assert (rest.status_code, wire.status_code) == (status, status), (rest.text[:200], wire.text[:200])
+    for refused in (rest, wire):
+        assert 9_000 < refused.json()["error"]["details"]["size"] < 9_100
+
+
 async def test_history_limit_is_enforced(served, http):
     reply = await http.post(served.bank + "/v1/agents/bankingAgent/sessions", json={"message": "hi"}, headers=ALICE)
     base = f"{served.bank}/v1/agents/bankingAgent/sessions/{reply.json()['session_id']}"
