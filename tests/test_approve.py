@@ -75,6 +75,9 @@ async def test_approve_restarts_a_self_pausing_tool_and_may_approve_an_edited_in
         {"note": "narrower"},
     )
     assert [e.via for e in await chat.audit_trail() if e.decision == "approve"] == ["console", "python"]
+    with pytest.raises(AlreadyResolved) as again:  # named as the audit trail names it
+        await chat.approve(pause.ref)
+    assert again.value.details["decision"] == "approve" and "(approve " in again.value.message
 
 
 async def test_an_edit_of_a_question_is_refused_and_nothing_is_written(store):

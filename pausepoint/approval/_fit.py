@@ -31,6 +31,7 @@ from ..errors import (
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..session._records import CallAnswered
 from ..session._state import Pause, SessionState
+from ..session._views import approving
 from ..tools._tool import Tool
 from ._context import Answer, AnswerContext
 
@@ -139,12 +140,13 @@ def _live(
         )
     if pause.answer is not None:
         done = pause.answer
+        decision = "approve" if approving(pause, done) else done.decision  # as the audit trail names it
         by = f" by {done.principal}" if done.principal else ""
         again = "; the call paused again since: answer its new pause" if state.calls[ref].pause != paused.ref else ""
         raise AlreadyResolved(
-            f"the pause of {name!r} {ref!r} was already resolved ({done.decision}{by} at {done.at.isoformat()}){again}",
+            f"the pause of {name!r} {ref!r} was already resolved ({decision}{by} at {done.at.isoformat()}){again}",
             ref=ref,
-            decision=done.decision,
+            decision=decision,
             pause_id=paused.ref,
         )
     if paused.turn != state.turn:
