@@ -23,6 +23,7 @@ from ..content._jsondata import NotJsonData, json_text
 from ..errors import Forbidden, NotFound, SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
+from ..runtime._calls import check_session_id
 from ..stores import SessionStore, SessionSummary
 from ..webhooks import ApprovalLinks, SlackApp
 from ._auth import AccessPolicy, Authenticator, authenticate, current_tenant, qualified
@@ -126,7 +127,9 @@ class Service:
         converse in it (``conversable``: 404 / 403 otherwise), or None when no session has that
         id yet — the caller names a new one (``Chat(..., new=True)`` checks the id and creates it;
         an id taken meanwhile is the same 404 as a session the caller may not see)."""
-        if _storable(session_id) and await agent.store.get_summary(session_id) is None:
+        if not _storable(session_id):  # no session can have it, nor be made with it: say why
+            check_session_id(session_id)
+        elif await agent.store.get_summary(session_id) is None:
             return None
         return await self.conversable(agent, session_id, principal)
 

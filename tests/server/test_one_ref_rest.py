@@ -70,3 +70,9 @@ async def test_a_session_id_chosen_through_rest(served, http):
     assert unknown.status_code == 200  # the same request on a free id creates it: the 404 said nothing more
     bad = await http.post(url.replace("ops-2026-03.review", "-rf"), json={"message": "x"}, headers=ALICE)
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_session_id"
+    for control in ("x%00", "x%01", "x%7F"):  # NUL too: an id no store can keep is refused the same way
+        bad = await http.post(url.replace("ops-2026-03.review", control), json={"message": "x"}, headers=ALICE)
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_session_id", control
+    wire = {"data": {"message": {"role": "user", "content": [{"text": "x"}]}}, "init": {"sessionId": "gk\u0000"}}
+    bad = await http.post(served.lab + "/agents/labAgent", json=wire, headers=ALICE)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_session_id"
