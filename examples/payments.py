@@ -91,15 +91,16 @@ def build(
     model: str | Model | None = None,
     plugins: Sequence[Plugin] = (),
 ) -> tuple[Pausepoint, Agent]:
-    """The app and its ``paymentsAgent``; ``ledger`` (if given) records every payment sent."""
+    """The app and its ``paymentsAgent``; ``ledger`` (if given; else a list of the app's own)
+    records every payment sent, and numbers them: PMT-0001, PMT-0002, ..."""
     app = Pausepoint(plugins=plugins)
+    sent: list[dict[str, Any]] = ledger if ledger is not None else []  # the app's own, when none is given
 
     @app.tool(allow_input_edits=True, display=PAYMENT_DISPLAY)
     async def pay_invoice(input: Payment, ctx: ToolRunContext) -> PaymentResult:
         """Pay an invoice from the company account. Every payment waits for a person's approval."""
         if not (ctx.resumed_metadata or {}).get("tool_approved"):
             raise Interrupt({"reason": "Every payment needs a person's approval."}, ttl=ttl)
-        sent = ledger if ledger is not None else []
         sent.append(input.model_dump(mode="json"))
         return PaymentResult(payment_id=f"PMT-{len(sent):04d}")
 

@@ -89,3 +89,17 @@ async def test_restart_with_edited_input_shows_original(store):
 async def test_examples_main_run():
     await banking.main()
     await shell.main()
+
+
+async def test_payments_served_as_documented_numbers_each_payment(store):
+    """``pausepoint serve examples.payments:ai`` builds the app with no ledger of the caller's:
+    its own then numbers the payments, one after the other."""
+    from examples import payments
+
+    _, agent = payments.build(store)
+    texts = []
+    for _ in range(2):
+        chat = agent.chat()
+        res = await chat.send("Pay 1250.50 EUR to ACME GmbH (DE89370400440532013000) for invoice 2024-117.")
+        texts.append((await chat.resume(restart=[agent.approval(res.interrupts[0])])).text)
+    assert texts == ["Paid: payment PMT-0001 (sent).", "Paid: payment PMT-0002 (sent)."]
