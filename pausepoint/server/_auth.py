@@ -202,7 +202,10 @@ class FirstOf:
 
 async def authenticate(authenticator: Authenticator, request: Request) -> str:
     """The request's principal; its identity is kept for the request (``current_identity``).
-    Raises ``Unauthenticated`` when the authenticator accepts none."""
+    Raises ``Unauthenticated`` when the authenticator accepts none, or when the request carries
+    more than one ``Authorization`` header (which one counts would be the proxies' guess)."""
+    if len(request.headers.getlist("authorization")) > 1:
+        raise Unauthenticated("more than one Authorization header: send one")
     found = authenticator(request)
     if inspect.isawaitable(found):
         found = await found

@@ -97,6 +97,17 @@ async def test_refusals_leave_the_session_unchanged(served, http):
     assert served.ledger == ["5->z"]
 
 
+async def test_a_request_with_two_authorization_headers_is_refused_whichever_comes_first(served, http):
+    session_id, ref, _ = await paused_session(served, http)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
+    for first, second in (("alice-token", "bob-token"), ("bob-token", "alice-token")):
+        both = [("Authorization", f"Bearer {first}"), ("Authorization", f"Bearer {second}")]
+        assert_error(await http.get(base, headers=both), 401, "unauthenticated")
+        reply = await http.post(base + f"/interrupts/{ref}/respond", json={"output": {"approved": True}}, headers=both)
+        assert_error(reply, 401, "unauthenticated")
+    assert served.ledger == [] and len((await state_of(served, http, session_id))["interrupts"]) == 1
+
+
 async def test_another_principals_session_is_invisible(served, http):
     session_id, _, _ = await paused_session(served, http)
     base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
