@@ -26,16 +26,17 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Hashable
 from typing import Any
 
 from ..errors import InvalidRequest
 from ..runtime._app import Pausepoint
 from ..stores import SessionStore, SessionSummary
+from ..stores._base import event_stream
 from ..turn._events import event_body
 from ._params import ascii_int
 
-__all__ = ["Feed"]
+__all__ = ["Feed", "stores_of"]
 
 log = logging.getLogger("pausepoint.server")
 
@@ -49,10 +50,7 @@ class Feed:
     def __init__(self, ai: Pausepoint, *, interval: float = 1.0) -> None:
         self.ai = ai
         self.interval = interval
-        found: dict[int, SessionStore] = {}
-        for agent in ai.agents.values():
-            found.setdefault(id(agent.store), agent.store)
-        self.stores = list(found.values())
+        self.stores = stores_of(ai)
 
     def notify(self, agent: str, session_id: str) -> None:
         """Kept for callers of the polling feed: the stores now wake the feed themselves."""
@@ -127,3 +125,12 @@ class Feed:
 
     async def close(self) -> None:
         return None
+
+
+def stores_of(ai: Pausepoint) -> list[SessionStore]:
+    """The app's distinct stores, in the order of its agents: one per event stream, so store
+    objects on one SQLite file or PostgreSQL schema count once (``stores.event_stream``)."""
+    found: dict[Hashable, SessionStore] = {}
+    for agent in ai.agents.values():
+        found.setdefault(event_stream(agent.store), agent.store)
+    return list(found.values())

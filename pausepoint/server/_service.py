@@ -28,13 +28,13 @@ from ..stores import SessionStore, SessionSummary
 from ..webhooks import ApprovalLinks, SlackApp
 from ._auth import AccessPolicy, Authenticator, authenticate, current_tenant, qualified
 from ._expiry import ExpirySweep
-from ._feed import Feed
+from ._feed import Feed, stores_of
 from ._limits import Limits
 from ._oidc import OidcBearer
 from ._requestlog import note_principal
 from ._webhooks import WebhookSender
 
-__all__ = ["Service", "service_of", "stores_of"]
+__all__ = ["Service", "service_of"]
 
 
 @dataclass(slots=True)
@@ -164,14 +164,6 @@ def service_of(request: Request) -> Service:
     """The service of the app answering ``request`` (``create_app`` keeps it on ``app.state``)."""
     service: Service = request.app.state.pausepoint
     return service
-
-
-def stores_of(ai: Pausepoint) -> list[SessionStore]:
-    """The app's distinct stores, in the order of its agents."""
-    found: dict[int, SessionStore] = {}
-    for agent in ai.agents.values():
-        found.setdefault(id(agent.store), agent.store)
-    return list(found.values())
 
 
 def _storable(text: str) -> bool:

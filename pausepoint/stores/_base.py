@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
@@ -65,6 +65,7 @@ __all__ = [
     "REPLACED_BASES_KEPT",
     "check_entries",
     "check_replaces",
+    "event_stream",
     "merges_extensions",
     "version_conflict",
 ]
@@ -377,6 +378,15 @@ def check_replaces(replaces: int) -> None:
     """Shared argument check for ``extend_checkpoint``: ``replaces`` is 0 or more."""
     if replaces < 0:
         raise ValueError(f"replaces must be 0 or more, not {replaces}")
+
+
+def event_stream(store: SessionStore) -> Hashable:
+    """What names the event stream ``store`` reads and writes. Store objects that share one (two
+    ``SqliteSessionStore`` on one file, two ``PostgresSessionStore`` through one DSN and schema)
+    read the same events, so a reader of every agent's events (the feed, ``/readyz``) follows
+    one of them. A store without an ``event_source`` is its own."""
+    source = getattr(store, "event_source", None)
+    return ("object", id(store)) if source is None else source
 
 
 def merges_extensions(store: CheckpointStore) -> bool:

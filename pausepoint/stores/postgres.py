@@ -41,7 +41,7 @@ import contextlib
 import functools
 import hashlib
 import secrets
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -130,6 +130,11 @@ class PostgresSessionStore:
         }
         self._ready = False
         self._ready_lock = asyncio.Lock()
+
+    @property
+    def event_source(self) -> Hashable:
+        """Its DSN (or its pool) and schema (``stores.event_stream``)."""
+        return ("postgresql", self._dsn if self._dsn is not None else id(self._pool), self.schema)
 
     def __repr__(self) -> str:
         return f"<PostgresSessionStore schema={self.schema!r}>"

@@ -56,7 +56,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -168,6 +168,13 @@ class RedisSessionStore:
         self._ranges = BlockingLoop("pausepoint-redis-ranges", self._ranges_client, _close_client)
         self._signal = Signal()
         self._subscriber: asyncio.Task[None] | None = None
+
+    @property
+    def event_source(self) -> Hashable:
+        """The server and database it talks to, and its prefix (``stores.event_stream``)."""
+        assert self._client is not None
+        where = self._client.connection_pool.connection_kwargs
+        return ("redis", where.get("host"), where.get("port"), where.get("path"), where.get("db"), self.prefix)
 
     def __repr__(self) -> str:
         return f"<RedisSessionStore prefix={self.prefix!r}>"

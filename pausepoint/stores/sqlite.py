@@ -31,7 +31,7 @@ import secrets
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, TypeVar
 
@@ -199,6 +199,11 @@ class SqliteSessionStore:
             self._conn = conn
             self._sweep_files(conn)
         return self._conn
+
+    @property
+    def event_source(self) -> Hashable | None:
+        """Its file, wherever it is named from (``stores.event_stream``); None in memory."""
+        return None if self._files is None else ("sqlite", os.path.realpath(self.path))
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``op`` on the connection, backing off asynchronously while another process writes."""

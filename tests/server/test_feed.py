@@ -75,3 +75,43 @@ async def test_the_feed_tells_the_story_the_audit_trail_tells(served, http):
         trail = (await http.get(base + "/audit", headers=ALICE)).json()["entries"]
         assert told and told == [{k: v for k, v in e.items() if k != "view"} for e in trail[1:]]
     assert told[-1]["decision"] == "approve"  # the shell's approved restart
+
+
+async def test_agents_with_store_objects_of_their_own_on_one_file_feed_each_event_once(tmp_path, http):
+    """Two agents, each given its own ``SqliteSessionStore`` of one file: one event stream, so
+    one connection to the feed gets every event once."""
+    from pausepoint import Interrupt, Pausepoint
+    from pausepoint.server import BearerTokens, create_app
+    from pausepoint.stores import SqliteSessionStore
+    from pausepoint.testing import ScriptedModel, tool_call
+    from tests.server.harness import serve_in_thread
+
+    def app():  # built in the server's loop
+        ai = Pausepoint()
+
+        @ai.tool()
+        async def ask(question: str) -> str:
+            """Asks a person."""
+            raise Interrupt({"question": question})
+
+        for name, path in (("first", tmp_path / "shared.db"), ("second", tmp_path / "." / "shared.db")):
+            model = ScriptedModel([[tool_call("ask", {"question": "?"})]] * 4)
+            ai.define_agent(name=name, model=model, tools=[ask], store=SqliteSessionStore(str(path)))
+        return create_app(ai, auth=BearerTokens({"alice-token": "alice"}), feed_interval=0.05)
+
+    with serve_in_thread(app) as url:
+        events: list = []
+        connected = asyncio.Event()
+        reader = asyncio.create_task(read_events(http, url + "/v1/feed", ALICE, 4, events, connected))
+        await asyncio.wait_for(connected.wait(), 10)
+        sessions = []
+        for agent in ("first", "second"):
+            reply = await http.post(f"{url}/v1/agents/{agent}/sessions", json={"message": "go"}, headers=ALICE)
+            sessions.append(reply.json()["session_id"])
+        await asyncio.wait_for(reader, 10)
+        assert [(name, data["session_id"]) for name, data in events] == [
+            ("pause", sessions[0]),
+            ("turn_end", sessions[0]),
+            ("pause", sessions[1]),
+            ("turn_end", sessions[1]),
+        ]
