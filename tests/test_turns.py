@@ -180,6 +180,19 @@ async def test_a_model_that_raises_an_exception_of_its_own_fails_typed_as_a_mode
     assert (await chat.send("three")).text == "second"
 
 
+async def test_a_message_of_no_parts_is_refused_and_nothing_is_recorded(store):
+    from pausepoint import Message
+    from pausepoint.errors import InvalidMessage
+
+    agent, _ = approvals_agent(store, ["first"])
+    chat = agent.chat()
+    for empty in ([], Message("user", [])):
+        with pytest.raises(InvalidMessage, match="at least one part"):
+            await chat.send(empty)
+    assert await store.get_summary(chat.session_id) is None
+    assert (await chat.send("")).text == "first"  # an empty text is still a part
+
+
 async def test_a_crashed_continuation_is_resumed_by_an_empty_resume(store):
     agent, _ = approvals_agent(store, [[tool_call("ask", {"question": "?"})], ModelError("down"), "continued"])
     chat = agent.chat()

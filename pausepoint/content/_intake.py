@@ -38,6 +38,8 @@ def user_message(message: str | Message | Sequence[Part], limits: JsonLimits) ->
         parts = list(message)
     else:
         raise InvalidMessage(f"send() takes a string, a Message or a list of parts, not {type(message).__name__}")
+    if not parts:  # a model is asked about something: a message of no parts says nothing
+        raise InvalidMessage("a user message needs at least one part (a string is one text part)", path="$.parts")
     for index, part in enumerate(parts):
         where = f"$.parts[{index}]"
         try:

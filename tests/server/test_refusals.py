@@ -97,6 +97,16 @@ async def test_refusals_leave_the_session_unchanged(served, http):
     assert served.ledger == ["5->z"]
 
 
+async def test_a_message_of_no_parts_is_refused_on_rest_and_the_wire(served, http):
+    rest = await http.post(served.bank + "/v1/agents/bankingAgent/sessions", json={"message": []}, headers=ALICE)
+    assert_error(rest, 422, "invalid_message")
+    wire = {"data": {"message": {"role": "user", "content": []}}}
+    reply = await http.post(served.bank + "/agents/bankingAgent", json=wire, headers=ALICE)
+    assert_error(reply, 422, "invalid_message")
+    listed = await http.get(served.bank + "/v1/agents/bankingAgent/sessions", headers=ALICE)
+    assert listed.json()["sessions"] == []  # nothing was made
+
+
 async def test_a_request_with_two_authorization_headers_is_refused_whichever_comes_first(served, http):
     session_id, ref, _ = await paused_session(served, http)
     base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
