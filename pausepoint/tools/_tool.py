@@ -40,9 +40,7 @@ class Interrupt(Exception):
     how long the pause may wait; past it the agent's expiry policy resolves the call.
     """
 
-    def __init__(
-        self, metadata: dict[str, Any] | BaseModel | Any | None = None, *, ttl: timedelta | float | None = None
-    ) -> None:
+    def __init__(self, metadata: Any = None, *, ttl: timedelta | float | None = None) -> None:
         if metadata is not None and not isinstance(metadata, dict):
             shown = type(metadata).__name__
             try:
@@ -52,7 +50,7 @@ class Interrupt(Exception):
             if not isinstance(metadata, dict):
                 raise TypeError(f"Interrupt metadata must be a JSON object; a {shown} is not one")
         super().__init__("tool call paused")
-        self.metadata = metadata
+        self.metadata: dict[str, Any] | None = metadata
         self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
 
 

@@ -459,10 +459,27 @@ class Turn:
         return turn is not None and turn.abort is not None
 
     async def _generate(self, request: ModelRequest) -> ModelResponse:
-        """The model call; for a detached turn, cancelled when the turn is asked to abort."""
-        call = self._typed(self.agent.model.generate(request, self._on_model_chunk if self.emit else None))
-        if self.abort is None:
-            return await call
+        """The model call; for a detached turn, cancelled when the turn is asked to abort.
+
+        An exception of the model's own that is no pausepoint error (a model function's bug, a
+        provider SDK's error no adapter mapped) becomes a ``ModelError`` naming its type, so
+        every surface reports a typed failure of the model, never an internal one; its text,
+        which may say anything, stays in the log and in ``__cause__``."""
+        try:
+            call = self.agent.model.generate(request, self._on_model_chunk if self.emit else None)
+            if self.abort is None:
+                return await call
+            return await self._unless_aborted(call)
+        except (PausepointError, _Aborted):
+            raise
+        except Exception as exc:
+            name = self.agent.model.name
+            log.warning("model %r failed in session %s", name, self.state.session_id, exc_info=True)
+            raise ModelError(f"model {name!r} failed ({type(exc).__name__})", model=name) from exc
+
+    async def _unless_aborted(self, call: Awaitable[ModelResponse]) -> ModelResponse:
+        """``call``, cancelled (``_Aborted``) once the detached turn is asked to abort."""
+        assert self.abort is not None
         task = asyncio.ensure_future(call)
         stop = asyncio.ensure_future(self.abort.wait())
         try:
@@ -475,20 +492,6 @@ class Turn:
         if task.cancelled():
             raise _Aborted
         return task.result()
-
-    async def _typed(self, call: Awaitable[ModelResponse]) -> ModelResponse:
-        """``call``'s response; an exception of the model's own that is not a pausepoint error
-        (a model function's bug, a provider SDK's error no adapter mapped) as a ``ModelError``
-        naming its type, so every surface reports a typed failure of the model, never an
-        internal one. Its text, which may say anything, stays in the log and in ``__cause__``."""
-        try:
-            return await call
-        except PausepointError:
-            raise
-        except Exception as exc:
-            name = self.agent.model.name
-            log.warning("model %r failed in session %s", name, self.state.session_id, exc_info=True)
-            raise ModelError(f"model {name!r} failed ({type(exc).__name__})", model=name) from exc
 
     def _must_not_repeat(self, request: ToolRequestPart | CallAnswered) -> bool:
         """Whether running this call twice could do harm (unknown tools never run at all)."""

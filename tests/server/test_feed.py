@@ -5,7 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
+from pausepoint import Interrupt, Pausepoint
+from pausepoint.server import BearerTokens, create_app
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel, tool_call
 from tests.server.conftest import ALICE, BOB
+from tests.server.harness import serve_in_thread
 
 
 async def read_events(http, url, headers, count, into, connected):
@@ -80,11 +85,6 @@ async def test_the_feed_tells_the_story_the_audit_trail_tells(served, http):
 async def test_agents_with_store_objects_of_their_own_on_one_file_feed_each_event_once(tmp_path, http):
     """Two agents, each given its own ``SqliteSessionStore`` of one file: one event stream, so
     one connection to the feed gets every event once."""
-    from pausepoint import Interrupt, Pausepoint
-    from pausepoint.server import BearerTokens, create_app
-    from pausepoint.stores import SqliteSessionStore
-    from pausepoint.testing import ScriptedModel, tool_call
-    from tests.server.harness import serve_in_thread
 
     def app():  # built in the server's loop
         ai = Pausepoint()

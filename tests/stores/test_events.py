@@ -8,8 +8,11 @@ from datetime import timedelta
 import pytest
 
 from pausepoint.errors import PayloadTooLarge, VersionConflict
-from pausepoint.stores import Event, LogEntry, SessionStore
+from pausepoint.stores import Event, InMemorySessionStore, LogEntry, SessionStore
+from pausepoint.stores._base import event_stream
 from pausepoint.testing.stores import at, entries, summary
+
+from .backends import make_backend
 
 LEASE = timedelta(seconds=30)
 
@@ -118,6 +121,24 @@ async def test_a_waiter_is_woken_by_another_writer(backend):
         await reader.close()
         if writer is not reader:
             await writer.close()
+
+
+async def test_store_objects_on_one_place_name_one_event_stream(durable_backend, tmp_path):
+    """Two store objects on one place (a file, a DSN and schema, a server and prefix) read the
+    same events, so they name one stream, which a reader of every agent's events (the feed)
+    follows once; a store on another place names another."""
+    first, second = await durable_backend.open(), await durable_backend.open()
+    elsewhere = make_backend(durable_backend.name, tmp_path / "elsewhere")
+    other = await elsewhere.open()
+    try:
+        await append(first, "s1", 0, event(1))
+        assert [stored(e) for e in await visible(second, 1)] == [stored(e) for e in await visible(first, 1)]
+        assert event_stream(first) == event_stream(second) != event_stream(other)
+        assert event_stream(InMemorySessionStore()) != event_stream(InMemorySessionStore())
+    finally:
+        for made in (first, second, other):
+            await made.close()
+        await elsewhere.cleanup()
 
 
 async def test_prune_keeps_what_is_still_to_be_delivered(store):
