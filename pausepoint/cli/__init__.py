@@ -1,5 +1,5 @@
 """The ``pausepoint`` command: ``demo``, ``serve``, ``chat`` and ``config check`` (``pausepoint
-<command> --help``).
+<command> --help``; ``pausepoint --version``).
 
 Each command is one module with ``add_parser(subparsers)`` and ``run(args)``; bad usage is
 reported as ``pausepoint <command>: error: ...`` with exit status 2.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from . import _chat, _config_cmd, _demo, _serve
 from ._errors import CliError
@@ -27,10 +28,19 @@ def parser() -> argparse.ArgumentParser:
         description="LLM agents whose tools pause for people and resume later, exactly once.",
         epilog="Run 'pausepoint <command> --help' for a command's options.",
     )
+    top.add_argument("--version", action="version", version=f"pausepoint {_version()}")
     subparsers = top.add_subparsers(dest="command", metavar="<command>", required=True)
     for command in _COMMANDS:
         command.add_parser(subparsers)
     return top
+
+
+def _version() -> str:
+    """This installation's version (``unknown`` for a source tree that was never installed)."""
+    try:
+        return metadata.version("pausepoint")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

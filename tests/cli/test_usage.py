@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,13 @@ def test_help_for_every_command(command, capsys):
                  "serve": ["TARGET", "--store", "--token", "--host"],
                  "chat": ["TARGET", "--agent", "--session", "--db", "--store"]}[" ".join(command)]:  # fmt: skip
         assert word in out
+
+
+def test_version_names_the_installed_distribution(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"pausepoint {version('pausepoint')}"
 
 
 def test_the_entry_point_and_python_dash_m_run_the_same_command():
