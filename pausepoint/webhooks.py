@@ -338,17 +338,21 @@ def verify_signature(
     ``headers`` is the request's headers (any mapping; names are matched without regard to
     case). ``secret`` may be several, while one is being rotated. Raises
     ``WebhookSignatureError`` when the signature or timestamp header is missing or malformed,
-    the timestamp is more than ``tolerance`` seconds away from ``now``, or no secret signed it.
+    the timestamp is more than ``tolerance`` seconds away from ``now``, or no secret signed it;
+    ``ValueError`` when no secret is given, or an empty one (an unset setting read as ``""``:
+    anyone can sign with an empty key, so it would let every request through).
     """
+    secrets = [secret] if isinstance(secret, str) else list(secret)
+    if not secrets or not all(isinstance(s, str) and s for s in secrets):
+        raise ValueError("verify_signature needs the webhook's secret (or secrets), each a non-empty string")
     lowered = {k.lower(): v for k, v in headers.items()}
     stamp = lowered.get(TIMESTAMP_HEADER.lower(), "")
     given = [v.strip() for v in lowered.get(SIGNATURE_HEADER.lower(), "").split(",") if v.strip()]
-    if not stamp.isdigit() or not given:
+    if not (stamp.isascii() and stamp.isdigit()) or not given:
         raise WebhookSignatureError("missing or malformed Pausepoint-Timestamp / Pausepoint-Signature headers")
     moment = time.time() if now is None else now
     if abs(moment - int(stamp)) > tolerance:
         raise WebhookSignatureError(f"the timestamp is more than {tolerance:g}s away from now: a replay?")
-    secrets = [secret] if isinstance(secret, str) else list(secret)
     expected = [sign(s, body, int(stamp)) for s in secrets]
     if not any(hmac.compare_digest(e, g) for e in expected for g in given):
         raise WebhookSignatureError("the signature does not match the body")

@@ -11,7 +11,7 @@ from examples import banking
 from pausepoint.errors import PayloadTooLarge, WebhookSignatureError
 from pausepoint.server import WebhookSender
 from pausepoint.stores import SqliteSessionStore
-from pausepoint.webhooks import Webhook, verify_signature
+from pausepoint.webhooks import Webhook, sign, verify_signature
 from tests.server.conftest import ALICE
 from tests.server.harness import serve_in_thread
 from tests.server.ops_harness import OPERATOR, SECRET, Receiver, build_ops_app, serve_ops_process, until_up
@@ -56,6 +56,19 @@ async def test_events_are_signed_and_verify(tmp_path):
     with pytest.raises(WebhookSignatureError):  # a replay, later than the tolerance
         verify_signature(SECRET, first.body, first.headers, now=int(first.headers["pausepoint-timestamp"]) + 301)
     assert verify_signature(["old", SECRET], first.body, first.headers)["id"] == first.event_id  # rotation
+    for odd in ("²", "١٧٦٧٢٢٥٦٠٠", " 1767225600"):  # digits, but not a timestamp's ASCII ones
+        with pytest.raises(WebhookSignatureError, match="malformed"):
+            verify_signature(SECRET, first.body, {**first.headers, "pausepoint-timestamp": odd})
+
+
+@pytest.mark.parametrize("secret", ["", [], [""], ["a real secret of the webhook", ""]])
+def test_verifying_with_no_secret_or_an_empty_one_is_refused_not_let_through(secret):
+    # An unset setting read as "" must not verify what anyone can sign with an empty key.
+    stamp = 1767225600
+    body = b'{"type": "pause"}'
+    forged = {"Pausepoint-Timestamp": str(stamp), "Pausepoint-Signature": sign("", body, stamp)}
+    with pytest.raises(ValueError, match="non-empty"):
+        verify_signature(secret, body, forged, now=stamp)
 
 
 async def test_a_failing_receiver_gets_the_same_event_again_until_it_takes_it(tmp_path):
