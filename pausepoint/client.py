@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -156,7 +157,7 @@ class Client:
                         raise _error_from(reply.status_code, await reply.aread())
                     if not reply.headers.get("content-type", "").startswith("text/event-stream"):
                         return RESPONSE.validate_python(json.loads(await reply.aread()))
-                    async for name, data in _sse(reply.aiter_lines()):
+                    async for name, data in _sse(_lines(reply.aiter_text())):
                         received = True
                         if name == "chunk":
                             emit(CHUNK.validate_python(data))
@@ -230,9 +231,52 @@ def _encoded(body: BaseModel) -> bytes:
     text goes as ASCII with every other character escaped, lone surrogates too, so that what
     the server cannot keep is refused by the server with the typed error a local ``Chat``
     raises (``InvalidMessage``, ``InvalidAnswer``), not by the encoder on the way out."""
-    return json.dumps(
-        body.model_dump(mode="python", exclude_unset=True), default=to_jsonable_python, separators=(",", ":")
-    ).encode("ascii")
+    data = body.model_dump(mode="python", exclude_unset=True)
+    try:
+        return json.dumps(data, default=to_jsonable_python, separators=(",", ":"), allow_nan=False).encode("ascii")
+    except ValueError:  # NaN or an infinity, which JSON cannot carry: refused here as the server would
+        raise _not_finite(body, json.loads(json.dumps(data, default=to_jsonable_python))) from None
+
+
+def _not_finite(body: BaseModel, data: Any) -> core_errors.PausepointError:
+    """The typed error a local ``Chat`` raises for a NaN or an infinity in ``body`` (``data``
+    is its JSON form, with the number in it): ``InvalidMessage`` in a message, else
+    ``InvalidAnswer``, with the value's ``path`` (and, in an answer, its ``ref``)."""
+    at = _first_not_finite(data, ())
+    details: dict[str, Any] = {"rule": "finite_number", "limit": None}
+    if isinstance(body, SendBody):  # a path in the message, as a local Chat names it
+        inner = at[1:] if at[:1] == ("message",) else at
+        path = "$" + ("" if isinstance(data.get("message"), dict) else ".parts") + _path_of(inner)
+        return core_errors.InvalidMessage(
+            f"the message cannot be recorded: {path}: not a JSON number (NaN and Infinity are not JSON)",
+            path=path,
+            **details,
+        )
+    if len(at) > 1 and at[0] in ("respond", "restart"):
+        details = {"ref": data[at[0]][at[1]].get("ref"), **details}
+    path = "$" + _path_of(at)
+    return core_errors.InvalidAnswer(
+        f"the resume cannot be recorded: {path}: not a JSON number (NaN and Infinity are not JSON)",
+        path=path,
+        **details,
+    )
+
+
+def _first_not_finite(value: Any, at: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Where the first NaN or infinity in JSON data ``value`` is (``()`` when there is none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return at
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _first_not_finite(item, (*at, key))
+        if found:
+            return found
+    return ()
+
+
+def _path_of(at: Sequence[Any]) -> str:
+    """``("respond", 0, "output")`` as ``.respond[0].output``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at)
 
 
 class RemoteChat:
@@ -262,9 +306,14 @@ class RemoteChat:
         body = SendBody(message=_user_message(message))
 
         async def run(emit: Emit) -> AgentResponse:
-            path = f"/v1/agents/{self.agent.name}/sessions"
-            path = path if self.session_id is None else f"{self._path}/messages"
-            response = await self.agent.client._stream(path, body, emit, retry="connect")
+            if self.session_id is None:
+                # The chat names its new session before sending (an id the server takes as a
+                # new session's, as Genkit's chat(session_id=...)): a send that fails after
+                # the server took it — a timeout, a model that failed after a tool ran —
+                # leaves a chat that can still read the session, rather than one that starts
+                # another and runs the tool again.
+                self.session_id = secrets.token_hex(16)
+            response = await self.agent.client._stream(f"{self._path}/messages", body, emit, retry="connect")
             self.session_id = response.session_id
             return response
 
@@ -461,6 +510,23 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
         return cls(message, **details)
     except TypeError:
         return cls(message)
+
+
+async def _lines(text: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The lines of an event stream, split where the SSE format ends a line (CR LF, LF or CR)
+    and nowhere else: httpx's ``aiter_lines`` also splits at U+2028, U+2029 and U+0085, which
+    a JSON string may hold as they are."""
+    pending = ""
+    async for piece in text:
+        pending += piece
+        # A CR at the very end may be the first half of a CR LF: keep it for the next piece.
+        cut = len(pending) - 1 if pending.endswith("\r") else len(pending)
+        *done, rest = pending[:cut].replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        pending = rest + pending[cut:]
+        for line in done:
+            yield line
+    if pending:
+        yield pending.rstrip("\r")
 
 
 async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Any]]:

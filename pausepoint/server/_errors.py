@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from .. import errors as core
 
-__all__ = ["as_pausepoint_error", "dumps", "error_body", "error_response", "guarded", "http_status"]
+__all__ = ["as_pausepoint_error", "dumps", "error_body", "error_response", "guarded", "http_status", "sse_json"]
 
 log = logging.getLogger("pausepoint.server")
 
@@ -144,6 +144,16 @@ def dumps(value: Any) -> bytes:
         return to_json(value, fallback=str, inf_nan_mode="constants")
     except (PydanticSerializationError, ValueError, TypeError):
         return json.dumps(value, separators=(",", ":"), default=str).encode()
+
+
+def sse_json(value: Any) -> bytes:
+    """``value`` as compact JSON (``dumps``) for an event stream's ``data:`` line, with U+2028,
+    U+2029 and U+0085 escaped: a JSON string may hold them as they are, but many clients split
+    an event stream's lines where Python's ``str.splitlines`` does (httpx's ``aiter_lines``
+    among them), which breaks the JSON apart at them. (In UTF-8 their bytes occur nowhere else.)"""
+    return dumps(value).replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029").replace(
+        b"\xc2\x85", b"\\u0085"
+    )
 
 
 def _jsonable(details: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from ..runtime._launch import TurnStatus
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
 from ..turn._streaming import InterruptChunk, TextChunk, ToolRequestChunk, ToolResultChunk, TurnChunk, TurnEndChunk
-from ._errors import dumps, error_body
+from ._errors import error_body, sse_json
 from ._limits import parse_body
 from ._snapshots import Snapshot, snapshot_id
 
@@ -354,4 +354,4 @@ class ChunkTranslator:
 def frame(kind: Literal["message", "result", "error"], value: Any) -> bytes:
     """One SSE event: ``data: {"<kind>": value}``; for ``error``, ``value`` is the exception."""
     payload = error_body(value) if kind == "error" else {kind: value}
-    return b"data: " + dumps(payload) + b"\n\n"
+    return b"data: " + sse_json(payload) + b"\n\n"

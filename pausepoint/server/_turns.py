@@ -20,7 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from ..session._json import RESPONSE, dump
 from ..session._response import AgentResponse
 from ..turn._streaming import CHUNK, TurnChunk, TurnStream
-from ._errors import dumps, error_body, error_response
+from ._errors import dumps, error_body, error_response, sse_json
 
 __all__ = ["run_turn", "wants_stream"]
 
@@ -37,7 +37,7 @@ def wants_stream(request: Request) -> bool:
 
 
 def event(name: str, data: Any) -> bytes:
-    return f"event: {name}\ndata: ".encode() + dumps(data) + b"\n\n"
+    return f"event: {name}\ndata: ".encode() + sse_json(data) + b"\n\n"
 
 
 async def run_turn(

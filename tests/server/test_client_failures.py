@@ -100,14 +100,18 @@ async def test_a_closed_port_is_server_unreachable_after_the_retries() -> None:
             with pytest.raises(ServerUnreachable) as caught:
                 await client.agents()
             # a send is retried too when the connection never opened: nothing was sent
+            new_chat = client.agent("bank").chat()
             with pytest.raises(ServerUnreachable) as sent:
-                await client.agent("bank").chat().send("Hello")
+                await new_chat.send("Hello")
     error = caught.value
     assert type(error) is ServerUnreachable and error.code == "server_unreachable"
     assert isinstance(error.__cause__, httpx.ConnectError)
     assert error.details == {"method": "GET", "url": f"{url}/v1/agents"}
     assert url in str(error)
-    assert sent.value.details == {"method": "POST", "url": f"{url}/v1/agents/bank/sessions"}
+    assert sent.value.details == {
+        "method": "POST",
+        "url": f"{url}/v1/agents/bank/sessions/{new_chat.session_id}/messages",
+    }
     assert isinstance(sent.value.__cause__, httpx.ConnectError)
 
 
@@ -131,14 +135,16 @@ async def test_a_server_that_does_not_answer_is_server_timeout_and_a_read_is_ask
     assert server.requests == [b"GET /v1/agents/bank/sessions/s1/interrupts HTTP/1.1"] * 2
 
 
-async def test_a_send_that_timed_out_is_not_sent_again() -> None:
+async def test_a_send_that_timed_out_is_not_sent_again_and_its_chat_knows_the_session_it_named() -> None:
     with Listener("hold") as server:
         async with Client(server.url, timeout=0.3, retries=3) as client:
             chat = client.agent("bank").chat()
             with pytest.raises(ServerTimeout):
                 await chat.send("Transfer $500 to savings.")
-    assert server.requests == [b"POST /v1/agents/bank/sessions HTTP/1.1"]  # the server may have taken it
-    assert chat.session_id is None
+    # The server may have taken it: the chat named its new session before sending, so it can
+    # read the session (last_response) instead of starting another one.
+    assert chat.session_id is not None and len(chat.session_id) == 32
+    assert server.requests == [f"POST /v1/agents/bank/sessions/{chat.session_id}/messages HTTP/1.1".encode()]
 
 
 async def test_a_dropped_connection_is_server_unreachable_and_a_keyed_resume_is_asked_again() -> None:

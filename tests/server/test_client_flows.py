@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pausepoint import AgentFinishReason, InterruptChunk, TextChunk, ToolResponse, TurnEndChunk
@@ -138,6 +140,34 @@ async def test_what_a_session_cannot_keep_is_refused_with_the_local_chats_typed_
         assert [e.output for e in await chat.audit_trail() if e.decision == "respond"] == [answer]
 
 
+async def test_nan_and_infinity_are_refused_with_the_local_chats_typed_errors_and_details(served):
+    """JSON cannot carry them, so the client refuses them before sending, as a local ``Chat``
+    refuses them: the same error class, path, rule and ref (not the server's 400 for bad JSON)."""
+    from examples import banking
+
+    _, local_agent = banking.build()
+    local = local_agent.chat()
+    [local_pause] = (await local.send("Transfer $1 to x.")).interrupts
+    async with Client(served.bank, token="alice-token") as client:
+        remote = client.agent("bankingAgent").chat()
+        [remote_pause] = (await remote.send("Transfer $1 to x.")).interrupts
+        cases = [
+            lambda chat, pause: chat.resume(respond=[pause.respond({"approved": True, "n": float("nan")})]),
+            lambda chat, pause: chat.resume(restart=[pause.restart(resumed_metadata={"x": [1, float("inf")]})]),
+            lambda chat, pause: chat.approve(pause.ref, metadata={"x": float("-inf")}),
+        ]
+        for case in cases:
+            with pytest.raises(InvalidAnswer) as at_home:
+                await case(local, local_pause)
+            with pytest.raises(InvalidAnswer) as remotely:
+                await case(remote, remote_pause)
+            expected = {**at_home.value.details}
+            if "ref" in expected:
+                expected["ref"] = remote_pause.ref
+            assert remotely.value.details == expected and expected["rule"] == "finite_number"
+        assert [e.decision for e in await remote.audit_trail()] == ["message"]  # nothing recorded
+
+
 async def test_inbox_lists_pending_sessions_of_the_caller_only(served):
     async with Client(served.bank, token="alice-token") as alice, Client(served.bank, token="bob-token") as bob:
         paused = await alice.agent("bankingAgent").chat().send("Transfer $2 to y.")
@@ -145,3 +175,42 @@ async def test_inbox_lists_pending_sessions_of_the_caller_only(served):
         inbox = await alice.agent("bankingAgent").list_sessions(has_pending=True)
         assert [s.session_id for s in inbox] == [paused.session_id]
         assert await bob.agent("bankingAgent").list_sessions() == []
+
+
+ODD_LINE_ENDS = "one\u2028two\u2029three\x85four"  # where str.splitlines() splits, and SSE does not
+
+
+async def test_text_with_unicode_line_separators_streams_whole_to_every_client(served, http):
+    # The server escapes them in its events, so a client that splits lines as str.splitlines()
+    # does (httpx's aiter_lines) reads each event whole...
+    async with http.stream(
+        "POST",
+        served.shell + "/v1/agents/shellAgent/sessions?stream=true",
+        json={"message": f"Run: rm {ODD_LINE_ENDS}"},
+        headers={"Authorization": "Bearer alice-token"},
+    ) as reply:
+        data = [line[5:] async for line in reply.aiter_lines() if line.startswith("data:")]
+    assert data and all(json.loads(line) for line in data)
+    assert json.loads(data[-1])["interrupts"][0]["input"] == {"command": f"rm {ODD_LINE_ENDS}"}
+    # ...and the client gets the text back as it was sent, in the chunks and the reply.
+    async with Client(served.shell, token="alice-token") as client:
+        chat = client.agent("shellAgent").chat()
+        turn = chat.send_stream(f"Run: rm {ODD_LINE_ENDS}")
+        chunks = [chunk async for chunk in turn]
+        res = await turn.response
+        assert res.interrupts[0].input == {"command": f"rm {ODD_LINE_ENDS}"}
+        assert chunks[-1].response == res
+        assert (await chat.history())[0].text == f"Run: rm {ODD_LINE_ENDS}"
+
+
+async def test_the_client_splits_an_event_stream_only_where_sse_ends_a_line():
+    from pausepoint.client import _lines, _sse
+
+    async def pieces(*texts: str):
+        for text in texts:
+            yield text
+
+    # LF, CR LF (its CR at the end of one piece, its LF at the start of the next) and CR; a raw
+    # U+2028 in the data, as another server may send it, stays inside its line.
+    stream = pieces('event: chunk\r\ndata: {"a": "x\u2028y"}\r', '\n\r\nevent: response\rdata: {"b": 1}\n', "\n")
+    assert [event async for event in _sse(_lines(stream))] == [("chunk", {"a": "x\u2028y"}), ("response", {"b": 1})]
