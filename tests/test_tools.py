@@ -2,15 +2,15 @@
 
 import asyncio
 import threading
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, Field
 
-from pausepoint import AgentFinishReason, Interrupt, Pausepoint, ToolRunContext
+from pausepoint import AgentFinishReason, Interrupt, ModelRequest, Pausepoint, ToolResultChunk, ToolRunContext
 from pausepoint.errors import DefinitionError, ModelNotFound
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
-from pausepoint.testing import ScriptedModel, tool_call
+from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
 
 from .helpers import late_and_early_pauses
 
@@ -284,3 +284,60 @@ async def test_genkits_call_shapes_define_the_same_tools_and_agents():
         ai.define_interrupt("raw", input_schema={"type": "object"})  # type: ignore[arg-type]
     with pytest.raises(DefinitionError, match="not none"):
         ai.define_interrupt("bare")
+
+
+async def test_a_batch_answered_from_two_processes_streams_its_tool_message_where_it_completes(tmp_path):
+    """One process runs an approved tool while another answers the other pause of its batch:
+    the batch completes in the first, whose stream then carries the tool results, as one
+    process answering both would — the chunks are the history as it is written."""
+    path = tmp_path / "sessions.db"
+    tool_started = asyncio.Event()
+    agents: list[Any] = []
+
+    def build() -> Any:
+        ai = Pausepoint()
+
+        class Question(BaseModel):
+            q: str
+
+        ask = ai.define_interrupt("ask", input_schema=Question)
+
+        @ai.tool(requires_approval=True)
+        async def pay(amount: int, ctx: ToolRunContext) -> str:
+            """Pays, once approved; slow: the other process answers "ask" meanwhile."""
+            tool_started.set()
+            for _ in range(500):
+                trail = await agents[1].chat(ctx.session_id).audit_trail()
+                if any(entry.decision == "respond" for entry in trail):
+                    break
+                await asyncio.sleep(0.01)
+            return f"paid {amount}"
+
+        def script(request: ModelRequest) -> Any:
+            if request.messages[-1].role == "user":
+                return [tool_call("ask", {"q": "why?"}), tool_call("pay", {"amount": 5})]
+            return "done: " + ", ".join(str(v) for v in last_tool_results(request).values())
+
+        return ai.define_agent(
+            name="payer", model=ScriptedModel(script), tools=[ask, pay], store=SqliteSessionStore(path)
+        )
+
+    agents.extend([build(), build()])  # two processes' agents: each its own store object and cache
+    chat = agents[0].chat()
+    ask_pause, pay_pause = (await chat.send("pay 5")).interrupts
+
+    async def answer_ask() -> None:
+        await tool_started.wait()
+        await agents[1].chat(chat.session_id).resume(respond=[ask_pause.respond({"because": "rent"})])
+
+    other = asyncio.create_task(answer_ask())
+    turn = chat.resume_stream(restart=[agents[0].approval(pay_pause)])
+    chunks = [chunk async for chunk in turn]
+    done = await turn.response
+    await other
+    assert done.finish_reason == AgentFinishReason.STOP and done.text == "done: {'because': 'rent'}, paid 5"
+    tool_message = (await chat.history())[2]
+    assert tool_message.role == "tool"
+    streamed = [(c.ref, c.output) for c in chunks if isinstance(c, ToolResultChunk)]
+    assert streamed == [(p.ref, p.output) for p in tool_message.tool_responses]
+    assert [output for _, output in streamed] == [{"because": "rent"}, "paid 5"]

@@ -151,8 +151,11 @@ def sse_json(value: Any) -> bytes:
     U+2029 and U+0085 escaped: a JSON string may hold them as they are, but many clients split
     an event stream's lines where Python's ``str.splitlines`` does (httpx's ``aiter_lines``
     among them), which breaks the JSON apart at them. (In UTF-8 their bytes occur nowhere else.)"""
-    return dumps(value).replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029").replace(
-        b"\xc2\x85", b"\\u0085"
+    return (
+        dumps(value)
+        .replace(b"\xe2\x80\xa8", b"\\u2028")
+        .replace(b"\xe2\x80\xa9", b"\\u2029")
+        .replace(b"\xc2\x85", b"\\u0085")
     )
 
 

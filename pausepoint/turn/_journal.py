@@ -215,6 +215,7 @@ class Journal:
         (Answers given by a resume are never replayed: they are checked again instead.)
         """
         fresh = await self._reload()
+        told = len(self.state.messages)  # the messages ``on_message`` has seen (or that were there)
         kept = []
         for record in self.pending:
             if isinstance(record, CallCompleted | CallPaused) and fresh.calls[record.call_ref].status != "running":
@@ -225,3 +226,8 @@ class Journal:
             kept.append(record)
         self.pending = kept
         self.state = fresh
+        if self.on_message is not None:
+            # A batch another writer answered part of is complete now: its tool message, which
+            # neither state had alone, is added here.
+            for message in fresh.messages[told:]:
+                self.on_message(message)
