@@ -9,7 +9,8 @@ takes out before the driver sees the URL::
     redis://cache.internal:6379/0?prefix=payments:           RedisSessionStore(url, prefix=...)
     sqlite:///sessions.db?synchronous=NORMAL                 SqliteSessionStore(path, synchronous=...)
 
-Other query parameters stay in the URL for the driver (``sslmode=require``). An option the
+Other query parameters stay in the URL for the driver (``sslmode=require``); a SQLite URL has
+no driver to take them (the rest of it is a file's path), so it takes none. An option the
 backend does not take is refused, naming it.
 """
 
@@ -62,7 +63,12 @@ def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreS
                 raise CliError(f"{what}: {name} is given twice (in the URL and beside it): say it once")
             else:
                 options[name] = value
-        url = urlunsplit(parts._replace(query=urlencode(kept)))
+        if backend == "sqlite":
+            if kept:  # SQLite has no driver URL: the rest of the URL is a file's path
+                raise CliError(f"{what}: a sqlite store takes no {kept[0][0]!r} option (its one option: synchronous)")
+            url = text.split("?", 1)[0]  # as written: urlunsplit would make sqlite:////abs relative
+        else:
+            url = urlunsplit(parts._replace(query=urlencode(kept)))
     for name, value in options.items():
         if OPTIONS.get(name) != backend:
             takes = ", ".join(f"{o} ({b})" for o, b in OPTIONS.items())

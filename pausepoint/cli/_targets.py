@@ -77,6 +77,8 @@ def store_from_url(url: str) -> SessionStore:
     scheme = urlsplit(url).scheme.lower() if "://" in url or url.startswith("memory:") else ""
     if scheme == "sqlite":
         path = url.split("://", 1)[1]
+        if "?" in path:
+            raise CliError(f"{url!r}: a sqlite:// URL takes no query here (its path is the file's)")
         path = path[1:] if path.startswith("/") else path  # sqlite:///rel.db -> rel.db; sqlite:////abs -> /abs
         if not path:
             raise CliError(f"no file in {url!r}: use sqlite:///path/to/file.db")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pausepoint.cli import main, store_from_url
+from pausepoint.cli import CliError, main, store_from_url
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from tests.cli.conftest import ROOT, cli_env
 
@@ -99,3 +99,17 @@ def test_store_from_url(tmp_path):
     assert isinstance(store_from_url("memory:"), InMemorySessionStore)
     assert type(store_from_url("postgresql://u@127.0.0.1/db")).__name__ == "PostgresSessionStore"
     assert type(store_from_url("redis://127.0.0.1:6379/0")).__name__ == "RedisSessionStore"
+
+
+def test_a_sqlite_url_with_options_keeps_its_absolute_path_and_takes_no_other_option(tmp_path):
+    from pausepoint.cli._store_url import open_store, parse_store
+
+    store = open_store(parse_store(f"sqlite:///{tmp_path}/s.db?synchronous=NORMAL"))
+    assert isinstance(store, SqliteSessionStore)
+    assert (store.path, store.synchronous) == (f"{tmp_path}/s.db", "NORMAL")  # not relative to the cwd
+    relative = open_store(parse_store("sqlite:///s.db?synchronous=normal"))
+    assert isinstance(relative, SqliteSessionStore) and relative.path == "s.db"
+    with pytest.raises(CliError, match="a sqlite store takes no 'cache' option"):
+        parse_store(f"sqlite:///{tmp_path}/y.db?cache=shared")  # not a file named "y.db?cache=shared"
+    with pytest.raises(CliError, match="takes no query here"):
+        store_from_url(f"sqlite:///{tmp_path}/y.db?synchronous=NORMAL")
