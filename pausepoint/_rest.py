@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from .content._messages import MediaPart, Message, TextPart
 from .session._grants import Grant
@@ -50,8 +50,9 @@ class GrantBody(_Body):
 
     tool: str | None = None
     bounds: dict[str, dict[str, Any]] | None = None
-    uses: int | None = Field(default=None, ge=1)
-    ttl_seconds: float | None = Field(default=None, gt=0, le=10**9)
+    # Strict: a JSON true is no count and "60" no duration (lax would read them as 1 and 60).
+    uses: StrictInt | None = Field(default=None, ge=1)
+    ttl_seconds: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=10**9)
 
     @classmethod
     def of(cls, grant: Grant | None) -> GrantBody | None:
