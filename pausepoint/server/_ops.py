@@ -93,7 +93,7 @@ async def deliveries(request: Request) -> Response:
     state = request.query_params.get("state")
     if state is not None and state not in _STATES:
         raise InvalidRequest(f"query parameter 'state' must be one of {', '.join(_STATES)}")
-    limit = query_int(request, "limit", 100, 1, service.limits.max_page)
+    limit = query_int(request, "limit", min(100, service.limits.max_page), 1, service.limits.max_page)
     target = request.query_params.get("webhook")
     found: list[dict[str, Any]] = []
     for index, store in enumerate(service.stores):

@@ -82,7 +82,7 @@ async def list_sessions(request: Request) -> Response:
     principal = await service.principal(request)
     agent = service.agent(request.path_params["agent"])
     pending = flag(request, "pending")
-    limit = query_int(request, "limit", 100, 1, service.limits.max_page)
+    limit = query_int(request, "limit", min(100, service.limits.max_page), 1, service.limits.max_page)
     offset = query_int(request, "offset", 0, 0, 10**9)
     owner, tenant = inbox_filters(service.policy, principal)  # in the store: pages stay whole
     found = await agent.list_sessions(owner=owner, tenant=tenant, has_pending=pending, limit=limit, offset=offset)

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from pausepoint.server import Limits
 from tests.server.conftest import ALICE, BOB
+from tests.server.harness import build_app, serve_in_thread
 
 
 async def paused_session(served, http) -> tuple[str, str, str]:
@@ -165,3 +167,18 @@ async def test_history_limit_is_enforced(served, http):
 @pytest.mark.parametrize("path", ["/nowhere", "/v1/agents/bankingAgent/nowhere"])
 async def test_unknown_routes_are_json_404s(served, http, path):
     assert_error(await http.get(served.bank + path, headers=ALICE), 404, "not_found")
+
+
+async def test_a_listing_without_a_limit_is_a_page_of_at_most_max_page(tmp_path, http):
+    """``limits.max_page`` bounds every listing, the one that names no ``limit`` too."""
+    spec = {"backend": "sqlite", "path": str(tmp_path / "sessions.db")}
+    with serve_in_thread(lambda: build_app(spec, limits=Limits(max_page=3))) as url:
+        sessions = url + "/bank/v1/agents/bankingAgent/sessions"
+        for n in range(5):
+            reply = await http.post(sessions, json={"message": f"Transfer ${n + 1} to z."}, headers=ALICE)
+            assert reply.status_code == 200
+        listed = await http.get(sessions, headers=ALICE)
+        assert len(listed.json()["sessions"]) == 3
+        assert_error(await http.get(sessions + "?limit=4", headers=ALICE), 400, "invalid_request")
+        later = await http.get(sessions + "?offset=3", headers=ALICE)
+        assert len(later.json()["sessions"]) == 2
