@@ -35,7 +35,7 @@ from pausepoint.errors import (
     PausepointError,
     PendingInterrupts,
 )
-from pausepoint.stores import SessionStore
+from pausepoint.stores import SessionStore, SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 
 from .approval_apps import Clock, build, told, treasury
@@ -789,3 +789,51 @@ def test_policies_that_cannot_work_are_refused_when_defined():
         Tool(lambda x: x, name="t", pauses_only=True, requires_approval=True)
     with pytest.raises(DefinitionError):
         ai.define_agent(name="a", model=ScriptedModel([]), approval="strict")  # type: ignore[arg-type]
+
+
+async def test_two_processes_sweeping_at_once_hand_a_pause_on_once(tmp_path):
+    """Both find the pause due and write its escalation; the second finds the first's there when
+    its conditional append is refused, and does not hand it on again (one audit entry, one
+    event, one new expiry)."""
+    path = tmp_path / "sessions.db"
+    both_read = asyncio.Event()
+    waiting: list[str] = []
+
+    class HeldBack(SqliteSessionStore):
+        """The second process's store: its appends wait until the first has written."""
+
+        async def append(self, session_id: str, expected_version: int, *args: Any, **kwargs: Any) -> Any:
+            if expected_version > 0 and not both_read.is_set():
+                waiting.append(session_id)
+                await both_read.wait()
+            return await super().append(session_id, expected_version, *args, **kwargs)
+
+    clock = Clock()
+    policy = treasury(
+        ttl={"transfer_money": timedelta(minutes=10)},
+        escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
+    )
+    first, _, _ = build(SqliteSessionStore(path), policy, clock=clock)
+    second, _, _ = build(HeldBack(path), policy, clock=clock)
+    chat = first.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    clock.advance(timedelta(minutes=11))
+
+    async def second_sweeps() -> None:
+        await second.settle_expired()
+
+    held = asyncio.create_task(second_sweeps())
+    for _ in range(500):  # until the second has read the pause due and waits to write
+        if waiting:
+            break
+        await asyncio.sleep(0.01)
+    assert waiting == [chat.session_id]
+    await first.settle_expired()
+    both_read.set()
+    await held
+    trail = [e for e in await second.chat(chat.session_id).audit_trail() if e.decision == "escalate"]
+    assert [(e.ref, e.escalated_to) for e in trail] == [(pause.ref, ["leads"])]
+    [handed] = await chat.interrupts()
+    assert (handed.approval.roles, handed.approval.escalated) == (["leads"], 1)
+    events = await SqliteSessionStore(path).read_events()
+    assert [e.kind for e in events].count("escalation") == 1

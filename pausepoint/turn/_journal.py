@@ -15,7 +15,16 @@ from datetime import datetime
 
 from ..content._messages import Message
 from ..errors import ConcurrentUpdate, VersionConflict
-from ..session._records import CallAnswered, CallCompleted, CallPaused, MessageAdded, Record, TurnEnded, encode_record
+from ..session._records import (
+    CallAnswered,
+    CallCompleted,
+    CallPaused,
+    MessageAdded,
+    PauseEscalated,
+    Record,
+    TurnEnded,
+    encode_record,
+)
 from ..session._state import SessionState
 from ..stores import LogEntry, SessionStore
 from ._events import announce
@@ -211,7 +220,9 @@ class Journal:
         """Start again from the store's state, replaying the pending records on top of it.
 
         Records another writer made moot are dropped: a result for a call settled meanwhile
-        (as of unknown outcome), an expiry or cancellation of a pause answered meanwhile.
+        (as of unknown outcome), an expiry or cancellation of a pause answered meanwhile, an
+        escalation of a pause answered or handed on that far meanwhile (two processes sweeping
+        at once hand a pause on once).
         (Answers given by a resume are never replayed: they are checked again instead.)
         """
         fresh = await self._reload()
@@ -222,6 +233,8 @@ class Journal:
                 continue
             if isinstance(record, CallAnswered) and fresh.pauses[record.ref].answer is not None:
                 continue
+            if isinstance(record, PauseEscalated) and _handed_on(fresh, record):
+                continue
             fresh.apply(record)
             kept.append(record)
         self.pending = kept
@@ -231,3 +244,9 @@ class Journal:
             # neither state had alone, is added here.
             for message in fresh.messages[told:]:
                 self.on_message(message)
+
+
+def _handed_on(state: SessionState, escalation: PauseEscalated) -> bool:
+    """Whether ``state`` has the pause ``escalation`` hands on answered, or handed on that far."""
+    pause = state.pauses[escalation.ref]
+    return pause.answer is not None or pause.level >= escalation.level
