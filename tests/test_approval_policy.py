@@ -701,6 +701,7 @@ async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_th
     chat = agent.chat(principal="dave")
     [pause] = (await chat.send("pay 500 to savings")).interrupts
     assert pause.expires_at == clock.now + timedelta(minutes=10)
+    assert agent.view(pause).on_expiry == "It is handed to leads if nobody decides it in time."
     clock.advance(timedelta(minutes=11))
     with pytest.raises(PendingInterrupts):  # it is handed on, not dropped: still open
         await chat.send("anything else?")
@@ -709,6 +710,7 @@ async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_th
     assert (handed.pause_id, handed.approval.roles, handed.approval.escalated) == (pause.pause_id, ["leads"], 1)
     assert handed.expires_at == clock.now + timedelta(hours=1)
     assert agent.view(handed).approval.escalated == "Handed to leads: nobody decided it in time."
+    assert agent.view(handed).on_expiry.startswith("It is denied automatically")  # the last step: the policy
     with pytest.raises(ApprovalForbidden):
         await chat.resume(restart=[handed.restart()], principal="alice")  # treasury no longer decides it
     res = await chat.resume(restart=[handed.restart()], principal="erin")

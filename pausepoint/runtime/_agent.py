@@ -227,7 +227,9 @@ class Agent:
         Rendered from the tool's ``PauseDisplay`` (or defaults from its input schema); the REST
         API, the console and the terminal chat all show this. Never raises.
         """
-        expiry = expiry_note(self.on_expiry, deny_on_expiry) if interrupt.expires_at is not None else None
+        expiry = None
+        if interrupt.expires_at is not None:
+            expiry = self.approvals.handed_on_note(interrupt) or expiry_note(self.on_expiry, deny_on_expiry)
         tool = self.tools.get(interrupt.name)
         if tool is None:
             view = render(None, None, interrupt.name, interrupt.input, on_expiry=expiry)
