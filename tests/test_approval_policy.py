@@ -623,12 +623,23 @@ async def test_only_the_deciding_roles_answer_with_the_decisions_their_role_allo
     assert pause.approval.roles == ["oncall", "treasury"]
     view = agent.view(pause).approval
     assert (view.may_approve, view.may_deny) == (["alice", "bob", "carol"], ["alice", "bob", "carol", "olga"])
+    # it waits for treasury's approval: on-call may stop it, but gives no approval to wait for
+    assert view.waiting_for == "Waiting for an approval from treasury (alice, bob or carol)."
     for who, reason in (("dave", "role"), (None, "role"), ("olga", "decision")):
         with pytest.raises(ApprovalForbidden) as refused:
             await chat.resume(restart=[pause.restart()], principal=who)
         assert refused.value.details["reason"] == reason
     await chat.resume(respond=[pause.deny("on call says no")], principal="olga")
     assert ledger == []
+
+
+def test_a_quorum_counts_only_members_whose_role_may_approve():
+    # two of treasury's approvals, but treasury has one member: the auditor may only deny
+    roles = {"treasury": Role(tools=["transfer_money"]), "audit": Role(tools=["*"], decisions=["deny"])}
+    members = {"alice": ["treasury"], "ann": ["audit"]}
+    with pytest.raises(DefinitionError, match="needs 2 approvals, but only 1 member.s. hold a role that may approve"):
+        build(policy=ApprovalPolicy(roles=roles, members=members, quorum={"transfer_money": 2}))
+    build(policy=ApprovalPolicy(roles=roles, members={**members, "bob": ["treasury"]}, quorum={"transfer_money": 2}))
 
 
 async def test_roles_from_a_function_and_on_pauses_a_tool_made_itself(store):

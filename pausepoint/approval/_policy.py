@@ -285,11 +285,16 @@ class ApprovalPolicy:
                             "approval; give the tool requires_approval=... or a Rule.ask"
                         )
                     continue
-                eligible = self._holders(self.roles_deciding(tool.name))
-                if eligible is not None and len(eligible) < required:
+                deciding = self.roles_deciding(tool.name)
+                holders = self._holders(deciding)
+                if holders is None or deciding is None:
+                    continue
+                # Only a role that may approve counts toward a quorum (one that may only deny does not).
+                eligible = [p for p in holders if self.allows(tool.name, self.roles_of(p) & deciding, "approve")]
+                if len(eligible) < required:
                     raise DefinitionError(
                         f"agent {agent!r}: {tool.name!r} needs {required} approvals, but only "
-                        f"{len(eligible)} member(s) hold a role that decides it"
+                        f"{len(eligible)} member(s) hold a role that may approve it"
                     )
 
     # -- before a call runs -------------------------------------------------------------------------

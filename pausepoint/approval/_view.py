@@ -29,7 +29,9 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
     may_approve = _without(policy.eligible(status.roles, name, "approve"), excluded)
     may_deny = policy.eligible(status.roles, name, "deny")
     progress = status.progress
-    waiting = _waiting(status, may_approve, excluded)
+    # Those it waits for: the roles that may approve it (a role that may only deny gives none).
+    approving = [r for r in status.roles if policy.allows(name, {r}, "approve")] if status.roles else status.roles
+    waiting = _waiting(status, approving if status.gated else status.roles, may_approve, excluded)
     grant_note = f"An approval may also approve later calls of {name} in this session." if status.grantable else None
     escalated = None
     if status.escalated and status.roles:
@@ -64,14 +66,16 @@ def _or(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def _waiting(status: ApprovalStatus, may_approve: list[str] | None, excluded: list[str]) -> str:
+def _waiting(
+    status: ApprovalStatus, roles: list[str] | None, may_approve: list[str] | None, excluded: list[str]
+) -> str:
     left = max(status.required - len(status.approved_by), 0)
     more = "1 more approval" if left == 1 else f"{left} more approvals"
     if status.required == 1:
         more = "an approval" if status.gated else "an answer"
     who = ""
-    if status.roles:
-        who = f" from {_or(status.roles)}"
+    if roles:
+        who = f" from {_or(roles)}"
         if may_approve:
             who += f" ({_or(may_approve)})"
         elif may_approve == []:
