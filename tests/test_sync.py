@@ -129,6 +129,21 @@ def test_a_stream_read_in_part_finishes_on_the_loop(tmp_path: Path) -> None:
     assert chat.last_response() == response
 
 
+def test_a_sync_stream_has_the_async_streams_stream_and_abort(tmp_path: Path) -> None:
+    """``turn.stream`` is the chunks, and ``abort()`` stops listening while the turn goes on."""
+    ledger: list[str] = []
+    agent, _ = approvals_agent(
+        SqliteSessionStore(tmp_path / "s.db"), [[tool_call("pay", {"amount": 7})], "Paid 7 in full."], ledger=ledger
+    )
+    chat = agent.chat().sync
+    turn = chat.send_stream("Pay 7.")
+    assert turn.stream is turn
+    next(iter(turn.stream))
+    turn.abort()
+    assert list(turn) == []  # nothing more is heard
+    assert turn.response().text == "Paid 7 in full." and ledger == ["pay:7"]
+
+
 def test_the_stream_yields_the_async_streams_chunks(tmp_path: Path) -> None:
     agent, _ = approvals_agent(SqliteSessionStore(tmp_path / "s.db"), STEPS)
     chat = agent.chat().sync

@@ -171,3 +171,12 @@ class SyncTurnStream:
             return await self._stream.response
 
         return _PORTAL.run(wait())
+
+    @property
+    def stream(self) -> SyncTurnStream:
+        """The chunks (Genkit's ``turn.stream``): iterating this object is the same."""
+        return self
+
+    def abort(self) -> None:
+        """Stop listening: the chunks end here, and the turn goes on (``TurnStream.abort``)."""
+        _PORTAL.run(self._stream.abort())
