@@ -4,6 +4,7 @@ consumers that stop reading without corrupting the session."""
 import asyncio
 
 import pytest
+from pydantic import BaseModel
 
 from pausepoint import AgentFinishReason, Pausepoint, ToolRunContext
 from pausepoint.errors import ModelError
@@ -240,3 +241,44 @@ async def test_genkits_chunk_text_loop_reads_every_kind_of_chunk():
     response = await turn.response
     assert {"tool_request", "tool_result", "text"} <= kinds
     assert text == response.text == "Oslo is sunny today."
+
+
+async def test_a_call_paused_for_approval_streams_in_the_models_order_after_the_calls_before_it(store):
+    """A call the approval policy pauses is decided before any call runs, but its interrupt
+    chunk comes in its place: after the pauses of the calls asked before it, once those ended."""
+    ai = Pausepoint()
+    events: list[str] = []
+
+    class Question(BaseModel):
+        q: str
+
+    ask = ai.define_interrupt("ask", input_schema=Question)
+
+    @ai.tool()
+    async def slow() -> str:
+        """Takes a while."""
+        await asyncio.sleep(0.05)
+        events.append("slow ended")
+        return "slow done"
+
+    @ai.tool(requires_approval=True)
+    async def pay(amount: int) -> str:
+        """Pays, once approved."""
+        return f"paid {amount}"
+
+    model = ScriptedModel(
+        [[tool_call("ask", {"q": "why?"}), tool_call("slow"), tool_call("pay", {"amount": 5})], "done"]
+    )
+    agent = ai.define_agent(name="a", model=model, tools=[ask, slow, pay], store=store)
+    chat = agent.chat()
+    turn = chat.send_stream("go")
+    order = []
+    async for chunk in turn:
+        if chunk.kind == "interrupt":
+            order.append(chunk.interrupt.name)
+            events.append(f"{chunk.interrupt.name} streamed")
+    res = await turn.response
+    assert order == [p.name for p in res.interrupts] == ["ask", "pay"]
+    assert events.index("slow ended") < events.index("pay streamed")
+    resumed = chat.resume_stream(restart=[agent.approval(res.interrupts[1])])
+    assert [c.interrupt.name async for c in resumed if c.kind == "interrupt"] == []

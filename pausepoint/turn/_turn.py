@@ -147,6 +147,8 @@ class Turn:
         self._judged = agent.approvals.has_say
         # Whether the pending records hold results of a batch this call ran (written later).
         self._carry = False
+        # The interrupt chunks of the calls the gate paused, until the calls asked before them end.
+        self._held: dict[int, InterruptChunk] = {}
         if emit is not None:
             journal.on_message = self._on_message
 
@@ -187,13 +189,14 @@ class Turn:
                     self.emit(ToolRequestChunk(request_part.ref, request_part.name, request_part.input))
             if not requests:
                 return await self.end(_MODEL_FINISH[response.finish_reason])
-            jobs = await self.gate([CallJob(r, r.input, refusal=refused.get(r.ref)) for r in requests])
+            batch = [CallJob(r, r.input, refusal=refused.get(r.ref)) for r in requests]
+            jobs = await self.gate(batch)
             if any(self._must_not_repeat(j.request) for j in jobs) or self._decided():
                 # Record the calls before a tool that must not run twice starts: if this process
                 # dies mid-call, the session then knows the call may have run (see recover()).
                 # The policy's approvals are written before the calls they let run, too.
                 await self.journal.flush(agent.clock())
-            failed = await self.run_calls(jobs)
+            failed = await self.run_calls(jobs, batch)
             if failed is not None and agent.tool_errors == "fail":
                 return await self.end(AgentFinishReason.FAILED, error=failed)
             if self.state.open:
@@ -230,11 +233,12 @@ class Turn:
                     original_input=paused.input if edited else None,
                 )
             )
-        if jobs:
-            jobs = await self.gate(jobs)
+        batch, failed = jobs, None
+        if batch:
+            jobs = await self.gate(batch)
             if self._decided():
                 await self.journal.flush(self.agent.clock())
-        failed = await self.run_calls(jobs) if jobs else None
+            failed = await self.run_calls(jobs, batch)
         if failed is not None and self.agent.tool_errors == "fail":
             return await self.end(AgentFinishReason.FAILED, error=failed)
         return await self.proceed()
@@ -363,36 +367,54 @@ class Turn:
                 )
             else:
                 signal = Interrupt({"reason": verdict.reason}, ttl=verdict.ttl)
-                self._add(self._record(Paused(job, verdict.input, signal), verdict.request))
+                record = self._record(Paused(job, verdict.input, signal), verdict.request)
+                self.journal.add(record)
+                if self.emit is not None and isinstance(record, CallPaused):  # streams in its place (run_calls)
+                    self._held[id(job)] = InterruptChunk(pending_interrupt(record), record.call_ref)
         return kept
 
     def _decided(self) -> bool:
         """Whether the policy approved a call whose decision is not written yet."""
         return any(isinstance(r, CallDecided) for r in self.journal.pending)
 
-    async def run_calls(self, jobs: list[CallJob]) -> str | None:
-        """Run calls. Each outcome's record is made when its call ends (a pause's span is then
-        its call's child) and added once the calls asked before it have theirs, so a batch's
-        pauses and results are in the order the model asked for the calls on every surface
-        (stream, response, history, REST), however the calls' timing falls; a pause streams
-        once the calls before it have ended. Returns the error of the first call, in that
-        order, that failed, if any. (A batch cut short by cancellation records nothing: the
-        session's state, not durable yet, is dropped.)"""
-        position = {id(job): index for index, job in enumerate(jobs)}
-        made: list[Record | None] = [None] * len(jobs)
+    async def run_calls(self, jobs: list[CallJob], batch: list[CallJob] | None = None) -> str | None:
+        """Run calls ``jobs`` of ``batch`` (the calls the model asked for, in its order; the
+        others the gate decided). Each outcome's record is made when its call ends (a pause's
+        span is then its call's child) and added once the calls asked before it have theirs,
+        so a batch's pauses and results are in the order the model asked for the calls on
+        every surface (stream, response, history, REST), however the calls' timing falls; a
+        pause streams once the calls before it have ended, the gate's too. Returns the error of
+        the first call, in that order, that failed, if any. (A batch cut short by cancellation
+        records nothing: the session's state, not durable yet, is dropped.)"""
+        batch = jobs if batch is None else batch
+        position = {id(job): index for index, job in enumerate(batch)}
+        running = {id(job) for job in jobs}
+        # The gate's calls are recorded already: each stands in its place for what it streams.
+        made: list[Record | CallJob | None] = [None if id(job) in running else job for job in batch]
         errors: dict[int, str] = {}
         added = 0
 
-        def on_outcome(outcome: Outcome) -> None:
+        def add_ended() -> None:
             nonlocal added
+            while added < len(made) and (ended := made[added]) is not None:
+                if isinstance(ended, CallJob):
+                    held = self._held.pop(id(ended), None)
+                    if held is not None and self.emit is not None:
+                        self.emit(held)
+                else:
+                    self._add(ended)
+                added += 1
+
+        def on_outcome(outcome: Outcome) -> None:
             index = position[id(outcome.job)]
             made[index] = self._record(outcome)
             if isinstance(outcome, Completed) and outcome.error is not None:
                 errors[index] = f"tool {outcome.job.request.name!r} failed: {outcome.output.get('error')}"
-            while added < len(made) and (record := made[added]) is not None:
-                self._add(record)
-                added += 1
+            add_ended()
 
+        add_ended()  # the gate's calls asked before any that runs
+        if not jobs:
+            return None
         await dispatch(
             jobs,
             self.agent.tools,
