@@ -13,7 +13,9 @@ picks the class from ``pausepoint.errors``.
 Retries. Reads are retried on connection failures. A resume (or approve) always carries an idempotency key
 (``idempotency_key=`` or a fresh one), so it is retried on connection failures, timeouts and
 "still in progress" replies: the server returns the first outcome instead of answering twice.
-A send has no key, so it is retried only when the connection failed before the request went out.
+A send has no key, so it is retried only when the connection failed before the request went out;
+a new chat names its session before its first send, so a send that failed leaves a chat that can
+read the session (``last_response()``) to learn whether the server took it.
 A server that cannot be reached (connection refused, a host name that does not resolve, a
 connection that broke) raises ``ServerUnreachable`` once the retries are spent, and one that does
 not answer within ``timeout`` seconds ``ServerTimeout`` (both from ``pausepoint.errors``, chained
