@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -40,6 +39,7 @@ from pydantic_core import to_jsonable_python
 
 from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
+from .content._jsondata import NotJsonData, json_data
 from .content._messages import MediaPart, Message, Part, TextPart
 from .session._grants import Grant, GrantInfo
 from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
@@ -237,48 +237,33 @@ def _encoded(body: BaseModel) -> bytes:
     try:
         return json.dumps(data, default=to_jsonable_python, separators=(",", ":"), allow_nan=False).encode("ascii")
     except ValueError:  # NaN or an infinity, which JSON cannot carry: refused here as the server would
-        raise _not_finite(body, json.loads(json.dumps(data, default=to_jsonable_python))) from None
+        raise _not_finite(body, data) from None
 
 
-def _not_finite(body: BaseModel, data: Any) -> core_errors.PausepointError:
-    """The typed error a local ``Chat`` raises for a NaN or an infinity in ``body`` (``data``
-    is its JSON form, with the number in it): ``InvalidMessage`` in a message, else
-    ``InvalidAnswer``, with the value's ``path`` (and, in an answer, its ``ref``)."""
-    at = _first_not_finite(data, ())
-    details: dict[str, Any] = {"rule": "finite_number", "limit": None}
-    if isinstance(body, SendBody):  # a path in the message, as a local Chat names it
-        inner = at[1:] if at[:1] == ("message",) else at
-        path = "$" + ("" if isinstance(data.get("message"), dict) else ".parts") + _path_of(inner)
-        return core_errors.InvalidMessage(
-            f"the message cannot be recorded: {path}: not a JSON number (NaN and Infinity are not JSON)",
-            path=path,
-            **details,
-        )
-    if len(at) > 1 and at[0] in ("respond", "restart"):
-        details = {"ref": data[at[0]][at[1]].get("ref"), **details}
-    path = "$" + _path_of(at)
-    return core_errors.InvalidAnswer(
-        f"the resume cannot be recorded: {path}: not a JSON number (NaN and Infinity are not JSON)",
-        path=path,
-        **details,
-    )
-
-
-def _first_not_finite(value: Any, at: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Where the first NaN or infinity in JSON data ``value`` is (``()`` when there is none)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return at
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _first_not_finite(item, (*at, key))
-        if found:
-            return found
-    return ()
-
-
-def _path_of(at: Sequence[Any]) -> str:
-    """``("respond", 0, "output")`` as ``.respond[0].output``."""
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at)
+def _not_finite(body: BaseModel, data: dict[str, Any]) -> core_errors.PausepointError:
+    """The typed error a local ``Chat`` raises for the NaN or infinity in ``body`` (``data``, its
+    dump), found by the check a session makes (``json_data``): ``InvalidMessage`` naming its
+    path in the message, else ``InvalidAnswer`` naming its path in the resume (and its answer's
+    ``ref``)."""
+    if isinstance(body, SendBody):
+        try:
+            json_data(data["message"])
+        except NotJsonData as exc:
+            exc.root = "$.parts"  # a message's parts, as a local Chat names them
+            return core_errors.InvalidMessage(f"the message cannot be recorded: {exc}", **exc.details())
+    for kind in ("respond", "restart"):
+        for index, answer in enumerate(data.get(kind) or ()):
+            try:
+                json_data(answer)
+            except NotJsonData as exc:
+                exc.root = f"$.{kind}[{index}]"
+                ref = {"ref": answer["ref"]} if isinstance(answer.get("ref"), str) else {}
+                return core_errors.InvalidAnswer(f"the resume cannot be recorded: {exc}", **ref, **exc.details())
+    try:
+        json_data(data)
+    except NotJsonData as exc:
+        return core_errors.InvalidAnswer(f"the resume cannot be recorded: {exc}", **exc.details())
+    return core_errors.InvalidRequest("the request holds a value JSON cannot carry")
 
 
 class RemoteChat:

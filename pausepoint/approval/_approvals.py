@@ -27,8 +27,8 @@ from ._approve import approval_by_ref, approval_for
 from ._context import Answer, AnswerContext
 from ._expiry import escalations_due, expiry_claims
 from ._gate import Verdict, judge, request_for_pause
-from ._policy import ANY, ApprovalPolicy
-from ._view import approval_view
+from ._policy import ApprovalPolicy
+from ._view import approval_view, handed_on_note
 
 __all__ = ["Approvals"]
 
@@ -93,15 +93,7 @@ class Approvals:
     def handed_on_note(self, interrupt: PendingInterrupt) -> str | None:
         """What happens to ``interrupt`` if nobody decides it in time, when the approval policy
         hands it on to other approvers then (None: the expiry policy answers it)."""
-        status = interrupt.approval
-        if status is None or not status.gated:
-            return None
-        steps = self.policy.escalation.get(interrupt.name, self.policy.escalation.get(ANY, ()))
-        if status.escalated >= len(steps):
-            return None
-        roles = sorted(steps[status.escalated].to)
-        named = roles[0] if len(roles) == 1 else ", ".join(roles[:-1]) + " or " + roles[-1]
-        return f"It is handed to {named} if nobody decides it in time."
+        return handed_on_note(interrupt, self.policy)
 
     def view(self, interrupt: PendingInterrupt) -> ApprovalView:
         """How the approval of ``interrupt`` reads to the people deciding it."""

@@ -286,12 +286,9 @@ class ApprovalPolicy:
                         )
                     continue
                 deciding = self.roles_deciding(tool.name)
-                holders = self._holders(deciding)
-                if holders is None or deciding is None:
-                    continue
                 # Only a role that may approve counts toward a quorum (one that may only deny does not).
-                eligible = [p for p in holders if self.allows(tool.name, self.roles_of(p) & deciding, "approve")]
-                if len(eligible) < required:
+                eligible = self.eligible(None if deciding is None else sorted(deciding), tool.name, "approve")
+                if eligible is not None and len(eligible) < required:
                     raise DefinitionError(
                         f"agent {agent!r}: {tool.name!r} needs {required} approvals, but only "
                         f"{len(eligible)} member(s) hold a role that may approve it"
@@ -366,7 +363,7 @@ class ApprovalPolicy:
         required = self._setting(self.quorum, name) or 1 if gated else 1
         if required > 1 and "edit" in decisions:
             decisions.remove("edit")  # approvals are of one input: an edit would void the others'
-        steps = self._setting(self.escalation, name) or () if gated else ()
+        steps = self.escalation_for(name) if gated else ()
         return ApprovalRequest(
             required=required,
             roles=None if roles is None else sorted(roles),
@@ -385,6 +382,12 @@ class ApprovalPolicy:
         return found
 
     # -- when someone answers -----------------------------------------------------------------------
+
+    def escalation_for(self, tool: str) -> tuple[Escalation, ...]:
+        """The steps a pause of ``tool`` the policy gates is handed on by, in order (none: its
+        expiry policy answers it when nobody decides it in time)."""
+        steps: tuple[Escalation, ...] = self._setting(self.escalation, tool) or ()
+        return steps
 
     def roles_deciding(self, tool: str) -> set[str] | None:
         """The roles whose members decide ``tool``'s pauses (None: no role names it)."""

@@ -13,7 +13,7 @@ from ..tools._display import ApprovalView, field_words
 from ..tools._tool import Tool
 from ._policy import ApprovalPolicy
 
-__all__ = ["approval_view"]
+__all__ = ["approval_view", "handed_on_note"]
 
 
 def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Mapping[str, Tool]) -> ApprovalView:
@@ -29,9 +29,10 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
     may_approve = _without(policy.eligible(status.roles, name, "approve"), excluded)
     may_deny = policy.eligible(status.roles, name, "deny")
     progress = status.progress
-    # Those it waits for: the roles that may approve it (a role that may only deny gives none).
-    approving = [r for r in status.roles if policy.allows(name, {r}, "approve")] if status.roles else status.roles
-    waiting = _waiting(status, approving if status.gated else status.roles, may_approve, excluded)
+    waiting_on = status.roles
+    if status.gated and waiting_on:  # an approval is waited for from the roles that may give one
+        waiting_on = [r for r in waiting_on if policy.allows(name, {r}, "approve")]
+    waiting = _waiting(status, waiting_on, may_approve, excluded)
     grant_note = f"An approval may also approve later calls of {name} in this session." if status.grantable else None
     escalated = None
     if status.escalated and status.roles:
@@ -55,6 +56,18 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
         rule=status.rule,
         escalated=escalated,
     )
+
+
+def handed_on_note(interrupt: PendingInterrupt, policy: ApprovalPolicy) -> str | None:
+    """What happens to ``interrupt`` if nobody decides it in time, when ``policy`` hands it on
+    to other approvers then (None: the expiry policy answers it)."""
+    status = interrupt.approval
+    if status is None or not status.gated:
+        return None
+    steps = policy.escalation_for(interrupt.name)
+    if status.escalated >= len(steps):
+        return None
+    return f"It is handed to {_or(sorted(steps[status.escalated].to))} if nobody decides it in time."
 
 
 def _without(names: list[str] | None, excluded: list[str]) -> list[str] | None:

@@ -192,6 +192,18 @@ async def test_text_with_unicode_line_separators_streams_whole_to_every_client(s
         data = [line[5:] async for line in reply.aiter_lines() if line.startswith("data:")]
     assert data and all(json.loads(line) for line in data)
     assert json.loads(data[-1])["interrupts"][0]["input"] == {"command": f"rm {ODD_LINE_ENDS}"}
+    # The Genkit wire's stream is written the same way.
+    wire = {"data": {"message": {"role": "user", "content": [{"text": f"Run: rm {ODD_LINE_ENDS}"}]}}}
+    async with http.stream(
+        "POST",
+        served.shell + "/agents/shellAgent",
+        json=wire,
+        headers={"Authorization": "Bearer alice-token", "Accept": "text/event-stream"},
+    ) as reply:
+        data = [line[5:] async for line in reply.aiter_lines() if line.startswith("data:")]
+    assert data and all(json.loads(line) for line in data)
+    [request] = [p for p in json.loads(data[-1])["result"]["message"]["content"] if "toolRequest" in p]
+    assert request["toolRequest"]["input"] == {"command": f"rm {ODD_LINE_ENDS}"}
     # ...and the client gets the text back as it was sent, in the chunks and the reply.
     async with Client(served.shell, token="alice-token") as client:
         chat = client.agent("shellAgent").chat()
