@@ -3,7 +3,8 @@
 //
 // It opens with focus on "Back", so Enter there goes back. On a high-risk pause the yes must be
 // held down — the mouse button, or Space or Enter held on it — for HOLD_MS: a click, a key
-// press or any run of keys decides nothing (the hint says to hold). A key that is not Tab,
+// press or any run of keys decides nothing (the hint says to hold). The hold ends with its key
+// coming up anywhere, another key going down, or the button, window or tab losing focus. A key that is not Tab,
 // Shift, Enter, Space or Escape closes the step with nothing decided (the card handles that).
 
 import { h } from "./dom.js";
@@ -36,23 +37,31 @@ export class Confirmation {
     this.question = null;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.timer = undefined;
+    /** @type {string | null} the key that holds the yes down (null: the mouse button) */
+    this.holdKey = null;
+    // A hold ends when its key comes up anywhere, when another key goes down, and when the
+    // button, the window or the tab loses focus: only a press held on the button decides.
+    this.onKeyUp = (/** @type {KeyboardEvent} */ e) => {
+      if (e.key === this.holdKey) this.release();
+    };
+    this.onKeyDown = (/** @type {KeyboardEvent} */ e) => {
+      if (!(e.repeat && e.key === this.holdKey)) this.release();
+    };
+    this.onLost = () => this.release();
     this.wire();
   }
 
   wire() {
     const yes = this.yes;
     yes.addEventListener("pointerdown", (e) => {
-      if (e.button === 0 && this.held()) this.press();
+      if (e.button === 0 && this.held()) this.press(null);
     });
     for (const name of ["pointerup", "pointerleave", "pointercancel"]) yes.addEventListener(name, () => this.release());
     yes.addEventListener("keydown", (e) => {
       if ((e.key === "Enter" || e.key === " ") && this.held()) {
         e.preventDefault(); // no click from the key: only the hold decides
-        if (!e.repeat) this.press();
+        if (!e.repeat) this.press(e.key);
       }
-    });
-    yes.addEventListener("keyup", (e) => {
-      if (e.key === "Enter" || e.key === " ") this.release();
     });
     yes.addEventListener("click", () => {
       if (!this.question) return;
@@ -89,15 +98,33 @@ export class Confirmation {
     this.el.hidden = true;
   }
 
-  press() {
+  /** Start a hold: by the key ``key`` held on the button, or (null) the mouse button. @param {string | null} key */
+  press(key) {
+    this.stopWatching();
     clearTimeout(this.timer);
+    this.holdKey = key;
     this.yes.dataset.holding = "true";
     this.fill.style.transitionDuration = `${HOLD_MS}ms`;
     this.timer = setTimeout(() => this.done(), HOLD_MS);
+    document.addEventListener("keyup", this.onKeyUp, true);
+    document.addEventListener("keydown", this.onKeyDown, true);
+    document.addEventListener("visibilitychange", this.onLost);
+    window.addEventListener("blur", this.onLost);
+    this.yes.addEventListener("blur", this.onLost);
+  }
+
+  stopWatching() {
+    document.removeEventListener("keyup", this.onKeyUp, true);
+    document.removeEventListener("keydown", this.onKeyDown, true);
+    document.removeEventListener("visibilitychange", this.onLost);
+    window.removeEventListener("blur", this.onLost);
+    this.yes.removeEventListener("blur", this.onLost);
+    this.holdKey = null;
   }
 
   release() {
     if (this.timer === undefined) return;
+    this.stopWatching();
     clearTimeout(this.timer);
     this.timer = undefined;
     this.yes.dataset.holding = "false";
@@ -110,6 +137,7 @@ export class Confirmation {
   }
 
   done() {
+    this.stopWatching();
     this.timer = undefined;
     this.yes.dataset.holding = "false";
     const question = this.question;

@@ -46,6 +46,21 @@ def test_two_keys_no_longer_approve_money(served: Served, browser, shots: Shots)
     assert served.ledger == [] and audit(served, "bank", "bankingAgent", session_of(page)) == []
     shots(page, "held-confirmation")
 
+    # A hold ends when its key comes up elsewhere, another key goes down, or the button loses
+    # focus: Enter down, Tab, Enter up (a run of keys, found by a probe) decides nothing.
+    for run in (["Tab"], ["Shift"], []):
+        yes.focus()
+        page.keyboard.down("Enter")
+        for key in run:
+            page.keyboard.press(key)
+        if not run:
+            page.evaluate("document.activeElement.blur()")
+        page.keyboard.up("Enter")
+        page.wait_for_timeout(1200)  # past the hold's 900 ms
+        expect(confirm).to_be_visible()
+        assert served.ledger == [] and audit(served, "bank", "bankingAgent", session_of(page)) == []
+    yes.focus()
+
     page.keyboard.down("Enter")  # held: the deliberate act, from the keyboard
     page.wait_for_timeout(1400)
     page.keyboard.up("Enter")
