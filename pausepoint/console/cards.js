@@ -55,6 +55,7 @@ export class InterruptCard {
     const view = this.view;
     this.effects = effectsOf(pause, view, tool);
     this.mayApprove = false;
+    this.mayDeny = true;
     /** @type {Record<string, boolean>} which single-key shortcuts this card takes now */
     this.shortcuts = {};
 
@@ -160,6 +161,9 @@ export class InterruptCard {
     const outsider = !!(shown && principal && Array.isArray(shown.may_approve) && !shown.may_approve.includes(principal)
       && !shown.approved_by.includes(principal));
     this.mayApprove = !!approval && !excluded && !outsider;
+    // Who may deny is the policy's too (an approver without the role may not: the server says 403).
+    this.mayDeny = !(shown && principal && Array.isArray(shown.may_deny) && !shown.may_deny.includes(principal));
+    const stillDeny = this.mayDeny ? " (you may still deny)." : ".";
     this.el.dataset.state = counted ? "counted" : "open";
     this.renderApproval(shown, false);
     this.badge.className = "badge badge-wait";
@@ -168,11 +172,11 @@ export class InterruptCard {
       : excluded || outsider ? `Waiting for ${shown && shown.roles && shown.roles.length ? shown.roles.join(" or ") : "someone else"}`
       : "Waiting for you";
     if (!this.ctx.canAnswer) this.effectLine.textContent = "You may see this pause, but not answer it.";
-    else if (counted) this.effectLine.textContent = "Your approval is counted: the others decide now (you may still deny).";
+    else if (counted) this.effectLine.textContent = `Your approval is counted: the others decide now${stillDeny}`;
     else if (excluded || outsider) {
       this.effectLine.textContent = shown && shown.requested_by === principal
-        ? "You asked for this call: someone else approves it (you may still deny)."
-        : "Someone else approves this call (you may still deny).";
+        ? `You asked for this call: someone else approves it${stillDeny}`
+        : `Someone else approves this call${stillDeny}`;
     } else if (this.effects.approve) {
       this.effectLine.replaceChildren(h("strong", { text: "If you approve: " }), this.effects.approve);
     } else this.effectLine.textContent = this.effects.respond;
@@ -189,10 +193,10 @@ export class InterruptCard {
       canRespond ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…") : null,
       this.editForm && this.mayApprove
         ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null,
-      h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…"),
+      this.mayDeny ? h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…") : null,
     ];
     this.actionsRow.replaceChildren(...buttons.filter((b) => b !== null));
-    this.shortcuts = { a: this.mayApprove, r: canRespond, e: !!(this.editForm && this.mayApprove), d: true };
+    this.shortcuts = { a: this.mayApprove, r: canRespond, e: !!(this.editForm && this.mayApprove), d: this.mayDeny };
     const keys = [["a", "approve"], ["r", "respond"], ["e", "edit"], ["d", "deny"]].filter(([key]) => this.shortcuts[key]);
     this.keysHint.replaceChildren("Selected · ", ...keys.flatMap(([key, word]) => [h("kbd", { text: key }), ` ${word} · `]),
       h("kbd", { text: "Esc" }), " close");

@@ -130,10 +130,15 @@ def test_approve_for_this_session_grants_later_calls_and_the_requester_may_not_a
     expect(own.locator(".approval-waiting")).to_have_text(
         "Waiting for an approval from treasury (alice, bob or carol); not from dave, who asked for it."
     )
-    expect(own.locator(".card-effect")).to_have_text(
-        "You asked for this call: someone else approves it (you may still deny)."
-    )
+    # dave holds no treasury role: the policy lets him neither approve nor deny, and the card
+    # offers neither (a probe found Deny offered, then refused with 403).
+    expect(own.locator(".card-effect")).to_have_text("You asked for this call: someone else approves it.")
     expect(own.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    expect(own.get_by_role("button", name="Deny…")).to_have_count(0)
+    ref = paused["interrupts"][0]["ref"]
+    url = f"{bank.url}/grants/v1/agents/bank/sessions/{paused['session_id']}/interrupts/{ref}/deny"
+    refused = httpx.post(url, json={"reason": "no"}, headers={"Authorization": "Bearer dave-token"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "approval_forbidden", refused.text
     shots(dave, "requester")
 
     alice = browser.new_page()
