@@ -237,6 +237,13 @@ async def test_a_create_only_chat_never_continues_a_session_it_did_not_create(st
     outcomes = await asyncio.gather(*racers, return_exceptions=True)
     assert sorted(type(o).__name__ for o in outcomes) == ["AgentResponse", "SessionNotFound"]
     assert [m.text for m in await agent.chat("taken").history()] == ["hi", "first"]
+    # Two first sends of one caller (a double click, a retry): the loser is told to send again,
+    # not that its own session does not exist (found by a probe, through two server processes).
+    twins = [Chat(agent, "twins", "carol", new=True).send("mine") for _ in range(2)]
+    outcomes = await asyncio.gather(*twins, return_exceptions=True)
+    assert sorted(type(o).__name__ for o in outcomes) == ["AgentResponse", "ConcurrentUpdate"]
+    [lost] = [o for o in outcomes if isinstance(o, Exception)]
+    assert lost.code == "concurrent_update" and "send again" in str(lost)
 
 
 async def test_the_tool_requests_of_one_model_turn_run_concurrently(store):

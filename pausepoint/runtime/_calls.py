@@ -29,6 +29,7 @@ from ..errors import (
     InvalidMessage,
     InvalidSessionId,
     NothingToResume,
+    PausepointError,
     PendingInterrupts,
     ResumeInProgress,
     SessionNotFound,
@@ -91,7 +92,8 @@ class SessionCalls:
 
     ``new=True`` is for servers that let a caller name a new session: the first call creates it
     and never continues an existing one — if the id is taken (even meanwhile), it raises
-    ``SessionNotFound``, as for a session the caller cannot see.
+    ``SessionNotFound``, as for a session the caller cannot see (``ConcurrentUpdate`` when another
+    call of the same principal just made it: ``_taken``).
     """
 
     def __init__(
@@ -358,7 +360,7 @@ class SessionCalls:
                 # A new session: nothing to read. If the id was taken meanwhile, the
                 # conditional append at version 0 fails.
                 if self._create_only and await self.agent.store.get_summary(self.session_id) is not None:
-                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
+                    raise await self._taken()
                 state = SessionState(self.session_id)
             elif creating:
                 try:
@@ -375,11 +377,26 @@ class SessionCalls:
                 if cached is not None and cached.version != cached.durable_version:
                     sessions.forget(self.session_id)
                 if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
-                    # The id was taken meanwhile: to this caller it is a session it cannot see.
-                    raise SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id) from None
+                    raise await self._taken() from None
                 raise
             self._is_new = self._create_only = False
             return result
+
+    async def _taken(self) -> PausepointError:
+        """The error for a new session whose id was taken meanwhile: to this caller it is a
+        session it cannot see — unless another request of the same caller created it (two
+        first sends at once, a retry): then it is theirs, and sending again continues it."""
+        found = await self.agent.store.get_summary(self.session_id)
+        if (
+            found is not None
+            and self.principal is not None
+            and (found.agent, found.owner, found.tenant) == (self.agent.name, self.principal, self.tenant)
+        ):
+            return ConcurrentUpdate(
+                f"session {self.session_id!r} was just created by another request of yours: send again to continue it",
+                session_id=self.session_id,
+            )
+        return SessionNotFound(f"no session {self.session_id!r}", session_id=self.session_id)
 
     async def read_state(self) -> SessionState:
         """The session as recorded. Never waits for a call running on it in this process: then

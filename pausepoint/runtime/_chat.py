@@ -31,7 +31,8 @@ class Chat:
 
     ``Chat(agent, session_id, principal, new=True)`` is for servers that let a caller name a
     new session: the first call creates it and never continues an existing one — if the id is
-    taken (even meanwhile), it raises ``SessionNotFound``, as for a session the caller cannot see.
+    taken (even meanwhile), it raises ``SessionNotFound``, as for a session the caller cannot see
+    (``ConcurrentUpdate`` when another call of the same principal just made it: send again).
     ``tenant`` is the tenant a session this chat creates belongs to (None: none).
     """
 

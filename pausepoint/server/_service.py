@@ -126,7 +126,8 @@ class Service:
         """Where a message to ``session_id`` goes: the session's summary if ``principal`` may
         converse in it (``conversable``: 404 / 403 otherwise), or None when no session has that
         id yet — the caller names a new one (``Chat(..., new=True)`` checks the id and creates it;
-        an id taken meanwhile is the same 404 as a session the caller may not see)."""
+        an id taken meanwhile is the same 404 as a session the caller may not see, but for one
+        another request of the same caller made: 409 ``concurrent_update``, send again)."""
         if not _storable(session_id):  # no session can have it, nor be made with it: say why
             check_session_id(session_id)
         elif await agent.store.get_summary(session_id) is None:
