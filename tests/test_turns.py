@@ -159,11 +159,29 @@ async def test_model_failure_leaves_the_session_as_before_the_turn(store):
     chat = agent.chat()
     await chat.send("one")
     before = await version(store, chat.session_id)
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError) as raised:
         await chat.send("two")
+    assert raised.value.response is None  # nothing of the turn was recorded: nothing to end
     assert await version(store, chat.session_id) == before
     assert [m.text for m in await chat.history()] == ["one", "first"]
     assert (await chat.send("three")).text == "second"
+
+
+async def test_a_model_failure_after_a_tool_ran_keeps_its_result_and_ends_the_turn_failed(store):
+    """The tool ran, so its result stays; the turn those records belong to then ends ``failed``
+    on every surface (a failure before anything was recorded ends nothing: see above)."""
+    agent, _ = approvals_agent(store, ["first", [tool_call("lookup", {"key": "a"})], ModelError("down"), "again"])
+    chat = agent.chat()
+    await chat.send("one")
+    with pytest.raises(ModelError) as raised:
+        await chat.send("two")
+    failed = raised.value.response
+    assert failed is not None and failed.finish_reason == AgentFinishReason.FAILED
+    assert failed.error == "ModelError: down"
+    assert [m.role for m in await chat.history()] == ["user", "model", "user", "model", "tool"]
+    last = await chat.last_response()
+    assert (last.finish_reason, last.error) == (AgentFinishReason.FAILED, "ModelError: down")
+    assert (await chat.send("three")).text == "again"
 
 
 async def test_a_model_that_raises_an_exception_of_its_own_fails_typed_as_a_model_error(store):

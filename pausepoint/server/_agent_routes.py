@@ -104,6 +104,7 @@ async def turn(request: Request) -> Response:
         reply=lambda r: {"result": genkit.output_json(r)},
         chunk=genkit.ChunkTranslator().translate,
         frame=_frame,
+        failed_as_result=True,
     )
 
 

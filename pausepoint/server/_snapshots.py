@@ -3,8 +3,9 @@
 A snapshot id is ``<session_id>.<version>``. The version is that of a ``TurnEnded`` record
 (the turn end a reply reported), or of a ``TurnStarted`` record (a detached turn: its id is
 issued when it starts, reads ``pending`` while it runs, and names its end afterwards). Sessions
-do not branch: only the newest turn can be read or continued; an older id is ``StaleSnapshot``,
-an id never issued ``NotFound``.
+do not branch: only the newest turn can be read or continued — or continued from the last turn
+that finished, when only failed or aborted turns came after it, as a Genkit client does after a
+failure; an older id is ``StaleSnapshot``, an id never issued ``NotFound``.
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ def _newest(
         raise NotFound(f"no snapshot {name!r}", snapshot_id=name)
     if to_continue and busy:
         raise TurnInProgress(f"a detached turn is running in session {state.session_id!r}", snapshot_id=name)
+    if to_continue and running is None and state.ended_unfinished_since(end_version):
+        # Only failed or aborted turns since: a Genkit client continues from the last turn that
+        # finished (the reference rolls the failed ones back). Their records stay: the session
+        # goes on from where it is, with the tool results they kept.
+        return detached, False
     latest = latest_snapshot(state, now, abandon_after)
     raise StaleSnapshot(
         f"snapshot {name!r} is not the latest of its session ({latest.id!r}): continue from the latest "

@@ -44,6 +44,9 @@ __all__ = [
     "SessionState",
 ]
 
+# The finish reasons of a turn that did not finish: a Genkit client continues from the turn before.
+_UNFINISHED = frozenset({"failed", "aborted"})
+
 # What the audit trail lists: every answer, approval, policy decision, grant, escalation, message.
 AuditRecord = CallAnswered | MessageAdded | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated
 
@@ -413,6 +416,15 @@ class SessionState:
         if index < len(self.end_versions) and self.end_versions[index] == version:
             return self.end_reasons[index]
         return None
+
+    def ended_unfinished_since(self, version: int) -> bool:
+        """Whether every turn that ended after the turn end at ``version`` ended ``failed`` or
+        ``aborted`` (and at least one did): ``version`` is then the latest turn that finished."""
+        index = bisect_left(self.end_versions, version)
+        if index >= len(self.end_versions) or self.end_versions[index] != version:
+            return False
+        later = self.end_reasons[index + 1 :]
+        return bool(later) and all(reason in _UNFINISHED for reason in later)
 
     def still(self, now: datetime, after: timedelta) -> bool:
         """Whether nothing was recorded in the session for ``after`` (``Agent.abandon_after``):

@@ -147,6 +147,8 @@ class Turn:
         self._judged = agent.approvals.has_say
         # Whether the pending records hold results of a batch this call ran (written later).
         self._carry = False
+        # How many records the store held when this call began: more, and the call has recorded some.
+        self._recorded_from = journal.state.durable_version
         # The interrupt chunks of the calls the gate paused, until the calls asked before them end.
         self._held: dict[int, InterruptChunk] = {}
         if emit is not None:
@@ -177,8 +179,10 @@ class Turn:
                 )
             except _Aborted:
                 return await self.stop()
-            except BaseException:
+            except BaseException as exc:
                 await self._keep_results()
+                if isinstance(exc, ModelError) and self.turn_id is None:
+                    await self._failed_by(exc)
                 raise
             self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
@@ -214,6 +218,20 @@ class Turn:
             await self.journal.flush(self.agent.clock())
         except Exception:
             log.warning("could not record the tool results of session %s", self.state.session_id, exc_info=True)
+
+    async def _failed_by(self, error: ModelError) -> None:
+        """A model failure after this call recorded something (a batch's results, answers):
+        record the turn's end as ``failed``, so the turn those records belong to has ended on
+        every surface (the history, ``last_response()``, a Genkit snapshot of its own), and hand
+        its response to the caller on ``error.response``. A failure before anything was recorded
+        leaves the session as it was: nothing to end. Writing the end may fail too; the model's
+        error is still the one the caller gets."""
+        if self.journal.state.durable_version <= self._recorded_from:
+            return
+        try:
+            error.response = await self.end(AgentFinishReason.FAILED, error=f"{type(error).__name__}: {error}")
+        except Exception:
+            log.warning("could not record the failed end of session %s", self.state.session_id, exc_info=True)
 
     async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
         """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""

@@ -7,6 +7,8 @@ Its model, given the last message:
 - user "Run: <cmd>" → ``run_shell(cmd)`` (pauses unless restarted with ``tool_approved``);
 - user "Slow: <text>" → waits until cancelled (a model call to abort), noting it in ``events``;
 - user "Crash: <text>" → raises a ``RuntimeError`` of its own (a model function's bug);
+- user "Crash after: check balance of <account>" → ``get_balance``, then raises as above when given
+  its result;
 - user "[Check balance of A and] transfer $X to Y [and $Z to W]" → ``get_balance`` and one
   ``userApproval`` per transfer, in one message;
 - a tool message approving transfers → ``transfer_money`` for each; otherwise a summary text.
@@ -104,6 +106,8 @@ def build(store: SessionStore, events: LabEvents, *, abandon_after: timedelta = 
                 details = f"Transfer ${amount} to {account}"
                 parts.append(tool_call("userApproval", {"action": "transfer_money", "details": details}))
             return _reply(parts or [TextPart(f"You said: {text}")])
+        if request.messages[-3].role == "user" and request.messages[-3].text.startswith("Crash after"):
+            raise RuntimeError("lab model bug after a tool ran, internal detail")
         asked = {p.ref: p for p in request.messages[-2].tool_requests}
         transfers = []
         for response in last.tool_responses:

@@ -188,6 +188,40 @@ async def test_a_model_raising_an_exception_of_its_own_is_a_typed_model_error_on
         assert "RuntimeError" in error["message"] and "internal detail" not in error["message"], surface
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_model_failure_after_a_tool_ran_is_a_failed_turn_with_a_snapshot_of_its_own(served, http, streamed):
+    """As the reference answers a failed turn: 200, finish reason ``failed``, its snapshot. The
+    tool's result is kept (it ran once), so the turn has an end of its own: the snapshot before
+    it is never rewritten, and a Genkit client continues from that last finished turn."""
+    url = served.lab + "/agents/labAgent"
+    first = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
+    body = {"data": user("Crash after: check balance of A"), "init": {"snapshotId": first["snapshotId"]}}
+    if streamed:
+        found = await events(http, url, body)
+        assert found[-2] == {"message": {"turnEnd": {"snapshotId": found[-1]["result"]["snapshotId"],
+                                                     "finishReason": "failed"}}}  # fmt: skip
+        out = found[-1]["result"]
+    else:
+        reply = await http.post(url, json=body, headers=ALICE)
+        assert reply.status_code == 200, reply.text
+        out = reply.json()["result"]
+    assert out["finishReason"] == "failed" and out["snapshotId"] != first["snapshotId"]
+    assert "ModelError" in out["error"]["message"] and "internal detail" not in out["error"]["message"]
+    stale = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": first["snapshotId"]}}, headers=ALICE)
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "stale_snapshot"
+    latest = await http.post(url + "/getSnapshot", json={"data": {"sessionId": first["sessionId"]}}, headers=ALICE)
+    snap = latest.json()["result"]
+    assert (snap["snapshotId"], snap["status"]) == (out["snapshotId"], "failed")
+    assert [m["role"] for m in snap["state"]["messages"]] == ["user", "model", "user", "model", "tool"]
+    body = {"data": user("hello again"), "init": {"snapshotId": first["snapshotId"]}}
+    again = (await http.post(url, json=body, headers=ALICE)).json()["result"]
+    assert again["finishReason"] == "stop"
+    latest = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": again["snapshotId"]}}, headers=ALICE)
+    assert [m["role"] for m in latest.json()["result"]["state"]["messages"]][5:] == ["user", "model"]
+    assert latest.json()["result"]["parentId"] == out["snapshotId"]
+    assert served.events.lines.count("get_balance:A") == 1  # the tool ran once
+
+
 async def test_the_turn_after_a_detached_one_names_it_as_parent_by_the_id_it_was_issued(served, http):
     url = served.lab + "/agents/labAgent"
     detached = (await http.post(url, json={"data": {**user("hello"), "detach": True}}, headers=ALICE)).json()["result"]
