@@ -42,7 +42,7 @@ from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem,
 from .content._jsondata import NotJsonData, json_data
 from .content._messages import MediaPart, Message, Part, TextPart
 from .session._grants import Grant, GrantInfo
-from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
+from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart, answers_given
 from .session._json import AUDIT, GRANTS, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from .session._response import AgentResponse
 from .stores import SessionSummary
@@ -309,8 +309,8 @@ class RemoteChat:
     async def resume(
         self,
         *,
-        respond: Sequence[ToolResponse] = (),
-        restart: Sequence[ToolRestart] = (),
+        respond: Sequence[ToolResponse] | None = (),
+        restart: Sequence[ToolRestart] | None = (),
         metadata: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> AgentResponse:
@@ -322,16 +322,18 @@ class RemoteChat:
     def resume_stream(
         self,
         *,
-        respond: Sequence[ToolResponse] = (),
-        restart: Sequence[ToolRestart] = (),
+        respond: Sequence[ToolResponse] | None = (),
+        restart: Sequence[ToolRestart] | None = (),
         metadata: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> TurnStream:
         """``resume``, streamed."""
         try:
+            responses = answers_given(respond, ToolResponse, "respond", "interrupt.respond(...)")
+            restarts = answers_given(restart, ToolRestart, "restart", "interrupt.restart(...)")
             body = ResumeBody(
-                respond=[RespondItem.of(a) for a in respond],
-                restart=[RestartItem.of(a) for a in restart],
+                respond=[RespondItem.of(a) for a in responses],
+                restart=[RestartItem.of(a) for a in restarts],
                 metadata=metadata,
             )
         except ValidationError as exc:

@@ -196,10 +196,26 @@ async def test_one_bad_answer_refuses_the_whole_resume(store):
 
 
 async def test_wrong_answer_types_are_rejected(store):
-    _, chat, res = await paused_chat(store)
-    with pytest.raises(TypeError):
-        await chat.resume(respond=[{"ref": res.interrupts[0].ref}])  # type: ignore[list-item]
-    assert isinstance(res.interrupts[0].restart(), ToolRestart)
+    ledger: list[str] = []
+    _, chat, res = await paused_chat(store, ledger)
+    before = await version(store, chat.session_id)
+    pause = res.interrupts[0]
+    for respond, said in (
+        ([{"ref": pause.ref}], "respond= takes ToolResponse answers"),
+        (pause.respond({"approved": True}), r"respond= takes a list of ToolResponse answers: \[interrupt.respond"),
+        ("approve", "respond= takes a list of ToolResponse answers"),
+    ):
+        with pytest.raises(TypeError, match=said):
+            await chat.resume(respond=respond)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"restart= takes a list of ToolRestart answers: \[interrupt.restart"):
+        await chat.resume(restart=pause.restart())  # type: ignore[arg-type]
+    assert await version(store, chat.session_id) == before and ledger == ["lookup:a"]  # nothing more ran
+    # None is no answers, as Genkit's resume(respond=None, restart=[...]) says (found by a probe)
+    with pytest.raises(NothingToResume):
+        await chat.resume(respond=None, restart=None)
+    done = await chat.resume(respond=[pause.respond({"approved": True})], restart=None)
+    assert done.text == "paid" and ledger == ["lookup:a", "pay:5"]
+    assert isinstance(pause.restart(), ToolRestart)
 
 
 async def test_answers_and_metadata_that_are_not_json_are_refused(store):

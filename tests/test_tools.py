@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+from datetime import timedelta
 from typing import Annotated, Any
 
 import pytest
@@ -13,6 +14,10 @@ from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
 
 from .helpers import late_and_early_pauses
+
+
+class Question(BaseModel):
+    question: str
 
 
 class Transfer(BaseModel):
@@ -74,8 +79,19 @@ def test_bad_definitions_are_refused():
         ai.define_agent(name="a", model=ScriptedModel([]), tools=[print])  # type: ignore[list-item]
     with pytest.raises(ModelNotFound):
         ai.define_agent(name="b", model="nowhere/model")
-    with pytest.raises(DefinitionError):
-        ai.define_agent(name="c", model=ScriptedModel([]), max_turns=0)
+    for bad in (0, -1, 1.5, "3", True):
+        with pytest.raises(DefinitionError, match="max_turns must be a whole number"):
+            ai.define_agent(name="c", model=ScriptedModel([]), max_turns=bad)  # type: ignore[arg-type]
+    # None is Genkit's default: the default limit (found by a probe porting Genkit code).
+    assert ai.define_agent(name="c", model=ScriptedModel([]), max_turns=None).max_turns == 10
+    for name in ("", None):
+        with pytest.raises(DefinitionError, match="an agent needs a name"):
+            ai.define_agent(name=name, model=ScriptedModel([]))  # type: ignore[arg-type]
+    for ttl in (-5, 0, timedelta(0), "60"):
+        with pytest.raises(DefinitionError, match="ttl must be a positive"):
+            ai.define_interrupt("ask", input_schema=Question, ttl=ttl)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="ttl must be a positive"):
+            Interrupt(ttl=ttl)  # type: ignore[arg-type]
 
 
 async def test_sync_tools_run_off_the_event_loop_and_get_context():

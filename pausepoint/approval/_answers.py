@@ -21,7 +21,7 @@ from ..errors import (
     InvalidAnswer,
 )
 from ..session._grants import Grant
-from ..session._interrupts import ToolResponse, ToolRestart
+from ..session._interrupts import ToolResponse, ToolRestart, answers_given
 from ..session._records import ApprovalPaused, Record
 from ..session._state import SessionState
 from ..tools._tool import Tool, jsonable
@@ -34,25 +34,22 @@ __all__ = ["check_answers", "prepare_answers", "request_hash"]
 
 
 def prepare_answers(
-    respond: Sequence[ToolResponse],
-    restart: Sequence[ToolRestart],
+    respond: Sequence[ToolResponse] | None,
+    restart: Sequence[ToolRestart] | None,
     metadata: Any,
     limits: JsonLimits,
     **strings: str | None,
 ) -> tuple[list[Answer], dict[str, Any] | None]:
     """The answers and the resume's metadata with every value in JSON normal form.
 
-    Raises ``TypeError`` for an answer that is not a ``ToolResponse`` / ``ToolRestart``, and
+    Raises ``TypeError`` for answers that are not a list of ``ToolResponse`` / ``ToolRestart``
+    (None is none), and
     ``InvalidAnswer`` (details: ``path``, ``rule``, ``limit``) for a ref or name that is not a
     string, a decision that does not exist, or a value a session cannot keep — including the
     ``strings`` given (principal, via, idempotency key). Nothing is recorded either way.
     """
-    for given in respond:
-        if not isinstance(given, ToolResponse):
-            raise TypeError(f"respond= takes ToolResponse answers (interrupt.respond(...)), not {given!r}")
-    for again in restart:
-        if not isinstance(again, ToolRestart):
-            raise TypeError(f"restart= takes ToolRestart answers (interrupt.restart(...)), not {again!r}")
+    respond = answers_given(respond, ToolResponse, "respond", "interrupt.respond(...)")
+    restart = answers_given(restart, ToolRestart, "restart", "interrupt.restart(...)")
     answers: list[Answer] = []
     ref: Any = None
     at: tuple[Any, ...] = ()  # where the value being checked is; made a path only for an error

@@ -61,7 +61,7 @@ class Agent:
         system: str | None = None,
         description: str | None = None,
         config: dict[str, Any] | None = None,
-        max_turns: int = 10,
+        max_turns: int | None = 10,
         tool_errors: Literal["model", "fail"] = "model",
         allow_changed_tools: bool = False,
         on_expiry: ExpiryPolicy = deny_on_expiry,
@@ -75,8 +75,12 @@ class Agent:
         approval: ApprovalPolicy | None = None,
         known_tools: set[str] | None = None,
     ) -> None:
-        if max_turns < 1:
-            raise DefinitionError(f"agent {name!r}: max_turns must be at least 1")
+        if not isinstance(name, str) or not name:
+            raise DefinitionError(f"an agent needs a name (a non-empty string), not {name!r}")
+        if max_turns is None:  # as in Genkit: the default limit
+            max_turns = 10
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise DefinitionError(f"agent {name!r}: max_turns must be a whole number of at least 1, not {max_turns!r}")
         if tool_errors not in ("model", "fail"):
             raise DefinitionError(f"agent {name!r}: tool_errors must be 'model' or 'fail'")
         self.name = name

@@ -175,6 +175,10 @@ class Pausepoint:
                 f"in, validated on every call), not {given}; a JSON schema dict is not taken"
             )
         signal_ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+        if signal_ttl is not None and (not isinstance(signal_ttl, timedelta) or signal_ttl <= timedelta(0)):
+            raise DefinitionError(
+                f"interrupt {name!r}: ttl must be a positive timedelta or number of seconds, not {ttl!r}"
+            )
 
         async def pause(_input: BaseModel) -> None:
             raise Interrupt(ttl=signal_ttl)
@@ -315,7 +319,7 @@ class Pausepoint:
         description: str | None = None,
         store: SessionStore | None = None,
         config: dict[str, Any] | None = None,
-        max_turns: int = 10,
+        max_turns: int | None = 10,
         tool_errors: Literal["model", "fail"] = "model",
         allow_changed_tools: bool = False,
         on_expiry: ExpiryPolicy = deny_on_expiry,
@@ -330,6 +334,7 @@ class Pausepoint:
 
         ``system`` is the system prompt: it goes to the model only. ``description`` says what
         the agent does, for people and clients (the REST API and the console show it).
+        ``max_turns`` bounds the model calls of one turn (None: the default, 10, as in Genkit).
         ``tool_errors="model"`` hands a tool's exception to the model as its result;
         ``"fail"`` ends the turn with ``AgentFinishReason.FAILED``. ``allow_changed_tools``
         accepts answers to pauses whose tool definition changed since. ``on_expiry`` maps an

@@ -177,8 +177,8 @@ class SessionCalls:
 
     async def resume_turn(
         self,
-        respond: Sequence[ToolResponse],
-        restart: Sequence[ToolRestart],
+        respond: Sequence[ToolResponse] | None,
+        restart: Sequence[ToolRestart] | None,
         metadata: dict[str, Any] | None,
         key: str | None,
         principal: str | None,

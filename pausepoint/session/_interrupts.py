@@ -19,14 +19,15 @@ it. A call may pause more than once (a restarted tool can pause again); each pau
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ..content._messages import Message
 from ._grants import Grant
 
-__all__ = ["ApprovalStatus", "AuditEntry", "PendingInterrupt", "ToolResponse", "ToolRestart"]
+__all__ = ["ApprovalStatus", "AuditEntry", "PendingInterrupt", "ToolResponse", "ToolRestart", "answers_given"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,27 @@ class ToolRestart:
     pause_id: str | None = None
     #: later calls this approval approves too (see ``Grant``)
     grant: Grant | None = None
+
+
+A = TypeVar("A", ToolResponse, ToolRestart)
+
+
+def answers_given(given: Sequence[A] | None, kind: type[A], keyword: str, build: str) -> list[A]:
+    """The answers a resume's ``respond=`` / ``restart=`` (``keyword``) gives: a list of ``kind``,
+    or None for none (as Genkit's ``resume(respond=None)``). Raises ``TypeError`` naming what
+    to give instead (``build``: how one is made) for anything else — one answer not in a list
+    included."""
+    if given is None:
+        return []
+    if isinstance(given, kind):
+        raise TypeError(f"{keyword}= takes a list of {kind.__name__} answers: [{build}], not one answer alone")
+    if isinstance(given, str | bytes | dict) or not isinstance(given, Sequence | set | frozenset):
+        raise TypeError(f"{keyword}= takes a list of {kind.__name__} answers ([{build}]), not {given!r}")
+    answers = list(given)
+    for answer in answers:
+        if not isinstance(answer, kind):
+            raise TypeError(f"{keyword}= takes {kind.__name__} answers ({build}), not {answer!r}")
+    return answers
 
 
 @dataclass(frozen=True, slots=True)

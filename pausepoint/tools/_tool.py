@@ -52,6 +52,8 @@ class Interrupt(Exception):
         super().__init__("tool call paused")
         self.metadata: dict[str, Any] | None = metadata
         self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+        if self.ttl is not None and (not isinstance(self.ttl, timedelta) or self.ttl <= timedelta(0)):
+            raise ValueError(f"Interrupt ttl must be a positive timedelta or number of seconds, not {ttl!r}")
 
 
 class Resumed(Enum):
