@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool
 from pydantic.alias_generators import to_camel
 
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from ..errors import InvalidRequest
+from ..errors import InvalidMessage, InvalidRequest
 from ..runtime._launch import TurnStatus
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
@@ -173,13 +173,17 @@ def _user_part(part: _Part) -> Part:
         return TextPart(part.text)
     if part.media is not None and part.text is None:
         return MediaPart(part.media.url, part.media.content_type)
-    raise InvalidRequest("a user message may hold only text and media parts")
+    raise InvalidMessage("a user message may hold only text and media parts")
 
 
 def _respond(part: _Part) -> ToolResponse:
     if part.tool_response is None or not part.tool_response.ref:
         raise InvalidRequest("each resume.respond entry must be a toolResponse part with a ref")
     response = part.tool_response
+    if response.content:  # kept nowhere: refused rather than dropped (what is taken can be read back)
+        raise InvalidRequest(
+            "toolResponse.content (a multipart tool output) is not supported: give the answer as 'output'"
+        )
     metadata = {k: v for k, v in (part.metadata or {}).items() if k != "interrupt"} or None
     return ToolResponse(response.ref or "", response.name, response.output, metadata)
 

@@ -81,6 +81,13 @@ async def test_refusals_leave_the_session_unchanged(served, http):
         ("genkit message beside a resume", genkit, ALICE,
          {"data": {"message": {"role": "user", "content": [{"text": "x"}]}, "resume": {"respond": []}},
           "init": {"sessionId": session_id}}, 400, "invalid_request"),
+        ("genkit toolResponse content, kept nowhere", genkit, ALICE,
+         {"data": {"resume": {"respond": [{"toolResponse": {"ref": ref, "name": name, "output": {"approved": True},
+                                                            "content": [{"text": "extra"}]}}]}},
+          "init": {"sessionId": session_id}}, 400, "invalid_request"),
+        ("genkit user message with a tool request", genkit, ALICE,
+         {"data": {"message": {"role": "user", "content": [{"toolRequest": {"name": name, "ref": ref}}]}},
+          "init": {"sessionId": session_id}}, 422, "invalid_message"),
         ("genkit unknown snapshot", genkit, ALICE, {"data": {"message": {"role": "user", "content": [{"text": "x"}]}},
          "init": {"snapshotId": session_id + ".999"}}, 404, "not_found"),
     ]  # fmt: skip
