@@ -30,6 +30,7 @@ from pausepoint.errors import (
     DefinitionError,
     GrantNotFound,
     InputEditNotAllowed,
+    InterruptExpired,
     InvalidAnswer,
     InvalidGrant,
     PausepointError,
@@ -719,7 +720,7 @@ async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_th
     await agent.settle_expired()
     [handed] = await chat.interrupts()
     assert (handed.pause_id, handed.approval.roles, handed.approval.escalated) == (pause.pause_id, ["leads"], 1)
-    assert handed.expires_at == clock.now + timedelta(hours=1)
+    assert handed.expires_at == pause.expires_at + timedelta(hours=1)  # from when it ran out
     assert agent.view(handed).approval.escalated == "Handed to leads: nobody decided it in time."
     assert agent.view(handed).on_expiry.startswith("It is denied automatically")  # the last step: the policy
     with pytest.raises(ApprovalForbidden):
@@ -771,8 +772,30 @@ async def test_an_escalating_pause_past_its_time_is_handed_on_by_the_next_answer
         await chat.send("anything else?")
     [handed] = await chat.interrupts()
     assert (handed.approval.roles, handed.approval.escalated) == (["leads"], 1)
-    assert handed.expires_at == clock.now + timedelta(hours=1)
+    # its step's hour runs from when the pause ran out, not from whenever someone came by
+    assert handed.expires_at == pause.expires_at + timedelta(hours=1) < clock.now + timedelta(hours=1)
     assert agent.view(handed).approval.may_approve == ["erin"]
+
+
+async def test_a_pause_nobody_looked_at_past_all_its_steps_has_expired_when_someone_does(store):
+    """No sweep, and nobody came by while the steps ran out (found by a probe: an approval
+    three times the pause's whole life late ran the call): the next answer finds it expired."""
+    clock = Clock()
+    policy = treasury(
+        ttl={"transfer_money": timedelta(minutes=10)},
+        escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
+    )
+    agent, _, ledger = build(store, policy, clock=clock)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    clock.advance(timedelta(minutes=10) + timedelta(hours=1, seconds=1))
+    with pytest.raises(InterruptExpired):
+        await chat.approve(pause.ref, principal="erin")
+    assert ledger == [] and [e.decision for e in await chat.audit_trail()] == ["message"]  # a refusal writes nothing
+    await chat.settle_expired()  # what the sweep, or the next send, records
+    trail = [(e.decision, e.escalated_to) for e in await chat.audit_trail() if e.decision != "message"]
+    assert trail == [("escalate", ["leads"]), ("expire", None)], trail
+    assert ledger == []
 
 
 # -- definitions -------------------------------------------------------------------------------------

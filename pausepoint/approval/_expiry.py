@@ -24,27 +24,37 @@ def escalates(pause: Pause) -> bool:
 
 def escalations_due(state: SessionState, now: datetime) -> list[PauseEscalated]:
     """Records handing every open pause whose time ran out, and which the approval policy
-    escalates, to the next step's roles (with their time-to-live, from ``now``). Any operation
-    that writes records them before it looks at the pauses, so nobody finds a pause stuck
-    between its old deciders and its new ones."""
+    escalates, to the next step's roles. Any operation that writes records them before it looks
+    at the pauses, so nobody finds a pause stuck between its old deciders and its new ones.
+
+    Each step's time-to-live runs from when the step before ran out, not from when this is
+    recorded: however late the sweep (or none: the next call on the session) comes, a pause
+    lives no longer than its steps add up to. A step whose time ran out too is recorded as well
+    (then the next, or the expiry policy, takes over)."""
     handed: list[PauseEscalated] = []
     for pause in state.expired(now):
         record = pause.record
         if not escalates(pause):
             continue
-        assert isinstance(record, ApprovalPaused)
-        step = record.approval.escalation[pause.level]
-        handed.append(
-            PauseEscalated(
-                ref=record.ref,
-                call_ref=record.call_ref,
-                name=record.name,
-                at=now,
-                to=list(step.to),
-                expires_at=now + timedelta(seconds=step.ttl_seconds),
-                level=pause.level + 1,
+        assert isinstance(record, ApprovalPaused) and pause.expires_at is not None
+        steps, level, ran_out = record.approval.escalation, pause.level, pause.expires_at
+        while level < len(steps):
+            step = steps[level]
+            level += 1
+            ran_out += timedelta(seconds=step.ttl_seconds)
+            handed.append(
+                PauseEscalated(
+                    ref=record.ref,
+                    call_ref=record.call_ref,
+                    name=record.name,
+                    at=now,
+                    to=list(step.to),
+                    expires_at=ran_out,
+                    level=level,
+                )
             )
-        )
+            if ran_out > now:
+                break
     return handed
 
 

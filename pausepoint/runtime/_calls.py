@@ -466,15 +466,13 @@ class SessionCalls:
             now = self.agent.clock()
             if state.running_turn is not None and not state.lost(now, self.agent.abandon_after):
                 return None
-            claims: list[Record] = [
-                *self.agent.approvals.escalations(state, now),
-                *self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits),
-            ]
-            if not claims:
+            handed = self.agent.approvals.escalations(state, now)
+            if not handed and not state.expired(now):
                 return None
             turn = self._turn(state, None, None)
             self._end_lost_turn(turn, now)
-            turn.journal.add(*claims)
+            turn.journal.add(*handed)  # folded now: a step whose time ran out too expires below
+            turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
             await turn.journal.flush(self.agent.clock(), durable=False)  # a claim (see Journal)
             return await turn.proceed()
 
