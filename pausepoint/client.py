@@ -60,7 +60,7 @@ _ERRORS: dict[str, type[core_errors.PausepointError]] = {
     for cls in (getattr(core_errors, name) for name in core_errors.__all__)
     if isinstance(cls, type) and issubclass(cls, core_errors.PausepointError)
 }
-_RETRY_CODES = {"resume_in_progress", "concurrent_update"}
+_RETRY_CODES = {"resume_in_progress", "concurrent_update", "shutting_down"}
 _STREAM = {"Accept": "text/event-stream"}
 
 

@@ -56,6 +56,7 @@ The tree::
     │   ├── PayloadTooLarge         a record exceeds the store's size limit
     │   └── SchemaVersionError      the database holds a schema this version cannot use
     ├── ServerError                 a server failed without saying why (500; details never sent)
+    ├── ShuttingDown                the server stopped before it could answer (503); the call may have ended
     ├── IdentityProviderUnavailable  the OpenID Connect provider cannot be reached to sign in (503)
     ├── ServerUnreachable           ``pausepoint.client`` could not reach the server, or lost it mid-reply
     │   └── ServerTimeout               the server did not answer in time
@@ -131,6 +132,7 @@ __all__ = [
     "ServerTimeout",
     "ServerUnreachable",
     "SessionNotFound",
+    "ShuttingDown",
     "SlackNotAllowed",
     "SlackSignatureError",
     "SlackTeamRefused",
@@ -431,6 +433,14 @@ class ClientStateRefused(UsageError):
 
 class ServerError(PausepointError):
     code = "internal"
+
+
+class ShuttingDown(PausepointError):
+    """The server was stopping and cut the request short before it could answer (past its
+    grace period). What the request started may have ended or not: read the session, or send
+    a resume again with the same idempotency key (it gets the outcome, or runs it)."""
+
+    code = "shutting_down"
 
 
 class IdentityProviderUnavailable(PausepointError):

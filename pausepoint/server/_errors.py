@@ -15,6 +15,7 @@ names nothing internal (the exception is logged).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -75,6 +76,7 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.PayloadTooLarge: (413, "RESOURCE_EXHAUSTED"),
     core.StoreError: (503, "UNAVAILABLE"),
     core.IdentityProviderUnavailable: (503, "UNAVAILABLE"),
+    core.ShuttingDown: (503, "UNAVAILABLE"),
     core.ModelRateLimited: (429, "RESOURCE_EXHAUSTED"),
     core.ModelTimeout: (504, "DEADLINE_EXCEEDED"),
     core.ModelUnavailable: (503, "UNAVAILABLE"),
@@ -180,6 +182,16 @@ def guarded(handler: Handler) -> Handler:
             # The client went away before its request was read: nothing was done, and nobody
             # reads this reply (it is no server error to log).
             return Response(status_code=400)
+        except asyncio.CancelledError:
+            # The server is stopping and its grace period ran out (uvicorn cancels what is left):
+            # say so in the API's shape rather than uvicorn's plain-text 500. A turn runs in a
+            # task of its own and is not cut short by this; it may still end before the process.
+            return error_response(
+                core.ShuttingDown(
+                    "the server stopped before it could answer: what the request started may have "
+                    "ended or not; read the session, or send a resume again with the same Idempotency-Key"
+                )
+            )
         except Exception as exc:
             return error_response(exc)
 

@@ -1,0 +1,95 @@
+"""A server stopping mid-request: ``pausepoint serve`` gets SIGTERM (systemd's stop, docs/deploy.md)
+while a tool runs longer than the 3 s grace period. The request is answered in the API's own
+shape — 503 ``shutting_down`` — not with the ASGI server's plain-text 500 (found by a probe)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.cli.conftest import ROOT, cli_env
+
+APP = """
+import asyncio
+from pathlib import Path
+from pausepoint import Pausepoint
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel, tool_call
+
+ai = Pausepoint()
+STARTED = Path({started!r})
+
+@ai.tool()
+async def slow_report(name: str) -> str:
+    \"\"\"Takes long.\"\"\"
+    STARTED.write_text(name)
+    await asyncio.sleep(30)
+    return "done"
+
+ai.define_agent(
+    name="reporter",
+    model=ScriptedModel([[tool_call("slow_report", {{"name": "q3"}})], "here it is"]),
+    tools=[slow_report],
+    store=SqliteSessionStore({db!r}),
+)
+"""
+
+
+def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp_path: Path):
+    started = tmp_path / "started"
+    (tmp_path / "slow_app.py").write_text(
+        textwrap.dedent(APP.format(started=str(started), db=str(tmp_path / "s.db")))
+    )
+    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pausepoint", "serve", "slow_app:ai", "--port", "0", "--token", "alice=s3cret"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        base = None
+        for line in proc.stdout:
+            found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
+            if found:
+                base = found[1]
+                break
+        assert base is not None, proc.stderr.read() if proc.stderr else ""
+        replies: list[httpx.Response] = []
+
+        def send() -> None:
+            replies.append(
+                httpx.post(
+                    f"{base}/v1/agents/reporter/sessions",
+                    json={"message": "the q3 report, please"},
+                    headers={"Authorization": "Bearer s3cret"},
+                    timeout=60,
+                )
+            )
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        sender.join(timeout=30)
+        [reply] = replies
+        assert reply.status_code == 503, reply.text
+        assert reply.headers["content-type"].startswith("application/json")
+        error = reply.json()["error"]
+        assert (error["code"], error["status"]) == ("shutting_down", "UNAVAILABLE")
+        assert "Idempotency-Key" in error["message"]
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
