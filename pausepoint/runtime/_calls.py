@@ -42,7 +42,6 @@ from ..session._records import (
     CallAnswered,
     GrantRevoked,
     MessageAdded,
-    Record,
     SessionStarted,
     TurnStarted,
     decode_record,
