@@ -272,6 +272,8 @@ class RemoteChat:
     def __init__(self, agent: RemoteAgent, session_id: str | None) -> None:
         self.agent = agent
         self.session_id = session_id
+        # A new chat (no id given): until its first send creates the session, it reads as empty.
+        self._fresh = session_id is None
 
     def __repr__(self) -> str:
         return f"<RemoteChat {self.agent.name} session={self.session_id}>"
@@ -407,17 +409,17 @@ class RemoteChat:
     # -- reads ----------------------------------------------------------------------------------
 
     async def interrupts(self) -> list[PendingInterrupt]:
-        body = await self.agent.client._call("GET", f"{self._path}/interrupts", retry="all")
-        return INTERRUPTS.validate_python(body["interrupts"])
+        body = await self._read("/interrupts")
+        return INTERRUPTS.validate_python(body["interrupts"]) if body else []
 
     async def audit_trail(self) -> list[AuditEntry]:
-        body = await self.agent.client._call("GET", f"{self._path}/audit", retry="all")
-        return AUDIT.validate_python(body["entries"])
+        body = await self._read("/audit")
+        return AUDIT.validate_python(body["entries"]) if body else []
 
     async def grants(self) -> list[GrantInfo]:
         """The grants given in this session (see ``Chat.grants``)."""
-        body = await self.agent.client._call("GET", f"{self._path}/grants", retry="all")
-        return GRANTS.validate_python(body["grants"])
+        body = await self._read("/grants")
+        return GRANTS.validate_python(body["grants"]) if body else []
 
     async def revoke_grant(self, grant_id: str, *, reason: str = "") -> GrantInfo:
         """Revoke a grant (see ``Chat.revoke_grant``; revoking it again changes nothing, so a
@@ -427,13 +429,26 @@ class RemoteChat:
         return GRANTS.validate_python([body["grant"]])[0]
 
     async def history(self) -> list[Message]:
-        body = await self.agent.client._call("GET", f"{self._path}/history", retry="all")
-        return MESSAGES.validate_python(body["messages"])
+        body = await self._read("/history")
+        return MESSAGES.validate_python(body["messages"]) if body else []
 
     async def last_response(self) -> AgentResponse | None:
-        body = await self.agent.client._call("GET", self._path, retry="all")
-        last = body["last_response"]
+        body = await self._read("")
+        last = body.get("last_response")
         return None if last is None else RESPONSE.validate_python(last)
+
+    async def _read(self, what: str) -> dict[str, Any]:
+        """``GET`` the session's ``what``; ``{}`` for a new chat whose first send has not made
+        its session yet (it reads as empty, as a local chat's does)."""
+        if self._fresh and self.session_id is None:
+            return {}
+        try:
+            body: dict[str, Any] = await self.agent.client._call("GET", self._path + what, retry="all")
+        except core_errors.SessionNotFound:
+            if self._fresh:
+                return {}
+            raise
+        return body
 
     def _start(self, run: Callable[[Emit], Any]) -> TurnStream:
         return TurnStream(run, self.agent.client._background)

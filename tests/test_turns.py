@@ -230,6 +230,12 @@ async def test_unknown_session_reads_are_refused_and_a_send_creates_it_under_the
     agent, _ = approvals_agent(store, ["created", "continued"])
     with pytest.raises(SessionNotFound):
         await agent.chat("missing").interrupts()
+    # A new chat (its id its own) reads as empty until its first send makes the session, as
+    # Genkit's chat.messages is [] (found by a probe: an inbox polling a new chat crashed).
+    fresh = agent.chat()
+    reads = (fresh.history(), fresh.interrupts(), fresh.audit_trail(), fresh.grants(), fresh.last_response())
+    assert [await read for read in reads] == [[], [], [], [], None]
+    assert await store.get_summary(fresh.session_id) is None  # reading made nothing
     with pytest.raises(SessionNotFound):
         await agent.chat("missing").resume(respond=[ToolResponse("r", "ask", {"approved": True})])
     assert (await agent.chat("my-conv-1", principal="alice").send("hi")).text == "created"

@@ -110,6 +110,8 @@ class SessionCalls:
         # the id was taken meanwhile). With a caller's id, the id must not exist yet (``new``).
         self._is_new = session_id is None or new
         self._create_only = new
+        # A chat that named its own session: until its first send creates it, it reads as empty.
+        self._minted = session_id is None
         # 128 random bits in hex: safe in URLs and on command lines (never starts with "-").
         self.session_id = session_id if session_id is not None else secrets.token_hex(16)
         self.principal = principal
@@ -399,12 +401,18 @@ class SessionCalls:
 
     async def read_state(self) -> SessionState:
         """The session as recorded. Never waits for a call running on it in this process: then
-        it reads the store afresh (a running call's records are not durable yet)."""
+        it reads the store afresh (a running call's records are not durable yet). A new chat's
+        session, before its first send made it, is empty (as Genkit's ``chat.messages``)."""
         lock = self.agent.sessions.lock(self.session_id)
-        if lock.locked():
-            return await self.peek_state()
-        async with lock:
-            return await self.agent.sessions.refresh(self.session_id)
+        try:
+            if lock.locked():
+                return await self.peek_state()
+            async with lock:
+                return await self.agent.sessions.refresh(self.session_id)
+        except SessionNotFound:
+            if self._minted:  # a new chat (``agent.chat()``) whose first send has not made it yet
+                return SessionState(self.session_id)
+            raise
 
     async def peek_state(self) -> SessionState:
         """The session as the store holds it, read afresh (no lock, no cache)."""

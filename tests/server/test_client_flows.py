@@ -117,6 +117,14 @@ async def test_client_errors_are_the_core_types(served):
             await chat.resume(respond=[ToolResponse("no-such-ref", "userApproval", {"approved": True})])
         with pytest.raises(SessionNotFound):
             await client.agent("bankingAgent").chat("no-such-session").interrupts()
+        # A new chat reads as empty until its first send makes the session, as a local one does
+        # — also after a first send the server refused (nothing was made).
+        fresh = client.agent("bankingAgent").chat()
+        for _ in range(2):
+            reads = (fresh.history(), fresh.interrupts(), fresh.audit_trail(), fresh.grants(), fresh.last_response())
+            assert [await read for read in reads] == [[], [], [], [], None]
+            with pytest.raises(InvalidMessage):
+                await fresh.send("hi \ud800")
     async with Client(served.bank, token="wrong") as client:
         with pytest.raises(Unauthenticated):
             await client.agent("bankingAgent").chat().send("hi")
