@@ -220,12 +220,10 @@ class Turn:
             log.warning("could not record the tool results of session %s", self.state.session_id, exc_info=True)
 
     async def _failed_by(self, error: ModelError) -> None:
-        """A model failure after this call recorded something (a batch's results, answers):
-        record the turn's end as ``failed``, so the turn those records belong to has ended on
-        every surface (the history, ``last_response()``, a Genkit snapshot of its own), and hand
-        its response to the caller on ``error.response``. A failure before anything was recorded
-        leaves the session as it was: nothing to end. Writing the end may fail too; the model's
-        error is still the one the caller gets."""
+        """A model failure after this call recorded something (results, answers): the turn
+        ends ``failed`` on every surface (history, ``last_response()``, a snapshot of its own),
+        its response on ``error.response``. Before anything was recorded there is nothing to
+        end. If writing the end fails, the caller still gets the model's error."""
         if self.journal.state.durable_version <= self._recorded_from:
             return
         try:
