@@ -10,7 +10,15 @@ import pytest
 from pydantic import BaseModel, Field
 
 from examples import banking, payments
-from pausepoint import AgentFinishReason, Interrupt, PauseDisplay, PauseField, Pausepoint, PendingInterrupt
+from pausepoint import (
+    AgentFinishReason,
+    Interrupt,
+    PauseDisplay,
+    PauseField,
+    Pausepoint,
+    PendingInterrupt,
+    ToolRunContext,
+)
 from pausepoint.errors import DefinitionError
 from pausepoint.testing import ScriptedModel, tool_call
 
@@ -197,3 +205,140 @@ def test_the_examples_declare_their_displays():
     )
     assert pay.title == "Pay €1,250.50 to ACME GmbH" and pay.risk == "high"
     assert [f.label for f in pay.fields] == ["Amount", "Payee", "IBAN", "Reference"]
+
+
+# -- nothing hidden: what a person reads is what the input says -----------------------------------
+
+
+class Payment(BaseModel):
+    amount: Decimal
+    currency: str = "USD"
+    payee: str
+    iban: str = Field("", title="IBAN")
+    details: dict[str, str] = Field(default_factory=dict)
+
+
+SPOOFED = {
+    "amount": "5",
+    "payee": "savings\u202e5$ tnuocca\u202c",  # reads "savingsaccount $5" where the override is obeyed
+    "iban": "DE89\u200b3704\u200d0044\u20600532\ufeff013000",  # reads as the plain IBAN
+    "details": {"for": "ACME GmbH\U000e0041\U000e007f"},  # tag characters: invisible altogether
+}
+
+
+async def test_invisible_and_reordering_characters_read_as_markers_and_the_tool_gets_its_input_as_sent():
+    ai = Pausepoint()
+    ran: list[Payment] = []
+
+    @ai.tool(display=PauseDisplay(title="Pay {amount} to {payee}", summary=lambda p: f"IBAN {p.iban}"))
+    async def pay(input: Payment, ctx: ToolRunContext) -> str:
+        """Pay once a person approved it."""
+        if not (ctx.resumed_metadata or {}).get("tool_approved"):
+            raise Interrupt()
+        ran.append(input)
+        return "paid"
+
+    agent = ai.define_agent(name="a", model=ScriptedModel([[tool_call("pay", SPOOFED)], "done"]), tools=[pay])
+    chat = agent.chat()
+    res = await chat.send("pay")
+    [pause] = res.interrupts
+    assert pause.input == {**SPOOFED, "currency": "USD"}  # the input, as the API shows it, is untouched
+    view = agent.view(pause)
+    assert view.title == "Pay $5.00 to savings⟨U+202E⟩5$ tnuocca⟨U+202C⟩"
+    assert view.summary == "IBAN DE89⟨U+200B⟩3704⟨U+200D⟩0044⟨U+2060⟩0532⟨U+FEFF⟩013000"  # a function's words too
+    assert {f.name: f.text for f in view.fields} == {
+        "amount": "$5.00",
+        "currency": "USD",
+        "payee": "savings⟨U+202E⟩5$ tnuocca⟨U+202C⟩",
+        "iban": "DE89⟨U+200B⟩3704⟨U+200D⟩0044⟨U+2060⟩0532⟨U+FEFF⟩013000",
+        "details": '{"for": "ACME GmbH⟨U+E0041⟩⟨U+E007F⟩"}',
+    }
+    await chat.resume(restart=[agent.approval(pause)])
+    assert [p.model_dump() for p in ran] == [{**SPOOFED, "amount": Decimal("5"), "currency": "USD"}]
+
+
+@pytest.mark.parametrize(
+    "char",
+    [
+        *"\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c",  # bidi
+        *"\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e",  # zero-width, word joiner, BOM, soft hyphen
+        "\U000e0001",
+        "\U000e0020",
+        "\U000e007f",  # tags
+        *"\x00\x07\x08\x1b\x0b\x0c\x1c\x1f\x7f\x80\x85\x9b\x9f",  # C0 and C1 controls
+        *"\u2028\u2029",  # line and paragraph separators
+    ],
+)
+def test_each_character_a_person_cannot_see_reads_as_its_code_point(char):
+    ai = Pausepoint()
+    display = PauseDisplay(title="Pay {amount} to {payee}")
+    tool = ai.define_interrupt(name="pay", description="d", input_schema=Payment, display=display)
+    view = tool.view({"amount": "1", "payee": f"ACME{char}GmbH"})
+    marker = f"⟨U+{ord(char):04X}⟩"
+    assert view.title == f"Pay $1.00 to ACME{marker}GmbH"
+    assert {f.name: f.text for f in view.fields}["payee"] == f"ACME{marker}GmbH"
+    # a key the model made up, when the input no longer validates: its label is marked too
+    other = tool.view({"amount": "1", f"pay{char}ee": "x"})
+    assert [f.label for f in other.fields][-1] == f"pay{marker}ee"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["دفع إلى شركة أكمي", "תשלום לאקמה", "支付给ACME公司", "Zürich, Ærø, e\u0301", "❤️ 👍🏽 🇩🇪", "नमस्ते", "€1,250.50"],
+)
+def test_ordinary_text_in_any_script_reads_unchanged(text):
+    ai = Pausepoint()
+    tool = ai.define_interrupt(name="pay", description="d", input_schema=Payment, display=PauseDisplay(title="{payee}"))
+    view = tool.view({"amount": "1", "payee": text})
+    assert view.title == text and {f.name: f.text for f in view.fields}["payee"] == text
+
+
+def test_line_breaks_tabs_and_padding_read_as_one_space_so_the_end_of_a_title_is_not_cut_off():
+    ai = Pausepoint()
+    display = PauseDisplay(title="Pay {amount} to {payee}", summary="{payee}")
+    tool = ai.define_interrupt(name="pay", description="d", input_schema=Payment, display=display)
+    padded = "savings" + " " * 3000 + "and also attacker DE00 9999"
+    view = tool.view({"amount": "700", "payee": padded})
+    assert view.title == "Pay $700.00 to savings and also attacker DE00 9999"
+    assert view.summary == "savings and also attacker DE00 9999"
+
+    spaced = "savings\t\t\n\r\n\u00a0\u2003\u3000and\nalso attacker"  # no fake second line in a terminal
+    assert {f.name: f.text for f in tool.view({"amount": "1", "payee": spaced}).fields}["payee"] == (
+        "savings and also attacker"
+    )
+
+    long = tool.view({"amount": "700", "payee": padded + " " + "x" * 400})
+    assert len(long.title) == 300 and long.title.endswith("…")  # a cut is still marked
+    assert "attacker DE00 9999 xxx" in long.title
+
+
+def test_a_cut_never_splits_a_marker():
+    ai = Pausepoint()
+    tool = ai.define_interrupt(name="pay", description="d", input_schema=Payment, display=PauseDisplay(title="{payee}"))
+    title = tool.view({"amount": "1", "payee": "x" * 295 + "\u202e" + "y" * 10}).title
+    assert title == "x" * 295 + "…"
+
+
+def test_money_keeps_every_digit_however_many():
+    ai = Pausepoint()
+    tool = ai.define_interrupt(
+        name="pay", description="d", input_schema=Payment, display=PauseDisplay(title="{amount}")
+    )
+
+    def shown(amount: str) -> str:
+        view = tool.view({"amount": amount, "payee": "x"})
+        assert view.title == view.fields[0].text
+        return view.title
+
+    assert shown("123456789012345678901234567890.55") == "$123,456,789,012,345,678,901,234,567,890.55"
+    assert shown("-0.123456789012345678901234567890123") == "-$0.123456789012345678901234567890123"
+    assert shown("1" * 45) == "$" + f"{int('1' * 45):,}" + ".00"
+    assert shown("1e999999999") == "$1E+999999999"  # exact, and not a gigabyte of zeros
+
+    class Ledger(BaseModel):
+        balance: Decimal
+
+    ledger = ai.define_interrupt(name="ledger", description="d", input_schema=Ledger)
+    assert ledger.view({"balance": "98765432109876543210987654321.123"}).fields[0].text == (
+        "98,765,432,109,876,543,210,987,654,321.123"
+    )

@@ -25,10 +25,14 @@ export function decisionLabel(entry) {
   switch (entry.decision) {
     case "message":
       return "Message";
-    case "restart":
-      if (entry.replace_input !== null && entry.replace_input !== undefined) return "Edited & approved";
+    case "restart": {
+      // a restart approves only when it carried the approval: without it the tool ran again
+      // (and may have paused again), edited or not
+      const approved = !!(entry.resumed_metadata && entry.resumed_metadata.tool_approved);
+      if (entry.replace_input !== null && entry.replace_input !== undefined) return approved ? "Edited & approved" : "Edited & run again";
       if (entry.required && entry.required > 1) return `Approved (${entry.approvals} of ${entry.required})`;
-      return entry.resumed_metadata && entry.resumed_metadata.tool_approved ? "Approved" : "Run again";
+      return approved ? "Approved" : "Run again";
+    }
     case "respond":
       if (entry.output && entry.output.approved === true) return "Approved";
       if (entry.output && entry.output.approved === false) return "Not approved";

@@ -9,6 +9,12 @@ descriptions, decimals and amounts written as money.
 
 Rendering never fails: a title, summary or risk function that raises is logged and replaced by
 the default (for risk: ``"high"``, so a broken function asks for more care, not less).
+
+A view shows what the input says, nothing hidden (``_visible``): a character that would change
+or hide text without being seen — a bidi override or isolate, a zero-width space or joiner, a
+BOM, a tag character, any other control, a line or paragraph separator — is written as a marker,
+``⟨U+202E⟩``; tabs, line breaks and runs of spaces read as one space, so padding cannot push
+what matters past the cut of a title or summary (300 characters, ending in "…").
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 import re
 import string
 import types
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -48,6 +55,15 @@ _MAX_TEXT = 300
 _DEFAULT_SUMMARY_FIELDS = 3
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
 _AMOUNT = re.compile(r"(^|_)amount($|_)|[a-z]Amount$", re.IGNORECASE)
+# Characters a person cannot see (or that reorder what they see): controls, format characters
+# (bidi, zero-width, tags), surrogates, line and paragraph separators.
+_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_BREAKS = frozenset("\t\n\r")
+_SPACES = re.compile(r"\s+")
+_MARKER = len("⟨U+10FFFF⟩")
+# A number longer than this written out is written as its digits and exponent ("1E+5000"): as
+# exact, and a hostile "1e999999999" does not become a gigabyte of zeros.
+_MAX_PLACES = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +215,8 @@ def render(
     every = [_field(model, name, texts[name]) for name in _ordered(model, values)]
     shown = every if display.fields is None else [f for name in display.fields for f in every if f.name == name]
     default_summary = " · ".join(f"{f.label}: {f.text}" for f in shown[:_DEFAULT_SUMMARY_FIELDS])
-    title = _written(display.title, validated, texts, tool_name, "title") or humanize(tool_name)
-    summary = _written(display.summary, validated, texts, tool_name, "summary") or default_summary
+    title = _visible(_written(display.title, validated, texts, tool_name, "title")).strip() or humanize(tool_name)
+    summary = _visible(_written(display.summary, validated, texts, tool_name, "summary")).strip() or default_summary
     return PauseView(
         title=_cap(title),
         summary=_cap(summary),
@@ -263,11 +279,17 @@ def _facts(model: type[BaseModel] | None, name: str) -> _Facts:
     worked out once per tool and field (input schemas do not change once defined)."""
     info = model.model_fields.get(name) if model is not None else None
     return _Facts(
-        label=(info.title if info is not None else None) or humanize(name),
+        label=(info.title if info is not None else None) or _label(name),
         description=info.description if info is not None else None,
         decimal=info is not None and _is_decimal(info.annotation),
         amount=_AMOUNT.search(name) is not None,
     )
+
+
+def _label(name: str) -> str:
+    """An input key in words; a key with a character a person cannot see (one the model made
+    up, outside the schema), as it is, marked: in words it would lose the character."""
+    return humanize(name) if name.isprintable() else _visible(name)
 
 
 def _is_decimal(annotation: Any) -> bool:
@@ -279,7 +301,12 @@ def _is_decimal(annotation: Any) -> bool:
 
 
 def _text(facts: _Facts, value: Any, values: dict[str, Any]) -> str:
-    """``value`` as a person reads it: money for amounts, Yes/No, lists joined, JSON otherwise."""
+    """``value`` as a person reads it: money for amounts, Yes/No, lists joined, JSON otherwise;
+    nothing in it unseen (``_visible``)."""
+    return _visible(_words(facts, value, values))
+
+
+def _words(facts: _Facts, value: Any, values: dict[str, Any]) -> str:
     if value is None or value == "":
         return "—"
     if isinstance(value, bool):
@@ -291,7 +318,7 @@ def _text(facts: _Facts, value: Any, values: dict[str, Any]) -> str:
     if facts.decimal and isinstance(value, str | int | float):
         number = _decimal(value)
         if number is not None:
-            return f"{number:,f}"
+            return f"{number:,f}" if _fits(number) else str(number)
     if isinstance(value, str):
         return value
     if isinstance(value, int | float):
@@ -317,13 +344,43 @@ def _money(value: Any, currency: Any) -> str | None:
         return None
     exponent = number.as_tuple().exponent
     places = max(2, -exponent) if isinstance(exponent, int) else 2
-    digits = f"{abs(number):,.{places}f}"
+    # copy_abs, not abs(): arithmetic would round to the context's 28 digits
+    digits = f"{number.copy_abs():,.{places}f}" if _fits(number) else str(number.copy_abs())
     sign = "-" if number < 0 else ""
     code = currency.upper() if isinstance(currency, str) and re.fullmatch(r"[A-Za-z]{3}", currency) else None
     if code is None:
         return sign + digits
     symbol = _SYMBOLS.get(code)
     return f"{sign}{symbol}{digits}" if symbol else f"{sign}{digits} {code}"
+
+
+def _fits(number: Decimal) -> bool:
+    """Whether ``number`` written out in full stays under ``_MAX_PLACES`` digits."""
+    exponent = number.as_tuple().exponent
+    return isinstance(exponent, int) and number.adjusted() < _MAX_PLACES and -exponent < _MAX_PLACES
+
+
+def _visible(text: str) -> str:
+    r"""``text`` with nothing a person cannot see: each control, format, surrogate, line or
+    paragraph separator character written as a marker (``"⟨U+202E⟩"``), tabs and line breaks
+    as spaces, and every run of spaces as one.
+
+    A bidi override would make ``"savings\u202e5$ tnuocca"`` read "savingsaccount $5", a
+    zero-width space inside an IBAN would make it look like another IBAN, tag characters
+    are invisible altogether: an approval card must show what it is asked about, so it marks
+    them, even where they are harmless — a zero-width joiner inside an emoji sequence
+    ("👩\u200d💻") reads as two emoji and a marker. Every other character, in any script, is
+    left as it is.
+    """
+    if not text.isprintable():
+        text = "".join(_unhidden(char) for char in text)
+    return _SPACES.sub(" ", text)
+
+
+def _unhidden(char: str) -> str:
+    if char in _BREAKS:
+        return " "
+    return f"⟨U+{ord(char):04X}⟩" if unicodedata.category(char) in _UNSEEN else char
 
 
 def _written(
@@ -367,7 +424,14 @@ def _risk(risk: Risk | Callable[[Any], Risk], validated: BaseModel | None, tool_
 
 
 def _cap(text: str) -> str:
-    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
+    """``text`` cut to ``_MAX_TEXT`` characters, the cut marked "…" (never inside a marker)."""
+    if len(text) <= _MAX_TEXT:
+        return text
+    cut = text[: _MAX_TEXT - 1]
+    opened = cut.rfind("⟨")
+    if opened > cut.rfind("⟩") and len(cut) - opened < _MARKER:
+        cut = cut[:opened]
+    return cut + "…"
 
 
 class _Texts(dict[str, str]):
