@@ -113,7 +113,7 @@ def _offer_text(offer: dict[str, Any], tools: Mapping[str, Tool]) -> str:
                 "min": f"{label} at least {shown}",
             }
             if op == "one_of" and isinstance(value, list):
-                words["one_of"] = f"{label} one of {', '.join(str(v) for v in value)}"
+                words["one_of"] = f"{label} one of {', '.join(field_words(model, field_name, v)[1] for v in value)}"
             parts.append(words.get(op, f"{label} {op} {shown}"))
     uses = offer.get("uses")
     count = (

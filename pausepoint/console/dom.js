@@ -36,6 +36,33 @@ export function jsonView(value, label) {
   return h("pre", { class: "json", tabindex: "0", "aria-label": label || "JSON" }, code);
 }
 
+// Characters a person cannot see, or that reorder what they see: controls, format characters
+// (bidi overrides and isolates, zero-width ones, tags), lone surrogates, line and paragraph
+// separators. The server's views write them as markers; so does every text the console builds
+// from an input or an answer itself (``visible``), and its JSON shows them escaped.
+const UNSEEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+
+/** @param {string} char */
+function codePoint(char) {
+  return (char.codePointAt(0) || 0).toString(16).toUpperCase().padStart(4, "0");
+}
+
+/**
+ * ``text`` as a person may read it, nothing hidden: each character they could not see written
+ * as a marker ("⟨U+202E⟩"), tabs and line breaks as spaces, every run of spaces as one — as the
+ * server writes a pause's view.
+ * @param {any} text
+ */
+export function visible(text) {
+  return String(text).replace(/[\t\n\r]/g, " ").replace(UNSEEN, (c) => `⟨U+${codePoint(c)}⟩`).replace(/\s+/g, " ");
+}
+
+/** A string as JSON, with what a person cannot see escaped (``\u202e``) rather than obeyed. @param {string} text */
+function jsonString(text) {
+  return JSON.stringify(text).replace(UNSEEN, (c) =>
+    Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""));
+}
+
 /** @param {string} cls @param {string} text */
 function span(cls, text) {
   return h("span", { class: cls, text });
@@ -46,7 +73,7 @@ function write(into, value, depth) {
   const pad = "  ".repeat(depth + 1);
   const end = "  ".repeat(depth);
   if (value === null || value === undefined) into.append(span("j-null", "null"));
-  else if (typeof value === "string") into.append(span("j-str", JSON.stringify(value)));
+  else if (typeof value === "string") into.append(span("j-str", jsonString(value)));
   else if (typeof value === "number") into.append(span("j-num", String(value)));
   else if (typeof value === "boolean") into.append(span("j-bool", String(value)));
   else if (Array.isArray(value)) {
@@ -63,7 +90,7 @@ function write(into, value, depth) {
     if (!keys.length) return into.append(span("j-punc", "{}"));
     into.append(span("j-punc", "{"), "\n");
     keys.forEach((key, i) => {
-      into.append(pad, span("j-key", JSON.stringify(key)), span("j-punc", ": "));
+      into.append(pad, span("j-key", jsonString(key)), span("j-punc", ": "));
       write(into, value[key], depth + 1);
       into.append(i < keys.length - 1 ? span("j-punc", ",") : "", "\n");
     });
@@ -145,12 +172,12 @@ export function shortId(id) {
 export function plainText(value) {
   if (value === null || value === undefined) return "—";
   if (typeof value === "boolean") return value ? "Yes" : "No";
-  if (typeof value === "string") return value;
+  if (typeof value === "string") return visible(value);
   if (typeof value === "number") return String(value);
   if (Array.isArray(value)) return value.map(plainText).join(", ");
   return Object.entries(value)
     .filter(([, v]) => v !== "" && v !== null && v !== undefined)
-    .map(([k, v]) => `${humanize(k)}: ${plainText(v)}`)
+    .map(([k, v]) => `${visible(humanize(k))}: ${plainText(v)}`)
     .join(" · ");
 }
 

@@ -8,7 +8,7 @@
 // "totalAmount"). An amount that carries no currency takes the one the card's title writes beside
 // the same number ("Transfer $700.00 to savings"); with none anywhere, it says so.
 
-import { humanize } from "./dom.js";
+import { humanize, visible } from "./dom.js";
 
 const AMOUNT = /(^|_)amount($|_)|[a-z]Amount$/i;
 const RECIPIENT = /^(payee|recipient|beneficiary|creditor|to|to_account|toAccount|destination)$/i;
@@ -120,7 +120,7 @@ export function moneyOfInput(input, view) {
   if (!amount) return null;
   if (!code) amount = amountText(amount, view).text;
   const ibanKey = Object.keys(input).find((k) => IBAN.test(k) && k !== recipientKey);
-  return { amount, recipient: String(input[recipientKey]), iban: ibanKey ? String(input[ibanKey]) : null };
+  return { amount, recipient: visible(input[recipientKey]), iban: ibanKey ? visible(input[ibanKey]) : null };
 }
 
 /**
@@ -141,7 +141,7 @@ function moneyOfOffer(offer, view) {
   // as the card's title writes that amount ("$700"), else as money ("700.00")
   const same = writtenMoney(view).find((m) => m.value === number(values[amountKey]));
   const amount = same ? same.text : amountText(formatMoney(values[amountKey], values.currency), view).text;
-  return { amount, recipient: String(values[recipientKey]), iban: null };
+  return { amount, recipient: visible(values[recipientKey]), iban: null };
 }
 
 /** A tool's name as people read it ("transfer_money" → "Transfer money"). @param {string} name */

@@ -2,7 +2,7 @@
 // The sidebar lists (inbox, recent sessions) and the audit trail.
 
 import { decisionComment, decisionDetail, decisionLabel, decisionTone, decisionWho, editedFields } from "./decisions.js";
-import { countdown, h, humanize, jsonView, localTime, relativeTime, shortId, timeEl } from "./dom.js";
+import { countdown, h, humanize, jsonView, localTime, relativeTime, shortId, timeEl, visible } from "./dom.js";
 
 /**
  * The recent sessions: items [{agent, session}]; current: "agent/session_id" or null. A session's
@@ -50,7 +50,7 @@ function grantView(entry) {
   const scope = entry.scope || {};
   const bounds = Object.entries(scope.bounds || {}).map(([field, conditions]) => {
     const said = Object.entries(/** @type {Record<string, any>} */ (conditions)).map(([op, value]) => {
-      const shown = Array.isArray(value) ? value.join(" or ") : String(value);
+      const shown = visible(Array.isArray(value) ? value.join(" or ") : String(value));
       return op === "equals" ? shown : op === "max" ? `at most ${shown}` : op === "min" ? `at least ${shown}` : `${op} ${shown}`;
     });
     return `${humanize(field)}: ${said.join(", ")}`;

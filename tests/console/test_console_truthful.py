@@ -36,3 +36,32 @@ def test_an_edited_restart_reads_as_approved_only_when_it_carried_the_approval(s
     # newest first: the approved edit, then the edit that only ran the tool again
     expect(page.locator(ANSWERS + " .badge")).to_have_text(["Edited & approved", "Edited & run again"])
     shots(page, "edited-restarts")
+
+
+def test_what_the_console_writes_itself_marks_what_a_person_cannot_see(served: Served, browser):
+    """The server's views mark bidi, zero-width and other unseen characters (``⟨U+202E⟩``); the
+    sentences the console builds from an input or an answer itself — an edited payment's "will be
+    sent to", an answer in words, a grant's bounds — do too, and its JSON shows them escaped."""
+    page = browser.new_page()
+    open_console(page, served)
+    base = page.url.split("#")[0]
+    seen = page.evaluate(
+        """async (base) => {
+            const dom = await import(base + "dom.js");
+            const effects = await import(base + "effects.js");
+            const edited = effects.moneyOfInput(
+                {amount: "5", currency: "USD", payee: "savings\\u202e5$ tnuocca\\u202c", iban: "DE89\\u200b3704"},
+                {fields: [], title: ""});
+            return {
+                edited,
+                words: dom.plainText({"pay\\u200bee": "a\\u2028b", note: "x\\t\\ty"}),
+                json: dom.jsonView({payee: "savings\\u202e5$", "k\\u2066": 1}).textContent,
+            };
+        }""",
+        base,
+    )
+    assert seen["edited"] == {"amount": "$5.00", "recipient": "savings⟨U+202E⟩5$ tnuocca⟨U+202C⟩",
+                              "iban": "DE89⟨U+200B⟩3704"}  # fmt: skip
+    assert seen["words"] == "Pay⟨U+200B⟩ee: a⟨U+2028⟩b · Note: x y"
+    assert '"savings\\u202e5$"' in seen["json"] and '"k\\u2066"' in seen["json"]
+    assert "\u202e" not in seen["json"] and "\u2066" not in seen["json"]
