@@ -14,7 +14,7 @@ from importlib import metadata
 
 from . import _chat, _config_cmd, _demo, _serve
 from ._errors import CliError
-from ._targets import store_from_url
+from ._store_url import store_from_url
 
 __all__ = ["CliError", "main", "store_from_url"]
 

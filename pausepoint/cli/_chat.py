@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import re
 from typing import Any
 
 from ..errors import ModelError, SessionNotFound, StoreError
 from ..runtime._agent import Agent
 from ..stores import SqliteSessionStore
 from ._errors import CliError
-from ._targets import load_target, pick_agent, replace_stores, store_from_url
+from ._store_url import FORMS, open_store, parse_store
+from ._targets import load_target, pick_agent, replace_stores
 from ._terminal import TerminalChat
 
 __all__ = ["add_parser", "run"]
+
+# a scheme, as a URL starts (postgresql://, sqlite:///); a path (C:\sessions.db too) has no "://"
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,7 +37,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--session", metavar="ID", help="continue this session")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--db", metavar="PATH", help="keep sessions in this SQLite file (instead of the agent's store)")
-    where.add_argument("--store", metavar="URL", help="keep sessions in this store: sqlite:///..., postgresql://...")
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help=f"keep sessions in this store (as serve --store takes it): {FORMS}",
+    )
     parser.add_argument("--principal", help="who you are, for the audit trail (default: your user name)")
     parser.add_argument("--message", "-m", action="append", default=[], help="send this first (repeatable)")
     parser.set_defaults(run=run)
@@ -41,9 +50,12 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     agent = pick_agent(load_target(args.target), args.agent)
     if args.db:
+        if _URL.match(args.db):
+            scheme = args.db.split(":", 1)[0]
+            raise CliError(f"--db takes a SQLite file's path, not a URL: for a {scheme}:// store, use --store URL")
         replace_stores([agent], SqliteSessionStore(args.db))
     elif args.store:
-        replace_stores([agent], store_from_url(args.store))
+        replace_stores([agent], open_store(parse_store(args.store)))
     principal = args.principal or _user()
     _prepare_model(agent)
     terminal = TerminalChat(agent, session_id=args.session, principal=principal)

@@ -52,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
     settings = resolve(flags, os.environ)
     target = load_target(settings.target)
     if isinstance(target, Pausepoint):
-        check_extras(settings)
-        prepare(target, settings, check_only=True)
+        with settings.problems.each():
+            check_extras(settings)
+        prepare(target, settings, check_only=True)  # raises every problem found
         lines = describe(settings, target)
     elif callable(target):
         asgi_only(settings, flags)

@@ -4,7 +4,9 @@ problem reported at its key and line.
 ``load_config(path, env)`` returns a ``LoadedConfig`` or raises ``CliError`` listing every
 problem, one a line, as ``FILE:LINE: key.path: what is wrong`` (a key the file lacks is shown
 at the table that should hold it). The checks that need more than the file — the app's roles
-and agents, a store's options — report through ``LoadedConfig.problem`` in the same form.
+and agents, a store's options — name a problem through ``LoadedConfig.problem`` in the same
+form, and keep going: each is kept in ``Problems`` (``ServeSettings.problems``) and all are
+raised together once the app's checks ran.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from ._config import ConfigFile
-from ._errors import CliError
+from ._errors import CliError, Problems
 from ._toml_lines import Path, key_lines, line_of
 
 __all__ = ["LoadedConfig", "dotted", "load_config"]
@@ -67,13 +69,14 @@ def load_config(path: str, env: Mapping[str, str]) -> LoadedConfig:
     try:
         config = ConfigFile.model_validate(data, context={"env": env})
     except ValidationError as exc:
-        problems = sorted(
+        found = sorted(
             ((line_of(lines, e["loc"]) or 0, _problem(e)) for e in exc.errors(include_url=False)),
             key=lambda p: p[0],
         )
-        shown = [f"{path}:{line}: {text}" if line else f"{path}: {text}" for line, text in problems]
-        count = f"{len(shown)} problems" if len(shown) > 1 else "1 problem"
-        raise CliError(f"{path}: {count}\n" + "\n".join(f"  {p}" for p in shown)) from None
+        problems = Problems(path)
+        for line, what in found:
+            problems.add(CliError(f"{path}:{line}: {what}" if line else f"{path}: {what}"))
+        raise problems.error() from None
     return LoadedConfig(path, config, lines)
 
 

@@ -1,9 +1,55 @@
-"""The one error the commands raise for bad usage: printed as ``pausepoint <command>: error: ...``, exit 2."""
+"""The one error the commands raise for bad usage: printed as ``pausepoint <command>: error: ...``, exit 2.
+
+Checks that go on after a problem (a config file's: every problem is named at once) keep each
+``CliError`` in ``Problems`` and raise them together, as one.
+"""
 
 from __future__ import annotations
 
-__all__ = ["CliError"]
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["CliError", "Problems"]
 
 
 class CliError(Exception):
     """Bad usage or a missing prerequisite the person can fix (a key, an extra, a free port)."""
+
+
+class Problems:
+    """The problems checks found so far, to be raised together.
+
+    ``add(error)`` keeps one; ``with problems.each():`` around a check keeps the ``CliError`` it
+    raises, and the next check runs; ``raise_found()`` raises what was kept. ``heading`` (a
+    config file's path) heads a list of several.
+    """
+
+    def __init__(self, heading: str | None = None) -> None:
+        self.heading = heading
+        self.found: list[str] = []
+
+    def add(self, error: CliError) -> None:
+        """Keep ``error`` with the others."""
+        self.found.append(str(error))
+
+    @contextmanager
+    def each(self) -> Iterator[None]:
+        """Run the block as one check: a ``CliError`` it raises is kept, not raised."""
+        try:
+            yield
+        except CliError as exc:
+            self.add(exc)
+
+    def raise_found(self) -> None:
+        """Raises the problems kept (``error()``); nothing when there are none."""
+        if self.found:
+            raise self.error()
+
+    def error(self) -> CliError:
+        """The problems kept (one at least), as one ``CliError``: one problem as it is, several
+        one a line under ``HEADING: N problems``."""
+        if len(self.found) == 1:
+            return CliError(self.found[0])
+        count = f"{len(self.found)} problems"
+        head = f"{self.heading}: {count}" if self.heading else count
+        return CliError(head + "".join(f"\n  {problem}" for problem in self.found))

@@ -13,7 +13,7 @@ from ._errors import CliError
 from ._serve_app import build_app, prepare
 from ._serving import listen, port_number, serve_until_stopped
 from ._settings import GENERATED, ServeSettings, resolve
-from ._store_url import open_store
+from ._store_url import FORMS, open_store
 from ._targets import load_target, replace_stores
 from ._web import need_mcp
 
@@ -45,8 +45,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--store",
         metavar="URL",
-        help="use this store for every agent: sqlite:///file.db, postgresql://..., redis://..., memory:; "
-        "options in the query: ?schema=NAME (PostgreSQL), ?prefix=KEYS: (Redis), ?synchronous=NORMAL (SQLite)",
+        help=f"use this store for every agent: {FORMS}",
     )
     parser.add_argument(
         "--token",
@@ -133,7 +132,7 @@ def _banner(settings: ServeSettings, base: str, agents: str, served_app: bool) -
         console = settings.oidc.console_client_id
         shown = f"; the console signs in as client {console}" if console and settings.console else ""
         print(f"  sign-in  {settings.oidc.issuer} (OpenID Connect, audience {settings.oidc.audience}{shown})")
-    if settings.generated is not None:
+    if served_app and settings.generated is not None:  # an ASGI app checks no token of ours
         print(f"  token    {settings.generated}  (principal '{GENERATED}'; pass --token NAME=TOKEN to choose your own)")
     if served_app and settings.console:
         hint = f"#token={settings.generated}" if settings.generated else ""
@@ -144,7 +143,8 @@ def _banner(settings: ServeSettings, base: str, agents: str, served_app: bool) -
 
 
 def asgi_only(settings: ServeSettings, args: argparse.Namespace) -> None:
-    """An ASGI app brings its own store, auth and routes: refuse what would set them."""
+    """An ASGI app brings its own store, auth and routes: refuse what would set them. Raises
+    ``CliError`` naming every problem (with those ``settings.problems`` holds)."""
     given = args.store or args.token or args.approver or args.no_console or args.metrics or args.operator or args.mcp
     if given:
         raise CliError(
@@ -156,8 +156,9 @@ def asgi_only(settings: ServeSettings, args: argparse.Namespace) -> None:
         for key in ("store", "principals", "tenants", "auth", "webhooks", "tracing", "metrics", "server", "limits",
                     "expiry"):  # fmt: skip
             if key in loaded.config.model_fields_set:
-                raise loaded.problem((key,), f"{settings.target} is an ASGI app: it brings its own; only app, "
-                                     "listen and log apply")  # fmt: skip
+                settings.problems.add(loaded.problem((key,), f"{settings.target} is an ASGI app: it brings its "
+                                                     "own; only app, listen and log apply"))  # fmt: skip
+    settings.problems.raise_found()
 
 
 def _serve_stdio(target: Any, settings: ServeSettings, args: argparse.Namespace) -> int:
@@ -169,6 +170,7 @@ def _serve_stdio(target: Any, settings: ServeSettings, args: argparse.Namespace)
         raise CliError("--mcp-stdio speaks over stdin/stdout: --mcp, --token, --host and --port do not apply")
     if not args.mcp_stdio:
         raise CliError("--mcp-stdio wants the principal the MCP client acts as, like --mcp-stdio alice")
+    settings.problems.raise_found()
     need_mcp()
     if settings.store is not None:
         replace_stores(list(target.agents.values()), open_store(settings.store))

@@ -4,7 +4,8 @@ policy, the limits, the expiry sweep and the webhook sender the settings name.
 
 ``prepare`` changes the app in place (before any session is used), and ``config check`` runs
 it too, so a check finds what serving would: a role no policy defines, a webhook for an agent
-that does not exist.
+that does not exist. It raises every problem found (the settings' and the app's) together,
+before it opens anything.
 """
 
 from __future__ import annotations
@@ -16,34 +17,38 @@ from ..approval._policy import ApprovalPolicy
 from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from ..server._auth import tenant_members
-from ._errors import CliError
+from ._errors import CliError, Problems
 from ._settings import FileWebhook, ServeSettings
 from ._store_url import check_store, open_store
 from ._targets import replace_stores
 from ._tracing import tracer_provider
 from ._web import need_mcp
 
-__all__ = ["add_approvers", "add_webhooks", "build_app", "check_extras", "prepare"]
+__all__ = ["add_approvers", "build_app", "check_extras", "check_webhooks", "prepare"]
 
 
 def prepare(ai: Pausepoint, settings: ServeSettings, *, check_only: bool = False) -> Any:
     """Set ``ai``'s agents up as ``settings`` say; returns the tracer provider made for
     ``[tracing]`` (None without one), which the caller shuts down when serving ends. With
-    ``check_only`` nothing is opened: no store, no exporter (their packages are checked)."""
-    if settings.store is not None:
-        if check_only:
-            check_store(settings.store)
-        else:
-            replace_stores(list(ai.agents.values()), open_store(settings.store))
-    if settings.oidc is not None:
-        # Who holds a role is also what the caller's token says (first: a quorum is then not
-        # checked against the named members alone, as tokens may bring more).
-        for agent in ai.agents.values():
-            agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=_server().token_roles)
+    ``check_only`` nothing is opened: no store, no exporter (their packages are checked).
+
+    Raises ``CliError`` naming every problem, those ``settings.problems`` holds and the app's,
+    before it adds a webhook or opens anything."""
+    problems = settings.problems
     declared = settings.principals
-    add_approvers(ai, settings.approvers, lambda name: declared[name].where, per_tenant=bool(settings.tenants))
-    if settings.webhooks:
-        add_webhooks(ai, settings.webhooks)
+    add_approvers(
+        ai, settings.approvers, lambda name: declared[name].where, problems,
+        token_roles=settings.oidc is not None, per_tenant=bool(settings.tenants),
+    )  # fmt: skip
+    check_webhooks(ai, settings.webhooks, problems)
+    if settings.store is not None:
+        with problems.each():
+            check_store(settings.store)
+    problems.raise_found()
+    for webhook in settings.webhooks:
+        ai.add_webhook(webhook.webhook)
+    if settings.store is not None and not check_only:
+        replace_stores(list(ai.agents.values()), open_store(settings.store))
     if settings.tracing is None:
         return None
     provider = tracer_provider(settings.tracing, check_only=check_only)
@@ -124,48 +129,63 @@ def _identities(server: Any, settings: ServeSettings) -> dict[str, Any]:
 
 
 def add_approvers(
-    ai: Pausepoint, approvers: dict[str, list[str]], where: Callable[[str], str], *, per_tenant: bool = False
+    ai: Pausepoint,
+    approvers: dict[str, list[str]],
+    where: Callable[[str], str],
+    problems: Problems,
+    *,
+    token_roles: bool = False,
+    per_tenant: bool = False,
 ) -> None:
-    """Make each approver a member of their roles in every agent's approval policy; a role no
-    agent's policy defines is a ``CliError`` (a typo would give nobody the right to approve).
-    ``where(name)`` says where an approver was declared (``--approver NAME``, or a file's key).
-    ``per_tenant``: the names are ``"tenant/name"`` (or a bare name: of no tenant), and a role
-    is held only in the sessions of the member's tenant (``tenant_members``)."""
-    defined = {role for agent in ai.agents.values() for role in agent.approval_policy.roles}
+    """Make each approver a member of their roles in every agent's approval policy. A role no
+    agent's policy defines is a problem (a typo would give nobody the right to approve), and so
+    is a quorum the members cannot reach; each is kept in ``problems`` (the policies are then
+    left as they were). ``where(name)`` says where an approver was declared (``--approver
+    NAME``, or a file's key). ``token_roles``: who holds a role is also what the caller's token
+    says (single sign-on). ``per_tenant``: the names are ``"tenant/name"`` (or a bare name: of
+    no tenant), and a role is held only in the sessions of the member's tenant (``tenant_members``)."""
+    agents = list(ai.agents.values())
+    if token_roles:
+        # First: a quorum is then not checked against the named members alone, as tokens may bring more.
+        for agent in agents:
+            agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=_server().token_roles)
+    defined = {role for agent in agents for role in agent.approval_policy.roles}
+    known = ", ".join(sorted(defined)) or "none"
+    typos = False
     for name, roles in approvers.items():
         unknown = sorted(set(roles) - defined)
         if unknown:
-            known = ", ".join(sorted(defined)) or "none"
-            raise CliError(f"{where(name)}: no agent's approval policy defines the role(s) "
-                           f"{', '.join(unknown)} (roles: {known})")  # fmt: skip
+            typos = True
+            problems.add(CliError(f"{where(name)}: no agent's approval policy defines the role(s) "
+                                  f"{', '.join(unknown)} (roles: {known})"))  # fmt: skip
     members = {name: roles for name, roles in approvers.items() if roles}
-    if not members:
+    if typos or not members:  # (with a typo, a quorum's count of members would mislead)
         return
-    for agent in ai.agents.values():
+    for agent in agents:
         try:
             if per_tenant:
                 agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=tenant_members(members))
             else:
                 agent.approval_policy = agent.approval_policy.with_members(members)
         except DefinitionError as exc:
-            raise CliError(f"{'; '.join(sorted(where(name) for name in members))}: {exc}") from None
+            problems.add(CliError(f"{'; '.join(sorted(where(name) for name in members))}: {exc}"))
+            return
 
 
-def add_webhooks(ai: Pausepoint, webhooks: list[FileWebhook]) -> None:
-    """Tell the app's agents about ``webhooks`` (from the config file), as if the app had been
-    made with them: each agent whose sessions a webhook wants writes its deliveries to the
-    outbox from now on. Raises ``CliError`` for a webhook of an agent the app does not define,
-    or one named like a webhook the app has already."""
+def check_webhooks(ai: Pausepoint, webhooks: list[FileWebhook], problems: Problems) -> None:
+    """Check that ``ai`` can take ``webhooks`` (from the config file): a webhook of an agent the
+    app does not define, or one named like a webhook the app has already, is a problem, kept in
+    ``problems``. (``ai.add_webhook`` then makes each agent whose sessions a webhook wants write
+    its deliveries to the outbox, as if the app had been made with it.)"""
     taken = {w.name for w in ai.all_webhooks()}
     for declared in webhooks:
         webhook, where = declared.webhook, declared.where
         if webhook.name in taken:
-            raise CliError(f"{where}: the app defines a webhook named {webhook.name!r} already")
+            problems.add(CliError(f"{where}: the app defines a webhook named {webhook.name!r} already"))
         unknown = sorted(set(webhook.agents or ()) - set(ai.agents))
         if unknown:
-            raise CliError(f"{where}: no agent named {', '.join(map(repr, unknown))} (agents: {', '.join(ai.agents)})")
-    for declared in webhooks:
-        ai.add_webhook(declared.webhook)
+            problems.add(CliError(f"{where}: no agent named {', '.join(map(repr, unknown))} "
+                                  f"(agents: {', '.join(ai.agents)})"))  # fmt: skip
 
 
 def _server() -> Any:

@@ -8,6 +8,10 @@ file's principals, and where they name a principal the file declares, the flag's
 
 A tenant's principals (``[tenants.TENANT.principals.NAME]``) are kept under ``"TENANT/NAME"``,
 the name the access policy and the role membership know them by; a flag names one so too.
+
+A problem of the file (a key's value that cannot run) does not stop the checks: each is kept in
+``ServeSettings.problems``, and ``prepare`` (or ``asgi_only``) raises them all, with the problems
+the app's checks find (a role no policy defines, a webhook's unknown agent), before anything runs.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ..server._limits import Limits
 from ..webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook
 from ._config import ConfigFile, Delivery, Email, Oidc, Tracing, WebhookSection
 from ._config_file import LoadedConfig, load_config
-from ._errors import CliError
+from ._errors import CliError, Problems
 from ._store_url import OPTIONS, StoreSpec, backend_of, parse_store, redacted
 
 __all__ = ["GENERATED", "FileWebhook", "Principal", "ServeSettings", "parse_approvers", "parse_tokens", "resolve"]
@@ -84,6 +88,7 @@ class ServeSettings:
     loaded: LoadedConfig | None = None
     generated: str | None = None  # the token made up for GENERATED
     tenants: list[str] = field(default_factory=list)  # the tenants the file names
+    problems: Problems = field(default_factory=Problems)  # found so far, raised by prepare / asgi_only
 
     @property
     def tokens(self) -> dict[str, str]:
@@ -103,7 +108,9 @@ class ServeSettings:
 
 def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
     """The settings of ``serve``'s command line ``args`` (and of ``--config FILE``, if given).
-    Raises ``CliError`` for anything that cannot run, naming the flag or the file's key and line."""
+    Raises ``CliError`` for a file that breaks the schema and for a malformed flag; every other
+    problem, named at its flag or the file's key and line, is kept in ``problems`` (its part of
+    the settings left out), for ``prepare`` or ``asgi_only`` to raise with the app's."""
     loaded = load_config(args.config, env) if getattr(args, "config", None) else None
     file = loaded.config if loaded is not None else ConfigFile()
     target = args.target or file.app
@@ -126,15 +133,19 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
         tracing=file.tracing,
         loaded=loaded,
         tenants=list(file.tenants),
+        problems=Problems(loaded.path if loaded is not None else None),
     )
-    settings.store = _store(args, loaded, env)
+    problems = settings.problems
+    with problems.each():
+        settings.store = _store(args, loaded, env)
     _principals(settings, args, loaded, env)
     if loaded is not None:
-        settings.webhooks = [_webhook(hook, i, loaded, env) for i, hook in enumerate(file.webhooks)]
-        settings.webhooks += [_email(mail, i, loaded, env) for i, mail in enumerate(file.notifiers.email)]
-        _check_names(settings, loaded)
-        _check_delivery(settings, loaded)
-        settings.links, settings.slack = _links(loaded, env), _slack(loaded, env)
+        made = [_webhook(hook, i, loaded, env, problems) for i, hook in enumerate(file.webhooks)]
+        made += [_email(mail, i, loaded, env, problems) for i, mail in enumerate(file.notifiers.email)]
+        settings.webhooks = [webhook for webhook in made if webhook is not None]
+        _check_names(settings, problems)
+        _check_delivery(settings, loaded, problems)
+        settings.links, settings.slack = _links(loaded, env, problems), _slack(loaded, env, problems)
     return settings
 
 
@@ -186,9 +197,10 @@ def _principals(
         if principal.token is None:
             continue
         if principal.token in seen:
-            raise CliError(
+            settings.problems.add(CliError(
                 f"{principal.where}: the token of {name!r} is given twice (it is {seen[principal.token]!r}'s too)"
-            )
+            ))  # fmt: skip
+            continue
         seen[principal.token] = name
     if not seen and settings.oidc is None:
         settings.generated = secrets.token_urlsafe(18)
@@ -207,12 +219,14 @@ def _file_principals(settings: ServeSettings, loaded: LoadedConfig, env: Mapping
                         for name, declared in held.principals.items()]  # fmt: skip
     for path, key, tenant, declared in declared_by:
         if tenant is None and config.tenants and "/" in key:
-            raise loaded.problem(
+            settings.problems.add(loaded.problem(
                 path, "a name with '/' reads as a tenant's principal (tenant/name): declare a tenant's principals "
                 "in [tenants.TENANT.principals]"
-            )  # fmt: skip
+            ))  # fmt: skip
+            continue
         if declared.token_env is None and settings.oidc is None:
-            raise loaded.problem(path, "no token_env, and no [auth.oidc] to sign in through: give one")
+            settings.problems.add(loaded.problem(path, "no token_env, and no [auth.oidc] to sign in through: give one"))
+            continue
         token = env[declared.token_env] if declared.token_env else None
         where = loaded.where((*path, "roles") if declared.roles else path)
         settings.principals[key] = Principal(
@@ -264,37 +278,52 @@ def parse_approvers(values: list[str]) -> dict[str, tuple[str, list[str]]]:
     return approvers
 
 
-def _webhook(hook: WebhookSection, index: int, loaded: LoadedConfig, env: Mapping[str, str]) -> FileWebhook:
+def _webhook(
+    hook: WebhookSection, index: int, loaded: LoadedConfig, env: Mapping[str, str], problems: Problems
+) -> FileWebhook | None:
+    """The webhook ``[[webhooks]]`` number ``index`` declares (None where it cannot be made);
+    each of its problems is kept in ``problems``."""
     at = ("webhooks", index)
     if (hook.url is None) == (hook.url_env is None):
-        raise loaded.problem(at, "give the webhook's URL as url or url_env (one of them)")
-    if hook.format == "json" and hook.secret_env is None:
-        raise loaded.problem(at, "a json webhook signs its requests: name the secret's variable with secret_env")
+        problems.add(loaded.problem(at, "give the webhook's URL as url or url_env (one of them)"))
+        return None
+    unsigned = hook.format == "json" and hook.secret_env is None
+    if unsigned:
+        needs = "a json webhook signs its requests: name the secret's variable with secret_env"
+        problems.add(loaded.problem(at, needs))
     headers = dict(hook.headers)
     for name, variable in hook.headers_env.items():
         if name in headers:
-            raise loaded.problem((*at, "headers_env", name), "this header is in headers too: give it once")
+            problems.add(loaded.problem((*at, "headers_env", name), "this header is in headers too: give it once"))
         headers[name] = env[variable]
     try:
         made = Webhook(
             hook.name,
             hook.url if hook.url is not None else env[hook.url_env or ""],
-            secret=env[hook.secret_env] if hook.secret_env else None,
+            # Unsigned, it is made as if signed, so that its other problems are named too; it
+            # never runs: its missing secret_env is a problem, raised before anything runs.
+            secret=env[hook.secret_env] if hook.secret_env else "no secret_env" if unsigned else None,
             events=tuple(hook.events) if hook.events is not None else Webhook.events,
             format=hook.format,
             headers=headers,
-            **_delivery(hook, at, loaded),
+            **_delivery(hook, at, loaded, problems),
         )
     except DefinitionError as exc:
-        raise loaded.problem(at, exc.message) from None
+        problems.add(loaded.problem(at, exc.message))
+        return None
     shown = redacted(hook.url) if hook.url is not None else f"${hook.url_env} ********"
     return FileWebhook(made, loaded.where(at), shown)
 
 
-def _email(mail: Email, index: int, loaded: LoadedConfig, env: Mapping[str, str]) -> FileWebhook:
+def _email(
+    mail: Email, index: int, loaded: LoadedConfig, env: Mapping[str, str], problems: Problems
+) -> FileWebhook | None:
+    """The notifier ``[[notifiers.email]]`` number ``index`` declares (None where it cannot be
+    made); each of its problems is kept in ``problems``."""
     at = ("notifiers", "email", index)
     if (mail.username is None) != (mail.password_env is None):
-        raise loaded.problem(at, "give username and password_env together (or neither)")
+        problems.add(loaded.problem(at, "give username and password_env together (or neither)"))
+        return None
     options = {"events": tuple(mail.events)} if mail.events is not None else {}
     try:
         made = EmailNotifier(
@@ -306,20 +335,23 @@ def _email(mail: Email, index: int, loaded: LoadedConfig, env: Mapping[str, str]
             to=tuple(mail.to),
             username=mail.username,
             password=env[mail.password_env] if mail.password_env else None,
-            **_delivery(mail, at, loaded),
+            **_delivery(mail, at, loaded, problems),
             **options,  # type: ignore[arg-type]
         )
     except DefinitionError as exc:
-        raise loaded.problem(at, exc.message) from None
+        problems.add(loaded.problem(at, exc.message))
+        return None
     return FileWebhook(made, loaded.where(at), f"smtp://{mail.host}:{mail.port} to {', '.join(mail.to)}")
 
 
-def _delivery(section: WebhookSection | Email, at: tuple[str | int, ...], loaded: LoadedConfig) -> dict[str, Any]:
+def _delivery(
+    section: WebhookSection | Email, at: tuple[str | int, ...], loaded: LoadedConfig, problems: Problems
+) -> dict[str, Any]:
     """What a webhook and an email notifier are both given: whose events they hear (``agents``,
     ``tenants``) and how each delivery is tried (timeout, attempts, backoff)."""
     return {
         "agents": section.agents,
-        "tenants": _known_tenants(section.tenants, (*at, "tenants"), loaded),
+        "tenants": _known_tenants(section.tenants, (*at, "tenants"), loaded, problems),
         "timeout": section.timeout_seconds,
         "max_attempts": section.max_attempts,
         "backoff": section.backoff_seconds,
@@ -327,27 +359,30 @@ def _delivery(section: WebhookSection | Email, at: tuple[str | int, ...], loaded
     }
 
 
-def _known_tenants(tenants: list[str] | None, at: tuple[str | int, ...], loaded: LoadedConfig) -> list[str] | None:
-    """``tenants`` of a webhook, each one the file names in ``[tenants]`` (a typo would make a
-    webhook that never hears anything)."""
+def _known_tenants(
+    tenants: list[str] | None, at: tuple[str | int, ...], loaded: LoadedConfig, problems: Problems
+) -> list[str] | None:
+    """``tenants`` of a webhook; one the file does not name in ``[tenants]`` is a problem (a typo
+    would make a webhook that never hears anything)."""
     unknown = sorted(set(tenants or ()) - set(loaded.config.tenants))
     if unknown:
         known = ", ".join(loaded.config.tenants) or "none: name them in [tenants.NAME]"
-        raise loaded.problem(at, f"no tenant {', '.join(map(repr, unknown))} (tenants: {known})")
+        problems.add(loaded.problem(at, f"no tenant {', '.join(map(repr, unknown))} (tenants: {known})"))
     return tenants
 
 
-def _check_names(settings: ServeSettings, loaded: LoadedConfig) -> None:
+def _check_names(settings: ServeSettings, problems: Problems) -> None:
     """Webhooks and email notifiers share one outbox: each needs a name of its own."""
     seen: dict[str, str] = {}
     for declared in settings.webhooks:
         name = declared.webhook.name
         if name in seen:
-            raise CliError(f"{declared.where}: {seen[name].split(': ', 1)[1]} has the name {name!r} already")
-        seen[name] = declared.where
+            problems.add(CliError(f"{declared.where}: {seen[name].split(': ', 1)[1]} has the name {name!r} already"))
+        else:
+            seen[name] = declared.where
 
 
-def _links(loaded: LoadedConfig, env: Mapping[str, str]) -> ApprovalLinks | None:
+def _links(loaded: LoadedConfig, env: Mapping[str, str], problems: Problems) -> ApprovalLinks | None:
     links = loaded.config.notifiers.links
     if links is None:
         return None
@@ -355,34 +390,37 @@ def _links(loaded: LoadedConfig, env: Mapping[str, str]) -> ApprovalLinks | None
     try:
         return ApprovalLinks([env[name] for name in names], links.console_url, timedelta(seconds=links.ttl_seconds))
     except DefinitionError as exc:
-        raise loaded.problem(("notifiers", "links"), exc.message) from None
+        problems.add(loaded.problem(("notifiers", "links"), exc.message))
+        return None
 
 
-def _slack(loaded: LoadedConfig, env: Mapping[str, str]) -> SlackApp | None:
+def _slack(loaded: LoadedConfig, env: Mapping[str, str], problems: Problems) -> SlackApp | None:
     slack = loaded.config.notifiers.slack
     if slack is None:
         return None
     if loaded.config.notifiers.links is None:
-        raise loaded.problem(("notifiers", "slack"), "Slack's buttons carry approval links: add [notifiers.links]")
+        needs = "Slack's buttons carry approval links: add [notifiers.links]"
+        problems.add(loaded.problem(("notifiers", "slack"), needs))
     for user, principal in slack.users.items():
         tenant, slash, _ = principal.partition("/")
         if slash and tenant not in loaded.config.tenants:
             known = ", ".join(loaded.config.tenants) or "none: name them in [tenants.NAME]"
-            raise loaded.problem(
+            problems.add(loaded.problem(
                 ("notifiers", "slack", "users", user),
                 f"{principal!r} names a principal of tenant {tenant!r}, which is not declared (tenants: {known})",
-            )
+            ))  # fmt: skip
     try:
         return SlackApp(env[slack.signing_secret_env], dict(slack.users), teams=slack.teams)
     except DefinitionError as exc:
-        raise loaded.problem(("notifiers", "slack"), exc.message) from None
+        problems.add(loaded.problem(("notifiers", "slack"), exc.message))
+        return None
 
 
-def _check_delivery(settings: ServeSettings, loaded: LoadedConfig) -> None:
+def _check_delivery(settings: ServeSettings, loaded: LoadedConfig, problems: Problems) -> None:
     """A claimed delivery must stay this process's while its attempt runs."""
     slowest = max((hook.webhook.timeout for hook in settings.webhooks), default=0.0)
     if settings.delivery.enabled and settings.webhooks and settings.delivery.lease_seconds <= slowest:
-        raise loaded.problem(
+        problems.add(loaded.problem(
             ("delivery", "lease_seconds"),
             f"the lease must outlast the slowest webhook's attempt (timeout_seconds = {slowest:g})",
-        )
+        ))  # fmt: skip

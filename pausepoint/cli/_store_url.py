@@ -1,5 +1,6 @@
-"""The store ``serve`` uses, from ``--store URL`` or the config file's ``[store]``: a URL with
-the backend's options.
+"""The store ``serve`` and ``chat`` use, from ``--store URL`` or the config file's ``[store]``:
+a URL with the backend's options (``parse_store``, then ``open_store``; ``store_from_url`` does
+both).
 
 Every process of a deployment must share the same store *and* the same PostgreSQL schema or
 Redis key prefix (docs/deploy.md), so the URL carries them as query parameters that pausepoint
@@ -11,25 +12,42 @@ takes out before the driver sees the URL::
 
 Other query parameters stay in the URL for the driver (``sslmode=require``); a SQLite URL has
 no driver to take them (the rest of it is a file's path), so it takes none. An option the
-backend does not take is refused, naming it.
+backend does not take is refused, naming it (one the Redis driver does not know too: it would
+fail at the first use, not here).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..stores import SessionStore, SqliteSessionStore
+from ..stores import InMemorySessionStore, SessionStore, SqliteSessionStore
 from ._errors import CliError
-from ._targets import store_from_url
 
-__all__ = ["OPTIONS", "StoreSpec", "backend_of", "check_store", "open_store", "parse_store", "redacted"]
+__all__ = [
+    "FORMS",
+    "OPTIONS",
+    "StoreSpec",
+    "backend_of",
+    "check_store",
+    "open_store",
+    "parse_store",
+    "redacted",
+    "store_from_url",
+]
 
 Backend = Literal["sqlite", "postgresql", "redis", "memory"]
 
 #: each option and the backend that takes it
 OPTIONS: dict[str, Backend] = {"schema": "postgresql", "prefix": "redis", "synchronous": "sqlite"}
+
+#: the URLs ``--store`` takes, as ``--help`` says it
+FORMS = (
+    "sqlite:///file.db, postgresql://..., redis://..., memory:; options in the query: ?schema=NAME (PostgreSQL), "
+    "?prefix=KEYS: (Redis), ?synchronous=NORMAL (SQLite)"
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +105,19 @@ def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreS
     )
 
 
+def store_from_url(url: str) -> SessionStore:
+    """The session store a URL names, as ``--store`` takes it: ``sqlite:///relative.db``,
+    ``sqlite:////absolute/path.db`` (or a plain path ending in ``.db``/``.sqlite``),
+    ``postgresql://...``, ``redis://...`` / ``rediss://...`` or ``memory:`` (sessions die with
+    the process), with the backend's options in the query (``?schema=``, ``?prefix=``,
+    ``?synchronous=``). No connection is made until the store is used. Raises ``CliError`` for
+    any other URL, an option the backend does not take, and a missing driver (naming the extra)."""
+    return open_store(parse_store(url, "the store URL"))
+
+
 def check_store(spec: StoreSpec) -> None:
-    """Raises ``CliError`` when the store's driver is missing (naming the extra); opens nothing."""
+    """Raises ``CliError`` when the store's driver is missing (naming the extra), or does not
+    take the URL; opens nothing."""
     try:
         if spec.backend == "postgresql":
             import asyncpg  # noqa: F401
@@ -97,23 +126,67 @@ def check_store(spec: StoreSpec) -> None:
     except ImportError:
         extra = "postgres" if spec.backend == "postgresql" else "redis"
         raise CliError(f"a {spec.backend} store needs its driver: pip install 'pausepoint[{extra}]'") from None
+    if spec.backend == "redis":
+        _check_redis_url(spec.url)
+
+
+def _check_redis_url(url: str) -> None:
+    """The Redis driver reads the URL's query when the store is made, but passes an option it
+    does not know on to each connection it makes, which fails then (at the first use): make one
+    now (making one opens nothing) so that such an option is refused here, naming it."""
+    from redis.asyncio import ConnectionPool
+
+    try:
+        pool = ConnectionPool.from_url(url)
+        pool.connection_class(**pool.connection_kwargs)
+    except TypeError as exc:
+        unknown = re.search(r"keyword argument '([^']*)'", str(exc))
+        if unknown is None:
+            raise
+        raise CliError(
+            f"the Redis driver takes no {unknown[1]!r} option in the store's URL (pausepoint's: prefix)"
+        ) from None
+    except ValueError as exc:
+        raise CliError(f"the Redis driver refuses the store's URL: {exc}") from None
 
 
 def open_store(spec: StoreSpec) -> SessionStore:
-    """The store ``spec`` names (no connection is made until it is used)."""
+    """The store ``spec`` names (no connection is made until it is used). Raises ``CliError``
+    as ``check_store`` does."""
     check_store(spec)
-    if spec.backend == "postgresql" and spec.schema is not None:
-        from ..stores.postgres import PostgresSessionStore
+    match spec.backend:
+        case "sqlite":
+            path = _sqlite_path(spec.url)
+            if spec.synchronous is None:
+                return SqliteSessionStore(path)
+            return SqliteSessionStore(path, synchronous=spec.synchronous)
+        case "postgresql":
+            from ..stores.postgres import PostgresSessionStore
 
-        return PostgresSessionStore(spec.url, schema=spec.schema)
-    if spec.backend == "redis" and spec.prefix is not None:
-        from ..stores.redis import RedisSessionStore
+            if spec.schema is None:
+                return PostgresSessionStore(spec.url)
+            return PostgresSessionStore(spec.url, schema=spec.schema)
+        case "redis":
+            from ..stores.redis import RedisSessionStore
 
-        return RedisSessionStore(spec.url, prefix=spec.prefix)
-    store = store_from_url(spec.url)
-    if spec.synchronous is not None and isinstance(store, SqliteSessionStore):
-        return SqliteSessionStore(store.path, synchronous=spec.synchronous)
-    return store
+            if spec.prefix is None:
+                return RedisSessionStore(spec.url)
+            return RedisSessionStore(spec.url, prefix=spec.prefix)
+        case "memory":
+            return InMemorySessionStore()
+        case _:
+            assert_never(spec.backend)
+
+
+def _sqlite_path(url: str) -> str:
+    """The file a SQLite URL (without its query) or a plain path names."""
+    if "://" not in url:
+        return url
+    path = url.split("://", 1)[1]
+    path = path[1:] if path.startswith("/") else path  # sqlite:///rel.db -> rel.db; sqlite:////abs -> /abs
+    if not path:
+        raise CliError(f"no file in {url!r}: use sqlite:///path/to/file.db")
+    return path
 
 
 def redacted(url: str) -> str:

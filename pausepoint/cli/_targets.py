@@ -1,4 +1,4 @@
-"""Finding what a command runs: ``module:attr`` targets, and stores named by URL."""
+"""Finding what a command runs: ``module:attr`` targets, and the agent a chat talks to."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ import importlib
 import os
 import sys
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
-from ..stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+from ..stores import SessionStore
 from ._errors import CliError
 
-__all__ = ["load_target", "pick_agent", "replace_stores", "store_from_url"]
+__all__ = ["load_target", "pick_agent", "replace_stores"]
 
 
 def load_target(target: str) -> Any:
@@ -64,38 +63,3 @@ def replace_stores(agents: list[Agent], store: SessionStore) -> None:
     """Give ``agents`` the store ``store`` (before any session is used: the agents cache none yet)."""
     for agent in agents:
         agent.store = store
-
-
-def store_from_url(url: str) -> SessionStore:
-    """A session store from a URL.
-
-    ``sqlite:///relative.db``, ``sqlite:////absolute/path.db`` (or a plain path ending in
-    ``.db``/``.sqlite``), ``postgresql://...``, ``redis://...`` / ``rediss://...``, and
-    ``memory:`` (sessions die with the process). Raises ``CliError`` for any other URL, and
-    when the backend's driver is missing (naming the extra to install).
-    """
-    scheme = urlsplit(url).scheme.lower() if "://" in url or url.startswith("memory:") else ""
-    if scheme == "sqlite":
-        path = url.split("://", 1)[1]
-        if "?" in path:
-            raise CliError(f"{url!r}: a sqlite:// URL takes no query here (its path is the file's)")
-        path = path[1:] if path.startswith("/") else path  # sqlite:///rel.db -> rel.db; sqlite:////abs -> /abs
-        if not path:
-            raise CliError(f"no file in {url!r}: use sqlite:///path/to/file.db")
-        return SqliteSessionStore(path)
-    if scheme == "" and url.endswith((".db", ".sqlite", ".sqlite3")):
-        return SqliteSessionStore(url)
-    if scheme == "memory":
-        return InMemorySessionStore()
-    try:
-        if scheme in ("postgres", "postgresql"):
-            from ..stores.postgres import PostgresSessionStore
-
-            return PostgresSessionStore(url)
-        if scheme in ("redis", "rediss"):
-            from ..stores.redis import RedisSessionStore
-
-            return RedisSessionStore(url)
-    except ImportError as exc:
-        raise CliError(str(exc)) from exc
-    raise CliError(f"unknown store URL {url!r}: use sqlite:///file.db, postgresql://..., redis://... or memory:")

@@ -174,6 +174,57 @@ def test_every_problem_of_a_file_is_listed_at_once(tmp_path):
     assert "written-here" not in done.stderr  # a value is never echoed: it may be a secret
 
 
+def test_every_problem_the_app_and_the_environment_show_is_listed_at_once(tmp_path):
+    """The checks after the schema's (a webhook's secret and URL, the app's agents and roles)
+    go on after a problem too: one run names them all, at their keys and lines."""
+    config = write(
+        tmp_path / "team.toml",
+        textwrap.dedent(
+            """\
+            app = "tests.cli.apps:pay_ai"
+
+            [principals.alice]
+            token_env = "TOKEN"
+            roles = ["tresury"]
+
+            [[webhooks]]
+            name = "a"
+            url = "ftp://x"
+
+            [[webhooks]]
+            name = "b"
+            url = "https://b.example"
+            agents = ["nobody"]
+            """
+        ),
+    )
+    for command in (["config", "check"], ["serve", "--config"]):
+        done = pausepoint(*command, str(config), env={"TOKEN": "t0ken"})
+        assert done.returncode == 2, done.stdout
+        assert f"{config}: 5 problems" in done.stderr, done.stderr
+        for problem in (
+            f"{config}:5: principals.alice.roles: no agent's approval policy defines the role(s) tresury",
+            f"{config}:7: webhooks[0]: a json webhook signs its requests: name the secret's variable with secret_env",
+            f"{config}:7: webhooks[0]: webhook 'a': url must be an http(s) URL, not 'ftp://x'",
+            f"{config}:11: webhooks[1]: a json webhook signs its requests",
+            f"{config}:11: webhooks[1]: no agent named 'nobody' (agents: payAgent)",
+        ):
+            assert problem in done.stderr, done.stderr
+        assert done.stdout == "" and "Traceback" not in done.stderr
+
+
+def test_an_asgi_app_names_every_section_it_does_not_take(tmp_path):
+    config = write(
+        tmp_path / "team.toml",
+        'app = "tests.cli.apps:asgi"\n[store]\nurl = "memory:"\n[metrics]\nenabled = true\n',
+    )
+    done = pausepoint("config", "check", str(config))
+    assert done.returncode == 2
+    assert f"{config}: 2 problems" in done.stderr, done.stderr
+    assert f"{config}:2: store: tests.cli.apps:asgi is an ASGI app" in done.stderr
+    assert f"{config}:4: metrics: tests.cli.apps:asgi is an ASGI app" in done.stderr
+
+
 def test_a_file_that_cannot_be_read_is_a_clear_error(tmp_path):
     done = pausepoint("config", "check", str(tmp_path / "missing.toml"))
     assert done.returncode == 2

@@ -60,7 +60,8 @@ async def test_serve_without_tokens_prints_a_generated_one(tmp_path):
 
 
 async def test_serve_an_asgi_app_as_it_is(tmp_path):
-    with serving("tests.cli.apps:asgi") as (base, _printed):
+    with serving("tests.cli.apps:asgi") as (base, printed):
+        assert "token" not in printed and "principal" not in printed  # no token of ours: the app checks its own
         async with httpx.AsyncClient() as http:
             reply = await http.get(f"{base}/anything")
             assert reply.status_code == 200 and reply.text == "plain ASGI"

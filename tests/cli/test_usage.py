@@ -57,6 +57,8 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice:a:treasury"], "needs 2 approvals, but only 1"),
         (["serve", "tests.cli.apps:pay_ai", "--token", "a=t", "--approver", "b:t"], "the token of 'b' is given twice"),
         (["serve", "tests.cli.apps:asgi", "--token", "a=b"], "--store, --token and --no-console apply to a Pausepoint"),
+        (["serve", "tests.cli.apps:asgi", "--approver", "a:b"], "(so do --approver, --metrics, --operator and --mcp)"),
+        (["serve", "tests.cli.apps:asgi", "--operator", "a"], "(so do --approver, --metrics, --operator and --mcp)"),
         (["serve", "tests.cli.apps:bank_ai", "--port", "eighty"], "argument --port: invalid int value"),
         (["chat", "tests.cli.apps:bank_ai", "--agent", "nobody"], "no agent named 'nobody'; the app has: bankingAgent"),
         (["chat", "tests.cli.apps:bank_agent", "--db", "a.db", "--store", "memory:"], "not allowed with argument"),
@@ -102,14 +104,20 @@ def test_store_from_url(tmp_path):
 
 
 def test_a_sqlite_url_with_options_keeps_its_absolute_path_and_takes_no_other_option(tmp_path):
-    from pausepoint.cli._store_url import open_store, parse_store
-
-    store = open_store(parse_store(f"sqlite:///{tmp_path}/s.db?synchronous=NORMAL"))
+    store = store_from_url(f"sqlite:///{tmp_path}/s.db?synchronous=NORMAL")
     assert isinstance(store, SqliteSessionStore)
     assert (store.path, store.synchronous) == (f"{tmp_path}/s.db", "NORMAL")  # not relative to the cwd
-    relative = open_store(parse_store("sqlite:///s.db?synchronous=normal"))
+    relative = store_from_url("sqlite:///s.db?synchronous=normal")
     assert isinstance(relative, SqliteSessionStore) and relative.path == "s.db"
     with pytest.raises(CliError, match="a sqlite store takes no 'cache' option"):
-        parse_store(f"sqlite:///{tmp_path}/y.db?cache=shared")  # not a file named "y.db?cache=shared"
-    with pytest.raises(CliError, match="takes no query here"):
-        store_from_url(f"sqlite:///{tmp_path}/y.db?synchronous=NORMAL")
+        store_from_url(f"sqlite:///{tmp_path}/y.db?cache=shared")  # not a file named "y.db?cache=shared"
+
+
+def test_store_from_url_takes_the_backends_options():
+    """The URLs ``--store`` takes, options and all (what ``serve`` and ``chat`` open)."""
+    postgres = store_from_url("postgresql://u@127.0.0.1/db?schema=payments&sslmode=disable")
+    assert (type(postgres).__name__, getattr(postgres, "schema", None)) == ("PostgresSessionStore", "payments")
+    redis = store_from_url("redis://127.0.0.1:6379/0?prefix=payments:")
+    assert (type(redis).__name__, getattr(redis, "prefix", None)) == ("RedisSessionStore", "payments:")
+    with pytest.raises(CliError, match="a redis store takes no 'schema' option"):
+        store_from_url("redis://127.0.0.1:6379/0?schema=payments")
