@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from typing import Any, TextIO
 
@@ -84,7 +85,21 @@ class _Status:
 
 
 def _json(value: Any, indent: int | None = 2) -> str:
-    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    """``value`` as JSON; a control character escaped (``json`` escapes C0's, not DEL's nor C1's)."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    return _C1.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
+
+
+# Control characters (but a line break and a tab): written to a terminal as they are, a model's
+# text or a tool's output could move the cursor, clear lines and print a card or prompt of its
+# own (ESC [, a bare CR, C1's CSI). Shown as the views mark what a person cannot see.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1 = re.compile(r"[\x7f-\x9f]")
+
+
+def _plain(text: str) -> str:
+    """``text`` with no control character a terminal would obey: each written ``⟨U+001B⟩``."""
+    return _CONTROLS.sub(lambda found: f"⟨U+{ord(found[0]):04X}⟩", text)
 
 
 class TerminalChat:
@@ -210,7 +225,7 @@ class TerminalChat:
             self.say("Some pauses are still open: /pending answers them, /cancel cancels them.")
             return []
         except PausepointError as exc:
-            self.say(self._style(f"error: {exc}", "31"))
+            self.say(self._style(_plain(f"error: {exc}"), "31"))
             return []
         return self._after(response)
 
@@ -219,7 +234,7 @@ class TerminalChat:
         if response.finish_reason == AgentFinishReason.INTERRUPTED:
             return list(response.interrupts)
         if response.finish_reason != AgentFinishReason.STOP:
-            detail = f": {response.error}" if response.error else ""
+            detail = f": {_plain(response.error)}" if response.error else ""
             self.say(self._style(f"[turn ended: {response.finish_reason.value}{detail}]", "33"))
         return []
 
@@ -233,23 +248,23 @@ class TerminalChat:
                     if not in_text:
                         self.say(self._style("agent> ", "1;32"), end="")
                         in_text = True
-                    self.say(chunk.text, end="")
+                    self.say(_plain(chunk.text), end="")
                     continue
                 if in_text:
                     self.say()
                     in_text = False
                 if chunk.kind == "tool_call_delta":
-                    self._status.start(f"writing a call to {chunk.name or 'a tool'}")
+                    self._status.start(f"writing a call to {_plain(chunk.name or 'a tool')}")
                 elif chunk.kind == "tool_request":
-                    self.note(f"  → {chunk.name} {_json(chunk.input, None)}")
-                    self._status.start(f"running {chunk.name}")
+                    self.note(f"  → {_plain(chunk.name)} {_json(chunk.input, None)}")
+                    self._status.start(f"running {_plain(chunk.name)}")
                 elif chunk.kind == "tool_progress":
                     self._status.stop()
-                    self._status.start(f"{chunk.name}: {_json(chunk.data, None)}")
+                    self._status.start(f"{_plain(chunk.name)}: {_json(chunk.data, None)}")
                 elif chunk.kind == "tool_result":
                     refused = chunk.is_error or (isinstance(chunk.output, dict) and chunk.output.get("denied") is True)
                     mark = self._style("✗", "31") if refused else self._style("✓", "32")
-                    self.say(f"  {mark} {chunk.name}: {self._style(_json(chunk.output, None), '2')}")
+                    self.say(f"  {mark} {_plain(chunk.name)}: {self._style(_json(chunk.output, None), '2')}")
                     self._status.start("thinking")
                 elif chunk.kind == "interrupt":
                     self._status.stop()
@@ -283,7 +298,7 @@ class TerminalChat:
                 self.chat.resume_stream(respond=respond, restart=restart, principal=self.principal, via=VIA)
             )
         except PausepointError as exc:
-            self.say(self._style(f"refused: {exc}", "31"))
+            self.say(self._style(_plain(f"refused: {exc}"), "31"))
             return await self.chat.interrupts()
         return self._after(response)
 
@@ -363,7 +378,7 @@ class TerminalChat:
                 try:  # a grant "for this session": later calls of this tool, as the policy bounds it
                     approval = self.agent.approval(interrupt, grant=Grant() if choice == "g" else None)
                 except ValueError as exc:
-                    self.say(f"cannot approve with a plain yes: {exc}; respond with JSON instead")
+                    self.say(_plain(f"cannot approve with a plain yes: {exc}; respond with JSON instead"))
                     continue
                 if await self._confirmed(self.agent.view(interrupt)):
                     return approval
