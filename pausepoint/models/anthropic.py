@@ -20,7 +20,10 @@ What maps to what:
   ``tool_use.input`` must be an object on this wire.
 - ``ToolDefinition`` → ``{name, description, input_schema}``.
 - Responses: ``text`` blocks → ``TextPart``; ``tool_use`` blocks → ``ToolRequestPart`` with the
-  block ``id`` as ``call_id``; other block kinds (thinking, server tools) are dropped. Streams
+  block ``id`` as ``call_id``; ``thinking`` and ``redacted_thinking`` blocks (extended thinking)
+  are kept, unchanged, in the ``provider_metadata`` of the part after them and sent back before
+  it, as the API requires of an assistant turn whose tool results follow; other block kinds
+  (server tools) are dropped. Streams
   (``message_start``, ``content_block_start/delta/stop``, ``message_delta``, ``message_stop``,
   ``error``) report ``TextDelta`` and ``ToolCallDelta`` as they arrive.
 - Stop reasons: ``end_turn``/``tool_use``/``stop_sequence`` → stop; ``max_tokens`` and
@@ -218,7 +221,13 @@ def _map_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     mapped: list[dict[str, Any]] = []
     for message in messages:
         role = "assistant" if message.role == "model" else "user"
-        blocks = [block for part in message.parts if (block := _map_part(part)) is not None]
+        blocks: list[dict[str, Any]] = []
+        for part in message.parts:
+            if isinstance(part, TextPart | ToolRequestPart) and part.provider_metadata:
+                blocks.extend(part.provider_metadata.get(_THINKING) or ())  # as they came, before the part
+            block = _map_part(part)
+            if block is not None:
+                blocks.append(block)
         if not blocks:
             continue
         if mapped and mapped[-1]["role"] == role:
@@ -279,14 +288,35 @@ def _map_tool_definition(tool: ToolDefinition) -> dict[str, Any]:
 # -- responses -----------------------------------------------------------------------------------
 
 
+# Where a part keeps the thinking blocks that came before it (``provider_metadata``).
+_THINKING = "anthropic_thinking"
+
+
+def _thinking(block: Any) -> dict[str, Any]:
+    """A thinking block as the API must get it back: unchanged."""
+    if block.type == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.data}
+    return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+
+
+def _kept(thinking: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``provider_metadata`` of the part after ``thinking`` (None when there was none)."""
+    return {_THINKING: list(thinking)} if thinking else None
+
+
 def _process_response(message: SdkMessage) -> ModelResponse:
     parts: list[Part] = []
+    thinking: list[dict[str, Any]] = []  # the thinking blocks since the last part
     for block in message.content:
-        if block.type == "text":
+        if block.type in ("thinking", "redacted_thinking"):
+            thinking.append(_thinking(block))
+        elif block.type == "text":
             if block.text:
-                parts.append(TextPart(block.text))
+                parts.append(TextPart(block.text, provider_metadata=_kept(thinking)))
+                thinking = []
         elif block.type == "tool_use":
-            parts.append(ToolRequestPart(block.name, block.input, call_id=block.id))
+            parts.append(ToolRequestPart(block.name, block.input, call_id=block.id, provider_metadata=_kept(thinking)))
+            thinking = []
     usage = message.usage
     return ModelResponse(
         Message("model", parts),
@@ -308,13 +338,26 @@ class _StreamedBlock:
     tool_index: int = 0
     start_input: Any = None
     arguments: list[str] = field(default_factory=list)
+    signature: str = ""  # a thinking block's
+    data: str = ""  # a redacted thinking block's
 
-    def part(self) -> Part | None:
+    def thinking(self) -> dict[str, Any] | None:
+        """The thinking block this is, as the API must get it back (None: no thinking block)."""
+        if self.kind == "thinking":
+            return {"type": "thinking", "thinking": self.text, "signature": self.signature}
+        if self.kind == "redacted_thinking":
+            return {"type": "redacted_thinking", "data": self.data}
+        return None
+
+    def part(self, thinking: list[dict[str, Any]]) -> Part | None:
         if self.kind == "text":
-            return TextPart(self.text) if self.text else None
+            return TextPart(self.text, provider_metadata=_kept(thinking)) if self.text else None
         if self.kind == "tool_use":
             return ToolRequestPart(
-                self.name, _parse_arguments("".join(self.arguments), self.start_input), call_id=self.call_id
+                self.name,
+                _parse_arguments("".join(self.arguments), self.start_input),
+                call_id=self.call_id,
+                provider_metadata=_kept(thinking),
             )
         return None
 
@@ -349,6 +392,10 @@ async def _process_streamed_response(
                 )
                 tool_calls += 1
                 on_chunk(ToolCallDelta(block.tool_index, start.name, start.id, ""))
+            elif start.type == "thinking":
+                blocks[event.index] = _StreamedBlock("thinking", text=start.thinking, signature=start.signature)
+            elif start.type == "redacted_thinking":
+                blocks[event.index] = _StreamedBlock("redacted_thinking", data=start.data)
             else:
                 blocks[event.index] = _StreamedBlock(start.type)
         elif event.type == "content_block_delta":
@@ -357,6 +404,10 @@ async def _process_streamed_response(
             if delta.type == "text_delta" and block.kind == "text":
                 block.text += delta.text
                 on_chunk(TextDelta(delta.text))
+            elif delta.type == "thinking_delta" and block.kind == "thinking":
+                block.text += delta.thinking
+            elif delta.type == "signature_delta" and block.kind == "thinking":
+                block.signature += delta.signature
             elif delta.type == "input_json_delta" and block.kind == "tool_use":
                 block.arguments.append(delta.partial_json)
                 if delta.partial_json:
@@ -375,7 +426,15 @@ async def _process_streamed_response(
             stopped = True
     if not stopped:
         raise ModelUnavailable("the anthropic stream ended before message_stop", provider=PROVIDER)
-    parts = [part for _, block in sorted(blocks.items()) if (part := block.part()) is not None]
+    parts: list[Part] = []
+    thinking: list[dict[str, Any]] = []  # the thinking blocks since the last part
+    for _, block in sorted(blocks.items()):
+        kept = block.thinking()
+        if kept is not None:
+            thinking.append(kept)
+        elif (part := block.part(thinking)) is not None:
+            parts.append(part)
+            thinking = []
     return ModelResponse(
         Message("model", parts),
         _map_finish_reason(stop_reason),

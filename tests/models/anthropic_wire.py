@@ -15,11 +15,16 @@ from typing import Any
 
 from .wire_server import Json, Reply, Sse
 
-__all__ = ["check_request", "error", "events", "message", "reply", "stream_error", "text", "tool_use"]
+__all__ = ["check_request", "error", "events", "message", "reply", "stream_error", "text", "thinking", "tool_use"]
 
 
 def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
+
+
+def thinking(value: str, signature: str) -> dict[str, Any]:
+    """A thinking block (extended thinking), which must come back unchanged."""
+    return {"type": "thinking", "thinking": value, "signature": signature}
 
 
 def tool_use(call_id: str, name: str, input: Any) -> dict[str, Any]:
@@ -62,7 +67,17 @@ def events(
     out: list[tuple[str, Any]] = [("message_start", {"type": "message_start", "message": start})]
     out.append(("ping", {"type": "ping"}))
     for index, block in enumerate(blocks):
-        if block["type"] == "text":
+        if block["type"] == "thinking":
+            head = {"type": "thinking", "thinking": "", "signature": ""}
+            out.append(_event("content_block_start", index=index, content_block=head))
+            for i in range(0, len(block["thinking"]), piece):
+                delta = {"type": "thinking_delta", "thinking": block["thinking"][i : i + piece]}
+                out.append(_event("content_block_delta", index=index, delta=delta))
+            delta = {"type": "signature_delta", "signature": block["signature"]}
+            out.append(_event("content_block_delta", index=index, delta=delta))
+        elif block["type"] == "redacted_thinking":
+            out.append(_event("content_block_start", index=index, content_block=dict(block)))
+        elif block["type"] == "text":
             out.append(_event("content_block_start", index=index, content_block={"type": "text", "text": ""}))
             words = block["text"].split(" ")
             for i, word in enumerate(words):
@@ -119,8 +134,16 @@ def check_request(body: dict[str, Any]) -> str | None:
             if block["type"] == "tool_use" and not isinstance(block["input"], dict):
                 return f"messages.{i}: tool_use.input: Input should be a valid dictionary"
         calls = [b["id"] for b in content if b["type"] == "tool_use"]
+        if len(set(calls)) != len(calls):
+            return f"messages.{i}: tool_use ids must be unique"
         if not calls or i + 1 == len(messages):
             continue
+        if body.get("thinking") and content[0]["type"] not in ("thinking", "redacted_thinking"):
+            return (
+                f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                f"`{content[0]['type']}`. When `thinking` is enabled, a final `assistant` message must start "
+                "with a thinking block"
+            )
         following = messages[i + 1]["content"]
         kinds = [b["type"] for b in following] if isinstance(following, list) else ["text"]
         results = [b["tool_use_id"] for b in following if b["type"] == "tool_result"] if "tool_result" in kinds else []

@@ -24,7 +24,7 @@ from pausepoint.errors import (
 from pausepoint.models import RetryPolicy
 from pausepoint.models.anthropic import Anthropic, AnthropicModel
 
-from .anthropic_wire import check_request, error, events, message, reply, text, tool_use
+from .anthropic_wire import check_request, error, events, message, reply, text, thinking, tool_use
 from .wire_server import Hang, Json, Reply, Sse, WireRequest, WireServer, scripted
 
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
@@ -197,3 +197,34 @@ async def test_usage_counts_cached_input_tokens():
 
 
 # -- through the agent runtime --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_thinking_blocks_come_back_unchanged_before_the_call_they_led_to(stream):
+    """With extended thinking, the API refuses an assistant turn whose tool results follow unless
+    it starts with its thinking blocks, unchanged (found by a probe: approving a pause ran the
+    tool, then every request failed)."""
+    thought = thinking("The user wants the weather; I should call the tool.", "c2lnbmF0dXJl")
+    hidden = {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}
+    answers = [[thought, hidden, tool_use("toolu_1", "get_weather", {"city": "Oslo"})], [text("Sunny.")]]
+    config = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    with WireServer(claude(lambda body: answers.pop(0))) as server:
+        model = model_for(server)
+        sink = [] if stream else None
+        first = await model.generate(
+            ModelRequest([user("Weather in Oslo?")], tools=[WEATHER], config=config),
+            sink.append if sink is not None else None,
+        )
+        [call] = first.message.parts
+        assert isinstance(call, ToolRequestPart) and call.call_id == "toolu_1"
+        assert call.provider_metadata == {"anthropic_thinking": [thought, hidden]}
+        call.ref = "ref-1"
+        history = [
+            user("Weather in Oslo?"),
+            first.message,
+            Message("tool", [ToolResponsePart("get_weather", "Sunny", "ref-1", call_id="toolu_1")]),
+        ]
+        second = await model.generate(ModelRequest(history, tools=[WEATHER], config=config))
+    assert second.message.text == "Sunny."
+    sent = server.requests[1].body["messages"][1]["content"]
+    assert sent == [thought, hidden, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}]
