@@ -227,4 +227,8 @@ async def test_thinking_blocks_come_back_unchanged_before_the_call_they_led_to(s
         second = await model.generate(ModelRequest(history, tools=[WEATHER], config=config))
     assert second.message.text == "Sunny."
     sent = server.requests[1].body["messages"][1]["content"]
-    assert sent == [thought, hidden, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}]
+    assert sent == [
+        thought,
+        hidden,
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}},
+    ]
