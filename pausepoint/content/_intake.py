@@ -11,7 +11,7 @@ without running the tool.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +19,7 @@ from ..errors import InvalidMessage, ModelOutputError
 from ._jsondata import JsonLimits, NotJsonData, json_data, json_text, printable
 from ._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 
-__all__ = ["model_message", "user_message"]
+__all__ = ["adopted", "model_message", "paired", "user_message"]
 
 _FINISH_REASONS = frozenset({"stop", "length", "blocked", "other"})
 _RAW_ARGUMENTS_BYTES = 16 * 1024  # how much of unusable arguments the model is shown again
@@ -60,6 +60,49 @@ def user_message(message: str | Message | Sequence[Part], limits: JsonLimits) ->
     return Message("user", parts)
 
 
+def adopted(message: Message, mint: Callable[[], str]) -> Message:
+    """The model's message with a runtime-minted ref (``mint()``) on every tool request.
+
+    The provider's call id is kept for its round trip — unless another call of the message
+    has it too (some servers repeat one): two results under one id cannot be told apart (and
+    Anthropic refuses the request), so such a call goes back under its ref. ``ModelOutputError``
+    for a tool call with no name: no request could carry it back."""
+    parts: list[Part] = []
+    seen: set[str] = set()
+    for part in message.parts:
+        if isinstance(part, ToolRequestPart):
+            if not part.name:
+                raise ModelOutputError("the model asked for a tool call with no name")
+            call_id = part.call_id or part.ref or None
+            if call_id is not None:
+                call_id = None if call_id in seen else call_id
+                seen.add(part.call_id or part.ref)
+            # made anew rather than ``dataclasses.replace``d: that costs several times more
+            part = ToolRequestPart(part.name, part.input, mint(), call_id, part.provider_metadata)
+        parts.append(part)
+    return Message("model", parts)
+
+
+def paired(text: str) -> str:
+    """``text`` with each UTF-16 surrogate pair (a high surrogate then a low one, as a stream cut
+    by UTF-16 code units leaves them) joined into the character it stands for; lone surrogates
+    stay as they are (and are refused as ever)."""
+    if text.isascii():
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def _paired_value(value: Any) -> Any:
+    """``value`` with ``paired`` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return paired(value)
+    if isinstance(value, list):
+        return [_paired_value(item) for item in value]
+    if isinstance(value, dict):
+        return {_paired_value(key): _paired_value(item) for key, item in value.items()}
+    return value
+
+
 def model_message(
     message: Message, finish_reason: str, limits: JsonLimits
 ) -> tuple[Message, dict[str, dict[str, Any]]]:
@@ -75,7 +118,10 @@ def model_message(
             kept = part
             if isinstance(part, TextPart):
                 at = "text"
-                json_text(part.text, limits)
+                text = paired(part.text)
+                if text != part.text:
+                    kept = replace(part, text=text)
+                json_text(text, limits)
                 if part.provider_metadata is not None:
                     at = "provider_metadata"
                     json_data(part.provider_metadata, limits)
@@ -89,7 +135,12 @@ def model_message(
                     at = "provider_metadata"
                     json_data(part.provider_metadata, limits)
                 try:
-                    arguments = json_data(part.input, limits)
+                    try:
+                        arguments = json_data(part.input, limits)
+                    except NotJsonData as exc:
+                        if exc.rule != "unpaired_surrogate":
+                            raise
+                        arguments = json_data(_paired_value(part.input), limits)  # a pair cut in two
                     if arguments is not part.input:
                         kept = replace(part, input=arguments)
                 except NotJsonData as exc:

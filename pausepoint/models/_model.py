@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from ..content._intake import paired
 from ..content._messages import Message, ToolResponsePart
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ModelFinishReason",
     "ModelRequest",
     "ModelResponse",
+    "PairedText",
     "Plugin",
     "TextDelta",
     "ToolCallDelta",
@@ -87,6 +89,28 @@ class ToolCallDelta:
 
 ModelChunk: TypeAlias = TextDelta | ToolCallDelta
 ChunkSink: TypeAlias = Callable[[ModelChunk], None]
+
+
+class PairedText:
+    """A ``ChunkSink`` that passes the chunks on with no surrogate pair cut in two: a text delta
+    ending in a high surrogate (a stream cut by UTF-16 code units, as some gateways do) keeps it
+    for the next delta, so each character streams whole, as the reply records it."""
+
+    __slots__ = ("_held", "_sink")
+
+    def __init__(self, sink: ChunkSink) -> None:
+        self._sink = sink
+        self._held = ""
+
+    def __call__(self, chunk: ModelChunk) -> None:
+        if isinstance(chunk, TextDelta):
+            text = self._held + chunk.text
+            self._held = text[-1] if text and "\ud800" <= text[-1] <= "\udbff" else ""
+            text = paired(text[: len(text) - len(self._held)])
+            if text:
+                self._sink(TextDelta(text))
+            return
+        self._sink(chunk)
 
 
 @runtime_checkable

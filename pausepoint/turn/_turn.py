@@ -28,11 +28,11 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from ..approval._approvals import Approvals
-from ..content._intake import model_message
+from ..content._intake import adopted, model_message
 from ..content._jsondata import JsonLimits
 from ..content._messages import Message, ToolRequestPart
 from ..errors import ConcurrentUpdate, ModelError, PausepointError, ResumeInProgress
-from ..models._model import Model, ModelChunk, ModelRequest, ModelResponse, TextDelta, ToolDefinition
+from ..models._model import Model, ModelChunk, ModelRequest, ModelResponse, PairedText, TextDelta, ToolDefinition
 from ..session._records import (
     ApprovalPaused,
     ApprovalRequest,
@@ -175,7 +175,7 @@ class Turn:
                 if self._aborting():  # a reply that arrives once the abort is known is dropped
                     return await self.stop()
                 message, refused = model_message(
-                    self._adopt(response.message), response.finish_reason, agent.json_limits
+                    adopted(response.message, new_ref), response.finish_reason, agent.json_limits
                 )
             except _Aborted:
                 return await self.stop()
@@ -504,7 +504,7 @@ class Turn:
         every surface reports a typed failure of the model, never an internal one; its text,
         which may say anything, stays in the log and in ``__cause__``."""
         try:
-            call = self.agent.model.generate(request, self._on_model_chunk if self.emit else None)
+            call = self.agent.model.generate(request, PairedText(self._on_model_chunk) if self.emit else None)
             if self.abort is None:
                 return await call
             return await self._unless_aborted(call)
@@ -540,17 +540,6 @@ class Turn:
         """Whether ``claims`` restart a call of a tool that must not run twice (their append must
         then be durable: the tool runs right after it)."""
         return any(c.decision == "restart" and self._must_not_repeat(c) for c in claims)
-
-    def _adopt(self, message: Message) -> Message:
-        """The model's message with a runtime-minted ref on every tool request."""
-        parts = [
-            # made anew rather than ``dataclasses.replace``d: that costs several times more
-            ToolRequestPart(p.name, p.input, new_ref(), p.call_id or p.ref or None, p.provider_metadata)
-            if isinstance(p, ToolRequestPart)
-            else p
-            for p in message.parts
-        ]
-        return Message("model", parts)
 
     def _on_message(self, message: Message) -> None:
         """Stream a tool message when the history gets it: its results arrive together, once the

@@ -232,3 +232,69 @@ async def test_thinking_blocks_come_back_unchanged_before_the_call_they_led_to(s
         hidden,
         {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}},
     ]
+
+
+async def test_a_call_id_the_reply_repeats_goes_back_under_its_ref_and_a_nameless_call_is_refused():
+    """Some servers repeat one id for two calls of a message: sent back as they came, two
+    results under one id cannot be told apart (the API refuses it), so the second call goes back
+    under its runtime ref. A call with no name cannot be sent back at all: the reply is refused
+    as unusable output, nothing of it recorded (found by a probe)."""
+    from pausepoint import AgentFinishReason, Pausepoint
+    from pausepoint.errors import ModelOutputError
+
+    answers = [
+        [tool_use("dup", "get_weather", {"city": "Oslo"}), tool_use("dup", "get_weather", {"city": "Rome"})],
+        [text("Both sunny.")],
+        [tool_use("toolu_9", "", {})],
+        [text("Hello again.")],
+    ]
+    with WireServer(claude(lambda body: answers.pop(0))) as server:
+        ai = Pausepoint(plugins=[Anthropic(api_key="sk-test", base_url=server.url, retry=FAST)])
+
+        @ai.tool()
+        async def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return f"sunny in {city}"
+
+        agent = ai.define_agent(name="weather", model="anthropic/claude-test", tools=[get_weather])
+        chat = agent.chat()
+        res = await chat.send("Oslo and Rome?")
+        assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "Both sunny.")
+        sent = server.requests[1].body["messages"]
+        first, second = (b["id"] for b in sent[1]["content"])
+        assert first == "dup" and second != "dup"
+        assert [b["tool_use_id"] for b in sent[2]["content"]] == [first, second]
+        before = await chat.history()
+        with pytest.raises(ModelOutputError, match="no name"):
+            await chat.send("again?")
+        assert await chat.history() == before
+        assert (await chat.send("still there?")).text == "Hello again."
+
+
+async def test_a_surrogate_pair_cut_between_two_deltas_streams_and_records_whole():
+    """A gateway that slices text by UTF-16 code units may end a delta halfway through a
+    character: it streams whole, and the reply records it (found by a probe: the turn failed)."""
+    from pausepoint import AgentFinishReason, Pausepoint
+
+    start = message([], stop_reason=None, output_tokens=1)
+    stream = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": "hi \ud83d"}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": "\ude00 there"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": 5}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    with WireServer(scripted([Sse(stream)])) as server:
+        ai = Pausepoint(plugins=[Anthropic(api_key="sk-test", base_url=server.url, retry=FAST)])
+        agent = ai.define_agent(name="talker", model="anthropic/claude-test")
+        turn = agent.chat().send_stream("hello")
+        texts = [chunk.text async for chunk in turn if chunk.kind == "text"]
+        res = await turn.response
+    assert res.finish_reason == AgentFinishReason.STOP and res.text == "hi \U0001f600 there"
+    assert texts == ["hi ", "\U0001f600 there"]
