@@ -49,7 +49,7 @@ from typing import Any
 
 from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from ..errors import ModelAuthError, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
+from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from ._clients import LoopClients
 from ._http import error_kind, retry_after, status_error, transport_error
 from ._model import (
@@ -179,6 +179,8 @@ class AnthropicModel:
         async def complete() -> ModelResponse:
             with _map_errors():
                 message = await client.messages.create(**params, stream=False)
+            if not isinstance(message, SdkMessage):  # a body that is no JSON (an HTML login page)
+                raise ModelOutputError(f"{PROVIDER}: unusable response: not a message", provider=PROVIDER)
             return _process_response(message)
 
         async def stream(sink: ChunkSink) -> ModelResponse:
@@ -257,12 +259,22 @@ def _map_part(part: Part) -> dict[str, Any] | None:
 
 
 def _map_media(part: MediaPart) -> dict[str, Any]:
-    """An image (or, for ``application/pdf``, a document) block from a URL or a base64 data URL."""
-    kind = "document" if (part.content_type or "").startswith("application/pdf") else "image"
-    if part.url.startswith("data:") and ";base64," in part.url:
-        header, data = part.url[len("data:") :].split(";base64,", 1)
-        media_type = header or part.content_type or "application/octet-stream"
-        return {"type": kind, "source": {"type": "base64", "media_type": media_type, "data": data}}
+    """An image block, or for a PDF a document block, from a URL or a base64 data URL; the type
+    is the part's ``content_type``, else the data URL's own. Anything else the API takes no block
+    for: ``ModelBadRequest`` before the request is sent."""
+    data_url = part.url.startswith("data:")
+    header, _, data = part.url[len("data:") :].partition(",") if data_url else ("", "", "")
+    media_type = part.content_type or header.split(";", 1)[0] or None
+    if media_type is not None and media_type != "application/pdf" and not media_type.startswith("image/"):
+        raise ModelBadRequest(
+            f"{PROVIDER}: a {media_type} part cannot be sent (images and PDFs only)", provider=PROVIDER
+        )
+    kind = "document" if media_type == "application/pdf" else "image"
+    if data_url:
+        if not header.endswith(";base64"):
+            raise ModelBadRequest(f"{PROVIDER}: a data URL must be base64 to be sent", provider=PROVIDER)
+        source = {"type": "base64", "media_type": media_type or "application/octet-stream", "data": data}
+        return {"type": kind, "source": source}
     return {"type": kind, "source": {"type": "url", "url": part.url}}
 
 
@@ -498,6 +510,8 @@ def _map_errors() -> Iterator[None]:
         raise ModelAuthError(f"{PROVIDER}: credentials could not be loaded: {exc}", provider=PROVIDER) from exc
     except sdk.AnthropicError as exc:
         raise ModelError(f"{PROVIDER}: the call failed: {exc}", provider=PROVIDER) from exc
+    except json.JSONDecodeError as exc:  # a 200 whose body is no JSON
+        raise ModelOutputError(f"{PROVIDER}: unusable response: {exc}", provider=PROVIDER) from exc
     except Exception as exc:  # while reading a stream, the SDK lets its HTTP client's errors through
         error = transport_error(PROVIDER, exc)
         if error is None:
@@ -510,7 +524,7 @@ def _status_error(exc: sdk.APIStatusError) -> ModelError:
     info: dict[str, Any] = {"error_type": exc.type, "request_id": exc.request_id}
     if exc.status_code < 400:  # an ``error`` event in a stream whose response status was 200
         status = _ERROR_TYPE_STATUS.get(exc.type or "")
-        kind = error_kind(status) if status is not None else ModelError
+        kind = error_kind(status) if status is not None else ModelUnavailable  # a failure the stream reported
         message = f"{PROVIDER}: {detail} ({exc.type} in the stream)"
         return kind(message, provider=PROVIDER, status=exc.status_code, **info)
     return status_error(PROVIDER, exc.status_code, detail, retry_after=retry_after(exc.response.headers), **info)

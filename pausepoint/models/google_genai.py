@@ -388,6 +388,7 @@ class _Collector:
             detail = f": {self.finish_message}" if self.finish_message else ""
             error = ModelOutputError(
                 f"Gemini produced an unusable function call ({unusable}){detail}",
+                provider=PROVIDER,
                 finish_reason=unusable,
                 finish_message=self.finish_message,
             )
@@ -397,7 +398,9 @@ class _Collector:
             if streamed:
                 raise ModelUnavailable("the googleai stream ended before a finish reason", provider=PROVIDER)
             if not self.parts:
-                raise ModelOutputError("Gemini returned no candidate and no block reason")
+                raise ModelOutputError(
+                    f"{PROVIDER}: Gemini returned no candidate and no block reason", provider=PROVIDER
+                )
         reason: ModelFinishReason = (
             "blocked" if self.block_reason is not None else _map_finish_reason(self.finish_reason)
         )
@@ -453,7 +456,7 @@ def _map_errors() -> Iterator[None]:
         yield
     except genai_errors.APIError as exc:
         raise _status_error(exc) from exc
-    except genai_errors.UnknownApiResponseError as exc:
+    except (genai_errors.UnknownApiResponseError, json.JSONDecodeError) as exc:
         raise ModelUnavailable(f"{PROVIDER}: a reply that is not JSON: {exc}", provider=PROVIDER) from exc
     except pydantic.ValidationError as exc:
         raise ModelOutputError(f"{PROVIDER}: a reply the SDK could not read: {exc}", provider=PROVIDER) from exc

@@ -228,7 +228,9 @@ class OpenAIModel:
                 completion = await self.plugin.client().chat.completions.create(
                     model=self.model_id, messages=messages, tools=tools or omit, extra_body=body
                 )
-            return _process_response(completion)
+            if not isinstance(completion, ChatCompletion):  # a body that is no JSON (an HTML login page)
+                raise ModelOutputError(f"{label}: unreadable response: not a chat completion", provider=label)
+            return _process_response(completion, label)
 
         async def stream(sink: ChunkSink) -> ModelResponse:
             with _map_errors(label):
@@ -241,7 +243,7 @@ class OpenAIModel:
                     extra_body=body,
                 )
                 async with events:
-                    return await _process_streamed_response(events, sink)
+                    return await _process_streamed_response(events, sink, label)
 
         if on_chunk is None:
             return await call_with_retries(complete, self.plugin.retry)
@@ -350,10 +352,10 @@ def _map_config(config: Mapping[str, Any], output_limit_field: str, unsupported:
 # -- responses ------------------------------------------------------------------------------------
 
 
-def _process_response(completion: ChatCompletion) -> ModelResponse:
+def _process_response(completion: ChatCompletion, provider: str) -> ModelResponse:
     """A complete (non-streamed) completion as a ``ModelResponse``."""
     if not completion.choices:
-        raise ModelOutputError("the completion has no choices", completion_id=completion.id)
+        raise ModelOutputError("the completion has no choices", completion_id=completion.id, provider=provider)
     choice = completion.choices[0]
     message = choice.message
     parts: list[Part] = []
@@ -374,7 +376,9 @@ class _StreamedCall:
     arguments: str = ""
 
 
-async def _process_streamed_response(chunks: AsyncIterator[ChatCompletionChunk], on_chunk: ChunkSink) -> ModelResponse:
+async def _process_streamed_response(
+    chunks: AsyncIterator[ChatCompletionChunk], on_chunk: ChunkSink, provider: str
+) -> ModelResponse:
     """Read a stream to its end, reporting text and tool-call deltas as they come.
 
     Calls are numbered in order of appearance. A delta whose ``index`` is already taken by a call
@@ -416,9 +420,9 @@ async def _process_streamed_response(chunks: AsyncIterator[ChatCompletionChunk],
                 if name or arguments or new_id:
                     on_chunk(ToolCallDelta(slot, name=name, call_id=new_id, arguments_delta=arguments))
     if finish is None:
-        if text or calls:
-            raise ModelUnavailable("the stream ended before the model finished its answer")
-        raise ModelOutputError("the stream ended without an answer")
+        # cut short (retried when nothing of it was reported yet, as any stream that fails)
+        what = "before the model finished its answer" if text or calls else "without an answer"
+        raise ModelUnavailable(f"{provider}: the stream ended {what}", provider=provider)
     parts: list[Part] = [TextPart("".join(text))] if text else []
     parts += [_tool_request(call.name, call.arguments, call.call_id) for call in calls]
     reason = "blocked" if refused else _map_finish_reason(finish)

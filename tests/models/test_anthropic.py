@@ -24,7 +24,7 @@ from pausepoint.errors import (
 from pausepoint.models import RetryPolicy
 from pausepoint.models.anthropic import Anthropic, AnthropicModel
 
-from .anthropic_wire import check_request, error, events, message, reply, text, thinking, tool_use
+from .anthropic_wire import check_request, error, events, message, reply, stream_error, text, thinking, tool_use
 from .wire_server import Hang, Json, Reply, Sse, WireRequest, WireServer, scripted
 
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
@@ -298,3 +298,32 @@ async def test_a_surrogate_pair_cut_between_two_deltas_streams_and_records_whole
         res = await turn.response
     assert res.finish_reason == AgentFinishReason.STOP and res.text == "hi \U0001f600 there"
     assert texts == ["hi ", "\U0001f600 there"]
+
+
+async def test_media_blocks_follow_the_data_urls_own_type_and_other_media_are_refused_before_sending():
+    """A PDF given as a data URL is a document block (it went out as an image, which the API
+    refuses); audio or text, which the API takes no block for, is refused before the request."""
+    from pausepoint.errors import ModelBadRequest
+
+    with WireServer(claude(lambda body: [text("Read it.")])) as server:
+        model = model_for(server)
+        pdf = Message("user", [MediaPart("data:application/pdf;base64,JVBERi0xLjQ="), TextPart("Summarise.")])
+        await model.generate(ModelRequest([pdf]))
+        [block, _] = server.requests[0].body["messages"][0]["content"]
+        assert block == {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                                        "data": "JVBERi0xLjQ="}}  # fmt: skip
+        for part in (MediaPart("data:audio/mpeg;base64,SUQz"), MediaPart("data:text/plain,hello"),
+                     MediaPart("https://example.com/song.mp3", "audio/mpeg")):  # fmt: skip
+            with pytest.raises(ModelBadRequest, match=r"cannot be sent|must be base64"):
+                await model.generate(ModelRequest([Message("user", [part])]))
+        assert len(server.requests) == 1
+
+
+async def test_a_stream_error_of_a_type_the_api_never_listed_is_unavailable():
+    from pausepoint.errors import ModelUnavailable
+
+    start = message([], stop_reason=None, output_tokens=1)
+    stream = [("message_start", {"type": "message_start", "message": start}), stream_error("brand_new_error", "hm")]
+    with WireServer(scripted([Sse(stream)])) as server, pytest.raises(ModelUnavailable, match="hm") as caught:
+        await model_for(server, retry=RetryPolicy(attempts=1)).generate(ModelRequest([user("hi")]), lambda c: None)
+    assert caught.value.details["provider"] == "anthropic"

@@ -38,6 +38,7 @@ from pausepoint.errors import (
     ModelAuthError,
     ModelBadRequest,
     ModelError,
+    ModelOutputError,
     ModelRateLimited,
     ModelTimeout,
     ModelUnavailable,
@@ -45,7 +46,7 @@ from pausepoint.errors import (
 from pausepoint.models import RetryPolicy
 
 from .providers import ALL, FAST, Call, Provider, Result
-from .wire_server import Hang, Reply, WireRequest, scripted
+from .wire_server import Hang, Raw, Reply, WireRequest, scripted
 
 USER = [Message("user", [TextPart("Hello")])]
 WEATHER = ToolDefinition("get_weather", "The weather in a city.", {"type": "object", "properties": {}})
@@ -260,6 +261,24 @@ async def test_each_error_status_means_the_same_on_every_provider(
     assert (caught.value.details["provider"], caught.value.details["status"]) == (provider.name, status)
     assert caught.value.__cause__ is not None  # chained to the SDK's error
     assert len(server.requests) == (FAST.attempts if retried else 1)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        Raw(b"<html><body>Please sign in to the proxy</body></html>", "text/html"),
+        Raw(b"{not json", "application/json"),
+        Raw(b"", "application/json"),
+    ],
+    ids=["html", "broken-json", "empty"],
+)
+async def test_a_200_whose_body_is_no_reply_is_a_typed_failure_of_the_provider(provider: Provider, body: Raw) -> None:
+    """A proxy's login page, a body cut short: a failure of the provider, typed and named —
+    never an internal error of the adapter (found by a probe: AttributeError, JSONDecodeError)."""
+    with provider.serve(scripted([body])) as server, pytest.raises(ModelError) as caught:
+        await provider.model(server).generate(ModelRequest(USER))
+    assert type(caught.value) in (ModelOutputError, ModelUnavailable), repr(caught.value)
+    assert caught.value.details["provider"] == provider.name
 
 
 async def test_a_timeout_is_retried_then_raised(provider: Provider) -> None:

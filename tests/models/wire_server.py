@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Handler", "Hang", "Json", "Reply", "Sse", "WireRequest", "WireServer", "scripted"]
+__all__ = ["Handler", "Hang", "Json", "Raw", "Reply", "Sse", "WireRequest", "WireServer", "scripted"]
 
 
 @dataclass
@@ -45,6 +45,15 @@ class Json:
 
 
 @dataclass
+class Raw:
+    """A reply of any body and content type (an HTML login page a proxy answers with, say)."""
+
+    body: bytes
+    content_type: str
+    status: int = 200
+
+
+@dataclass
 class Sse:
     """A ``text/event-stream`` reply. Each event is a dict sent as ``data: <json>``, or a
     ``(event_name, data)`` tuple, or a raw string sent as ``data: <string>`` (e.g. ``[DONE]``)."""
@@ -63,7 +72,7 @@ class Hang:
     seconds: float
 
 
-Reply = Json | Sse | Hang
+Reply = Json | Sse | Hang | Raw
 Handler = Callable[[WireRequest], Reply]
 
 
@@ -106,6 +115,13 @@ class WireServer(AbstractContextManager["WireServer"]):
                 if isinstance(reply, Hang):
                     time.sleep(reply.seconds)
                     self.close_connection = True
+                    return
+                if isinstance(reply, Raw):
+                    self.send_response(reply.status)
+                    self.send_header("content-type", reply.content_type)
+                    self.send_header("content-length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
                     return
                 if isinstance(reply, Json):
                     payload = json.dumps(reply.body).encode()
