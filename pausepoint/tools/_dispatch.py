@@ -110,9 +110,10 @@ async def _run_one(
         validated = tool.validate_input(job.input)
     except ValidationError as exc:
         detail = exc.errors(include_url=False, include_context=False, include_input=False)
-        return Completed(
-            job, {"error": f"invalid input for tool {name!r}", "details": detail}, is_error=True, error=exc
-        )
+        said = f"invalid input for tool {name!r}"
+        if isinstance(job.input, str):  # the model's arguments, kept as text: they were no JSON object
+            said += ": the arguments must be a JSON object of the tool's parameters, and were not"
+        return Completed(job, {"error": said, "details": detail}, is_error=True, error=exc)
     ctx = ToolRunContext(
         session_id=session_id,
         ref=job.request.ref,

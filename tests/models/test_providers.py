@@ -420,6 +420,8 @@ async def test_arguments_the_tool_cannot_take_are_reported_to_the_model_as_inval
     [result] = provider.results(second)
     assert result.call_id == "call_bad" and result.is_error
     assert "invalid input for tool 'pay'" in json.dumps(result.output)
+    if isinstance(provider.bad_arguments, str):  # arguments that are no JSON: the model is told so
+        assert "the arguments must be a JSON object" in json.dumps(result.output)
     assert len(server.requests) == 2
 
 
