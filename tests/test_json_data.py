@@ -572,3 +572,38 @@ def json_normal_form(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: json_normal_form(v) for k, v in value.items()}
     return value
+
+
+async def test_a_tool_result_too_large_for_a_record_reaches_the_model_as_an_error_and_the_session_goes_on(sqlite):
+    """Each string under the store's limit, the record over it (found by a probe: the tool ran,
+    nothing of its batch could be written, and the call was presumed lost 15 minutes later)."""
+    from pausepoint import Pausepoint
+    from pausepoint.testing import ScriptedModel
+
+    ai = Pausepoint()
+    ran: list[int] = []
+
+    @ai.tool(requires_approval=True)
+    def export(size: int, parts: int = 1) -> Any:
+        """Export a report."""
+        ran.append(size)
+        return "x" * size if parts == 1 else ["y" * size for _ in range(parts)]
+
+    limit = sqlite.max_record_bytes
+    model = ScriptedModel(
+        [[tool_call("export", {"size": limit - 10})], "too big", [tool_call("export", {"size": limit // 2, "parts": 2})],
+         "still too big", [tool_call("export", {"size": 100})], "fine", "hello"]
+    )  # fmt: skip
+    agent = ai.define_agent(name="exporter", model=model, tools=[export], store=sqlite)
+    chat = agent.chat()
+    for expected in ("too big", "still too big", "fine"):
+        [pause] = (await chat.send("export")).interrupts
+        res = await chat.approve(pause.ref)
+        assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, expected)
+        [result] = model.requests[-1].messages[-1].tool_responses
+        if expected == "fine":
+            assert not result.is_error and result.output == "x" * 100
+        else:
+            assert result.is_error and "more than a record of this store holds" in result.output["error"]
+    assert ran == [limit - 10, limit // 2, 100]  # each ran once
+    assert (await chat.send("hi")).text == "hello"

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, printable
 from ..content._messages import ToolRequestPart
+from ..stores._base import DEFAULT_MAX_RECORD_BYTES
 from ._tool import Interrupt, Tool, ToolRunContext
 
 __all__ = ["CallJob", "Completed", "Outcome", "Paused", "dispatch"]
@@ -63,6 +65,7 @@ async def dispatch(
     on_progress: Callable[[CallJob, Any], None] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     limits: JsonLimits = DEFAULT_LIMITS,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     traced: Callable[[CallJob], AbstractContextManager[Any]] | None = None,
 ) -> list[Outcome]:
     """Run every job concurrently; outcomes come back in the jobs' order.
@@ -70,7 +73,9 @@ async def dispatch(
     ``on_outcome`` is called as each call finishes (the turn records the outcomes in the
     jobs' order). Errors raised by tools become ``Completed(is_error=True)``; ``Interrupt`` becomes
     ``Paused``. Cancellation propagates. ``traced(job)`` wraps each call (a span; its handle's
-    ``done`` gets the outcome), and ``on_outcome`` runs inside it.
+    ``done`` gets the outcome), and ``on_outcome`` runs inside it. A result (or a pause's input
+    and metadata) that makes a record over ``max_record_bytes`` — the store's limit, past which
+    nothing of the batch could be written once its tools ran — is an error result instead.
     """
     loop = asyncio.get_running_loop()
     thread = threading.get_ident()
@@ -80,6 +85,7 @@ async def dispatch(
             outcome = await _run_one(
                 job, tools.get(job.request.name), session_id, principal, on_progress, loop, thread, limits
             )
+            outcome = _recordable(outcome, max_record_bytes)
             if span is not None:
                 span.done(outcome)
             if on_outcome is not None:
@@ -141,6 +147,35 @@ async def _run_one(
     except NotJsonData as exc:
         problem = f"tool {name!r} returned a result this session cannot keep ({exc})"
         return Completed(job, _error(problem, exc), is_error=True, error=exc)
+
+
+# What a call's record holds besides its result (its ref, name, kind; a pause's fingerprint,
+# times, trace): room left for it under the store's record limit.
+_RECORD_HEADROOM = 16 * 1024
+
+
+def _recordable(outcome: Outcome, max_record_bytes: int) -> Outcome:
+    """``outcome``, or — when the record it makes would not fit the store's limit — an error
+    result saying so: the tool ran, and a result that cannot be written would leave its batch
+    unwritten and the call presumed lost, its result never known."""
+    room = max_record_bytes - _RECORD_HEADROOM
+    if isinstance(outcome, Completed):
+        value: Any = outcome.output
+    elif isinstance(outcome, Paused):
+        value = [outcome.input, outcome.signal.metadata]
+    else:  # pragma: no cover - every outcome is one of the two
+        return outcome
+    if type(value) is str and len(value) * 6 <= room:  # the commonest result: no need to measure
+        return outcome
+    size = len(to_json(value))
+    if size <= room:
+        return outcome
+    name = outcome.job.request.name
+    what = "result" if isinstance(outcome, Completed) else "pause's input and metadata"
+    problem = f"the {what} of tool {name!r} is {size} bytes of JSON: more than a record of this store holds"
+    return Completed(
+        outcome.job, {"error": problem, "size": size, "limit": room}, is_error=True, error=ValueError(problem)
+    )
 
 
 def _error(problem: str, exc: NotJsonData) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from ..session._records import (
 from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, HistoryView, SessionState
 from ..session._views import pending_interrupt, response_for
+from ..stores import SessionStore
 from ..tools._dispatch import CallJob, Completed, Outcome, Paused, dispatch
 from ..tools._tool import Interrupt, Tool
 from ._journal import Journal
@@ -106,6 +107,8 @@ class TurnHost(Protocol):
     def approvals(self) -> Approvals: ...
     @property
     def json_limits(self) -> JsonLimits: ...
+    @property
+    def store(self) -> SessionStore: ...
     @property
     def clock(self) -> Callable[[], datetime]: ...
     @property
@@ -439,6 +442,7 @@ class Turn:
             on_progress=self._on_progress if self.emit else None,
             on_outcome=on_outcome,
             limits=self.agent.json_limits,
+            max_record_bytes=self.agent.store.max_record_bytes,
             traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
         )
         return errors[min(errors)] if errors else None
