@@ -590,9 +590,10 @@ async def test_a_tool_result_too_large_for_a_record_reaches_the_model_as_an_erro
         return "x" * size if parts == 1 else ["y" * size for _ in range(parts)]
 
     limit = sqlite.max_record_bytes
+    halves = {"size": limit // 2, "parts": 2}
     model = ScriptedModel(
-        [[tool_call("export", {"size": limit - 10})], "too big", [tool_call("export", {"size": limit // 2, "parts": 2})],
-         "still too big", [tool_call("export", {"size": 100})], "fine", "hello"]
+        [[tool_call("export", {"size": limit - 10})], "too big", [tool_call("export", halves)], "still too big",
+         [tool_call("export", {"size": 100})], "fine", "hello"]
     )  # fmt: skip
     agent = ai.define_agent(name="exporter", model=model, tools=[export], store=sqlite)
     chat = agent.chat()
