@@ -12,6 +12,7 @@ for stable storage.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from typing import NamedTuple
 
@@ -30,6 +31,8 @@ __all__ = [
     "write_base",
     "write_file",
 ]
+
+log = logging.getLogger("pausepoint")
 
 # The version a session's checkpoint is at: its latest extension's, or its base's (NULL: none).
 _CHECKPOINT_HEAD = (
@@ -125,8 +128,18 @@ def read(conn: sqlite3.Connection, session_id: str) -> StoredCheckpoint | None:
         conn.execute("COMMIT")
     if row is None:
         return None
-    head = extensions[-1][0] if extensions else row[0]
-    return StoredCheckpoint(int(head), bytes(row[1]), row[2], tuple(bytes(e[1]) for e in extensions))
+    version, data, file = row
+    # A row of other types than these writes (edited by hand, say) is no checkpoint: the log is folded.
+    if (
+        type(version) is not int
+        or not isinstance(data, bytes | None)
+        or not isinstance(file, str | None)
+        or any(type(e[0]) is not int or not isinstance(e[1], bytes) for e in extensions)
+    ):
+        log.warning("the checkpoint of session %s has cells of the wrong type: ignored", session_id)
+        return None
+    head = extensions[-1][0] if extensions else version
+    return StoredCheckpoint(head, bytes(data or b""), file, tuple(e[1] for e in extensions))
 
 
 def files_named(conn: sqlite3.Connection) -> set[str]:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 from collections.abc import AsyncIterator, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
@@ -92,6 +93,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise missing_extra("redis", "redis") from exc
 
 __all__ = ["RedisSessionStore"]
+
+log = logging.getLogger("pausepoint")
 
 # The layout's versions, each adding keys only, so a prefix of any earlier version is upgraded by
 # naming the new one: 1 sessions and logs, 2 the event stream and the delivery outbox, 3
@@ -292,11 +295,19 @@ class RedisSessionStore:
         _, head, extensions = self._checkpoint_keys(session_id)
         action = f"reading the checkpoint of session {session_id!r}"
         stem = self._base_stem(session_id)
-        reply = await self._run("read_checkpoint", action, [head, extensions], [stem, PREFIX_BYTES])
-        if not reply:
+        try:
+            reply = await self._run("read_checkpoint", action, [head, extensions], [stem, PREFIX_BYTES])
+            if not reply:
+                return None
+            version, base, length, prefix = int(reply[0]), int(reply[1]), int(reply[2]), bytes(reply[3])
+            added = tuple(bytes(e) for e in reply[4:])
+        except (StoreError, ValueError, TypeError, IndexError) as exc:
+            # A checkpoint's keys of another type or shape than these write (set by hand, say) are
+            # no checkpoint: the log is folded. Any other failure of the store is the store's.
+            if isinstance(exc, StoreError) and "WRONGTYPE" not in str(exc.__cause__ or ""):
+                raise
+            log.warning("the checkpoint of session %s is not one this store wrote: ignored", session_id)
             return None
-        version, base, length, prefix = int(reply[0]), int(reply[1]), int(reply[2]), bytes(reply[3])
-        added = tuple(bytes(e) for e in reply[4:])
         if length <= len(prefix):
             return Checkpoint(version, prefix, added)
         key = f"{stem}{base}"

@@ -95,3 +95,30 @@ async def test_a_closed_store_refuses_work(place):
     await store.close()
     with pytest.raises(StoreError):
         await store.read("s1")
+
+
+@pytest.mark.parametrize("key", ["checkpoint", "checkpoint-ext"])
+async def test_checkpoint_keys_of_another_type_are_no_checkpoint(place, key):
+    """A checkpoint key replaced by a key of another type (by hand, say): the log is folded,
+    every time, not a StoreError on every call (found by a probe)."""
+    from pausepoint.demo import build
+
+    from .test_checkpoints import cycle
+
+    store = await place.open()
+    try:
+        _, writer = build(store)
+        writer.checkpoint_every = 1
+        sid = await cycle(writer)
+        await cycle(writer, sid)
+        await writer.sessions.settle()
+        assert await store.read_checkpoint(sid) is not None
+        async with aioredis.Redis.from_url(place.url) as client:
+            await client.delete(f"{place.prefix}{key}:{sid}")
+            await client.sadd(f"{place.prefix}{key}:{sid}", "not a checkpoint")
+        assert await store.read_checkpoint(sid) is None
+        _, cold = build(await place.open())
+        assert [m.text for m in await cold.chat(sid).history()] == [m.text for m in await writer.chat(sid).history()]
+        await cold.store.close()
+    finally:
+        await store.close()

@@ -340,3 +340,33 @@ async def test_a_base_written_while_a_call_runs_is_where_the_next_call_starts(tm
     assert ledger == ["5->savings", "5->savings"]
     await store.store.close()
     await cold.store.close()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE pausepoint_checkpoints SET data = 'hello'",
+        "UPDATE pausepoint_checkpoints SET data = ''",
+        "UPDATE pausepoint_checkpoints SET file = X'00ff'",
+        "UPDATE pausepoint_checkpoints SET version = 'three'",
+        "INSERT INTO pausepoint_checkpoint_extensions (session_id, version, data) "
+        "SELECT session_id, version + 1, 'hello' FROM pausepoint_checkpoints",
+    ],
+)
+async def test_checkpoint_cells_of_another_type_are_no_checkpoint(tmp_path: Path, edit: str) -> None:
+    """Rows edited by hand so that a cell holds another type than the store writes: the log is
+    folded, every time (found by a probe: a TypeError on every call, from every process)."""
+    path = tmp_path / "s.db"
+    _, writer = build(SqliteSessionStore(path))
+    writer.checkpoint_every = 1
+    sid = await cycle(writer)
+    for _ in range(3):
+        await cycle(writer, sid)
+    await writer.sessions.settle()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(edit).rowcount >= 1
+    for _ in range(2):
+        _, cold = build(SqliteSessionStore(path))
+        assert await seen(cold, sid) == await seen(writer, sid)
+        state = cold.sessions.cached(sid)
+        assert state is not None and books(state).checkpointed == 0  # folded from the log
