@@ -112,6 +112,9 @@ async def test_a_process_that_dies_mid_turn_leaves_its_session_usable(spec, tmp_
         chat = hasty.chat(started["session"])
         turn = DetachedTurn(chat, started["turn"])
         assert await turn.status() == TurnStatus.EXPIRED
+        before = await chat.audit_trail()
+        assert await chat.abort(principal="bob") == TurnStatus.EXPIRED  # nothing runs to stop: nothing recorded
+        assert await turn.status() == TurnStatus.EXPIRED and await chat.audit_trail() == before
         assert (await chat.send("hello?")).text == "You said: hello?"  # ends the lost turn, then goes on
         assert await turn.status() == TurnStatus.FAILED
         assert "lost" in ((await turn.wait()).error or "")

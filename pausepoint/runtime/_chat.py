@@ -246,9 +246,9 @@ class Chat:
 
         ``pending``: it was running and stops now (a model call in progress is cancelled, no tool
         starts any more, a tool already running finishes and is recorded; it ends ``aborted``).
-        ``expired``: its process was presumed lost (the next call on the session ends it).
-        Otherwise the status of the session's last turn, unchanged (None: none has ended yet).
-        A chat nothing was sent in yet has no session: ``SessionNotFound``, as for every read.
+        ``expired``: its process was presumed lost; nothing is recorded (the next call on the
+        session ends it ``failed``). Otherwise the status of the session's last turn, unchanged
+        (None: none has ended yet, as in a new chat).
         """
         state = await self.calls.read_state()
         if state.running_turn is not None:

@@ -35,8 +35,8 @@ async def abort_turn(chat: SessionCalls, turn_id: int, principal: str | None, vi
             raise SessionNotFound(f"no detached turn {turn_id} in session {chat.session_id!r}", turn_id=turn_id)
         now = agent.clock()
         status = status_of(state, turn, now, agent.abandon_after)
-        if turn.end is not None or turn.abort is not None:
-            return status
+        if turn.end is not None or turn.abort is not None or status is TurnStatus.EXPIRED:
+            return status  # nothing runs to stop (a lost turn's end is the next call's: failed)
         record = AbortRequested(turn=turn_id, at=now, principal=principal or chat.principal, via=via)
         entry = LogEntry(state.version + 1, record.kind, encode_record(record))
         state.apply(record)
