@@ -208,6 +208,8 @@ class Turn:
                 return await self.end(AgentFinishReason.FAILED, error=failed)
             if self.state.open:
                 return await self.end(AgentFinishReason.INTERRUPTED)
+            if response.finish_reason == "length" and any(type(r.input) is str for r in requests):
+                return await self.end(AgentFinishReason.LENGTH)  # cut off inside a call: say so
             self._carry = True  # the results go with the next append (see Journal)
         return await self.end(AgentFinishReason.MAX_TURNS)
 

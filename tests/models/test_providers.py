@@ -455,6 +455,24 @@ async def test_the_agent_finishes_as_the_model_did(provider: Provider, expected:
     assert res.finish_reason == AgentFinishReason(expected)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_reply_cut_off_inside_a_call_ends_the_turn_as_length(provider: Provider, stream: bool) -> None:
+    """The model ran out of tokens inside a call's arguments: the call gets its invalid-input
+    result (the history stays whole) and the turn ends ``length`` — the model is not asked
+    again, as if nothing were cut (found by a probe: it ended ``stop``)."""
+    if not isinstance(provider.bad_arguments, str):
+        pytest.skip(f"{provider.name} sends a call's arguments whole: none is cut off inside")
+    wire = next(w for w, e in provider.finish_reasons if e == "length")
+    cut = provider.reply(None, [Call("call_cut", "pay", provider.bad_arguments)], stream=stream, finish=wire)
+    ledger: list[int] = []
+    with provider.serve(scripted([cut, provider.reply("never", stream=stream)])) as server:
+        chat = pay_agent(provider.plugin(server), ledger, provider.model_name).chat()
+        res = await (chat.send_stream("Pay 5.") if stream else chat.send("Pay 5."))
+        assert res.finish_reason == AgentFinishReason.LENGTH and ledger == []
+        assert len(server.requests) == 1
+        assert [m.role for m in await chat.history()] == ["user", "model", "tool"]
+
+
 def banking_model(provider: Provider) -> Callable[[WireRequest], Reply]:
     """The model as the banking system prompt asks: approval first, then the transfer."""
 
