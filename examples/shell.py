@@ -79,8 +79,11 @@ async def main() -> None:
     pause = res.interrupts[0]
     print(f"paused: {pause.name} {pause.input} because {pause.metadata}")
     res = await chat.resume(restart=[pause.restart()])
-    print(f"restarted without approval: paused again ({res.finish_reason}), new ref {res.interrupts[0].ref}")
-    res = await chat.resume(restart=[res.interrupts[0].restart(resumed_metadata={"tool_approved": True})])
+    again = res.interrupts[0]
+    print(f"restarted without approval: paused again ({res.finish_reason}), same ref {again.ref}, "
+          f"new pause_id {again.pause_id}")  # fmt: skip
+    assert (again.ref, again.pause_id != pause.pause_id) == (pause.ref, True)  # one ref per call, a new pause
+    res = await chat.resume(restart=[again.restart(resumed_metadata={"tool_approved": True})])
     print(f"agent> {res.text}  [{res.finish_reason}]")
 
 

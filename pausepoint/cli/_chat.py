@@ -8,12 +8,12 @@ import getpass
 import re
 from typing import Any
 
-from ..errors import ModelError, SessionNotFound, StoreError
+from ..errors import SessionNotFound, StoreError
 from ..runtime._agent import Agent
 from ..stores import SqliteSessionStore
 from ._errors import CliError
 from ._store_url import FORMS, open_store, parse_store
-from ._targets import load_target, pick_agent, replace_stores
+from ._targets import load_target, pick_agent, prepare_model, replace_stores
 from ._terminal import TerminalChat
 
 __all__ = ["add_parser", "run"]
@@ -57,24 +57,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.store:
         replace_stores([agent], open_store(parse_store(args.store)))
     principal = args.principal or _user()
-    _prepare_model(agent)
+    prepare_model(agent)
     terminal = TerminalChat(agent, session_id=args.session, principal=principal)
     try:
         return asyncio.run(_chat(agent, terminal, args.message))
     except SessionNotFound as exc:
         raise CliError(f"no session {args.session!r} in the agent's store ({exc})") from exc
-
-
-def _prepare_model(agent: Agent) -> None:
-    """Check the model before the first prompt: a cloud model without its key (or a local model
-    that cannot load) is an error now, not after the person typed a message."""
-    prepare = getattr(agent.model, "prepare", None)
-    if not callable(prepare):
-        return
-    try:
-        prepare()
-    except ModelError as exc:
-        raise CliError(f"the model {agent.model.name} cannot be used: {exc}") from exc
 
 
 async def _chat(agent: Agent, terminal: TerminalChat, first_messages: list[str]) -> int:

@@ -14,7 +14,7 @@ from ._serve_app import build_app, prepare
 from ._serving import listen, port_number, serve_until_stopped
 from ._settings import GENERATED, ServeSettings, resolve
 from ._store_url import FORMS, open_store
-from ._targets import load_target, replace_stores
+from ._targets import load_target, prepare_model, replace_stores
 from ._web import need_mcp
 
 __all__ = ["add_parser", "asgi_only", "run"]
@@ -103,9 +103,10 @@ def run(args: argparse.Namespace) -> int:
         return _serve_stdio(target, settings, args)
     provider = None
     if isinstance(target, Pausepoint):
+        _check_agents(target)
         provider = prepare(target, settings)
         app = build_app(target, settings)
-        agents = ", ".join(target.agents) or "no agents"
+        agents = ", ".join(target.agents)
     elif callable(target):
         asgi_only(settings, args)
         app, agents = target, "an ASGI app"
@@ -120,6 +121,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if provider is not None:
             provider.shutdown()  # sends the spans still waiting
+
+
+def _check_agents(target: Pausepoint) -> None:
+    """An app to serve has agents, and their models can be used (a cloud model has its key)."""
+    if not target.agents:
+        raise CliError("the app defines no agents: define one with ai.define_agent(...) before it is served")
+    for agent in target.agents.values():
+        prepare_model(agent)
 
 
 def _banner(settings: ServeSettings, base: str, agents: str, served_app: bool) -> None:
@@ -171,6 +180,7 @@ def _serve_stdio(target: Any, settings: ServeSettings, args: argparse.Namespace)
     if not args.mcp_stdio:
         raise CliError("--mcp-stdio wants the principal the MCP client acts as, like --mcp-stdio alice")
     settings.problems.raise_found()
+    _check_agents(target)
     need_mcp()
     if settings.store is not None:
         replace_stores(list(target.agents.values()), open_store(settings.store))

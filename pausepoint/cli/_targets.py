@@ -7,12 +7,13 @@ import os
 import sys
 from typing import Any
 
+from ..errors import ModelError
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..stores import SessionStore
 from ._errors import CliError
 
-__all__ = ["load_target", "pick_agent", "replace_stores"]
+__all__ = ["load_target", "pick_agent", "prepare_model", "replace_stores"]
 
 
 def load_target(target: str) -> Any:
@@ -63,3 +64,15 @@ def replace_stores(agents: list[Agent], store: SessionStore) -> None:
     """Give ``agents`` the store ``store`` (before any session is used: the agents cache none yet)."""
     for agent in agents:
         agent.store = store
+
+
+def prepare_model(agent: Agent) -> None:
+    """Check ``agent``'s model before anything is served or asked: a cloud model without its key
+    (or a local model that cannot load) is an error now, not at the first message."""
+    prepare = getattr(agent.model, "prepare", None)
+    if not callable(prepare):
+        return
+    try:
+        prepare()
+    except ModelError as exc:
+        raise CliError(f"the model {agent.model.name} cannot be used: {exc}") from exc

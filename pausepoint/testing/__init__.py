@@ -9,7 +9,7 @@ store as any provider. Give it a list of steps, one per model call::
         "Done: $500 moved to savings.",
     ])
 
-or a function of the request (``ModelRequest``) returning a step. A step is a string (a text
+or a function of the request (``ModelRequest``) returning a step — plain or ``async``. A step is a string (a text
 reply), a part or list of parts, a ``Message``, a ``ModelResponse``, or an exception to raise.
 Every request is kept in ``model.requests`` so tests can assert on what the model was shown;
 a model that serves for long (a demo server, a benchmark) keeps only the latest ones with
@@ -19,8 +19,9 @@ With ``stream=True`` text is streamed word by word and tool-call arguments in sm
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
@@ -55,7 +56,7 @@ class ScriptedModel:
 
     def __init__(
         self,
-        script: Sequence[Step] | Callable[[ModelRequest], Step],
+        script: Sequence[Step] | Callable[[ModelRequest], Step | Awaitable[Step]],
         *,
         name: str = "scripted",
         stream: bool = True,
@@ -85,6 +86,8 @@ class ScriptedModel:
             del self.requests[: len(self.requests) - self._keep]
         if self._function is not None:
             step = self._function(request)
+            if inspect.isawaitable(step):  # an async function of the request
+                step = await step
         else:
             if self._next >= len(self._steps):
                 raise ModelError(f"scripted model {self.name!r} ran out of steps after {len(self._steps)} calls")

@@ -39,8 +39,9 @@ def _down(request: ModelRequest) -> ModelResponse:
     raise ModelUnavailable("the model is down for maintenance")
 
 
-#: OpenAI without a key (the CLI tests run without provider keys): the chat checks it before prompting
-cloud_agent = Pausepoint(plugins=[OpenAI()]).define_agent(name="cloud", model="openai/gpt-4o-mini")
+#: OpenAI without a key (the CLI tests run without provider keys): chat and serve check it first
+cloud_ai = Pausepoint(plugins=[OpenAI()])
+cloud_agent = cloud_ai.define_agent(name="cloud", model="openai/gpt-4o-mini")
 #: every model call fails, so no session is ever written
 failing_agent = Pausepoint().define_agent(name="failing", model=FunctionModel("test/down", _down))
 empty_ai = Pausepoint()
