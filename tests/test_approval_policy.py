@@ -703,12 +703,16 @@ async def test_a_members_function_that_fails_refuses_with_a_typed_error_and_appr
 # -- escalation -------------------------------------------------------------------------------------
 
 
-async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_the_expiry_policy(store):
-    clock = Clock()
-    policy = treasury(
+def escalating() -> ApprovalPolicy:
+    """Treasury decides transfers within 10 minutes; then leads, within an hour."""
+    return treasury(
         ttl={"transfer_money": timedelta(minutes=10)},
         escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
     )
+
+
+async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_the_expiry_policy(store):
+    clock, policy = Clock(), escalating()
     agent, model, ledger = build(store, policy, clock=clock)
     chat = agent.chat(principal="dave")
     [pause] = (await chat.send("pay 500 to savings")).interrupts
@@ -743,11 +747,7 @@ async def test_a_pause_nobody_decided_in_time_goes_to_other_approvers_then_to_th
 
 
 async def test_an_escalating_pause_past_its_time_is_handed_on_by_the_next_answer_or_send(store):
-    clock = Clock()
-    policy = treasury(
-        ttl={"transfer_money": timedelta(minutes=10)},
-        escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
-    )
+    clock, policy = Clock(), escalating()
     agent, _, ledger = build(store, policy, clock=clock)
     chat = agent.chat(principal="dave")
     [pause] = (await chat.send("pay 500 to savings")).interrupts
@@ -780,11 +780,7 @@ async def test_an_escalating_pause_past_its_time_is_handed_on_by_the_next_answer
 async def test_a_pause_nobody_looked_at_past_all_its_steps_has_expired_when_someone_does(store):
     """No sweep, and nobody came by while the steps ran out (found by a probe: an approval
     three times the pause's whole life late ran the call): the next answer finds it expired."""
-    clock = Clock()
-    policy = treasury(
-        ttl={"transfer_money": timedelta(minutes=10)},
-        escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
-    )
+    clock, policy = Clock(), escalating()
     agent, _, ledger = build(store, policy, clock=clock)
     chat = agent.chat(principal="dave")
     [pause] = (await chat.send("pay 500 to savings")).interrupts
@@ -844,11 +840,7 @@ async def test_two_processes_sweeping_at_once_hand_a_pause_on_once(tmp_path):
                 await both_read.wait()
             return await super().append(session_id, expected_version, *args, **kwargs)
 
-    clock = Clock()
-    policy = treasury(
-        ttl={"transfer_money": timedelta(minutes=10)},
-        escalation={"transfer_money": [Escalation(to=["leads"], ttl=timedelta(hours=1))]},
-    )
+    clock, policy = Clock(), escalating()
     first, _, _ = build(SqliteSessionStore(path), policy, clock=clock)
     second, _, _ = build(HeldBack(path), policy, clock=clock)
     chat = first.chat(principal="dave")
