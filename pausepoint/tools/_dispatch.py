@@ -150,7 +150,7 @@ async def _run_one(
 
 
 # What a call's record holds besides its result (its ref, name, kind; a pause's fingerprint,
-# times, trace): room left for it under the store's record limit.
+# times, trace): room left for it under the store's record limit (a quarter of a small limit).
 _RECORD_HEADROOM = 16 * 1024
 
 
@@ -158,7 +158,7 @@ def _recordable(outcome: Outcome, max_record_bytes: int) -> Outcome:
     """``outcome``, or — when the record it makes would not fit the store's limit — an error
     result saying so: the tool ran, and a result that cannot be written would leave its batch
     unwritten and the call presumed lost, its result never known."""
-    room = max_record_bytes - _RECORD_HEADROOM
+    room = max_record_bytes - min(_RECORD_HEADROOM, max_record_bytes // 4)
     if isinstance(outcome, Completed):
         value: Any = outcome.output
     elif isinstance(outcome, Paused):
