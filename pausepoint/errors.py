@@ -322,10 +322,9 @@ class SchemaVersionError(StoreError):
 
 
 class ModelError(PausepointError):
-    """The model call failed. The session is left as it was before the model call: what the
-    call recorded before it (a batch's tool results, the answers of a resume) is kept, and then
-    the turn is recorded as ended ``failed`` — its ``AgentResponse`` is ``response`` (None when
-    the call had recorded nothing: then nothing of it is kept).
+    """The model call failed before the call recorded anything: the session is left as it was.
+    (A model failing after the call recorded something — a batch's tool results, a resume's
+    answers — ends the turn ``failed`` instead: its response says so, as a tool's failure does.)
 
     Also what an exception of the model's own that is no pausepoint error becomes (its type in
     the message, the exception itself as ``__cause__``)."""
@@ -334,8 +333,6 @@ class ModelError(PausepointError):
 
     #: whether the same request may succeed if sent again
     retryable = False
-    #: the ``AgentResponse`` of the turn this failure ended (finish reason ``failed``), or None
-    response: Any = None
 
 
 class ModelAuthError(ModelError):

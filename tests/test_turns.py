@@ -159,28 +159,29 @@ async def test_model_failure_leaves_the_session_as_before_the_turn(store):
     chat = agent.chat()
     await chat.send("one")
     before = await version(store, chat.session_id)
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelError):
         await chat.send("two")
-    assert raised.value.response is None  # nothing of the turn was recorded: nothing to end
-    assert await version(store, chat.session_id) == before
+    assert await version(store, chat.session_id) == before  # nothing of the turn was recorded
     assert [m.text for m in await chat.history()] == ["one", "first"]
     assert (await chat.send("three")).text == "second"
 
 
 async def test_a_model_failure_after_a_tool_ran_keeps_its_result_and_ends_the_turn_failed(store):
-    """The tool ran, so its result stays; the turn those records belong to then ends ``failed``
-    on every surface (a failure before anything was recorded ends nothing: see above)."""
-    agent, _ = approvals_agent(store, ["first", [tool_call("lookup", {"key": "a"})], ModelError("down"), "again"])
+    """The tool ran, so its result stays; the turn those records belong to then ends ``failed``,
+    as a tool's failure does — a response, not an error inviting the same send again, which would
+    run the tool again (a failure before anything was recorded is the model's error: see above)."""
+    from pausepoint.errors import ModelRateLimited
+
+    late = ModelRateLimited("slow down", retry_after=7)
+    agent, _ = approvals_agent(store, ["first", [tool_call("lookup", {"key": "a"})], late, "again"])
     chat = agent.chat()
     await chat.send("one")
-    with pytest.raises(ModelError) as raised:
-        await chat.send("two")
-    failed = raised.value.response
-    assert failed is not None and failed.finish_reason == AgentFinishReason.FAILED
-    assert failed.error == "ModelError: down"
+    failed = await chat.send("two")
+    assert failed.finish_reason == AgentFinishReason.FAILED
+    assert failed.error == "ModelRateLimited: slow down"
     assert [m.role for m in await chat.history()] == ["user", "model", "user", "model", "tool"]
     last = await chat.last_response()
-    assert (last.finish_reason, last.error) == (AgentFinishReason.FAILED, "ModelError: down")
+    assert (last.finish_reason, last.error) == (AgentFinishReason.FAILED, "ModelRateLimited: slow down")
     assert (await chat.send("three")).text == "again"
 
 
@@ -215,8 +216,8 @@ async def test_a_crashed_continuation_is_resumed_by_an_empty_resume(store):
     agent, _ = approvals_agent(store, [[tool_call("ask", {"question": "?"})], ModelError("down"), "continued"])
     chat = agent.chat()
     res = await chat.send("go")
-    with pytest.raises(ModelError):
-        await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+    failed = await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+    assert (failed.finish_reason, failed.error) == (AgentFinishReason.FAILED, "ModelError: down")
     assert await chat.interrupts() == []  # the answer was recorded before the model failed
     res = await chat.resume()
     assert res.text == "continued"

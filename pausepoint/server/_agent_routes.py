@@ -104,7 +104,6 @@ async def turn(request: Request) -> Response:
         reply=lambda r: {"result": genkit.output_json(r)},
         chunk=genkit.ChunkTranslator().translate,
         frame=_frame,
-        failed_as_result=True,
     )
 
 

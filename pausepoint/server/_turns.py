@@ -17,7 +17,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..errors import ModelError
 from ..session._json import RESPONSE, dump
 from ..session._response import AgentResponse
 from ..turn._streaming import CHUNK, TurnChunk, TurnStream
@@ -50,7 +49,6 @@ async def run_turn(
     reply: Callable[[AgentResponse], Any] | None = None,
     chunk: Callable[[TurnChunk], Any] | None = None,
     frame: Callable[[str, Any], bytes] | None = None,
-    failed_as_result: bool = False,
 ) -> Response:
     """Run a turn; reply with ``reply(response)`` as JSON, or stream it. ``turn(streamed)``
     starts it: a ``TurnStream`` when ``streamed``, else the awaitable ``AgentResponse`` (a
@@ -59,11 +57,7 @@ async def run_turn(
 
     ``chunk`` translates a chunk (None: skip it) and ``frame(kind, value)`` writes an event of
     kind ``chunk``/``response``/``error``; the defaults are the REST API's snake_case events.
-    ``failed_as_result`` (the Genkit wire, as the reference answers a failed turn): a model
-    failure that ended the turn ``failed`` (``ModelError.response``) is answered with that
-    response, as a tool failure that fails the turn is; any other error is the error reply.
     """
-    ended = _ended if failed_as_result else (lambda exc: None)
     reply = reply or (lambda r: dump(RESPONSE, r))
     chunk = chunk or (lambda c: dump(CHUNK, c))
     frame = frame or (lambda kind, value: event(kind, error_body(value) if kind == "error" else value))
@@ -81,10 +75,7 @@ async def run_turn(
         try:
             response = await asyncio.shield(task)
         except Exception as exc:
-            failed = ended(exc)
-            if failed is None:
-                return error_response(exc)
-            response = failed
+            return error_response(exc)
         return Response(dumps(reply(response)), media_type="application/json")
     try:
         stream: TurnStream = turn(True)
@@ -97,19 +88,10 @@ async def run_turn(
     except StopAsyncIteration:
         first = None
     except Exception as exc:
-        if ended(exc) is None:
-            return error_response(exc)
-        first = None  # the turn ended failed before its first chunk: the stream is its result
+        return error_response(exc)
     return StreamingResponse(
-        _events(stream, first, iterator, reply, chunk, frame, ended),
-        media_type="text/event-stream",
-        headers=_SSE_HEADERS,
+        _events(stream, first, iterator, reply, chunk, frame), media_type="text/event-stream", headers=_SSE_HEADERS
     )
-
-
-def _ended(exc: Exception) -> AgentResponse | None:
-    """The response of the turn a model failure ended ``failed`` (None: any other error)."""
-    return exc.response if isinstance(exc, ModelError) else None
 
 
 async def _events(
@@ -119,7 +101,6 @@ async def _events(
     reply: Callable[[AgentResponse], Any],
     chunk: Callable[[TurnChunk], Any],
     frame: Callable[[str, Any], bytes],
-    ended: Callable[[Exception], AgentResponse | None],
 ) -> AsyncIterator[bytes]:
     try:
         if first is not None:
@@ -132,5 +113,4 @@ async def _events(
                     yield frame("chunk", translated)
         yield frame("response", reply(await stream))
     except Exception as exc:
-        failed = ended(exc)
-        yield frame("error", exc) if failed is None else frame("response", reply(failed))
+        yield frame("error", exc)

@@ -185,7 +185,9 @@ class Turn:
             except BaseException as exc:
                 await self._keep_results()
                 if isinstance(exc, ModelError) and self.turn_id is None:
-                    await self._failed_by(exc)
+                    failed = await self._failed_by(exc)
+                    if failed is not None:
+                        return failed
                 raise
             self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
@@ -224,17 +226,18 @@ class Turn:
         except Exception:
             log.warning("could not record the tool results of session %s", self.state.session_id, exc_info=True)
 
-    async def _failed_by(self, error: ModelError) -> None:
-        """A model failure after this call recorded something (results, answers): the turn
-        ends ``failed`` on every surface (history, ``last_response()``, a snapshot of its own),
-        its response on ``error.response``. Before anything was recorded there is nothing to
-        end. If writing the end fails, the caller still gets the model's error."""
+    async def _failed_by(self, error: ModelError) -> AgentResponse | None:
+        """A model failure after this call recorded something (results, answers): the turn ends
+        ``failed``, as a tool's failure does, and this is its response (what a retry of a keyed
+        call gets too). None before anything was recorded: the caller gets the model's error,
+        the session as it was — as it does if writing the end fails."""
         if self.journal.state.durable_version <= self._recorded_from:
-            return
+            return None
         try:
-            error.response = await self.end(AgentFinishReason.FAILED, error=f"{type(error).__name__}: {error}")
+            return await self.end(AgentFinishReason.FAILED, error=f"{type(error).__name__}: {error}")
         except Exception:
             log.warning("could not record the failed end of session %s", self.state.session_id, exc_info=True)
+            return None
 
     async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
         """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""

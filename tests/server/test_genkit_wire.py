@@ -222,6 +222,24 @@ async def test_a_model_failure_after_a_tool_ran_is_a_failed_turn_with_a_snapshot
     assert served.events.lines.count("get_balance:A") == 1  # the tool ran once
 
 
+async def test_a_model_failure_after_a_tool_ran_is_a_failed_response_on_rest_too(served, http):
+    """The same turn over REST: 200 with ``finish_reason: failed`` (as a tool's failure that
+    fails a turn), not an error inviting the same send again — which would run the tool again."""
+    url = served.lab + "/v1/agents/labAgent/sessions"
+    reply = await http.post(url, json={"message": "Crash after: check balance of B"}, headers=ALICE)
+    assert reply.status_code == 200, reply.text
+    out = reply.json()
+    assert out["finish_reason"] == "failed" and out["error"].startswith("ModelError: ")
+    history = await http.get(f"{url}/{out['session_id']}/history", headers=ALICE)
+    assert [m["role"] for m in history.json()["messages"]] == ["user", "model", "tool"]
+    async with http.stream("POST", url, json={"message": "Crash after: check balance of C"},
+                           headers={**ALICE, "Accept": "text/event-stream"}) as streamed:  # fmt: skip
+        body = (await streamed.aread()).decode()
+    assert streamed.status_code == 200 and "event: error" not in body
+    assert body.rstrip().splitlines()[-1].startswith("data: ") and '"finish_reason":"failed"' in body
+    assert served.events.lines.count("get_balance:B") == served.events.lines.count("get_balance:C") == 1
+
+
 async def test_the_turn_after_a_detached_one_names_it_as_parent_by_the_id_it_was_issued(served, http):
     url = served.lab + "/agents/labAgent"
     detached = (await http.post(url, json={"data": {**user("hello"), "detach": True}}, headers=ALICE)).json()["result"]
