@@ -77,8 +77,12 @@ def is_tenant_name(name: object) -> bool:
 
 def qualified(principal: str, tenant: str | None) -> str:
     """How a policy's configuration names ``principal`` of ``tenant``: ``"acme/alice"``, or
-    ``"alice"`` for the alice of no tenant."""
-    return principal if tenant is None else f"{tenant}/{principal}"
+    ``"alice"`` for the alice of no tenant. A principal of no tenant whose name holds a ``/`` (a
+    sign-in's ``sub`` of ``"acme/desk"`` with no tenant claim) is no name a configuration can
+    give: it reads ``"/acme/desk"``, never acme's desk."""
+    if tenant is None:
+        return f"/{principal}" if "/" in principal else principal
+    return f"{tenant}/{principal}"
 
 
 def named_identity(name: str) -> Identity:

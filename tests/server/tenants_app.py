@@ -9,6 +9,7 @@ treasury decides it) served with fixed tokens of two tenants and of none:
     globex-bob     bob of globex      an approver of globex, holds treasury in globex
     ops            ops (no tenant)    an operator, and an approver: reads every tenant's inbox
     carol          carol (no tenant)
+    impostor       "acme/desk" (no tenant): a name of no tenant that looks like acme's desk
 
 with webhooks (``acme-hook`` hears acme only; ``all-hook`` every tenant), the feed, MCP at
 ``/mcp`` and metrics that count pauses by tenant (acme named; anything else "other").
@@ -37,6 +38,8 @@ TOKENS: dict[str, str | Identity] = {
     "globex-bob": Identity("bob", tenant="globex"),
     "ops": "ops",
     "carol": "carol",
+    # a sign-in whose sub reads "acme/desk" with no tenant claim: nobody of acme
+    "impostor": Identity("acme/desk"),
 }
 MEMBERS = {"acme/alice": ["treasury"], "acme/desk": ["treasury"], "globex/bob": ["treasury"]}
 

@@ -146,6 +146,17 @@ async def test_approvers_answer_their_tenants_pauses_only(served, http):
     assert (await http.get(f"{url}{SESSIONS}/{acme}", headers=bearer("carol"))).status_code == 404
 
 
+async def test_a_name_of_no_tenant_that_reads_like_a_tenants_is_not_that_principal(served, http):
+    """A sign-in's ``sub`` of "acme/desk" with no tenant claim is not acme's desk: not an
+    approver, no treasury role (found by a probe: it approved a session of no tenant)."""
+    url = served.url
+    carols, carols_pause = await pause(http, url, "carol")
+    assert await listed(http, url, "impostor", "?pending=true") == []
+    approve = f"{url}{SESSIONS}/{carols}/interrupts/{carols_pause['ref']}/approve"
+    assert (await http.post(approve, json={}, headers=bearer("impostor"))).status_code == 404
+    assert served.ledger == []
+
+
 async def test_an_operator_reads_every_tenant_and_answers_none(served, http):
     url = served.url
     acme, acme_pause = await pause(http, url, "acme-alice")
