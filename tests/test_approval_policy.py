@@ -39,7 +39,7 @@ from pausepoint.errors import (
 from pausepoint.stores import SessionStore, SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 
-from .approval_apps import Clock, build, told, treasury
+from .approval_apps import MEMBERS, Clock, build, told, treasury
 from .helpers import version
 
 # -- requires_approval ----------------------------------------------------------------------------
@@ -865,3 +865,32 @@ async def test_two_processes_sweeping_at_once_hand_a_pause_on_once(tmp_path):
     assert (handed.approval.roles, handed.approval.escalated) == (["leads"], 1)
     events = await SqliteSessionStore(path).read_events()
     assert [e.kind for e in events].count("escalation") == 1
+
+
+async def test_separation_of_duties_covers_a_tool_that_pauses_itself_for_approval(store):
+    """``True`` is every call paused for approval: by ``requires_approval``, and by the tool
+    itself (a yes runs it, as in examples/payments.py) — not an interrupt's question (found by a
+    probe: the requester approved their own payment)."""
+    ai = Pausepoint()
+    paid: list[str] = []
+
+    @ai.tool()
+    async def pay_self(amount: int, ctx: ToolRunContext) -> str:
+        """Pay, once approved."""
+        if not (ctx.resumed_metadata or {}).get("tool_approved"):
+            raise Interrupt({"why": "payments need a yes"})
+        paid.append(str(amount))
+        return "paid"
+
+    policy = ApprovalPolicy(roles={"treasury": Role(tools=["pay_self"])}, members=MEMBERS, separation_of_duties=True)
+    agent = ai.define_agent(
+        name="payer", model=ScriptedModel([[tool_call("pay_self", {"amount": 5})], "done"]), tools=[pay_self],
+        store=store, approval=policy,
+    )  # fmt: skip
+    chat = agent.chat(principal="alice")
+    [pause] = (await chat.send("pay 5")).interrupts
+    assert pause.approval is not None and pause.approval.separate
+    with pytest.raises(ApprovalForbidden) as refused:
+        await chat.approve(pause.ref, principal="alice")
+    assert refused.value.details["reason"] == "separation_of_duties" and paid == []
+    assert (await chat.approve(pause.ref, principal="bob")).text == "done" and paid == ["5"]

@@ -21,7 +21,8 @@ predicate of its validated input and run context). Such a call is paused by the 
     distinct approvals a tool's calls need (``{"deploy": 2}``); one denial denies.
 ``separation_of_duties``
     the principal who sent the message that led to a call may not approve it (``True``: every
-    call paused for approval; or a collection of tool names).
+    call paused for approval — by ``requires_approval`` or by the tool itself, not an
+    interrupt's question; or a collection of tool names).
 ``grantable``
     tools whose approval may grant later calls in the session (``Grant``), with the longest a
     grant may last (``{"transfer_money": timedelta(hours=8)}``, or a collection: no limit).
@@ -353,7 +354,8 @@ class ApprovalPolicy:
         """What deciding a pause of ``tool`` takes (None: nothing beyond the session's rights)."""
         name = tool.name
         roles = self.roles_deciding(name)
-        separate = self.separates(name, gated)
+        # A tool's own pause is for approval too (a yes runs the call); an interrupt's is a question.
+        separate = self.separates(name, gated or not tool.pauses_only)
         if not gated and roles is None and not separate and offer is None:
             return None
         if gated:
