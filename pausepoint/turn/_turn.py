@@ -185,9 +185,9 @@ class Turn:
             except BaseException as exc:
                 await self._keep_results()
                 if isinstance(exc, ModelError) and self.turn_id is None:
-                    failed = await self._failed_by(exc)
-                    if failed is not None:
-                        return failed
+                    ended = await self._failed_by(exc)
+                    if ended is not None:
+                        return ended
                 raise
             self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
