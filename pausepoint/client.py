@@ -272,7 +272,7 @@ class RemoteChat:
     def __init__(self, agent: RemoteAgent, session_id: str | None) -> None:
         self.agent = agent
         self.session_id = session_id
-        # A new chat (no id given): until its first send creates the session, it reads as empty.
+        # A new chat (no id given): until a send made its session, it reads as empty.
         self._fresh = session_id is None
 
     def __repr__(self) -> str:
@@ -303,7 +303,7 @@ class RemoteChat:
                 # another and runs the tool again.
                 self.session_id = secrets.token_hex(16)
             response = await self.agent.client._stream(f"{self._path}/messages", body, emit, retry="connect")
-            self.session_id = response.session_id
+            self.session_id, self._fresh = response.session_id, False
             return response
 
         return self._start(run)

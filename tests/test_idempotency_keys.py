@@ -9,6 +9,7 @@ import pytest
 
 from pausepoint import AgentFinishReason
 from pausepoint.errors import IdempotencyKeyReused
+from pausepoint.testing import tool_call
 from tests.approval_apps import build, treasury
 
 
@@ -38,3 +39,19 @@ async def test_a_key_replays_only_its_principals_request(store):
     # bob's own key counts his approval: the quorum completes, the call runs once
     done = await chat.approve(pause.ref, principal="bob", idempotency_key=f"{key}:bob")
     assert done.finish_reason == AgentFinishReason.STOP and ledger == ["500->savings"]
+
+
+async def test_a_keyed_retry_of_a_turn_that_failed_after_its_call_ran_gets_that_turn_back(store):
+    """SPEC 2.3, exactly once: the answer was taken, the tool ran, then the model failed — the
+    turn ended ``failed``; a retry with the same key gets that response, and runs nothing again."""
+    from pausepoint.errors import ModelError
+
+    steps = [[tool_call("transfer_money", {"amount": "5", "to_account": "savings"})], ModelError("down"), "never"]
+    agent, model, ledger = build(store, treasury(), steps=steps)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 5 to savings")).interrupts
+    first = await chat.approve(pause.ref, idempotency_key="k1", principal="alice")
+    assert (first.finish_reason, first.error) == (AgentFinishReason.FAILED, "ModelError: down")
+    again = await chat.approve(pause.ref, idempotency_key="k1", principal="alice")
+    assert (again.finish_reason, again.error, again.version) == (first.finish_reason, first.error, first.version)
+    assert ledger == ["5->savings"] and model.remaining == 1  # the tool ran once; the model was not asked again

@@ -50,7 +50,7 @@ from ..session._records import (
 from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, SessionState
 from ..session._views import grant_info, response_for
-from ..stores import LogEntry, SessionStore
+from ..stores import LogEntry, SessionStore, SessionSummary
 from ..turn._streaming import Emit, TurnStream
 from ..turn._turn import Turn, TurnHost
 from ._launch import Launch, lost_turn_end
@@ -110,8 +110,6 @@ class SessionCalls:
         # the id was taken meanwhile). With a caller's id, the id must not exist yet (``new``).
         self._is_new = session_id is None or new
         self._create_only = new
-        # A chat that named its own session: until its first send creates it, it reads as empty.
-        self._minted = session_id is None
         # 128 random bits in hex: safe in URLs and on command lines (never starts with "-").
         self.session_id = session_id if session_id is not None else secrets.token_hex(16)
         self.principal = principal
@@ -360,8 +358,8 @@ class SessionCalls:
             if creating and self._is_new and (self._create_only or sessions.cached(self.session_id) is None):
                 # A new session: nothing to read. If the id was taken meanwhile, the
                 # conditional append at version 0 fails.
-                if self._create_only and await self.agent.store.get_summary(self.session_id) is not None:
-                    raise await self._taken()
+                if self._create_only and (taken := await self.agent.store.get_summary(self.session_id)) is not None:
+                    raise self._taken(taken)
                 state = SessionState(self.session_id)
             elif creating:
                 try:
@@ -378,16 +376,16 @@ class SessionCalls:
                 if cached is not None and cached.version != cached.durable_version:
                     sessions.forget(self.session_id)
                 if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
-                    raise await self._taken() from None
+                    raise self._taken(await self.agent.store.get_summary(self.session_id)) from None
                 raise
             self._is_new = self._create_only = False
             return result
 
-    async def _taken(self) -> PausepointError:
-        """The error for a new session whose id was taken meanwhile: to this caller it is a
-        session it cannot see — unless another request of the same caller created it (two
-        first sends at once, a retry): then it is theirs, and sending again continues it."""
-        found = await self.agent.store.get_summary(self.session_id)
+    def _taken(self, found: SessionSummary | None) -> PausepointError:
+        """The error for a new session whose id was taken meanwhile (``found``: its summary): to
+        this caller it is a session it cannot see — unless another request of the same caller
+        created it (two first sends at once, a retry): then it is theirs, and sending again
+        continues it."""
         if (
             found is not None
             and self.principal is not None
@@ -410,7 +408,7 @@ class SessionCalls:
             async with lock:
                 return await self.agent.sessions.refresh(self.session_id)
         except SessionNotFound:
-            if self._minted:  # a new chat (``agent.chat()``) whose first send has not made it yet
+            if self._is_new and not self._create_only:  # ``agent.chat()``, its first send not made yet
                 return SessionState(self.session_id)
             raise
 
