@@ -140,6 +140,9 @@ def _live(
         )
     if pause.answer is not None:
         done = pause.answer
+        if done.decision == "expire":  # settled by the expiry sweep: the same refusal as before it ran
+            expired = pause.expires_at or done.at
+            raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {expired.isoformat()}", ref=ref)
         decision = "approve" if approving(pause, done) else done.decision  # as the audit trail names it
         by = f" by {done.principal}" if done.principal else ""
         again = "; the call paused again since: answer its new pause" if state.calls[ref].pause != paused.ref else ""

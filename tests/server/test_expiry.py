@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from pausepoint import AgentFinishReason, Pausepoint
 from pausepoint.client import Client
+from pausepoint.errors import InterruptExpired
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.testing import ScriptedModel, tool_call
 from tests.server.harness import TOKENS, serve_in_thread
@@ -60,6 +62,9 @@ async def test_an_expired_pause_is_settled_without_anyone_touching_the_session()
             assert (entry.decision, entry.via) == ("expire", "expiry")
             last = await chat.last_response()
             assert last is not None and last.text == "Nobody answered, so I did not deploy."
+            # Answered after the sweep settled it: refused as expired, as it was before the sweep ran.
+            with pytest.raises(InterruptExpired, match="expired at 2026-05-01T12:05:00"):
+                await chat.resume(respond=[res.interrupts[0].respond("yes")])
 
 
 async def test_the_sweep_can_be_turned_off():
