@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sys
 from typing import Any, TextIO
 
@@ -26,7 +25,7 @@ from ..runtime._chat import Chat
 from ..session._grants import Grant
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
-from ..tools._display import PauseView
+from ..tools._display import PauseView, unseen
 from ..turn._streaming import TurnStream
 from ._lines import LineReader
 from ._shape import shape
@@ -85,21 +84,22 @@ class _Status:
 
 
 def _json(value: Any, indent: int | None = 2) -> str:
-    """``value`` as JSON; a control character escaped (``json`` escapes C0's, not DEL's nor C1's)."""
+    """``value`` as JSON, with every character a person cannot see escaped (``json`` escapes
+    C0's, not DEL's, C1's, nor a bidi override's)."""
     text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
-    return _C1.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
-
-
-# Control characters (but a line break and a tab): written to a terminal as they are, a model's
-# text or a tool's output could move the cursor, clear lines and print a card or prompt of its
-# own (ESC [, a bare CR, C1's CSI). Shown as the views mark what a person cannot see.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_C1 = re.compile(r"[\x7f-\x9f]")
+    if text.isprintable():
+        return text
+    return "".join(f"\\u{ord(char):04x}" if char != "\n" and unseen(char) else char for char in text)
 
 
 def _plain(text: str) -> str:
-    """``text`` with no control character a terminal would obey: each written ``⟨U+001B⟩``."""
-    return _CONTROLS.sub(lambda found: f"⟨U+{ord(found[0]):04X}⟩", text)
+    """``text`` with no character a terminal would obey or a person cannot see (but a line break
+    and a tab): each written as the views mark it, ``⟨U+001B⟩``. Written as they are, a model's
+    text or a tool's output could move the cursor, clear lines and print a card or prompt of its
+    own (ESC [, a bare CR, C1's CSI), or reorder what an approver reads (a bidi override)."""
+    if text.isprintable():
+        return text
+    return "".join(f"⟨U+{ord(char):04X}⟩" if char not in "\n\t" and unseen(char) else char for char in text)
 
 
 class TerminalChat:

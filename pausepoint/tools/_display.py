@@ -377,10 +377,16 @@ def _visible(text: str) -> str:
     return _SPACES.sub(" ", text)
 
 
+def unseen(char: str) -> bool:
+    """Whether ``char`` is one a person cannot see as itself (a control, format, surrogate, line or
+    paragraph separator character): the views, and the terminal chat, write it as a marker."""
+    return unicodedata.category(char) in _UNSEEN
+
+
 def _unhidden(char: str) -> str:
     if char in _BREAKS:
         return " "
-    return f"⟨U+{ord(char):04X}⟩" if unicodedata.category(char) in _UNSEEN else char
+    return f"⟨U+{ord(char):04X}⟩" if unseen(char) else char
 
 
 def _written(
