@@ -97,13 +97,15 @@ async def test_abort_cancels_the_model_call_and_the_prompt_never_enters_the_hist
     turn = await chat.detach("take your time")
     await model.started.wait()
     assert await turn.abort(principal="ops") == TurnStatus.PENDING  # it was running: this call stops it
-    response = await turn.wait()
-    assert response.finish_reason == AgentFinishReason.ABORTED
-    assert model.cancelled == 1  # the model call itself was cancelled
+    # Once the abort returns, the turn has stopped (it ran here): its status says so, and the
+    # session takes the next call at once (as Genkit's, whose next send works after an abort).
     assert await turn.status() == TurnStatus.ABORTED
-    assert await turn.abort() == TurnStatus.ABORTED  # already over: nothing changes
+    assert model.cancelled == 1  # the model call itself was cancelled
     assert await chat.history() == []
     assert (await chat.send("hello")).text == "after the abort"  # the session goes on
+    response = await turn.wait()
+    assert response.finish_reason == AgentFinishReason.ABORTED
+    assert await turn.abort() == TurnStatus.ABORTED  # already over: nothing changes
 
 
 async def test_abort_while_a_tool_runs_records_it_and_starts_nothing_more(store):
@@ -114,8 +116,12 @@ async def test_abort_while_a_tool_runs_records_it_and_starts_nothing_more(store)
     chat = agent.chat()
     turn = await chat.detach("go")
     await tool_started.wait()  # the tool is running
-    assert await chat.abort() == TurnStatus.PENDING
+    aborting = asyncio.ensure_future(chat.abort())  # it waits for the turn to stop: the tool finishes first
+    await asyncio.sleep(0.05)
+    assert not aborting.done() and await turn.status() == TurnStatus.PENDING
     tool_gate.set()  # the running tool finishes: its side effect is not cut in half
+    assert await aborting == TurnStatus.PENDING
+    assert await turn.status() == TurnStatus.ABORTED
     response = await turn.wait()
     assert response.finish_reason == AgentFinishReason.ABORTED
     assert ledger == ["start:1", "done:1"] and model.calls == 1  # no model call, no tool, after the abort

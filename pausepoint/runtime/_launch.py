@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -38,7 +39,7 @@ from ..stores import SessionStore
 from ..turn._turn import Turn
 from ._sessions import LocalSessions, Running
 
-__all__ = ["Launch", "TurnStatus", "end_status", "lost_turn_end", "status_of"]
+__all__ = ["Launch", "TurnStatus", "end_status", "inside", "lost_turn_end", "status_of"]
 
 log = logging.getLogger("pausepoint")
 
@@ -109,6 +110,7 @@ class Launch:
 
     async def run(self, turn: Turn, body: Callable[[], Awaitable[AgentResponse]]) -> AgentResponse:
         """Run the turn to its end; a failure ends it ``failed`` (a detached turn always ends)."""
+        _RUNNING.set(self.running)  # in the turn's task: its tools see it (``inside``)
         try:
             return await body()
         except PausepointError as exc:
@@ -120,6 +122,14 @@ class Launch:
             self.sessions.untrack(self.session_id, self.running)
             if self.running.watcher is not None:
                 self.running.watcher.cancel()
+
+
+_RUNNING: contextvars.ContextVar[Running | None] = contextvars.ContextVar("pausepoint_detached", default=None)
+
+
+def inside(running: Running) -> bool:
+    """Whether the caller is ``running``'s turn itself (or a tool it runs)."""
+    return _RUNNING.get() is running
 
 
 async def _watch(store: Any, session_id: str, turn_id: int, after: int, abort: asyncio.Event, interval: float) -> None:
