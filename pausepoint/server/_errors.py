@@ -28,7 +28,16 @@ from starlette.responses import Response
 
 from .. import errors as core
 
-__all__ = ["as_pausepoint_error", "dumps", "error_body", "error_response", "guarded", "http_status", "sse_json"]
+__all__ = [
+    "as_pausepoint_error",
+    "dumps",
+    "error_body",
+    "error_response",
+    "failure_json",
+    "guarded",
+    "http_status",
+    "sse_json",
+]
 
 log = logging.getLogger("pausepoint.server")
 
@@ -85,13 +94,27 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
 }
 
 
-def http_status(error: core.PausepointError) -> tuple[int, str]:
-    """The HTTP status code and the Genkit status name for ``error``."""
-    for cls in type(error).__mro__:
+def http_status(error: core.PausepointError | type[core.PausepointError]) -> tuple[int, str]:
+    """The HTTP status code and the Genkit status name for ``error`` (or an error class)."""
+    for cls in (error if isinstance(error, type) else type(error)).__mro__:
         found = _STATUS.get(cls)
         if found is not None:
             return found
     return 500, "INTERNAL"
+
+
+def failure_json(error: str) -> dict[str, Any]:
+    """A failed turn's ``error`` on the Genkit wire: its Genkit status, and pausepoint's code in
+    ``details``, as for an error answered as such. A turn ends failed with the text of what
+    failed it — ``"ModelError: ..."``, ``"StoreError: ..."`` (their code and status, as when
+    they fail a call before anything was recorded) or ``"tool 'x' failed: ..."``
+    (``tool_failed``)."""
+    named = getattr(core, error.partition(":")[0], None)
+    if isinstance(named, type) and issubclass(named, core.PausepointError):
+        status, code = http_status(named)[1], named.code
+    else:
+        status, code = "INTERNAL", "tool_failed"
+    return {"status": status, "message": error, "details": {"code": code}}
 
 
 def as_pausepoint_error(exc: BaseException) -> core.PausepointError:

@@ -39,7 +39,7 @@ from ..runtime._launch import TurnStatus
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
 from ..turn._streaming import InterruptChunk, TextChunk, ToolRequestChunk, ToolResultChunk, TurnChunk, TurnEndChunk
-from ._errors import error_body, sse_json
+from ._errors import error_body, failure_json, sse_json
 from ._limits import parse_body
 from ._snapshots import Snapshot, snapshot_id
 
@@ -274,7 +274,7 @@ def output_json(response: AgentResponse) -> dict[str, Any]:
     if output["message"] is None:
         del output["message"]
     if response.error is not None:
-        output["error"] = {"status": "INTERNAL", "message": response.error}
+        output["error"] = failure_json(response.error)
     return output
 
 
@@ -297,7 +297,7 @@ def snapshot_json(snapshot: Snapshot, fallback_time: datetime) -> dict[str, Any]
     if response is not None:
         out["finishReason"] = _FINISH[response.finish_reason]
         if response.error is not None:
-            out["error"] = {"status": "INTERNAL", "message": response.error}
+            out["error"] = failure_json(response.error)
     return out
 
 

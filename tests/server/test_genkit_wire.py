@@ -207,11 +207,14 @@ async def test_a_model_failure_after_a_tool_ran_is_a_failed_turn_with_a_snapshot
         out = reply.json()["result"]
     assert out["finishReason"] == "failed" and out["snapshotId"] != first["snapshotId"]
     assert "ModelError" in out["error"]["message"] and "internal detail" not in out["error"]["message"]
+    # The status and code of the model's failure, as when it fails a call before anything was recorded.
+    assert (out["error"]["status"], out["error"]["details"]) == ("UNAVAILABLE", {"code": "model_error"})
     stale = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": first["snapshotId"]}}, headers=ALICE)
     assert stale.status_code == 409 and stale.json()["error"]["code"] == "stale_snapshot"
     latest = await http.post(url + "/getSnapshot", json={"data": {"sessionId": first["sessionId"]}}, headers=ALICE)
     snap = latest.json()["result"]
     assert (snap["snapshotId"], snap["status"]) == (out["snapshotId"], "failed")
+    assert snap["error"] == out["error"]
     assert [m["role"] for m in snap["state"]["messages"]] == ["user", "model", "user", "model", "tool"]
     body = {"data": user("hello again"), "init": {"snapshotId": first["snapshotId"]}}
     again = (await http.post(url, json=body, headers=ALICE)).json()["result"]
