@@ -1,4 +1,7 @@
-"""Session stores: where paused sessions live. All backends pass one conformance suite.
+"""Session stores: where paused sessions live. All backends pass one conformance suite
+(``pausepoint.testing.stores``), which a store of your own can run too; ``SessionStore`` and
+``CheckpointStore`` say what each method must do, ``check_entries`` and ``version_conflict``
+check an append's arguments and make its conflict as the built-in stores do.
 
 ``PostgresSessionStore`` and ``RedisSessionStore`` are imported on first use, so this package
 imports without their drivers; using one without its driver raises an ImportError naming the
@@ -21,6 +24,8 @@ from ._base import (
     LogSlice,
     SessionStore,
     SessionSummary,
+    check_entries,
+    version_conflict,
 )
 from .memory import InMemorySessionStore
 from .sqlite import SqliteSessionStore
@@ -45,6 +50,8 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SqliteSessionStore",
+    "check_entries",
+    "version_conflict",
 ]
 
 _LAZY = {"PostgresSessionStore": "postgres", "RedisSessionStore": "redis"}

@@ -155,7 +155,14 @@ class Delivery:
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """An append-only log per session. Implementations must make ``append`` atomic."""
+    """An append-only log per session. Implementations must make ``append`` atomic.
+
+    What a store promises, and how it is checked: this module's docstring (``pausepoint.stores
+    ._base``: durability, events, deliveries, checkpoints) and the conformance suite
+    (``pausepoint.testing.stores``). Any failure of the backend itself (a connection lost, a
+    timeout, a full disk) is raised as ``pausepoint.errors.StoreError``, with the driver's error
+    as its cause: never the driver's own exception.
+    """
 
     max_record_bytes: int
 
@@ -176,7 +183,11 @@ class SessionStore(Protocol):
         ``targets``. With ``durable`` the append is on stable storage when this returns;
         without, it may get there later (see the module docstring). Returns the new version.
         Raises ``VersionConflict`` (nothing written) when the session is at another version,
-        ``PayloadTooLarge`` when an entry exceeds ``max_record_bytes``.
+        with ``details`` ``{"session_id", "expected", "actual"}`` (``version_conflict`` makes
+        one); ``PayloadTooLarge`` (nothing written) when an entry exceeds ``max_record_bytes``,
+        with ``details`` ``{"size", "limit"}``; ``ValueError`` for entries that are no append
+        (none, or versions not ``expected_version + 1`` onwards, in order) — ``check_entries``
+        checks all three.
         """
         ...
 
@@ -269,9 +280,9 @@ class Checkpoint:
     ``data`` is its base; ``extensions`` what was added to it since, oldest first (``version``
     is the latest extension's, or the base's when there is none). A store may give the base as
     a read-only ``memoryview`` instead of ``bytes`` (``SqliteSessionStore`` maps a large one
-    from its file, ``InMemorySessionStore`` gives a view of the bytes it holds), so that reading
-    it does not copy it; it compares equal to the same bytes. The runtime checks a view's items
-    a chunk at a time, as it reads them, and bytes whole, at once.
+    from its file), so that reading it does not copy it; it compares equal to the same bytes.
+    The runtime checks a view's items a chunk at a time, as it reads them, and bytes whole, at
+    once.
 
     A store may also give a large base **in part**, so that a cold load reads what its turn
     needs rather than the history (``PostgresSessionStore`` and ``RedisSessionStore`` give its
@@ -310,8 +321,9 @@ REPLACED_BASES_KEPT = 4
 class CheckpointStore(SessionStore, Protocol):
     """A store that keeps a checkpoint beside each session's log (see the module docstring).
 
-    Every built-in store is one; the runtime uses checkpoints when its store is one and folds
-    the whole log otherwise.
+    The built-in durable stores (SQLite, PostgreSQL, Redis) are; ``InMemorySessionStore`` is not
+    (its sessions stay warm in the process that serves them). The runtime uses checkpoints when
+    its store is one and folds the whole log otherwise.
     """
 
     async def write_checkpoint(self, session_id: str, version: int, data: bytes) -> bool:
@@ -351,7 +363,9 @@ def version_conflict(session_id: str, expected: int, actual: int) -> VersionConf
 def check_entries(
     expected_version: int, entries: Sequence[LogEntry], max_record_bytes: int, events: Sequence[Event] = ()
 ) -> None:
-    """Shared argument checks for ``append``: consecutive versions, sizes within the limit."""
+    """The checks of ``append``'s arguments every store makes before writing anything: entries
+    there are (``ValueError``), their versions ``expected_version + 1`` onwards in order
+    (``ValueError``), each within ``max_record_bytes`` (``PayloadTooLarge``)."""
     if not entries:
         raise ValueError("append needs at least one entry")
     for offset, entry in enumerate(entries, start=1):

@@ -6,6 +6,7 @@ the store converts rows to its dataclasses without casts.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -151,6 +152,14 @@ class _Transaction:
                 self.cursor.execute("COMMIT")
                 return
             except BaseException:
-                self.cursor.execute("ROLLBACK")
+                self._roll_back()
                 raise
-        self.cursor.execute("ROLLBACK")
+        self._roll_back()
+
+    def _roll_back(self) -> None:
+        """Roll back what is left of the transaction. SQLite may have rolled it back itself (a
+        full disk, an I/O error): then there is nothing to do, and the error that did it is the
+        one raised, not "cannot rollback - no transaction is active"."""
+        if self.cursor.connection.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.cursor.execute("ROLLBACK")

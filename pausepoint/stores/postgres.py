@@ -41,6 +41,7 @@ import contextlib
 import functools
 import hashlib
 import secrets
+import urllib.parse
 from collections.abc import AsyncIterator, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,27 +87,44 @@ def _quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _schema_in(url: str, schema: str | None) -> tuple[str, str | None]:
+    """``url`` without a ``schema=`` in its query (no option of libpq's: the server would refuse
+    it), and the schema: the one it named, unless ``schema`` is given too and names another."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for key, value in query if key == "schema"]
+    if not named:
+        return url, schema
+    if len(set(named)) > 1 or (schema is not None and schema != named[0]):
+        raise ValueError(f"the URL names schema {named[-1]!r}, and schema={schema!r} another: name one")
+    rest = urllib.parse.urlencode([(key, value) for key, value in query if key != "schema"])
+    return urllib.parse.urlunsplit(parts._replace(query=rest)), named[0]
+
+
 class PostgresSessionStore:
     """Sessions in PostgreSQL tables (``pausepoint_sessions``, ``pausepoint_records``).
 
     ``connection`` is a ``postgresql://`` URL (the store makes, and on ``close`` closes, its
     own pool of ``min_size``..``max_size`` connections) or an existing ``asyncpg.Pool`` (which
-    stays the caller's to close). ``schema`` names the PostgreSQL schema holding the tables;
-    it is created if missing. Tables are created on first use; a database holding a newer or
-    unknown pausepoint schema raises ``SchemaVersionError`` then. Any database failure raises
-    ``StoreError`` with the asyncpg error as its cause.
+    stays the caller's to close). ``schema`` names the PostgreSQL schema holding the tables
+    (``public`` unless given, or named in the URL's query as ``pausepoint serve --store`` takes
+    it: ``postgresql://host/db?schema=NAME``); it is created if missing. Tables are created on
+    first use; a database holding a newer or unknown pausepoint schema raises
+    ``SchemaVersionError`` then. Any database failure raises ``StoreError`` with the asyncpg
+    error as its cause.
     """
 
     def __init__(
         self,
         connection: str | asyncpg.Pool,
         *,
-        schema: str = "public",
+        schema: str | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         min_size: int = 1,
         max_size: int = 10,
     ) -> None:
         if isinstance(connection, str):
+            connection, schema = _schema_in(connection, schema)
             self._dsn: str | None = connection
             self._pool: asyncpg.Pool | None = None
         else:
@@ -114,6 +132,7 @@ class PostgresSessionStore:
             self._pool = connection
         self._owns_pool = self._dsn is not None
         self._pool_sizes = (min_size, max_size)
+        schema = "public" if schema is None else schema
         self.schema = schema
         self.max_record_bytes = max_record_bytes
         self._quoted = quoted = _quote_identifier(schema)

@@ -201,6 +201,10 @@ class SqliteSessionStore:
         return self._conn
 
     @property
+    def _name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
     def event_source(self) -> Hashable | None:
         """Its file, wherever it is named from (``stores.event_stream``); None in memory."""
         return None if self._files is None else ("sqlite", os.path.realpath(self.path))
@@ -213,10 +217,11 @@ class SqliteSessionStore:
             try:
                 return op(self._open())
             except sqlite3.OperationalError as exc:
+                # The file's name, not its path: the message may reach an HTTP client.
                 if not _is_busy(exc):
-                    raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
+                    raise StoreError(f"SQLite error on {self._name}: {exc}") from exc
                 if time.monotonic() > deadline:
-                    raise StoreError(f"{self.path} stayed locked for {self._busy_timeout}s") from exc
+                    raise StoreError(f"{self._name} stayed locked for {self._busy_timeout}s") from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
 

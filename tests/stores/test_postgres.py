@@ -49,6 +49,25 @@ async def test_schemas_keep_deployments_apart(place):
         await other.cleanup()
 
 
+async def test_the_url_may_name_the_schema_as_serve_takes_it(place):
+    """``PostgresSessionStore("postgresql://...?schema=NAME")``, the form ``serve --store`` and
+    the README give: the schema is the URL's (not a server option PostgreSQL refuses)."""
+    sep = "&" if "?" in place.url else "?"
+    store = PostgresSessionStore(f"{place.url}{sep}schema={place.schema}")
+    try:
+        assert store.schema == place.schema
+        await store.append("s1", 0, [LogEntry(1, "message", b"{}")], summary("s1", 1))
+    finally:
+        await store.close()
+    known = await place.open()  # the same schema named by its keyword
+    try:
+        assert await known.read("s1") == LogSlice(1, [LogEntry(1, "message", b"{}")])
+    finally:
+        await known.close()
+    with pytest.raises(ValueError, match="name one"):
+        PostgresSessionStore("postgresql://localhost/x?schema=a", schema="b")
+
+
 async def test_a_schema_name_needing_quotes(place):
     place.schema = 'pp "odd" Name'
     store = await place.open()

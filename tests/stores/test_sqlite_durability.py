@@ -173,3 +173,26 @@ async def test_a_cancelled_writer_leaves_the_others_in_its_round_served():
     await second
     assert calls == 1 and first.cancelled()
     group.close()
+
+
+async def test_a_full_disk_is_named_as_such_and_passes(tmp_path: Path):
+    """SQLite rolls a transaction back itself when the disk fills: the error is that, not the
+    "cannot rollback - no transaction is active" of a second rollback (found by a probe). Its
+    message names the file, not its path (it may reach an HTTP client). Once there is room
+    again, writes go on."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    try:
+        await store.append("s0", 0, [LogEntry(1, "message", b"{}")], summary("s0", 1))
+        conn = store._open()
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")  # what a full disk does to the next write
+        big = [LogEntry(1, "message", b'"' + b"x" * 200_000 + b'"')]
+        with pytest.raises(StoreError, match="database or disk is full") as caught:
+            await store.append("s1", 0, big, summary("s1", 1))
+        assert str(tmp_path) not in str(caught.value) and "s.db" in str(caught.value)
+        assert await store.read("s1") is None  # nothing half-written
+        conn.execute("PRAGMA max_page_count = 1073741823")
+        await store.append("s1", 0, big, summary("s1", 1))
+        assert (await store.read("s1")) is not None
+    finally:
+        await store.close()

@@ -1,0 +1,65 @@
+"""The public store suite fails a store that breaks the contract where users cannot see it: run
+as a user runs it (``pausepoint.testing.stores`` imported into a test module of theirs) on a
+store that takes events and keeps none — webhooks would never fire, the feed would stay empty
+(found by a probe: the suite used to pass such a store)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.cli.conftest import ROOT
+
+SUITE = """
+import pytest
+from pausepoint.stores import InMemorySessionStore
+from pausepoint.testing.stores import *  # noqa: F403
+
+
+class {name}(InMemorySessionStore):
+    async def append(self, session_id, expected_version, entries, summary, events=(), *, durable=True):
+        kept = {kept}
+        return await super().append(session_id, expected_version, entries, summary, kept, durable=durable)
+
+
+@pytest.fixture
+async def open_store():
+    made = {name}()
+
+    async def open_(**options):
+        return made if not options else {name}(**options)
+
+    return open_
+"""
+
+
+# The suite's event and outbox tests (the whole suite takes minutes).
+EVENTS = "events or deliver or claim or prune or waiter or announces or requeue or binary"
+
+
+def run_suite(tmp_path: Path, name: str, kept: str, tests: str = EVENTS) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+    (tmp_path / "test_my_store.py").write_text(SUITE.format(name=name, kept=kept))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", tests, "test_my_store.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+
+
+def test_a_store_that_drops_its_events_fails_the_suite(tmp_path: Path):
+    # (those that fail at once: the others wait for the events to become visible, up to 30 s)
+    done = run_suite(tmp_path, "Forgetful", "()", tests="one_delivery or requeue")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED test_my_store.py::test_one_delivery_per_target_claimed_with_a_lease" in done.stdout
+    assert "FAILED test_my_store.py::test_retry_then_fail_then_requeue" in done.stdout
+
+
+def test_a_store_that_keeps_them_passes_it(tmp_path: Path):
+    done = run_suite(tmp_path, "Faithful", "events")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "11 passed" in done.stdout and "failed" not in done.stdout
