@@ -79,6 +79,16 @@ async def test_approve_restarts_a_self_pausing_tool_and_may_approve_an_edited_in
         await chat.approve(pause.ref)
     assert again.value.details["decision"] == "approve" and "(approve " in again.value.message
 
+    # Edited in one restart (the tool pauses again, on the new input), approved in the next: the
+    # tool that runs the edited input still knows what the model asked for (found by a probe).
+    [pause] = (await chat.send("Run: rm -rf out/")).interrupts
+    edited = await chat.resume(restart=[pause.restart(replace_input={"command": "rm -rf out/tmp"})])
+    [again_paused] = edited.interrupts
+    assert again_paused.input == {"command": "rm -rf out/tmp"}
+    await chat.approve(again_paused.ref, pause_id=again_paused.pause_id)  # the live pause, which changed
+    assert executed[-1]["command"] == "rm -rf out/tmp"
+    assert executed[-1]["original_input"] == {"command": "rm -rf out/"}
+
 
 async def test_an_edit_of_a_question_is_refused_and_nothing_is_written(store):
     ledger: list[str] = []

@@ -36,6 +36,24 @@ class Hang:
         await self._never.wait()
 
 
+class Mortal:
+    """The shared store as one process sees it. Once the process "dies" (``dead``), it writes
+    nothing more: a cancelled call in a live process records the calls it cuts short
+    (``test_cut_short``), a dead one cannot."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self.dead = False
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    async def append(self, session_id, expected_version, entries, summary, events=(), *, durable=True):
+        if self.dead:
+            raise RuntimeError("this process is dead")
+        return await self._store.append(session_id, expected_version, entries, summary, events, durable=durable)
+
+
 def make_agent(store, clock, steps, ledger, *, hang: Hang | None = None, seen_in_store=None):
     ai = Pausepoint(clock=clock)
 
@@ -62,10 +80,12 @@ def make_agent(store, clock, steps, ledger, *, hang: Hang | None = None, seen_in
 
 
 async def die_mid_call(agent, text, hang):
-    """Send ``text`` and "kill the process" once its tool calls hang (cancel the call)."""
+    """Send ``text`` and "kill the process" once its tool calls hang (cancel the call of an
+    agent on a ``Mortal`` store, dead first)."""
     chat = agent.chat()
     task = asyncio.create_task(chat.send(text))
     await hang.all_arrived.wait()
+    agent.store.dead = True
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -83,7 +103,7 @@ async def test_the_call_is_recorded_before_a_non_idempotent_tool_runs(store):
 async def test_a_lost_call_is_settled_as_unknown_outcome_never_run_twice(store):
     clock, ledger = Clock(), []
     hang = Hang()
-    dying, _ = make_agent(store, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
+    dying, _ = make_agent(Mortal(store), clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
     session_id = await die_mid_call(dying, "pay 5", hang)
     assert ledger == ["transfer:5"]
 
@@ -106,7 +126,7 @@ async def test_a_lost_idempotent_call_runs_again_and_send_settles_lost_calls(sto
     clock, ledger = Clock(), []
     hang = Hang(calls=2)
     dying, _ = make_agent(
-        store,
+        Mortal(store),
         clock,
         [[tool_call("transfer", {"amount": 1}), tool_call("lookup", {"key": "k"})]],
         ledger,
@@ -147,10 +167,12 @@ async def test_a_keyed_answers_retry_completes_once_the_process_that_took_it_is_
     process may still be running it, and once it is presumed lost goes on as an empty resume
     would: the call recorded as of unknown outcome, never run twice; later retries replay it."""
     clock, ledger, hang = Clock(), [], Hang()
-    chat = gated_bank(store, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang).chat()
+    mortal = Mortal(store)
+    chat = gated_bank(mortal, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang).chat()
     [pause] = (await chat.send("pay 5")).interrupts
     task = asyncio.create_task(chat.approve(pause.ref, idempotency_key="yes-once"))
     await hang.all_arrived.wait()
+    mortal.dead = True
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

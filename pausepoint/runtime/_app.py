@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
@@ -416,8 +417,15 @@ class Pausepoint:
 
         Plugins make their clients again if used later; stores may not be used afterwards (see
         ``SessionStore.close``). Every one is closed even if another fails; the first failure
-        is raised after.
+        is raised after. Turns still running in the background here (detached, streamed, or
+        answering a request a server stopped waiting for) are cancelled first, and their stores
+        closed once they ended: a tool they leave running is recorded as cut short (of unknown
+        outcome; its turn ends ``aborted``), so no session waits ``abandon_after`` for this process.
         """
+        running = [task for agent in self._agents.values() for task in agent.sessions.tasks if not task.done()]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         closers: list[Callable[[], Any]] = []
         for plugin in self.plugins:
             close = getattr(plugin, "aclose", None)

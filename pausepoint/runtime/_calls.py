@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -42,6 +42,7 @@ from ..session._records import (
     CallAnswered,
     GrantRevoked,
     MessageAdded,
+    Record,
     SessionStarted,
     TurnStarted,
     decode_record,
@@ -151,12 +152,12 @@ class SessionCalls:
                     "resume() or drop them with cancel_pending()",
                     refs=live,
                 )
-            lost = self._abandoned(state, now)
+            lost, known = self._abandoned(state, now)
             turn = self._turn(state, principal, emit)
             if state.version == 0:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now, self.tenant))
             turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
-            await turn.recover(lost)
+            await turn.recover(lost, known)
             self._end_lost_turn(turn, now)
             sent = MessageAdded(user, at=now, principal=principal or self.principal, via=via)
             if launch is None:
@@ -262,11 +263,11 @@ class SessionCalls:
                 refs=state.open_refs(),
             )
         now = self.agent.clock()
-        lost = self._abandoned(state, now)
+        lost, known = self._abandoned(state, now)
         if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
         turn = self._turn(state, principal, emit)
-        await turn.recover(lost)
+        await turn.recover(lost, known)
         self._end_lost_turn(turn, now)
         if turn.state.awaiting_model:
             return await turn.proceed()
@@ -291,19 +292,24 @@ class SessionCalls:
         if state.running_turn is not None and state.lost(now, self.agent.abandon_after):
             turn.journal.add(lost_turn_end(state, state.running_turn, now))
 
-    def _abandoned(self, state: SessionState, now: datetime) -> list[Call]:
+    def _abandoned(self, state: SessionState, now: datetime) -> tuple[list[Call], Mapping[str, Record]]:
         """Calls of the session still running with no result, once presumed lost with their
-        process; raises ``TurnInProgress`` while they may still be running somewhere."""
+        process — or at once, if a call in this process started them and stopped short (with
+        the outcomes it knows of them); raises ``TurnInProgress`` while they may still be
+        running somewhere."""
         if not state.running:
-            return []
+            return [], {}
         lost = state.abandoned(now, self.agent.abandon_after)
+        left = self.agent.sessions.stopped.left(state)
+        if lost is None and left is not None and left.calls.issuperset(state.running):
+            return [state.calls[ref] for ref in state.running], left.outcomes
         if lost is None:
             raise TurnInProgress(
                 f"tool calls of session {self.session_id!r} are running in another process; try again when "
                 f"they finish (or after {self.agent.abandon_after} they are presumed lost)",
                 refs=state.running,
             )
-        return lost
+        return lost, left.outcomes if left is not None else {}
 
     async def _replay(
         self, state: SessionState, key: str, digest: str | None, principal: str | None, emit: Emit | None
@@ -321,7 +327,8 @@ class SessionCalls:
             )
         if outcome.ended is None:
             now = self.agent.clock()
-            if state.running_turn is None and state.still(now, self.agent.abandon_after):
+            stopped_here = self.agent.sessions.stopped.left(state) is not None  # (so nothing runs it)
+            if state.running_turn is None and (stopped_here or state.still(now, self.agent.abandon_after)):
                 return await self._continue(state, principal, emit)  # its end ends the key too
             raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)
         return response_for(state, outcome.ended, outcome.ended_version)
@@ -355,6 +362,7 @@ class SessionCalls:
     async def _locked_op(self, op: Callable[[SessionState], Awaitable[T]], creating: bool) -> T:
         sessions = self.agent.sessions
         async with sessions.lock(self.session_id):
+            sessions.stopped.begin(self.session_id)
             if creating and self._is_new and (self._create_only or sessions.cached(self.session_id) is None):
                 # A new session: nothing to read. If the id was taken meanwhile, the
                 # conditional append at version 0 fails.
@@ -372,12 +380,14 @@ class SessionCalls:
             try:
                 result = await op(state)
             except BaseException as exc:
+                sessions.stopped.ended(self.session_id, failed=True)
                 cached = sessions.cached(self.session_id)
                 if cached is not None and cached.version != cached.durable_version:
                     sessions.forget(self.session_id)
                 if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
                     raise self._taken(await self.agent.store.get_summary(self.session_id)) from None
                 raise
+            sessions.stopped.ended(self.session_id, failed=False)
             self._is_new = self._create_only = False
             return result
 

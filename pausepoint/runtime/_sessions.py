@@ -27,6 +27,7 @@ turns running in this process (``_detach``), so a call on their session is refus
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import weakref
@@ -43,6 +44,7 @@ from ..session._state import SessionState
 from ..stores import CheckpointStore, SessionStore
 from ..turn._journal import Appender, Journal
 from ..turn._telemetry import Telemetry
+from ._stopped import StoppedCalls
 
 __all__ = ["LocalSessions", "Running"]
 
@@ -92,6 +94,8 @@ class LocalSessions:
         # next call starts from it and the records after it (``refresh``).
         self._rebased: dict[str, SessionState] = {}
         self._checked: tuple[object, CheckpointStore | None] = (None, None)  # see _checkpoint_store()
+        #: what this process knows of calls it stopped short on a session (``_stopped``)
+        self.stopped = StoppedCalls()
 
     @property
     def store(self) -> SessionStore:
@@ -190,8 +194,10 @@ class LocalSessions:
     def journal(self, state: SessionState) -> Journal:
         """A journal for a call on ``state``: it writes through the agent's appender and keeps
         what it writes (or reloads) in this cache."""
-        session_id = state.session_id
-        return Journal(self.appender, state, lambda: self.reload(session_id), self.remember, telemetry=self.telemetry)
+        reload = functools.partial(self.reload, state.session_id)
+        journal = Journal(self.appender, state, reload, self.remember, telemetry=self.telemetry)
+        self.stopped.watch(journal)
+        return journal
 
     # -- background tasks -----------------------------------------------------------------------
 

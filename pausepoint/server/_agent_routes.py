@@ -50,7 +50,7 @@ async def turn(request: Request) -> Response:
     service = service_of(request)
     principal = await service.principal(request)  # before any lookup: nothing is learnt without a token
     agent = service.agent(request.path_params["agent"])
-    wire = genkit.parse_turn(await read_json(request, service.limits))
+    wire = genkit.parse_turn(await read_json(request, service.limits), request.query_params)
     if wire.has_state:
         raise ClientStateRefused(
             f"agent {agent.name!r} keeps its sessions on the server: send 'snapshotId' or 'sessionId', not 'state'"

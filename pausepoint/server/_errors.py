@@ -212,7 +212,7 @@ def guarded(handler: Handler) -> Handler:
             return error_response(
                 core.ShuttingDown(
                     "the server stopped before it could answer: what the request started may have "
-                    "ended or not; read the session, or send a resume again with the same Idempotency-Key"
+                    "ended or not; read the session, or send the request again with the same Idempotency-Key"
                 )
             )
         except Exception as exc:

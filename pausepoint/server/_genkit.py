@@ -25,7 +25,7 @@ streamed copy. ``index`` counts the turn's messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -116,6 +116,8 @@ class _Input(_Wire):
 
 
 class _Init(_Wire):
+    # Either spelling, as genkit-fastapi takes it (it writes ``session_id`` itself, from ``?session_id=``).
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True)
     session_id: str | None = None
     snapshot_id: str | None = None
     state: Any = None
@@ -142,13 +144,16 @@ class GenkitTurn:
     detach: bool = False
 
 
-def parse_turn(body: dict[str, Any]) -> GenkitTurn:
-    """Translate ``{"data": AgentInput, "init": AgentInit}``; ``InvalidRequest`` if malformed."""
+def parse_turn(body: dict[str, Any], query: Mapping[str, str] | None = None) -> GenkitTurn:
+    """Translate ``{"data": AgentInput, "init": AgentInit}``; ``InvalidRequest`` if malformed.
+    A session named in the ``query`` (``?session_id=`` or ``?thread_id=``, as genkit-fastapi
+    takes it) is the turn's when ``init`` names none."""
     envelope = parse_body(_Envelope, body)
     data, init = envelope.data, envelope.init or _Init()
+    named = (query or {}).get("session_id") or (query or {}).get("thread_id")
     turn = GenkitTurn(
         snapshot_id=init.snapshot_id or None,
-        session_id=init.session_id or None,
+        session_id=init.session_id or (None if init.snapshot_id else named) or None,
         has_state=init.state is not None,
         detach=bool(data.detach),
     )
@@ -213,7 +218,8 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
         return data, None
     if not isinstance(data, dict):
         raise InvalidRequest("the body must be {'data': {'snapshotId': ...}} or {'data': {'sessionId': ...}}")
-    snap, session = data.get("snapshotId"), data.get("sessionId")
+    snap = data.get("snapshotId", data.get("snapshot_id"))  # either spelling, as genkit-fastapi takes them
+    session = data.get("sessionId", data.get("session_id"))
     for value in (snap, session):
         if value is not None and not isinstance(value, str):
             raise InvalidRequest("snapshotId and sessionId must be strings")

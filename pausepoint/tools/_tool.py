@@ -86,8 +86,9 @@ class ToolRunContext:
     """What a running tool may know about its call.
 
     ``resumed_metadata`` is None on a first run and a dict (``{}`` if none was given) when the
-    call was restarted after a pause; ``original_input`` holds the input the call had before a
-    restart replaced it.
+    call was restarted after a pause; ``original_input`` holds the input the model asked for
+    when a restart replaced it (this one, or an earlier restart of the call that paused again),
+    as the model gave it (JSON data, not the tool's input model).
     """
 
     session_id: str

@@ -140,6 +140,7 @@ class Journal:
         self.store = appender.store
         self.state = state
         self.pending: list[Record] = []
+        self.written: list[Record] = []  # what its flushes wrote
         self.on_message: Callable[[Message], None] | None = None
         self._appender = appender
         self._reload = reload
@@ -187,6 +188,7 @@ class Journal:
                 continue
             state.durable_version = state.version
             self._telemetry.recorded(state, self.pending)
+            self.written.extend(self.pending)
             self.pending.clear()
             self._remember(state)
 

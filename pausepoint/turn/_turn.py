@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -51,6 +51,7 @@ from ..session._views import pending_interrupt, response_for
 from ..stores import SessionStore
 from ..tools._dispatch import CallJob, Completed, Outcome, Paused, dispatch
 from ..tools._tool import Interrupt, Tool
+from ._cut_short import CANCELLED, UNKNOWN_OUTCOME, written_running
 from ._journal import Journal
 from ._streaming import (
     Emit,
@@ -69,12 +70,6 @@ __all__ = ["Turn", "TurnHost"]
 log = logging.getLogger("pausepoint")
 
 _END_ATTEMPTS = 20
-
-_UNKNOWN_OUTCOME = {
-    "error": "interrupted: the process running this call stopped before recording its result; "
-    "it may or may not have taken effect",
-    "outcome": "unknown",
-}
 
 _MODEL_FINISH = {
     "stop": AgentFinishReason.STOP,
@@ -248,15 +243,10 @@ class Turn:
                 continue
             paused = state.pauses[claim.ref].record
             request = state.calls[claim.call_ref].request
-            edited = claim.replace_input is not None
-            jobs.append(
-                CallJob(
-                    request,
-                    claim.replace_input if edited else paused.input,
-                    resumed_metadata=claim.resumed_metadata or {},
-                    original_input=paused.input if edited else None,
-                )
-            )
+            given = paused.input if claim.replace_input is None else claim.replace_input
+            # Replaced now, or by an earlier restart of the call (which paused again): the model's.
+            original = request.input if claim.replace_input is not None or given != request.input else None
+            jobs.append(CallJob(request, given, resumed_metadata=claim.resumed_metadata or {}, original_input=original))
         batch, failed = jobs, None
         if batch:
             jobs = await self.gate(batch)
@@ -267,23 +257,20 @@ class Turn:
             return await self.end(AgentFinishReason.FAILED, error=failed)
         return await self.proceed()
 
-    async def recover(self, calls: list[Call]) -> None:
-        """Settle calls whose process died while running them (``SessionState.abandoned``).
-
-        An idempotent tool runs again; any other call is recorded as of unknown outcome — it
-        may or may not have happened — so it never happens twice, and the model is told.
-        """
+    async def recover(self, calls: list[Call], known: Mapping[str, Record] | None = None) -> None:
+        """Settle calls whose process died while running them (``SessionState.abandoned``), or
+        that this process stopped short of recording (their outcomes ``known``: recorded now). An
+        idempotent tool runs again; any other call is recorded as of unknown outcome — it may or
+        may not have happened — so it never happens twice, and the model is told."""
         rerun = []
         for call in calls:
-            tool = self.agent.tools.get(call.request.name)
-            if tool is not None and tool.idempotent:
-                rerun.append(CallJob(call.request, call.request.input))
+            tool, job = self.agent.tools.get(call.request.name), CallJob(call.request, call.request.input)
+            if known and call.request.ref in known:
+                self.journal.add(known[call.request.ref])
+            elif tool is not None and tool.idempotent:
+                rerun.append(job)
             else:
-                self.journal.add(
-                    self._record(
-                        Completed(CallJob(call.request, call.request.input), dict(_UNKNOWN_OUTCOME), is_error=True)
-                    )
-                )
+                self.journal.add(self._record(Completed(job, dict(UNKNOWN_OUTCOME), is_error=True)))
         if rerun:
             await self.run_calls(rerun)
 
@@ -439,17 +426,27 @@ class Turn:
         add_ended()  # the gate's calls asked before any that runs
         if not jobs:
             return None
-        await dispatch(
-            jobs,
-            self.agent.tools,
-            session_id=self.state.session_id,
-            principal=self.principal,
-            on_progress=self._on_progress if self.emit else None,
-            on_outcome=on_outcome,
-            limits=self.agent.json_limits,
-            max_record_bytes=self.agent.store.max_record_bytes,
-            traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
-        )
+        try:
+            await dispatch(
+                jobs,
+                self.agent.tools,
+                session_id=self.state.session_id,
+                principal=self.principal,
+                on_progress=self._on_progress if self.emit else None,
+                on_outcome=on_outcome,
+                limits=self.agent.json_limits,
+                max_record_bytes=self.agent.store.max_record_bytes,
+                traced=self.agent.telemetry.tool_call if self.agent.telemetry.tracing else None,
+            )
+        except asyncio.CancelledError:  # cut short here: leave no call running in the log (``_cut_short``)
+            if written_running(self.journal.pending, [job.request.ref for job in jobs]):
+                for job in (job for job in jobs if made[position[id(job)]] is None):
+                    on_outcome(Completed(job, dict(CANCELLED), is_error=True))
+                try:
+                    await self.end(AgentFinishReason.ABORTED)
+                except Exception:
+                    log.warning("could not record the calls cut short in %s", self.state.session_id, exc_info=True)
+            raise
         return errors[min(errors)] if errors else None
 
     def _add(self, record: Record) -> None:

@@ -162,6 +162,36 @@ async def test_client_held_state_is_refused(served, http):
     assert reply.json()["error"]["code"] == "client_state_refused"
 
 
+async def test_genkit_fastapis_other_spellings_name_the_session(served, http):
+    """What genkit-fastapi takes besides the camelCase ids: ``?session_id=`` (or ``?thread_id=``)
+    on a turn, ``init.session_id``, and snake_case ids for ``getSnapshot`` / ``abort``. A
+    session named so is continued, never silently replaced by a new one (found by a probe)."""
+    url = served.lab + "/agents/labAgent"
+    first = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
+    session = first["sessionId"]
+    for query, init in (
+        (f"?session_id={session}", None),
+        (f"?thread_id={session}", None),
+        ("", {"session_id": session}),
+    ):
+        body = {"data": user("again")} | ({"init": init} if init else {})
+        reply = await http.post(url + query, json=body, headers=ALICE)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["result"]["sessionId"] == session
+    by_session = await http.post(url + "/getSnapshot", json={"data": {"session_id": session}}, headers=ALICE)
+    latest = by_session.json()["result"]
+    assert (latest["sessionId"], len(latest["state"]["messages"])) == (session, 8)
+    by_snapshot = await http.post(
+        url + "/getSnapshot", json={"data": {"snapshot_id": latest["snapshotId"]}}, headers=ALICE
+    )
+    assert by_snapshot.json()["result"] == latest
+    # init's own id comes first, as genkit-fastapi's does: the query names the session only when it names none
+    other = (await http.post(url, json={"data": user("another")}, headers=ALICE)).json()["result"]["sessionId"]
+    body = {"data": user("which?"), "init": {"sessionId": other}}
+    reply = await http.post(url + f"?session_id={session}", json=body, headers=ALICE)
+    assert reply.json()["result"]["sessionId"] == other
+
+
 async def test_a_refused_streamed_resume_is_a_4xx_not_a_broken_stream(served, http):
     url = served.bank + "/agents/bankingAgent"
     out = (await http.post(url, json={"data": user("Transfer $1 to a.")}, headers=ALICE)).json()["result"]

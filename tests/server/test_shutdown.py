@@ -1,9 +1,12 @@
 """A server stopping mid-request: ``pausepoint serve`` gets SIGTERM (systemd's stop, docs/deploy.md)
 while a tool runs longer than the 3 s grace period. The request is answered in the API's own
-shape — 503 ``shutting_down`` — not with the ASGI server's plain-text 500 (found by a probe)."""
+shape — 503 ``shutting_down`` — not with the ASGI server's plain-text 500 (found by a probe); the
+tool it cut short is recorded before the process exits, so the session goes on at once from the
+next process, not after ``abandon_after`` (found by another)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import signal
 import subprocess
@@ -15,6 +18,9 @@ from pathlib import Path
 
 import httpx
 
+from pausepoint import AgentFinishReason, Pausepoint
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel
 from tests.cli.conftest import ROOT, cli_env
 
 APP = """
@@ -89,7 +95,32 @@ def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp
         assert (error["code"], error["status"]) == ("shutting_down", "UNAVAILABLE")
         assert "Idempotency-Key" in error["message"]
         proc.wait(timeout=30)
+        asyncio.run(_the_session_goes_on_at_once(tmp_path / "s.db"))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def _the_session_goes_on_at_once(db: Path) -> None:
+    """The next process (this one) finds the tool recorded as cut short, the turn ended
+    ``aborted``, and the session free for its next message."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def slow_report(name: str) -> str:
+        """Takes long."""
+        raise AssertionError("a call cut short never runs again")
+
+    store = SqliteSessionStore(db)
+    agent = ai.define_agent(name="reporter", model=ScriptedModel(["carrying on"]), tools=[slow_report], store=store)
+    try:
+        [summary] = await agent.list_sessions()
+        chat = agent.chat(summary.session_id)
+        last = await chat.last_response()
+        assert last is not None and last.finish_reason == AgentFinishReason.ABORTED
+        output = (await chat.history())[-1].tool_responses[0].output
+        assert output["outcome"] == "unknown" and output["error"].startswith("cancelled: ")
+        assert (await chat.send("is it there?")).text == "carrying on"  # not TurnInProgress
+    finally:
+        await store.close()

@@ -1,0 +1,66 @@
+"""Calls on a session that stopped short in this process, having written part of what they
+made (``turn._cut_short``): what the process knows of the tool calls they left running in the
+log, so that its next call on the session settles them at once — with their real outcomes, where
+it has them — rather than waiting ``abandon_after`` for a process that may be running them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..session._records import Record
+from ..session._state import SessionState
+from ..turn._cut_short import started_by, unwritten_outcomes
+from ..turn._journal import Journal
+
+__all__ = ["Stopped", "StoppedCalls"]
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """A call on the session that stopped short here."""
+
+    # The versions it may have left the log at: its last append written, or the one that failed
+    # (which may have been written all the same).
+    versions: frozenset[int]
+    calls: frozenset[str]  # the calls it started: any still running in the log runs nowhere
+    outcomes: dict[str, Record]  # the outcomes of those it could not write, by call ref
+
+
+class StoppedCalls:
+    """What this process knows of the calls it stopped short on each session, while the log
+    is as they left it (``left``); of a bounded number of sessions."""
+
+    def __init__(self, kept: int = 256) -> None:
+        self._journals: dict[str, Journal] = {}  # session id -> the journal of the call on it now
+        self._stopped: OrderedDict[str, Stopped] = OrderedDict()
+        self._kept = kept
+
+    def watch(self, journal: Journal) -> None:
+        """``journal`` is the current call's on its session (calls on a session here are serialised)."""
+        self._journals[journal.state.session_id] = journal
+
+    def begin(self, session_id: str) -> None:
+        self._journals.pop(session_id, None)
+
+    def ended(self, session_id: str, failed: bool) -> None:
+        """The call on ``session_id`` ended; ``failed``: by an exception (a cancellation included)."""
+        journal = self._journals.pop(session_id, None)
+        if journal is None or not (journal.written or journal.pending):
+            return  # it wrote nothing, nor tried: what is known of an earlier call still holds
+        if not failed:
+            self._stopped.pop(session_id, None)
+            return
+        state, records = journal.state, [*journal.written, *journal.pending]
+        versions = frozenset({state.durable_version, state.version})
+        calls = frozenset(started_by(records))
+        self._stopped[session_id] = Stopped(versions, calls, unwritten_outcomes(journal.pending))
+        self._stopped.move_to_end(session_id)
+        while len(self._stopped) > self._kept:
+            self._stopped.popitem(last=False)
+
+    def left(self, state: SessionState) -> Stopped | None:
+        """What a call that stopped short here left in ``state``, if the log is as it left it."""
+        found = self._stopped.get(state.session_id)
+        return found if found is not None and state.version in found.versions else None

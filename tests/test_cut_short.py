@@ -1,0 +1,119 @@
+"""A call cut short in a process that lives on — cancelled (Ctrl+C, a server shutting down, a
+caller's timeout), or its results refused by a failing store — leaves no tool call "running in
+another process": the session goes on at once (not after ``abandon_after``), a keyed retry is
+answered, and a result this process knows is recorded as it was, not as of unknown outcome."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pausepoint import Agent, AgentFinishReason, Pausepoint
+from pausepoint.errors import StoreError
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel, tool_call
+
+
+class Transfers:
+    """A tool that must not run twice (not idempotent), whose runs wait at a gate."""
+
+    def __init__(self) -> None:
+        self.ledger: list[str] = []
+        self.started = asyncio.Event()
+        self.gate = asyncio.Event()
+
+
+def bank(store: SqliteSessionStore, transfers: Transfers, steps: list[Any], *, approval: bool = False) -> Agent:
+    ai = Pausepoint()
+
+    @ai.tool(requires_approval=approval)
+    async def transfer(amount: int) -> str:
+        """Move money."""
+        transfers.ledger.append(f"start:{amount}")
+        transfers.started.set()
+        await transfers.gate.wait()
+        transfers.ledger.append(f"done:{amount}")
+        return f"moved {amount}"
+
+    return ai.define_agent(name="bank", model=ScriptedModel(steps), tools=[transfer], store=store)
+
+
+class FailingStore(SqliteSessionStore):
+    """A real SQLite store whose n-th append from now fails: before writing, or after (it committed)."""
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(path)
+        self._countdown, self._how = 0, ""
+
+    def fail(self, nth: int, how: str) -> None:
+        self._countdown, self._how = nth, how
+
+    async def append(self, *args: Any, **kwargs: Any) -> int:
+        failing = self._countdown == 1
+        self._countdown = max(0, self._countdown - 1)
+        if failing and self._how == "before":
+            raise StoreError("the database is unreachable")
+        version = await super().append(*args, **kwargs)
+        if failing:
+            raise StoreError("the connection dropped after the commit")
+        return version
+
+
+async def test_a_send_cancelled_while_its_tool_runs_leaves_the_session_free_at_once(tmp_path):
+    path, transfers = tmp_path / "s.db", Transfers()
+    agent = bank(SqliteSessionStore(path), transfers, [[tool_call("transfer", {"amount": 5})]])
+    chat = agent.chat()
+    sending = asyncio.ensure_future(chat.send("move 5"))
+    await transfers.started.wait()
+    sending.cancel()  # Ctrl+C in a chat, a server past its shutdown grace
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    # Another process goes on at once: the call is settled, of unknown outcome, and the turn ended.
+    other = bank(SqliteSessionStore(path), transfers, ["Noted: the transfer may or may not have happened."])
+    resumed = other.chat(chat.session_id)
+    history = await resumed.history()
+    output = history[-1].tool_responses[0].output
+    assert output["outcome"] == "unknown" and output["error"].startswith("cancelled: ")
+    assert (await resumed.last_response()).finish_reason == AgentFinishReason.ABORTED
+    reply = await resumed.send("what happened?")
+    assert reply.text == "Noted: the transfer may or may not have happened."
+    assert transfers.ledger == ["start:5"]  # it ran once, and was never run again
+
+
+async def test_a_keyed_resume_cancelled_while_the_approved_tool_runs_is_answered_by_its_retry(tmp_path):
+    path, transfers = tmp_path / "s.db", Transfers()
+    agent = bank(SqliteSessionStore(path), transfers, [[tool_call("transfer", {"amount": 7})]], approval=True)
+    paused = await agent.chat().send("move 7")
+    ref = paused.interrupts[0].ref
+    resuming = asyncio.ensure_future(agent.chat(paused.session_id).approve(ref, idempotency_key="k1"))
+    await transfers.started.wait()
+    resuming.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await resuming
+    other = bank(SqliteSessionStore(path), transfers, ["unused"], approval=True)
+    retried = await other.chat(paused.session_id).approve(ref, idempotency_key="k1")  # not ResumeInProgress
+    assert retried.finish_reason == AgentFinishReason.ABORTED
+    assert transfers.ledger == ["start:7"]
+
+
+@pytest.mark.parametrize("failure", ["before", "after"])
+async def test_results_the_store_failed_to_write_are_recorded_by_the_next_call_here(tmp_path, failure):
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    steps = [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Anything else?"]
+    agent = bank(store, transfers, steps, approval=True)
+    paused = await agent.chat().send("move 9")
+    ref = paused.interrupts[0].ref
+    transfers.gate.set()
+    # The resume writes the approval (the tool runs after it), then the tool's result: that fails.
+    store.fail(2, failure)
+    chat = agent.chat(paused.session_id)
+    with pytest.raises(StoreError):
+        await chat.approve(ref, idempotency_key="k1")
+    # The retry goes on at once (nothing runs the call anywhere), with the tool's real result.
+    retried = await chat.approve(ref, idempotency_key="k1")
+    assert retried.finish_reason == AgentFinishReason.STOP and retried.text == "Moved 9."
+    history = await chat.history()
+    assert history[-2].tool_responses[0].output == "moved 9"
+    assert transfers.ledger == ["start:9", "done:9"]  # once
