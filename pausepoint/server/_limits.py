@@ -87,7 +87,10 @@ def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:
 def check_message_size(parts: Any, limits: Limits) -> None:
     # Its JSON's bytes in UTF-8, as a client sends it: ``\u`` escapes would count a character
     # outside ASCII as 6 or 12 bytes (a lone surrogate is refused later, by the session).
-    text = json.dumps(parts, separators=(",", ":"), default=str, ensure_ascii=False)
+    try:
+        text = json.dumps(parts, separators=(",", ":"), default=str, ensure_ascii=False)
+    except RecursionError:
+        raise InvalidRequest("the message is nested too deeply to be read") from None
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limits.max_message_bytes:
         raise RequestTooLarge(

@@ -29,8 +29,9 @@ async def create(request: Request) -> Response:
     service = service_of(request)
     principal = await service.principal(request)
     agent = service.agent(request.path_params["agent"])
-    body = CREATE.parse(await read_json(request, service.limits))
-    check_message_size(body.model_dump(mode="json")["message"], service.limits)
+    raw = await read_json(request, service.limits)
+    body = CREATE.parse(raw)
+    check_message_size(raw["message"], service.limits)  # as the client sent it
     chat = agent.chat(principal=principal, tenant=current_tenant())  # the caller's tenant's session
     message = user_message(body)
     return await rest_turn(
@@ -62,8 +63,9 @@ async def send(request: Request) -> Response:
     else:
         check_history(summary, service.limits)
         chat = agent.chat(session_id, principal=principal)
-    body = SEND.parse(await read_json(request, service.limits))
-    check_message_size(body.model_dump(mode="json")["message"], service.limits)
+    raw = await read_json(request, service.limits)
+    body = SEND.parse(raw)
+    check_message_size(raw["message"], service.limits)  # as the client sent it
     message = user_message(body)
     return await rest_turn(
         request,

@@ -44,6 +44,8 @@ VALUES: dict[str, tuple[str, int, str, str | None]] = {
     "lone surrogate key": ('{"\\udc00": 1}', 422, "", "unpaired_surrogate"),
     "nested 200 deep": (deep(200), 422, "", "max_depth"),
     "nested 253 deep": (deep(253), 422, "", "max_depth"),
+    "nested 300 deep": (deep(300), 422, "", "max_depth"),  # past pydantic's own depth (found by a probe)
+    "nested 900 deep": (deep(900), 422, "", "max_depth"),
     "1e999 (Infinity)": ("1e999", 422, "", "finite_number"),
     "641 digits": ("9" * 641, 422, "", "max_int_digits"),
     "NaN literal": ("NaN", 400, "invalid_request", None),
@@ -99,6 +101,8 @@ async def test_rest_refuses_what_a_session_cannot_keep(served: Served, http: htt
         (bank + "/resume", '{"respond": [{"ref": "' + bank_ref + '", "name": "userApproval", '
          '"output": {"approved": true}}], "metadata": {"m": @}}', "$.metadata.m", "invalid_answer"),
         (bank + f"/interrupts/{bank_ref}/approve", '{"metadata": {"m": @}}', "$.metadata.m", "invalid_answer"),
+        (bank + "/messages", '{"message": [{"kind": "text", "text": "hi", "provider_metadata": {"m": @}}]}',
+         "$.parts[0].provider_metadata.m", "invalid_message"),
         (shell + f"/interrupts/{shell_ref}/restart", '{"resumed_metadata": {"m": @}}',
          "$.restart[0].resumed_metadata.m", "invalid_answer"),
     ]  # fmt: skip
