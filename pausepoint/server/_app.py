@@ -101,13 +101,8 @@ def create_app(
     service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender, operators=ops, metrics=prometheus)
     service.links, service.slack, service.sign_in = links, slack, console_provider(auth) if console else None
     service.mcp = _mcp_endpoint(ai, service) if mcp else None
-    table = route_table(
-        mcp=service.mcp,
-        metrics=prometheus is not None,
-        console=console,
-        links=links is not None,
-        slack=slack is not None,
-    )
+    reach = {"links": links is not None, "slack": slack is not None}
+    table = route_table(mcp=service.mcp, metrics=prometheus is not None, console=console, **reach)
     service.openapi = dumps(openapi_document(table))
     middleware = [Middleware(_NoSniff)]
     if request_log or prometheus is not None:
@@ -119,6 +114,8 @@ def create_app(
         lifespan=_lifespan,
         middleware=middleware,
     )
+    # A slash too many or too few is a 404, not Starlette's redirect to a URL built from the Host header.
+    app.router.redirect_slashes = False
     app.state.pausepoint = service  # where the handlers find it (``service_of``)
     return app
 

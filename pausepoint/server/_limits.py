@@ -20,7 +20,7 @@ from ..errors import HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
 from ._params import ascii_int
 
-__all__ = ["Limits", "check_history", "check_message_size", "parse_body", "read_json"]
+__all__ = ["Limits", "check_history", "check_message_size", "parse_body", "read_body", "read_json"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,6 +41,20 @@ class Limits:
 
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     """The request's JSON object. Raises ``RequestTooLarge`` or ``InvalidRequest``."""
+    body = await read_body(request, limits)
+    if not body:
+        return {}
+    try:  # what json.loads(body, parse_constant=...) does, without building a decoder per request
+        value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+async def read_body(request: Request, limits: Limits) -> bytes:
+    """The request's body, abandoned (``RequestTooLarge``) as soon as it passes the limit."""
     declared = request.headers.get("content-length")
     if declared is not None and ascii_int(declared, "the Content-Length header") > limits.max_body_bytes:
         raise RequestTooLarge(
@@ -54,15 +68,7 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
             raise RequestTooLarge(
                 f"the request body exceeds the limit of {limits.max_body_bytes} bytes", limit=limits.max_body_bytes
             )
-    if not body:
-        return {}
-    try:  # what json.loads(body, parse_constant=...) does, without building a decoder per request
-        value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
-    return value
+    return bytes(body)
 
 
 def _not_json(constant: str) -> Any:

@@ -48,6 +48,7 @@ from ..session._response import AgentResponse
 from ..stores import SessionSummary
 from ..tools._display import ApprovalView
 from ._auth import current_tenant, inbox_filters
+from ._limits import Limits, check_message_size, read_body
 
 __all__ = ["mcp_server"]
 
@@ -63,18 +64,20 @@ def mcp_server(
     principal: str | Who,
     policy: Any = None,
     name: str = "pausepoint",
+    limits: Limits | None = None,
 ) -> MCPServer:
     """An MCP server (the SDK's ``MCPServer``) serving every agent of ``ai`` (module docstring).
 
     ``principal`` is the caller: a fixed name (stdio), or an async function of the HTTP request
     returning it (``create_app`` passes its ``auth``). ``policy`` is an ``AccessPolicy``
-    (default: ``OwnerPolicy()``, each caller sees and answers its own sessions).
+    (default: ``OwnerPolicy()``, each caller sees and answers its own sessions). ``limits``: the
+    app's (``create_app``'s), held to a message as on REST (stdio: none but the session's own).
     """
     if policy is None:
         from ._auth import OwnerPolicy
 
         policy = OwnerPolicy()
-    doors = _Doors(ai, principal, policy)
+    doors = _Doors(ai, principal, policy, limits)
     server = MCPServer(
         name,
         instructions=(
@@ -91,10 +94,11 @@ def mcp_server(
 
 
 class _Doors:
-    def __init__(self, ai: Pausepoint, principal: str | Who, policy: Any) -> None:
+    def __init__(self, ai: Pausepoint, principal: str | Who, policy: Any, limits: Limits | None) -> None:
         self.ai = ai
         self.principal = principal
         self.policy = policy
+        self.limits = limits
 
     # -- the tools --------------------------------------------------------------------------------
 
@@ -115,6 +119,8 @@ class _Doors:
         who = await self._who(ctx)
         found = self._agent(agent)
         async with _errors():
+            if self.limits is not None:
+                check_message_size(text, self.limits)
             carried = _carried(ctx.request_state, found.name)
             if carried is not None:  # a later round: the client answered what we asked
                 session_id = str(carried["session_id"])
@@ -471,7 +477,7 @@ class McpEndpoint:
     def __init__(self, ai: Pausepoint, service: Any) -> None:
 
         self.service = service
-        self.server = mcp_server(ai, principal=service.principal, policy=service.policy)
+        self.server = mcp_server(ai, principal=service.principal, policy=service.policy, limits=service.limits)
         self._running: asyncio.Task[None] | None = None
         self._started: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
@@ -479,13 +485,15 @@ class McpEndpoint:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from starlette.requests import Request
 
+        request = Request(scope, receive)
         try:
-            await self.service.principal(Request(scope, receive))
+            await self.service.principal(request)
+            body = await read_body(request, self.service.limits)  # the app's limit, as on every route
         except PausepointError as exc:
             await _refusal(exc)(scope, receive, send)
             return
         await self._ensure_running()
-        await self.server.session_manager.handle_request(scope, receive, send)
+        await self.server.session_manager.handle_request(scope, _replayed(body, receive), send)
 
     async def _ensure_running(self) -> None:
         if self._running is None or self._running.done():
@@ -517,6 +525,20 @@ class McpEndpoint:
         if self._running is not None:
             with contextlib.suppress(Exception):
                 await self._running
+
+
+def _replayed(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that gives ``body`` (read already), then what ``receive`` gives."""
+    given = False
+
+    async def replay() -> Any:
+        nonlocal given
+        if given:
+            return await receive()  # a disconnect, say
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def _refusal(exc: PausepointError) -> Any:

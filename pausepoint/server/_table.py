@@ -87,6 +87,7 @@ def route_table(
     if console:
         table += [
             Endpoint("GET", "/", home),
+            Endpoint("GET", "/console", home),  # to /console/, by its path (no slash redirects: see _app)
             Endpoint(None, "/console", ConsoleFiles(directory=CONSOLE, html=True), mount=True),
         ]
     return table

@@ -153,6 +153,21 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
         assert done["text"] == "Transferred $500.00 to savings."
 
 
+async def test_the_mcp_endpoint_holds_requests_to_the_apps_limits(served: str) -> None:
+    """As REST does (found by a probe: MCP took a 300 KB message, and read a 2 MB body): a
+    message over ``max_message_bytes`` (256 KiB) is refused and nothing is recorded; a body over
+    ``max_body_bytes`` (1 MiB) is abandoned, 413 with the app's error in a JSON-RPC one."""
+    async with http_client(served, "alice-token") as alice:
+        refused = await call(alice, "send_message", agent=AGENT, text="a" * 300_000, session_id="too-long")
+        assert refused[0] == "error" and "request_too_large" in refused[1], refused
+    async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}) as raw:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * 2_000_000}}
+        reply = await raw.post(f"{served}/mcp", json=body)
+        gone = await raw.get(f"{served}/v1/agents/{AGENT}/sessions/too-long")
+    assert reply.status_code == 413 and reply.json()["error"]["data"]["code"] == "request_too_large"
+    assert gone.status_code == 404  # the long message made no session
+
+
 async def test_a_wrong_token_reaches_the_mcp_client_as_the_reason_it_was_refused(served: str) -> None:
     """The SDK's client reads a JSON-RPC error in a 401 (anything else there is its own "Server
     returned an error response"), so the endpoint refuses with one: the app's reason, and its

@@ -333,6 +333,13 @@ async def test_responses_are_hardened(served: Served, http):
     reply = await http.get(served.bank + "/", headers={"Host": "evil.example"}, follow_redirects=False)
     assert reply.status_code in (302, 307)
     assert reply.headers["location"] == "/bank/console/"  # a path on this server, whatever Host said
+    reply = await http.get(served.bank + "/console", headers={"Host": "evil.example"}, follow_redirects=False)
+    assert reply.headers["location"] == "/bank/console/"
+    # A slash too many is no redirect to a URL built from the Host header (found by a probe).
+    for path in ("/v1/agents/", "/v1/feed/", "/healthz/", "/agents/bankingAgent/", "/openapi.json/"):
+        reply = await http.get(served.bank + path, headers={**ALICE, "Host": "evil.example"}, follow_redirects=False)
+        assert reply.status_code == 404 and "location" not in reply.headers, path
+        assert reply.json()["error"]["code"] == "not_found", path
     session_id, _ = await paused(http, served.bank, "bankingAgent", "Transfer $1 to q.")
     checks = [
         await http.get(served.bank + "/v1/agents", headers=ALICE),

@@ -72,7 +72,7 @@ async def visible(store: SessionStore, count: int, after: int = 0) -> list[Event
 # -- the stream ----------------------------------------------------------------------------------
 
 
-async def test_events_are_written_with_the_append_and_read_in_order(store):
+async def test_events_are_written_with_the_append_and_read_in_order(store: SessionStore) -> None:
     keeps_events(store)
     assert await store.last_event() == 0
     assert await store.read_events() == []
@@ -95,14 +95,14 @@ async def test_events_are_written_with_the_append_and_read_in_order(store):
     assert await store.read_events(positions[-1]) == []
 
 
-async def test_an_append_without_events_adds_none(store):
+async def test_an_append_without_events_adds_none(store: SessionStore) -> None:
     keeps_events(store)
     await store.append("s1", 0, entries(0, 2), summary("s1", 2))
     assert await store.read_events() == []
     assert await store.last_event() == 0
 
 
-async def test_a_refused_append_announces_nothing(store):
+async def test_a_refused_append_announces_nothing(store: SessionStore) -> None:
     keeps_events(store)
     await append(store, "s1", 0, event(1, "hook"))
     await visible(store, 1)
@@ -118,10 +118,11 @@ async def test_a_refused_append_announces_nothing(store):
     assert await store.last_event() == head
     assert [e.id for e in await store.read_events()] == ["s1.1"]
     assert [d.event.id for d in await store.list_deliveries()] == ["s1.1"]
-    assert (await store.read("s1")).version == 1
+    found = await store.read("s1")
+    assert found is not None and found.version == 1
 
 
-async def test_unicode_and_binary_data(store):
+async def test_unicode_and_binary_data(store: SessionStore) -> None:
     keeps_events(store)
     data = '{"text": "Überweisung → 500 € an Zoë 👩\u200d💻"}'.encode() + b"\x00\xff\n"
     sid = "séance-日本語-🙂"
@@ -133,7 +134,7 @@ async def test_unicode_and_binary_data(store):
     assert delivery.target == "hook-é" and delivery.event.data == data
 
 
-async def test_a_waiter_is_woken_by_another_writer(open_store: OpenStore):
+async def test_a_waiter_is_woken_by_another_writer(open_store: OpenStore) -> None:
     reader, writer = await open_store(), await open_store()
     keeps_events(reader)
     try:
@@ -154,7 +155,7 @@ async def test_a_waiter_is_woken_by_another_writer(open_store: OpenStore):
             await writer.close()
 
 
-async def test_prune_keeps_what_is_still_to_be_delivered(store):
+async def test_prune_keeps_what_is_still_to_be_delivered(store: SessionStore) -> None:
     keeps_events(store)
     await append(store, "s1", 0, event(1, when=0), when=0)
     await append(store, "s1", 1, event(2, "hook", when=10), when=10)
@@ -175,7 +176,7 @@ async def test_prune_keeps_what_is_still_to_be_delivered(store):
 # -- the outbox ----------------------------------------------------------------------------------
 
 
-async def test_one_delivery_per_target_claimed_with_a_lease(store):
+async def test_one_delivery_per_target_claimed_with_a_lease(store: SessionStore) -> None:
     keeps_events(store)
     await append(store, "s1", 0, event(1, "ops", "slack"), event(2, "ops"), when=5)
     await append(store, "s2", 0, event(1, "other", session="s2"), when=6)
@@ -196,7 +197,7 @@ async def test_one_delivery_per_target_claimed_with_a_lease(store):
     assert other.event.session_id == "s2"
 
 
-async def test_retry_then_fail_then_requeue(store):
+async def test_retry_then_fail_then_requeue(store: SessionStore) -> None:
     keeps_events(store)
     await append(store, "s1", 0, event(1, "hook"))
     [first] = await store.claim_deliveries(["hook"], at(1), LEASE)
@@ -218,7 +219,7 @@ async def test_retry_then_fail_then_requeue(store):
     assert (done.id, done.attempts, done.state) == (first.id, 1, "delivered")
 
 
-async def test_list_deliveries_filters_newest_first(store):
+async def test_list_deliveries_filters_newest_first(store: SessionStore) -> None:
     keeps_events(store)
     await append(store, "s1", 0, event(1, "a", "b"), event(2, "a"))
     assert [(d.target, d.event.id) for d in await store.list_deliveries()] == [
@@ -232,7 +233,7 @@ async def test_list_deliveries_filters_newest_first(store):
     assert len(await store.list_deliveries(state="pending")) == 3
 
 
-async def test_claims_are_oldest_first_and_limited(store):
+async def test_claims_are_oldest_first_and_limited(store: SessionStore) -> None:
     keeps_events(store)
     for version in range(5):
         await append(store, "s1", version, event(version + 1, "hook"), when=version)
@@ -241,7 +242,7 @@ async def test_claims_are_oldest_first_and_limited(store):
     assert await store.claim_deliveries([], at(10), LEASE) == []
 
 
-async def test_racing_claimers_share_nothing(open_store: OpenStore):
+async def test_racing_claimers_share_nothing(open_store: OpenStore) -> None:
     stores = [await open_store() for _ in range(4)]
     keeps_events(stores[0])
     try:
