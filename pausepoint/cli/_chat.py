@@ -56,13 +56,15 @@ def run(args: argparse.Namespace) -> int:
         replace_stores([agent], SqliteSessionStore(args.db))
     elif args.store:
         replace_stores([agent], open_store(parse_store(args.store)))
+    if args.principal is not None and not args.principal.strip():
+        raise CliError("--principal names who you are: it cannot be empty")
     principal = args.principal or _user()
     prepare_model(agent)
     terminal = TerminalChat(agent, session_id=args.session, principal=principal)
     try:
         return asyncio.run(_chat(agent, terminal, args.message))
     except SessionNotFound as exc:
-        raise CliError(f"no session {args.session!r} in the agent's store ({exc})") from exc
+        raise CliError(f"no session {args.session!r} in the agent's store") from exc
 
 
 async def _chat(agent: Agent, terminal: TerminalChat, first_messages: list[str]) -> int:

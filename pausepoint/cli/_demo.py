@@ -16,10 +16,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from .. import demo
+from ..errors import SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..stores import SqliteSessionStore
 from . import _logging
+from ._errors import CliError
 from ._models import choose_model
 from ._serving import listen, port_number, serve_until_stopped
 from ._terminal import TerminalChat
@@ -63,6 +65,9 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--terminal", action="store_true", help="chat in this terminal instead of the console")
     parser.add_argument(
+        "--session", metavar="ID", help="with --terminal: continue this session (a chat's end prints its id)"
+    )
+    parser.add_argument(
         "--threads", type=int, default=None, help="CPU threads for the local model (default: one less than the cores)"
     )
     _logging.add_arguments(parser, default="warning")
@@ -70,6 +75,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.session is not None and not args.terminal:
+        raise CliError("--session continues a chat in the terminal: give --terminal too (the console lists sessions)")
     _logging.configure(args.log_level, args.log_format)
     _earlier_pauses(args.db, fresh=args.fresh)
     choice = choose_model(args.model, threads=args.threads)
@@ -83,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if args.terminal:
         print(header)
         print(f'Try: "{TRY}" It pauses for your approval. /help lists the commands.\n')
-        return asyncio.run(TerminalChat(agent, principal=PRINCIPAL).run())
+        try:
+            return asyncio.run(TerminalChat(agent, session_id=args.session, principal=PRINCIPAL).run())
+        except SessionNotFound as exc:
+            raise CliError(f"no session {args.session!r} in {args.db}") from exc
     return _serve_demo(args, ai, header)
 
 

@@ -114,6 +114,8 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
     loaded = load_config(args.config, env) if getattr(args, "config", None) else None
     file = loaded.config if loaded is not None else ConfigFile()
     target = args.target or file.app
+    if not target and loaded is not None:
+        raise CliError(f'{args.config} names no app: add app = "module:attr" to it (or give serve a TARGET)')
     if not target:
         raise CliError('the following arguments are required: TARGET (or app = "module:attr" in --config FILE)')
     settings = ServeSettings(
@@ -198,7 +200,8 @@ def _principals(
             continue
         if principal.token in seen:
             settings.problems.add(CliError(
-                f"{principal.where}: the token of {name!r} is given twice (it is {seen[principal.token]!r}'s too)"
+                f"{principal.where}: the token of {name!r} is given twice "
+                f"(it is also the token of {seen[principal.token]!r})"
             ))  # fmt: skip
             continue
         seen[principal.token] = name

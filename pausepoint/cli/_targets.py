@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import ModelError, PausepointError
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..stores import SessionStore
@@ -32,12 +33,21 @@ def load_target(target: str) -> Any:
         if exc.name and module_name.startswith(exc.name):
             raise CliError(f"no module named {module_name!r} (looked in {os.getcwd()} and sys.path)") from exc
         raise
+    except PausepointError as exc:  # a definition pausepoint refused (a model it does not know, say)
+        raise CliError(f"importing {module_name!r} failed{_where(exc)}: {exc}") from exc
     for part in attr.split("."):
         try:
             value = getattr(value, part)
         except AttributeError as exc:
             raise CliError(f"module {module_name!r} has no attribute {attr!r}") from exc
     return value
+
+
+def _where(exc: BaseException) -> str:
+    """`` (at file, line N)``: the last line of the user's code the error went through."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(package)]
+    return f" (at {frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
 def pick_agent(target: Any, name: str | None) -> Agent:

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._extras import missing_extra
@@ -143,14 +144,18 @@ def _check_reach(links: ApprovalLinks | None, slack: SlackApp | None) -> None:
             raise missing_extra("slack_sdk", "slack") from exc
 
 
-async def _http_error(_request: Request, exc: Exception) -> Response:
+async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own refusals (no such route, a method the route does not take) in the app's
-    JSON error body."""
+    JSON error body; a 405 says in ``Allow`` which methods the path takes (every route's of it)."""
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
         return error_response(NotFound("no such route"))
     error = error_response(InvalidRequest(exc.detail or "bad request"))
     error.status_code = exc.status_code
+    if exc.status_code == 405:
+        routes = request.app.router.routes
+        partial = [r for r in routes if r.matches(request.scope)[0] is Match.PARTIAL]
+        error.headers["Allow"] = ", ".join(sorted({m for r in partial for m in getattr(r, "methods", None) or ()}))
     return error
 
 

@@ -64,7 +64,16 @@ class Feed:
             raise InvalidRequest(
                 f"Last-Event-ID {last_event_id!r} is not an id this feed sent", last_event_id=last_event_id
             )
-        return [ascii_int(p, "each position in Last-Event-ID") for p in parts]
+        positions = [ascii_int(p, "each position in Last-Event-ID") for p in parts]
+        for position, store in zip(positions, self.stores, strict=True):
+            newest = await store.last_event()
+            if position > newest:  # an id from another store, or from before the store was reset
+                raise InvalidRequest(
+                    f"Last-Event-ID {last_event_id!r} is past the newest event this feed has sent: "
+                    "reconnect without it to follow from now",
+                    last_event_id=last_event_id,
+                )
+        return positions
 
     async def follow(
         self, positions: list[int], visible: Callable[[SessionSummary], bool]

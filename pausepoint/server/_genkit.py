@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool
 from pydantic.alias_generators import to_camel
 
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from ..errors import InvalidMessage, InvalidRequest
+from ..errors import InvalidMessage, InvalidRequest, InvalidSessionId
 from ..runtime._launch import TurnStatus
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
@@ -151,6 +151,11 @@ def parse_turn(body: dict[str, Any], query: Mapping[str, str] | None = None) -> 
     envelope = parse_body(_Envelope, body)
     data, init = envelope.data, envelope.init or _Init()
     named = (query or {}).get("session_id") or (query or {}).get("thread_id")
+    # An empty id is not "no id": a client that meant a session must not get a new one.
+    if init.session_id == "":
+        raise InvalidSessionId("session id '' is not valid: leave it out to start a session", session_id="")
+    if init.snapshot_id == "":
+        raise InvalidRequest("snapshot id '' names no snapshot: leave it out to start a session")
     turn = GenkitTurn(
         snapshot_id=init.snapshot_id or None,
         session_id=init.session_id or (None if init.snapshot_id else named) or None,

@@ -46,7 +46,11 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
         return {}
     try:  # what json.loads(body, parse_constant=...) does, without building a decoder per request
         value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise InvalidRequest("the request body is nested too deeply to parse") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's advice is for the server, not the caller
+            raise InvalidRequest("the request body holds an integer of more than 4,300 digits") from None
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")

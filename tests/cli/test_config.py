@@ -246,9 +246,11 @@ def test_an_asgi_app_takes_only_its_address_and_logs(tmp_path):
 
 def test_serve_needs_an_app_from_the_command_line_or_the_file(tmp_path):
     config = write(tmp_path / "team.toml", "[listen]\nport = 0\n")
-    done = pausepoint("serve", "--config", str(config))
-    assert done.returncode == 2
-    assert "the following arguments are required: TARGET (or app = " in done.stderr
+    for command in (["serve", "--config", str(config)], ["config", "check", str(config)]):
+        done = pausepoint(*command)
+        assert done.returncode == 2
+        assert f'{config} names no app: add app = "module:attr" to it (or give serve a TARGET)' in done.stderr
+    assert "the following arguments are required: TARGET" in pausepoint("serve").stderr
 
 
 def test_check_names_the_extra_a_section_needs(tmp_path):

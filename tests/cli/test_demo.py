@@ -217,3 +217,24 @@ def test_a_piped_a_without_its_y_says_what_the_script_must_send(tmp_path):
     out = _demo(tmp_path / "demo.db", data="Transfer $500 to savings.\na\n")
     assert "not approved: a high-risk approval needs y on the line after a" in out
     assert "Transferred" not in out
+
+
+def test_the_session_a_terminal_demo_names_is_continued_as_it_says(tmp_path):
+    """The end of a terminal demo says how to continue its session: that works (found by a probe:
+    it named a --session flag the demo did not have)."""
+    db = tmp_path / "demo.db"
+    first = _demo(db, data="Hello!\n")
+    said = re.search(r"session (\w+): continue it with --session (\w+)", first)
+    assert said and said[1] == said[2], first
+    again = _demo(db, "--session", said[1], data="Hello again!\n")
+    assert f"continuing session {said[1]}" in again
+    assert again.count("agent> ") == 1  # the earlier turn is not replayed as new
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "demo", "--model", "scripted", "--db", str(db), "--session", said[1]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--session continues a chat in the terminal" in done.stderr

@@ -70,6 +70,11 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["demo", "--model", "anthropic/claude"], "needs an API key: set ANTHROPIC_API_KEY"),
         (["demo", "--model", "googleai/gemini"], "set GEMINI_API_KEY or GOOGLE_API_KEY"),
         (["demo", "--model", "gpt-5"], "unknown model 'gpt-5'"),
+        (["demo", "--model", "scripted", "--session", "s1"], "--session continues a chat in the terminal"),
+        (["chat", "tests.cli.apps:bank_agent", "--principal", " "], "--principal names who you are"),
+        # pausepoint refusing the app as it is imported: where, and why (not a traceback, exit 1)
+        (["serve", "tests.cli.refused_app:ai"], "importing 'tests.cli.refused_app' failed (at "),
+        (["chat", "tests.cli.refused_app:agent"], "refused_app.py, line 6): no model 'nosuchprovider/x'"),
     ],
 )
 def test_bad_usage_exits_2_with_a_clear_message(argv, message, capsys, monkeypatch):

@@ -335,6 +335,11 @@ async def test_responses_are_hardened(served: Served, http):
     assert reply.headers["location"] == "/bank/console/"  # a path on this server, whatever Host said
     reply = await http.get(served.bank + "/console", headers={"Host": "evil.example"}, follow_redirects=False)
     assert reply.headers["location"] == "/bank/console/"
+    # A method a path does not take: 405, saying which it takes (every route's of that path).
+    reply = await http.put(served.bank + "/v1/agents/bankingAgent/sessions", headers=ALICE)
+    assert reply.status_code == 405 and reply.headers["allow"] == "GET, HEAD, POST"  # two routes, one path
+    reply = await http.get(served.bank + "/agents/bankingAgent", headers=ALICE)
+    assert reply.status_code == 405 and reply.headers["allow"] == "POST"
     # A slash too many is no redirect to a URL built from the Host header (found by a probe).
     for path in ("/v1/agents/", "/v1/feed/", "/healthz/", "/agents/bankingAgent/", "/openapi.json/"):
         reply = await http.get(served.bank + path, headers={**ALICE, "Host": "evil.example"}, follow_redirects=False)
@@ -425,3 +430,15 @@ async def test_a_client_gone_before_its_body_arrived_is_no_server_error(served: 
     reply = await http.get(f"{served.bank}/v1/agents/bankingAgent/sessions", headers=ALICE)
     assert reply.status_code == 200 and reply.json()["sessions"] == []
     assert served.ledger == []
+
+
+async def test_unreadable_json_is_explained_to_the_caller_not_the_operator(served: Served, http):
+    """What Python says of JSON it cannot read is advice for whoever runs the server
+    ("use sys.set_int_max_str_digits()"): the caller is told what is wrong with the body."""
+    url = served.bank + "/v1/agents/bankingAgent/sessions"
+    reply = await post(http, url, body('{"message": "x", "n": @}', "9" * 5000), ALICE)
+    error = assert_error(reply, 400, "invalid_request", "5,000 digits")
+    assert "more than 4,300 digits" in error["message"] and "sys." not in error["message"]
+    reply = await post(http, url, body('{"message": "x", "n": @}', deep(5000)), ALICE)
+    error = assert_error(reply, 400, "invalid_request", "5,000 levels")
+    assert error["message"] == "the request body is nested too deeply to parse"

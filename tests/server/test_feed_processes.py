@@ -66,3 +66,7 @@ async def test_a_pause_in_one_process_is_in_the_feed_of_another_and_resumes_by_i
 async def test_a_last_event_id_the_feed_never_sent_is_refused(served, http):
     reply = await http.get(served.bank + "/v1/feed", headers={**ALICE, "Last-Event-ID": "not-an-id"})
     assert reply.status_code == 400 and reply.json()["error"]["code"] == "invalid_request"
+    # Past the newest event (another store's id, or one from before a reset): refused, not followed
+    # silently for ever (found by a probe).
+    reply = await http.get(served.bank + "/v1/feed", headers={**ALICE, "Last-Event-ID": "9223372036854775807"})
+    assert reply.status_code == 400 and "past the newest event" in reply.json()["error"]["message"]

@@ -190,6 +190,13 @@ async def test_genkit_fastapis_other_spellings_name_the_session(served, http):
     body = {"data": user("which?"), "init": {"sessionId": other}}
     reply = await http.post(url + f"?session_id={session}", json=body, headers=ALICE)
     assert reply.json()["result"]["sessionId"] == other
+    # An empty id is refused, not taken for "a new session" (found by a probe).
+    sessions = served.lab + "/v1/agents/labAgent/sessions?limit=500"
+    before = (await http.get(sessions, headers=ALICE)).json()["sessions"]
+    for init, code in (({"sessionId": ""}, "invalid_session_id"), ({"snapshotId": ""}, "invalid_request")):
+        reply = await http.post(url, json={"data": user("hi"), "init": init}, headers=ALICE)
+        assert (reply.status_code, reply.json()["error"]["code"]) == (400, code), init
+    assert (await http.get(sessions, headers=ALICE)).json()["sessions"] == before
 
 
 async def test_a_refused_streamed_resume_is_a_4xx_not_a_broken_stream(served, http):

@@ -33,6 +33,7 @@ async def test_the_document_describes_exactly_the_routes_served():
     # what is not the REST API: the document itself, Genkit's wire, Prometheus, the console
     assert undescribed == [
         ("GET", "/"),
+        ("GET", "/console"),
         ("GET", "/metrics"),
         ("GET", "/openapi.json"),
         ("POST", "/agents/{agent}"),
