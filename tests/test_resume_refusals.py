@@ -135,8 +135,14 @@ async def test_empty_resume_while_paused(store):
 async def test_output_failing_the_output_schema(store):
     ledger: list[str] = []
     _, chat, res = await paused_chat(store, ledger)
-    await assert_refused(store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond({"approved": "maybe"})])
+    refused = await assert_refused(
+        store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond({"approved": "maybe"})]
+    )
+    # What is wrong, in a person's words: the field and its problem, not pydantic's report of it
+    assert refused.message.endswith("output schema: approved: Input should be a valid boolean, unable to interpret input")
     await assert_refused(store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond("yes")])
+    missing = await assert_refused(store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond(None)])
+    assert "(no output was given)" in missing.message and "pydantic" not in missing.message
     await then_valid_resume_works(chat, res, ledger)
 
 

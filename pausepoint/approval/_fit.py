@@ -208,10 +208,23 @@ def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: A
     try:
         output = tool.validate_output(answer.output)
     except (ValidationError, TypeError, ValueError) as exc:  # a PydanticSerializationError is a ValueError
-        raise InvalidAnswer(f"the answer to {name!r} is not valid for its output schema: {exc}", ref=ref) from exc
+        given = "" if answer.output is not None else " (no output was given)"
+        raise InvalidAnswer(
+            f"the answer to {name!r} is not valid for its output schema{given}: {_why(exc)}", ref=ref
+        ) from exc
     # The schema may make new values (a float field reads "nan" as NaN): check what is kept.
     claim.output = output if tool.output_adapter is None else _kept(output, ctx.limits, ref, f"the answer to {name!r}")
     return claim
+
+
+def _why(exc: Exception) -> str:
+    """What is wrong, a person's words: each field's problem (not pydantic's report of the
+    model's name, the input echoed and a documentation URL)."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}" for e in exc.errors(include_url=False)
+    )
 
 
 def _edit(state: SessionState, pause: Pause, answer: ToolRestart, tool: Tool, ctx: AnswerContext) -> Any:
@@ -226,7 +239,7 @@ def _edit(state: SessionState, pause: Pause, answer: ToolRestart, tool: Tool, ct
             raise InputEditNotAllowed(
                 f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
             ) from None
-        raise InvalidAnswer(f"replacement input for {name!r} is invalid: {exc}", ref=ref) from exc
+        raise InvalidAnswer(f"replacement input for {name!r} is invalid: {_why(exc)}", ref=ref) from exc
     if replaced == paused.input or answer.replace_input == paused.input:
         return None  # the same input again is no edit (Genkit's clients send it that way)
     if not tool.allow_input_edits:
