@@ -348,11 +348,13 @@ class TerminalChat:
         return True
 
     def _choices(self, interrupt: PendingInterrupt) -> str:
-        choices = ["[a]pprove"]
+        """The choices the card offers: only those that can answer this pause (as the console's
+        buttons), and ``_decide`` takes no other."""
+        choices = ["[a]pprove"] if self._approvable(interrupt) else []
         if self._grantable(interrupt):
             choices.append("[g]rant: approve for this session")
         choices.append("[d]eny")
-        if interrupt.approval is None or "respond" in interrupt.approval.decisions:
+        if self._respondable(interrupt):
             choices.append("[r]espond with JSON")
         if self._editable(interrupt):
             choices.append("[e]dit input")
@@ -367,6 +369,18 @@ class TerminalChat:
     def _grantable(interrupt: PendingInterrupt) -> bool:
         return interrupt.approval is not None and interrupt.approval.grantable
 
+    def _approvable(self, interrupt: PendingInterrupt) -> bool:
+        """Whether a plain yes answers it (``agent.approval``: not a question asking for a value)."""
+        try:
+            self.agent.approval(interrupt)
+        except ValueError:
+            return False
+        return True
+
+    @staticmethod
+    def _respondable(interrupt: PendingInterrupt) -> bool:
+        return interrupt.approval is None or "respond" in interrupt.approval.decisions
+
     async def _decide(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart | None:
         """The person's answer to one pause; None when skipped (or input ended)."""
         while True:
@@ -374,18 +388,15 @@ class TerminalChat:
             if line is None:
                 return None
             choice = _CHOICES.get(line.strip().lower(), "")
-            if choice == "a" or (choice == "g" and self._grantable(interrupt)):
-                try:  # a grant "for this session": later calls of this tool, as the policy bounds it
-                    approval = self.agent.approval(interrupt, grant=Grant() if choice == "g" else None)
-                except ValueError as exc:
-                    self.say(_plain(f"cannot approve with a plain yes: {exc}; respond with JSON instead"))
-                    continue
+            if (choice == "a" and self._approvable(interrupt)) or (choice == "g" and self._grantable(interrupt)):
+                # a grant "for this session": later calls of this tool, as the policy bounds it
+                approval = self.agent.approval(interrupt, grant=Grant() if choice == "g" else None)
                 if await self._confirmed(self.agent.view(interrupt)):
                     return approval
             elif choice == "d":
                 reason = await self._read_reason()
                 return None if reason is None else interrupt.deny(reason)
-            elif choice == "r":
+            elif choice == "r" and self._respondable(interrupt):
                 tool = self.agent.tools.get(interrupt.name)
                 self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
                 output = await self._read_json("answer JSON> ")

@@ -338,3 +338,51 @@ def test_model_text_and_tool_output_cannot_drive_the_terminal(tmp_path):
     # A bidi override would reorder what the call's line and its result read: JSON, escaped.
     assert 'report {"to": "evil\\u202egnivas"}' in out
     assert 'report: "ok\\u001b[2J\\u009b31m \\u202eevil"' in out
+
+
+CHOICES_APP = """
+from pydantic import BaseModel
+from pausepoint import Pausepoint
+from pausepoint.testing import ScriptedModel, tool_call
+
+ai = Pausepoint()
+
+class Pick(BaseModel):
+    options: list[str]
+
+class Picked(BaseModel):
+    choice: str
+
+ask = ai.define_interrupt(name="pick", description="Pick one.", input_schema=Pick, output_schema=Picked)
+
+@ai.tool(requires_approval=True)
+def deploy(env: str) -> str:
+    "Deploy."
+    return "deployed " + env
+
+STEPS = [[tool_call("pick", {"options": ["blue", "green"]})], [tool_call("deploy", {"env": "prod"})], "Done."]
+agent = ai.define_agent(name="chooser", model=ScriptedModel(STEPS), tools=[ask, deploy])
+"""
+
+
+def test_a_card_offers_only_the_choices_that_can_answer_its_pause(tmp_path):
+    """A question asking for a value takes no plain yes, and a call paused for approval takes no
+    made-up result: the card offers neither, and typing one is not taken (found by a probe: the
+    card offered approve, then refused it; and took a respond it did not offer)."""
+    (tmp_path / "choices_app.py").write_text(CHOICES_APP)
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", "choices_app:agent", "--db", str(tmp_path / "c.db")],
+        input='go\na\nr\n{"choice": "green"}\nr\na\n',
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    question, approval = out.split("paused: deploy")
+    assert "└─ [d]eny  [r]espond with JSON  [s]kip\nchoice> a\ntype one of: [d]eny  [r]espond" in question
+    assert "└─ [a]pprove  [d]eny  [s]kip\nchoice> r\ntype one of: [a]pprove  [d]eny  [s]kip" in approval
+    assert '✓ pick: {"choice": "green"}' in question and '✓ deploy: "deployed prod"' in approval
+    assert "agent> Done." in out
