@@ -33,6 +33,20 @@ async def test_keep_requests_keeps_only_the_latest():
             ScriptedModel(["x"], keep_requests=bad)
 
 
+async def test_a_script_that_is_no_script_is_refused_when_it_is_made():
+    """A step that is none (None, a number, a dict) is a TypeError naming it as the model is made,
+    not a model failure at the first send (found by a probe); a function's is a ModelError."""
+    for bad, index in (([None], 0), (["ok", 42], 1), ([{"text": "hi"}], 0), ([[TextPart("a"), "b"]], 0)):
+        with pytest.raises(TypeError, match=f"step {index} of the script is not a step"):
+            ScriptedModel(bad)
+    for bad in ("just a string", 7, None):
+        with pytest.raises(TypeError, match="a list of steps or a function"):
+            ScriptedModel(bad)
+    agent = Pausepoint().define_agent(name="f", model=ScriptedModel(lambda request: None))
+    with pytest.raises(ModelError, match="its function returned no step: None"):
+        await agent.chat().send("hi")
+
+
 async def test_the_demo_model_does_not_grow_with_every_turn():
     _, agent = build()
     for _ in range(120):

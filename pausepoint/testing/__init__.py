@@ -44,7 +44,9 @@ def reply(text: str) -> ModelResponse:
 
 
 def last_tool_results(request: ModelRequest) -> dict[str, Any]:
-    """Tool outputs by tool name from the request's last message (empty unless it is a tool message)."""
+    """Tool outputs by tool name from the request's last message (empty unless it is a tool
+    message). A tool called more than once in that batch is its last call's output: read each
+    call's from ``request.messages[-1].tool_responses`` (their ``ref`` names the call)."""
     last = request.messages[-1] if request.messages else None
     if last is None or last.role != "tool":
         return {}
@@ -72,7 +74,12 @@ class ScriptedModel:
         self.requests: list[ModelRequest] = []
         self._keep = keep_requests
         self._function = script if callable(script) else None
+        if isinstance(script, str | bytes) or not (callable(script) or isinstance(script, Sequence)):
+            raise TypeError(f"a script is a list of steps or a function of the request, not {script!r}")
         self._steps = [] if callable(script) else list(script)
+        for index, step in enumerate(self._steps):
+            if not _is_step(step):
+                raise TypeError(f"step {index} of the script is not a step (see pausepoint.testing): {step!r}")
         self._next = 0
 
     @property
@@ -88,6 +95,8 @@ class ScriptedModel:
             step = self._function(request)
             if inspect.isawaitable(step):  # an async function of the request
                 step = await step
+            if not _is_step(step):
+                raise ModelError(f"scripted model {self.name!r}: its function returned no step: {step!r}")
         else:
             if self._next >= len(self._steps):
                 raise ModelError(f"scripted model {self.name!r} ran out of steps after {len(self._steps)} calls")
@@ -97,6 +106,16 @@ class ScriptedModel:
         if on_chunk is not None and self.stream:
             _stream(response.message, on_chunk)
         return response
+
+
+_PARTS = (TextPart, MediaPart, ToolRequestPart, ToolResponsePart)
+
+
+def _is_step(step: Any) -> bool:
+    """Whether ``step`` is a ``Step``: a string, a part or parts, a message, a response, an exception."""
+    if isinstance(step, (str, Message, ModelResponse, BaseException, *_PARTS)):
+        return True
+    return isinstance(step, Sequence) and not isinstance(step, bytes) and all(isinstance(p, _PARTS) for p in step)
 
 
 def _as_response(step: Step) -> ModelResponse:
