@@ -139,7 +139,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
     )
     problems = settings.problems
     with problems.each():
-        settings.store = _store(args, loaded, env)
+        settings.store = _store(args, loaded, env, problems)
     _principals(settings, args, loaded, env)
     if loaded is not None:
         made = [_webhook(hook, i, loaded, env, problems) for i, hook in enumerate(file.webhooks)]
@@ -151,7 +151,9 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
     return settings
 
 
-def _store(args: argparse.Namespace, loaded: LoadedConfig | None, env: Mapping[str, str]) -> StoreSpec | None:
+def _store(
+    args: argparse.Namespace, loaded: LoadedConfig | None, env: Mapping[str, str], problems: Problems
+) -> StoreSpec | None:
     if args.store:
         return parse_store(args.store)
     if loaded is None or loaded.config.store is None:
@@ -166,12 +168,11 @@ def _store(args: argparse.Namespace, loaded: LoadedConfig | None, env: Mapping[s
     except CliError as exc:
         raise CliError(f"{where}: {exc}") from None
     options = {"schema": store.schema_, "prefix": store.prefix, "synchronous": store.synchronous}
-    for name, value in options.items():
-        if value is not None and OPTIONS[name] != backend:
-            raise loaded.problem(
-                ("store", name), f"a {backend} store takes no {name!r} option (it is {OPTIONS[name]}'s)"
-            )
-    return parse_store(url, where, **options)
+    wrong = [name for name, value in options.items() if value is not None and OPTIONS[name] != backend]
+    for name in wrong:  # each of them, not the first only
+        takes = f"a {backend} store takes no {name!r} option (it is {OPTIONS[name]}'s)"
+        problems.add(loaded.problem(("store", name), takes))
+    return None if wrong else parse_store(url, where, **options)
 
 
 def _principals(

@@ -225,6 +225,17 @@ def test_an_asgi_app_names_every_section_it_does_not_take(tmp_path):
     assert f"{config}:4: metrics: tests.cli.apps:asgi is an ASGI app" in done.stderr
 
 
+def test_every_option_a_store_does_not_take_is_named(tmp_path):
+    """All of them at once, as for every other key (found by a probe: the first one only)."""
+    text = 'app = "tests.cli.apps:pay_ai"\n[store]\nurl = "sqlite:///x.db"\nschema = "foo"\nprefix = "p:"\n'
+    config = write(tmp_path / "team.toml", text)
+    done = pausepoint("config", "check", str(config))
+    assert done.returncode == 2
+    assert f"{config}: 2 problems" in done.stderr, done.stderr
+    assert f"{config}:4: store.schema: a sqlite store takes no 'schema' option (it is postgresql's)" in done.stderr
+    assert f"{config}:5: store.prefix: a sqlite store takes no 'prefix' option (it is redis's)" in done.stderr
+
+
 def test_a_file_that_cannot_be_read_is_a_clear_error(tmp_path):
     done = pausepoint("config", "check", str(tmp_path / "missing.toml"))
     assert done.returncode == 2
