@@ -39,7 +39,7 @@ class _Body(BaseModel):
 class SendBody(_Body):
     """A user message: a string, or a list of text / media parts."""
 
-    message: str | list[UserPart]
+    message: str | Annotated[list[UserPart], Field(json_schema_extra={"minItems": 1})]  # [] is refused (422)
 
 
 class GrantBody(_Body):
@@ -52,7 +52,10 @@ class GrantBody(_Body):
     bounds: dict[str, dict[str, Any]] | None = None
     # Strict: a JSON true is no count and "60" no duration (lax would read them as 1 and 60).
     uses: StrictInt | None = Field(default=None, ge=1)
-    ttl_seconds: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=10**9)
+    # Bounds on each kind of number, so that the JSON schema says them (on the union they did not).
+    ttl_seconds: (
+        Annotated[StrictFloat, Field(gt=0, le=10**9)] | Annotated[StrictInt, Field(gt=0, le=10**9)] | None
+    ) = None
 
     @classmethod
     def of(cls, grant: Grant | None) -> GrantBody | None:

@@ -82,7 +82,7 @@ DELIVERIES: Operation[Any] = Operation(
     params=[
         query("state", {"enum": list(_STATES)}),
         query("webhook", {"type": "string"}),
-        query("limit", {"type": "integer", "minimum": 1}),
+        query("limit", {"type": "integer", "minimum": 1, "maximum": 500}),  # Limits.max_page's default
     ],
 )
 

@@ -71,8 +71,8 @@ SESSIONS: Operation[Any] = Operation(
     json_object(sessions=json_array(schema_ref("SessionSummary"))),
     params=[
         query("pending", {"type": "boolean"}),
-        query("limit", {"type": "integer", "minimum": 1}),
-        query("offset", {"type": "integer", "minimum": 0}),
+        query("limit", {"type": "integer", "minimum": 1, "maximum": 500}),  # Limits.max_page's default
+        query("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}),
     ],
 )
 

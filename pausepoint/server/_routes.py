@@ -68,7 +68,7 @@ def header(name: str, schema: Schema) -> Schema:
 
 
 #: the header that makes a retried answer safe (the first outcome is returned)
-IDEMPOTENCY_KEY = header("Idempotency-Key", {"type": "string", "maxLength": 200})
+IDEMPOTENCY_KEY = header("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 200})
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,3 +63,23 @@ def test_no_two_routes_answer_the_same_request_so_matching_the_busy_ones_first_c
         (["POST"], "/agents/{agent}"),
     ]
     assert routes[5].path == "/openapi.json"
+
+
+async def test_the_document_says_its_bounds_in_json_schema_words():
+    """Every bound the server holds a request to is one a JSON Schema validator reads (found by a
+    probe: ``gt``/``le`` on a union, which validators ignore; a page size without its maximum)."""
+    app = create_app(payments.ai, auth=BearerTokens({"t": "alice"}))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        doc = (await http.get("/openapi.json")).json()
+
+    def keys(node: object) -> set[str]:
+        if isinstance(node, dict):
+            return set(node) | {k for value in node.values() for k in keys(value)}
+        return {k for value in node for k in keys(value)} if isinstance(node, list) else set()
+
+    assert not keys(doc) & {"gt", "ge", "lt", "le", "min_length", "max_length"}
+    ttl = doc["components"]["schemas"]["GrantBody"]["properties"]["ttl_seconds"]
+    bounded = [s for s in ttl["anyOf"] if s.get("type") in ("number", "integer")]
+    assert bounded and all(s["exclusiveMinimum"] == 0 and s["maximum"] == 10**9 for s in bounded)
+    params = {p["name"]: p["schema"] for p in doc["paths"]["/v1/agents/{agent}/sessions"]["get"]["parameters"]}
+    assert (params["limit"]["maximum"], params["offset"]["maximum"]) == (500, 10**9)
