@@ -422,7 +422,8 @@ class Pausepoint:
         closed once they ended: a tool they leave running is recorded as cut short (of unknown
         outcome; its turn ends ``aborted``), so no session waits ``abandon_after`` for this process.
         """
-        running = [task for agent in self._agents.values() for task in agent.sessions.tasks if not task.done()]
+        here = asyncio.current_task()  # (not the task closing them, if it is one of them)
+        running = [t for agent in self._agents.values() for t in agent.sessions.tasks if not t.done() and t is not here]
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
