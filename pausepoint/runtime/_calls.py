@@ -327,8 +327,9 @@ class SessionCalls:
             )
         if outcome.ended is None:
             now = self.agent.clock()
-            stopped_here = self.agent.sessions.stopped.left(state) is not None  # (so nothing runs it)
-            if state.running_turn is None and (stopped_here or state.still(now, self.agent.abandon_after)):
+            left = self.agent.sessions.stopped.left(state)
+            taken_here = left is not None and key in left.keys  # its turn stopped short here: nothing runs it
+            if state.running_turn is None and (taken_here or state.still(now, self.agent.abandon_after)):
                 return await self._continue(state, principal, emit)  # its end ends the key too
             raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)
         return response_for(state, outcome.ended, outcome.ended_version)

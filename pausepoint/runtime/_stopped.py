@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..session._records import Record
+from ..session._records import CallAnswered, Record
 from ..session._state import SessionState
 from ..turn._cut_short import started_by, unwritten_outcomes
 from ..turn._journal import Journal
@@ -25,6 +25,7 @@ class Stopped:
     # (which may have been written all the same).
     versions: frozenset[int]
     calls: frozenset[str]  # the calls it started: any still running in the log runs nowhere
+    keys: frozenset[str]  # the idempotency keys of the answers it took: their turn runs nowhere
     outcomes: dict[str, Record]  # the outcomes of those it could not write, by call ref
 
 
@@ -53,9 +54,12 @@ class StoppedCalls:
             self._stopped.pop(session_id, None)
             return
         state, records = journal.state, [*journal.written, *journal.pending]
-        versions = frozenset({state.durable_version, state.version})
         calls = frozenset(started_by(records))
-        self._stopped[session_id] = Stopped(versions, calls, unwritten_outcomes(journal.pending))
+        keys = frozenset(r.idempotency_key for r in records if isinstance(r, CallAnswered) and r.idempotency_key)
+        if not calls and not keys:
+            return  # it started nothing a later call could wait for
+        versions = frozenset({state.durable_version, state.version})
+        self._stopped[session_id] = Stopped(versions, calls, keys, unwritten_outcomes(journal.pending))
         self._stopped.move_to_end(session_id)
         while len(self._stopped) > self._kept:
             self._stopped.popitem(last=False)
