@@ -12,10 +12,10 @@ need not wait, and need not lose what it knows:
   once, and a keyed retry gets that end (``Turn.run_calls``);
 - **failed to record** (the store failed as the results were written): the process keeps the
   outcomes it could not write (``unwritten_outcomes``) and the version it left the session at
-  (``runtime._sessions.Stopped``); its next call on the session, a keyed retry included, settles
+  (``runtime._stopped.Stopped``); its next call on the session, a keyed retry included, settles
   those calls at once, with their real outcomes (``Turn.recover``).
 
-May import: ``session``, ``tools``.
+May import: ``session``.
 """
 
 from __future__ import annotations
