@@ -22,7 +22,15 @@ from ._records import (
 from ._response import AgentFinishReason, AgentResponse
 from ._state import AuditRecord, GrantState, Pause, SessionState
 
-__all__ = ["answered_pause", "approving", "audit_entry", "grant_info", "pending_interrupt", "response_for"]
+__all__ = [
+    "answered_pause",
+    "approvals_counted",
+    "approving",
+    "audit_entry",
+    "grant_info",
+    "pending_interrupt",
+    "response_for",
+]
 
 
 def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int | None = None) -> PendingInterrupt:
@@ -71,6 +79,12 @@ def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResp
         turn=end.turn,
         version=version,
     )
+
+
+def approvals_counted(answer: CallAnswered) -> int:
+    """How many approvals the call paused for approval had with ``answer``: those it lists, or
+    (one approval was enough) the restart itself."""
+    return len(answer.approvals) if answer.approvals is not None else int(answer.decision == "restart")
 
 
 def audit_entry(record: AuditRecord, state: SessionState | None = None) -> AuditEntry:
@@ -172,9 +186,7 @@ def _about_a_pause(record: PauseEscalated | ApprovalGiven | CallAnswered, state:
             idempotency_key=record.idempotency_key,
             approvals=counted,
         )
-    approvals = 0
-    if required:
-        approvals = len(record.approvals) if record.approvals is not None else int(record.decision == "restart")
+    approvals = approvals_counted(record) if required else 0
     return entry(
         decision="approve" if approving(paused, record) else record.decision,
         principal=record.principal,

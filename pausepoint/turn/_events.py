@@ -60,7 +60,7 @@ from ..session._records import (
     TurnStarted,
 )
 from ..session._state import SessionState
-from ..session._views import answered_pause, approving, audit_entry, pending_interrupt
+from ..session._views import answered_pause, approvals_counted, approving, audit_entry, pending_interrupt
 from ..stores import Event, LogEntry
 from ..tools._display import PauseView
 
@@ -179,7 +179,7 @@ def _about_a_pause(record: CallAnswered | ApprovalGiven | PauseEscalated, state:
     if isinstance(record, CallAnswered) and approving(pause, record):
         tail += b',"approves":true'
     if isinstance(pause.record, ApprovalPaused):
-        count = len(pause.approvals) if not isinstance(record, CallAnswered) else len(record.approvals or ())
+        count = approvals_counted(record) if isinstance(record, CallAnswered) else len(pause.approvals)
         tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
     return tail + b"}"
 

@@ -82,6 +82,34 @@ async def test_the_feed_tells_the_story_the_audit_trail_tells(served, http):
     assert told[-1]["decision"] == "approve"  # the shell's approved restart
 
 
+async def test_an_approval_one_approver_is_enough_for_reads_one_of_one_in_the_feed_as_in_the_audit(tmp_path, http):
+    """A call paused for approval (``requires_approval``, one approval needed), approved: the
+    feed's entry says ``1`` of ``1``, as the audit trail does (found by a probe: it said 0)."""
+    ai = Pausepoint()
+
+    @ai.tool(requires_approval=True)
+    async def deploy(env: str) -> str:
+        """Deploy."""
+        return f"deployed {env}"
+
+    steps = [[tool_call("deploy", {"env": "prod"})], "Deployed."]
+    ai.define_agent(name="ops", model=ScriptedModel(steps), tools=[deploy], store=SqliteSessionStore(tmp_path / "f.db"))
+    tokens = BearerTokens({"alice-token": "alice"})
+    with serve_in_thread(lambda: create_app(ai, auth=tokens, feed_interval=0.05)) as url:
+        seen: list = []
+        connected = asyncio.Event()
+        reader = asyncio.create_task(read_events(http, url + "/v1/feed", ALICE, 3, seen, connected))
+        await asyncio.wait_for(connected.wait(), 10)
+        body = (await http.post(url + "/v1/agents/ops/sessions", json={"message": "go"}, headers=ALICE)).json()
+        base = f"{url}/v1/agents/ops/sessions/{body['session_id']}"
+        await http.post(base + f"/interrupts/{body['interrupts'][0]['ref']}/approve", json={}, headers=ALICE)
+        await asyncio.wait_for(reader, 10)
+        [told] = [data["entry"] for _, data in seen if "entry" in data]
+        trail = (await http.get(base + "/audit", headers=ALICE)).json()["entries"]
+    assert (told["decision"], told["approvals"], told["required"]) == ("approve", 1, 1)
+    assert {k: v for k, v in told.items() if k != "view"} == {k: v for k, v in trail[-1].items() if k != "view"}
+
+
 async def test_agents_with_store_objects_of_their_own_on_one_file_feed_each_event_once(tmp_path, http):
     """Two agents, each given its own ``SqliteSessionStore`` of one file: one event stream, so
     one connection to the feed gets every event once."""
