@@ -88,20 +88,23 @@ def _details(view: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _facts(agent: str, view: Mapping[str, Any], *, decided: bool) -> list[str]:
     """The card's small print: risk, agent, who asked, where the approval stands — once
-    ``decided``, only the approvals counted (the outcome line says the rest: a decided card
-    waits for nobody)."""
+    ``decided``, only who approved before (the outcome line says the rest: a decided card waits
+    for nobody)."""
     facts = [_RISK.get(view.get("risk") or "normal", "Normal risk"), f"*{escape(agent)}*"]
     approval = view.get("approval") or {}
     asked = approval.get("requested_by")
     if asked:
         facts.append(f"asked by {escape(asked)}")
     counted = approval.get("approved_by") or []
-    if approval and (counted or not decided):
+    if decided:  # where the approval stood before the decision ("1 of 2") would read as if it ran on one
+        if counted:
+            facts.append(f"approved before by {escape(', '.join(counted))}")
+    elif approval:
         progress = approval.get("progress") or ""
         if counted:
             progress += f" ({escape(', '.join(counted))})"
         facts.append(progress)
-        if approval.get("waiting_for") and not decided:
+        if approval.get("waiting_for"):
             facts.append(escape(approval["waiting_for"]))
     return facts
 

@@ -139,6 +139,8 @@ async def test_a_quorum_counts_each_slack_approval_and_runs_once(served, http):
     assert (await press(served, http, body, headers)).json() == {"ok": True}
     [last] = await responses_after(served, 2)
     assert "Approved by bob via Slack" in last["blocks"][-1]["text"]["text"]
+    context = " ".join(e["text"] for b in last["blocks"] if b["type"] == "context" for e in b["elements"])
+    assert "approved before by alice" in context and "of 2 approvals" not in context  # not "1 of 2": it ran on 2
     write_artifact("slack-quorum-approved-message.json", last)
     assert served.ledger == ["pay 90->acme"]
     decisions = [(e["decision"], e["principal"], e["via"]) for e in (await served.state(http, session_id))[1][1:]]
