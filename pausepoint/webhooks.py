@@ -340,7 +340,8 @@ def verify_signature(
     ``WebhookSignatureError`` when the signature or timestamp header is missing or malformed,
     the timestamp is more than ``tolerance`` seconds away from ``now``, or no secret signed it;
     ``ValueError`` when no secret is given, or an empty one (an unset setting read as ``""``:
-    anyone can sign with an empty key, so it would let every request through).
+    anyone can sign with an empty key, so it would let every request through), and for a body
+    signed right that is no JSON object.
     """
     secrets = [secret] if isinstance(secret, str) else list(secret)
     if not secrets or not all(isinstance(s, str) and s for s in secrets):
@@ -356,7 +357,12 @@ def verify_signature(
     expected = [sign(s, body, int(stamp)) for s in secrets]
     if not any(hmac.compare_digest(e, g) for e in expected for g in given):
         raise WebhookSignatureError("the signature does not match the body")
-    parsed: dict[str, Any] = json.loads(body)
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        parsed = None
+    if not isinstance(parsed, dict):  # signed, yet no event this library sent
+        raise ValueError("the signed body is not a JSON object: not a pausepoint event")
     return parsed
 
 

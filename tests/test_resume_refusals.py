@@ -139,7 +139,7 @@ async def test_output_failing_the_output_schema(store):
         store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond({"approved": "maybe"})]
     )
     # What is wrong, in a person's words: the field and its problem, not pydantic's report of it
-    assert refused.message.endswith("output schema: approved: Input should be a valid boolean, unable to interpret input")
+    assert refused.message.endswith("schema: approved: Input should be a valid boolean, unable to interpret input")
     await assert_refused(store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond("yes")])
     missing = await assert_refused(store, chat, InvalidAnswer, ledger, respond=[res.interrupts[0].respond(None)])
     assert "(no output was given)" in missing.message and "pydantic" not in missing.message

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -147,7 +147,8 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
         settings.webhooks = [webhook for webhook in made if webhook is not None]
         _check_names(settings, problems)
         _check_delivery(settings, loaded, problems)
-        settings.links, settings.slack = _links(loaded, env, problems), _slack(loaded, env, problems)
+        settings.links = _links(loaded, env, problems)
+        settings.slack = _slack(loaded, env, problems, settings.principals)
     return settings
 
 
@@ -398,7 +399,11 @@ def _links(loaded: LoadedConfig, env: Mapping[str, str], problems: Problems) -> 
         return None
 
 
-def _slack(loaded: LoadedConfig, env: Mapping[str, str], problems: Problems) -> SlackApp | None:
+def _slack(
+    loaded: LoadedConfig, env: Mapping[str, str], problems: Problems, principals: Collection[str]
+) -> SlackApp | None:
+    """The Slack app; each Slack user must map to a principal of the file (or its flags), unless
+    people also sign in through ``[auth.oidc]`` (whose names the file does not list)."""
     slack = loaded.config.notifiers.slack
     if slack is None:
         return None
@@ -412,6 +417,12 @@ def _slack(loaded: LoadedConfig, env: Mapping[str, str], problems: Problems) -> 
             problems.add(loaded.problem(
                 ("notifiers", "slack", "users", user),
                 f"{principal!r} names a principal of tenant {tenant!r}, which is not declared (tenants: {known})",
+            ))  # fmt: skip
+        elif loaded.config.auth.oidc is None and principal not in principals:
+            listed = ", ".join(sorted(principals)) or "none"
+            problems.add(loaded.problem(
+                ("notifiers", "slack", "users", user),
+                f"{principal!r} is no principal of this file (principals: {listed}): that user could decide nothing",
             ))  # fmt: skip
     try:
         return SlackApp(env[slack.signing_secret_env], dict(slack.users), teams=slack.teams)

@@ -117,6 +117,10 @@ GOOD_HEAD = 'app = "tests.cli.apps:pay_ai"\n'
         ("[notifiers.links]\nsecret_env = \"LINK_SECRET\"\nconsole_url = \"https://pp.example.com/console\"\n"
          "[notifiers.slack]\nsigning_secret_env = \"TOKEN\"\nusers = { U1 = \"acme/alice\" }\n", 7,
          "notifiers.slack.users.U1: 'acme/alice' names a principal of tenant 'acme', which is not declared"),
+        ("[principals.alice]\ntoken_env = \"TOKEN\"\n[notifiers.links]\nsecret_env = \"LINK_SECRET\"\n"
+         "console_url = \"https://pp.example.com/console\"\n[notifiers.slack]\nsigning_secret_env = \"TOKEN\"\n"
+         "users = { U1 = \"alice\", U2 = \"ghost\" }\n", 9,
+         "notifiers.slack.users.U2: 'ghost' is no principal of this file (principals: alice): that user could"),
         ("[notifiers.links]\nsecret = \"0123456789abcdef0123\"\nsecret_env = \"TOKEN\"\n"
          "console_url = \"https://pp.example.com/console\"\n", 3, "notifiers.links.secret: a secret is never written"),
         ("[notifiers.links]\nsecret_env = \"TOKEN\"\nconsole_url = \"https://pp.example.com/console\"\n", 2,

@@ -71,6 +71,16 @@ def test_verifying_with_no_secret_or_an_empty_one_is_refused_not_let_through(sec
         verify_signature(secret, body, forged, now=stamp)
 
 
+@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b"\xff\xfe", b'"text"'])
+def test_a_body_signed_right_that_is_no_event_is_a_value_error(body):
+    """Only the documented errors, whatever the body (found by a probe: a JSONDecodeError, or a
+    TypeError from the caller's first key)."""
+    stamp = 1767225600
+    signed = {"Pausepoint-Timestamp": str(stamp), "Pausepoint-Signature": sign("s3cret-of-the-hook", body, stamp)}
+    with pytest.raises(ValueError, match="not a JSON object"):
+        verify_signature("s3cret-of-the-hook", body, signed, now=stamp)
+
+
 async def test_a_failing_receiver_gets_the_same_event_again_until_it_takes_it(tmp_path):
     receiver = Receiver(fail_first=3)
     with serve_in_thread(receiver.app) as hook_url:
