@@ -450,7 +450,11 @@ export class InterruptCard {
   waitForServer(text, takeBack) {
     this.setStatus(text, "error");
     this.status.append(" ", h("button", { type: "button", class: "link-button", text: "Don't send it",
-      onclick: () => { takeBack(); this.setStatus("Not sent: nothing was decided.", "note"); } }));
+      onclick: () => {
+        takeBack();
+        this.setStatus("Not sent again. If it reached the server before the connection broke, it stands: "
+          + "this card shows what the server holds once it answers.", "note");
+      } }));
   }
 
   /** @param {string} text @param {string} kind */

@@ -25,7 +25,7 @@ export class Reach {
     this.offline = true;
     this.banner.hidden = false;
     this.banner.textContent = "The console cannot reach the server. It keeps trying; nothing you typed is lost, "
-      + "and nothing waiting here is decided until the server is back.";
+      + "and what waits here is sent once the server is back.";
     this.look();
   }
 

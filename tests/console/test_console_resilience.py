@@ -136,7 +136,7 @@ def test_a_decision_while_the_server_is_down_says_so_and_goes_through_once_it_is
     confirm(page, card, "deny")
     status = card.locator(".card-status")
     expect(status).to_contain_text("cannot reach the server")
-    expect(status).to_contain_text("Nothing is decided yet")
+    expect(status).to_contain_text("sent again once it is back")
     expect(card).to_have_attribute("data-state", "open")
     no_developer_words(page.locator("body").inner_text())
     shots(page, "decision-waits")
@@ -146,6 +146,39 @@ def test_a_decision_while_the_server_is_down_says_so_and_goes_through_once_it_is
     expect(card.locator(".card-status")).to_contain_text("Denied by alice")
     expect(page.locator(".msg-model .msg-body").last).to_have_text("I did not transfer anything: Rent is paid.")
     assert restartable.ledger == []
+
+
+def test_a_decision_whose_reply_was_lost_is_never_said_to_be_undecided(restartable: Restartable, browser):
+    """The server decided, then the reply never reached the browser (found by a probe: the card
+    said "Nothing is decided yet", and after "Don't send it", "Not sent: nothing was decided",
+    while the transfer had run). The console cannot know: it says so, and once the server answers
+    the card shows what it holds — decided, once."""
+    page = browser.new_page()
+    page.goto(restartable.console())
+    expect(page.locator("#feed-state")).to_have_text("live")
+    send(page, "Transfer $40 to rent.")
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    lost: list[str] = []
+
+    def decided_then_lost(route: Any) -> None:
+        if lost:
+            route.continue_()
+            return
+        route.fetch()  # the server takes the answer and decides...
+        lost.append(route.request.url)
+        route.abort("connectionreset")  # ...and its reply never arrives
+
+    page.route("**/interrupts/*/respond", decided_then_lost)
+    page.route("**/interrupts/*/approve", decided_then_lost)
+    approve(page, card)
+    status = card.locator(".card-status")
+    expect(status).to_contain_text("If it reached the server already, it stands")
+    if card.get_by_role("button", name="Don't send it").is_visible():
+        card.get_by_role("button", name="Don't send it").click()
+    expect(card).to_have_attribute("data-state", "answered", timeout=20_000)
+    assert "nothing was decided" not in page.locator("body").inner_text().lower()
+    assert lost and restartable.ledger == ["40->rent"]  # decided once, and shown as decided
 
 
 def test_a_revoked_token_disables_every_answer_and_signs_out_cleanly(served: Served, browser, shots: Shots):
