@@ -161,7 +161,7 @@ export function countdown(iso, now = Date.now()) {
 
 /** @param {string} id */
 export function shortId(id) {
-  return id.length > 10 ? id.slice(0, 8) + "…" : id;
+  return id.length > 16 ? id.slice(0, 12) + "…" : id; // a name a client gave ("seed-118") whole
 }
 
 /**

@@ -18,6 +18,11 @@ import { expiresText } from "./lists.js";
 const FILTERS = /** @type {const} */ ([["waiting", "Waiting"], ["decided", "Decided"], ["expired", "Expired"],
   ["failed", "Failed"], ["dismissed", "Dismissed"]]);
 const HISTORY_SESSIONS = 25;
+// Sessions read a page at a time (the server's default page), at most MOST_SESSIONS of an agent;
+// each waiting one is then read whole, DETAILS_AT_ONCE at a time.
+const PAGE = 100;
+const MOST_SESSIONS = 2000;
+const DETAILS_AT_ONCE = 16;
 
 /** @param {string} agent @param {string} sessionId */
 function sessionPath(agent, sessionId) {
@@ -79,18 +84,32 @@ export class Inbox {
     return this.waitingItems().filter((item) => !this.isDismissed(item)).length;
   }
 
-  /** Read every session with open pauses, of every agent. */
+  /** Read every session with open pauses, of every agent (page after page: none is left out). */
   async refresh() {
-    const api = /** @type {Api} */ (this.api);
     const found = await Promise.all(this.agents.map(async (agent) => {
-      const { sessions } = await api.get(`/v1/agents/${encodeURIComponent(agent)}/sessions?pending=true&limit=50`);
+      const sessions = await this.pendingSessions(agent);
       return sessions.map((/** @type {any} */ session) => ({ agent, session }));
     }));
     this.waiting.clear();
-    await Promise.all(found.flat().map((item) => this.refreshOne(item.agent, item.session.session_id, false)));
+    const all = found.flat();
+    for (let i = 0; i < all.length; i += DETAILS_AT_ONCE) {
+      await Promise.all(all.slice(i, i + DETAILS_AT_ONCE).map((item) => this.refreshOne(item.agent, item.session.session_id, false)));
+    }
     this.history = null;
     if (this.filter !== "waiting" && this.filter !== "dismissed") await this.loadHistory();
     this.render();
+  }
+
+  /** The agent's sessions with open pauses, every page of them. @param {string} agent @returns {Promise<any[]>} */
+  async pendingSessions(agent) {
+    const api = /** @type {Api} */ (this.api);
+    const all = [];
+    for (let offset = 0; offset < MOST_SESSIONS; offset += PAGE) {
+      const { sessions } = await api.get(`/v1/agents/${encodeURIComponent(agent)}/sessions?pending=true&limit=${PAGE}&offset=${offset}`);
+      all.push(...sessions);
+      if (sessions.length < PAGE) break;
+    }
+    return all;
   }
 
   /**
@@ -261,7 +280,7 @@ export class Inbox {
     h("span", { class: "session-meta" },
       item.risky ? h("span", { class: "tag tag-risk", text: "High risk" }) : null,
       asker ? h("span", { text: asker }) : null,
-      h("span", { class: "mono", title: item.session.session_id, text: `session ${item.session.session_id.slice(0, 6)}` }),
+      h("span", { class: "mono", title: item.session.session_id, text: `session ${shortId(item.session.session_id)}` }),
       h("span", { text: item.agent }),
       h("time", { class: "nowrap", datetime: item.at, title: localTime(item.at), text: relativeTime(item.at) }),
       item.expires ? h("span", { class: "nowrap expires", dataset: { expires: item.expires }, text: expiresText(item.expires) }) : null),

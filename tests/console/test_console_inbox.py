@@ -103,3 +103,20 @@ def test_a_comment_is_saved_with_the_decision_and_shown_in_the_audit(served: Ser
     expect(page.locator(ANSWERS).first.locator(".audit-comment")).to_have_text(
         "Comment: “Checked the invoice with Bo.”"
     )
+
+
+def test_a_busy_inbox_shows_every_waiting_session_named_as_its_client_named_it(served: Served, browser):
+    """Past a page of the listing (found by a probe: the inbox read the 50 newest and said
+    "Waiting 50" while 88 waited, the oldest never shown), and each named so two can be told
+    apart ("seed-118" and "seed-116" both read "seed-1")."""
+    with httpx.Client(headers=ALICE) as http:
+        for n in range(1, 131):
+            url = f"{served.url}/bank/v1/agents/bankingAgent/sessions/seed-{n:03d}/messages"
+            reply = http.post(url, json={"message": f"Transfer ${n} to rent."})
+            assert reply.status_code == 200 and reply.json()["interrupts"], reply.text
+    page = browser.new_page()
+    open_console(page, served, app="bank", agent="bankingAgent")
+    expect(page.locator("#inbox-count")).to_have_text("130", timeout=30_000)
+    expect(page.locator("#inbox .session-item")).to_have_count(130)
+    text = page.locator("#inbox").inner_text()
+    assert "session seed-001" in text and "session seed-130" in text
