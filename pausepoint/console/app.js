@@ -780,7 +780,7 @@ async function deliver(card, action, body, key) {
       // The request may have reached the server before the connection broke: never say it did not.
       card.waitForServer(`The console cannot reach the server: your ${what} is sent again once it is back `
         + "(it can never count twice). If it reached the server already, it stands.",
-        () => { reach.drop(name); reach.queue(name, sync); }); // then show what the server holds
+        () => { reach.drop(name); reach.queue(`read:${name}`, sync); }); // then show what the server holds
       reach.queue(name, async () => {
         card.setBusy(true, "Sending…");
         await deliver(card, action, body, key);

@@ -13,10 +13,16 @@ export class Reach {
     /** @type {Api | null} */
     this.api = null;
     this.offline = false;
-    /** @type {Map<string, () => Promise<void>>} what to send again, by what it is ("composer", a card's key) */
+    /** @type {Map<string, () => Promise<void>>} what to send again, by what it is ("composer", a card's key;
+     * "read:…" only reads what the server holds) */
     this.waiting = new Map();
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.timer = undefined;
+    // What waits here lives in this page only: leaving it (a reload, closing the tab) would drop
+    // a decision the person confirmed, so the browser asks first.
+    window.addEventListener("beforeunload", (event) => {
+      if ([...this.waiting.keys()].some((name) => !name.startsWith("read:"))) event.preventDefault();
+    });
   }
 
   /** The server could not be reached: say so, and look again until it answers. */

@@ -148,6 +148,28 @@ def test_a_decision_while_the_server_is_down_says_so_and_goes_through_once_it_is
     assert restartable.ledger == []
 
 
+def test_leaving_the_page_while_a_decision_waits_for_the_server_asks_first(restartable: Restartable, browser):
+    """A decision waiting on its card lives in the page only: a reload would drop it unsaid (found
+    by a probe). The browser asks first; once it is taken back, nothing holds the page."""
+    page = browser.new_page()
+    page.goto(restartable.console())
+    expect(page.locator("#feed-state")).to_have_text("live")
+    send(page, "Transfer $40 to rent.")
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    restartable.stop()
+    approve(page, card)
+    expect(card.locator(".card-status")).to_contain_text("cannot reach the server")
+    with page.expect_event("dialog") as shown:
+        page.close(run_before_unload=True)
+    assert shown.value.type == "beforeunload"
+    shown.value.dismiss()  # stay
+    card.get_by_role("button", name="Don't send it").click()
+    with page.expect_event("close"):  # nothing waits now: no question
+        page.close(run_before_unload=True)
+    assert restartable.ledger == []
+
+
 def test_a_decision_whose_reply_was_lost_is_never_said_to_be_undecided(restartable: Restartable, browser):
     """The server decided, then the reply never reached the browser (found by a probe: the card
     said "Nothing is decided yet", and after "Don't send it", "Not sent: nothing was decided",
