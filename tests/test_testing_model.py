@@ -4,7 +4,7 @@ import pytest
 
 from pausepoint import Message, ModelRequest, ModelResponse, Pausepoint, TextDelta, TextPart, ToolCallDelta
 from pausepoint.demo import build
-from pausepoint.errors import ModelError
+from pausepoint.errors import DefinitionError, ModelError
 from pausepoint.testing import ScriptedModel, reply, tool_call
 
 
@@ -34,13 +34,13 @@ async def test_keep_requests_keeps_only_the_latest():
 
 
 async def test_a_script_that_is_no_script_is_refused_when_it_is_made():
-    """A step that is none (None, a number, a dict) is a TypeError naming it as the model is made,
+    """A step that is none (None, a number, a dict) is a DefinitionError naming it as the model is made,
     not a model failure at the first send (found by a probe); a function's is a ModelError."""
     for bad, index in (([None], 0), (["ok", 42], 1), ([{"text": "hi"}], 0), ([[TextPart("a"), "b"]], 0)):
-        with pytest.raises(TypeError, match=f"step {index} of the script is not a step"):
+        with pytest.raises(DefinitionError, match=f"step {index} of the script is not a step"):
             ScriptedModel(bad)
     for bad in ("just a string", 7, None):
-        with pytest.raises(TypeError, match="a list of steps or a function"):
+        with pytest.raises(DefinitionError, match="a list of steps or a function"):
             ScriptedModel(bad)
     agent = Pausepoint().define_agent(name="f", model=ScriptedModel(lambda request: None))
     with pytest.raises(ModelError, match="its function returned no step: None"):

@@ -365,9 +365,9 @@ class TerminalChat:
         decisions = interrupt.approval.decisions if interrupt.approval is not None else ["edit"]
         return tool is not None and tool.allow_input_edits and "edit" in decisions
 
-    @staticmethod
-    def _grantable(interrupt: PendingInterrupt) -> bool:
-        return interrupt.approval is not None and interrupt.approval.grantable
+    def _grantable(self, interrupt: PendingInterrupt) -> bool:
+        """Whether a grant answers it: the policy allows one, and a yes answers the pause."""
+        return interrupt.approval is not None and interrupt.approval.grantable and self._approvable(interrupt)
 
     def _approvable(self, interrupt: PendingInterrupt) -> bool:
         """Whether a plain yes answers it (``agent.approval``: not a question asking for a value)."""

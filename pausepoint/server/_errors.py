@@ -212,7 +212,8 @@ def guarded(handler: Handler) -> Handler:
             return error_response(
                 core.ShuttingDown(
                     "the server stopped before it could answer: what the request started may have "
-                    "ended or not; read the session, or send the request again with the same Idempotency-Key"
+                    "ended or not. Read the session before sending a message again (a message sent again "
+                    "is a new one); an answer sent again with the same Idempotency-Key is never applied twice"
                 )
             )
         except Exception as exc:

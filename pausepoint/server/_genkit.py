@@ -152,7 +152,7 @@ def parse_turn(body: dict[str, Any], query: Mapping[str, str] | None = None) -> 
     data, init = envelope.data, envelope.init or _Init()
     named = (query or {}).get("session_id") or (query or {}).get("thread_id")
     # An empty id is not "no id": a client that meant a session must not get a new one.
-    if init.session_id == "":
+    if init.session_id == "" or any((query or {}).get(name) == "" for name in ("session_id", "thread_id")):
         raise InvalidSessionId("session id '' is not valid: leave it out to start a session", session_id="")
     if init.snapshot_id == "":
         raise InvalidRequest("snapshot id '' names no snapshot: leave it out to start a session")

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from ..errors import ModelError
+from ..errors import DefinitionError, ModelError
 from ..models._model import ChunkSink, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
 
 __all__ = ["ScriptedModel", "Step", "last_tool_results", "reply", "tool_call"]
@@ -75,11 +75,11 @@ class ScriptedModel:
         self._keep = keep_requests
         self._function = script if callable(script) else None
         if isinstance(script, str | bytes) or not (callable(script) or isinstance(script, Sequence)):
-            raise TypeError(f"a script is a list of steps or a function of the request, not {script!r}")
+            raise DefinitionError(f"a script is a list of steps or a function of the request, not {script!r}")
         self._steps = [] if callable(script) else list(script)
         for index, step in enumerate(self._steps):
             if not _is_step(step):
-                raise TypeError(f"step {index} of the script is not a step (see pausepoint.testing): {step!r}")
+                raise DefinitionError(f"step {index} of the script is not a step (see pausepoint.testing): {step!r}")
         self._next = 0
 
     @property

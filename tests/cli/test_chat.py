@@ -386,3 +386,41 @@ def test_a_card_offers_only_the_choices_that_can_answer_its_pause(tmp_path):
     assert "└─ [a]pprove  [d]eny  [s]kip\nchoice> r\ntype one of: [a]pprove  [d]eny  [s]kip" in approval
     assert '✓ pick: {"choice": "green"}' in question and '✓ deploy: "deployed prod"' in approval
     assert "agent> Done." in out
+
+
+GRANTABLE_QUESTION_APP = """
+from pydantic import BaseModel
+from pausepoint import ApprovalPolicy, Pausepoint, Rule
+from pausepoint.testing import ScriptedModel, tool_call
+
+class Q(BaseModel):
+    question: str
+
+class Answer(BaseModel):
+    account: str
+    amount: int
+
+ai = Pausepoint()
+pick = ai.define_interrupt("pick", input_schema=Q, output_schema=Answer)
+policy = ApprovalPolicy(rules=[Rule.ask("ask pick", ["pick"])], grantable={"pick": None})
+steps = [[tool_call("pick", {"question": "which?"})], "done"]
+agent = ai.define_agent(name="c", model=ScriptedModel(steps), tools=[pick], approval=policy)
+"""
+
+
+def test_a_grant_is_no_choice_where_a_yes_cannot_answer_the_pause(tmp_path):
+    """The policy allows a grant, but a grant is a yes, and the question asks for an account and
+    an amount (found by a probe: g crashed the chat with a traceback)."""
+    (tmp_path / "grant_app.py").write_text(GRANTABLE_QUESTION_APP)
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", "grant_app:agent", "--db", str(tmp_path / "g.db")],
+        input="go\ng\nd\nno thanks\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        timeout=60,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "└─ [d]eny  [s]kip\nchoice> g\ntype one of: [d]eny  [s]kip" in done.stdout
+    assert "agent> done" in done.stdout

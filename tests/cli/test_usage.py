@@ -75,6 +75,7 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         # pausepoint refusing the app as it is imported: where, and why (not a traceback, exit 1)
         (["serve", "tests.cli.refused_app:ai"], "importing 'tests.cli.refused_app' failed (at "),
         (["chat", "tests.cli.refused_app:agent"], "refused_app.py, line 6): no model 'nosuchprovider/x'"),
+        (["serve", "tests.cli.bad_script_app:ai"], "bad_script_app.py, line 7): step 0 of the script is not a step"),
     ],
 )
 def test_bad_usage_exits_2_with_a_clear_message(argv, message, capsys, monkeypatch):

@@ -196,6 +196,9 @@ async def test_genkit_fastapis_other_spellings_name_the_session(served, http):
     for init, code in (({"sessionId": ""}, "invalid_session_id"), ({"snapshotId": ""}, "invalid_request")):
         reply = await http.post(url, json={"data": user("hi"), "init": init}, headers=ALICE)
         assert (reply.status_code, reply.json()["error"]["code"]) == (400, code), init
+    for query in ("?session_id=", "?thread_id="):
+        reply = await http.post(url + query, json={"data": user("hi")}, headers=ALICE)
+        assert (reply.status_code, reply.json()["error"]["code"]) == (400, "invalid_session_id"), query
     assert (await http.get(sessions, headers=ALICE)).json()["sessions"] == before
 
 
