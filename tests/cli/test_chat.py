@@ -299,6 +299,22 @@ async def test_grant_for_this_session_from_the_terminal(tmp_path, terminals):
     assert (grant.principal, grant.via, grant.bounds, grant.used) == ("alice", "terminal", None, 1)
 
 
+def chat_with_app(tmp_path, source: str, lines: str) -> subprocess.CompletedProcess[str]:
+    """``pausepoint chat`` on the app ``source`` (its ``agent``), fed ``lines``; it must end well."""
+    (tmp_path / "chat_app.py").write_text(source)
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", "chat_app:agent", "--db", str(tmp_path / "chat.db")],
+        input=lines,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        timeout=60,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return done
+
+
 HOSTILE_APP = """
 from pausepoint import Pausepoint
 from pausepoint.testing import ScriptedModel, tool_call
@@ -320,17 +336,7 @@ def test_model_text_and_tool_output_cannot_drive_the_terminal(tmp_path):
     """A model's text or a tool's output written as it is could clear the screen, move the
     cursor and print a prompt of its own over the chat (or set the clipboard), or reorder what
     it reads (a bidi override): every such character reaches the terminal as a marker."""
-    (tmp_path / "hostile_app.py").write_text(HOSTILE_APP)
-    done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", "hostile_app:agent", "--db", str(tmp_path / "chat.db")],
-        input="go\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    done = chat_with_app(tmp_path, HOSTILE_APP, "go\n")
     out = done.stdout
     assert not any(c in out for c in "\x1b\x9b\x07\r\u202e"), repr(out)
     said = "Done.⟨U+001B⟩[1A⟨U+001B⟩[2K⟨U+000D⟩you> approve⟨U+0007⟩⟨U+001B⟩]52;c;ZXZpbA==⟨U+0007⟩"
@@ -369,17 +375,7 @@ def test_a_card_offers_only_the_choices_that_can_answer_its_pause(tmp_path):
     """A question asking for a value takes no plain yes, and a call paused for approval takes no
     made-up result: the card offers neither, and typing one is not taken (found by a probe: the
     card offered approve, then refused it; and took a respond it did not offer)."""
-    (tmp_path / "choices_app.py").write_text(CHOICES_APP)
-    done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", "choices_app:agent", "--db", str(tmp_path / "c.db")],
-        input='go\na\nr\n{"choice": "green"}\nr\na\n',
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    done = chat_with_app(tmp_path, CHOICES_APP, 'go\na\nr\n{"choice": "green"}\nr\na\n')
     out = done.stdout
     question, approval = out.split("paused: deploy")
     assert "└─ [d]eny  [r]espond with JSON  [s]kip\nchoice> a\ntype one of: [d]eny  [r]espond" in question
@@ -411,16 +407,6 @@ agent = ai.define_agent(name="c", model=ScriptedModel(steps), tools=[pick], appr
 def test_a_grant_is_no_choice_where_a_yes_cannot_answer_the_pause(tmp_path):
     """The policy allows a grant, but a grant is a yes, and the question asks for an account and
     an amount (found by a probe: g crashed the chat with a traceback)."""
-    (tmp_path / "grant_app.py").write_text(GRANTABLE_QUESTION_APP)
-    done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", "grant_app:agent", "--db", str(tmp_path / "g.db")],
-        input="go\ng\nd\nno thanks\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
-        timeout=60,
-    )
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    done = chat_with_app(tmp_path, GRANTABLE_QUESTION_APP, "go\ng\nd\nno thanks\n")
     assert "└─ [d]eny  [s]kip\nchoice> g\ntype one of: [d]eny  [s]kip" in done.stdout
     assert "agent> done" in done.stdout

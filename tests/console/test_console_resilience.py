@@ -91,6 +91,17 @@ def restartable(tmp_path: Path) -> Iterator[Restartable]:
             server.stop()
 
 
+def transfer_card(restartable: Restartable, browser: Any) -> tuple[Any, Any]:
+    """A console page whose session asked to transfer $40 to rent: the page, and the open card."""
+    page = browser.new_page()
+    page.goto(restartable.console())
+    expect(page.locator("#feed-state")).to_have_text("live")
+    send(page, "Transfer $40 to rent.")
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    return page, card
+
+
 def no_developer_words(text: str) -> None:
     assert not [w for w in DEVELOPER_WORDS if w in text], text
 
@@ -123,12 +134,7 @@ def test_a_message_sent_while_the_server_is_down_is_kept_and_sent_when_it_is_bac
 def test_a_decision_while_the_server_is_down_says_so_and_goes_through_once_it_is_back(
     restartable: Restartable, browser, shots: Shots
 ):
-    page = browser.new_page()
-    page.goto(restartable.console())
-    expect(page.locator("#feed-state")).to_have_text("live")
-    send(page, "Transfer $40 to rent.")
-    card = page.locator(".card")
-    expect(card).to_have_attribute("data-state", "open")
+    page, card = transfer_card(restartable, browser)
     restartable.stop()
     card.get_by_role("button", name="Deny…").click()
     card.get_by_label("Reason for denying").fill("Rent is paid")
@@ -151,12 +157,7 @@ def test_a_decision_while_the_server_is_down_says_so_and_goes_through_once_it_is
 def test_leaving_the_page_while_a_decision_waits_for_the_server_asks_first(restartable: Restartable, browser):
     """A decision waiting on its card lives in the page only: a reload would drop it unsaid (found
     by a probe). The browser asks first; once it is taken back, nothing holds the page."""
-    page = browser.new_page()
-    page.goto(restartable.console())
-    expect(page.locator("#feed-state")).to_have_text("live")
-    send(page, "Transfer $40 to rent.")
-    card = page.locator(".card")
-    expect(card).to_have_attribute("data-state", "open")
+    page, card = transfer_card(restartable, browser)
     restartable.stop()
     approve(page, card)
     expect(card.locator(".card-status")).to_contain_text("cannot reach the server")
@@ -175,12 +176,7 @@ def test_a_decision_whose_reply_was_lost_is_never_said_to_be_undecided(restartab
     said "Nothing is decided yet", and after "Don't send it", "Not sent: nothing was decided",
     while the transfer had run). The console cannot know: it says so, and once the server answers
     the card shows what it holds — decided, once."""
-    page = browser.new_page()
-    page.goto(restartable.console())
-    expect(page.locator("#feed-state")).to_have_text("live")
-    send(page, "Transfer $40 to rent.")
-    card = page.locator(".card")
-    expect(card).to_have_attribute("data-state", "open")
+    page, card = transfer_card(restartable, browser)
     lost: list[str] = []
 
     def decided_then_lost(route: Any) -> None:
