@@ -72,7 +72,12 @@ async def test_answers_that_say_what_they_decide_still_take_a_bare_ref(store):
     chat, first, live = await edited_then_paused(store, executed)
     carried = ToolRestart(first.ref, first.name, replace_input=live.input, resumed_metadata=APPROVED)
     await chat.resume(restart=[carried])
-    assert executed[-1] == {"command": "rm -rf /", "resumed_metadata": APPROVED}
+    # (the input that runs is not the model's: the tool sees what the model asked, as ctx.original_input)
+    assert executed[-1] == {
+        "command": "rm -rf /",
+        "resumed_metadata": APPROVED,
+        "original_input": {"command": "rm -rf ./build"},
+    }
 
     # ...or the one it edits to (this tool takes edits): what runs is what the answer says
     chat, first, _ = await edited_then_paused(store, executed)

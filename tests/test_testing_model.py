@@ -36,7 +36,7 @@ async def test_keep_requests_keeps_only_the_latest():
 async def test_a_script_that_is_no_script_is_refused_when_it_is_made():
     """A step that is none (None, a number, a dict) is a DefinitionError naming it as the model is made,
     not a model failure at the first send (found by a probe); a function's is a ModelError."""
-    for bad, index in (([None], 0), (["ok", 42], 1), ([{"text": "hi"}], 0), ([[TextPart("a"), "b"]], 0)):
+    for bad, index in (([None], 0), (["ok", 42], 1), ([{"text": "hi"}], 0), ([b"bytes"], 0)):
         with pytest.raises(DefinitionError, match=f"step {index} of the script is not a step"):
             ScriptedModel(bad)
     for bad in ("just a string", 7, None):

@@ -112,10 +112,12 @@ _PARTS = (TextPart, MediaPart, ToolRequestPart, ToolResponsePart)
 
 
 def _is_step(step: Any) -> bool:
-    """Whether ``step`` is a ``Step``: a string, a part or parts, a message, a response, an exception."""
+    """Whether ``step`` is a ``Step``: a string, a part or a list of them, a message, a response,
+    an exception. (What a list holds is the runtime's to check, as for a provider's reply: a
+    script may hand it what no provider should, to test that it is refused.)"""
     if isinstance(step, (str, Message, ModelResponse, BaseException, *_PARTS)):
         return True
-    return isinstance(step, Sequence) and not isinstance(step, bytes) and all(isinstance(p, _PARTS) for p in step)
+    return isinstance(step, Sequence) and not isinstance(step, bytes)
 
 
 def _as_response(step: Step) -> ModelResponse:

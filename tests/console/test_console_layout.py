@@ -65,7 +65,7 @@ def test_skip_to_the_conversation_stays_in_the_session(served: Served, browser, 
     expect(skip).to_be_focused()
     page.keyboard.press("Enter")
     expect(page.locator("#main")).to_be_focused()
-    expect(page.locator("#conv-title")).to_have_text(f"Session {paused['session_id'][:8]}…")
+    expect(page.locator("#conv-title")).to_have_text(f"Session {paused['session_id'][:12]}…")
     assert paused["session_id"] in page.url
     expect(page.locator(".card")).to_have_count(1)
     shots(page, "skipped")
