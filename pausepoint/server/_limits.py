@@ -20,9 +20,24 @@ from ..errors import HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
 from ._params import ascii_int
 
-__all__ = ["Limits", "check_history", "check_message_size", "parse_body", "read_body", "read_json"]
+__all__ = [
+    "MAX_OFFSET",
+    "MAX_PAGE",
+    "Limits",
+    "check_history",
+    "check_message_size",
+    "parse_body",
+    "read_body",
+    "read_json",
+]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+#: ``Limits.max_page``'s default, which the OpenAPI document states as a listing's maximum
+MAX_PAGE = 500
+#: the furthest offset a listing takes
+MAX_OFFSET = 10**9
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +51,7 @@ class Limits:
     #: records in a session's log (messages, pauses, answers, turn ends) beyond which sends are refused
     max_history: int = 10_000
     #: the most sessions one listing returns
-    max_page: int = 500
+    max_page: int = MAX_PAGE
 
 
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:

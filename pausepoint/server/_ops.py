@@ -19,6 +19,7 @@ from starlette.responses import Response
 from ..errors import Forbidden, InvalidRequest, NotFound
 from ..stores import Delivery, SessionStore
 from ._auth import current_tenant, qualified
+from ._limits import MAX_PAGE
 from ._params import ascii_int, query_int
 from ._replies import json_response
 from ._routes import Operation, query
@@ -82,7 +83,7 @@ DELIVERIES: Operation[Any] = Operation(
     params=[
         query("state", {"enum": list(_STATES)}),
         query("webhook", {"type": "string"}),
-        query("limit", {"type": "integer", "minimum": 1, "maximum": 500}),  # Limits.max_page's default
+        query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}),
     ],
 )
 

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from ..session._json import MESSAGES, SUMMARY, dump
 from ._auth import current_tenant, inbox_filters
 from ._display import audit_json, describe_agent, interrupts_json, permissions, response_json
+from ._limits import MAX_OFFSET, MAX_PAGE
 from ._params import flag, query_int
 from ._replies import json_response
 from ._routes import Operation, json_array, json_object, query, schema_ref
@@ -71,8 +72,8 @@ SESSIONS: Operation[Any] = Operation(
     json_object(sessions=json_array(schema_ref("SessionSummary"))),
     params=[
         query("pending", {"type": "boolean"}),
-        query("limit", {"type": "integer", "minimum": 1, "maximum": 500}),  # Limits.max_page's default
-        query("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}),
+        query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}),
+        query("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}),
     ],
 )
 
@@ -83,7 +84,7 @@ async def list_sessions(request: Request) -> Response:
     agent = service.agent(request.path_params["agent"])
     pending = flag(request, "pending")
     limit = query_int(request, "limit", min(100, service.limits.max_page), 1, service.limits.max_page)
-    offset = query_int(request, "offset", 0, 0, 10**9)
+    offset = query_int(request, "offset", 0, 0, MAX_OFFSET)
     owner, tenant = inbox_filters(service.policy, principal)  # in the store: pages stay whole
     found = await agent.list_sessions(owner=owner, tenant=tenant, has_pending=pending, limit=limit, offset=offset)
     visible = [s for s in found if service.policy.can_view(principal, s)]
