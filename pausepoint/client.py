@@ -10,12 +10,12 @@ Calls return the same objects a local ``Chat`` returns (``AgentResponse``, ``Pen
 ``AuditEntry``, the stream's chunks) and raise the same typed errors: an error reply's ``code``
 picks the class from ``pausepoint.errors``.
 
-Retries. Reads are retried on connection failures. A resume (or approve) always carries an idempotency key
-(``idempotency_key=`` or a fresh one), so it is retried on connection failures, timeouts and
-"still in progress" replies: the server returns the first outcome instead of answering twice.
-A send has no key, so it is retried only when the connection failed before the request went out;
-a new chat names its session before its first send, so a send that failed leaves a chat that can
-read the session (``last_response()``) to learn whether the server took it.
+Retries. Reads are retried on connection failures. A send, a resume (or approve) always carries
+an idempotency key (``idempotency_key=`` or a fresh one), so it is retried on connection
+failures, timeouts and "still in progress" replies: the server returns the first outcome
+instead of sending or answering twice. A new chat names its session before its first send (a key
+is the session's), so a send whose retries were spent leaves a chat that can read the session
+(``last_response()``) to learn whether the server took it.
 A server that cannot be reached (connection refused, a host name that does not resolve, a
 connection that broke) raises ``ServerUnreachable`` once the retries are spent, and one that does
 not answer within ``timeout`` seconds ``ServerTimeout`` (both from ``pausepoint.errors``, chained
@@ -51,8 +51,8 @@ from .turn._streaming import CHUNK, Emit, TurnEndChunk, TurnStream
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
 
 T = TypeVar("T")
-#: what a request may be sent again after: ``"all"`` (a read, a keyed resume: any transport
-#: failure or a retryable reply), ``"connect"`` (a send: only a connection that never opened)
+#: what a request may be sent again after: ``"all"`` (a read, a keyed send or resume: any transport
+#: failure or a retryable reply), ``"connect"`` (a cancel: only a connection that never opened)
 Retry: TypeAlias = Literal["all", "connect"]
 
 _ERRORS: dict[str, type[core_errors.PausepointError]] = {
@@ -286,13 +286,17 @@ class RemoteChat:
 
     # -- turns ----------------------------------------------------------------------------------
 
-    async def send(self, message: str | Message | Sequence[Part]) -> AgentResponse:
-        """Send a user message (see ``Chat.send``); a new chat's session is created by it."""
-        return await self.send_stream(message)
+    async def send(
+        self, message: str | Message | Sequence[Part], *, idempotency_key: str | None = None
+    ) -> AgentResponse:
+        """Send a user message (see ``Chat.send``); a new chat's session is created by it.
+        Retried safely under one idempotency key (``idempotency_key=`` or a fresh one)."""
+        return await self.send_stream(message, idempotency_key=idempotency_key)
 
-    def send_stream(self, message: str | Message | Sequence[Part]) -> TurnStream:
+    def send_stream(self, message: str | Message | Sequence[Part], *, idempotency_key: str | None = None) -> TurnStream:
         """``send``, streamed: iterate for chunks; ``await stream.response``."""
         body = SendBody(message=_user_message(message))
+        headers = {"Idempotency-Key": idempotency_key or secrets.token_urlsafe(16)}
 
         async def run(emit: Emit) -> AgentResponse:
             if self.session_id is None:
@@ -302,7 +306,8 @@ class RemoteChat:
                 # leaves a chat that can still read the session, rather than one that starts
                 # another and runs the tool again.
                 self.session_id = secrets.token_hex(16)
-            response = await self.agent.client._stream(f"{self._path}/messages", body, emit, retry="connect")
+            path = f"{self._path}/messages"
+            response = await self.agent.client._stream(path, body, emit, headers=headers, retry="all")
             self.session_id, self._fresh = response.session_id, False
             return response
 

@@ -435,7 +435,7 @@ class ServerError(PausepointError):
 class ShuttingDown(PausepointError):
     """The server was stopping and cut the request short before it could answer (past its
     grace period). What the request started may have ended or not: read the session, or send
-    a resume again with the same idempotency key (it gets the outcome, or runs it)."""
+    the message or resume again with the same idempotency key (it gets the outcome, or runs it)."""
 
     code = "shutting_down"
 

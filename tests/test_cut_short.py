@@ -117,3 +117,18 @@ async def test_results_the_store_failed_to_write_are_recorded_by_the_next_call_h
     history = await chat.history()
     assert history[-2].tool_responses[0].output == "moved 9"
     assert transfers.ledger == ["start:9", "done:9"]  # once
+
+
+async def test_a_new_chat_whose_first_send_failed_in_the_store_reads_the_session_next_time(tmp_path):
+    """The failed send may have written the session (here: its first append did): the chat's
+    next call reads the store rather than writing the session anew (which the store refused as
+    a concurrent update, on every later call of that chat)."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    agent = bank(store, transfers, [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Hello again."])
+    transfers.gate.set()
+    store.fail(2, "before")
+    chat = agent.chat()
+    with pytest.raises(StoreError):
+        await chat.send("move 9")
+    reply = await chat.send("hello")  # the call left running is settled with its result, at once
+    assert reply.text == "Hello again." and transfers.ledger == ["start:9", "done:9"]

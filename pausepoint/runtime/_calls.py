@@ -9,6 +9,8 @@ directly. What it needs of its agent is a ``SessionHost`` (an ``Agent`` is one).
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -52,12 +54,13 @@ from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, SessionState
 from ..session._views import grant_info, response_for
 from ..stores import LogEntry, SessionStore, SessionSummary
-from ..turn._streaming import Emit, TurnStream
+from ..tools._tool import jsonable
+from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions
 
-__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id"]
+__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id", "message_hash"]
 
 _CLAIM_ATTEMPTS = 20
 
@@ -122,21 +125,41 @@ class SessionCalls:
 
     # -- the operations ---------------------------------------------------------------------------
 
-    def user_message(self, message: str | Message | Sequence[Part], principal: str | None, via: str) -> Message:
+    def user_message(
+        self, message: str | Message | Sequence[Part], principal: str | None, via: str, key: str | None = None
+    ) -> Message:
         limits = self.agent.json_limits
         user = user_message(message, limits)
         try:
-            for key, value in (("principal", principal or self.principal), ("via", via), ("tenant", self.tenant)):
+            for name, value in (("principal", principal or self.principal), ("via", via), ("tenant", self.tenant)):
                 if value is not None:
-                    json_text(value, limits, path=f"$.{key}", name=True)
+                    json_text(value, limits, path=f"$.{name}", name=True)
         except NotJsonData as exc:
             raise InvalidMessage(f"the message's sender cannot be recorded: {exc}", **exc.details()) from None
+        try:
+            if key is not None:
+                json_text(key, limits, path="$.idempotency_key")
+        except NotJsonData as exc:
+            raise InvalidMessage(f"the message's idempotency key cannot be recorded: {exc}", **exc.details()) from None
         return user
 
     async def send_turn(
-        self, user: Message, principal: str | None, via: str, emit: Emit | None, launch: Launch | None = None
+        self,
+        user: Message,
+        principal: str | None,
+        via: str,
+        emit: Emit | None,
+        launch: Launch | None = None,
+        key: str | None = None,
     ) -> AgentResponse:
+        """Send ``user`` (checked by ``user_message``); a message sent again with the same
+        ``key`` by the same principal gets the first one's outcome (``_replay``), never a second
+        turn."""
+        digest = message_hash(user, principal or self.principal) if key is not None else None
+
         async def op(state: SessionState) -> AgentResponse:
+            if key is not None and key in state.keys:
+                return await self._replay(state, key, digest, principal, emit)
             now = self.agent.clock()
             self._check_free(state, now)
             handed = self.agent.approvals.escalations(state, now)
@@ -153,13 +176,14 @@ class SessionCalls:
                     refs=live,
                 )
             lost, known = self._abandoned(state, now)
-            turn = self._turn(state, principal, emit)
+            turn = self._turn(state, principal, emit, key)
             if state.version == 0:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now, self.tenant))
             turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
             await turn.recover(lost, known)
             self._end_lost_turn(turn, now)
-            sent = MessageAdded(user, at=now, principal=principal or self.principal, via=via)
+            actor = principal or self.principal
+            sent = MessageAdded(user, at=now, principal=actor, via=via, idempotency_key=key, request_hash=digest)
             if launch is None:
                 turn.journal.add(sent)
                 return await turn.run_model()
@@ -314,15 +338,16 @@ class SessionCalls:
     async def _replay(
         self, state: SessionState, key: str, digest: str | None, principal: str | None, emit: Emit | None
     ) -> AgentResponse:
-        """The outcome of the resume first sent with ``key``. If its turn never ended and the
-        session has been still for ``abandon_after`` — the process that took the answers is
-        presumed lost with them — the retry goes on as an empty resume would (a call left
-        running recorded as of unknown outcome, never run twice), and that end is the outcome."""
+        """The outcome of the message or resume first sent with ``key``. If its turn never ended
+        and the session has been still for ``abandon_after`` — the process that took it is
+        presumed lost — the retry goes on as an empty resume would (the model asked again, a call
+        left running recorded as of unknown outcome, never run twice), and that end is the
+        outcome."""
         outcome = state.keys[key]
         if outcome.request_hash != digest:
             raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used for a different resume in this session, or by another "
-                "principal: a key replays only the same request by the same principal",
+                f"idempotency key {key!r} was used for a different message or resume in this session, or by "
+                "another principal: a key replays only the same request by the same principal",
                 key=key,
             )
         if outcome.ended is None:
@@ -331,8 +356,11 @@ class SessionCalls:
             taken_here = left is not None and key in left.keys  # its turn stopped short here: nothing runs it
             if state.running_turn is None and (taken_here or state.still(now, self.agent.abandon_after)):
                 return await self._continue(state, principal, emit)  # its end ends the key too
-            raise ResumeInProgress(f"the resume with idempotency key {key!r} has not finished yet", key=key)
-        return response_for(state, outcome.ended, outcome.ended_version)
+            raise ResumeInProgress(f"the call with idempotency key {key!r} has not finished yet", key=key)
+        response = response_for(state, outcome.ended, outcome.ended_version)
+        if emit is not None:  # a stream of the retry ends as the first one's did
+            emit(TurnEndChunk(response))
+        return response
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -382,6 +410,7 @@ class SessionCalls:
                 result = await op(state)
             except BaseException as exc:
                 sessions.stopped.ended(self.session_id, failed=True)
+                self._is_new = False  # it may have written the session: the next call reads the store
                 cached = sessions.cached(self.session_id)
                 if cached is not None and cached.version != cached.durable_version:
                     sessions.forget(self.session_id)
@@ -557,3 +586,10 @@ def check_session_id(session_id: str) -> str:
             session_id=session_id if isinstance(session_id, str) else repr(session_id),
         )
     return session_id
+
+
+def message_hash(user: Message, principal: str | None) -> str:
+    """A digest of a message and who sends it, to tell a retry from a reuse of its idempotency
+    key (as ``request_hash`` is an answer's)."""
+    canonical = json.dumps(["message", jsonable(user), principal], sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..content._messages import Message, Part
-from ..errors import TurnLost
+from ..errors import IdempotencyKeyReused, TurnLost
 from ..session._grants import Grant, GrantInfo
 from ..session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
@@ -75,7 +75,12 @@ class Chat:
     # -- turns ----------------------------------------------------------------------------------
 
     async def send(
-        self, message: str | Message | Sequence[Part], *, principal: str | None = None, via: str = "python"
+        self,
+        message: str | Message | Sequence[Part],
+        *,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
     ) -> AgentResponse:
         """Send a user message and run the model (and tools) until it answers or a call pauses.
 
@@ -84,15 +89,27 @@ class Chat:
         are paused and not expired: answer them with ``resume`` or drop them with
         ``cancel_pending``. Raises ``InvalidMessage`` (nothing written) for a message that is
         not text and media parts a session can keep (see ``JsonLimits``).
+
+        A message sent again with the same ``idempotency_key`` by the same principal is not sent
+        again: the retry gets the first one's response (``ResumeInProgress`` while its turn
+        runs); the key with another message, or by another principal, raises
+        ``IdempotencyKeyReused``. Keys are the session's: one key names one message or resume.
         """
-        return await self.calls.send_turn(self.calls.user_message(message, principal, via), principal, via, None)
+        user = self.calls.user_message(message, principal, via, idempotency_key)
+        return await self.calls.send_turn(user, principal, via, None, key=idempotency_key)
 
     def send_stream(
-        self, message: str | Message | Sequence[Part], *, principal: str | None = None, via: str = "python"
+        self,
+        message: str | Message | Sequence[Part],
+        *,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        via: str = "python",
     ) -> TurnStream:
-        """``send``, streamed: iterate the returned stream for chunks; ``await stream.response``."""
-        user = self.calls.user_message(message, principal, via)
-        return self.calls.stream(lambda emit: self.calls.send_turn(user, principal, via, emit))
+        """``send``, streamed: iterate the returned stream for chunks; ``await stream.response``
+        (a retry with the first call's ``idempotency_key`` streams its response alone)."""
+        user = self.calls.user_message(message, principal, via, idempotency_key)
+        return self.calls.stream(lambda emit: self.calls.send_turn(user, principal, via, emit, key=idempotency_key))
 
     async def resume(
         self,
@@ -226,8 +243,8 @@ class Chat:
             raise ValueError("detach() takes a message, or answers (respond= / restart=), not both or neither")
         launch = Launch(self.agent.sessions, self.agent.store, self.session_id, self.agent.abort_poll)
         if message is not None:
-            user = self.calls.user_message(message, principal, via)
-            run = self.calls.send_turn(user, principal, via, None, launch)
+            user = self.calls.user_message(message, principal, via, idempotency_key)
+            run = self.calls.send_turn(user, principal, via, None, launch, idempotency_key)
         else:
             run = self.calls.resume_turn(respond, restart, metadata, idempotency_key, principal, via, None, launch)
         task = asyncio.ensure_future(run)
@@ -238,8 +255,21 @@ class Chat:
         if not launch.started.done():
             launch.started.cancel()
             task.result()  # the refusal, raised here
-            raise AssertionError("a detached turn ended without starting")
+            return await self._replayed_detach(idempotency_key, task)
         return DetachedTurn(self, launch.started.result(), task)
+
+    async def _replayed_detach(self, key: str | None, task: asyncio.Task[AgentResponse]) -> DetachedTurn:
+        """The detached turn a retry with its idempotency ``key`` names (it ended: the retry
+        got its response); ``IdempotencyKeyReused`` for a key first sent with a call that did
+        not detach."""
+        ended = (await self.calls.read_state()).keys.get(key) if key is not None else None
+        started = ended.ended.started if ended is not None and ended.ended is not None else None
+        if started is None:
+            raise IdempotencyKeyReused(
+                f"idempotency key {key!r} was used for a call that did not detach: a key replays only the same request",
+                key=key,
+            )
+        return DetachedTurn(self, started, task)
 
     async def abort(self, *, principal: str | None = None, via: str = "python") -> TurnStatus | None:
         """Stop the session's detached turn, from any process; returns its status before the call.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..session._records import CallAnswered, Record
+from ..session._records import CallAnswered, MessageAdded, Record
 from ..session._state import SessionState
 from ..turn._cut_short import started_by, unwritten_outcomes
 from ..turn._journal import Journal
@@ -25,7 +25,7 @@ class Stopped:
     # (which may have been written all the same).
     versions: frozenset[int]
     calls: frozenset[str]  # the calls it started: any still running in the log runs nowhere
-    keys: frozenset[str]  # the idempotency keys of the answers it took: their turn runs nowhere
+    keys: frozenset[str]  # the idempotency keys of the messages and answers it took: their turn runs nowhere
     outcomes: dict[str, Record]  # the outcomes of those it could not write, by call ref
 
 
@@ -55,7 +55,9 @@ class StoppedCalls:
             return
         state, records = journal.state, [*journal.written, *journal.pending]
         calls = frozenset(started_by(records))
-        keys = frozenset(r.idempotency_key for r in records if isinstance(r, CallAnswered) and r.idempotency_key)
+        keys = frozenset(
+            r.idempotency_key for r in records if isinstance(r, CallAnswered | MessageAdded) and r.idempotency_key
+        )
         if not calls and not keys:
             return  # it started nothing a later call could wait for
         versions = frozenset({state.durable_version, state.version})

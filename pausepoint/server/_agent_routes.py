@@ -28,6 +28,7 @@ from ..stores import SessionSummary
 from . import _genkit as genkit
 from ._auth import current_tenant
 from ._limits import check_history, check_message_size, read_json
+from ._params import idempotency_key
 from ._replies import json_response
 from ._service import Service, service_of
 from ._snapshots import check_continuable, latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
@@ -58,7 +59,7 @@ async def turn(request: Request) -> Response:
     if wire.message is not None:
         check_message_size(wire.message_json, service.limits)
     chat, seen = await _chat_for(service, agent, wire, principal)
-    key = request.headers.get("idempotency-key")
+    key = idempotency_key(request)
     respond: list[ToolResponse] = []
     restart: list[ToolRestart] = []
     if wire.message is None:
@@ -71,7 +72,7 @@ async def turn(request: Request) -> Response:
     message = wire.message
     if wire.detach:
         if message is not None:
-            detached = await chat.detach(message, principal=principal, via="genkit")
+            detached = await chat.detach(message, idempotency_key=key, principal=principal, via="genkit")
         else:
             detached = await chat.detach(
                 respond=respond,
@@ -85,7 +86,8 @@ async def turn(request: Request) -> Response:
 
     def start(streamed: bool) -> Any:
         if message is not None:
-            return (chat.send_stream if streamed else chat.send)(message, principal=principal, via="genkit")
+            send = chat.send_stream if streamed else chat.send
+            return send(message, idempotency_key=key, principal=principal, via="genkit")
         resume = chat.resume_stream if streamed else chat.resume
         return resume(
             respond=respond,

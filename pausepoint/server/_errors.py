@@ -212,8 +212,8 @@ def guarded(handler: Handler) -> Handler:
             return error_response(
                 core.ShuttingDown(
                     "the server stopped before it could answer: what the request started may have "
-                    "ended or not. Read the session before sending a message again (a message sent again "
-                    "is a new one); an answer sent again with the same Idempotency-Key is never applied twice"
+                    "ended or not. Send it again with the same Idempotency-Key (a message or an answer "
+                    "sent so is never applied twice), or read the session first if it had no key"
                 )
             )
         except Exception as exc:

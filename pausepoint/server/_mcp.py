@@ -38,7 +38,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..errors import Forbidden, InvalidAnswer, NotFound, PausepointError, SessionNotFound
+from ..errors import Forbidden, InvalidAnswer, InvalidRequest, NotFound, PausepointError, SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..runtime._calls import answer_by_ref
@@ -110,15 +110,27 @@ class _Doors:
         ]
 
     async def send_message(
-        self, agent: str, text: str, ctx: Context, session_id: str | None = None, ask: bool = False
+        self,
+        agent: str,
+        text: str,
+        ctx: Context,
+        session_id: str | None = None,
+        ask: bool = False,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any] | types.InputRequiredResult:
         """Send a message to an agent and get its reply. Without session_id a new conversation
         starts; the reply's session_id continues it. If the reply lists pauses, tool calls wait
         for a person: answer each with answer_pause — or pass ask=true to be asked about them
-        here (approve or deny each, or give the answer asked for) and get the final reply."""
+        here (approve or deny each, or give the answer asked for) and get the final reply.
+        With session_id, repeat idempotency_key to retry safely: the message is sent once."""
         who = await self._who(ctx)
         found = self._agent(agent)
         async with _errors():
+            if idempotency_key is not None and session_id is None:
+                raise InvalidRequest(
+                    "idempotency_key needs a session_id (a new id of yours starts the session): "
+                    "a retry without one would start another session"
+                )
             if self.limits is not None:
                 check_message_size(text, self.limits)
             carried = _carried(ctx.request_state, found.name)
@@ -135,7 +147,7 @@ class _Doors:
             else:
                 summary = await self._to_message(found, session_id, who)
                 chat = Chat(found, session_id, who, new=summary is None, tenant=current_tenant())
-                res = await chat.send(text, principal=who, via=VIA)
+                res = await chat.send(text, idempotency_key=idempotency_key, principal=who, via=VIA)
         if ask and res.interrupts and _can_ask(ctx):
             asking = _questions(found, session_id, who, res.interrupts)
             if asking is not None:

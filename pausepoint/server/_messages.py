@@ -4,7 +4,9 @@ JSON reply, or server-sent events when asked.
 
 A message is its session owner's to send (``Service.to_message``: 404 for a session the caller
 may not see, 403 for one it may only view); its size and the session's history are bounded by
-the app's ``Limits``.
+the app's ``Limits``. An ``Idempotency-Key`` header makes a retry safe where the message names
+its session (``send``): the same message by the same principal with the same key gets the first
+one's response, never a second turn.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._rest import SendBody, user_message
+from ..errors import InvalidRequest
 from ..runtime._chat import Chat
 from ._auth import current_tenant
 from ._limits import check_history, check_message_size, read_json
+from ._params import idempotency_key
 from ._replies import AGENT_RESPONSE, rest_turn
-from ._routes import Operation
+from ._routes import IDEMPOTENCY_KEY, Operation
 from ._service import service_of
 
 __all__ = ["CREATE", "SEND", "create", "send"]
@@ -29,6 +33,11 @@ async def create(request: Request) -> Response:
     service = service_of(request)
     principal = await service.principal(request)
     agent = service.agent(request.path_params["agent"])
+    if idempotency_key(request) is not None:  # a retry here would start another session
+        raise InvalidRequest(
+            "a message to a new session takes an Idempotency-Key only where it names the session: "
+            "POST /v1/agents/{agent}/sessions/{id}/messages with an id of yours"
+        )
     raw = await read_json(request, service.limits)
     body = CREATE.parse(raw)
     check_message_size(raw["message"], service.limits)  # as the client sent it
@@ -48,6 +57,7 @@ SEND = Operation(
     AGENT_RESPONSE,
     body=SendBody,
     stream=True,
+    params=[IDEMPOTENCY_KEY],
 )
 
 
@@ -66,11 +76,13 @@ async def send(request: Request) -> Response:
     raw = await read_json(request, service.limits)
     body = SEND.parse(raw)
     check_message_size(raw["message"], service.limits)  # as the client sent it
-    message = user_message(body)
+    message, key = user_message(body), idempotency_key(request)
     return await rest_turn(
         request,
         service,
         agent,
         session_id,
-        lambda streamed: (chat.send_stream if streamed else chat.send)(message, principal=principal, via="http"),
+        lambda streamed: (chat.send_stream if streamed else chat.send)(
+            message, idempotency_key=key, principal=principal, via="http"
+        ),
     )

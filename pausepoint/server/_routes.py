@@ -67,7 +67,7 @@ def header(name: str, schema: Schema) -> Schema:
     return {"name": name, "in": "header", "required": False, "schema": schema}
 
 
-#: the header that makes a retried answer safe (the first outcome is returned)
+#: the header that makes a retried message or answer safe (the first outcome is returned)
 IDEMPOTENCY_KEY = header("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 200})
 
 

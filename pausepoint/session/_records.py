@@ -72,13 +72,16 @@ class MessageAdded:
 
     ``at`` is when the message was recorded: for a model message asking for tools, when its
     calls started running. A user message names its sender like an answer names who gave it:
-    ``principal`` and ``via`` (None in logs written before senders were recorded).
+    ``principal`` and ``via`` (None in logs written before senders were recorded), and the
+    ``idempotency_key`` it was sent with, if any, with the ``request_hash`` a retry must match.
     """
 
     message: Message
     at: datetime | None = None
     principal: str | None = None
     via: str | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
     kind: Literal["message"] = "message"
 
 
@@ -384,7 +387,8 @@ def encode_record(record: Record) -> bytes:
     return _ENCODE[type(record)](record)
 
 
-_NO_SENDER = {"principal", "via"}
+_NO_SENDER = {"principal", "via", "idempotency_key", "request_hash"}
+_NO_KEY = {"idempotency_key", "request_hash"}
 _NO_APPROVALS = {"approvals"}
 _NO_TENANT = {"tenant"}
 
@@ -392,6 +396,8 @@ _NO_TENANT = {"tenant"}
 def _message(record: MessageAdded) -> bytes:
     if record.via is None:  # a model message: no sender
         return _ENCODERS[MessageAdded].to_json(record, exclude=_NO_SENDER)  # type: ignore[no-any-return]
+    if record.idempotency_key is None:  # sent without a key
+        return _ENCODERS[MessageAdded].to_json(record, exclude=_NO_KEY)  # type: ignore[no-any-return]
     return _ENCODERS[MessageAdded].to_json(record)  # type: ignore[no-any-return]
 
 

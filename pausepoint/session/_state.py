@@ -163,7 +163,8 @@ class Detached:
 
 @dataclass(slots=True)
 class KeyedOutcome:
-    """What a resume with an idempotency key asked for, and how it ended (once it has)."""
+    """What a message or resume sent with an idempotency key asked for, and how it ended (once
+    it has)."""
 
     request_hash: str
     ended: TurnEnded | None = None
@@ -270,6 +271,7 @@ class SessionState:
             self.requester = record.principal
             if self.running_turn is not None:
                 self.running_turn.sent = True
+            self._keyed(record.idempotency_key, record.request_hash)
 
     def _paused(self, record: CallPaused) -> None:
         pause = Pause(record, expires_at=record.expires_at)

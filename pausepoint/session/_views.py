@@ -102,6 +102,7 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
                 principal=record.principal,
                 via=record.via or "unknown",
                 message=record.message,
+                idempotency_key=record.idempotency_key,
             )
         case CallDecided():
             return _decided(record, state)

@@ -215,3 +215,33 @@ async def test_the_consoles_validate_route_checks_an_mcp_tools_input_with_its_js
     assert bad["valid"] is False
     assert [(e["path"], e["pointer"], e["type"]) for e in bad["errors"]] == [(["amount"], "/amount", "json_schema")]
     assert good == {"valid": True, "errors": [], "value": {"amount": "12.50", "to_account": "savings"}}
+
+
+async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once(served: str) -> None:
+    async with http_client(served, "alice-token") as alice:
+        first = await call(
+            alice,
+            "send_message",
+            agent=AGENT,
+            text="Transfer $5 to savings.",
+            session_id="mcp-keyed-1",
+            idempotency_key="m1",
+        )
+        assert first["finish_reason"] == "interrupted"
+        again = await call(
+            alice,
+            "send_message",
+            agent=AGENT,
+            text="Transfer $5 to savings.",
+            session_id="mcp-keyed-1",
+            idempotency_key="m1",
+        )
+        assert again == first  # the same pause: not a second turn
+        other = await call(
+            alice, "send_message", agent=AGENT, text="Hello!", session_id="mcp-keyed-1", idempotency_key="m1"
+        )
+        assert other[0] == "error" and "idempotency key 'm1'" in other[1]
+        unnamed = await call(alice, "send_message", agent=AGENT, text="Hello!", idempotency_key="m2")
+        assert unnamed[0] == "error" and "needs a session_id" in unnamed[1]
+        inbox = await call(alice, "list_pending", agent=AGENT)
+        assert [len(s["pauses"]) for s in inbox if s["session_id"] == "mcp-keyed-1"] == [1]

@@ -36,6 +36,7 @@ class Listener:
         self.sock.listen(16)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.requests: list[bytes] = []
+        self.keys: list[bytes | None] = []  # each request's Idempotency-Key
         self._held: list[socket.socket] = []
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
@@ -47,6 +48,8 @@ class Listener:
                 return
             head = _read_request(conn)
             self.requests.append(head.split(b"\r\n", 1)[0])
+            keyed = [line for line in head.split(b"\r\n") if line.lower().startswith(b"idempotency-key:")]
+            self.keys.append(keyed[0].split(b":", 1)[1].strip() if keyed else None)
             if self.mode == "drop":
                 conn.close()
             else:
@@ -135,35 +138,38 @@ async def test_a_server_that_does_not_answer_is_server_timeout_and_a_read_is_ask
     assert server.requests == [b"GET /v1/agents/bank/sessions/s1/interrupts HTTP/1.1"] * 2
 
 
-async def test_a_send_that_timed_out_is_not_sent_again_and_its_chat_knows_the_session_it_named() -> None:
+async def test_a_send_that_timed_out_is_sent_again_under_its_key_to_the_session_it_named() -> None:
     with Listener("hold") as server:
         async with Client(server.url, timeout=0.3, retries=3) as client:
             chat = client.agent("bank").chat()
             with pytest.raises(ServerTimeout):
                 await chat.send("Transfer $500 to savings.")
-    # The server may have taken it: the chat named its new session before sending, so it can
-    # read the session (last_response) instead of starting another one.
+    # The server may have taken it: the chat named its new session before sending, and sent it
+    # again under one key (the server gives the first outcome back); once the retries are
+    # spent, it can read the session (last_response) instead of starting another one.
     assert chat.session_id is not None and len(chat.session_id) == 32
-    assert server.requests == [f"POST /v1/agents/bank/sessions/{chat.session_id}/messages HTTP/1.1".encode()]
+    assert server.requests == [f"POST /v1/agents/bank/sessions/{chat.session_id}/messages HTTP/1.1".encode()] * 4
+    assert len(set(server.keys)) == 1 and server.keys[0]
 
 
-async def test_a_dropped_connection_is_server_unreachable_and_a_keyed_resume_is_asked_again() -> None:
+async def test_a_dropped_connection_is_server_unreachable_and_a_keyed_send_or_resume_is_asked_again() -> None:
     with Listener("drop") as server:
         async with Client(server.url, retries=2) as client:
             chat = client.agent("bank").chat("s1")
             with pytest.raises(ServerUnreachable) as resumed:
                 await chat.resume(respond=[], idempotency_key="k1")
             with pytest.raises(ServerUnreachable) as sent:
-                await chat.send("Hello")
+                await chat.send("Hello", idempotency_key="m1")
             with pytest.raises(ServerUnreachable) as cancelled:
                 await chat.cancel_pending("no longer needed")
     assert isinstance(resumed.value.__cause__, httpx.RemoteProtocolError)
     assert type(sent.value) is ServerUnreachable and type(cancelled.value) is ServerUnreachable
     assert server.requests == [
         *[b"POST /v1/agents/bank/sessions/s1/resume HTTP/1.1"] * 3,  # keyed: safe to send again
-        b"POST /v1/agents/bank/sessions/s1/messages HTTP/1.1",  # no key: once
-        b"POST /v1/agents/bank/sessions/s1/cancel HTTP/1.1",
+        *[b"POST /v1/agents/bank/sessions/s1/messages HTTP/1.1"] * 3,  # keyed too
+        b"POST /v1/agents/bank/sessions/s1/cancel HTTP/1.1",  # no key: once
     ]
+    assert server.keys == [b"k1"] * 3 + [b"m1"] * 3 + [None]
 
 
 @pytest.mark.parametrize("base_url", ["127.0.0.1:8000", "ftp://example.com", "http://", "not a url"])
@@ -204,14 +210,18 @@ async def test_a_keyed_resume_whose_stream_broke_after_a_chunk_is_completed_by_i
     assert first.body == second.body == {"respond": [], "restart": [], "metadata": None}
 
 
-async def test_a_send_whose_stream_broke_after_a_chunk_is_not_sent_again() -> None:
+async def test_a_send_whose_stream_broke_after_a_chunk_is_completed_by_its_key() -> None:
     response, body = await a_response()
-    broken = Sse([("chunk", {"kind": "text", "text": "Do"})])
+    broken = Sse([("chunk", {"kind": "text", "text": "Do"})])  # then the connection closes
     with WireServer(scripted([broken, Json(body)])) as server:
         async with Client(server.url, retries=2) as client:
             stream = client.agent("bank").chat(response.session_id).send_stream("Hi")
-            with pytest.raises(ServerUnreachable, match="ended before the turn's response") as caught:
-                _ = [chunk async for chunk in stream]
-    assert isinstance(caught.value.__cause__, httpx.RemoteProtocolError)
-    [sent] = server.requests
-    assert sent.body == {"message": "Hi"}
+            chunks = [chunk async for chunk in stream]
+            final = await stream.response
+    assert final == response and chunks == [TextChunk("Do"), TurnEndChunk(response)]
+    first, second = server.requests  # the same message under the same fresh key: the server replays it
+    assert first.headers["accept"] == "text/event-stream" and second.headers["accept"] != "text/event-stream"
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
+    assert len(first.headers["idempotency-key"]) >= 16
+    assert first.path == second.path == f"/v1/agents/bank/sessions/{response.session_id}/messages"
+    assert first.body == second.body == {"message": "Hi"}

@@ -333,3 +333,18 @@ async def test_abort_and_get_snapshot_of_ids_never_issued_are_404(served, http):
             assert reply.status_code == 404, (route, snap, reply.text)  # Genkit's client reads a 404 as None
     reply = await http.post(url + "/abort", json={"data": {"snapshotId": out["snapshotId"]}}, headers=ALICE)
     assert reply.json() == {"result": {"snapshotId": out["snapshotId"], "status": "completed"}}
+
+
+async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once_on_the_wire(served, http):
+    url = served.bank + "/agents/bankingAgent"
+    keyed = {**ALICE, "Idempotency-Key": "wire-m1"}
+    body = {"data": user("Transfer $7 to ann."), "init": {"sessionId": "wire-keyed-1"}}
+    first = await http.post(url, json=body, headers=keyed)
+    assert first.status_code == 200 and first.json()["result"]["finishReason"] == "interrupted"
+    again = await http.post(url, json=body, headers=keyed)
+    assert again.json() == first.json()  # the same snapshot and the same pause: no second turn
+    other = {"data": user("Hello!"), "init": {"sessionId": "wire-keyed-1"}}
+    reused = await http.post(url, json=other, headers=keyed)
+    assert (reused.status_code, reused.json()["error"]["details"]["code"]) == (409, "idempotency_key_reused")
+    too_long = await http.post(url, json=body, headers={**ALICE, "Idempotency-Key": "k" * 201})
+    assert too_long.status_code == 400
