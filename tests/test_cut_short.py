@@ -132,3 +132,17 @@ async def test_a_new_chat_whose_first_send_failed_in_the_store_reads_the_session
         await chat.send("move 9")
     reply = await chat.send("hello")  # the call left running is settled with its result, at once
     assert reply.text == "Hello again." and transfers.ledger == ["start:9", "done:9"]
+
+
+async def test_a_new_chat_whose_first_send_failed_before_writing_still_reads_as_empty(tmp_path):
+    """A model that fails before anything was recorded leaves the session as it was: none. The
+    chat reads as the empty session it was before (found by a probe: ``SessionNotFound``)."""
+    from pausepoint.errors import ModelError
+
+    agent = bank(SqliteSessionStore(tmp_path / "s.db"), Transfers(), [ModelError("down"), "Hello."])
+    chat = agent.chat()
+    with pytest.raises(ModelError):
+        await chat.send("hi")
+    assert await chat.history() == [] and await chat.interrupts() == []
+    assert await chat.last_response() is None and await chat.audit_trail() == []
+    assert (await chat.send("hi")).text == "Hello."

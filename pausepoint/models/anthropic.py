@@ -329,13 +329,11 @@ def _process_response(message: SdkMessage) -> ModelResponse:
         elif block.type == "tool_use":
             parts.append(ToolRequestPart(block.name, block.input, call_id=block.id, provider_metadata=_kept(thinking)))
             thinking = []
-    usage = message.usage
+    input_tokens, cache_writes, cache_reads, output_tokens = _counts(message.usage)
     return ModelResponse(
         Message("model", parts),
         _map_finish_reason(message.stop_reason),
-        _map_usage(
-            usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens, usage.output_tokens
-        ),
+        _map_usage(input_tokens, cache_writes, cache_reads, output_tokens),
     )
 
 
@@ -389,9 +387,8 @@ async def _process_streamed_response(
     stopped = False
     async for event in stream:
         if event.type == "message_start":
-            usage = event.message.usage
-            input_tokens = [usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens]
-            output_tokens = usage.output_tokens
+            *started, output_tokens = _counts(event.message.usage)
+            input_tokens = list(started)
         elif event.type == "content_block_start":
             start = event.content_block
             if start.type == "text":
@@ -426,18 +423,16 @@ async def _process_streamed_response(
                     on_chunk(ToolCallDelta(block.tool_index, None, None, delta.partial_json))
         elif event.type == "message_delta":
             stop_reason = event.delta.stop_reason or stop_reason
-            usage_delta = event.usage
             # message_delta counts are cumulative; they supersede message_start's
-            for i, value in enumerate(
-                (usage_delta.input_tokens, usage_delta.cache_creation_input_tokens, usage_delta.cache_read_input_tokens)
-            ):
+            *counted, counted_output = _counts(event.usage)
+            for i, value in enumerate(counted):
                 if value is not None:
                     input_tokens[i] = value
-            output_tokens = usage_delta.output_tokens
+            output_tokens = counted_output if counted_output is not None else output_tokens
         elif event.type == "message_stop":
             stopped = True
     if not stopped:
-        raise ModelUnavailable("the anthropic stream ended before message_stop", provider=PROVIDER)
+        raise ModelUnavailable(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
     parts: list[Part] = []
     thinking: list[dict[str, Any]] = []  # the thinking blocks since the last part
     for _, block in sorted(blocks.items()):
@@ -462,6 +457,17 @@ def _parse_arguments(text: str, start_input: Any) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         return text
+
+
+def _counts(usage: Any) -> tuple[int | None, int | None, int | None, int | None]:
+    """Input tokens, cache writes, cache reads and output tokens of a reply's ``usage``; None for
+    each one it lacks (a gateway may strip ``usage`` altogether)."""
+    return (
+        getattr(usage, "input_tokens", None),
+        getattr(usage, "cache_creation_input_tokens", None),
+        getattr(usage, "cache_read_input_tokens", None),
+        getattr(usage, "output_tokens", None),
+    )
 
 
 def _map_usage(
@@ -503,7 +509,7 @@ def _map_errors() -> Iterator[None]:
     except sdk.APITimeoutError as exc:
         raise ModelTimeout(f"{PROVIDER}: no answer in time", provider=PROVIDER) from exc
     except sdk.APIConnectionError as exc:
-        raise ModelUnavailable(f"{PROVIDER}: could not connect: {exc.message}", provider=PROVIDER) from exc
+        raise ModelUnavailable(f"{PROVIDER}: the connection failed: {exc.message}", provider=PROVIDER) from exc
     except sdk.APIResponseValidationError as exc:
         raise ModelOutputError(f"{PROVIDER}: unusable response: {exc.message}", provider=PROVIDER) from exc
     except sdk.CredentialsError as exc:

@@ -396,7 +396,7 @@ class _Collector:
             raise error
         if self.block_reason is None and self.finish_reason is None:
             if streamed:
-                raise ModelUnavailable("the googleai stream ended before a finish reason", provider=PROVIDER)
+                raise ModelUnavailable(f"{PROVIDER}: the stream ended before a finish reason", provider=PROVIDER)
             if not self.parts:
                 raise ModelOutputError(
                     f"{PROVIDER}: Gemini returned no candidate and no block reason", provider=PROVIDER

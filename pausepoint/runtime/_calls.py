@@ -114,6 +114,8 @@ class SessionCalls:
         # the id was taken meanwhile). With a caller's id, the id must not exist yet (``new``).
         self._is_new = session_id is None or new
         self._create_only = new
+        # ``agent.chat()``'s own id, until a call on it succeeds: read as empty while no session has it.
+        self._fresh = session_id is None
         # 128 random bits in hex: safe in URLs and on command lines (never starts with "-").
         self.session_id = session_id if session_id is not None else secrets.token_hex(16)
         self.principal = principal
@@ -418,7 +420,7 @@ class SessionCalls:
                     raise self._taken(await self.agent.store.get_summary(self.session_id)) from None
                 raise
             sessions.stopped.ended(self.session_id, failed=False)
-            self._is_new = self._create_only = False
+            self._is_new = self._create_only = self._fresh = False
             return result
 
     def _taken(self, found: SessionSummary | None) -> PausepointError:
@@ -448,7 +450,7 @@ class SessionCalls:
             async with lock:
                 return await self.agent.sessions.refresh(self.session_id)
         except SessionNotFound:
-            if self._is_new and not self._create_only:  # ``agent.chat()``, its first send not made yet
+            if self._fresh:  # ``agent.chat()``, its first send not made yet (or failed before writing)
                 return SessionState(self.session_id)
             raise
 

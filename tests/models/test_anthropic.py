@@ -193,6 +193,28 @@ async def test_usage_counts_cached_input_tokens():
     assert (response.usage.input_tokens, response.usage.output_tokens) == (105, 2)
 
 
+async def test_a_reply_without_usage_is_a_reply_with_no_counts():
+    """A gateway may strip ``usage`` (found by a probe: an AttributeError, as a ModelError)."""
+    body = message([text("ok")])
+    del body["usage"]
+    start = {key: value for key, value in message([], stop_reason=None).items() if key != "usage"}
+    streamed = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": "ok"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    with WireServer(scripted([Json(body), Sse(streamed)])) as server:
+        model = model_for(server)
+        replied = await model.generate(ModelRequest([user("Hi")]))
+        streamed_reply = await model.generate(ModelRequest([user("Hi")]), lambda chunk: None)
+    for response in (replied, streamed_reply):
+        assert response.message.parts == [TextPart("ok")] and response.finish_reason == "stop"
+        assert (response.usage.input_tokens, response.usage.output_tokens) == (None, None)
+
+
 # -- errors and retries --------------------------------------------------------------------------------
 
 
