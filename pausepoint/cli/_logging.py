@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["LEVELS", "JsonFormatter", "add_arguments", "configure"]
+__all__ = ["LEVELS", "JsonFormatter", "TextFormatter", "add_arguments", "configure"]
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -58,6 +58,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+# Characters a terminal or a log reader acts on (C0, DEL, C1): in a text log's message, shown as
+# ``\xNN`` instead.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class TextFormatter(logging.Formatter):
+    r"""A line of text per record. A message quotes what anyone may send (a request's path): its
+    control characters are written as ``\xNN``, so nobody writes a line of their own (a line
+    break) or drives the terminal that shows the log (an escape sequence). A traceback stays as
+    it is."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        record.message = _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", record.message)
+        return super().formatMessage(record)
+
+
 def add_arguments(parser: Any, *, default: str) -> None:
     parser.add_argument(
         "--log-level",
@@ -76,7 +92,7 @@ def configure(level: str, log_format: str) -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for name in ("pausepoint", "uvicorn"):
         logger = logging.getLogger(name)
         logger.handlers = [handler]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import signal
 import socket
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -105,12 +107,25 @@ def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
 
 
 def serve_until_stopped(app: Any, sock: socket.socket, on_ready: Callable[[], None], log_level: str = "warning") -> int:
-    """Serve ``app`` on ``sock`` until Ctrl+C or SIGTERM, then close it; the exit status (0)."""
+    """Serve ``app`` on ``sock`` until Ctrl+C or SIGTERM, then close it; the exit status (0).
+
+    uvicorn raises the signal that stopped it again once it has stopped serving, with the
+    handler that was there before; SIGTERM's default would end the process there, before what
+    the caller does after serving (sending the spans still waiting), and with status 143. So
+    SIGTERM is taken here while serving: uvicorn handles it, and its echo is let go.
+    """
+    previous = signal.signal(signal.SIGTERM, lambda *_: None) if _main_thread() else None
     try:
         run_event_loop(serve(app, sock, on_ready, log_level))
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     print("stopped", flush=True)
     return 0
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()

@@ -12,10 +12,12 @@ also counted by route template (``/v1/agents/{agent}/sessions/{session_id}``), n
 from __future__ import annotations
 
 import logging
+import re
 from contextvars import ContextVar
 from time import perf_counter
 from typing import Any
 
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["RequestLog", "note_principal"]
@@ -81,16 +83,15 @@ class RequestLog:
 
 
 def _route(scope: Scope) -> str:
-    """The matched route's template: the path with each path parameter's value named instead."""
-    path: str = scope["path"]
-    root = scope.get("root_path", "")
-    if root and path.startswith(root):
-        path = path[len(root) :]
-    params = scope.get("path_params") or {}
-    if not params and "endpoint" not in scope:
-        return "(unmatched)"
-    segments = path.split("/")
-    for name, value in params.items():
-        text = str(value)
-        segments = ["{" + name + "}" if s == text else s for s in segments]
-    return "/".join(segments) or "/"
+    """The template of the route that matched (Starlette notes it in ``scope["route"]``), never
+    the path: ``/v1/agents/{agent}/sessions/{session_id}``; a mount's, ``/console/{path}`` (the
+    files under it are many, and anyone may ask for any name)."""
+    route = scope.get("route")
+    if isinstance(route, Mount):
+        return f"{route.path}/{{path}}"
+    if isinstance(route, Route):
+        return _CONVERTOR.sub(r"{\1}", route.path)  # ``{action:str}``: named as ``{action}``
+    return "(unmatched)"
+
+
+_CONVERTOR = re.compile(r"\{(\w+):\w+\}")

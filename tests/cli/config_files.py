@@ -64,8 +64,9 @@ class Served:
 
 
 @contextmanager
-def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """``python -m pausepoint serve ARGS`` until the block ends, then Ctrl+C: it must stop cleanly."""
+def serving(*args: str, env: dict[str, str] | None = None, stop: int = signal.SIGINT) -> Iterator[Served]:
+    """``python -m pausepoint serve ARGS`` until the block ends, then Ctrl+C (or ``stop``): it
+    must stop cleanly."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "pausepoint", "serve", *args],
         cwd=ROOT,
@@ -87,7 +88,7 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
         assert match, printed
         served = Served(match[1], "".join(printed))
         yield served
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         out, served.stderr = proc.communicate(timeout=30)
         assert proc.returncode == 0, served.stderr
         assert "stopped" in out and "Traceback" not in served.stderr, served.stderr

@@ -73,6 +73,9 @@ async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_pat
             assert (
                 await http.get("/v1/ops/deliveries", headers={"Authorization": "Bearer ops-token"})
             ).status_code == 200
+            for name in ("a1b2c3.js", "x/y/z.css", "%2e%2e/secret"):  # any name anyone may ask for
+                await http.get(f"/console/{name}")
+            await http.get("/v1/agents/bankingAgent/sessions/sessions", headers=alice)
             scraped = await http.get("/metrics")
     finally:
         proc.send_signal(signal.SIGINT)
@@ -90,6 +93,13 @@ async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_pat
     assert value(found, "pausepoint_store_duration_seconds_count", backend="sqlite", operation="append") >= 2
     route = "/v1/agents/{agent}/sessions/{session_id}/interrupts/{ref}/{action}"
     assert value(found, "pausepoint_http_requests_total", method="POST", route=route, status="200") == 1
+    # A route label is a template: files under the console are one, whatever their names (a
+    # probe found one series per name asked for), and a path is never taken apart by its values.
+    routes = {labels["route"] for (name, labels) in ((n, dict(ls)) for n, ls in found) if "route" in labels}
+    assert value(found, "pausepoint_http_requests_total", method="GET", route="/console/{path}", status="404") == 3
+    one_session = "/v1/agents/{agent}/sessions/{session_id}"
+    assert value(found, "pausepoint_http_requests_total", method="GET", route=one_session, status="404") == 1
+    assert not any(part in r for r in routes for part in ("a1b2c3", "z.css", "secret", body["session_id"]))
 
     assert TOKEN not in err and PAYLOAD not in err and "token=" not in err
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
@@ -141,3 +151,28 @@ def test_a_json_log_line_keeps_no_escape_sequence():
     entry = json.loads(JsonFormatter().format(record))
     assert (entry["message"], entry["path"]) == ("red x", "/v1/agents")
     assert "color_message" not in entry
+
+
+async def test_a_text_log_line_is_one_line_that_drives_no_terminal():
+    """The path is anyone's to choose: in the text log (the default format) a line break or an
+    escape sequence in it is written as ``\\xNN`` (found by a probe: a line of one's own, forged
+    without credentials, and colours)."""
+    proc = start("serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--log-level", "info")
+    try:
+        assert proc.stdout is not None
+        printed = ""
+        for line in proc.stdout:
+            printed += line
+            if line.startswith("Ctrl+C"):
+                break
+        base = re.search(r"at (http://127\.0\.0\.1:\d+)", printed)[1]
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            forged = "/x%1B[31mRED%0D%0A2026-01-01 00:00:00,000 INFO pausepoint.server.access: forged"
+            assert (await http.get(forged)).status_code == 404
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert "\x1b" not in err and "\r" not in err
+    [line] = [line for line in err.splitlines() if "RED" in line]
+    assert "GET /x\\x1b[31mRED\\x0d\\x0a2026-01-01" in line and line.endswith(" 404 " + line.split(" 404 ")[-1])
+    assert not any(line.startswith("2026-01-01 00:00:00,000") for line in err.splitlines())
