@@ -6,8 +6,8 @@ limits, the expiry sweep, single sign-on — and every flag given beside it wins
 from __future__ import annotations
 
 import asyncio
-import signal
 import json
+import signal
 import socket
 import sqlite3
 import time
