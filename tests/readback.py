@@ -29,11 +29,11 @@ _LAST = TypeAdapter(AgentResponse | None)
 
 
 async def view(store: SessionStore, session_id: str) -> dict[str, Any]:
-    """What a fresh agent (nothing cached) reads of the session, as plain JSON."""
-    agent = Pausepoint().define_agent(name="reader", model=ScriptedModel([]), store=store)
-    chat = agent.chat(session_id)
+    """What a fresh agent of the session's (nothing cached) reads of it, as plain JSON."""
     try:
         summary = await store.get_summary(session_id)
+        name = summary.agent if summary is not None and summary.agent else "reader"
+        chat = Pausepoint().define_agent(name=name, model=ScriptedModel([]), store=store).chat(session_id)
         return {
             "version": None if summary is None else summary.version,
             "history": _MESSAGES.dump_python(await chat.history(), mode="json"),

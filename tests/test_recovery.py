@@ -189,3 +189,33 @@ async def test_a_keyed_answers_retry_completes_once_the_process_that_took_it_is_
         ["transfer:5"],
     )
     assert await retry.approve(pause.ref, idempotency_key="yes-once") == res  # replayed, not run again
+
+
+async def test_a_message_after_a_keyed_answers_lost_turn_ends_it_first(store):
+    """The answer is recorded, its tool runs, and the process dies while the model answers. A
+    message from another process goes on at once; a retry of the answer with its key then gets
+    its own turn's end (lost), not the end of the turn the message started (found by a probe)."""
+    clock, ledger = Clock(), []
+    arrived, never = asyncio.Event(), asyncio.Event()
+
+    async def dying(request):
+        if request.messages[-1].role == "user":
+            return [tool_call("transfer", {"amount": 5})]
+        arrived.set()
+        await never.wait()  # the process "dies" while the model answers the approval
+
+    mortal = Mortal(store)
+    chat = gated_bank(mortal, clock, dying, ledger).chat()
+    [pause] = (await chat.send("pay 5")).interrupts
+    task = asyncio.create_task(chat.approve(pause.ref, idempotency_key="yes-once"))
+    await arrived.wait()
+    mortal.dead = True
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    other = gated_bank(store, clock, ["Hello again."], ledger).chat(chat.session_id)
+    assert (await other.send("hello")).text == "Hello again."
+    retried = await other.approve(pause.ref, idempotency_key="yes-once")
+    assert retried.finish_reason == AgentFinishReason.FAILED and retried.error.startswith("lost: ")
+    assert retried.text != "Hello again." and ledger == ["transfer:5"]

@@ -121,6 +121,7 @@ class Agent:
             Appender(store, self._event_targets, self._webhook_tenants),
             telemetry or Telemetry(tracing=False),
             cache_size=cache_size,
+            agent=name,
         )
         """Internal, not part of the public API: what this process keeps for the sessions the agent
         serves (``LocalSessions``: cached states, locks, background tasks, checkpoint writes)."""

@@ -57,8 +57,8 @@ from ..stores import LogEntry, SessionStore, SessionSummary
 from ..tools._tool import jsonable
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
-from ._launch import Launch, lost_turn_end
-from ._sessions import LocalSessions
+from ._launch import Launch, lost_call_end, lost_turn_end
+from ._sessions import LocalSessions, OthersSession
 
 __all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id", "message_hash"]
 
@@ -154,9 +154,8 @@ class SessionCalls:
         launch: Launch | None = None,
         key: str | None = None,
     ) -> AgentResponse:
-        """Send ``user`` (checked by ``user_message``); a message sent again with the same
-        ``key`` by the same principal gets the first one's outcome (``_replay``), never a second
-        turn."""
+        """Send ``user`` (checked by ``user_message``); sent again with the same ``key`` by the
+        same principal, it gets the first one's outcome (``_replay``), never a second turn."""
         digest = message_hash(user, principal or self.principal) if key is not None else None
 
         async def op(state: SessionState) -> AgentResponse:
@@ -184,6 +183,8 @@ class SessionCalls:
             turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
             await turn.recover(lost, known)
             self._end_lost_turn(turn, now)
+            if turn.state.awaiting_model and turn.state.unended_keys:  # a keyed call's turn, lost
+                turn.journal.add(lost_call_end(turn.state, now))
             actor = principal or self.principal
             sent = MessageAdded(user, at=now, principal=actor, via=via, idempotency_key=key, request_hash=digest)
             if launch is None:
@@ -403,7 +404,9 @@ class SessionCalls:
             elif creating:
                 try:
                     state = await sessions.refresh(self.session_id)
-                except SessionNotFound:  # a caller-chosen id: the first send creates the session
+                except SessionNotFound as exc:  # a caller-chosen id: the first send creates the session
+                    if isinstance(exc, OthersSession):
+                        raise
                     check_session_id(self.session_id)
                     state = SessionState(self.session_id)
             else:
@@ -463,7 +466,7 @@ class SessionCalls:
         for entry in found.entries:
             state.apply(decode_record(entry.data))
         state.durable_version = state.version
-        return state
+        return self.agent.sessions.owned(state)
 
     def stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
         return TurnStream(run, self.agent.sessions.tasks)
@@ -591,7 +594,6 @@ def check_session_id(session_id: str) -> str:
 
 
 def message_hash(user: Message, principal: str | None) -> str:
-    """A digest of a message and who sends it, to tell a retry from a reuse of its idempotency
-    key (as ``request_hash`` is an answer's)."""
+    """A digest of a message and who sends it: a retry's is the same (``request_hash``, an answer's)."""
     canonical = json.dumps(["message", jsonable(user), principal], sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -39,7 +39,7 @@ from ..stores import SessionStore
 from ..turn._turn import Turn
 from ._sessions import LocalSessions, Running
 
-__all__ = ["Launch", "TurnStatus", "end_status", "inside", "lost_turn_end", "status_of"]
+__all__ = ["Launch", "TurnStatus", "end_status", "inside", "lost_call_end", "lost_turn_end", "status_of"]
 
 log = logging.getLogger("pausepoint")
 
@@ -82,6 +82,19 @@ def lost_turn_end(state: SessionState, turn: Detached, now: datetime) -> TurnEnd
         message_index=state.last_model_index(),
         at=now,
         started=turn.version,
+    )
+
+
+def lost_call_end(state: SessionState, now: datetime) -> TurnEnded:
+    """The end recorded, before a new message, for a call whose turn awaits the model and never
+    ended (its process stopped): so a retry with its idempotency key gets this end, not the end
+    of the turn the message starts."""
+    return TurnEnded(
+        turn=state.turn,
+        finish_reason=AgentFinishReason.FAILED.value,
+        error="lost: the process running this turn stopped before the model answered; a message was sent since",
+        message_index=state.last_model_index(),
+        at=now,
     )
 
 

@@ -46,7 +46,12 @@ from ..turn._journal import Appender, Journal
 from ..turn._telemetry import Telemetry
 from ._stopped import StoppedCalls
 
-__all__ = ["LocalSessions", "Running"]
+__all__ = ["LocalSessions", "OthersSession", "Running"]
+
+
+class OthersSession(SessionNotFound):
+    """A session of another agent on the same store: not this agent's to read or continue (as
+    the REST API says, 404). A message never makes it this agent's either."""
 
 log = logging.getLogger("pausepoint")
 
@@ -76,7 +81,10 @@ class LocalSessions:
         *,
         cache_size: int = 1024,
         checkpoint_every: int | None = 64,
+        agent: str = "",
     ) -> None:
+        #: the agent whose sessions these are ("": any agent's)
+        self.agent = agent
         #: how records reach the store (the store itself: ``store``)
         self.appender = appender
         self.telemetry = telemetry
@@ -125,7 +133,18 @@ class LocalSessions:
         return self._cache.get(session_id)
 
     async def refresh(self, session_id: str) -> SessionState:
-        """The session's state, brought up to date with the store. Raises ``SessionNotFound``."""
+        """The session's state, brought up to date with the store. Raises ``SessionNotFound``
+        (``OthersSession`` for a session of another agent)."""
+        return self.owned(await self._refresh(session_id))
+
+    def owned(self, state: SessionState) -> SessionState:
+        """``state``, if it is a session of this agent; ``OthersSession`` otherwise."""
+        if self.agent and state.agent and state.agent != self.agent:
+            self.forget(state.session_id)
+            raise OthersSession(f"no session {state.session_id!r}", session_id=state.session_id)
+        return state
+
+    async def _refresh(self, session_id: str) -> SessionState:
         state = self._cache.get(session_id)
         if state is not None and (state.version != state.durable_version or _base_may_be_gone(state)):
             # It holds records that were never written, or reads its items from a base the
@@ -164,7 +183,7 @@ class LocalSessions:
         """The session's state as the store holds it, the cached one dropped first. Raises
         ``SessionNotFound``."""
         self._cache.pop(session_id, None)
-        return await self.refresh(session_id)
+        return self.owned(await self._refresh(session_id))
 
     def remember(self, state: SessionState) -> None:
         """Cache ``state`` as the session's latest (the least recently used session beyond
