@@ -463,6 +463,8 @@ def _user_message(message: str | Message | Sequence[Part]) -> str | list[TextPar
     """A user message as ``SendBody`` takes it; other parts raise ``InvalidMessage`` (as a local chat does)."""
     if isinstance(message, str):
         return message
+    if not isinstance(message, Message | list | tuple):
+        raise core_errors.InvalidMessage(f"a user message is text, a Message or a list of parts, not {message!r}")
     parts = message.parts if isinstance(message, Message) else list(message)
     for part in parts:
         if not isinstance(part, TextPart | MediaPart):
@@ -509,8 +511,9 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
     try:
         error = json.loads(content)["error"]
         code, message, details = str(error["code"]), str(error["message"]), dict(error.get("details") or {})
-        for echo in ("code", "reason"):  # repeated in details for Genkit's clients
-            details.pop(echo, None)
+        details.pop("code", None)  # repeated in details for Genkit's clients, as is Genkit's
+        if str(details.get("reason", "")).isupper():  # reason (INVALID_RESUME): an error's own is lower case
+            details.pop("reason")
     except (ValueError, KeyError, TypeError):
         kind = core_errors.ServerError if status >= 500 else core_errors.UsageError
         return kind(f"HTTP {status}: {content[:200].decode(errors='replace')}", status=status)

@@ -300,6 +300,8 @@ async def test_genkits_call_shapes_define_the_same_tools_and_agents():
         ai.define_interrupt("raw", input_schema={"type": "object"})  # type: ignore[arg-type]
     with pytest.raises(DefinitionError, match="not none"):
         ai.define_interrupt("bare")
+    with pytest.raises(DefinitionError, match=r"output_schema must be a type .* not a dict"):  # was a SchemaError
+        ai.define_interrupt("raw_out", input_schema=Question, output_schema={"type": "object"})  # type: ignore[arg-type]
 
 
 async def test_a_batch_answered_from_two_processes_streams_its_tool_message_where_it_completes(tmp_path):

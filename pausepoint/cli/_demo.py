@@ -136,7 +136,11 @@ def _earlier_pauses(db: str, *, fresh: bool) -> None:
         print("Start with --fresh to clear them: they are recorded as cancelled, and nothing of them runs.\n")
         return
     if not fresh:
-        answer = input("Clear them? They are recorded as cancelled, and nothing of them runs. [y/N] ")
+        try:
+            answer = input("Clear them? They are recorded as cancelled, and nothing of them runs. [y/N] ")
+        except EOFError:  # Ctrl+D: no
+            answer = ""
+            print()
         if answer.strip().lower() not in ("y", "yes"):
             print("Kept: they wait in the inbox.\n")
             return

@@ -210,4 +210,6 @@ def backend_of(url: str) -> Backend:
         return "redis"
     if scheme == "memory":
         return "memory"
-    raise CliError(f"unknown store URL {url!r}: use sqlite:///file.db, postgresql://..., redis://... or memory:")
+    raise CliError(
+        f"unknown store URL {redacted(url)!r}: use sqlite:///file.db, postgresql://..., redis://... or memory:"
+    )

@@ -175,6 +175,11 @@ class Pausepoint:
                 f"interrupt {name!r}: input_schema must be a pydantic model class (what the model fills "
                 f"in, validated on every call), not {given}; a JSON schema dict is not taken"
             )
+        if isinstance(output_schema, dict):
+            raise DefinitionError(
+                f"interrupt {name!r}: output_schema must be a type (a pydantic model class, say: what "
+                "respond() output is validated as), not a dict; a JSON schema dict is not taken"
+            )
         signal_ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
         if signal_ttl is not None and (not isinstance(signal_ttl, timedelta) or signal_ttl <= timedelta(0)):
             raise DefinitionError(

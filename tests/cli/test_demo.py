@@ -206,6 +206,14 @@ def test_a_new_demo_run_says_what_earlier_runs_left_open_and_offers_to_clear_it(
     child.expect_exact("you> ")
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+    child = spawn("demo", "--terminal", "--model", "scripted", "--db", str(db))  # Ctrl+D at the question: no
+    terminals.append(child)
+    child.expect_exact("[y/N] ")
+    child.sendeof()
+    child.expect_exact("Kept: they wait in the inbox.")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
 
     third = _demo(db, "--fresh", data="/quit\n")
     assert "Cleared 1 open pause (recorded as cancelled: cleared when a new demo started)." in third

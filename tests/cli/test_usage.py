@@ -52,6 +52,7 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["serve", "tests.cli.apps:missing"], "module 'tests.cli.apps' has no attribute 'missing'"),
         (["serve", "tests.cli.apps:bank_ai", "--token", "alice"], "--token wants NAME=TOKEN, not 'alice'"),
         (["serve", "tests.cli.apps:bank_ai", "--store", "ftp://x"], "unknown store URL 'ftp://x'"),
+        (["serve", "tests.cli.apps:bank_ai", "--store", "mysql://u:hunter2@h/x"], "unknown store URL 'mysql://u:****@h/x'"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice"], "--approver wants NAME:TOKEN or NAME:TOKEN:ROLE"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice:a:tresury"], "defines the role(s) tresury"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice:a:treasury"], "needs 2 approvals, but only 1"),

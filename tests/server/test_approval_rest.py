@@ -242,7 +242,7 @@ async def test_the_python_client_gives_counts_lists_and_revokes_like_a_local_cha
     grant given with an approval (not dropped on the way), listed and revoked."""
     from pausepoint import Grant
     from pausepoint.client import Client
-    from pausepoint.errors import AlreadyApproved, GrantNotFound
+    from pausepoint.errors import AlreadyApproved, ApprovalForbidden, GrantNotFound
 
     async with Client(f"{bank.url}/quorum", token="d") as dave, Client(f"{bank.url}/quorum", token="a") as alice:
         asked = dave.agent("bank").chat()
@@ -257,6 +257,9 @@ async def test_the_python_client_gives_counts_lists_and_revokes_like_a_local_cha
     async with Client(f"{bank.url}/grants", token="d") as dave, Client(f"{bank.url}/grants", token="b") as bob:
         asked = dave.agent("bank").chat()
         [pause] = (await asked.send("pay 40 to y")).interrupts
+        with pytest.raises(ApprovalForbidden) as own:  # dave decides no transfer: its reason is kept (a probe)
+            await asked.resume(restart=[pause.restart()])
+        assert own.value.details["reason"] == "role"
         chat = bob.agent("bank").chat(asked.session_id)
         await chat.resume(restart=[pause.restart(grant=Grant(uses=1))])
         [grant] = await chat.grants()

@@ -183,6 +183,9 @@ async def test_a_user_message_of_other_parts_is_refused_before_sending() -> None
         async with Client(server.url) as client:
             with pytest.raises(InvalidMessage, match="text and media"):
                 await client.agent("bank").chat().send([TextPart("Hi"), ToolRequestPart("pay", {"amount": 5})])
+            for not_a_message in (None, 5, {"text": "Hi"}):  # a local chat's error, not a TypeError (a probe)
+                with pytest.raises(InvalidMessage):
+                    await client.agent("bank").chat().send(not_a_message)  # type: ignore[arg-type]
     assert server.requests == []
 
 
