@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from .. import demo
-from ..errors import SessionNotFound
+from ..errors import SessionNotFound, StoreError
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..stores import SqliteSessionStore
@@ -78,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if args.session is not None and not args.terminal:
         raise CliError("--session continues a chat in the terminal: give --terminal too (the console lists sessions)")
     _logging.configure(args.log_level, args.log_format)
-    _earlier_pauses(args.db, fresh=args.fresh)
+    try:  # the first read of the file: one that is no database, or in no folder, is said so here
+        _earlier_pauses(args.db, fresh=args.fresh)
+    except StoreError as exc:
+        raise CliError(f"the session store cannot be used: {exc}") from exc
     choice = choose_model(args.model, threads=args.threads)
     options: dict[str, Any] = {}
     if choice.guided:

@@ -224,6 +224,10 @@ class SqliteSessionStore:
                     raise StoreError(f"{self._name} stayed locked for {self._busy_timeout}s") from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
+            except (sqlite3.DatabaseError, sqlite3.InterfaceError) as exc:
+                if isinstance(exc, sqlite3.IntegrityError):  # a constraint: the operation's own to read
+                    raise
+                raise StoreError(f"SQLite error on {self._name}: {exc}") from exc  # no database file, say
 
     # -- the contract -------------------------------------------------------------------------
 

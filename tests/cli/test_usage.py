@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from importlib.metadata import version
@@ -9,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from pausepoint import Pausepoint
 from pausepoint.cli import CliError, main, store_from_url
+from pausepoint.errors import StoreError
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
+from pausepoint.testing import ScriptedModel
 from tests.cli.conftest import ROOT, cli_env
 
 
@@ -131,3 +135,24 @@ def test_store_from_url_takes_the_backends_options():
     assert (type(redis).__name__, getattr(redis, "prefix", None)) == ("RedisSessionStore", "payments:")
     with pytest.raises(CliError, match="a redis store takes no 'schema' option"):
         store_from_url("redis://127.0.0.1:6379/0?schema=payments")
+
+
+def test_a_file_that_is_no_database_is_a_clear_error_everywhere(tmp_path, capsys):
+    """Found by a probe: sqlite3.DatabaseError, a traceback (exit 1) from the CLI and a 500 from
+    the server; the Python API raises StoreError, the CLI exits 2 saying why."""
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    for argv in (
+        ["demo", "--terminal", "--model", "scripted", "--db", str(junk)],
+        ["demo", "--terminal", "--model", "scripted", "--db", str(tmp_path / "no" / "such" / "x.db")],
+        ["chat", "tests.cli.apps:bank_agent", "--db", str(junk)],
+    ):
+        assert main(argv) == 2, argv
+        assert "the session store cannot be used: SQLite error on" in capsys.readouterr().err
+
+    async def send() -> None:
+        agent = Pausepoint().define_agent(name="a", model=ScriptedModel(["x"]), store=SqliteSessionStore(junk))
+        await agent.chat().send("hi")
+
+    with pytest.raises(StoreError, match="file is not a database"):
+        asyncio.run(send())
