@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
+import threading
 from typing import Any, TextIO
 
 from ..errors import PausepointError, PendingInterrupts
@@ -159,14 +161,19 @@ class TerminalChat:
         """Chat until the person quits or input ends. Returns the exit status (0).
 
         Cancelled (Ctrl+C), it says how to continue the session, if one was written, and
-        re-raises.
+        re-raises. SIGTERM and SIGHUP (a terminal closed) stop it as Ctrl+C does: a tool call
+        cut short is recorded as such, and the session takes its next message at once.
         """
+        stops = _stop_as_ctrl_c()
         try:
             await self._loop(first_messages)
         except asyncio.CancelledError:
             self.say()
             self._say_how_to_continue()
             raise
+        finally:
+            for sig in stops:
+                asyncio.get_running_loop().remove_signal_handler(sig)
         self._say_how_to_continue()
         return 0
 
@@ -454,3 +461,17 @@ _NOTHING: Any = object()
 _CHOICES = {word: word[0] for word in ("approve", "grant", "deny", "respond", "edit", "skip")} | {
     letter: letter for letter in "agdres"
 }
+
+
+def _stop_as_ctrl_c() -> list[signal.Signals]:
+    """Make SIGTERM and SIGHUP interrupt the chat as Ctrl+C does (``asyncio.run`` cancels the
+    chat, which records what it cut short); the signals so taken (none off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    loop = asyncio.get_running_loop()
+    taken = []
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            loop.add_signal_handler(sig, signal.raise_signal, signal.SIGINT)
+            taken.append(sig)
+    return taken

@@ -3,12 +3,13 @@
 import asyncio
 import gc
 import json
+from typing import Any
 
 from examples import banking, shell
 from pausepoint import ApprovalPolicy, FunctionModel, ModelRequest, ModelResponse, Pausepoint, Role
 from pausepoint.errors import ModelUnavailable
 from pausepoint.models.openai import OpenAI
-from pausepoint.testing import ScriptedModel
+from pausepoint.testing import ScriptedModel, tool_call
 from tests.approval_apps import Transfer, script, treasury
 from tests.approval_apps import build as build_bank
 
@@ -68,3 +69,26 @@ pay_ai = _pay_app()
 # one of treasury who did not ask for it, who may grant later transfers for the session.
 quorum_agent, _, quorum_ledger = build_bank(policy=treasury(quorum={"transfer_money": 2}))
 grant_agent, _, grant_ledger = build_bank(policy=treasury(grantable=["transfer_money"], separation_of_duties=True))
+
+
+def _slow_app() -> Pausepoint:
+    """A tool that takes a minute (``slow_agent``): long enough to stop the chat while it runs."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def wait_a_minute(seconds: int) -> str:
+        """Wait."""
+        await asyncio.sleep(seconds)
+        return "waited"
+
+    def script(request: ModelRequest) -> Any:
+        asked = request.messages[-1]
+        if asked.role == "user" and "wait" in asked.text:
+            return [tool_call("wait_a_minute", {"seconds": 60})]
+        return "Noted: it may or may not have finished."
+
+    ai.define_agent(name="slow", model=ScriptedModel(script), tools=[wait_a_minute])
+    return ai
+
+
+slow_ai = _slow_app()

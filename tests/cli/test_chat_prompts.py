@@ -4,6 +4,7 @@ before any prompt, a denial without a reason, and the shape an answer must have.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pexpect
 import pytest
 
 from pausepoint.cli import main
+from pausepoint.stores import SqliteSessionStore
 from tests.cli.conftest import ROOT, cli_env, spawn
 
 BANK = "tests.cli.apps:bank_agent"
@@ -138,3 +140,33 @@ def test_respond_shows_the_expected_shape_first(tmp_path, terminals):
     child.expect_exact("you> ")
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+
+
+async def _sessions_in(db):
+    store = SqliteSessionStore(db)
+    try:
+        return await store.list_sessions()
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+def test_sigterm_or_a_closed_terminal_while_a_tool_runs_stops_as_ctrl_c_does(stop, tmp_path, terminals):
+    """Found by a probe: the process died of the signal with the call left "running in another
+    process" for abandon_after (15 min): the session refused every message meanwhile."""
+    import signal
+
+    db = tmp_path / "chat.db"
+    child = spawn("chat", "tests.cli.apps:slow_ai", "--db", str(db))
+    terminals.append(child)
+    child.expect_exact("you> ")
+    child.sendline("wait, please")
+    child.expect_exact("wait_a_minute")
+    child.kill(getattr(signal, stop))
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    assert child.exitstatus == 130 and "Traceback" not in child.before
+    [session] = asyncio.run(_sessions_in(db))
+    again = chat("tests.cli.apps:slow_ai", "--db", str(db), "--session", session.session_id, stdin="hello\n")
+    assert again.returncode == 0, again.stderr
+    assert "Noted: it may or may not have finished." in again.stdout  # taken at once, not refused
