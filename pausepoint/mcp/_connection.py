@@ -263,7 +263,20 @@ class McpConnection:
         after it was sent says that it may or may not have taken effect. The request runs in a
         task of its own, so that a stdio line that cannot be read fails it at once (it may have
         been its answer) instead of after ``call_timeout``.
+
+        A request without effects (listing the tools, before a call) that finds a connection it
+        did not open closed — a server that died or went away while idle — is sent once more,
+        on a new one: so the call after it goes to the server started again.
         """
+        reused = self._live is not None and not self._live.broken
+        try:
+            return await self._send_once(doing, request, effects)
+        except McpUnavailable:
+            if effects or not reused:
+                raise
+            return await self._send_once(doing, request, effects)
+
+    async def _send_once(self, doing: str, request: Callable[[Client], Awaitable[T]], effects: bool) -> T:
         live = await self._open()
         assert live.client is not None
         client = live.client

@@ -234,3 +234,47 @@ async def test_an_approved_call_is_not_sent_to_a_server_redeployed_with_another_
     assert "McpError: MCP server 'bank' changed tool 'transfer' since" in res.text
     assert "was not sent" in res.text
     await connection.aclose()
+
+
+def _stop_bank_servers() -> int:
+    """SIGTERM this process's stdio bank servers (as if they died while idle); how many."""
+    import os
+    import signal
+    from pathlib import Path
+
+    stopped = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (proc / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"tests.mcp.bank_server" in command:
+            os.kill(int(proc.name), signal.SIGTERM)
+            stopped += 1
+    return stopped
+
+
+async def test_an_approval_after_the_stdio_server_died_while_idle_reaches_the_server_started_again(
+    ledger: Ledger,
+) -> None:
+    """Found by a probe: the listing before the call met the closed connection, so the approved
+    call failed (McpUnavailable) and the approval was spent, nothing sent. The docs promise that
+    the next call starts the server again."""
+    import asyncio
+
+    bank = stdio_bank(ledger)
+    try:
+        ai = Pausepoint()
+        agent = gated_agent(ai, await ai.mcp_tools_async(bank, requires_approval={"transfer"}))
+        chat = agent.chat()
+        [pause] = (await chat.send("Move $500 to savings.")).interrupts
+        assert _stop_bank_servers() == 1
+        await asyncio.sleep(0.5)  # it is gone: nothing asks the server anything meanwhile
+        res = await chat.resume(restart=[agent.approval(pause)])
+        assert res.finish_reason == AgentFinishReason.STOP and "McpUnavailable" not in res.text
+        assert ledger.entries("transfer") == [{"tool": "transfer", "amount": 500, "to_account": "savings"}]
+    finally:
+        await bank.aclose()
