@@ -10,6 +10,7 @@ any route sees it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from typing import Any
@@ -105,7 +106,7 @@ def create_app(
     reach = {"links": links is not None, "slack": slack is not None}
     table = route_table(mcp=service.mcp, metrics=prometheus is not None, console=console, **reach)
     service.openapi = dumps(openapi_document(table))
-    middleware = [Middleware(_NoSniff)]
+    middleware = [Middleware(_StoppedMidReply), Middleware(_NoSniff)]
     if request_log or prometheus is not None:
         middleware.append(Middleware(RequestLog, log=request_log, metrics=prometheus))
     middleware.append(Middleware(_OnlyChunked))
@@ -165,6 +166,30 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     service.start_background()
     yield
     await service.close()
+
+
+class _StoppedMidReply:
+    """A reply the stopping server cut short once it had begun (a stream: its last event says
+    so, ``_turns``) ends there: the server's cancellation goes no further, where uvicorn would log
+    it as an application's error with a traceback. One cut short before it began is answered 503
+    ``shutting_down`` (``guarded``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        begun = False
+
+        async def sending(message: Message) -> None:
+            nonlocal begun
+            begun = begun or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            if not begun or scope["type"] != "http":
+                raise
 
 
 class _NoSniff:

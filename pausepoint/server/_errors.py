@@ -36,6 +36,7 @@ __all__ = [
     "failure_json",
     "guarded",
     "http_status",
+    "shutting_down",
     "sse_json",
 ]
 
@@ -209,14 +210,17 @@ def guarded(handler: Handler) -> Handler:
             # The server is stopping and its grace period ran out (uvicorn cancels what is left):
             # say so in the API's shape rather than uvicorn's plain-text 500. A turn runs in a
             # task of its own and is not cut short by this; it may still end before the process.
-            return error_response(
-                core.ShuttingDown(
-                    "the server stopped before it could answer: what the request started may have "
-                    "ended or not. Send it again with the same Idempotency-Key (a message or an answer "
-                    "sent so is never applied twice), or read the session first if it had no key"
-                )
-            )
+            return error_response(shutting_down())
         except Exception as exc:
             return error_response(exc)
 
     return endpoint
+
+
+def shutting_down() -> core.ShuttingDown:
+    """What a request the stopping server cut short is told (its reply, or its stream's last event)."""
+    return core.ShuttingDown(
+        "the server stopped before it could answer: what the request started may have "
+        "ended or not. Send it again with the same Idempotency-Key (a message or an answer "
+        "sent so is never applied twice), or read the session first if it had no key"
+    )

@@ -20,7 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from ..session._json import RESPONSE, dump
 from ..session._response import AgentResponse
 from ..turn._streaming import CHUNK, TurnChunk, TurnStream
-from ._errors import dumps, error_body, error_response, sse_json
+from ._errors import dumps, error_body, error_response, shutting_down, sse_json
 
 __all__ = ["run_turn", "wants_stream"]
 
@@ -114,3 +114,8 @@ async def _events(
         yield frame("response", reply(await stream))
     except Exception as exc:
         yield frame("error", exc)
+    except asyncio.CancelledError:
+        # The server is stopping past its grace period: the stream ends with the error a reply
+        # would have been (503 shutting_down), and the request ends there (the turn, a task of
+        # its own, may still end before the process).
+        yield frame("error", shutting_down())

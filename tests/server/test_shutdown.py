@@ -17,11 +17,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from pausepoint import AgentFinishReason, Pausepoint
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel
 from tests.cli.conftest import ROOT, cli_env
+from tests.server.test_display import sse
 
 APP = """
 import asyncio
@@ -49,7 +51,10 @@ ai.define_agent(
 """
 
 
-def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp_path: Path):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp_path: Path, streamed: bool):
+    """Streamed, the reply had begun (200): its last event is that error (found by a probe: the
+    stream ended with no event, and the server logged a traceback)."""
     started = tmp_path / "started"
     (tmp_path / "slow_app.py").write_text(
         textwrap.dedent(APP.format(started=str(started), db=str(tmp_path / "s.db")))
@@ -71,11 +76,12 @@ def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp
         replies: list[httpx.Response] = []
 
         def send() -> None:
+            accept = {"Accept": "text/event-stream"} if streamed else {}
             replies.append(
                 httpx.post(
                     f"{base}/v1/agents/reporter/sessions",
                     json={"message": "the q3 report, please"},
-                    headers={"Authorization": "Bearer s3cret"},
+                    headers={"Authorization": "Bearer s3cret", **accept},
                     timeout=60,
                 )
             )
@@ -89,12 +95,19 @@ def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp
         proc.send_signal(signal.SIGTERM)
         sender.join(timeout=30)
         [reply] = replies
-        assert reply.status_code == 503, reply.text
-        assert reply.headers["content-type"].startswith("application/json")
-        error = reply.json()["error"]
+        if streamed:
+            assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+            name, data = sse(reply.text)[-1]
+            assert name == "error", reply.text
+            error = data["error"]
+        else:
+            assert reply.status_code == 503, reply.text
+            assert reply.headers["content-type"].startswith("application/json")
+            error = reply.json()["error"]
         assert (error["code"], error["status"]) == ("shutting_down", "UNAVAILABLE")
         assert "Idempotency-Key" in error["message"]
-        proc.wait(timeout=30)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "Exception in ASGI application" not in err, err
         asyncio.run(_the_session_goes_on_at_once(tmp_path / "s.db"))
     finally:
         if proc.poll() is None:
