@@ -15,7 +15,7 @@ from typing import Any
 
 from ..runtime._app import Pausepoint
 from ._errors import CliError
-from ._serve import asgi_only
+from ._serve import asgi_only, check_agents
 from ._serve_app import check_extras, prepare
 from ._settings import ServeSettings, resolve
 from ._targets import load_target
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     settings = resolve(flags, os.environ)
     target = load_target(settings.target)
     if isinstance(target, Pausepoint):
+        check_agents(target)  # as serve does: an app with no agents, a model without its key
         with settings.problems.each():
             check_extras(settings)
         prepare(target, settings, check_only=True)  # raises every problem found

@@ -17,7 +17,7 @@ from ._store_url import FORMS, open_store
 from ._targets import load_target, prepare_model, replace_stores
 from ._web import need_mcp
 
-__all__ = ["add_parser", "asgi_only", "run"]
+__all__ = ["add_parser", "asgi_only", "check_agents", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         return _serve_stdio(target, settings, args)
     provider = None
     if isinstance(target, Pausepoint):
-        _check_agents(target)
+        check_agents(target)
         provider = prepare(target, settings)
         app = build_app(target, settings)
         agents = ", ".join(target.agents)
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             provider.shutdown()  # sends the spans still waiting
 
 
-def _check_agents(target: Pausepoint) -> None:
+def check_agents(target: Pausepoint) -> None:
     """An app to serve has agents, and their models can be used (a cloud model has its key)."""
     if not target.agents:
         raise CliError("the app defines no agents: define one with ai.define_agent(...) before it is served")
@@ -180,7 +180,7 @@ def _serve_stdio(target: Any, settings: ServeSettings, args: argparse.Namespace)
     if not args.mcp_stdio:
         raise CliError("--mcp-stdio wants the principal the MCP client acts as, like --mcp-stdio alice")
     settings.problems.raise_found()
-    _check_agents(target)
+    check_agents(target)
     need_mcp()
     if settings.store is not None:
         replace_stores(list(target.agents.values()), open_store(settings.store))

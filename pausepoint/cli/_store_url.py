@@ -93,6 +93,8 @@ def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreS
             raise CliError(f"{what}: a {backend} store takes no {name!r} option (the options: {takes})")
         if not value:
             raise CliError(f"{what}: {name} is empty")
+    if backend == "sqlite" and "://" in url and not url.split("://", 1)[1].lstrip("/"):
+        raise CliError(f"{what}: no file in {url!r}: use sqlite:///path/to/file.db")  # as serve would
     synchronous = options.get("synchronous")
     if synchronous is not None and synchronous.upper() not in ("FULL", "NORMAL"):
         raise CliError(f"{what}: synchronous must be FULL or NORMAL, not {synchronous!r}")

@@ -32,7 +32,10 @@ def load_target(target: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise CliError(f"no module named {module_name!r} (looked in {os.getcwd()} and sys.path)") from exc
-        raise
+        # a package the app needs and this environment lacks
+        raise CliError(f"importing {module_name!r} failed{_where(exc)}: no module named {exc.name!r}") from exc
+    except SyntaxError as exc:  # the file and line are the error's own
+        raise CliError(f"importing {module_name!r} failed (at {exc.filename}, line {exc.lineno}): {exc.msg}") from exc
     except PausepointError as exc:  # a definition pausepoint refused (a model it does not know, say)
         raise CliError(f"importing {module_name!r} failed{_where(exc)}: {exc}") from exc
     for part in attr.split("."):

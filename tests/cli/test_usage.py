@@ -156,3 +156,26 @@ def test_a_file_that_is_no_database_is_a_clear_error_everywhere(tmp_path, capsys
 
     with pytest.raises(StoreError, match="file is not a database"):
         asyncio.run(send())
+
+
+def test_an_app_that_cannot_be_imported_or_has_no_agents_is_said_so_by_serve_and_config_check(
+    tmp_path, capsys, monkeypatch
+):
+    """Found by a probe: a syntax error or a missing package was a traceback (exit 1), and
+    ``config check`` said ok to an app without agents and to ``sqlite://`` (which serve refuses)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "syntax_app.py").write_text("def f(:\n")
+    (tmp_path / "needs_app.py").write_text("import a_package_nobody_installed\n")
+    (tmp_path / "empty_app.py").write_text("from pausepoint import Pausepoint\nai = Pausepoint()\n")
+    (tmp_path / "empty.toml").write_text('app = "empty_app:ai"\n')
+    (tmp_path / "nofile.toml").write_text('app = "tests.cli.apps:bank_ai"\n[store]\nurl = "sqlite://"\n')
+    monkeypatch.chdir(ROOT)
+    for argv, said in (
+        (["serve", "syntax_app:ai"], "importing 'syntax_app' failed (at "),
+        (["serve", "needs_app:ai"], "needs_app.py, line 1): no module named 'a_package_nobody_installed'"),
+        (["config", "check", str(tmp_path / "empty.toml")], "the app defines no agents"),
+        (["config", "check", str(tmp_path / "nofile.toml")], "nofile.toml:3: store.url: no file in 'sqlite://'"),
+    ):
+        assert main(argv) == 2, argv
+        assert said in capsys.readouterr().err, argv
