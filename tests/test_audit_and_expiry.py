@@ -148,3 +148,22 @@ async def test_a_resume_settles_expired_siblings_it_does_not_answer(store):
     assert res.text == "done"
     outputs = [p.output for p in model.requests[-1].messages[-1].tool_responses]
     assert outputs[0]["denied"] is True and outputs[1] == "deployed by hand"
+
+
+async def test_cancelling_settles_an_expired_pause_by_the_expiry_policy_and_cancels_the_live_ones(store):
+    """Found by a probe: cancel_pending recorded an expired pause as cancelled, where the SPEC says
+    an expired one is resolved by the agent's expiry policy (as every answer to it is refused)."""
+    clock = FakeClock()
+    agent, _ = expiring_agent(
+        store, [[tool_call("ask", {"question": "a"}), tool_call("deploy", {"target": "x"})]], clock,
+        on_expiry=lambda interrupt: {"status": "timed out"},
+    )  # fmt: skip
+    chat = agent.chat()
+    await chat.send("go")
+    clock.advance(minutes=30)  # ask (5 min) expired, deploy (1 h) is live
+    res = await chat.cancel_pending("no longer needed")
+    assert res.finish_reason == AgentFinishReason.ABORTED
+    decisions = {e.name: (e.decision, e.via) for e in await chat.audit_trail() if e.decision != "message"}
+    assert decisions == {"ask": ("expire", "expiry"), "deploy": ("cancel", "python")}
+    outputs = [p.output for p in (await chat.history())[-1].tool_responses]
+    assert outputs == [{"status": "timed out"}, {"cancelled": True, "reason": "no longer needed"}]

@@ -30,7 +30,7 @@ from ._fit import fit
 from ._gate import review
 from ._policy import ApprovalPolicy
 
-__all__ = ["check_answers", "prepare_answers", "request_hash"]
+__all__ = ["check_answers", "message_hash", "prepare_answers", "request_hash"]
 
 
 def prepare_answers(
@@ -159,6 +159,13 @@ def request_hash(answers: Sequence[Answer], metadata: dict[str, Any] | None, pri
         sort_keys=True,
         default=str,
     )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def message_hash(user: Any, principal: str | None) -> str:
+    """What ``request_hash`` is for a message: a digest of the message and who sends it, the
+    same for a retry of it."""
+    canonical = json.dumps(["message", jsonable(user), principal], sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -9,15 +9,13 @@ directly. What it needs of its agent is a ``SessionHost`` (an ``Agent`` is one).
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from ..approval._answers import prepare_answers, request_hash
+from ..approval._answers import message_hash, prepare_answers, request_hash
 from ..approval._context import AnswerContext
 from ..approval._fit import call_name
 from ..content._intake import user_message
@@ -54,13 +52,12 @@ from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, SessionState
 from ..session._views import grant_info, response_for
 from ..stores import LogEntry, SessionStore, SessionSummary
-from ..tools._tool import jsonable
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
 from ._launch import Launch, lost_call_end, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
-__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id", "message_hash"]
+__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id"]
 
 _CLAIM_ATTEMPTS = 20
 
@@ -486,6 +483,10 @@ class SessionCalls:
             self._check_free(state, now)
             if not state.open:
                 raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+            # A pause whose time ran out is settled by the expiry policy, as any answer to it would
+            # be refused: only the live ones are cancelled.
+            expired = self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits)
+            settled = {record.ref for record in expired if isinstance(record, CallAnswered)}
             claims = [
                 CallAnswered(
                     ref=p.record.ref,
@@ -499,10 +500,11 @@ class SessionCalls:
                     reason=reason,
                 )
                 for p in state.open.values()
+                if p.record.ref not in settled
             ]
             turn = self._turn(state, principal, None)
             self._end_lost_turn(turn, now)
-            turn.journal.add(*claims)
+            turn.journal.add(*expired, *claims)
             return await turn.end(AgentFinishReason.ABORTED)
 
         return await self.locked(op, operation="cancel")
@@ -591,9 +593,3 @@ def check_session_id(session_id: str) -> str:
             session_id=session_id if isinstance(session_id, str) else repr(session_id),
         )
     return session_id
-
-
-def message_hash(user: Message, principal: str | None) -> str:
-    """A digest of a message and who sends it: a retry's is the same (``request_hash``, an answer's)."""
-    canonical = json.dumps(["message", jsonable(user), principal], sort_keys=True, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -215,8 +215,10 @@ class Chat:
         """Resolve every paused call as cancelled, so the history stays valid and ``send`` works.
 
         The model sees ``{"cancelled": True, "reason": reason}`` as each call's result; the audit
-        trail records ``principal`` and the channel ``via``. Raises ``NothingToResume`` when
-        nothing is paused, ``InvalidAnswer`` for a reason (or principal) a session cannot keep.
+        trail records ``principal`` and the channel ``via``. A pause whose time ran out is
+        resolved by the agent's expiry policy instead (``via="expiry"``). Raises
+        ``NothingToResume`` when nothing is paused, ``InvalidAnswer`` for a reason (or principal) a
+        session cannot keep.
         """
         return await self.calls.cancel(reason, principal, via)
 
