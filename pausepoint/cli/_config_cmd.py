@@ -105,7 +105,8 @@ def describe(settings: ServeSettings, ai: Pausepoint) -> list[str]:
                 + ")"
             )
     if settings.links is not None:
-        lines.append(f"links      signed ({MASK}), to {settings.links.console_url}/#link=..., for {settings.links.ttl}")
+        ttl = settings.links.ttl.total_seconds()
+        lines.append(f"links      signed ({MASK}), to {settings.links.console_url}/#link=..., for {ttl:g} s")
     if settings.slack is not None:
         lines.append(f"slack      buttons at /v1/slack/actions, signing secret {MASK}")
     for declared in settings.webhooks:

@@ -134,7 +134,8 @@ def fingerprint_of(name: str, input_schema: dict[str, Any], output_schema: dict[
 
 
 class Tool:
-    """A callable tool. Build one with ``Pausepoint.tool()`` or ``Pausepoint.define_interrupt()``.
+    """A tool an agent's model may call (the runtime calls it; the function it wraps is ``fn``).
+    Build one with ``Pausepoint.tool()`` or ``Pausepoint.define_interrupt()``.
 
     ``requires_approval`` (True, or a predicate of the validated input — or of the input and
     the ``ToolRunContext`` — sync or async) makes the runtime pause each call *before* the tool
