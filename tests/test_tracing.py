@@ -104,6 +104,32 @@ async def test_failed_model_calls_and_turns_say_why():
     assert spans["invoke_agent broken"][0]["attributes"]["error.type"] == "model_unavailable"
 
 
+async def test_an_exceptions_message_is_content_kept_out_of_spans_unless_captured():
+    """A model's exception may quote the prompt: its message reached the spans' exception events
+    with content capture off (found by a probe). The spans still say the call failed."""
+    from opentelemetry.trace import StatusCode
+
+    for capture in (False, True):
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        ai = Pausepoint(telemetry=Telemetry(tracer_provider=provider, capture_content=capture))
+
+        def broken(request):
+            raise ValueError("the prompt was: my account number is 12345")
+
+        agent = ai.define_agent(name="broken", model=ai.define_model(name="down", fn=broken))
+        try:
+            await agent.chat().send("hi")
+        except Exception as exc:
+            assert exc.code == "model_error"
+        spans = exporter.get_finished_spans()
+        shown = repr([(s.attributes, [(e.name, e.attributes) for e in s.events], s.status.description) for s in spans])
+        assert ("12345" in shown) is capture, shown
+        [model] = [s for s in spans if s.name == "chat down"]
+        assert model.status.status_code == StatusCode.ERROR
+
+
 def run_worker(*args: str) -> dict:
     done = subprocess.run(
         [sys.executable, "-m", "tests.trace_worker", *args], cwd=ROOT, capture_output=True, text=True, check=False

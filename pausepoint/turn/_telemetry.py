@@ -212,7 +212,11 @@ class Telemetry:
             return nullcontext(None)
         from opentelemetry.trace import SpanKind
 
-        return tracer.start_as_current_span(name, kind=kind or SpanKind.INTERNAL, attributes=attributes)
+        # An exception's message may quote content (a provider's error quoting the prompt): its
+        # event is recorded only with content capture on; the span is marked failed either way.
+        return tracer.start_as_current_span(
+            name, kind=kind or SpanKind.INTERNAL, attributes=attributes, record_exception=self.capture_content
+        )
 
     @contextmanager
     def _turn(self, agent: str, session_id: str, operation: str) -> Iterator[_Handle]:
