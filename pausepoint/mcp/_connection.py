@@ -478,9 +478,9 @@ class McpConnection:
             if isinstance(self.target, StdioServerParameters)
             else self.target
         )
-        if isinstance(exc, MCPError):
-            return McpError(f"MCP server {self.name!r} refused the connection: {exc.message}", server=self.name)
-        detail = _root(exc)
+        detail = _root(exc)  # inside the task group's ExceptionGroup, as often as not
+        if isinstance(detail, MCPError):  # it answered, with a JSON-RPC error (credentials, say)
+            return McpError(f"MCP server {self.name!r} refused the connection: {detail.message}", server=self.name)
         return McpUnavailable(
             f"MCP server {self.name!r} could not be started or reached ({where}): {type(detail).__name__}: {detail}",
             server=self.name,

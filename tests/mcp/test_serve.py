@@ -245,3 +245,20 @@ async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once(served
         assert unnamed[0] == "error" and "needs a session_id" in unnamed[1]
         inbox = await call(alice, "list_pending", agent=AGENT)
         assert [len(s["pauses"]) for s in inbox if s["session_id"] == "mcp-keyed-1"] == [1]
+
+
+async def test_a_server_that_refuses_the_credentials_is_an_mcp_error_not_unreachable(served: str) -> None:
+    """It was reached and answered (a JSON-RPC error): McpError, where a probe found
+    McpUnavailable ("could not be started or reached")."""
+    from pausepoint import Pausepoint
+    from pausepoint.errors import McpError
+    from pausepoint.mcp import McpConnection
+
+    connection = McpConnection.http(f"{served}/mcp")
+    try:
+        with pytest.raises(McpError) as refused:
+            await Pausepoint().mcp_tools_async(connection)
+        assert type(refused.value) is McpError and "refused the connection" in refused.value.message
+        assert "unauthenticated" in refused.value.message
+    finally:
+        await connection.aclose()
