@@ -16,7 +16,7 @@ import re
 import tomllib
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +50,11 @@ class LoadedConfig:
         return CliError(f"{self.where(path)}: {message}")
 
 
-def load_config(path: str, env: Mapping[str, str]) -> LoadedConfig:
-    """The file at ``path``, checked against the schema with the environment ``env``.
-    Raises ``CliError`` for a file that cannot be read, is not TOML, or breaks the schema."""
+def load_config(path: str, env: Mapping[str, str], replaced: Collection[str] = ()) -> LoadedConfig:
+    """The file at ``path``, checked against the schema with the environment ``env``; its
+    ``replaced`` sections (a flag's: ``--store`` replaces ``[store]``) are left out, their
+    variables not needed. Raises ``CliError`` for a file that cannot be read, is not TOML, or
+    breaks the schema."""
     try:
         with open(path, "rb") as file:
             raw = file.read()
@@ -66,6 +68,8 @@ def load_config(path: str, env: Mapping[str, str]) -> LoadedConfig:
     except tomllib.TOMLDecodeError as exc:
         raise CliError(f"{path}: not valid TOML: {exc}") from None
     lines = key_lines(text)
+    for section in replaced:
+        data.pop(section, None)
     try:
         config = ConfigFile.model_validate(data, context={"env": env})
     except ValidationError as exc:

@@ -111,7 +111,8 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
     Raises ``CliError`` for a file that breaks the schema and for a malformed flag; every other
     problem, named at its flag or the file's key and line, is kept in ``problems`` (its part of
     the settings left out), for ``prepare`` or ``asgi_only`` to raise with the app's."""
-    loaded = load_config(args.config, env) if getattr(args, "config", None) else None
+    replaced = ["store"] if getattr(args, "store", None) else []  # --store replaces the section whole
+    loaded = load_config(args.config, env, replaced) if getattr(args, "config", None) else None
     file = loaded.config if loaded is not None else ConfigFile()
     target = args.target or file.app
     if not target and loaded is not None:

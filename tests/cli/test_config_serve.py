@@ -338,3 +338,13 @@ async def test_notifiers_from_the_file_links_slack_and_email(tmp_path):
     [(recipients, message)] = mailbox.messages
     assert recipients == ["desk@example.com"] and message["From"] == "pausepoint@example.com"
     assert event["link"] in message.get_body(preferencelist=("plain",)).get_content()
+
+
+async def test_a_store_flag_replaces_the_files_store_and_needs_none_of_its_variables(tmp_path):
+    """docs/config.md: ``--store URL`` replaces the whole section (found by a probe: the file's
+    url_env was still required, and serve refused to start without it)."""
+    text = 'app = "tests.cli.apps:pay_ai"\n[store]\nurl_env = "A_DATABASE_URL_NOBODY_SET"\n' + PEOPLE
+    path = write(tmp_path / "team.toml", text)
+    with serving("--config", str(path), "--store", "memory:", "--port", "0", env=TOKENS) as served:
+        async with httpx.AsyncClient(base_url=served.url) as http:
+            assert (await http.get("/readyz")).status_code == 200
