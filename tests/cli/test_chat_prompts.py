@@ -170,3 +170,14 @@ def test_sigterm_or_a_closed_terminal_while_a_tool_runs_stops_as_ctrl_c_does(sto
     again = chat("tests.cli.apps:slow_ai", "--db", str(db), "--session", session.session_id, stdin="hello\n")
     assert again.returncode == 0, again.stderr
     assert "Noted: it may or may not have finished." in again.stdout  # taken at once, not refused
+
+
+def test_a_reader_that_goes_away_ends_the_chat_without_a_traceback():
+    """``pausepoint chat ... | head -1`` (found by a probe: BrokenPipeError, a traceback)."""
+    command = f"{sys.executable} -m pausepoint chat {BANK} --store memory: | head -1"
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], input="Hello\n" * 200, capture_output=True, text=True,
+        cwd=ROOT, env=cli_env(), timeout=60,
+    )  # fmt: skip
+    assert done.stdout.startswith("you> Hello") and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1  # the chat's status: it could not say all it had to
