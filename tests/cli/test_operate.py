@@ -31,6 +31,19 @@ def value(found: dict, name: str, **labels: str) -> float:
     return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def served_at(proc: subprocess.Popen[str]) -> str:
+    """The URL ``serve`` says it serves at, once it is ready."""
+    assert proc.stdout is not None
+    printed = ""
+    for line in proc.stdout:
+        printed += line
+        if line.startswith("Ctrl+C"):
+            break
+    found = re.search(r"at (http://127\.0\.0\.1:\d+)", printed)
+    assert found is not None, printed
+    return found[1]
+
+
 def start(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pausepoint", *args],
@@ -47,13 +60,7 @@ async def test_serve_logs_requests_as_json_and_serves_health_and_metrics(tmp_pat
     args += ["--operator", "ops", "--metrics", "--log-format", "json", "--store", f"sqlite:///{tmp_path / 's.db'}"]
     proc = start(*args)
     try:
-        assert proc.stdout is not None
-        printed = ""
-        for line in proc.stdout:
-            printed += line
-            if line.startswith("Ctrl+C"):
-                break
-        base = re.search(r"at (http://127\.0\.0\.1:\d+)", printed)[1]
+        base = served_at(proc)
         alice = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             assert (await http.get("/healthz")).json() == {"status": "ok"}
@@ -122,13 +129,7 @@ async def test_json_log_lines_carry_no_terminal_colours(tmp_path):
     proc = start("serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--log-format",
                  "json")  # fmt: skip
     try:
-        assert proc.stdout is not None
-        printed = ""
-        for line in proc.stdout:
-            printed += line
-            if line.startswith("Ctrl+C"):
-                break
-        base = re.search(r"at (http://127\.0\.0\.1:\d+)", printed)[1]
+        base = served_at(proc)
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             assert (await http.get("/healthz")).status_code == 200
     finally:
@@ -159,13 +160,7 @@ async def test_a_text_log_line_is_one_line_that_drives_no_terminal():
     without credentials, and colours)."""
     proc = start("serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--log-level", "info")
     try:
-        assert proc.stdout is not None
-        printed = ""
-        for line in proc.stdout:
-            printed += line
-            if line.startswith("Ctrl+C"):
-                break
-        base = re.search(r"at (http://127\.0\.0\.1:\d+)", printed)[1]
+        base = served_at(proc)
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             forged = "/x%1B[31mRED%0D%0A2026-01-01 00:00:00,000 INFO pausepoint.server.access: forged"
             assert (await http.get(forged)).status_code == 404

@@ -219,27 +219,12 @@ async def test_the_consoles_validate_route_checks_an_mcp_tools_input_with_its_js
 
 async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once(served: str) -> None:
     async with http_client(served, "alice-token") as alice:
-        first = await call(
-            alice,
-            "send_message",
-            agent=AGENT,
-            text="Transfer $5 to savings.",
-            session_id="mcp-keyed-1",
-            idempotency_key="m1",
-        )
+        keyed = {"agent": AGENT, "session_id": "mcp-keyed-1", "idempotency_key": "m1"}
+        first = await call(alice, "send_message", text="Transfer $5 to savings.", **keyed)
         assert first["finish_reason"] == "interrupted"
-        again = await call(
-            alice,
-            "send_message",
-            agent=AGENT,
-            text="Transfer $5 to savings.",
-            session_id="mcp-keyed-1",
-            idempotency_key="m1",
-        )
+        again = await call(alice, "send_message", text="Transfer $5 to savings.", **keyed)
         assert again == first  # the same pause: not a second turn
-        other = await call(
-            alice, "send_message", agent=AGENT, text="Hello!", session_id="mcp-keyed-1", idempotency_key="m1"
-        )
+        other = await call(alice, "send_message", text="Hello!", **keyed)
         assert other[0] == "error" and "idempotency key 'm1'" in other[1]
         unnamed = await call(alice, "send_message", agent=AGENT, text="Hello!", idempotency_key="m2")
         assert unnamed[0] == "error" and "needs a session_id" in unnamed[1]
