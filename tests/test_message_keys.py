@@ -6,6 +6,7 @@ refused with ``IdempotencyKeyReused`` and records nothing."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -145,3 +146,35 @@ async def test_a_detached_message_or_answer_sent_again_with_its_key_names_the_fi
     with pytest.raises(IdempotencyKeyReused, match="did not detach"):
         await chat.detach("deploy web", idempotency_key="m2")
     assert ledger == ["5->savings", "deploy:web"]
+
+
+async def test_a_message_raced_with_its_key_from_two_processes_runs_one_turn(tmp_path):
+    """SPEC 2.3 under a race: the same keyed message sent at once by two processes runs its turn
+    once; the other gets that response, or is told to try again (and then gets it)."""
+    from pausepoint.errors import ConcurrentUpdate, ResumeInProgress
+
+    path = tmp_path / "s.db"
+    here, _, ledger = build(SqliteSessionStore(path), treasury())
+    there, _, _ = build(SqliteSessionStore(path), treasury(), ledger=ledger)
+    session = "raced-1"
+    sends = [agent.chat(session, principal="dave").send("deploy web", idempotency_key="m1") for agent in (here, there)]
+    outcomes = await asyncio.gather(*sends, return_exceptions=True)
+    responses = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert responses and all(r == responses[0] for r in responses)
+    assert all(isinstance(o, ConcurrentUpdate | ResumeInProgress) for o in outcomes if isinstance(o, BaseException))
+    assert await there.chat(session, principal="dave").send("deploy web", idempotency_key="m1") == responses[0]
+    assert ledger == ["deploy:web"]
+
+
+async def test_a_message_sent_without_a_key_is_recorded_as_before(store):
+    """The key's fields are written only when there is a key: a log stays byte for byte what
+    earlier versions wrote, and a turn's bytes grow by nothing for a feature it does not use."""
+    agent, _, _ = build(store, treasury())
+    chat = agent.chat(principal="dave")
+    await chat.send("deploy web")
+    await chat.send("deploy api", idempotency_key="m1")
+    found = await store.read(chat.session_id)
+    assert found is not None
+    users = [json.loads(e.data) for e in found.entries if e.kind == "message" and b'"role":"user"' in e.data]
+    assert [("idempotency_key" in u, "request_hash" in u) for u in users] == [(False, False), (True, True)]
+    assert users[1]["idempotency_key"] == "m1"

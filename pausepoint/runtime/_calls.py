@@ -54,7 +54,7 @@ from ..session._views import grant_info, response_for
 from ..stores import LogEntry, SessionStore, SessionSummary
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
-from ._launch import Launch, lost_call_end, lost_turn_end
+from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
 __all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id"]
@@ -181,7 +181,7 @@ class SessionCalls:
             await turn.recover(lost, known)
             self._end_lost_turn(turn, now)
             if turn.state.awaiting_model and turn.state.unended_keys:  # a keyed call's turn, lost
-                turn.journal.add(lost_call_end(turn.state, now))
+                turn.journal.add(lost_turn_end(turn.state, now))
             actor = principal or self.principal
             sent = MessageAdded(user, at=now, principal=actor, via=via, idempotency_key=key, request_hash=digest)
             if launch is None:
@@ -314,7 +314,7 @@ class SessionCalls:
         """Record the end of a detached turn presumed lost with its process, if there is one."""
         state = turn.state
         if state.running_turn is not None and state.lost(now, self.agent.abandon_after):
-            turn.journal.add(lost_turn_end(state, state.running_turn, now))
+            turn.journal.add(lost_turn_end(state, now, state.running_turn))
 
     def _abandoned(self, state: SessionState, now: datetime) -> tuple[list[Call], Mapping[str, Record]]:
         """Calls of the session still running with no result, once presumed lost with their

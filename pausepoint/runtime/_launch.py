@@ -39,7 +39,7 @@ from ..stores import SessionStore
 from ..turn._turn import Turn
 from ._sessions import LocalSessions, Running
 
-__all__ = ["Launch", "TurnStatus", "end_status", "inside", "lost_call_end", "lost_turn_end", "status_of"]
+__all__ = ["Launch", "TurnStatus", "end_status", "inside", "lost_turn_end", "status_of"]
 
 log = logging.getLogger("pausepoint")
 
@@ -71,30 +71,19 @@ def status_of(state: SessionState, turn: Detached, now: datetime, abandon_after:
     return TurnStatus.PENDING
 
 
-def lost_turn_end(state: SessionState, turn: Detached, now: datetime) -> TurnEnded:
-    """The end recorded for a detached turn presumed lost with its process."""
-    reason = AgentFinishReason.ABORTED if turn.abort is not None else AgentFinishReason.FAILED
+def lost_turn_end(state: SessionState, now: datetime, turn: Detached | None = None) -> TurnEnded:
+    """The end recorded for a turn presumed lost with its process: a detached ``turn``, or (None)
+    the turn that awaits the model, ended before a new message so that a retry with its
+    idempotency key gets this end, not the end of the turn the message starts."""
+    aborted = turn is not None and turn.abort is not None
     return TurnEnded(
         turn=state.turn,
-        finish_reason=reason.value,
+        finish_reason=(AgentFinishReason.ABORTED if aborted else AgentFinishReason.FAILED).value,
         open_refs=[pause.record.ref for pause in state.open_in_call_order()],
-        error="lost: the process running this detached turn stopped before it ended",
+        error=f"lost: the process running this {'detached ' if turn else ''}turn stopped before it ended",
         message_index=state.last_model_index(),
         at=now,
-        started=turn.version,
-    )
-
-
-def lost_call_end(state: SessionState, now: datetime) -> TurnEnded:
-    """The end recorded, before a new message, for a call whose turn awaits the model and never
-    ended (its process stopped): so a retry with its idempotency key gets this end, not the end
-    of the turn the message starts."""
-    return TurnEnded(
-        turn=state.turn,
-        finish_reason=AgentFinishReason.FAILED.value,
-        error="lost: the process running this turn stopped before the model answered; a message was sent since",
-        message_index=state.last_model_index(),
-        at=now,
+        started=turn.version if turn is not None else None,
     )
 
 

@@ -71,8 +71,8 @@ _NUMBERS_KEPT = 4096
 T = TypeVar("T")
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    return "locked" in str(exc) or "busy" in str(exc)
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 class SqliteSessionStore:
@@ -216,7 +216,9 @@ class SqliteSessionStore:
         while True:
             try:
                 return op(self._open())
-            except sqlite3.OperationalError as exc:
+            except sqlite3.IntegrityError:  # a constraint: the operation's own to read
+                raise
+            except (sqlite3.DatabaseError, sqlite3.InterfaceError) as exc:  # busy, or no database file, say
                 # The file's name, not its path: the message may reach an HTTP client.
                 if not _is_busy(exc):
                     raise StoreError(f"SQLite error on {self._name}: {exc}") from exc
@@ -224,10 +226,6 @@ class SqliteSessionStore:
                     raise StoreError(f"{self._name} stayed locked for {self._busy_timeout}s") from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
-            except (sqlite3.DatabaseError, sqlite3.InterfaceError) as exc:
-                if isinstance(exc, sqlite3.IntegrityError):  # a constraint: the operation's own to read
-                    raise
-                raise StoreError(f"SQLite error on {self._name}: {exc}") from exc  # no database file, say
 
     # -- the contract -------------------------------------------------------------------------
 
