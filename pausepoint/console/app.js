@@ -434,7 +434,9 @@ function askerOf(item, entries, owner) {
 }
 
 /**
- * Show a stored session: its history with the cards of its pauses, its audit trail.
+ * Show a stored session: its history with the cards of its pauses, its audit trail. While a card's
+ * form is open (a confirmation, a reason, an answer), only what the session's events say is shown
+ * (``show``): its cards are not made again under the person.
  * @param {string} agent @param {string} sessionId
  */
 async function showSession(agent, sessionId) {
@@ -456,6 +458,11 @@ async function showSession(agent, sessionId) {
   if (view !== state.view) return;
   setPermissions(detail.can_send !== false, detail.can_answer !== false, detail.session.owner);
   const info = await agentInfo(agent);
+  if (view !== state.view) return;
+  if ([...state.cards.values()].some((c) => c.panel || c.answering)) {
+    show(detail, entries); // a card's form opened while the session was read: nothing is redrawn under it
+    return;
+  }
   state.cards.clear();
   const placed = new Set();
   const owner = detail.session.owner;

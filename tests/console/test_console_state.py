@@ -4,10 +4,13 @@ out in one place, whichever way the news came (this page's answer, the feed, a r
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx
 from playwright.sync_api import expect
 
 from tests.console.conftest import Served, Shots
-from tests.console.steps import approve, open_console, send
+from tests.console.steps import ALICE, approve, hold, open_console, send, session_of
 
 
 def test_a_cancelled_card_says_cancelled_and_nothing_waits_on_it(served: Served, browser, shots: Shots):
@@ -49,3 +52,45 @@ def test_an_answered_card_keeps_no_needs_an_answer_box(served: Served, browser, 
     expect(card).not_to_contain_text("Needs an answer")
     expect(card).not_to_contain_text("Waiting for")
     shots(page, "answered")
+
+
+def test_news_read_while_a_confirmation_opens_leaves_the_confirmation_open(served: Served, browser):
+    """The session moved on elsewhere, and the page read it again while the person opened a
+    confirmation (found as a flaky test: the card was made again under the held button). The
+    news shows on the cards; the confirmation stays open, and holding it decides."""
+    page = browser.new_page()
+    open_console(page, served)
+    send(page, "Transfer $5 to anna and $6 to ben.")
+    cards = page.locator(".card")
+    expect(cards).to_have_count(2)
+    held: list[Any] = []
+
+    def wait_here(route: Any) -> None:  # the page's next read of the history waits here
+        if len(held) < 1:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/history", wait_here)
+
+    session = session_of(page)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session}"
+    ben = httpx.get(base, headers=ALICE).json()["interrupts"][1]["ref"]
+    reply = httpx.post(f"{base}/interrupts/{ben}/approve", headers={**ALICE, "Idempotency-Key": "elsewhere"})
+    assert reply.status_code == 200, reply.text
+    for _ in range(100):  # the feed told the page, which reads the session again
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the page did not read the session again"
+
+    anna = cards.nth(0)
+    anna.get_by_role("button", name="Approve", exact=True).click()
+    confirmation = anna.locator(".card-confirm")
+    expect(confirmation).to_be_visible()
+    held[0].continue_()
+    expect(cards.nth(1)).to_have_attribute("data-state", "elsewhere")  # the news, shown
+    expect(confirmation).to_be_visible()
+    hold(page, anna.get_by_role("button", name="Hold to approve"))
+    expect(anna).to_have_attribute("data-state", "answered")
+    assert sorted(served.ledger) == ["5->anna", "6->ben"]
