@@ -11,7 +11,7 @@ import pytest
 
 from examples import banking
 from pausepoint import AgentFinishReason
-from pausepoint.errors import AlreadyResolved, IdempotencyKeyReused, PausepointError
+from pausepoint.errors import AlreadyResolved, IdempotencyKeyReused, NothingToResume, PausepointError
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from pausepoint.testing import tool_call
 
@@ -245,3 +245,29 @@ async def test_a_cancel_that_loses_the_race_to_an_answer_leaves_the_answer_alone
         {"approved": True},
         {"cancelled": True, "reason": "changed my mind"},
     ]
+
+
+async def test_a_cancel_that_loses_the_race_for_the_last_pause_cancels_nothing_and_ends_no_turn():
+    """Found by a probe: a cancel racing an answer from another process said "aborted" while the
+    answer's turn went on (its tool ran), and wrote a turn end of its own into that turn. The
+    loser of the race is told nothing was paused, and writes nothing."""
+    store = InterleavingStore()
+    agent_a, _ = approvals_agent(store, [[tool_call("ask", {"question": "a"})]])
+    agent_b, _ = approvals_agent(store, ["Thanks."])
+    res = await agent_a.chat().send("go")
+    pause = res.interrupts[0]
+    answered = []
+
+    async def answer_elsewhere():
+        chat = agent_b.chat(res.session_id)
+        answered.append(await chat.resume(respond=[pause.respond({"approved": True})], principal="bob"))
+
+    store.before_next_append = answer_elsewhere
+    with pytest.raises(NothingToResume):
+        await agent_a.chat(res.session_id).cancel_pending("changed my mind", principal="alice")
+    assert answered[0].finish_reason == AgentFinishReason.STOP
+    trail = await agent_a.chat(res.session_id).audit_trail()
+    assert [(e.decision, e.principal) for e in trail] == [("message", None), ("respond", "bob")]
+    found = await store.read(res.session_id)
+    ends = [json.loads(e.data)["finish_reason"] for e in found.entries if e.kind == "turn_ended"]
+    assert ends == ["interrupted", "stop"]  # the send's and the answer's: none of the cancel's

@@ -25,7 +25,7 @@ from ..tools._tool import Tool
 from ._answers import check_answers
 from ._approve import approval_by_ref, approval_for
 from ._context import Answer, AnswerContext
-from ._expiry import escalations_due, expiry_claims
+from ._expiry import cancel_claims, escalations_due, expiry_claims
 from ._gate import Verdict, judge, request_for_pause
 from ._policy import ApprovalPolicy
 from ._view import approval_view, handed_on_note
@@ -75,6 +75,20 @@ class Approvals:
     ) -> list[CallAnswered]:
         """Pauses whose time ran out and that nobody else decides: resolved by ``on_expiry``."""
         return expiry_claims(state, now, on_expiry, limits=limits)
+
+    def cancellations(
+        self,
+        state: SessionState,
+        now: datetime,
+        reason: str,
+        principal: str | None,
+        via: str,
+        on_expiry: Callable[[PendingInterrupt], Any],
+        limits: JsonLimits,
+    ) -> list[CallAnswered]:
+        """What cancelling every open pause records: the expired ones resolved by ``on_expiry``,
+        the live ones cancelled (``Chat.cancel_pending``)."""
+        return cancel_claims(state, now, reason, principal, via, on_expiry, limits)
 
     def approval(self, interrupt: PendingInterrupt, grant: Grant | None = None) -> ToolResponse | ToolRestart:
         """The answer that approves ``interrupt`` (``_approve``); ``ValueError`` when its tool is

@@ -13,7 +13,7 @@ from ..session._records import ApprovalPaused, CallAnswered, PauseEscalated
 from ..session._state import Pause, SessionState
 from ..session._views import pending_interrupt
 
-__all__ = ["escalates", "escalations_due", "expiry_claims"]
+__all__ = ["cancel_claims", "escalates", "escalations_due", "expiry_claims"]
 
 
 def escalates(pause: Pause) -> bool:
@@ -85,6 +85,38 @@ def expiry_claims(
         for pause in state.expired(now)
         if not escalates(pause)
     ]
+
+
+def cancel_claims(
+    state: SessionState,
+    now: datetime,
+    reason: str,
+    principal: str | None,
+    via: str,
+    policy: Any,
+    limits: JsonLimits = DEFAULT_LIMITS,
+) -> list[CallAnswered]:
+    """Claims resolving every open pause for ``Chat.cancel_pending``: one whose time ran out by
+    the expiry policy (as any answer to it would be refused), each live one as cancelled — the
+    model sees ``{"cancelled": True, "reason": reason}``."""
+    expired = expiry_claims(state, now, policy, limits=limits)
+    settled = {claim.ref for claim in expired}
+    cancelled = [
+        CallAnswered(
+            ref=pause.record.ref,
+            call_ref=pause.record.call_ref,
+            name=pause.record.name,
+            decision="cancel",
+            at=now,
+            principal=principal,
+            via=via,
+            output={"cancelled": True, "reason": reason},
+            reason=reason,
+        )
+        for pause in state.open.values()
+        if pause.record.ref not in settled
+    ]
+    return [*expired, *cancelled]
 
 
 def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:

@@ -479,33 +479,25 @@ class SessionCalls:
             raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
 
         async def op(state: SessionState) -> AgentResponse:
-            now = self.agent.clock()
-            self._check_free(state, now)
-            if not state.open:
-                raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
-            # A pause whose time ran out is settled by the expiry policy, as any answer to it would
-            # be refused: only the live ones are cancelled.
-            expired = self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits)
-            settled = {record.ref for record in expired if isinstance(record, CallAnswered)}
-            claims = [
-                CallAnswered(
-                    ref=p.record.ref,
-                    call_ref=p.record.call_ref,
-                    name=p.record.name,
-                    decision="cancel",
-                    at=now,
-                    principal=principal or self.principal,
-                    via=via,
-                    output={"cancelled": True, "reason": reason},
-                    reason=reason,
+            agent = self.agent
+            for _ in range(_CLAIM_ATTEMPTS):
+                now = agent.clock()
+                self._check_free(state, now)
+                if not state.open:
+                    raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+                turn = self._turn(state, principal, None)
+                self._end_lost_turn(turn, now)
+                claims = agent.approvals.cancellations(
+                    state, now, reason, principal or self.principal, via, agent.on_expiry, agent.json_limits
                 )
-                for p in state.open.values()
-                if p.record.ref not in settled
-            ]
-            turn = self._turn(state, principal, None)
-            self._end_lost_turn(turn, now)
-            turn.journal.add(*expired, *claims)
-            return await turn.end(AgentFinishReason.ABORTED)
+                turn.journal.add(*claims)
+                try:  # the claim: a pause another writer answered first is theirs, and this looks again
+                    await turn.journal.flush(now, rebase=False, durable=False)
+                except ConcurrentUpdate:
+                    state = await agent.sessions.reload(self.session_id)
+                    continue
+                return await turn.end(AgentFinishReason.ABORTED)
+            raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; nothing was cancelled")
 
         return await self.locked(op, operation="cancel")
 
