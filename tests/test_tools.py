@@ -87,6 +87,16 @@ def test_bad_definitions_are_refused():
     for name in ("", None):
         with pytest.raises(DefinitionError, match="an agent needs a name"):
             ai.define_agent(name=name, model=ScriptedModel([]))  # type: ignore[arg-type]
+    # Durations are a timedelta or seconds, as a ttl is (found by a probe: a float abandon_after
+    # was taken, then raised TypeError in a race much later).
+    agent = ai.define_agent(name="d", model=ScriptedModel([]), abandon_after=90.5)
+    assert agent.abandon_after == timedelta(seconds=90.5)
+    for bad in (0, -1, float("inf"), float("nan"), "60", True, None, timedelta(0)):
+        with pytest.raises(DefinitionError, match="abandon_after must be a positive timedelta or number of"):
+            ai.define_agent(name="e", model=ScriptedModel([]), abandon_after=bad)  # type: ignore[arg-type]
+    for bad in (0, -0.5, float("nan"), "1", True, None):
+        with pytest.raises(DefinitionError, match="abort_poll must be a positive number of seconds"):
+            ai.define_agent(name="e", model=ScriptedModel([]), abort_poll=bad)  # type: ignore[arg-type]
     for ttl in (-5, 0, timedelta(0), "60"):
         with pytest.raises(DefinitionError, match="ttl must be a positive"):
             ai.define_interrupt("ask", input_schema=Question, ttl=ttl)  # type: ignore[arg-type]

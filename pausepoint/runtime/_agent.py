@@ -65,7 +65,7 @@ class Agent:
         tool_errors: Literal["model", "fail"] = "model",
         allow_changed_tools: bool = False,
         on_expiry: ExpiryPolicy = deny_on_expiry,
-        abandon_after: timedelta = timedelta(minutes=15),
+        abandon_after: timedelta | float = timedelta(minutes=15),
         cache_size: int = 1024,
         wait_timeout: float = 120.0,
         json_limits: JsonLimits | None = None,
@@ -97,7 +97,11 @@ class Agent:
         self.allow_changed_tools = allow_changed_tools
         self.on_expiry = on_expiry
         self.wait_timeout = wait_timeout
-        self.abandon_after = abandon_after
+        self.abandon_after = _duration(name, "abandon_after", abandon_after)
+        if isinstance(abort_poll, bool) or not isinstance(abort_poll, int | float) or not abort_poll > 0:
+            raise DefinitionError(
+                f"agent {name!r}: abort_poll must be a positive number of seconds, not {abort_poll!r}"
+            )
         # How often a detached turn looks in the log for an abort written by another process.
         self.abort_poll = abort_poll
         self.tools: dict[str, Tool] = {}
@@ -277,3 +281,19 @@ class Agent:
             if response is not None:
                 responses.append(response)
         return responses
+
+
+def _duration(agent: str, option: str, value: object) -> timedelta:
+    """``value``, a positive ``timedelta`` or number of seconds, as a ``timedelta``;
+    ``DefinitionError`` for anything else."""
+    duration = value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            duration = timedelta(seconds=value)
+        except (OverflowError, ValueError):  # inf, nan, or past what a timedelta holds
+            duration = None
+    if not isinstance(duration, timedelta) or duration <= timedelta(0):
+        raise DefinitionError(
+            f"agent {agent!r}: {option} must be a positive timedelta or number of seconds, not {value!r}"
+        )
+    return duration

@@ -329,7 +329,7 @@ class Pausepoint:
         tool_errors: Literal["model", "fail"] = "model",
         allow_changed_tools: bool = False,
         on_expiry: ExpiryPolicy = deny_on_expiry,
-        abandon_after: timedelta = timedelta(minutes=15),
+        abandon_after: timedelta | float = timedelta(minutes=15),
         cache_size: int = 1024,
         json_limits: JsonLimits | None = None,
         abort_poll: float = 0.5,
@@ -345,11 +345,12 @@ class Pausepoint:
         ``"fail"`` ends the turn with ``AgentFinishReason.FAILED``. ``allow_changed_tools``
         accepts answers to pauses whose tool definition changed since. ``on_expiry`` maps an
         expired interrupt to the result the model sees (default: a denial). A tool call that
-        has been running longer than ``abandon_after`` without a recorded result is presumed
-        lost with its process: the next ``send`` or empty ``resume`` records it as of unknown
-        outcome (or runs it again, for an idempotent tool). ``json_limits`` bounds the JSON data
-        its sessions accept — messages, answers, model output, tool results (``JsonLimits()``:
-        64 levels deep, integers of 640 digits, strings as long as the store's records allow).
+        has been running longer than ``abandon_after`` (a ``timedelta`` or seconds) without a
+        recorded result is presumed lost with its process: the next ``send`` or empty
+        ``resume`` records it as of unknown outcome (or runs it again, for an idempotent tool).
+        ``json_limits`` bounds the JSON data its sessions accept — messages, answers, model
+        output, tool results (``JsonLimits()``: 64 levels deep, integers of 640 digits, strings
+        as long as the store's records allow).
         A detached turn (``Chat.detach``) looks in the log every ``abort_poll`` seconds for an
         abort asked by another process. ``webhooks`` are told about this agent's events, beside
         the app's. A tool may be named instead of given, as in Genkit (``tools=["userApproval"]``).
