@@ -219,3 +219,31 @@ async def test_a_message_after_a_keyed_answers_lost_turn_ends_it_first(store):
     retried = await other.approve(pause.ref, idempotency_key="yes-once")
     assert retried.finish_reason == AgentFinishReason.FAILED and retried.error.startswith("lost: ")
     assert retried.text != "Hello again." and ledger == ["transfer:5"]
+
+
+async def test_a_live_call_presumed_lost_gets_its_own_turns_end_not_the_next_turns(store):
+    """The approved tool runs past ``abandon_after`` in a process that lives on; meanwhile
+    another process presumes it lost and sends a message. When the tool returns, its caller is
+    told how its own turn ended (lost, as its key replays it), not the message's answer (found by
+    a probe: the approve returned the other turn's text, and its retry a different outcome)."""
+    clock, ledger = Clock(), []
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    class Slow(Hang):
+        async def __call__(self) -> None:
+            arrived.set()
+            await release.wait()
+
+    chat = gated_bank(store, clock, [[tool_call("transfer", {"amount": 5})], "Sent."], ledger, Slow()).chat()
+    [pause] = (await chat.send("pay 5")).interrupts
+    task = asyncio.create_task(chat.approve(pause.ref, idempotency_key="yes-once"))
+    await arrived.wait()
+
+    clock.now += timedelta(minutes=16)  # past abandon_after: presumed lost
+    other = gated_bank(store, clock, ["Hello again."], ledger).chat(chat.session_id)
+    assert (await other.send("hello")).text == "Hello again."
+    release.set()
+    approved = await task
+    assert approved.finish_reason == AgentFinishReason.FAILED and approved.error.startswith("lost: ")
+    assert approved.text != "Hello again." and ledger == ["transfer:5"]
+    assert await chat.approve(pause.ref, idempotency_key="yes-once") == approved  # one outcome for the key

@@ -6,7 +6,7 @@ reads the log from the store rebuilds exactly the state the writer had.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -411,6 +411,11 @@ class SessionState:
         """The version of the last turn end before ``version`` (a snapshot's parent), if any."""
         index = bisect_left(self.end_versions, version)
         return self.end_versions[index - 1] if index > 0 else None
+
+    def first_end_after(self, version: int) -> int | None:
+        """The version of the first turn end after ``version``, if any."""
+        index = bisect_right(self.end_versions, version)
+        return self.end_versions[index] if index < len(self.end_versions) else None
 
     def end_reason(self, version: int) -> str | None:
         """The finish reason of the turn end at ``version``; None if no turn ended there."""

@@ -23,6 +23,7 @@ from ..session._records import (
     PauseEscalated,
     Record,
     TurnEnded,
+    decode_record,
     encode_record,
 )
 from ..session._state import SessionState
@@ -246,6 +247,21 @@ class Journal:
             # neither state had alone, is added here.
             for message in fresh.messages[told:]:
                 self.on_message(message)
+
+    async def end_after(self, version: int) -> tuple[TurnEnded, int] | None:
+        """The first turn end the session has after ``version``, and its version (read from the
+        store, unless it is the last one); None when no turn ended since."""
+        state = self.state
+        at = state.first_end_after(version)
+        if at is None:
+            return None
+        if at == state.last_end_version and state.last_end is not None:
+            return state.last_end, at
+        found = await self.store.read(state.session_id, after_version=at - 1)
+        record = decode_record(found.entries[0].data) if found is not None and found.entries else None
+        if not isinstance(record, TurnEnded):
+            raise ConcurrentUpdate(f"session {state.session_id!r} changed while its turn end was read")
+        return record, at
 
 
 def _handed_on(state: SessionState, escalation: PauseEscalated) -> bool:

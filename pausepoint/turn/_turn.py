@@ -571,17 +571,19 @@ class Turn:
         """Our answers are in, but another process claimed the rest of the turn (a restart it
         runs, or the answer that completed a quorum after ours).
 
-        That process finishes the turn; wait for its end — any turn end after version
+        That process finishes the turn; wait for its end — the first turn end after version
         ``since``, the session as it stood before the append that brought that writer's records
-        in (its end may be among them already: then it is returned at once).
+        in (its end may be among them already: then it is returned at once). Later ends are
+        other turns': a message's, after a process that presumed this turn lost ended it.
         """
         await self.journal.flush(self.agent.clock())
         state = self.state
         deadline = asyncio.get_running_loop().time() + self.agent.wait_timeout
         delay = 0.005
         while True:
-            if state.last_end is not None and state.last_end_version > since:
-                return self._finished(response_for(state, state.last_end, state.last_end_version))
+            ended = await self.journal.end_after(since)  # the first: later ones are other turns'
+            if ended is not None:
+                return self._finished(response_for(state, *ended))
             if asyncio.get_running_loop().time() >= deadline:
                 break
             await asyncio.sleep(delay)
