@@ -108,6 +108,22 @@ async def test_abort_cancels_the_model_call_and_the_prompt_never_enters_the_hist
     assert await turn.abort() == TurnStatus.ABORTED  # already over: nothing changes
 
 
+async def test_an_aborted_message_answers_with_no_text_of_an_earlier_turn(store):
+    """The model never answered the aborted message: its response has no model message (found by
+    a probe: it carried the previous turn's answer, as if it replied to the aborted message)."""
+    model, ledger = SlowModel(["first answer", "wait"]), []
+    chat = slow_agent(store, model, ledger).chat()
+    assert (await chat.send("hello")).text == "first answer"
+    model.started.clear()
+    turn = await chat.detach("take your time")
+    await model.started.wait()
+    await turn.abort()
+    response = await turn.wait()
+    assert (response.finish_reason, response.message, response.text) == (AgentFinishReason.ABORTED, None, "")
+    assert await chat.last_response() == response
+    assert [m.text for m in await chat.history()] == ["hello", "first answer"]
+
+
 async def test_abort_while_a_tool_runs_records_it_and_starts_nothing_more(store):
     tool_gate, tool_started = asyncio.Event(), asyncio.Event()
     model = SlowModel([[tool_call("record", {"n": 1})], [tool_call("record", {"n": 2})], "never"])

@@ -284,7 +284,7 @@ class Agent:
 
 
 def _duration(agent: str, option: str, value: object) -> timedelta:
-    """``value``, a positive ``timedelta`` or number of seconds, as a ``timedelta``;
+    """``value``, a ``timedelta`` or number of seconds, zero or more, as a ``timedelta``;
     ``DefinitionError`` for anything else."""
     duration = value
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -292,8 +292,8 @@ def _duration(agent: str, option: str, value: object) -> timedelta:
             duration = timedelta(seconds=value)
         except (OverflowError, ValueError):  # inf, nan, or past what a timedelta holds
             duration = None
-    if not isinstance(duration, timedelta) or duration <= timedelta(0):
+    if not isinstance(duration, timedelta) or duration < timedelta(0):
         raise DefinitionError(
-            f"agent {agent!r}: {option} must be a positive timedelta or number of seconds, not {value!r}"
+            f"agent {agent!r}: {option} must be a timedelta or number of seconds, zero or more, not {value!r}"
         )
     return duration

@@ -145,6 +145,7 @@ class Turn:
         self._judged = agent.approvals.has_say
         # Whether the pending records hold results of a batch this call ran (written later).
         self._carry = False
+        self._unanswered = False  # a detached message dropped unanswered (``stop``)
         # How many records the store held when this call began: more, and the call has recorded some.
         self._recorded_from = journal.state.durable_version
         # The interrupt chunks of the calls the gate paused, until the calls asked before them end.
@@ -294,6 +295,7 @@ class Turn:
         answered is dropped: the history is as if it had not been sent."""
         if not self._carry and any(isinstance(r, MessageAdded) for r in self.journal.pending):
             await self.journal.discard(keep=lambda record: not isinstance(record, MessageAdded))
+            self._unanswered = True  # its response has no model message: the last one is an earlier turn's
         return await self.end(AgentFinishReason.ABORTED)
 
     async def fail(self, error: str) -> AgentResponse:
@@ -323,7 +325,7 @@ class Turn:
                 open_refs=[pause.record.ref for pause in state.open_in_call_order()],
                 error=error,
                 idempotency_key=self.idempotency_key,
-                message_index=state.last_model_index(),
+                message_index=None if self._unanswered else state.last_model_index(),
                 began=self.began,
                 at=now,
                 started=self.turn_id,
