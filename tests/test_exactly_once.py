@@ -5,17 +5,28 @@ import asyncio
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from examples import banking
-from pausepoint import AgentFinishReason
+from pausepoint import Agent, AgentFinishReason, Pausepoint
 from pausepoint.errors import AlreadyResolved, IdempotencyKeyReused, NothingToResume, PausepointError
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
-from pausepoint.testing import tool_call
+from pausepoint.testing import ScriptedModel, tool_call
 
-from .helpers import approvals_agent
+from .helpers import Ask, approvals_agent
+
+
+class Clock:
+    """A clock that says what it is told (``minutes`` past a fixed start)."""
+
+    def __init__(self, minutes: int = 0) -> None:
+        self.now = datetime(2026, 3, 1, tzinfo=UTC) + timedelta(minutes=minutes)
+
+    def __call__(self) -> datetime:
+        return self.now
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -271,3 +282,45 @@ async def test_a_cancel_that_loses_the_race_for_the_last_pause_cancels_nothing_a
     found = await store.read(res.session_id)
     ends = [json.loads(e.data)["finish_reason"] for e in found.entries if e.kind == "turn_ended"]
     assert ends == ["interrupted", "stop"]  # the send's and the answer's: none of the cancel's
+
+
+async def test_an_expiry_sweep_that_loses_the_race_to_an_answer_leaves_the_turn_to_the_answer():
+    """The sweep read the pause as expired; an answer from another process (whose clock had it
+    live) got in first, and its process went on to the model. The sweep used to drop its claim
+    and call the model too, for a turn that was not its own; now it looks again and does
+    nothing."""
+    store = InterleavingStore()
+    model_calls: dict[str, list[str]] = {"answerer": [], "sweeper": []}
+    release, at_model = asyncio.Event(), asyncio.Event()
+
+    def agent(name: str, clock: Clock) -> Agent:
+        ai = Pausepoint(clock=clock)
+        ask = ai.define_interrupt(name="ask", description="Ask.", input_schema=Ask, ttl=timedelta(minutes=5))
+
+        async def model(request):
+            model_calls[name].append(request.messages[-1].role)
+            if request.messages[-1].role == "user":
+                return [tool_call("ask", {"question": "ok?"})]
+            at_model.set()
+            await release.wait()
+            return "Done."
+
+        return ai.define_agent(name="expiring", model=ScriptedModel(model), tools=[ask], store=store)
+
+    answerer, sweeper = agent("answerer", Clock()), agent("sweeper", Clock(minutes=10))
+    res = await answerer.chat().send("go")
+    [pause] = res.interrupts
+    answered = []
+
+    async def answer_first():  # the answer's claim is in; its process is at the model
+        chat = answerer.chat(res.session_id)
+        answered.append(asyncio.create_task(chat.resume(respond=[pause.respond({"approved": True})])))
+        await at_model.wait()
+
+    store.before_next_append = answer_first
+    assert await asyncio.wait_for(sweeper.chat(res.session_id).settle_expired(), 10) is None
+    release.set()
+    assert (await answered[0]).text == "Done."
+    assert model_calls == {"answerer": ["user", "tool"], "sweeper": []}
+    trail = await answerer.chat(res.session_id).audit_trail()
+    assert [e.decision for e in trail] == ["message", "respond"]

@@ -507,18 +507,25 @@ class SessionCalls:
             return None
 
         async def op(state: SessionState) -> AgentResponse | None:
-            now = self.agent.clock()
-            if state.running_turn is not None and not state.lost(now, self.agent.abandon_after):
-                return None
-            handed = self.agent.approvals.escalations(state, now)
-            if not handed and not state.expired(now):
-                return None
-            turn = self._turn(state, None, None)
-            self._end_lost_turn(turn, now)
-            turn.journal.add(*handed)  # folded now: a step whose time ran out too expires below
-            turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
-            await turn.journal.flush(self.agent.clock(), durable=False)  # a claim (see Journal)
-            return await turn.proceed()
+            agent = self.agent
+            for _ in range(_CLAIM_ATTEMPTS):
+                now = agent.clock()
+                if state.running_turn is not None and not state.lost(now, agent.abandon_after):
+                    return None
+                handed = agent.approvals.escalations(state, now)
+                if not handed and not state.expired(now):
+                    return None
+                turn = self._turn(state, None, None)
+                self._end_lost_turn(turn, now)
+                turn.journal.add(*handed)  # folded now: a step whose time ran out too expires below
+                turn.journal.add(*agent.approvals.expiries(state, now, agent.on_expiry, agent.json_limits))
+                try:  # a claim (see Journal): a pause answered first elsewhere is not ours to settle
+                    await turn.journal.flush(agent.clock(), rebase=False, durable=False)
+                except ConcurrentUpdate:
+                    state = await agent.sessions.reload(self.session_id)
+                    continue
+                return await turn.proceed()
+            raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; nothing was settled")
 
         return await self.locked(op, operation="settle_expired")
 
