@@ -41,6 +41,7 @@ from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
 from .content._jsondata import NotJsonData, json_data
 from .content._messages import MediaPart, Message, Part, TextPart
+from .runtime._calls import check_session_id
 from .session._grants import Grant, GrantInfo
 from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart, answers_given
 from .session._json import AUDIT, GRANTS, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
@@ -282,7 +283,12 @@ class RemoteChat:
     def _path(self) -> str:
         if self.session_id is None:
             raise core_errors.SessionNotFound("this chat has no session yet: send a message first")
-        return f"/v1/agents/{self.agent.name}/sessions/{self.session_id}"
+        session_id = self.session_id
+        try:
+            check_session_id(session_id)
+        except core_errors.InvalidSessionId:  # no session has that id, as a local Chat says
+            raise core_errors.SessionNotFound(f"no session {session_id!r}", session_id=str(session_id)) from None
+        return f"/v1/agents/{quote(self.agent.name, safe='')}/sessions/{session_id}"
 
     # -- turns ----------------------------------------------------------------------------------
 
@@ -306,6 +312,7 @@ class RemoteChat:
                 # leaves a chat that can still read the session, rather than one that starts
                 # another and runs the tool again.
                 self.session_id = secrets.token_hex(16)
+            check_session_id(self.session_id)  # a new session's id: InvalidSessionId, as a local Chat's send
             path = f"{self._path}/messages"
             response = await self.agent.client._stream(path, body, emit, headers=headers, retry="all")
             self.session_id, self._fresh = response.session_id, False

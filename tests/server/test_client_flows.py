@@ -12,6 +12,7 @@ from pausepoint.errors import (
     AlreadyResolved,
     InvalidAnswer,
     InvalidMessage,
+    InvalidSessionId,
     PendingInterrupts,
     SessionNotFound,
     Unauthenticated,
@@ -117,6 +118,16 @@ async def test_client_errors_are_the_core_types(served):
             await chat.resume(respond=[ToolResponse("no-such-ref", "userApproval", {"approved": True})])
         with pytest.raises(SessionNotFound):
             await client.agent("bankingAgent").chat("no-such-session").interrupts()
+        # An id no session can have reads as no session, and is refused by a send, as a local
+        # Chat does: never put in the URL as it is (found by a probe: "ID?evil" read session ID's
+        # pauses, and "ID/x" gave KeyError and "no such route").
+        for odd in (f"{chat.session_id}?evil", f"{chat.session_id}/x", "..", "a%2Fb", "x" * 129):
+            odd_chat = client.agent("bankingAgent").chat(odd)
+            for read in (odd_chat.history, odd_chat.interrupts, odd_chat.audit_trail, odd_chat.last_response):
+                with pytest.raises(SessionNotFound):
+                    await read()
+            with pytest.raises(InvalidSessionId):
+                await odd_chat.send("hi")
         # A new chat reads as empty until its first send makes the session, as a local one does
         # — also after a first send the server refused (nothing was made).
         fresh = client.agent("bankingAgent").chat()
