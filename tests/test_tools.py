@@ -8,7 +8,15 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
-from pausepoint import AgentFinishReason, Interrupt, ModelRequest, Pausepoint, ToolResultChunk, ToolRunContext
+from pausepoint import (
+    AgentFinishReason,
+    Interrupt,
+    ModelRequest,
+    Pausepoint,
+    TextPart,
+    ToolResultChunk,
+    ToolRunContext,
+)
 from pausepoint.errors import DefinitionError, ModelNotFound
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
 from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
@@ -369,3 +377,25 @@ async def test_a_batch_answered_from_two_processes_streams_its_tool_message_wher
     streamed = [(c.ref, c.output) for c in chunks if isinstance(c, ToolResultChunk)]
     assert streamed == [(p.ref, p.output) for p in tool_message.tool_responses]
     assert [output for _, output in streamed] == [{"because": "rent"}, "paid 5"]
+
+
+async def test_genkits_app_model_and_system_parts_are_taken_and_anything_else_is_refused_at_once():
+    """Ported from Genkit: ``Genkit(model=...)`` names the model of agents defined without one,
+    and ``system`` may be a list of text parts. A system prompt of anything else was taken and
+    failed every turn at the provider (found by a probe); it is refused when defined."""
+    seen: list[str | None] = []
+
+    def model(request: ModelRequest) -> str:
+        seen.append(request.system)
+        return "Hi."
+
+    ai = Pausepoint(model=ScriptedModel(model))
+    agent = ai.define_agent("helper", system=[TextPart("Be terse. "), "Use tools."])
+    assert agent.system == "Be terse. Use tools."
+    assert (await agent.chat().send("hello")).text == "Hi."
+    assert seen == ["Be terse. Use tools."]
+    for bad in (42, ["ok", 1], {"text": "x"}, [TextPart("a"), None]):
+        with pytest.raises(DefinitionError, match="system must be text, or a list of text parts"):
+            ai.define_agent("other", system=bad)  # type: ignore[arg-type]
+    with pytest.raises(DefinitionError, match="has no model"):
+        Pausepoint().define_agent("modelless")

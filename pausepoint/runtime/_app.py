@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from ..approval._policy import ApprovalPolicy
 from ..content._jsondata import JsonLimits
+from ..content._messages import TextPart
 from ..errors import DefinitionError, ModelNotFound
 from ..models._model import FunctionModel, Model, ModelFunction, Plugin
 from ..session._grants import Grant
@@ -58,11 +59,14 @@ class Pausepoint:
         webhooks: Sequence[Webhook] = (),
         telemetry: Telemetry | None = None,
         approval: ApprovalPolicy | None = None,
+        model: str | Model | None = None,
     ) -> None:
         check_names(webhooks)
         if approval is not None and not isinstance(approval, ApprovalPolicy):
             raise DefinitionError(f"approval must be an ApprovalPolicy, not {approval!r}")
         self.approval = approval
+        #: the model of an agent defined without one (as Genkit's ``Genkit(model=...)``)
+        self.model = model
         self.plugins = list(plugins)
         self.clock = clock
         self.webhooks = list(webhooks)
@@ -319,9 +323,9 @@ class Pausepoint:
         self,
         name: str,
         *,
-        model: str | Model,
+        model: str | Model | None = None,
         tools: Sequence[Tool | str] = (),
-        system: str | None = None,
+        system: str | Sequence[str | TextPart] | None = None,
         description: str | None = None,
         store: SessionStore | None = None,
         config: dict[str, Any] | None = None,
@@ -336,9 +340,11 @@ class Pausepoint:
         webhooks: Sequence[Webhook] = (),
         approval: ApprovalPolicy | None = None,
     ) -> Agent:
-        """Define an agent. The model name is resolved now, once.
+        """Define an agent. The model name is resolved now, once; without one, the app's
+        (``Pausepoint(model=...)``).
 
-        ``system`` is the system prompt: it goes to the model only. ``description`` says what
+        ``system`` is the system prompt: it goes to the model only (text, or Genkit's list of
+        text parts, read as their text joined). ``description`` says what
         the agent does, for people and clients (the REST API and the console show it).
         ``max_turns`` bounds the model calls of one turn (None: the default, 10, as in Genkit).
         ``tool_errors="model"`` hands a tool's exception to the model as its result;
@@ -366,13 +372,16 @@ class Pausepoint:
         policy = approval + self.approval if approval and self.approval else approval or self.approval
         known = {id(w): w for w in self.all_webhooks()}
         check_names([*known.values(), *(w for w in webhooks if id(w) not in known)])
+        chosen = model if model is not None else self.model
+        if chosen is None:
+            raise DefinitionError(f"agent {name!r} has no model: give it model=, or the app Pausepoint(model=...)")
         agent = Agent(
             name=name,
-            model=self.resolve_model(model),
+            model=self.resolve_model(chosen),
             tools=resolved,
             store=store if store is not None else InMemorySessionStore(),
             clock=self.clock,
-            system=system,
+            system=system_prompt(name, system),
             description=description,
             config=config,
             max_turns=max_turns,
@@ -458,3 +467,13 @@ class Pausepoint:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def system_prompt(agent: str, system: object) -> str | None:
+    """``system`` as the text the model is given: text, or (as Genkit takes it) a list of text
+    parts and strings, joined; ``DefinitionError`` for anything else."""
+    if system is None or isinstance(system, str):
+        return system
+    if isinstance(system, list | tuple) and all(isinstance(part, str | TextPart) for part in system):
+        return "".join(part if isinstance(part, str) else part.text for part in system)
+    raise DefinitionError(f"agent {agent!r}: system must be text, or a list of text parts, not {system!r}")
