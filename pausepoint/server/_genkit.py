@@ -13,7 +13,10 @@ also carries ``metadata.approval`` (``{required, approvals, approvedBy, progress
 approvals" after the first of two, the pause still open). A restart part runs the tool on ``toolRequest.input``;
 ``metadata.resumed`` becomes ``ctx.resumed_metadata``; an input that differs from the paused
 one is an edit, and so is one sent with ``metadata.replacedInput`` unless it is the same input
-(Genkit's client sends that metadata whenever a replacement was given, even the same one).
+(Genkit's client sends that metadata whenever a replacement was given, even the same one). A
+respond part with ``metadata.decision: "deny"`` (and ``metadata.reason``), or those keys in
+``metadata.interruptResponse`` (Genkit's ``respond_to_interrupt(..., metadata=...)``), is a
+denial: what a call paused for approval takes, as REST's ``/deny`` (a plain respond is refused).
 
 Stream. Chunks rebuild the history as Genkit's client rebuilds it: text and tool requests are
 model chunks of the model message, once each, when the model gives them; a tool message is one
@@ -194,8 +197,26 @@ def _respond(part: _Part) -> ToolResponse:
         raise InvalidRequest(
             "toolResponse.content (a multipart tool output) is not supported: give the answer as 'output'"
         )
-    metadata = {k: v for k, v in (part.metadata or {}).items() if k != "interrupt"} or None
-    return ToolResponse(response.ref or "", response.name, response.output, metadata)
+    metadata = {k: v for k, v in (part.metadata or {}).items() if k != "interrupt"}
+    # A denial: what a call paused for approval takes beside a restart, said in the part's
+    # metadata or in Genkit's respond_to_interrupt(..., metadata=...) (``interruptResponse``).
+    # The model is told {"denied": true, "reason": ...}.
+    said = metadata.get("interruptResponse")
+    where = dict(said) if isinstance(said, dict) and "decision" in said else metadata
+    if "decision" not in where:
+        return ToolResponse(response.ref or "", response.name, response.output, metadata or None)
+    decision, reason = where.pop("decision"), where.pop("reason", "")
+    if where is not metadata:
+        metadata["interruptResponse"] = where
+        if not where:
+            del metadata["interruptResponse"]
+    if decision != "deny":
+        raise InvalidRequest("a toolResponse's metadata.decision may only be 'deny' (a restart approves)")
+    if not isinstance(reason, str):
+        raise InvalidRequest("a denial's metadata.reason must be a string")
+    if response.output is not None and response.output != {"denied": True, "reason": reason}:
+        raise InvalidRequest("a denial carries no output of its own: give its reason as metadata.reason")
+    return ToolResponse(response.ref or "", response.name, None, metadata or None, decision="deny", reason=reason)
 
 
 def _restart(part: _Part) -> ToolRestart:

@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
+from pausepoint import Pausepoint
+from pausepoint.server import BearerTokens, create_app
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel, tool_call
 from tests.server.conftest import ALICE
+from tests.server.harness import serve_in_thread
 
 GENKIT_PYTHON = os.environ.get("PAUSEPOINT_GENKIT_PYTHON", "/tmp/anchor-genkit-venv/bin/python")
 SSE = {**ALICE, "Accept": "text/event-stream"}
@@ -348,3 +353,59 @@ async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once_on_the
     assert (reused.status_code, reused.json()["error"]["details"]["code"]) == (409, "idempotency_key_reused")
     too_long = await http.post(url, json=body, headers={**ALICE, "Idempotency-Key": "k" * 201})
     assert too_long.status_code == 400
+
+
+async def test_a_call_paused_for_approval_is_denied_on_the_wire_as_on_rest(tmp_path, http):
+    """A ``requires_approval`` pause takes a denial on the Genkit wire too: a respond part with
+    ``metadata.decision: "deny"`` (found by a probe: every wire answer was a respond, refused
+    with "takes approve, edit, deny", and the wire had no way to say deny)."""
+    ai = Pausepoint()
+
+    @ai.tool(requires_approval=True)
+    async def deploy(env: str) -> str:
+        """Deploy."""
+        return f"deployed {env}"
+
+    steps = [[tool_call("deploy", {"env": "prod"})], "Not deployed."] * 2
+    ai.define_agent(name="ops", model=ScriptedModel(steps), tools=[deploy], store=SqliteSessionStore(tmp_path / "d.db"))
+    with serve_in_thread(lambda: create_app(ai, auth=BearerTokens({"alice-token": "alice"}))) as url:
+        agent = url + "/agents/ops"
+        out = (await http.post(agent, json={"data": user("deploy")}, headers=ALICE)).json()["result"]
+        ref = out["message"]["content"][0]["toolRequest"]["ref"]
+
+        def answer(**fields: Any) -> dict[str, Any]:
+            part = {"toolResponse": {"ref": ref, "name": "deploy", **fields.pop("response", {})}, **fields}
+            return {"data": {"resume": {"respond": [part]}}, "init": {"snapshotId": out["snapshotId"]}}
+
+        refused = [
+            answer(response={"output": "ok"}),  # a respond: not what an approval takes
+            answer(metadata={"decision": "approve"}),
+            answer(metadata={"decision": "deny", "reason": 3}),
+            answer(metadata={"decision": "deny", "reason": "no"}, response={"output": {"denied": True}}),
+        ]
+        for body in refused:
+            reply = await http.post(agent, json=body, headers=ALICE)
+            assert reply.status_code in (400, 422), reply.text
+        deny = answer(metadata={"decision": "deny", "reason": "Not today."})
+        denied = await http.post(agent, json=deny, headers=ALICE)
+        assert denied.status_code == 200, denied.text
+        assert denied.json()["result"]["finishReason"] == "stop"
+        session = denied.json()["result"]["sessionId"]
+        rest = f"{url}/v1/agents/ops/sessions/{session}"
+        [entry] = [e for e in (await http.get(rest + "/audit", headers=ALICE)).json()["entries"] if e["ref"] == ref]
+        assert (entry["decision"], entry["reason"], entry["via"]) == ("deny", "Not today.", "genkit")
+        history = (await http.get(rest + "/history", headers=ALICE)).json()["messages"]
+        outputs = [p["output"] for m in history for p in m["parts"] if p.get("kind") == "tool_response"]
+        assert outputs == [{"denied": True, "reason": "Not today."}]
+
+        # As Genkit's client sends it: respond_to_interrupt(None, interrupt=..., metadata={...})
+        # puts the metadata under interruptResponse.
+        body = {"data": user("deploy again"), "init": {"snapshotId": denied.json()["result"]["snapshotId"]}}
+        out = (await http.post(agent, json=body, headers=ALICE)).json()["result"]
+        ref = out["message"]["content"][0]["toolRequest"]["ref"]
+        said = {"interruptResponse": {"decision": "deny", "reason": "Later."}}
+        part = {"toolResponse": {"ref": ref, "name": "deploy", "output": None}, "metadata": said}
+        body = {"data": {"resume": {"respond": [part]}}, "init": {"snapshotId": out["snapshotId"]}}
+        assert (await http.post(agent, json=body, headers=ALICE)).json()["result"]["finishReason"] == "stop"
+        trail = (await http.get(rest + "/audit", headers=ALICE)).json()["entries"]
+        assert [(e["decision"], e["reason"]) for e in trail if e["ref"] == ref] == [("deny", "Later.")]
