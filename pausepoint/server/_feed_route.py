@@ -4,6 +4,11 @@ for the sessions the caller may see.
 Each event has an id; a client that reconnects with ``Last-Event-ID`` gets exactly the events
 it missed (a 400 for an id this feed never sent). A comment line every 15 s keeps an idle
 connection open through proxies.
+
+The caller's credentials are checked again before an event is sent (at most once a second) and
+at each keep-alive: once they are no longer accepted — a token that expired, was revoked, or whose
+key the provider dropped — the stream ends with an ``error`` event (the 401's body), and nothing
+more is sent on it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ..errors import Unauthenticated
+from ._errors import error_body
 from ._routes import Operation, header, schema_ref
 from ._service import service_of
 from ._turns import event
@@ -23,6 +30,7 @@ from ._turns import event
 __all__ = ["FEED", "feed"]
 
 _KEEP_ALIVE = 15.0
+_RECHECK = 1.0  # seconds: how long a check of the caller's credentials holds for the events after it
 
 FEED: Operation[Any] = Operation(
     "Server-sent events: 'pause', 'answer' and 'turn_end', for the sessions the caller may "
@@ -44,6 +52,19 @@ async def feed(request: Request) -> Response:
     positions = await service.feed.start(request.headers.get("last-event-id"))
     followed = service.feed.follow(positions, lambda s: service.policy.can_view(principal, s))
 
+    loop = asyncio.get_running_loop()
+    checked = loop.time()
+
+    async def refused() -> bytes | None:
+        """The error event ending the stream, once the caller's credentials are refused."""
+        nonlocal checked
+        try:
+            await service.principal(request)
+        except Unauthenticated as exc:
+            return event("error", error_body(exc))
+        checked = loop.time()
+        return None
+
     async def events() -> AsyncIterator[bytes]:
         yield b": connected\n\n"
         pending: asyncio.Future[Any] | None = None
@@ -51,6 +72,9 @@ async def feed(request: Request) -> Response:
             while True:
                 pending = pending or asyncio.ensure_future(anext(followed))
                 done, _ = await asyncio.wait([pending], timeout=_KEEP_ALIVE)
+                if (not done or loop.time() - checked >= _RECHECK) and (ended := await refused()) is not None:
+                    yield ended
+                    return
                 if not done:
                     yield b": keep-alive\n\n"
                     continue

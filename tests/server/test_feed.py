@@ -6,6 +6,7 @@ import asyncio
 import json
 
 from pausepoint import Interrupt, Pausepoint
+from pausepoint.errors import Unauthenticated
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
@@ -143,3 +144,45 @@ async def test_agents_with_store_objects_of_their_own_on_one_file_feed_each_even
             ("pause", sessions[1]),
             ("turn_end", sessions[1]),
         ]
+
+
+async def test_a_feed_whose_token_is_no_longer_accepted_ends_with_an_error_and_sends_nothing_more(tmp_path, http):
+    """The credentials are checked again while the feed is open (found by a probe: an expired
+    JWT kept receiving its tenant's pauses for as long as the connection stayed up)."""
+    revoked: set[str] = set()
+
+    def tokens(request) -> str | None:  # an Authenticator: alice's token, until it is revoked
+        token = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if token in revoked:
+            raise Unauthenticated("the token was revoked")
+        return "alice" if token == "alice-token" else None
+
+    def app(path):
+        ai = Pausepoint()
+
+        @ai.tool()
+        async def ask(question: str) -> str:
+            """Asks a person."""
+            raise Interrupt({"question": question})
+
+        model = ScriptedModel([[tool_call("ask", {"question": "?"})]] * 2)
+        return ai, ai.define_agent(name="ops", model=model, tools=[ask], store=SqliteSessionStore(path))
+
+    path = tmp_path / "feed.db"
+    with serve_in_thread(lambda: create_app(app(path)[0], auth=tokens, feed_interval=0.05)) as url:
+        seen: list = []
+        connected = asyncio.Event()
+        reader = asyncio.create_task(read_events(http, url + "/v1/feed", ALICE, 10, seen, connected))
+        await asyncio.wait_for(connected.wait(), 10)
+        await http.post(url + "/v1/agents/ops/sessions", json={"message": "first"}, headers=ALICE)
+        for _ in range(200):  # its pause and its turn's end
+            if [name for name, _ in seen] == ["pause", "turn_end"]:
+                break
+            await asyncio.sleep(0.05)
+        revoked.add("alice-token")
+        await asyncio.sleep(1.2)  # past the second a check of the credentials holds for
+        _, elsewhere = app(path)  # another process on the store: alice's session pauses there
+        await elsewhere.chat(principal="alice").send("second")
+        await asyncio.wait_for(reader, 10)  # the stream ended
+    assert [name for name, _ in seen] == ["pause", "turn_end", "error"]
+    assert seen[-1][1]["error"]["code"] == "unauthenticated"
