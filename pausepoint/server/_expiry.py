@@ -1,8 +1,12 @@
 """Settling expired pauses while the server runs, so an inbox never shows a pause nobody can answer.
 
-Every ``interval`` seconds each agent's ``settle_expired()`` resolves the pauses whose
-time-to-live has passed, by the agent's expiry policy (the model sees a denial by default, and
-the turn goes on). Every server process may sweep: settling is a conditional append like any
+Each agent's ``settle_expired()`` resolves the pauses whose time-to-live has passed, by the
+agent's expiry policy (the model sees a denial by default, and the turn goes on) — every
+``interval`` seconds, and as soon as the next pause due within that interval runs out (a step of
+an escalation too), so reads show a pause nobody can answer any more for milliseconds, not for
+up to ``interval``. A pause any process records meanwhile is seen through the stores' event
+streams (as the feed sees it), and the next wake is worked out again (at most every
+``_SPACING`` seconds). Every server process may sweep: settling is a conditional append like any
 answer, so a pause is settled once. The sweep starts with the app's lifespan, or with its first
 request when the app is mounted somewhere that does not run sub-app lifespans.
 """
@@ -13,12 +17,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 
 from ..runtime._app import Pausepoint
+from ..stores import SessionStore
+from ._feed import stores_of
 
 __all__ = ["ExpirySweep"]
 
 log = logging.getLogger("pausepoint.server")
+
+_SPACING = 0.25  # seconds: the least time between two looks at what is due, however busy the stores
 
 
 class ExpirySweep:
@@ -47,10 +56,48 @@ class ExpirySweep:
             for response in await agent.settle_expired():
                 self._settled(agent.name, response.session_id)
 
+    async def next_due(self, interval: float) -> float:
+        """Seconds until the first pause due within ``interval`` runs out (``interval`` if none)."""
+        now = self._ai.clock()
+        soon = now + timedelta(seconds=interval)
+        wait = interval
+        for agent in self._ai.agents.values():
+            for summary in await agent.list_sessions(expiring_before=soon):
+                if summary.next_expiry is not None:
+                    wait = min(wait, (summary.next_expiry - now).total_seconds())
+        return max(wait, 0.0)
+
     async def _run(self, interval: float) -> None:
+        stores = stores_of(self._ai)
+        positions = [await store.last_event() for store in stores]
         while True:
+            wait = interval
             try:
                 await self.sweep()
+                wait = await self.next_due(interval)
+                positions = await _until_written(stores, positions, wait + 0.001)  # just past: run out by then
             except Exception:  # a store hiccup must not end the sweeping for good
                 log.exception("settling expired pauses failed; trying again in %ss", interval)
-            await asyncio.sleep(interval)
+                await asyncio.sleep(interval)
+
+
+async def _until_written(stores: list[SessionStore], positions: list[int], seconds: float) -> list[int]:
+    """Wait ``seconds``, or until a process writes an event to one of ``stores`` (a pause that may
+    run out sooner), but at least ``_SPACING`` seconds (unless ``seconds`` is less); the
+    positions of their newest events then."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    pairs = zip(stores, positions, strict=True)
+    waits = [asyncio.ensure_future(store.wait_for_events(at, seconds)) for store, at in pairs]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+        for wait in waits:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await wait
+    left = min(seconds, _SPACING) - (loop.time() - started)
+    if left > 0:
+        await asyncio.sleep(left)
+    return [await store.last_event() for store in stores]

@@ -83,3 +83,26 @@ async def test_the_sweep_can_be_turned_off():
             clock.now += timedelta(hours=1)
             await asyncio.sleep(0.3)
             assert len(await chat.interrupts()) == 1  # expired, but settling is someone else's job
+
+
+async def test_a_pause_is_settled_when_it_runs_out_not_at_the_next_sweep():
+    """Between a pause running out and the sweep, every surface listed a pause no answer could
+    reach any more (found by two probes, for up to ``expiry_interval``, 30 s by default). The
+    sweep now also wakes when the next pause runs out — one recorded after it looked too."""
+    ai = Pausepoint()
+    ask = ai.define_interrupt(name="ask", description="Ask.", input_schema=Question, ttl=timedelta(seconds=1))
+    model = ScriptedModel([[tool_call("ask", {"question": "deploy?"})], "Not deployed."])
+    ai.define_agent(name="deployer", model=model, tools=[ask])
+    with serve_in_thread(lambda: create_app(ai, auth=BearerTokens(TOKENS), expiry_interval=30)) as url:
+        async with Client(url, token="alice-token") as client:
+            await client.agents()  # the sweep starts, and finds nothing due
+            await asyncio.sleep(0.5)
+            chat = client.agent("deployer").chat()
+            assert (await chat.send("Deploy the release.")).finish_reason == AgentFinishReason.INTERRUPTED
+            for _ in range(100):  # ten seconds at most: a third of the interval
+                if not await chat.interrupts():
+                    break
+                await asyncio.sleep(0.1)
+            assert await chat.interrupts() == []
+            assert [e.decision for e in await chat.audit_trail()] == ["message", "expire"]
+            assert (await chat.last_response()).text == "Not deployed."
