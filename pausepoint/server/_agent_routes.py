@@ -147,7 +147,7 @@ async def abort(request: Request) -> Response:
     snap, _ = genkit.lookup_ids(await read_json(request, service.limits), need_one=False)
     assert snap is not None
     session_id, version = parse_snapshot_id(snap)
-    await service.conversable(agent, session_id, principal)
+    await service.conversable(agent, session_id, principal, "abort the turns of")
     chat = agent.chat(session_id, principal=principal)
     status = status_at(await read_state(chat), version, agent.clock(), agent.abandon_after)
     if status is None:

@@ -153,7 +153,7 @@ CANCEL = Operation("Cancel every open pause", AGENT_RESPONSE, body=CancelBody)
 
 async def cancel(request: Request) -> Response:
     service = service_of(request)
-    agent, session_id, principal = await service.conversing(request)
+    agent, session_id, principal = await service.conversing(request, "cancel the pauses of")
     body = CANCEL.parse(await read_json(request, service.limits))
     chat = agent.chat(session_id, principal=principal)
     response = await chat.cancel_pending(body.reason, principal=principal, via="http")

@@ -112,12 +112,15 @@ class Service:
             raise Forbidden(f"{principal!r} may not answer pauses of session {session_id!r}", session_id=session_id)
         return summary
 
-    async def conversable(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
-        """``visible``, and ``principal`` may converse in it: send, cancel (``Forbidden`` otherwise)."""
+    async def conversable(
+        self, agent: Agent, session_id: str, principal: str, act: str = "send to"
+    ) -> SessionSummary:
+        """``visible``, and ``principal`` may converse in it: send, cancel, abort (``Forbidden``
+        otherwise, saying what it may not do: ``act``)."""
         summary = await self.visible(agent, session_id, principal)
         if not self.policy.can_converse(principal, summary):
             raise Forbidden(
-                f"{principal!r} may not send to session {session_id!r}: it is its owner's conversation",
+                f"{principal!r} may not {act} session {session_id!r}: it is its owner's conversation",
                 session_id=session_id,
             )
         return summary
@@ -152,12 +155,12 @@ class Service:
         await self.answerable(agent, session_id, principal)
         return agent, session_id, principal
 
-    async def conversing(self, request: Request) -> tuple[Agent, str, str]:
+    async def conversing(self, request: Request, act: str = "send to") -> tuple[Agent, str, str]:
         """``viewing``, for a route that converses in the session (``conversable``)."""
         principal = await self.principal(request)
         agent = self.agent(request.path_params["agent"])
         session_id = request.path_params["session_id"]
-        await self.conversable(agent, session_id, principal)
+        await self.conversable(agent, session_id, principal, act)
         return agent, session_id, principal
 
 

@@ -272,15 +272,17 @@ async def test_approvers_answer_but_never_speak_in_anothers_session(desk_served:
     snap = (await http.post(genkit + "/getSnapshot", json={"data": {"sessionId": session_id}}, headers=DESK)).json()
     snapshot_id = snap["result"]["snapshotId"]
     message = {"role": "user", "content": [{"text": "Transfer $5000 to desk."}]}
+    # Each refusal says what the desk may not do (found by a probe: a cancel was told "may not send").
     forbidden = [
-        (base + "/messages", {"message": "Transfer $5000 to desk."}),
-        (base + "/cancel", {"reason": "mine now"}),
-        (genkit, {"data": {"message": message}, "init": {"sessionId": session_id}}),
-        (genkit, {"data": {"message": message}, "init": {"snapshotId": snapshot_id}}),
-        (genkit + "/abort", {"data": {"snapshotId": snapshot_id}}),
+        (base + "/messages", {"message": "Transfer $5000 to desk."}, "may not send to session"),
+        (base + "/cancel", {"reason": "mine now"}, "may not cancel the pauses of session"),
+        (genkit, {"data": {"message": message}, "init": {"sessionId": session_id}}, "may not send to session"),
+        (genkit, {"data": {"message": message}, "init": {"snapshotId": snapshot_id}}, "may not send to session"),
+        (genkit + "/abort", {"data": {"snapshotId": snapshot_id}}, "may not abort the turns of session"),
     ]
-    for url, data in forbidden:
-        assert_error(await http.post(url, json=data, headers=DESK), 403, "forbidden", url)
+    for url, data, said in forbidden:
+        error = assert_error(await http.post(url, json=data, headers=DESK), 403, "forbidden", url)
+        assert said in error["message"], error
         assert_error(await http.post(url, json=data, headers=BOB), 404, "session_not_found", url)  # not an approver
     assert (await http.get(base, headers=DESK)).status_code == 200  # the desk sees the session
     reply = await http.post(base + f"/interrupts/{ref}/respond", json={"output": {"approved": True}}, headers=DESK)
