@@ -528,6 +528,32 @@ async def test_one_denial_denies_a_quorum(store):
     assert told(model) == [{"denied": True, "reason": "not approved by bob"}]
 
 
+async def test_a_quorum_cancelled_or_expired_after_one_approval_says_how_far_it_got(store):
+    """The trail's cancel (and expiry) of a quorum says one of two had approved (found by a
+    probe: it said 0 of 2, as if nobody had)."""
+    agent, _, ledger = build(store, treasury(quorum={"transfer_money": 2}))
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    await chat.resume(restart=[pause.restart()], principal="alice")
+    await chat.cancel_pending("changed my mind", principal="dave")
+    trail = [e for e in await chat.audit_trail() if e.decision != "message"]
+    assert [(e.decision, e.principal, e.approvals, e.required) for e in trail] == [
+        ("approve", "alice", 1, 2),
+        ("cancel", "dave", 1, 2),
+    ]
+    clock = Clock()
+    policy = treasury(quorum={"transfer_money": 2}, ttl={"transfer_money": timedelta(minutes=10)})
+    agent, _, ledger = build(store, policy, clock=clock)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    await chat.resume(restart=[pause.restart()], principal="alice")
+    clock.advance(timedelta(minutes=11))
+    await agent.settle_expired()
+    trail = [e for e in await chat.audit_trail() if e.decision != "message"]
+    assert [(e.decision, e.approvals, e.required) for e in trail] == [("approve", 1, 2), ("expire", 1, 2)]
+    assert ledger == []
+
+
 async def test_racing_approvers_resolve_a_quorum_exactly_once(store):
     agent, _model, ledger = build(store, treasury(quorum={"transfer_money": 2}))
     chat = agent.chat(principal="dave")

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data
-from ..session._records import ApprovalPaused, CallAnswered, PauseEscalated
+from ..session._records import ApprovalPaused, Approver, CallAnswered, PauseEscalated
 from ..session._state import Pause, SessionState
 from ..session._views import pending_interrupt
 
@@ -81,6 +81,7 @@ def expiry_claims(
             via="expiry",
             output=_expiry_output(policy, pending_interrupt(pause.record, pause), limits),
             reason=f"no answer before {pause.expires_at.isoformat() if pause.expires_at else '?'}",
+            approvals=counted(pause),
         )
         for pause in state.expired(now)
         if not escalates(pause)
@@ -112,11 +113,20 @@ def cancel_claims(
             via=via,
             output={"cancelled": True, "reason": reason},
             reason=reason,
+            approvals=counted(pause),
         )
         for pause in state.open.values()
         if pause.record.ref not in settled
     ]
     return [*expired, *cancelled]
+
+
+def counted(pause: Pause) -> list[Approver] | None:
+    """The approvals a pause for approval had counted (its audit entry says how far it got: "1
+    of 2"); None for any other pause."""
+    if not isinstance(pause.record, ApprovalPaused):
+        return None
+    return [Approver(given.principal, given.at, given.via) for _, given in pause.approvals]
 
 
 def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:

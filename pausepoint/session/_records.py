@@ -264,7 +264,8 @@ class CallAnswered:
 
     For every decision but ``restart`` the ``output`` is the call's result; a restart's result
     arrives later as ``CallCompleted`` or a new ``CallPaused``. ``approvals`` lists every
-    approval counted when the answer completes a quorum (None otherwise).
+    approval counted when the answer completes a quorum, or those counted by then when a pause
+    for approval is cancelled or expires (None otherwise).
     """
 
     ref: str
