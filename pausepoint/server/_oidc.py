@@ -260,8 +260,10 @@ class OidcBearer:
             raise Unauthenticated("the token's signature does not verify") from None
         except jwt.MissingRequiredClaimError as exc:
             raise Unauthenticated(f"the token lacks the {exc.claim!r} claim") from None
-        except jwt.PyJWTError as exc:
-            raise Unauthenticated(f"the token is not valid ({type(exc).__name__})") from None
+        except jwt.exceptions.InvalidSubjectError:
+            raise Unauthenticated("the token's 'sub' claim is not a string") from None
+        except jwt.PyJWTError as exc:  # what is wrong, in the library's words (never the token)
+            raise Unauthenticated(f"the token is not valid: {str(exc) or type(exc).__name__}") from None
         return claims
 
     def _identity(self, claims: Mapping[str, Any]) -> Identity:

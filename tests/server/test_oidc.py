@@ -267,6 +267,8 @@ async def test_claims_map_to_the_principal_roles_and_tenant(issuer):
             (issuer.mint("id-4", preferred_username="\x1b[31mroot"), "'preferred_username' claim names no principal"),
             (issuer.mint("id-5", preferred_username="x", realm_access={"roles": [1]}), "not a list of role names"),
             (issuer.mint("id-6", preferred_username="x", org=["a", "b"]), "'org' claim names no tenant"),
+            # a reason a person can read, not the library's class name (found by a probe)
+            (issuer.mint(123, preferred_username="x"), "the token's 'sub' claim is not a string"),  # type: ignore[arg-type]
         ):
             await refused(url, bad, why)
     seen = [(i.principal, i.roles, i.tenant) for i in served.policy.seen]
