@@ -235,7 +235,11 @@ def _check(value: Any, limits: JsonLimits, depth: int) -> None:
             )
     elif kind is float:
         if value - value != 0.0:  # NaN and ±Infinity (inf - inf is NaN)
-            raise NotJsonData(f"{value} is not a JSON number (NaN and Infinity are not JSON)", "finite_number")
+            raise NotJsonData(
+                f"{value} is not a JSON number (NaN and Infinity are not JSON; a number beyond what a double "
+                "holds, ±1.8e308, such as 1e400, reads as an infinity)",
+                "finite_number",
+            )
     elif value is not None and kind is not bool:
         raise _Foreign(value)
 

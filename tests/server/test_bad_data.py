@@ -117,6 +117,9 @@ async def test_rest_refuses_what_a_session_cannot_keep(served: Served, http: htt
             except AssertionError as exc:
                 failures.append(str(exc))
     assert failures == []
+    # 1e999 is JSON's grammar: the refusal says why it reads as an infinity (found by a probe)
+    reply = await post(http, bank + "/resume", body(where[1][1], "1e999"), ALICE)
+    assert "beyond what a double holds" in reply.json()["error"]["message"]
 
     surrogate = '"\\ud800"'
     strings = [
