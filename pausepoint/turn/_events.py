@@ -227,7 +227,7 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
     body: dict[str, Any] = {
         "id": event.id,
         "type": event.kind,
-        "at": event.at.isoformat(),
+        "at": _iso(event.at),
         "agent": event.agent,
         "session_id": event.session_id,
         "owner": envelope.owner,
@@ -247,3 +247,9 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
         case _:  # no other record is announced (``_announced``)
             raise ValueError(f"an event of a {record.kind} record")
     return body
+
+
+def _iso(at: datetime) -> str:
+    """``at`` as every other time in the API is written (pydantic's ISO 8601: UTC as ``Z``)."""
+    text = at.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text

@@ -108,6 +108,9 @@ async def test_an_approval_one_approver_is_enough_for_reads_one_of_one_in_the_fe
         [told] = [data["entry"] for _, data in seen if "entry" in data]
         trail = (await http.get(base + "/audit", headers=ALICE)).json()["entries"]
     assert (told["decision"], told["approvals"], told["required"]) == ("approve", 1, 1)
+    # one way to write a time in a body: the event's own as its entry's (found by a probe: +00:00 beside Z)
+    [event] = [data for _, data in seen if "entry" in data]
+    assert event["at"].endswith("Z") and told["at"].endswith("Z")
     assert {k: v for k, v in told.items() if k != "view"} == {k: v for k, v in trail[-1].items() if k != "view"}
 
 
