@@ -40,6 +40,8 @@ TOKENS: dict[str, str | Identity] = {
     "carol": "carol",
     # a sign-in whose sub reads "acme/desk" with no tenant claim: nobody of acme
     "impostor": Identity("acme/desk"),
+    # ... and one whose token carries the role that makes approvers: still no approver, no role
+    "impostor-roles": Identity("acme/desk", frozenset({"treasury"})),
 }
 MEMBERS = {"acme/alice": ["treasury"], "acme/desk": ["treasury"], "globex/bob": ["treasury"]}
 
@@ -60,7 +62,9 @@ def build_tenant_app(spec: dict[str, Any], ledger: list[str], hooks: dict[str, s
     return create_app(
         ai,
         auth=BearerTokens(TOKENS),
-        policy=OwnerPolicy(approvers={"acme/desk", "globex/bob", "ops"}, operators={"ops"}),
+        policy=OwnerPolicy(
+            approvers={"acme/desk", "globex/bob", "ops"}, approver_roles={"treasury"}, operators={"ops"}
+        ),
         operators={"ops"},
         metrics=PrometheusMetrics(tenants=["acme"]),
         webhooks=WebhookSender(ai, interval=0.2) if webhooks else False,
