@@ -44,6 +44,20 @@ export function explain(error) {
   return error instanceof Error ? `Something went wrong in the console: ${error.message}` : String(error);
 }
 
+/**
+ * Whether ``token`` can be sent at all: a header carries only Latin-1 characters, no NUL or line
+ * break (fetch refuses anything else before any request — not a server out of reach).
+ * @param {string} token
+ */
+export function sendableToken(token) {
+  try {
+    new Headers({ Authorization: `Bearer ${token}` });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function newKey() {
   if (crypto.randomUUID) return crypto.randomUUID();
   const bytes = crypto.getRandomValues(new Uint8Array(16));

@@ -8,11 +8,12 @@
 // OpenID Connect provider, "Sign in with <provider>" goes there and back (signin.js).
 //
 // Focus belongs to the person: the console never moves it to a card. Typing while nothing in
-// particular has focus goes to the composer; cards take shortcuts only once selected (cards.js).
+// particular has focus (or a card with nothing left to decide) goes to the composer, and so does
+// focus a decision leaves behind; cards take shortcuts only once selected (cards.js).
 // Every card's state comes from the session's events (cardstate.js), read again after anything
 // happens to the session: this page's answer, the feed's news, a reload.
 
-import { Api, ApiError, apiBase, explain, newKey, unreachable } from "./api.js";
+import { Api, ApiError, apiBase, explain, newKey, sendableToken, unreachable } from "./api.js";
 import { InterruptCard } from "./cards.js";
 import { cardStates, settledBy } from "./cardstate.js";
 import { pauseKey } from "./decisions.js";
@@ -25,6 +26,8 @@ import { Reach } from "./reach.js";
 import { SignInError, expiresAt, finishSignIn, isReturn, loadProvider, offerProvider, readClaims, startSignIn } from "./signin.js";
 
 const TOKEN_KEY = "pausepoint.token";
+/** What can name a session (as the server checks a caller's id): anything else is no session. */
+const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 const SWITCHED_KEY = "pausepoint.switchedFrom";
 const CONFIRM_KEY = "pausepoint.confirmAll";
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
@@ -59,6 +62,7 @@ const state = {
   view: 0, // bumped whenever another session is shown: late replies for an old one are dropped
   canSend: true,
   canAnswer: true,
+  missing: false, // what the route names is not there (an unknown agent, an id no session can have)
 };
 
 const inbox = new Inbox({ list: $("inbox"), empty: $("inbox-empty"), count: $("inbox-count"), filters: $("inbox-filters") },
@@ -98,6 +102,14 @@ async function boot() {
     sessionStorage.setItem(TOKEN_KEY, token);
     history.replaceState(null, "", hashWithoutToken());
   }
+  // Until someone is signed in, a token put in the address bar is tried in place of the last
+  // (once signed in, wireUp's listener takes the link's identity instead).
+  window.addEventListener("hashchange", () => {
+    const { token: next } = route();
+    if (wired || !next) return;
+    history.replaceState(null, "", hashWithoutToken());
+    signIn(next);
+  });
   $("signin-form").addEventListener("submit", (e) => {
     e.preventDefault();
     signIn(/** @type {HTMLInputElement} */ ($("token-input")).value.trim());
@@ -139,6 +151,11 @@ function showSignIn(message = "", note = "") {
 /** @param {string} token */
 async function signIn(token) {
   if (!token) return showSignIn("Enter a token.");
+  if (!sendableToken(token)) {
+    // No server could be sent it (a character an HTTP header cannot carry): a wrong token.
+    sessionStorage.removeItem(TOKEN_KEY);
+    return showSignIn("That token was not accepted.");
+  }
   const api = new Api(token);
   let listing;
   try {
@@ -314,6 +331,11 @@ function skip(e) {
   }
 }
 
+/** Whether a card's element still waits for a decision (open, or counted and open to more). @param {HTMLElement} el */
+function actionable(el) {
+  return el.dataset.state === "open" || el.dataset.state === "counted";
+}
+
 /** @param {HTMLTextAreaElement} box */
 function autosize(box) {
   box.style.height = "auto";
@@ -329,7 +351,10 @@ function globalKeys(e) {
   const target = e.target;
   if (e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
   if (target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target instanceof HTMLSelectElement) return;
-  if (target instanceof Element && target.closest(".card, button, a, summary, details, form, [contenteditable]")) return;
+  // (a card that has nothing left to decide takes no keys: what is typed on it goes to the composer)
+  const settledCard = target instanceof HTMLElement && target.matches(".card") && !actionable(target);
+  if (!settledCard && target instanceof Element
+    && target.closest(".card, button, a, summary, details, form, [contenteditable]")) return;
   if ($("composer").hidden || $("app").hidden || state.signedOut) return;
   if (e.key === "/") {
     e.preventDefault();
@@ -352,6 +377,14 @@ function sessionPath(agent, sessionId) {
   return `/v1/agents/${encodeURIComponent(agent)}/sessions/${encodeURIComponent(sessionId)}`;
 }
 
+/**
+ * Cancelling a session's open pauses is conversing in it (the server takes it from those who may
+ * send, as the composer is): offered only to someone who may both answer and send.
+ */
+function mayCancel() {
+  return state.canAnswer && state.canSend && !state.signedOut;
+}
+
 /** @param {boolean} canSend @param {boolean} canAnswer @param {string} [owner] */
 function setPermissions(canSend, canAnswer, owner) {
   state.canSend = canSend;
@@ -362,6 +395,10 @@ function setPermissions(canSend, canAnswer, owner) {
   note.textContent = canSend ? "" : canAnswer
     ? `You may answer this session's pauses, but only ${owner || "its owner"} writes in it.`
     : `You may read this session; only ${owner || "its owner"} acts in it.`;
+  if (!mayCancel()) {
+    $("cancel-open").hidden = true;
+    closeCancel();
+  }
 }
 
 const narrow = () => matchMedia("(max-width: 760px)").matches;
@@ -379,26 +416,36 @@ async function applyRoute() {
     location.reload(); // from a link's page back to the console: start it afresh
     return;
   }
-  const name = agent && state.agents.includes(agent) ? agent : state.agents[0];
-  if (!name) {
+  if (!state.agents.length) {
     $("conv-title").textContent = "No agents";
     $("conv-sub").textContent = "This server serves no agents.";
     return;
   }
+  if (agent && !state.agents.includes(agent)) {
+    // Never another agent in its place: the address bar names this one.
+    clearShown(null, null);
+    renderSessions($("recent"), $("recent-empty"), [], null);
+    showMissing(`No agent “${agent}”`, `There is no agent named “${agent}” here: choose one from the list of agents.`);
+    return;
+  }
+  const name = agent || state.agents[0];
+  if (session && !SESSION_ID.test(session)) {
+    // No session can have this id: the server is not asked (the id is no path to send it).
+    clearShown(name, null);
+    const view = state.view;
+    const info = await agentInfo(name);
+    if (view !== state.view) return;
+    showMissing(`Session ${shortId(session)}`, info.description || "", `No session '${session}'`);
+    await refreshRecent();
+    markCurrent();
+    return;
+  }
   if (name === state.agent && session === state.sessionId && session) return;
-  state.view += 1;
-  state.agent = name;
-  state.sessionId = session || null;
-  state.detail = null;
-  state.entries = [];
-  state.cards.clear();
-  closeCancel();
-  showNotice("");
-  $("app").dataset.session = session ? "true" : "false";
-  /** @type {HTMLSelectElement} */ ($("agent-select")).value = name;
-  /** @type {HTMLTextAreaElement} */ ($("message")).placeholder = `Message ${name}…`;
-  $("log").replaceChildren();
-  renderAudit($("audit"), $("audit-empty"), []);
+  clearShown(name, session || null);
+  if (state.missing) {
+    state.missing = false;
+    setPermissions(true, true); // until the session says otherwise
+  }
   const info = await agentInfo(name);
   $("conv-sub").textContent = info.description || "";
   $("conv-sub").hidden = !info.description;
@@ -418,6 +465,42 @@ async function applyRoute() {
     const first = openCards()[0]; // one column: bring what the person came for into view
     if (first) first.el.scrollIntoView({ block: "start" });
   }
+}
+
+/**
+ * Forget what was shown; show ``agent``'s session ``sessionId`` (null: a new one) next.
+ * @param {string | null} agent @param {string | null} sessionId
+ */
+function clearShown(agent, sessionId) {
+  state.view += 1;
+  state.agent = agent;
+  state.sessionId = sessionId;
+  state.detail = null;
+  state.entries = [];
+  state.cards.clear();
+  closeCancel();
+  showNotice("");
+  $("app").dataset.session = sessionId ? "true" : "false";
+  /** @type {HTMLSelectElement} */ ($("agent-select")).value = agent || "";
+  /** @type {HTMLTextAreaElement} */ ($("message")).placeholder = agent ? `Message ${agent}…` : "Write a message…";
+  $("log").replaceChildren();
+  renderAudit($("audit"), $("audit-empty"), []);
+}
+
+/**
+ * What the route names is not there: say so where the conversation's title goes (and in the log,
+ * as an unknown session is), with nothing to write into.
+ * @param {string} title @param {string} sub @param {string} [problem]
+ */
+function showMissing(title, sub, problem) {
+  state.missing = true;
+  setPermissions(false, false);
+  $("readonly-note").hidden = true;
+  $("conv-title").textContent = title;
+  $("conv-sub").textContent = sub;
+  $("conv-sub").hidden = !sub;
+  if (problem) $("log").replaceChildren(h("p", { class: "turn-error", role: "alert", text: problem }));
+  updateOpen();
 }
 
 /**
@@ -572,7 +655,7 @@ function openCards() {
 /** The "cancel open pauses" control and the composer's notice follow what is open. */
 function updateOpen() {
   const open = openCards();
-  $("cancel-open").hidden = !(open.length && state.canAnswer);
+  $("cancel-open").hidden = !(open.length && mayCancel());
   if (!open.length) {
     if (!reach.waiting.has("composer")) showNotice("");
     closeCancel();
@@ -599,7 +682,7 @@ async function send() {
   const open = openCards();
   if (open.length) {
     const what = open.length === 1 ? "A pause is" : `${open.length} pauses are`;
-    showNotice(`${what} waiting for an answer: the agent goes on once it has one. `, state.canAnswer);
+    showNotice(`${what} waiting for an answer: the agent goes on once it has one. `, mayCancel());
     return;
   }
   if (reach.offline) {
@@ -808,14 +891,28 @@ async function deliver(card, action, body, key) {
   }
   card.setBusy(false);
   await sync();
-  if (!card.open) card.el.focus({ preventScroll: true }); // its buttons are gone: keep the person where they were
+  settleFocus(card);
+}
+
+/**
+ * A decision on ``card`` is done: focus that was left on the card, or went nowhere when its
+ * buttons went away, goes to the composer where the person may write (what they type next
+ * lands there), else stays on the card. Focus the person moved elsewhere meanwhile stays there.
+ * @param {InterruptCard} card
+ */
+function settleFocus(card) {
+  const active = document.activeElement;
+  const lost = !active || active === document.body || card.el.contains(active);
+  if (!lost || card.open) return; // moved elsewhere, or the card still asks something
+  if (state.canSend && !$("composer").hidden && !state.signedOut && !narrow()) $("message").focus();
+  else card.el.focus({ preventScroll: true }); // its buttons are gone: keep the person where they were
 }
 
 // -- cancelling the open pauses -------------------------------------------------------------------
 
 function openCancel() {
   const open = openCards();
-  if (!open.length || !state.canAnswer || state.signedOut) return;
+  if (!open.length || !mayCancel()) return;
   $("cancel-title").textContent = open.length === 1
     ? `Cancel the open pause “${open[0].view.title}”?`
     : `Cancel the ${open.length} open pauses (${open.map((c) => `“${c.view.title}”`).join(", ")})?`;
@@ -830,7 +927,7 @@ function closeCancel() {
 }
 
 async function cancelPending() {
-  if (!state.agent || !state.sessionId || state.busy) return;
+  if (!state.agent || !state.sessionId || state.busy || !mayCancel()) return;
   const reasonBox = /** @type {HTMLInputElement} */ ($("cancel-reason"));
   const reason = reasonBox.value.trim() || `cancelled by ${state.principal || "the approver"}`;
   const submit = /** @type {HTMLButtonElement} */ ($("cancel-submit"));

@@ -20,7 +20,7 @@ import { CONFIRM_KEYS, Confirmation } from "./confirm.js";
 import { decisionComment, decisionLabel, decisionSentence, decisionTone, editedFields } from "./decisions.js";
 import { effectsOf, fieldText } from "./effects.js";
 import { SchemaForm } from "./forms.js";
-import { countdown, h, jsonView, localTime, plainText } from "./dom.js";
+import { countdown, h, jsonView, localTime, plainText, visible } from "./dom.js";
 
 let counter = 0;
 
@@ -101,7 +101,7 @@ export class InterruptCard {
         h("dt", { title: f.description || null, text: f.label }), h("dd", { text: fieldText(f, view) }))))
       : null;
     const why = pause.metadata && typeof pause.metadata.reason === "string"
-      ? h("p", { class: "card-why" }, h("strong", { text: "Why it paused: " }), pause.metadata.reason) : null;
+      ? h("p", { class: "card-why" }, h("strong", { text: "Why it paused: " }), visible(pause.metadata.reason)) : null;
     const details = h("details", { class: "card-details" },
       h("summary", { text: "Details: tool, ref, raw input" }),
       h("p", { class: "card-tool" }, h("span", { class: "mono", text: pause.name }),

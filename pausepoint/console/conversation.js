@@ -3,7 +3,7 @@
 // turns streaming in.
 
 import { pauseKey } from "./decisions.js";
-import { h, jsonView, localTime } from "./dom.js";
+import { h, jsonView, localTime, visible } from "./dom.js";
 
 /** @param {string} text @param {string} [who] who wrote it, when not the viewer */
 export function userMessage(text, who = "You") {
@@ -17,7 +17,7 @@ function modelMessage(text) {
 
 /** @param {any} value */
 function preview(value) {
-  const text = typeof value === "string" ? value : JSON.stringify(value);
+  const text = visible(typeof value === "string" ? value : JSON.stringify(value));
   return text.length > 90 ? text.slice(0, 89) + "…" : text;
 }
 

@@ -2,7 +2,7 @@
 // What an answer was, in words: the label on a settled card and in the audit trail, and the
 // sentence that says who decided what, when (local time) and why.
 
-import { humanize, localTime, plainText } from "./dom.js";
+import { humanize, localTime, plainText, visible } from "./dom.js";
 
 /**
  * @typedef {{ref: string, pause_id?: string, name: string, decision: string, at: string, principal: string | null, via: string,
@@ -111,7 +111,7 @@ export function decisionDetail(entry) {
  */
 export function decisionSentence(entry) {
   let text = entry.decision === "expire" ? `Expired: ${decisionWho(entry).toLowerCase()}` : `${decisionLabel(entry)} ${decisionWho(entry)}`;
-  if (entry.reason && entry.decision !== "expire") text += ` — “${entry.reason}”`;
+  if (entry.reason && entry.decision !== "expire") text += ` — “${visible(entry.reason)}”`;
   const detail = decisionDetail(entry);
   return detail ? `${text}. ${detail}` : text;
 }

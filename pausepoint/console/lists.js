@@ -90,7 +90,7 @@ export function renderAudit(list, empty, entries) {
       h("p", { class: "audit-title", text: view.title }),
       view.summary && view.summary !== view.title ? h("p", { class: "audit-summary", text: view.summary }) : null,
       h("p", { class: "audit-who", text: decisionWho(entry) }),
-      entry.reason && entry.decision !== "expire" ? h("p", { class: "audit-reason", text: `“${entry.reason}”` }) : null,
+      entry.reason && entry.decision !== "expire" ? h("p", { class: "audit-reason", text: `“${visible(entry.reason)}”` }) : null,
       decisionComment(entry) ? h("p", { class: "audit-comment", text: `Comment: “${decisionComment(entry)}”` }) : null,
       detail ? h("p", { class: "audit-detail", text: detail }) : null,
       edits.length ? h("ul", { class: "audit-edits", "aria-label": "Changed before approval" },

@@ -92,7 +92,8 @@ def build(store: SessionStore, ledger: list[str], webhooks: Sequence[Webhook] = 
     async def hold_funds(input: Hold, ctx: ToolRunContext) -> str:
         """Put money aside for a payee, once a person agrees."""
         if not (ctx.resumed_metadata or {}).get("tool_approved"):
-            raise Interrupt({"reason": "Money set aside is not available to pay others."}, ttl=HOLD_TTL)
+            reason = f"Money set aside for {input.payee} is not available to pay others."  # the model's words in it
+            raise Interrupt({"reason": reason}, ttl=HOLD_TTL)
         return f"held {input.amount} {input.currency} for {input.payee}"
 
     @ai.tool()
