@@ -170,6 +170,8 @@ def parse_turn(body: dict[str, Any], query: Mapping[str, str] | None = None) -> 
     if data.message is not None:
         if data.message.role != "user":
             raise InvalidRequest(f"the message must have role 'user', not {data.message.role!r}")
+        if data.message.metadata:  # refused rather than dropped: a message keeps its parts only
+            raise InvalidMessage("a user message keeps its parts only, not metadata")
         turn.message = Message("user", [_user_part(p) for p in data.message.content])
         turn.message_json = [p.model_dump(by_alias=True, exclude_none=True) for p in data.message.content]
     elif data.resume is not None:
@@ -182,6 +184,10 @@ def parse_turn(body: dict[str, Any], query: Mapping[str, str] | None = None) -> 
 
 
 def _user_part(part: _Part) -> Part:
+    names = ("metadata", "custom", "data", "reasoning", "resource")
+    kept_nowhere = [name for name in names if getattr(part, name) not in (None, {}, "")]
+    if kept_nowhere:  # refused rather than dropped: what is taken can be read back
+        raise InvalidMessage(f"a user message's part keeps text or media only, not {', '.join(kept_nowhere)}")
     if part.text is not None and part.media is None and part.tool_request is None and part.tool_response is None:
         return TextPart(part.text)
     if part.media is not None and part.text is None:

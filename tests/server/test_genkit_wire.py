@@ -409,3 +409,24 @@ async def test_a_call_paused_for_approval_is_denied_on_the_wire_as_on_rest(tmp_p
         assert (await http.post(agent, json=body, headers=ALICE)).json()["result"]["finishReason"] == "stop"
         trail = (await http.get(rest + "/audit", headers=ALICE)).json()["entries"]
         assert [(e["decision"], e["reason"]) for e in trail if e["ref"] == ref] == [("deny", "Later.")]
+
+
+async def test_what_a_session_would_not_keep_of_a_wire_message_is_refused_not_dropped(served, http):
+    """Metadata on a Genkit message or its parts (and a part's custom, data, reasoning) was taken
+    and dropped (found by a probe): it is refused, and nothing is written."""
+    url = served.bank + "/agents/bankingAgent"
+    text = {"text": "Transfer $5 to x."}
+    for message in (
+        {"role": "user", "content": [text], "metadata": {"msgmeta": 2}},
+        {"role": "user", "content": [{**text, "metadata": {"m": 1}}]},
+        {"role": "user", "content": [{**text, "custom": {"c": 1}}]},
+        {"role": "user", "content": [{**text, "data": 0}]},
+    ):
+        reply = await http.post(url, json={"data": {"message": message}}, headers=ALICE)
+        assert reply.status_code in (400, 422), reply.text
+        assert reply.json()["error"]["details"]["code"] == "invalid_message", reply.text
+    listed = await http.get(served.bank + "/v1/agents/bankingAgent/sessions", headers=ALICE)
+    assert listed.json()["sessions"] == []
+    empty = {"role": "user", "content": [text], "metadata": {}}  # nothing to keep: taken
+    ok = await http.post(url, json={"data": {"message": empty}}, headers=ALICE)
+    assert ok.status_code == 200, ok.text
