@@ -27,6 +27,7 @@ from ..webhooks import EVENT_KINDS
 from ._logging import LEVELS
 
 __all__ = [
+    "NAME_RULE",
     "Auth",
     "ConfigFile",
     "Delivery",
@@ -47,6 +48,7 @@ __all__ = [
     "TenantPrincipal",
     "Tracing",
     "WebhookSection",
+    "name_problem",
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -88,9 +90,20 @@ SigningSecretHere = Annotated[None, _secret_here("signing_secret_env")]
 PasswordHere = Annotated[None, _secret_here("password_env")]
 
 
+#: what a principal's (or a role's) name may be
+NAME_RULE = "1 to 128 printable characters, not starting or ending in a space"
+
+
+def name_problem(value: str) -> str | None:
+    """What is wrong with ``value`` as a name (a principal's, a role's), in words; None: nothing.
+    The file's keys and the flags that name a principal (``--token NAME=...``) say the same."""
+    return None if _NAME.fullmatch(value) else f"{value!r} is not a name: {NAME_RULE}"
+
+
 def _name(value: str) -> str:
-    if not _NAME.fullmatch(value):
-        raise ValueError(f"{value!r} is not a name: 1 to 128 printable characters, not starting or ending in a space")
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -107,6 +120,19 @@ def _tenant_name(value: str) -> str:
 
 
 TenantName = Annotated[str, AfterValidator(_tenant_name)]
+
+
+def _hears_some(value: list[str], info: ValidationInfo) -> list[str]:
+    """A webhook's (or a notifier's) ``agents`` or ``tenants``: an empty list would hear nothing, ever."""
+    if not value:
+        every = "every agent's sessions" if info.field_name == "agents" else "the sessions of every tenant and of none"
+        raise ValueError(f"an empty list: it would hear no session, ever; leave {info.field_name} out for {every}")
+    return value
+
+
+#: a webhook's (or a notifier's) agents or tenants: some, or None (all)
+Agents = Annotated[list[str], AfterValidator(_hears_some)]
+Tenants = Annotated[list[TenantName], AfterValidator(_hears_some)]
 
 
 def _no_password(url: str, use: str) -> str:
@@ -154,9 +180,16 @@ class Principal(Section):
 
     token_env: EnvName | None = None
     token: TokenHere = None
-    approver: bool = False
     roles: list[Name] = Field(default_factory=list)
+    approver: bool = False  # after roles: its check reads them
     operator: bool = False
+
+    @field_validator("approver")
+    @classmethod
+    def _approver(cls, value: bool, info: ValidationInfo) -> bool:
+        if not value and info.data.get("roles"):
+            raise ValueError("roles make their holder an approver: drop approver = false (or the roles)")
+        return value
 
     @property
     def is_approver(self) -> bool:
@@ -211,8 +244,8 @@ class WebhookSection(Section):
     secret_env: EnvName | None = None
     secret: SecretHere = None
     events: Annotated[list[EventKindName], Field(min_length=1)] | None = None
-    agents: list[str] | None = None
-    tenants: list[TenantName] | None = None
+    agents: Agents | None = None
+    tenants: Tenants | None = None
     format: Literal["json", "slack"] = "json"
     timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
     max_attempts: Annotated[int, Field(ge=1)] = 10
@@ -334,8 +367,8 @@ class Email(Section):
     password_env: EnvName | None = None
     password: PasswordHere = None
     events: Annotated[list[EventKindName], Field(min_length=1)] | None = None
-    agents: list[str] | None = None
-    tenants: list[TenantName] | None = None
+    agents: Agents | None = None
+    tenants: Tenants | None = None
     timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
     max_attempts: Annotated[int, Field(ge=1)] = 10
     backoff_seconds: Annotated[float, Field(ge=0)] = 2.0

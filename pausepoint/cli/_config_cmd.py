@@ -50,9 +50,11 @@ def run(args: argparse.Namespace) -> int:
         no_console=False, metrics=False, mcp=False, log_level=None, log_format=None,
     )  # fmt: skip
     settings = resolve(flags, os.environ)
-    target = load_target(settings.target)
+    with settings.problems.last():  # the file's problems are named with the app's
+        target = load_target(settings.target)
     if isinstance(target, Pausepoint):
-        check_agents(target)  # as serve does: an app with no agents, a model without its key
+        with settings.problems.last():
+            check_agents(target)  # as serve does: an app with no agents, a model without its key
         with settings.problems.each():
             check_extras(settings)
         prepare(target, settings, check_only=True)  # raises every problem found

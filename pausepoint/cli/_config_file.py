@@ -1,12 +1,18 @@
 """Reading a configuration file: TOML (``tomllib``), then the schema (``_config``), each
 problem reported at its key and line.
 
-``load_config(path, env)`` returns a ``LoadedConfig`` or raises ``CliError`` listing every
-problem, one a line, as ``FILE:LINE: key.path: what is wrong`` (a key the file lacks is shown
-at the table that should hold it). The checks that need more than the file — the app's roles
-and agents, a store's options — name a problem through ``LoadedConfig.problem`` in the same
-form, and keep going: each is kept in ``Problems`` (``ServeSettings.problems``) and all are
-raised together once the app's checks ran.
+``load_config(path, env)`` returns a ``LoadedConfig``; each problem is named as ``FILE:LINE:
+key.path: what is wrong`` (a key the file lacks is shown at the table that should hold it). A
+file that cannot be read or is not TOML raises ``CliError``. A file that breaks the schema does
+not: its problems are kept in ``LoadedConfig.problems``, and the part of the file each is in —
+a principal, a tenant, a webhook, an email notifier, ``[notifiers.links]`` or
+``[notifiers.slack]``, else its whole section — is left out (``LoadedConfig.broken``), so that
+the checks of the other parts still run. A check that reads across parts (a webhook's tenants
+against ``[tenants]``) asks ``LoadedConfig.intact`` first: it does not guess about a part left
+out. The checks that need more than the file — the app's roles and agents, a store's options —
+name a problem through ``LoadedConfig.problem`` in the same form, and keep going: each is kept
+in ``Problems`` (``ServeSettings.problems``) and all are raised together once the app's checks
+ran.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import tomllib
 import types
 import typing
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -39,6 +45,20 @@ class LoadedConfig:
     path: str
     config: ConfigFile
     lines: dict[Path, int]
+    problems: tuple[str, ...] = ()  # the schema's, each as FILE:LINE: key.path: what is wrong
+    broken: frozenset[Path] = frozenset()  # the parts of the file left out for them
+    kept: Mapping[Path, tuple[int, ...]] = field(default_factory=dict)  # a list -> the file's index of each kept
+
+    def intact(self, *path: str | int) -> bool:
+        """Whether the part of the file at ``path`` (a section, a principal...) is whole: nothing
+        in it, or around it, was left out for a problem of the schema."""
+        return not any(part[: len(path)] == path[: len(part)] for part in self.broken)
+
+    def index(self, path: Path, position: int) -> int:
+        """The index in the file of the element at ``position`` of the list at ``path`` (elements
+        left out for a problem shift the others)."""
+        kept = self.kept.get(path)
+        return kept[position] if kept is not None else position
 
     def where(self, path: Sequence[str | int]) -> str:
         """``FILE:LINE: key.path`` for a key (or where the table that would hold it is)."""
@@ -53,8 +73,8 @@ class LoadedConfig:
 def load_config(path: str, env: Mapping[str, str], replaced: Collection[str] = ()) -> LoadedConfig:
     """The file at ``path``, checked against the schema with the environment ``env``; its
     ``replaced`` sections (a flag's: ``--store`` replaces ``[store]``) are left out, their
-    variables not needed. Raises ``CliError`` for a file that cannot be read, is not TOML, or
-    breaks the schema."""
+    variables not needed. Raises ``CliError`` for a file that cannot be read or is not TOML; the
+    schema's problems are kept in the ``LoadedConfig`` (their parts left out of it)."""
     try:
         with open(path, "rb") as file:
             raw = file.read()
@@ -71,17 +91,70 @@ def load_config(path: str, env: Mapping[str, str], replaced: Collection[str] = (
     for section in replaced:
         data.pop(section, None)
     try:
-        config = ConfigFile.model_validate(data, context={"env": env})
+        return LoadedConfig(path, ConfigFile.model_validate(data, context={"env": env}), lines)
     except ValidationError as exc:
-        found = sorted(
-            ((line_of(lines, e["loc"]) or 0, _problem(e)) for e in exc.errors(include_url=False)),
-            key=lambda p: p[0],
-        )
-        problems = Problems(path)
-        for line, what in found:
-            problems.add(CliError(f"{path}:{line}: {what}" if line else f"{path}: {what}"))
-        raise problems.error() from None
-    return LoadedConfig(path, config, lines)
+        errors = exc.errors(include_url=False)
+    found = sorted(((line_of(lines, e["loc"]) or 0, _problem(e)) for e in errors), key=lambda p: p[0])
+    problems = tuple(f"{path}:{line}: {what}" if line else f"{path}: {what}" for line, what in found)
+    broken = frozenset(_part(e["loc"]) for e in errors)
+    kept = _leave_out(data, broken)
+    try:  # the other parts, as the file gives them
+        config = ConfigFile.model_validate(data, context={"env": env})
+    except ValidationError:  # (never seen: every part left out has a default)
+        found_all = Problems(path)
+        for problem in problems:
+            found_all.add(CliError(problem))
+        raise found_all.error() from None
+    return LoadedConfig(path, config, lines, problems, broken, kept)
+
+
+# The parts of the file a problem of the schema leaves out (the first that holds its key; "*"
+# any name or index), else its whole section: the others are checked without them.
+_PARTS: tuple[tuple[str, ...], ...] = (
+    ("tenants", "*", "principals", "*"),
+    ("tenants", "*"),
+    ("principals", "*"),
+    ("webhooks", "*"),
+    ("notifiers", "email", "*"),
+    ("notifiers", "links"),
+    ("notifiers", "slack"),
+)
+
+
+def _part(loc: Sequence[str | int]) -> Path:
+    """The part of the file that the key at ``loc`` is in, to be left out."""
+    for part in _PARTS:
+        if len(loc) >= len(part) and all(p == "*" or p == at for p, at in zip(part, loc, strict=False)):
+            return tuple(loc[: len(part)])
+    return tuple(loc[:1])
+
+
+def _leave_out(data: dict[str, Any], parts: Collection[Path]) -> dict[Path, tuple[int, ...]]:
+    """Remove ``parts`` from ``data``; returns, for each list that lost elements, the index each
+    one it keeps has in the file."""
+    lists: dict[Path, set[int]] = {}
+    for part in filter(None, parts):
+        holder: Any = data
+        try:
+            for key in part[:-1]:
+                holder = holder[key]
+        except (KeyError, IndexError, TypeError):  # (a key the schema named otherwise: its whole section)
+            data.pop(str(part[0]), None)
+            continue
+        if isinstance(holder, list) and isinstance(part[-1], int):
+            lists.setdefault(part[:-1], set()).add(part[-1])
+        elif isinstance(holder, dict):
+            holder.pop(part[-1], None)
+    kept: dict[Path, tuple[int, ...]] = {}
+    for at, gone in lists.items():
+        holder = data
+        for key in at:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(holder, list):  # (left out whole)
+            continue
+        kept[at] = tuple(i for i in range(len(holder)) if i not in gone)
+        holder[:] = [holder[i] for i in kept[at]]
+    return kept
 
 
 def dotted(path: Sequence[str | int]) -> str:

@@ -20,8 +20,9 @@ class Problems:
     """The problems checks found so far, to be raised together.
 
     ``add(error)`` keeps one; ``with problems.each():`` around a check keeps the ``CliError`` it
-    raises, and the next check runs; ``raise_found()`` raises what was kept. ``heading`` (a
-    config file's path) heads a list of several.
+    raises, and the next check runs; ``with problems.last():`` around a check the others cannot
+    go on without (importing the app) raises its ``CliError`` with those kept; ``raise_found()``
+    raises what was kept. ``heading`` (a config file's path) heads a list of several.
     """
 
     def __init__(self, heading: str | None = None) -> None:
@@ -39,6 +40,16 @@ class Problems:
             yield
         except CliError as exc:
             self.add(exc)
+
+    @contextmanager
+    def last(self) -> Iterator[None]:
+        """Run the block as a check nothing goes on after: a ``CliError`` it raises is raised
+        with the problems kept before it (all of them, as one)."""
+        try:
+            yield
+        except CliError as exc:
+            self.add(exc)
+            raise self.error() from exc
 
     def raise_found(self) -> None:
         """Raises the problems kept (``error()``); nothing when there are none."""

@@ -98,12 +98,14 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = resolve(args, os.environ)
     _logging.configure(settings.log_level, settings.log_format)
-    target = load_target(settings.target)
+    with settings.problems.last():  # the file's problems are named with the app's
+        target = load_target(settings.target)
     if args.mcp_stdio is not None:
         return _serve_stdio(target, settings, args)
     provider = None
     if isinstance(target, Pausepoint):
-        check_agents(target)
+        with settings.problems.last():
+            check_agents(target)
         provider = prepare(target, settings)
         app = build_app(target, settings)
         agents = ", ".join(target.agents)

@@ -36,9 +36,11 @@ def prepare(ai: Pausepoint, settings: ServeSettings, *, check_only: bool = False
     before it adds a webhook or opens anything."""
     problems = settings.problems
     declared = settings.principals
+    # [auth] left out for a problem: its tokens' roles may be meant (a quorum is not counted without them)
+    sso = settings.oidc is not None or (settings.loaded is not None and not settings.loaded.intact("auth"))
     add_approvers(
         ai, settings.approvers, lambda name: declared[name].where, problems,
-        token_roles=settings.oidc is not None, per_tenant=bool(settings.tenants),
+        token_roles=sso, per_tenant=bool(settings.tenants),
     )  # fmt: skip
     check_webhooks(ai, settings.webhooks, problems)
     if settings.store is not None:

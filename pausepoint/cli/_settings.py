@@ -7,11 +7,16 @@ file's principals, and where they name a principal the file declares, the flag's
 ``--approver``'s roles) replace the file's. Secrets are read from the environment here.
 
 A tenant's principals (``[tenants.TENANT.principals.NAME]``) are kept under ``"TENANT/NAME"``,
-the name the access policy and the role membership know them by; a flag names one so too.
+the name the access policy and the role membership know them by; a flag names one so too, and
+takes only the names the file takes (``name_problem``). A token that could never sign in (white
+space at an end, a control character, beyond ASCII: ``token_problem``) is refused wherever it
+comes from.
 
-A problem of the file (a key's value that cannot run) does not stop the checks: each is kept in
-``ServeSettings.problems``, and ``prepare`` (or ``asgi_only``) raises them all, with the problems
-the app's checks find (a role no policy defines, a webhook's unknown agent), before anything runs.
+A problem of the file (a key the schema refuses, a key's value that cannot run) does not stop the
+checks: each is kept in ``ServeSettings.problems``, and ``prepare`` (or ``asgi_only``) raises them
+all, with the problems the app's checks find (a role no policy defines, a webhook's unknown agent),
+before anything runs. A check that reads across the file's parts skips a part the schema left out
+(``LoadedConfig.intact``): what it would say about it would be a guess.
 """
 
 from __future__ import annotations
@@ -26,12 +31,21 @@ from typing import Any
 from ..errors import DefinitionError
 from ..server._limits import Limits
 from ..webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook
-from ._config import ConfigFile, Delivery, Email, Oidc, Tracing, WebhookSection
+from ._config import ConfigFile, Delivery, Email, Oidc, Tracing, WebhookSection, name_problem
 from ._config_file import LoadedConfig, load_config
 from ._errors import CliError, Problems
 from ._store_url import OPTIONS, StoreSpec, backend_of, parse_store, redacted
 
-__all__ = ["GENERATED", "FileWebhook", "Principal", "ServeSettings", "parse_approvers", "parse_tokens", "resolve"]
+__all__ = [
+    "GENERATED",
+    "FileWebhook",
+    "Principal",
+    "ServeSettings",
+    "parse_approvers",
+    "parse_tokens",
+    "resolve",
+    "token_problem",
+]
 
 #: the principal of the token ``serve`` makes up when nobody else can sign in
 GENERATED = "admin"
@@ -41,7 +55,8 @@ GENERATED = "admin"
 class Principal:
     """Someone who signs in: their bearer token (None: they sign in through the identity
     provider), whether they are an approver and of which roles, and where they were declared
-    (a flag, or the file's key and line) for messages about them."""
+    (a flag, or the file's key and line) for messages about them: ``where`` about their rights
+    (their roles), ``token_at`` about their token (its ``token_env`` key, or the flag that gave it)."""
 
     token: str | None
     where: str
@@ -49,6 +64,7 @@ class Principal:
     approver: bool = False
     roles: tuple[str, ...] = ()
     tenant: str | None = None  # a tenant's principal (kept as "tenant/name")
+    token_at: str = ""  # "": where
 
 
 @dataclass(frozen=True)
@@ -108,16 +124,16 @@ class ServeSettings:
 
 def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
     """The settings of ``serve``'s command line ``args`` (and of ``--config FILE``, if given).
-    Raises ``CliError`` for a file that breaks the schema and for a malformed flag; every other
-    problem, named at its flag or the file's key and line, is kept in ``problems`` (its part of
-    the settings left out), for ``prepare`` or ``asgi_only`` to raise with the app's."""
+    Raises ``CliError`` for a file that cannot be read or is no TOML, and for a malformed flag;
+    every other problem, named at its flag or the file's key and line, is kept in ``problems``
+    (its part of the settings left out), for ``prepare`` or ``asgi_only`` to raise with the app's."""
     replaced = ["store"] if getattr(args, "store", None) else []  # --store replaces the section whole
     loaded = load_config(args.config, env, replaced) if getattr(args, "config", None) else None
     file = loaded.config if loaded is not None else ConfigFile()
-    target = args.target or file.app
-    if not target and loaded is not None:
+    target = args.target or file.app or ""  # "": the file's app is wrong, its problem raised with the others below
+    if not target and loaded is not None and loaded.intact("app"):
         raise CliError(f'{args.config} names no app: add app = "module:attr" to it (or give serve a TARGET)')
-    if not target:
+    if not target and loaded is None:
         raise CliError('the following arguments are required: TARGET (or app = "module:attr" in --config FILE)')
     settings = ServeSettings(
         target=target,
@@ -139,17 +155,23 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
         problems=Problems(loaded.path if loaded is not None else None),
     )
     problems = settings.problems
+    for problem in loaded.problems if loaded is not None else ():  # the schema's first, each at its line
+        problems.add(CliError(problem))
     with problems.each():
         settings.store = _store(args, loaded, env, problems)
     _principals(settings, args, loaded, env)
     if loaded is not None:
-        made = [_webhook(hook, i, loaded, env, problems) for i, hook in enumerate(file.webhooks)]
-        made += [_email(mail, i, loaded, env, problems) for i, mail in enumerate(file.notifiers.email)]
+        made = [_webhook(hook, loaded.index(("webhooks",), i), loaded, env, problems)
+                for i, hook in enumerate(file.webhooks)]  # fmt: skip
+        made += [_email(mail, loaded.index(("notifiers", "email"), i), loaded, env, problems)
+                 for i, mail in enumerate(file.notifiers.email)]  # fmt: skip
         settings.webhooks = [webhook for webhook in made if webhook is not None]
         _check_names(settings, problems)
         _check_delivery(settings, loaded, problems)
         settings.links = _links(loaded, env, problems)
         settings.slack = _slack(loaded, env, problems, settings.principals)
+    if not target:  # the file's app is wrong: there is nothing to load, the problems found are all
+        problems.raise_found()
     return settings
 
 
@@ -185,17 +207,20 @@ def _principals(
     if loaded is not None:
         _file_principals(settings, loaded, env)
     for token, name in parse_tokens(args.token).items():
+        tenant = _flag_tenant(settings, name, "--token")
         old = found.get(name)  # the file's: its token is replaced, its roles kept
+        given = f"--token {name}=..."
         if old is None:
-            found[name] = Principal(token, f"--token {name}=...", "--token", tenant=_flag_tenant(settings, name))
+            found[name] = Principal(token, given, "--token", tenant=tenant)
         else:
-            found[name] = Principal(token, old.where, "--token", old.approver, old.roles, old.tenant)
+            found[name] = Principal(token, old.where, "--token", old.approver, old.roles, old.tenant, given)
     for name, (token, roles) in parse_approvers(args.approver).items():
         found[name] = Principal(token, f"--approver {name}", "--approver", True, tuple(roles),
-                                _flag_tenant(settings, name))  # fmt: skip
+                                _flag_tenant(settings, name, "--approver"))  # fmt: skip
     for name in args.operator:
         if settings.tenant_of(name) is not None:
             raise CliError(f"--operator {name}: an operator spans tenants: name a principal of no tenant")
+        _flag_tenant(settings, name, "--operator")
     settings.operators += [name for name in args.operator if name not in settings.operators]
     seen: dict[str, str] = {}
     for name, principal in found.items():
@@ -203,7 +228,7 @@ def _principals(
             continue
         if principal.token in seen:
             settings.problems.add(CliError(
-                f"{principal.where}: the token of {name!r} is given twice "
+                f"{principal.token_at or principal.where}: the token of {name!r} is given twice "
                 f"(it is also the token of {seen[principal.token]!r})"
             ))  # fmt: skip
             continue
@@ -230,29 +255,52 @@ def _file_principals(settings: ServeSettings, loaded: LoadedConfig, env: Mapping
                 "in [tenants.TENANT.principals]"
             ))  # fmt: skip
             continue
-        if declared.token_env is None and settings.oidc is None:
+        if declared.token_env is None and settings.oidc is None and loaded.intact("auth"):
             settings.problems.add(loaded.problem(path, "no token_env, and no [auth.oidc] to sign in through: give one"))
             continue
         token = env[declared.token_env] if declared.token_env else None
+        token_at = loaded.where((*path, "token_env"))
+        unusable = token_problem(key, token) if token is not None else None
+        if unusable is not None:
+            settings.problems.add(CliError(f"{token_at}: {unusable}"))
         where = loaded.where((*path, "roles") if declared.roles else path)
         settings.principals[key] = Principal(
             token, where, f"${declared.token_env}" if token else "", declared.is_approver,
-            tuple(sorted(set(declared.roles))), tenant,
+            tuple(sorted(set(declared.roles))), tenant, token_at,
         )  # fmt: skip
         if declared.operator:
             settings.operators.append(key)
 
 
-def _flag_tenant(settings: ServeSettings, name: str) -> str | None:
-    """The tenant of the principal a flag names (``tenant/name``: one the file declares), or None.
-    With tenants declared, a name with '/' must name one of them (else ``CliError``)."""
+def _flag_tenant(settings: ServeSettings, name: str, flag: str) -> str | None:
+    """The tenant of the principal ``flag`` names (``tenant/name``: one the file declares), or None.
+    With tenants declared, a name with '/' must name one of them; and the name (a tenant's: its
+    part after ``tenant/``) is one the file would take. Else ``CliError``."""
     tenant = settings.tenant_of(name)
     if tenant is None and settings.tenants and "/" in name:
         raise CliError(
-            f"{name!r}: no tenant {name.partition('/')[0]!r} (tenants: {', '.join(settings.tenants)}); a "
+            f"{flag} {name!r}: no tenant {name.partition('/')[0]!r} (tenants: {', '.join(settings.tenants)}); a "
             "tenant's principal is named tenant/name"
         )
+    problem = name_problem(name if tenant is None else name[len(tenant) + 1 :])
+    if problem is not None:
+        raise CliError(f"{flag} {name!r}: {problem}")
     return tenant
+
+
+def token_problem(name: str, token: str) -> str | None:
+    """Why the token of the principal ``name`` could never sign in (None: it can), in words that
+    never show the token. The server strips the token a request sends, and a header carries
+    neither a control character (a line break) nor, as clients send it, one beyond ASCII."""
+    if token != token.strip():
+        why = "starts or ends with white space (a space, a line break), which the server strips from a request's token"
+    elif any(char < " " or char == "\x7f" for char in token):
+        why = "holds a control character (a line break, a tab), which no Authorization header can carry"
+    elif not token.isascii():
+        why = "holds a character beyond ASCII, which HTTP clients do not send in a header as it is"
+    else:
+        return None
+    return f"the token of {name!r} {why}: it could never sign in"
 
 
 def parse_tokens(values: list[str]) -> dict[str, str]:
@@ -262,6 +310,9 @@ def parse_tokens(values: list[str]) -> dict[str, str]:
         name, sep, token = value.partition("=")
         if not sep or not name or not token:
             raise CliError(f"--token wants NAME=TOKEN, not {value!r}")
+        unusable = token_problem(name, token)
+        if unusable is not None:
+            raise CliError(f"--token {name}=...: {unusable}")
         if token in tokens:
             raise CliError(f"the token of {name!r} is given twice")
         tokens[token] = name
@@ -277,6 +328,9 @@ def parse_approvers(values: list[str]) -> dict[str, tuple[str, list[str]]]:
         held = [r.strip() for r in roles.split(",") if r.strip()]
         if not name or not token or (roles and not held):
             raise CliError(f"--approver wants NAME:TOKEN or NAME:TOKEN:ROLE[,ROLE...], not {value!r}")
+        unusable = token_problem(name, token)
+        if unusable is not None:
+            raise CliError(f"--approver {name}:...: {unusable}")
         before = approvers.get(name)
         if before is not None and before[0] != token:
             raise CliError(f"--approver {name} is given twice, with two tokens")
@@ -371,7 +425,7 @@ def _known_tenants(
     """``tenants`` of a webhook; one the file does not name in ``[tenants]`` is a problem (a typo
     would make a webhook that never hears anything)."""
     unknown = sorted(set(tenants or ()) - set(loaded.config.tenants))
-    if unknown:
+    if unknown and loaded.intact("tenants"):
         known = ", ".join(loaded.config.tenants) or "none: name them in [tenants.NAME]"
         problems.add(loaded.problem(at, f"no tenant {', '.join(map(repr, unknown))} (tenants: {known})"))
     return tenants
@@ -408,10 +462,11 @@ def _slack(
     slack = loaded.config.notifiers.slack
     if slack is None:
         return None
-    if loaded.config.notifiers.links is None:
+    if loaded.config.notifiers.links is None and loaded.intact("notifiers", "links"):
         needs = "Slack's buttons carry approval links: add [notifiers.links]"
         problems.add(loaded.problem(("notifiers", "slack"), needs))
-    for user, principal in slack.users.items():
+    whole = loaded.intact("tenants") and loaded.intact("principals") and loaded.intact("auth")
+    for user, principal in slack.users.items() if whole else ():  # (with a part left out: no guess whom they name)
         tenant, slash, _ = principal.partition("/")
         if slash and tenant not in loaded.config.tenants:
             known = ", ".join(loaded.config.tenants) or "none: name them in [tenants.NAME]"
@@ -434,6 +489,8 @@ def _slack(
 
 def _check_delivery(settings: ServeSettings, loaded: LoadedConfig, problems: Problems) -> None:
     """A claimed delivery must stay this process's while its attempt runs."""
+    if not loaded.intact("delivery"):  # (the lease the file meant is not known)
+        return
     slowest = max((hook.webhook.timeout for hook in settings.webhooks), default=0.0)
     if settings.delivery.enabled and settings.webhooks and settings.delivery.lease_seconds <= slowest:
         problems.add(loaded.problem(

@@ -156,8 +156,9 @@ def tenant_members(members: Mapping[str, Collection[str]]) -> Callable[[str], fr
 def token_roles(principal: str) -> frozenset[str]:
     """The roles the current request's credentials give ``principal``: empty when the request
     is not ``principal``'s or its credentials carry none, and for a sign-in of no tenant whose
-    name reads like a tenant's (``acme/desk``), which is no one the configuration names. Give it to an approval policy, and a
-    token's roles decide who approves: ``ApprovalPolicy(members=token_roles)``."""
+    name reads like a tenant's (``acme/desk``), which is no one the configuration names. Give
+    it to an approval policy, and a token's roles decide who approves:
+    ``ApprovalPolicy(members=token_roles)``."""
     identity = _IDENTITY.get()
     if identity is None or identity.principal != principal:
         return frozenset()
