@@ -88,11 +88,15 @@ class WebhookSender:
         self._retries: list[float] = []  # monotonic times of retries this sender scheduled
 
     def ensure_running(self) -> None:
-        """Start sending in the running loop, unless there is nothing to send or it runs already."""
+        """Start sending in the running loop, unless there is nothing to send or it runs already.
+        Each webhook of each store has a loop of its own: a receiver that hangs or fails holds
+        up its own deliveries, never another webhook's."""
         if not self._stores or any(not t.done() for t in self._tasks):
             return
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._run(store, targets)) for store, targets in self._stores]
+        self._tasks = [
+            loop.create_task(self._run(store, [target])) for store, targets in self._stores for target in targets
+        ]
 
     async def close(self) -> None:
         tasks, self._tasks = self._tasks, []

@@ -172,3 +172,24 @@ async def test_a_server_killed_between_the_pause_and_the_delivery_delivers_after
     assert attempt.event_id == again.event_id
     assert again.json["interrupt"]["ref"] == body["interrupts"][0]["ref"]
     assert again.headers["pausepoint-attempt"] == "1"  # the killed attempt was never settled
+
+
+async def test_a_receiver_that_hangs_holds_up_no_other_webhooks_deliveries(tmp_path):
+    """Each webhook is sent on its own: a receiver that never answers (within its minute) delays
+    only its own deliveries (found by a probe: one hung receiver held every other webhook's pause
+    notices behind its backlog, for hours)."""
+    stuck, good = Receiver(hang_first=10**6), Receiver()
+    with serve_in_thread(stuck.app) as stuck_url, serve_in_thread(good.app) as good_url:
+        hooks = [
+            {"name": "stuck", "url": stuck_url + "/hook", "timeout": 60.0},
+            {"name": "good", "url": good_url + "/hook", "events": ["pause"]},
+        ]
+        config = {"store": {"backend": "sqlite", "path": str(tmp_path / "s.db")}, "hooks": hooks}
+        with serve_in_thread(lambda: build_ops_app(config)) as base:
+            async with httpx.AsyncClient(timeout=30) as http:
+                for amount in range(1, 16):  # 30 deliveries to the stuck one: more than a claim takes
+                    await pause(http, base, amount)
+                told = await good.wait_for(15, max_wait=20)  # well inside the stuck one's minute
+    assert sorted(int(r.json["interrupt"]["input"]["details"].split("$")[1].split()[0]) for r in told) == list(
+        range(1, 16)
+    )
