@@ -4,7 +4,8 @@ The feed follows each store's event stream (``SessionStore.read_events``), the e
 append writes in its own transaction, so it sees what any process did, in the order the store
 gives, and nothing that was not written. It learns of new events through the store's
 ``wait_for_events``: PostgreSQL ``LISTEN/NOTIFY`` and Redis pub/sub wake it at once; SQLite is
-checked every 50 ms (a change counter, no query); ``interval`` bounds every wait.
+checked every 50 ms (a change counter, no query); ``interval`` bounds every wait. The store is
+asked once for every follower in the process (``_watch``), however many feeds are open.
 
 Every SSE event carries an ``id``: the stream positions after it (one per store, dot-joined).
 A client that reconnects with ``Last-Event-ID`` gets exactly the events it missed (while the
@@ -35,6 +36,7 @@ from ..stores import SessionStore, SessionSummary
 from ..stores._base import event_stream
 from ..turn._events import event_body
 from ._params import ascii_int
+from ._watch import StoreWatch
 
 __all__ = ["Feed", "stores_of"]
 
@@ -51,6 +53,7 @@ class Feed:
         self.ai = ai
         self.interval = interval
         self.stores = stores_of(ai)
+        self._watches = [StoreWatch(store, interval) for store in self.stores]
 
     def notify(self, agent: str, session_id: str) -> None:
         """Kept for callers of the polling feed: the stores now wake the feed themselves."""
@@ -103,12 +106,13 @@ class Feed:
                 await self._wait(positions)
 
     async def _wait(self, positions: list[int]) -> None:
-        if len(self.stores) == 1:
-            await self.stores[0].wait_for_events(positions[0], self.interval)
+        # One watch of each store for every follower (``_watch``): idle feeds cost one poll.
+        if len(self._watches) == 1:
+            await self._watches[0].wait(positions[0], self.interval)
             return
         waits = [
-            asyncio.ensure_future(store.wait_for_events(position, self.interval))
-            for store, position in zip(self.stores, positions, strict=True)
+            asyncio.ensure_future(watch.wait(position, self.interval))
+            for watch, position in zip(self._watches, positions, strict=True)
         ]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
