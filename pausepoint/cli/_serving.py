@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ._errors import CliError
+from ._http_guard import HEAD_BYTES, guarded_protocol
 
 __all__ = ["listen", "port_number", "run_event_loop", "serve", "serve_until_stopped", "tune_garbage_collector"]
 
@@ -72,7 +73,16 @@ async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None], log
     # No uvicorn access log: it writes each request's query string, and a token someone put in
     # a URL (``?token=...``) must never reach a log. (Credentials travel in the Authorization
     # header; pausepoint reads none from a query string; its own request log never writes one.)
-    config = uvicorn.Config(app, log_level=log_level, log_config=None, access_log=False, timeout_graceful_shutdown=3)
+    # A bounded request head, sent in time, and a body that keeps coming (``_http_guard``).
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=3,
+        http=guarded_protocol() or "auto",
+        h11_max_incomplete_event_size=HEAD_BYTES,
+    )
     tune_garbage_collector()
     await Server(config).serve(sockets=[sock])
 

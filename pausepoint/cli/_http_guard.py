@@ -1,0 +1,98 @@
+"""What ``pausepoint serve`` asks of a connection before the app sees a request: a bounded head,
+sent in time, and a body that keeps coming — so that a client with no token cannot hold the
+server's memory or its connections (uvicorn alone bounds neither: its keep-alive timeout runs
+only between requests).
+
+- **The head** (request line and headers) is at most ``HEAD_BYTES``: more is answered ``431``
+  and the connection closed, before the headers are kept.
+- **It must arrive** within ``HEAD_SECONDS`` of the connection opening, or of the request's
+  first byte on a connection kept alive: a connection that sends nothing, or trickles its
+  headers, is closed (``408``).
+- **The body** must have come whole within ``BODY_SECONDS`` of the head (at 1 MiB, the API's
+  largest, that is 17 KB/s): a body trickled byte by byte is cut off, and the app sees the
+  client gone.
+
+uvicorn's protocol for httptools (the ``server`` extra's parser) is extended here; without
+httptools, uvicorn's h11 protocol bounds the head by ``h11_max_incomplete_event_size``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["BODY_SECONDS", "HEAD_BYTES", "HEAD_SECONDS", "guarded_protocol"]
+
+HEAD_BYTES = 64 * 1024
+HEAD_SECONDS = 10.0
+BODY_SECONDS = 60.0
+
+_REPLIES = {
+    431: b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+    408: b"HTTP/1.1 408 Request Timeout\r\n",
+}
+
+
+def guarded_protocol() -> type[asyncio.Protocol] | None:
+    """uvicorn's httptools protocol with the limits above, or None without httptools."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # no httptools: uvicorn's h11 (bounded by h11_max_incomplete_event_size)
+        return None
+
+    class GuardedProtocol(HttpToolsProtocol):
+        """One connection, with the head and body limits of the module's docstring."""
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._head_bytes: int | None = 0  # None: not reading a head
+            self._deadline: asyncio.TimerHandle | None = None
+            self._arm(HEAD_SECONDS, 408)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_bytes is None and self.cycle is not None and self.cycle.response_complete:
+                self._head_bytes = 0  # a request kept alive: its head begins with this data
+            if self._head_bytes is not None:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            if self._head_bytes is not None and self._head_bytes > HEAD_BYTES and not self.transport.is_closing():
+                self._refuse(431)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._deadline is None:  # a request kept alive: its head has its own time
+                self._arm(HEAD_SECONDS, 408)
+
+        def on_headers_complete(self) -> None:
+            self._head_bytes = None
+            self._disarm()
+            self._arm(BODY_SECONDS, None)
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def _arm(self, seconds: float, status: int | None) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(seconds, self._refuse, status)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _refuse(self, status: int | None) -> None:
+            """Close the connection; with ``status``, say why first (a head refused or late)."""
+            self._deadline = None
+            if self.transport.is_closing():
+                return
+            if status is not None and (self.cycle is None or self.cycle.response_complete):
+                self.transport.write(_REPLIES[status] + b"content-length: 0\r\nconnection: close\r\n\r\n")
+            self.transport.close()
+
+    return GuardedProtocol
