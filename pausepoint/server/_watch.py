@@ -9,7 +9,6 @@ waiting, and wakes them all when an event may have come.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from ..stores import SessionStore
 
@@ -47,14 +46,15 @@ class StoreWatch:
 
     async def _watch(self, after: int) -> None:
         seen = max(self._seen, after)
-        while self._waiting or self._news is not None and not self._news.done():
-            with contextlib.suppress(Exception):  # a store hiccup: the readers' own reads report it
+        while self._waiting:
+            try:
                 await self.store.wait_for_events(seen, self.interval)
                 newest = await self.store.last_event()
-                if newest > seen:
-                    seen = self._seen = newest
-                    news, self._news = self._news, None
-                    if news is not None and not news.done():
-                        news.set_result(None)
-            if not self._waiting:
-                return
+            except Exception:  # a store hiccup: the readers' own reads report it; ask again later
+                await asyncio.sleep(self.interval)
+                continue
+            if newest > seen:
+                seen = self._seen = newest
+                news, self._news = self._news, None
+                if news is not None and not news.done():
+                    news.set_result(None)
