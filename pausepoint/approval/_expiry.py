@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data
-from ..session._records import ApprovalPaused, Approver, CallAnswered, PauseEscalated
+from ..session._records import ApprovalPaused, Approver, CallAnswered, Decision, PauseEscalated
 from ..session._state import Pause, SessionState
 from ..session._views import pending_interrupt
 
@@ -71,17 +71,14 @@ def expiry_claims(
     session cannot keep, the model is told the pause expired, and why the policy's output is
     missing)."""
     return [
-        CallAnswered(
-            ref=pause.record.ref,
-            call_ref=pause.record.call_ref,
-            name=pause.record.name,
-            decision="expire",
-            at=now,
-            principal=principal,
-            via="expiry",
-            output=_expiry_output(policy, pending_interrupt(pause.record, pause), limits),
-            reason=f"no answer before {pause.expires_at.isoformat() if pause.expires_at else '?'}",
-            approvals=counted(pause),
+        _resolved(
+            pause,
+            "expire",
+            now,
+            principal,
+            "expiry",
+            _expiry_output(policy, pending_interrupt(pause.record, pause), limits),
+            f"no answer before {pause.expires_at.isoformat() if pause.expires_at else '?'}",
         )
         for pause in state.expired(now)
         if not escalates(pause)
@@ -103,22 +100,31 @@ def cancel_claims(
     expired = expiry_claims(state, now, policy, limits=limits)
     settled = {claim.ref for claim in expired}
     cancelled = [
-        CallAnswered(
-            ref=pause.record.ref,
-            call_ref=pause.record.call_ref,
-            name=pause.record.name,
-            decision="cancel",
-            at=now,
-            principal=principal,
-            via=via,
-            output={"cancelled": True, "reason": reason},
-            reason=reason,
-            approvals=counted(pause),
-        )
+        _resolved(pause, "cancel", now, principal, via, {"cancelled": True, "reason": reason}, reason)
         for pause in state.open.values()
         if pause.record.ref not in settled
     ]
     return [*expired, *cancelled]
+
+
+def _resolved(
+    pause: Pause, decision: Decision, now: datetime, principal: str | None, via: str, output: Any, reason: str
+) -> CallAnswered:
+    """The claim resolving ``pause`` other than by an answer to it — its expiry, or a cancel —
+    with ``output`` for the model, and the approvals it had counted by then."""
+    record = pause.record
+    return CallAnswered(
+        ref=record.ref,
+        call_ref=record.call_ref,
+        name=record.name,
+        decision=decision,
+        at=now,
+        principal=principal,
+        via=via,
+        output=output,
+        reason=reason,
+        approvals=counted(pause),
+    )
 
 
 def counted(pause: Pause) -> list[Approver] | None:

@@ -22,6 +22,7 @@ from datetime import timedelta
 from ..runtime._app import Pausepoint
 from ..stores import SessionStore
 from ._feed import stores_of
+from ._watch import first_of
 
 __all__ = ["ExpirySweep"]
 
@@ -88,15 +89,7 @@ async def _until_written(stores: list[SessionStore], positions: list[int], secon
     loop = asyncio.get_running_loop()
     started = loop.time()
     pairs = zip(stores, positions, strict=True)
-    waits = [asyncio.ensure_future(store.wait_for_events(at, seconds)) for store, at in pairs]
-    try:
-        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for wait in waits:
-            wait.cancel()
-        for wait in waits:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await wait
+    await first_of([store.wait_for_events(at, seconds) for store, at in pairs], seconds)
     left = min(seconds, _SPACING) - (loop.time() - started)
     if left > 0:
         await asyncio.sleep(left)

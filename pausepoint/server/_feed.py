@@ -23,8 +23,6 @@ session's tenant in its summary; an operator's, every tenant's it may view).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Hashable
@@ -36,7 +34,7 @@ from ..stores import SessionStore, SessionSummary
 from ..stores._base import event_stream
 from ..turn._events import event_body
 from ._params import ascii_int
-from ._watch import StoreWatch
+from ._watch import StoreWatch, first_of
 
 __all__ = ["Feed", "stores_of"]
 
@@ -110,18 +108,8 @@ class Feed:
         if len(self._watches) == 1:
             await self._watches[0].wait(positions[0], self.interval)
             return
-        waits = [
-            asyncio.ensure_future(watch.wait(position, self.interval))
-            for watch, position in zip(self._watches, positions, strict=True)
-        ]
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
-            for wait in waits:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await wait
+        pairs = zip(self._watches, positions, strict=True)
+        await first_of([watch.wait(position, self.interval) for watch, position in pairs])
 
     @staticmethod
     async def _summary(

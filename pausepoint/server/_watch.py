@@ -9,10 +9,12 @@ waiting, and wakes them all when an event may have come.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable
 
 from ..stores import SessionStore
 
-__all__ = ["StoreWatch"]
+__all__ = ["StoreWatch", "first_of"]
 
 
 class StoreWatch:
@@ -58,3 +60,16 @@ class StoreWatch:
                 news, self._news = self._news, None
                 if news is not None and not news.done():
                     news.set_result(None)
+
+
+async def first_of(waits: list[Awaitable[None]], max_wait: float | None = None) -> None:
+    """Wait until the first of ``waits`` ends (or ``max_wait`` seconds), then stop the others."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, timeout=max_wait, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
