@@ -308,8 +308,9 @@ def parse_tokens(values: list[str]) -> dict[str, str]:
     tokens: dict[str, str] = {}
     for value in values:
         name, sep, token = value.partition("=")
-        if not sep or not name or not token:
-            raise CliError(f"--token wants NAME=TOKEN, not {value!r}")
+        if not sep or not name or not token:  # (the value is never shown: it may be a token)
+            missing = "no '='" if not sep else "no NAME before '='" if not name else f"no token after {name}="
+            raise CliError(f"--token wants NAME=TOKEN: {missing}")
         unusable = token_problem(name, token)
         if unusable is not None:
             raise CliError(f"--token {name}=...: {unusable}")
@@ -326,8 +327,9 @@ def parse_approvers(values: list[str]) -> dict[str, tuple[str, list[str]]]:
         name, _, rest = value.partition(":")
         token, _, roles = rest.partition(":")
         held = [r.strip() for r in roles.split(",") if r.strip()]
-        if not name or not token or (roles and not held):
-            raise CliError(f"--approver wants NAME:TOKEN or NAME:TOKEN:ROLE[,ROLE...], not {value!r}")
+        if not name or not token or (roles and not held):  # (the value is never shown: it may hold a token)
+            missing = "no NAME" if not name else f"no token after {name}:" if not token else "no ROLE after the token"
+            raise CliError(f"--approver wants NAME:TOKEN or NAME:TOKEN:ROLE[,ROLE...]: {missing}")
         unusable = token_problem(name, token)
         if unusable is not None:
             raise CliError(f"--approver {name}:...: {unusable}")
