@@ -9,6 +9,7 @@ from typing import Any
 
 from ..runtime._app import Pausepoint
 from . import _logging
+from ._config import name_problem
 from ._errors import CliError
 from ._serve_app import build_app, prepare
 from ._serving import listen, port_number, serve_until_stopped
@@ -181,6 +182,8 @@ def _serve_stdio(target: Any, settings: ServeSettings, args: argparse.Namespace)
         raise CliError("--mcp-stdio speaks over stdin/stdout: --mcp, --token, --host and --port do not apply")
     if not args.mcp_stdio:
         raise CliError("--mcp-stdio wants the principal the MCP client acts as, like --mcp-stdio alice")
+    if (problem := name_problem(args.mcp_stdio)) is not None:  # the name a principal of the file could have
+        raise CliError(f"--mcp-stdio {args.mcp_stdio!r}: {problem}")
     settings.problems.raise_found()
     check_agents(target)
     need_mcp()

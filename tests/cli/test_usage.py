@@ -71,6 +71,7 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["serve", "tests.cli.apps:empty_ai", "--port", "0"], "the app defines no agents"),
         (["serve", "tests.cli.apps:cloud_ai", "--port", "0"], "the model openai/gpt-4o-mini cannot be used"),
         (["serve", "tests.cli.apps:empty_ai", "--mcp-stdio", "alice"], "the app defines no agents"),
+        (["serve", "tests.cli.apps:bank_ai", "--mcp-stdio", " alice"], "--mcp-stdio ' alice': ' alice' is not a name"),
         (["chat", "tests.cli.apps:bank_ai", "--agent", "nobody"], "no agent named 'nobody'; the app has: bankingAgent"),
         (["chat", "tests.cli.apps:bank_agent", "--db", "a.db", "--store", "memory:"], "not allowed with argument"),
         (["chat", "pausepoint.cli:main"], "expected an Agent or a Pausepoint app, got function"),
