@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data
-from ..session._records import ApprovalPaused, Approver, CallAnswered, Decision, PauseEscalated
+from ..session._records import ApprovalPaused, CallAnswered, Decision, PauseEscalated
 from ..session._state import Pause, SessionState
 from ..session._views import pending_interrupt
+from ._gate import counted
 
 __all__ = ["cancel_claims", "escalates", "escalations_due", "expiry_claims"]
 
@@ -125,14 +126,6 @@ def _resolved(
         reason=reason,
         approvals=counted(pause),
     )
-
-
-def counted(pause: Pause) -> list[Approver] | None:
-    """The approvals a pause for approval had counted (its audit entry says how far it got: "1
-    of 2"); None for any other pause."""
-    if not isinstance(pause.record, ApprovalPaused):
-        return None
-    return [Approver(given.principal, given.at, given.via) for _, given in pause.approvals]
 
 
 def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:

@@ -53,7 +53,7 @@ from ._policy import ApprovalPolicy, DecisionKind
 if TYPE_CHECKING:
     from ..tools._dispatch import CallJob
 
-__all__ = ["Verdict", "judge", "offer_for", "request_for_pause", "review"]
+__all__ = ["Verdict", "counted", "judge", "offer_for", "request_for_pause", "review"]
 
 log = logging.getLogger("pausepoint")
 
@@ -267,9 +267,16 @@ def review(
                 request_hash=claim.request_hash,
             )
             return [given, *records]
-        counted = [Approver(a.principal, a.at, a.via) for _, a in pause.approvals]
-        claim.approvals = [*counted, Approver(claim.principal or "", claim.at, claim.via)]
+        claim.approvals = [*(counted(pause) or ()), Approver(claim.principal or "", claim.at, claim.via)]
     return [claim, *records]
+
+
+def counted(pause: Pause) -> list[Approver] | None:
+    """The approvals a pause for approval had counted (its audit entry says how far it got: "1
+    of 2"); None for any other pause."""
+    if not isinstance(pause.record, ApprovalPaused):
+        return None
+    return [Approver(given.principal, given.at, given.via) for _, given in pause.approvals]
 
 
 def _grant(

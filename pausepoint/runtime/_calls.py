@@ -478,26 +478,18 @@ class SessionCalls:
         except NotJsonData as exc:
             raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
 
+        def claim(state: SessionState, now: datetime) -> Turn:
+            self._check_free(state, now)
+            if not state.open:
+                raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+            agent, turn = self.agent, self._turn(state, principal, None)
+            self._end_lost_turn(turn, now)
+            on_expiry, limits, actor = agent.on_expiry, agent.json_limits, principal or self.principal
+            turn.journal.add(*agent.approvals.cancellations(state, now, reason, actor, via, on_expiry, limits))
+            return turn
+
         async def op(state: SessionState) -> AgentResponse:
-            agent = self.agent
-            for _ in range(_CLAIM_ATTEMPTS):
-                now = agent.clock()
-                self._check_free(state, now)
-                if not state.open:
-                    raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
-                turn = self._turn(state, principal, None)
-                self._end_lost_turn(turn, now)
-                claims = agent.approvals.cancellations(
-                    state, now, reason, principal or self.principal, via, agent.on_expiry, agent.json_limits
-                )
-                turn.journal.add(*claims)
-                try:  # the claim: a pause another writer answered first is theirs, and this looks again
-                    await turn.journal.flush(now, rebase=False, durable=False)
-                except ConcurrentUpdate:
-                    state = await agent.sessions.reload(self.session_id)
-                    continue
-                return await turn.end(AgentFinishReason.ABORTED)
-            raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; nothing was cancelled")
+            return await (await self._claimed(state, claim)).end(AgentFinishReason.ABORTED)
 
         return await self.locked(op, operation="cancel")
 
@@ -506,28 +498,41 @@ class SessionCalls:
         if self.agent.sessions.running(self.session_id) is not None:
             return None
 
-        async def op(state: SessionState) -> AgentResponse | None:
+        def claim(state: SessionState, now: datetime) -> Turn | None:
             agent = self.agent
-            for _ in range(_CLAIM_ATTEMPTS):
-                now = agent.clock()
-                if state.running_turn is not None and not state.lost(now, agent.abandon_after):
-                    return None
-                handed = agent.approvals.escalations(state, now)
-                if not handed and not state.expired(now):
-                    return None
-                turn = self._turn(state, None, None)
-                self._end_lost_turn(turn, now)
-                turn.journal.add(*handed)  # folded now: a step whose time ran out too expires below
-                turn.journal.add(*agent.approvals.expiries(state, now, agent.on_expiry, agent.json_limits))
-                try:  # a claim (see Journal): a pause answered first elsewhere is not ours to settle
-                    await turn.journal.flush(agent.clock(), rebase=False, durable=False)
-                except ConcurrentUpdate:
-                    state = await agent.sessions.reload(self.session_id)
-                    continue
-                return await turn.proceed()
-            raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; nothing was settled")
+            if state.running_turn is not None and not state.lost(now, agent.abandon_after):
+                return None
+            handed = agent.approvals.escalations(state, now)
+            if not handed and not state.expired(now):
+                return None
+            turn = self._turn(state, None, None)
+            self._end_lost_turn(turn, now)
+            turn.journal.add(*handed)  # folded now: a step whose time ran out too expires below
+            turn.journal.add(*agent.approvals.expiries(state, now, agent.on_expiry, agent.json_limits))
+            return turn
+
+        async def op(state: SessionState) -> AgentResponse | None:
+            turn = await self._claimed(state, claim)
+            return None if turn is None else await turn.proceed()
 
         return await self.locked(op, operation="settle_expired")
+
+    async def _claimed(self, state: SessionState, claim: Callable[[SessionState, datetime], T]) -> T:
+        """The turn ``claim(state, now)`` makes (None: nothing to claim), its records written as a
+        claim (a conditional append, not durable: ``Journal``); if another writer got in first,
+        ``claim`` runs again on the session as it is now (what it took may be ours no more)."""
+        for _ in range(_CLAIM_ATTEMPTS):
+            now = self.agent.clock()
+            turn = claim(state, now)
+            if not isinstance(turn, Turn):
+                return turn
+            try:
+                await turn.journal.flush(now, rebase=False, durable=False)
+            except ConcurrentUpdate:
+                state = await self.agent.sessions.reload(self.session_id)
+                continue
+            return turn
+        raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; nothing was recorded")
 
     async def revoke(self, grant_id: str, reason: str, principal: str | None, via: str) -> GrantInfo:
         """Revoke the grant ``grant_id`` (``Chat.revoke_grant``)."""

@@ -39,6 +39,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, Literal, TypeAlias, assert_never
 
 from pydantic import TypeAdapter
+from pydantic_core import to_jsonable_python
 
 from ..session._interrupts import PendingInterrupt
 from ..session._json import AUDIT, INTERRUPTS, dump
@@ -227,7 +228,7 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
     body: dict[str, Any] = {
         "id": event.id,
         "type": event.kind,
-        "at": _iso(event.at),
+        "at": to_jsonable_python(event.at),  # as every other time in the API (UTC as Z)
         "agent": event.agent,
         "session_id": event.session_id,
         "owner": envelope.owner,
@@ -248,8 +249,3 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
             raise ValueError(f"an event of a {record.kind} record")
     return body
 
-
-def _iso(at: datetime) -> str:
-    """``at`` as every other time in the API is written (pydantic's ISO 8601: UTC as ``Z``)."""
-    text = at.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
