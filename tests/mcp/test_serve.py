@@ -126,6 +126,20 @@ async def denies(alice: Client) -> None:
     assert more["session_id"] == reply["session_id"] and more["text"] == "I can transfer money or open an account."
 
 
+async def test_arguments_a_tool_does_not_take_are_refused_as_every_refusal_reads(served: str) -> None:
+    async with http_client(served, "alice-token") as alice:
+        reply = await call(alice, "send_message", agent=AGENT, text="Transfer $7 to savings.")
+        session, ref = reply["session_id"], reply["pauses"][0]["ref"]
+        maybe = await call(alice, "answer_pause", agent=AGENT, session_id=session, ref=ref, decision="maybe")
+        assert maybe[0] == "error"
+        assert "invalid_request: decision: Input should be 'approve', 'deny' or 'respond'" in maybe[1]
+        assert "pydantic" not in maybe[1] and "validation error" not in maybe[1]
+        missing = await call(alice, "answer_pause", agent=AGENT, session_id=session, decision="approve")
+        assert missing[0] == "error" and "invalid_request: ref: Field required" in missing[1]
+        approved = await call(alice, "answer_pause", agent=AGENT, session_id=session, ref=ref, decision="approve")
+        assert approved["finish_reason"] == "stop"  # nothing was answered by the refused calls
+
+
 async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> None:
     async with http_client(served, "alice-token") as alice:
         reply = await call(alice, "send_message", agent=AGENT, text="Transfer $500 to savings.")
