@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-if sys.version_info < (3, 11):  # before the imports below: tomllib is 3.11's
+if sys.version_info < (3, 11):  # noqa: UP036 - before the imports below: tomllib is 3.11's
     sys.exit(f"dev.py needs Python 3.11 or newer; this is {sys.version.split()[0]} ({sys.executable})")
 
 import hashlib
