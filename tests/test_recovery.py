@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pausepoint import AgentFinishReason, Pausepoint, ToolRunContext
+from pausepoint import AgentFinishReason, Pausepoint, ToolRunContext, TurnStatus
 from pausepoint.errors import ResumeInProgress, TurnInProgress
 from pausepoint.testing import ScriptedModel, tool_call
 
@@ -247,3 +247,36 @@ async def test_a_live_call_presumed_lost_gets_its_own_turns_end_not_the_next_tur
     assert approved.finish_reason == AgentFinishReason.FAILED and approved.error.startswith("lost: ")
     assert approved.text != "Hello again." and ledger == ["transfer:5"]
     assert await chat.approve(pause.ref, idempotency_key="yes-once") == approved  # one outcome for the key
+
+
+async def test_a_keyed_detached_turns_retry_goes_on_once_its_process_is_presumed_lost(store):
+    """A detached turn's tool starts and its process dies. Its retry with the same idempotency
+    key says it is in progress while that process may still be running it; once presumed lost,
+    the retry ends it (lost) and goes on as an empty resume would, the tool never run twice
+    (found by a probe: the retry said "in progress" for ever)."""
+    clock, ledger, hang = Clock(), [], Hang()
+    mortal = Mortal(store)
+    agent, _ = make_agent(mortal, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
+    chat = agent.chat()
+    await chat.detach("pay 5", idempotency_key="pay-once")
+    await hang.all_arrived.wait()
+    mortal.dead = True
+    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    assert ledger == ["transfer:5"]
+
+    again, _ = make_agent(store, clock, ["It may not have gone through.", "Hello."], ledger)
+    retry = again.chat(chat.session_id)
+    with pytest.raises(ResumeInProgress):  # its process may still be running the transfer
+        await retry.detach("pay 5", idempotency_key="pay-once")
+    clock.now += timedelta(minutes=16)  # past abandon_after: presumed lost
+    turn = await retry.detach("pay 5", idempotency_key="pay-once")
+    assert await turn.status() == TurnStatus.FAILED
+    ended = await turn.wait()
+    assert ended.finish_reason == AgentFinishReason.FAILED and (ended.error or "").startswith("lost: ")
+    assert ledger == ["transfer:5"]  # never run twice
+    history = await retry.history()
+    assert history[-1].text == "It may not have gone through."  # the model was told, as after any loss
+    assert (await retry.send("hello")).finish_reason == AgentFinishReason.STOP  # the session goes on

@@ -354,7 +354,9 @@ class SessionCalls:
             now = self.agent.clock()
             left = self.agent.sessions.stopped.left(state)
             taken_here = left is not None and key in left.keys  # its turn stopped short here: nothing runs it
-            if state.running_turn is None and (taken_here or state.still(now, self.agent.abandon_after)):
+            # A detached turn's key too: once its process is presumed lost (``lost``), the
+            # retry ends that turn and goes on, as a keyed message or answer does.
+            if (taken_here and state.running_turn is None) or state.still(now, self.agent.abandon_after):
                 return await self._continue(state, principal, emit)  # its end ends the key too
             raise ResumeInProgress(f"the call with idempotency key {key!r} has not finished yet", key=key)
         response = response_for(state, outcome.ended, outcome.ended_version)

@@ -257,13 +257,14 @@ class Chat:
         if not launch.started.done():
             launch.started.cancel()
             task.result()  # the refusal, raised here
-            return await self._replayed_detach(idempotency_key, task)
+            return await self._replayed_detach(idempotency_key)
         return DetachedTurn(self, launch.started.result(), task)
 
-    async def _replayed_detach(self, key: str | None, task: asyncio.Task[AgentResponse]) -> DetachedTurn:
-        """The detached turn a retry with its idempotency ``key`` names (it ended: the retry
-        got its response); ``IdempotencyKeyReused`` for a key first sent with a call that did
-        not detach."""
+    async def _replayed_detach(self, key: str | None) -> DetachedTurn:
+        """The detached turn a retry with its idempotency ``key`` names (it ended: its end is in
+        the store, which ``wait()`` reads — the retry's own task may have gone on past a turn
+        presumed lost); ``IdempotencyKeyReused`` for a key first sent with a call that did not
+        detach."""
         ended = (await self.calls.read_state()).keys.get(key) if key is not None else None
         started = ended.ended.started if ended is not None and ended.ended is not None else None
         if started is None:
@@ -271,7 +272,7 @@ class Chat:
                 f"idempotency key {key!r} was used for a call that did not detach: a key replays only the same request",
                 key=key,
             )
-        return DetachedTurn(self, started, task)
+        return DetachedTurn(self, started)
 
     async def abort(self, *, principal: str | None = None, via: str = "python") -> TurnStatus | None:
         """Stop the session's detached turn, from any process; returns its status before the call.
