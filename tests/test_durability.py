@@ -109,3 +109,37 @@ async def test_unchanged_schema_with_new_description_is_still_accepted(tmp_path)
     chat = agent.chat(paused["session_id"])
     [pending] = await chat.interrupts()
     assert (await chat.resume(respond=[pending.respond({"approved": True})])).text == "fine"
+
+
+async def test_a_backup_made_with_sqlites_backup_while_a_server_writes_holds_every_pause(tmp_path):
+    """README "Backups": SQLite's backup API (what `sqlite3 app.db ".backup ..."` runs) copies a
+    store that a process is writing to, checkpoint files left out, into one that a new process
+    opens and answers from."""
+    import sqlite3
+
+    db, copy = tmp_path / "app.db", tmp_path / "backup.db"
+    store = SqliteSessionStore(db, checkpoint_file_bytes=1)  # every checkpoint base in a file beside it
+    _, agent = banking.build(store, [])
+    long = agent.chat(principal="ann")
+    for _ in range(10):  # past checkpoint_every: its checkpoint is written, in a file
+        paused_once = await long.send("Transfer $5 to savings.")
+        await long.resume(respond=[paused_once.interrupts[0].respond({"approved": True})])
+    paused = [agent.chat(principal="ann") for _ in range(3)]
+    for chat in paused:
+        await chat.send("Transfer $7 to savings.")
+    await agent.sessions.settle()
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)  # the WAL's commits included; the server's connection stays open
+    await store.close()
+    assert list((tmp_path / "app.db-checkpoints").iterdir())  # not copied: a cache the log rebuilds
+
+    ledger: list[str] = []
+    _, restored = banking.build(SqliteSessionStore(copy), ledger)
+    pending = await restored.list_sessions(has_pending=True)
+    assert sorted(s.session_id for s in pending) == sorted(c.session_id for c in paused)
+    chat = restored.chat(paused[0].session_id)
+    [pause] = await chat.interrupts()
+    assert (await chat.resume(respond=[pause.respond({"approved": True})])).text == "Transferred $7 to savings."
+    assert ledger == ["7->savings"]
+    history = await restored.chat(long.session_id).history()  # its checkpoint's file is not in the copy
+    assert [m.text for m in history if m.role == "model" and m.text] == ["Transferred $5 to savings."] * 10

@@ -193,8 +193,9 @@ async def test_a_keyed_answers_retry_completes_once_the_process_that_took_it_is_
 
 async def test_a_message_after_a_keyed_answers_lost_turn_ends_it_first(store):
     """The answer is recorded, its tool runs, and the process dies while the model answers. A
-    message from another process goes on at once; a retry of the answer with its key then gets
-    its own turn's end (lost), not the end of the turn the message started (found by a probe)."""
+    message from another process waits for that turn until it is presumed lost, then goes on; a
+    retry of the answer with its key then gets its own turn's end (lost), not the end of the turn
+    the message started (found by a probe)."""
     clock, ledger = Clock(), []
     arrived, never = asyncio.Event(), asyncio.Event()
 
@@ -215,6 +216,9 @@ async def test_a_message_after_a_keyed_answers_lost_turn_ends_it_first(store):
         await task
 
     other = gated_bank(store, clock, ["Hello again."], ledger).chat(chat.session_id)
+    with pytest.raises(TurnInProgress):  # its process may still be asking the model
+        await other.send("hello")
+    clock.now += timedelta(minutes=16)  # past abandon_after: presumed lost
     assert (await other.send("hello")).text == "Hello again."
     retried = await other.approve(pause.ref, idempotency_key="yes-once")
     assert retried.finish_reason == AgentFinishReason.FAILED and retried.error.startswith("lost: ")
@@ -280,3 +284,35 @@ async def test_a_keyed_detached_turns_retry_goes_on_once_its_process_is_presumed
     history = await retry.history()
     assert history[-1].text == "It may not have gone through."  # the model was told, as after any loss
     assert (await retry.send("hello")).finish_reason == AgentFinishReason.STOP  # the session goes on
+
+
+async def test_a_message_from_another_process_waits_for_a_turn_asking_its_model(store):
+    """An approved tool ran; its process, alive, asks the model for the next step. A message
+    sent through another process meanwhile is refused (``TurnInProgress``, as a detached turn's
+    would be) instead of cutting in: the approval's turn ends as the model says, not "lost" nor
+    with ``ConcurrentUpdate``, and the message goes through once it has (found by a probe:
+    through a second server, the owner's message won and the approver got a runtime error)."""
+    clock, ledger = Clock(), []
+    asking, answer = asyncio.Event(), asyncio.Event()
+
+    async def slow_model(request):
+        if request.messages[-1].role == "user":
+            return [tool_call("transfer", {"amount": 5})]
+        asking.set()
+        await answer.wait()  # the model takes its time over the result
+        return "Sent."
+
+    chat = gated_bank(store, clock, slow_model, ledger).chat()
+    [pause] = (await chat.send("pay 5")).interrupts
+    approving = asyncio.create_task(chat.approve(pause.ref))
+    await asking.wait()
+    other = gated_bank(store, clock, ["Hello again."], ledger).chat(chat.session_id)
+    with pytest.raises(TurnInProgress, match="asking its model in another process"):
+        await other.send("hello")
+    with pytest.raises(TurnInProgress):
+        await other.resume()  # nor does an empty resume ask the model a second time
+    answer.set()
+    approved = await approving
+    assert (approved.finish_reason, approved.text, ledger) == (AgentFinishReason.STOP, "Sent.", ["transfer:5"])
+    assert (await other.send("hello")).text == "Hello again."
+    assert [m.text for m in await other.history()][-3:] == ["Sent.", "hello", "Hello again."]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -42,18 +42,18 @@ from ..session._records import (
     CallAnswered,
     GrantRevoked,
     MessageAdded,
-    Record,
     SessionStarted,
     TurnStarted,
     decode_record,
     encode_record,
 )
 from ..session._response import AgentFinishReason, AgentResponse
-from ..session._state import Call, SessionState
+from ..session._state import SessionState
 from ..session._views import grant_info, response_for
 from ..stores import LogEntry, SessionStore, SessionSummary
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
+from ._busy import abandoned_calls, check_free, end_lost_turn
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
@@ -159,7 +159,7 @@ class SessionCalls:
             if key is not None and key in state.keys:
                 return await self._replay(state, key, digest, principal, emit)
             now = self.agent.clock()
-            self._check_free(state, now)
+            check_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
             handed = self.agent.approvals.escalations(state, now)
             if handed:  # recorded even when the send is refused: the pauses have new deciders now
                 journal = self.agent.sessions.journal(state)
@@ -173,13 +173,13 @@ class SessionCalls:
                     "resume() or drop them with cancel_pending()",
                     refs=live,
                 )
-            lost, known = self._abandoned(state, now)
+            lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
             turn = self._turn(state, principal, emit, key)
             if state.version == 0:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now, self.tenant))
             turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
             await turn.recover(lost, known)
-            self._end_lost_turn(turn, now)
+            end_lost_turn(turn, now, self.agent.abandon_after)
             if turn.state.awaiting_model and turn.state.unended_keys:  # a keyed call's turn, lost
                 turn.journal.add(lost_turn_end(turn.state, now))
             actor = principal or self.principal
@@ -235,7 +235,7 @@ class SessionCalls:
                 if key is not None and key in state.keys:
                     return await self._replay(state, key, asked, principal, emit)
                 now = self.agent.clock()
-                self._check_free(state, now)
+                check_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
                 if not given:
                     return await self._continue(state, principal, emit)
                 turn = self._turn(state, principal, emit, key)
@@ -245,7 +245,7 @@ class SessionCalls:
                 context = AnswerContext(now, actor, via, metadata, key, asked, limits)
                 records = approvals.check(state, given, context, allow_changed_tools=self.agent.allow_changed_tools)
                 claims = [r for r in records if isinstance(r, CallAnswered)]
-                self._end_lost_turn(turn, now)
+                end_lost_turn(turn, now, self.agent.abandon_after)
                 answered = {c.ref for c in claims}
                 expired = [
                     c for c in approvals.expiries(state, now, self.agent.on_expiry, limits) if c.ref not in answered
@@ -287,53 +287,18 @@ class SessionCalls:
                 refs=state.open_refs(),
             )
         now = self.agent.clock()
-        lost, known = self._abandoned(state, now)
+        lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
         turn = self._turn(state, principal, emit)
         await turn.recover(lost, known)
-        self._end_lost_turn(turn, now)
+        end_lost_turn(turn, now, self.agent.abandon_after)
         if turn.state.awaiting_model:
             return await turn.proceed()
         await turn.journal.flush(now)  # only a lost detached turn to settle: its end is the answer
         ended = turn.state
         assert ended.last_end is not None
         return response_for(ended, ended.last_end, ended.last_end_version)
-
-    def _check_free(self, state: SessionState, now: datetime) -> None:
-        """Refuse to start a turn while a detached turn runs in the session (``TurnInProgress``);
-        one presumed lost with its process does not count (``_end_lost_turn`` ends it)."""
-        running = state.running_turn
-        if running is not None and not state.lost(now, self.agent.abandon_after):
-            raise TurnInProgress(
-                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
-                turn_id=running.version,
-            )
-
-    def _end_lost_turn(self, turn: Turn, now: datetime) -> None:
-        """Record the end of a detached turn presumed lost with its process, if there is one."""
-        state = turn.state
-        if state.running_turn is not None and state.lost(now, self.agent.abandon_after):
-            turn.journal.add(lost_turn_end(state, now, state.running_turn))
-
-    def _abandoned(self, state: SessionState, now: datetime) -> tuple[list[Call], Mapping[str, Record]]:
-        """Calls of the session still running with no result, once presumed lost with their
-        process — or at once, if a call in this process started them and stopped short (with
-        the outcomes it knows of them); raises ``TurnInProgress`` while they may still be
-        running somewhere."""
-        if not state.running:
-            return [], {}
-        lost = state.abandoned(now, self.agent.abandon_after)
-        left = self.agent.sessions.stopped.left(state)
-        if lost is None and left is not None and left.calls.issuperset(state.running):
-            return [state.calls[ref] for ref in state.running], left.outcomes
-        if lost is None:
-            raise TurnInProgress(
-                f"tool calls of session {self.session_id!r} are running in another process; try again when "
-                f"they finish (or after {self.agent.abandon_after} they are presumed lost)",
-                refs=state.running,
-            )
-        return lost, left.outcomes if left is not None else {}
 
     async def _replay(
         self, state: SessionState, key: str, digest: str | None, principal: str | None, emit: Emit | None
@@ -481,11 +446,11 @@ class SessionCalls:
             raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
 
         def claim(state: SessionState, now: datetime) -> Turn:
-            self._check_free(state, now)
+            check_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
             if not state.open:
                 raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
             agent, turn = self.agent, self._turn(state, principal, None)
-            self._end_lost_turn(turn, now)
+            end_lost_turn(turn, now, self.agent.abandon_after)
             on_expiry, limits, actor = agent.on_expiry, agent.json_limits, principal or self.principal
             turn.journal.add(*agent.approvals.cancellations(state, now, reason, actor, via, on_expiry, limits))
             return turn
@@ -508,7 +473,7 @@ class SessionCalls:
             if not handed and not state.expired(now):
                 return None
             turn = self._turn(state, None, None)
-            self._end_lost_turn(turn, now)
+            end_lost_turn(turn, now, self.agent.abandon_after)
             turn.journal.add(*handed)  # folded now: a step whose time ran out too expires below
             turn.journal.add(*agent.approvals.expiries(state, now, agent.on_expiry, agent.json_limits))
             return turn

@@ -58,8 +58,8 @@ class StoppedCalls:
         keys = frozenset(
             r.idempotency_key for r in records if isinstance(r, CallAnswered | MessageAdded) and r.idempotency_key
         )
-        if not calls and not keys:
-            return  # it started nothing a later call could wait for
+        if not calls and not keys and not state.mid_turn:
+            return  # it started nothing a later call could wait for (nor left its turn waiting for the model)
         versions = frozenset({state.durable_version, state.version})
         self._stopped[session_id] = Stopped(versions, calls, keys, unwritten_outcomes(journal.pending))
         self._stopped.move_to_end(session_id)

@@ -195,6 +195,7 @@ class SessionState:
     open: dict[str, Pause] = field(default_factory=dict)
     batch: Batch | None = None
     awaiting_model: bool = False
+    mid_turn: bool = False  # results await the model and no end was recorded since: a turn is mid-way
     audit: list[AuditRecord] = field(default_factory=list)
     keys: dict[str, KeyedOutcome] = field(default_factory=dict)
     unended_keys: tuple[str, ...] = ()  # the keys whose outcome has not ended (what an unkeyed end ends)
@@ -290,6 +291,7 @@ class SessionState:
     def _ended(self, record: TurnEnded) -> None:
         self.last_end = record
         self.last_end_version = self.version
+        self.mid_turn = False
         self.end_versions.append(self.version)
         self.end_reasons.append(record.finish_reason)
         self._active(record.at)
@@ -328,9 +330,9 @@ class SessionState:
         self.messages.append(message)
         if message.role == "user":
             self.turn += 1
-            self.awaiting_model = False
+            self.awaiting_model = self.mid_turn = False
         elif message.role == "model":
-            self.awaiting_model = False
+            self.awaiting_model = self.mid_turn = False
             requests = message.tool_requests
             if requests:
                 self.batch = Batch([r.ref for r in requests])
@@ -349,7 +351,7 @@ class SessionState:
             # The last result derives the tool message; the model loop may continue.
             self.messages.append(Message("tool", [batch.results[ref] for ref in batch.refs]))
             self.batch = None
-            self.awaiting_model = True
+            self.awaiting_model = self.mid_turn = True
 
     def _answer(self, record: CallAnswered) -> None:
         pause = self.pauses[record.ref]

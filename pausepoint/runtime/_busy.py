@@ -1,0 +1,69 @@
+"""Whether a session is free for a new call, from what its log says runs elsewhere: a detached
+turn, tool calls with no result yet, or a turn whose model is being asked — and which of those
+are presumed lost with their process (nothing recorded in the session for ``abandon_after``).
+
+In one process, calls on a session are serialised by its lock; across processes the log is all
+there is, so a call that finds another process's work unfinished waits for it
+(``TurnInProgress``) until that process is presumed lost. What a call that stopped short *here*
+left (``_stopped``) is never waited for: nothing runs it any more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from ..errors import TurnInProgress
+from ..session._records import Record
+from ..session._state import Call, SessionState
+from ..turn._turn import Turn
+from ._launch import lost_turn_end
+from ._stopped import StoppedCalls
+
+__all__ = ["abandoned_calls", "check_free", "end_lost_turn"]
+
+
+def check_free(state: SessionState, now: datetime, abandon_after: timedelta, stopped: StoppedCalls) -> None:
+    """Refuse to start a turn (``TurnInProgress``) while a detached turn runs in the session, or
+    while another process's turn waits for its model (the results of its tools recorded, its
+    end not yet); either presumed lost with its process does not count."""
+    running = state.running_turn
+    if running is not None and not state.lost(now, abandon_after):
+        raise TurnInProgress(
+            f"a detached turn is running in session {state.session_id!r}: wait for it to end, or abort it",
+            turn_id=running.version,
+        )
+    if state.mid_turn and not state.still(now, abandon_after) and stopped.left(state) is None:
+        raise TurnInProgress(
+            f"a turn of session {state.session_id!r} is asking its model in another process; try again when "
+            f"it ends (or after {abandon_after} it is presumed lost)"
+        )
+
+
+def end_lost_turn(turn: Turn, now: datetime, abandon_after: timedelta) -> None:
+    """Record the end of a detached turn presumed lost with its process, if there is one."""
+    state = turn.state
+    if state.running_turn is not None and state.lost(now, abandon_after):
+        turn.journal.add(lost_turn_end(state, now, state.running_turn))
+
+
+def abandoned_calls(
+    state: SessionState, now: datetime, abandon_after: timedelta, stopped: StoppedCalls
+) -> tuple[list[Call], Mapping[str, Record]]:
+    """Calls of the session still running with no result, once presumed lost with their
+    process — or at once, if a call in this process started them and stopped short (with the
+    outcomes it knows of them); raises ``TurnInProgress`` while they may still be running
+    somewhere."""
+    if not state.running:
+        return [], {}
+    lost = state.abandoned(now, abandon_after)
+    left = stopped.left(state)
+    if lost is None and left is not None and left.calls.issuperset(state.running):
+        return [state.calls[ref] for ref in state.running], left.outcomes
+    if lost is None:
+        raise TurnInProgress(
+            f"tool calls of session {state.session_id!r} are running in another process; try again when "
+            f"they finish (or after {abandon_after} they are presumed lost)",
+            refs=state.running,
+        )
+    return lost, left.outcomes if left is not None else {}
