@@ -58,8 +58,8 @@ async def turn(request: Request) -> Response:
         )
     if wire.message is not None:
         check_message_size(wire.message_json, service.limits)
-    chat, seen = await _chat_for(service, agent, wire, principal)
     key = idempotency_key(request)
+    chat, seen = await _chat_for(service, agent, wire, principal, key)
     respond: list[ToolResponse] = []
     restart: list[ToolRestart] = []
     if wire.message is None:
@@ -159,11 +159,15 @@ async def abort(request: Request) -> Response:
 
 
 async def _chat_for(
-    service: Service, agent: Agent, wire: genkit.GenkitTurn, principal: str
+    service: Service, agent: Agent, wire: genkit.GenkitTurn, principal: str, key: str | None
 ) -> tuple[Chat, dict[str, str]]:
     """The chat a turn request names — a new session, the session named (created by a message
     when no session has that id yet), or the snapshot's, which must be the newest — and the
-    pauses that snapshot shows (each call's ref -> its pause's id; none without a snapshot)."""
+    pauses that snapshot shows (each call's ref -> its pause's id; none without a snapshot).
+
+    A retry with the idempotency ``key`` of a request the session took names a snapshot that is
+    no longer the newest (the request made a newer one): it is not refused as stale, and its
+    answers name the pauses the first one answered, so the core replays that request's outcome."""
     if wire.snapshot_id is not None:
         session_id, version = parse_snapshot_id(wire.snapshot_id)
         if wire.session_id is not None and wire.session_id != session_id:
@@ -174,6 +178,9 @@ async def _chat_for(
         summary = await _may_take(service, agent, session_id, principal, wire)
         chat = agent.chat(session_id, principal=principal)
         state = await read_state(chat)
+        if key is not None and key in state.keys:
+            taken = (p for p in state.pauses.values() if p.answer is not None and p.answer.idempotency_key == key)
+            return chat, {p.record.call_ref: p.record.ref for p in taken}
         check_continuable(state, version, agent.clock(), agent.abandon_after)
         seen = {p.record.call_ref: p.record.ref for p in state.open.values()}
         if wire.message is not None:

@@ -355,6 +355,32 @@ async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once_on_the
     assert too_long.status_code == 400
 
 
+async def test_a_keyed_retry_from_the_snapshot_it_answered_gets_the_first_outcome(served, http):
+    """Genkit's ``remote_agent`` sends ``init.snapshotId`` on every turn after its first: a retry
+    of a lost reply names the snapshot the first request answered, no longer the newest. With the
+    same idempotency key it gets the first outcome (found by a probe: ``stale_snapshot``); without
+    one, or with another request, the snapshot is stale as ever."""
+    url = served.bank + "/agents/bankingAgent"
+    paused = (await http.post(url, json={"data": user("Transfer $9 to bob.")}, headers=ALICE)).json()["result"]
+    ref, snap = paused["message"]["content"][0]["toolRequest"]["ref"], paused["snapshotId"]
+    answer = {"toolResponse": {"ref": ref, "name": "userApproval", "output": {"approved": True}}}
+    body = {"data": {"resume": {"respond": [answer]}}, "init": {"snapshotId": snap}}
+    keyed = {**ALICE, "Idempotency-Key": "wire-r1"}
+    first = await http.post(url, json=body, headers=keyed)
+    assert first.status_code == 200 and first.json()["result"]["finishReason"] == "stop"
+    again = await http.post(url, json=body, headers=keyed)
+    assert (again.status_code, again.json()) == (200, first.json())  # replayed: the transfer ran once
+    assert served.ledger.count("9->bob") == 1
+    message = {"data": user("Hello there."), "init": {"snapshotId": first.json()["result"]["snapshotId"]}}
+    said = await http.post(url, json=message, headers={**ALICE, "Idempotency-Key": "wire-m2"})
+    assert (await http.post(url, json=message, headers={**ALICE, "Idempotency-Key": "wire-m2"})).json() == said.json()
+    unkeyed = await http.post(url, json=body, headers=ALICE)
+    assert (unkeyed.status_code, unkeyed.json()["error"]["code"]) == (409, "stale_snapshot")
+    other = {"data": user("Something else."), "init": {"snapshotId": snap}}
+    reused = await http.post(url, json=other, headers=keyed)
+    assert (reused.status_code, reused.json()["error"]["code"]) == (409, "idempotency_key_reused")
+
+
 async def test_a_call_paused_for_approval_is_denied_on_the_wire_as_on_rest(tmp_path, http):
     """A ``requires_approval`` pause takes a denial on the Genkit wire too: a respond part with
     ``metadata.decision: "deny"`` (found by a probe: every wire answer was a respond, refused
