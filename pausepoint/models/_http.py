@@ -1,4 +1,5 @@
-"""What every provider's HTTP API has in common: error statuses, Retry-After, transport failures.
+"""What every provider's HTTP API has in common: error statuses, Retry-After, transport failures,
+and replies whose body has the wrong shape.
 
 Each adapter's ``_map_errors`` reads its SDK's exception (status, the provider's message and
 error kind, headers) and hands them here, so a status means the same error whichever provider
@@ -15,22 +16,42 @@ other 4xx                   ``ModelBadRequest``     no
 ==========================  ======================  =========
 
 Every such error carries ``details``: ``provider`` (the plugin's prefix), ``status`` (the HTTP
-status), and what the provider said beside it (``error_type``, ``request_id``).
+status), and what the provider said beside it (``error_type``, ``request_id``). A
+``ModelAuthError``'s message says only that the provider refused the server's credentials: the
+provider's text about a refused key may quote the key (OpenAI's shows a fragment of it), so it
+goes to the log, never to clients.
+
+``ReplyReader`` reads the fields of a 200 reply the SDK parsed without validating it (see there).
 """
 
 from __future__ import annotations
 
 import email.utils
 import importlib
+import logging
 import time
 from collections.abc import Mapping
 from contextlib import suppress
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelRateLimited, ModelTimeout, ModelUnavailable
+import pydantic
 
-__all__ = ["error_kind", "retry_after", "status_error", "transport_error", "transport_errors"]
+from ..errors import (
+    ModelAuthError,
+    ModelBadRequest,
+    ModelError,
+    ModelOutputError,
+    ModelRateLimited,
+    ModelTimeout,
+    ModelUnavailable,
+)
+
+__all__ = ["ReplyReader", "error_kind", "retry_after", "status_error", "transport_error", "transport_errors"]
+
+log = logging.getLogger("pausepoint")
+
+T = TypeVar("T")
 
 
 def error_kind(status: int) -> type[ModelError]:
@@ -53,16 +74,23 @@ def status_error(
     *,
     kind: type[ModelError] | None = None,
     retry_after: float | None = None,
+    where: str | None = None,
     **details: Any,
 ) -> ModelError:
     """The typed error for a provider's error reply: ``kind`` (default: by ``status``), whose
-    message names the provider, the status and the provider's own ``detail``.
+    message names the provider, the provider's own ``detail`` and ``where`` it was said
+    (default: ``HTTP <status>``).
 
-    ``details`` (``error_type``, ``request_id``, ...) are kept beside ``provider`` and ``status``;
-    ``retry_after`` goes to a ``ModelRateLimited``.
+    A ``ModelAuthError``'s message leaves ``detail`` out (it is logged instead: see the module
+    docstring). ``details`` (``error_type``, ``request_id``, ...) are kept beside ``provider`` and
+    ``status``; ``retry_after`` goes to a ``ModelRateLimited``.
     """
     kind = kind or error_kind(status)
-    message = f"{provider}: {detail} (HTTP {status})"
+    where = where or f"HTTP {status}"
+    message = f"{provider}: {detail} ({where})"
+    if issubclass(kind, ModelAuthError):
+        log.warning("%s refused the server's credentials (%s): %s", provider, where, detail)
+        message = f"{provider}: the provider refused the server's credentials ({where})"
     info = {"provider": provider, "status": status, **details}
     if issubclass(kind, ModelRateLimited):
         return kind(message, retry_after=retry_after, **info)
@@ -118,3 +146,83 @@ def transport_error(provider: str, exc: BaseException) -> ModelError | None:
     if isinstance(exc, failures):
         return ModelUnavailable(f"{provider}: the connection failed: {exc!r}", provider=provider)
     return None
+
+
+class ReplyReader:
+    """Reads the fields of a reply that an SDK parsed without validating it.
+
+    The OpenAI and Anthropic SDKs build their types from whatever JSON a 200 carried, so a body
+    of the wrong shape (a proxy's, a compatible server's) leaves any field None or of another
+    type than its annotation says. Each method returns one field as the type it names, or
+    raises ``ModelOutputError`` naming the field (``details["field"]``) and what it held.
+    """
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+
+    def unusable(self, field: str, value: object, wanted: str) -> ModelOutputError:
+        """The error for ``field`` holding ``value`` where ``wanted`` (``a list``, ...) was due."""
+        held = "missing" if value is None else f"{_json_kind(value)}, not {wanted}"
+        return ModelOutputError(
+            f"{self.provider}: unusable response: {field} is {held}", provider=self.provider, field=field
+        )
+
+    def items(self, value: object, field: str, *, required: bool = False) -> list[Any]:
+        """A list field; a missing one is empty unless ``required``."""
+        if isinstance(value, list):
+            return value
+        if value is None and not required:
+            return []
+        raise self.unusable(field, value, "a list")
+
+    def text(self, value: object, field: str) -> str:
+        """A string field; a missing one is empty."""
+        return self.optional_text(value, field) or ""
+
+    def optional_text(self, value: object, field: str) -> str | None:
+        """A string field, or None."""
+        if value is None or isinstance(value, str):
+            return value
+        raise self.unusable(field, value, "a string")
+
+    def instance(self, value: object, kind: type[T], field: str) -> T:
+        """A field the SDK made a ``kind`` of (an object of its types, or ``str``, ``int``); a
+        missing one is refused too."""
+        if isinstance(value, kind) and not (isinstance(value, bool) and kind is int):
+            return value
+        raise self.unusable(field, value, _JSON_KINDS.get(kind, "an object"))
+
+    def optional_instance(self, value: object, kind: type[T], field: str) -> T | None:
+        """An object field the SDK made a ``kind`` of, or None."""
+        return None if value is None else self.instance(value, kind, field)
+
+    def mapping(self, value: object, field: str) -> dict[str, Any]:
+        """A JSON object the SDK kept as a dict (a field its types do not describe, such as the
+        content parts of a compatible server); a missing one is refused too."""
+        if isinstance(value, dict):
+            return value
+        raise self.unusable(field, value, "an object")
+
+    @staticmethod
+    def count(value: object) -> int | None:
+        """A token count, or None when the reply gives none usable: usage is an account of the
+        reply, not part of it, and a gateway's odd usage should not discard the answer."""
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+_JSON_KINDS: dict[type, str] = {str: "a string", int: "a whole number", list: "a list"}
+
+
+def _json_kind(value: object) -> str:
+    """How ``value`` reads as JSON: ``a string``, ``a number``, ..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict | pydantic.BaseModel):
+        return "an object"
+    return f"a {type(value).__name__}"

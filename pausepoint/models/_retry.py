@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import ModelError, ModelRateLimited
+from ..errors import DefinitionError, ModelError, ModelRateLimited
 from ._model import ChunkSink, ModelChunk
 
 __all__ = ["RetryPolicy", "call_with_retries", "stream_with_retries"]
@@ -20,14 +21,29 @@ T = TypeVar("T")
 class RetryPolicy:
     """How often and how patiently to retry a retryable ``ModelError``.
 
-    A provider's Retry-After is honoured up to ``max_retry_after`` seconds; beyond that the
-    error is raised at once rather than holding the turn.
+    ``attempts`` counts the first call (a whole number, at least 1; 1: no retries). Retry
+    number n waits ``base_delay * 2**(n-1)`` seconds, at most ``max_delay``, with jitter. A
+    provider's Retry-After is honoured up to ``max_retry_after`` seconds; beyond that the error
+    is raised at once rather than holding the turn. The three are finite seconds, 0 or more.
+    Other values raise ``DefinitionError``.
     """
 
     attempts: int = 3
     base_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise DefinitionError(
+                f"RetryPolicy: attempts must be a whole number of at least 1 (1: no retries), not {self.attempts!r}"
+            )
+        for name in ("base_delay", "max_delay", "max_retry_after"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise DefinitionError(
+                    f"RetryPolicy: {name} must be a finite number of seconds, 0 or more, not {value!r}"
+                )
 
     def delay(self, attempt: int, error: ModelError) -> float | None:
         """Seconds to wait before retry number ``attempt`` (1-based), or None to give up."""

@@ -32,10 +32,11 @@ What maps to what:
 - Errors (``_map_errors``): an error status maps as every provider's does
   (``pausepoint.models._http``: 401/403 auth, 429 rate limited with Retry-After, 408/504
   timeout, 409/5xx — 529 overloaded included — unavailable, other 4xx bad request); timeouts
-  and failed connections → ``ModelTimeout`` / ``ModelUnavailable``; an unparseable response →
-  ``ModelOutputError``. An ``error`` event inside a stream maps by its error type as the status
-  of that type would. The SDK's own retries are off: ``RetryPolicy`` retries, and a stream only
-  until its first chunk has been reported.
+  and failed connections → ``ModelTimeout`` / ``ModelUnavailable``; an unparseable response, or
+  one of the wrong shape (every field is read through ``ReplyReader``) → ``ModelOutputError``.
+  An ``error`` event inside a stream maps by its error type as the status of that type would.
+  The SDK's own retries are off: ``RetryPolicy`` retries, and a stream only until its first
+  chunk has been reported.
 """
 
 from __future__ import annotations
@@ -47,11 +48,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pydantic
+
 from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from ._clients import LoopClients
-from ._http import error_kind, retry_after, status_error, transport_error
+from ._http import ReplyReader, error_kind, retry_after, status_error, transport_error
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -303,12 +306,9 @@ def _map_tool_definition(tool: ToolDefinition) -> dict[str, Any]:
 # Where a part keeps the thinking blocks that came before it (``provider_metadata``).
 _THINKING = "anthropic_thinking"
 
-
-def _thinking(block: Any) -> dict[str, Any]:
-    """A thinking block as the API must get it back: unchanged."""
-    if block.type == "redacted_thinking":
-        return {"type": "redacted_thinking", "data": block.data}
-    return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+# Reads every field of a reply and of stream events: the SDK builds them from any JSON, so a body
+# of the wrong shape is a ``ModelOutputError`` naming the field, never an error of the adapter's own.
+_read = ReplyReader(PROVIDER)
 
 
 def _kept(thinking: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -316,37 +316,16 @@ def _kept(thinking: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {_THINKING: list(thinking)} if thinking else None
 
 
-def _process_response(message: SdkMessage) -> ModelResponse:
-    parts: list[Part] = []
-    thinking: list[dict[str, Any]] = []  # the thinking blocks since the last part
-    for block in message.content:
-        if block.type in ("thinking", "redacted_thinking"):
-            thinking.append(_thinking(block))
-        elif block.type == "text":
-            if block.text:
-                parts.append(TextPart(block.text, provider_metadata=_kept(thinking)))
-                thinking = []
-        elif block.type == "tool_use":
-            parts.append(ToolRequestPart(block.name, block.input, call_id=block.id, provider_metadata=_kept(thinking)))
-            thinking = []
-    input_tokens, cache_writes, cache_reads, output_tokens = _counts(message.usage)
-    return ModelResponse(
-        Message("model", parts),
-        _map_finish_reason(message.stop_reason),
-        _map_usage(input_tokens, cache_writes, cache_reads, output_tokens),
-    )
-
-
 @dataclass(slots=True)
-class _StreamedBlock:
-    """A content block being assembled from stream events."""
+class _Block:
+    """A content block of a reply, or one being assembled from stream events."""
 
     kind: str
     text: str = ""
-    call_id: str = ""
+    call_id: str | None = None
     name: str = ""
     tool_index: int = 0
-    start_input: Any = None
+    start_input: Any = None  # a tool_use block's ``input`` (None: none given)
     arguments: list[str] = field(default_factory=list)
     signature: str = ""  # a thinking block's
     data: str = ""  # a redacted thinking block's
@@ -372,102 +351,146 @@ class _StreamedBlock:
         return None
 
 
-async def _process_streamed_response(
-    stream: AsyncIterator[RawMessageStreamEvent], on_chunk: ChunkSink
-) -> ModelResponse:
-    """Assemble the message from a raw event stream, reporting deltas as they arrive.
+def _read_block(value: object, where: str) -> _Block:
+    """A content block of a reply (or of a stream's ``content_block_start``), every field checked.
+    A kind the adapter does not read (server tools) is kept as a kind alone, to be dropped."""
+    block = _read.instance(value, pydantic.BaseModel, where)
+    kind = _read.instance(getattr(block, "type", None), str, f"{where}.type")
 
-    Raises ``ModelUnavailable`` if the stream ends before ``message_stop``.
-    """
-    blocks: dict[int, _StreamedBlock] = {}
-    tool_calls = 0
-    stop_reason: str | None = None
-    input_tokens: list[int | None] = [None, None, None]  # input, cache writes, cache reads
-    output_tokens: int | None = None
-    stopped = False
-    async for event in stream:
-        if event.type == "message_start":
-            *started, output_tokens = _counts(event.message.usage)
-            input_tokens = list(started)
-        elif event.type == "content_block_start":
-            start = event.content_block
-            if start.type == "text":
-                blocks[event.index] = block = _StreamedBlock("text", text=start.text)
-                if start.text:
-                    on_chunk(TextDelta(start.text))
-            elif start.type == "tool_use":
-                blocks[event.index] = block = _StreamedBlock(
-                    "tool_use", call_id=start.id, name=start.name, tool_index=tool_calls, start_input=start.input
-                )
-                tool_calls += 1
-                on_chunk(ToolCallDelta(block.tool_index, start.name, start.id, ""))
-            elif start.type == "thinking":
-                blocks[event.index] = _StreamedBlock("thinking", text=start.thinking, signature=start.signature)
-            elif start.type == "redacted_thinking":
-                blocks[event.index] = _StreamedBlock("redacted_thinking", data=start.data)
-            else:
-                blocks[event.index] = _StreamedBlock(start.type)
-        elif event.type == "content_block_delta":
-            block = blocks.get(event.index) or _StreamedBlock("unknown")
-            delta = event.delta
-            if delta.type == "text_delta" and block.kind == "text":
-                block.text += delta.text
-                on_chunk(TextDelta(delta.text))
-            elif delta.type == "thinking_delta" and block.kind == "thinking":
-                block.text += delta.thinking
-            elif delta.type == "signature_delta" and block.kind == "thinking":
-                block.signature += delta.signature
-            elif delta.type == "input_json_delta" and block.kind == "tool_use":
-                block.arguments.append(delta.partial_json)
-                if delta.partial_json:
-                    on_chunk(ToolCallDelta(block.tool_index, None, None, delta.partial_json))
-        elif event.type == "message_delta":
-            stop_reason = event.delta.stop_reason or stop_reason
-            # message_delta counts are cumulative; they supersede message_start's
-            *counted, counted_output = _counts(event.usage)
-            for i, value in enumerate(counted):
-                if value is not None:
-                    input_tokens[i] = value
-            output_tokens = counted_output if counted_output is not None else output_tokens
-        elif event.type == "message_stop":
-            stopped = True
-    if not stopped:
-        raise ModelUnavailable(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
+    def text(name: str) -> str:
+        return _read.text(getattr(block, name, None), f"{where}.{name}")
+
+    if kind in ("text", "thinking"):
+        return _Block(kind, text=text(kind), signature=text("signature") if kind == "thinking" else "")
+    if kind == "redacted_thinking":
+        return _Block(kind, data=text("data"))
+    if kind == "tool_use":
+        # ``input`` is the model's, of any JSON type: the runtime checks it against the tool's schema
+        call_id = _read.optional_text(getattr(block, "id", None), f"{where}.id")
+        return _Block(kind, call_id=call_id, name=text("name"), start_input=getattr(block, "input", None))
+    return _Block(kind)
+
+
+def _process_response(message: SdkMessage) -> ModelResponse:
+    """A whole (non-streamed) reply as a ``ModelResponse``; raises ``ModelOutputError`` for a
+    body that is no message (see ``_read``)."""
+    content = _read.items(message.content, "content", required=True)
+    blocks = [_read_block(block, f"content[{i}]") for i, block in enumerate(content)]
+    return _response(blocks, _read.optional_text(message.stop_reason, "stop_reason"), _counts(message.usage))
+
+
+def _response(blocks: Sequence[_Block], stop_reason: str | None, counts: Sequence[int | None]) -> ModelResponse:
+    """The reply of ``blocks`` (in order): thinking blocks go with the part after them."""
     parts: list[Part] = []
     thinking: list[dict[str, Any]] = []  # the thinking blocks since the last part
-    for _, block in sorted(blocks.items()):
+    for block in blocks:
         kept = block.thinking()
         if kept is not None:
             thinking.append(kept)
         elif (part := block.part(thinking)) is not None:
             parts.append(part)
             thinking = []
+    input_tokens, cache_writes, cache_reads, output_tokens = counts
     return ModelResponse(
         Message("model", parts),
         _map_finish_reason(stop_reason),
-        _map_usage(input_tokens[0], input_tokens[1], input_tokens[2], output_tokens),
+        _map_usage(input_tokens, cache_writes, cache_reads, output_tokens),
     )
 
 
+class _StreamedMessage:
+    """A message assembled from a raw event stream, reporting deltas as they arrive; every event
+    is read through ``_read``, as whole replies are."""
+
+    def __init__(self, on_chunk: ChunkSink) -> None:
+        self.on_chunk = on_chunk
+        self.blocks: dict[int, _Block] = {}
+        self.tool_calls = 0
+        self.stop_reason: str | None = None
+        self.counts: list[int | None] = [None, None, None, None]  # input, cache writes, cache reads, output
+        self.stopped = False
+
+    def add(self, event: RawMessageStreamEvent) -> None:
+        if event.type == "message_start":
+            self.counts = list(_counts(getattr(event.message, "usage", None)))
+        elif event.type == "content_block_start":
+            self._start(_read.instance(event.index, int, "index"), _read_block(event.content_block, "content_block"))
+        elif event.type == "content_block_delta":
+            self._add_delta(_read.instance(event.index, int, "index"), event.delta)
+        elif event.type == "message_delta":
+            stop_reason = _read.optional_text(getattr(event.delta, "stop_reason", None), "delta.stop_reason")
+            self.stop_reason = stop_reason or self.stop_reason
+            # message_delta counts are cumulative; they supersede message_start's
+            for i, value in enumerate(_counts(event.usage)):
+                if value is not None:
+                    self.counts[i] = value
+        elif event.type == "message_stop":
+            self.stopped = True
+
+    def _start(self, index: int, block: _Block) -> None:
+        self.blocks[index] = block
+        if block.kind == "text" and block.text:
+            self.on_chunk(TextDelta(block.text))
+        elif block.kind == "tool_use":
+            block.tool_index = self.tool_calls
+            self.tool_calls += 1
+            self.on_chunk(ToolCallDelta(block.tool_index, block.name, block.call_id, ""))
+
+    def _add_delta(self, index: int, delta: object) -> None:
+        block = self.blocks.get(index) or _Block("unknown")
+        kind = _read.optional_text(getattr(delta, "type", None), "delta.type")
+
+        def text(name: str) -> str:
+            return _read.text(getattr(delta, name, None), f"delta.{name}")
+
+        if kind == "text_delta" and block.kind == "text":
+            piece = text("text")
+            block.text += piece
+            self.on_chunk(TextDelta(piece))
+        elif kind == "thinking_delta" and block.kind == "thinking":
+            block.text += text("thinking")
+        elif kind == "signature_delta" and block.kind == "thinking":
+            block.signature += text("signature")
+        elif kind == "input_json_delta" and block.kind == "tool_use":
+            piece = text("partial_json")
+            block.arguments.append(piece)
+            if piece:
+                self.on_chunk(ToolCallDelta(block.tool_index, None, None, piece))
+
+    def result(self) -> ModelResponse:
+        """The whole message. Raises ``ModelUnavailable`` if the stream ended before ``message_stop``."""
+        if not self.stopped:
+            raise ModelUnavailable(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
+        return _response([block for _, block in sorted(self.blocks.items())], self.stop_reason, self.counts)
+
+
+async def _process_streamed_response(
+    stream: AsyncIterator[RawMessageStreamEvent], on_chunk: ChunkSink
+) -> ModelResponse:
+    """Assemble the message from a raw event stream (``_StreamedMessage``)."""
+    message = _StreamedMessage(on_chunk)
+    async for event in stream:
+        message.add(event)
+    return message.result()
+
+
 def _parse_arguments(text: str, start_input: Any) -> Any:
-    """Streamed tool arguments as a value; invalid JSON is kept as the raw string (see module)."""
+    """A call's input: its streamed arguments, else the block's own ``input`` (none: empty);
+    invalid JSON is kept as the raw string (see module)."""
     if not text.strip():
-        return start_input if isinstance(start_input, dict) else {}
+        return {} if start_input is None else start_input
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
         return text
 
 
-def _counts(usage: Any) -> tuple[int | None, int | None, int | None, int | None]:
+def _counts(usage: object) -> tuple[int | None, int | None, int | None, int | None]:
     """Input tokens, cache writes, cache reads and output tokens of a reply's ``usage``; None for
     each one it lacks (a gateway may strip ``usage`` altogether)."""
-    return (
-        getattr(usage, "input_tokens", None),
-        getattr(usage, "cache_creation_input_tokens", None),
-        getattr(usage, "cache_read_input_tokens", None),
-        getattr(usage, "output_tokens", None),
-    )
+    names = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+    found = [_read.count(getattr(usage, name, None)) for name in names]
+    return found[0], found[1], found[2], found[3]
 
 
 def _map_usage(
@@ -531,6 +554,6 @@ def _status_error(exc: sdk.APIStatusError) -> ModelError:
     if exc.status_code < 400:  # an ``error`` event in a stream whose response status was 200
         status = _ERROR_TYPE_STATUS.get(exc.type or "")
         kind = error_kind(status) if status is not None else ModelUnavailable  # a failure the stream reported
-        message = f"{PROVIDER}: {detail} ({exc.type} in the stream)"
-        return kind(message, provider=PROVIDER, status=exc.status_code, **info)
+        where = f"{exc.type} in the stream"
+        return status_error(PROVIDER, exc.status_code, detail, kind=kind, where=where, **info)
     return status_error(PROVIDER, exc.status_code, detail, retry_after=retry_after(exc.response.headers), **info)

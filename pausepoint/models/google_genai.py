@@ -43,9 +43,10 @@ What maps to what:
 - Errors (``_map_errors``): an error status maps as every provider's does
   (``pausepoint.models._http``: 401/403 — and a 400 ``API_KEY_INVALID`` — auth, 429 rate
   limited with the ``Retry-After`` header, else the ``RetryInfo.retryDelay`` detail, 408/504
-  timeout, 409/5xx unavailable, other 4xx bad request); connection failures and unparseable
-  replies → ``ModelUnavailable``; client timeouts → ``ModelTimeout``; a reply the SDK cannot
-  read into its types → ``ModelOutputError``. Retries follow the plugin's ``RetryPolicy`` (the
+  timeout, 409/5xx unavailable, other 4xx bad request); connection failures →
+  ``ModelUnavailable``; client timeouts → ``ModelTimeout``; a 200 whose body is no JSON (a
+  proxy's HTML page, broken JSON), or a reply the SDK cannot read into its types →
+  ``ModelOutputError``, not retried. Retries follow the plugin's ``RetryPolicy`` (the
   SDK's own retries are switched off); a stream is retried only before its first delta.
 """
 
@@ -457,7 +458,9 @@ def _map_errors() -> Iterator[None]:
     except genai_errors.APIError as exc:
         raise _status_error(exc) from exc
     except (genai_errors.UnknownApiResponseError, json.JSONDecodeError) as exc:
-        raise ModelUnavailable(f"{PROVIDER}: a reply that is not JSON: {exc}", provider=PROVIDER) from exc
+        # a 200 whose body is no JSON (a proxy's login page): as for every provider, not retried.
+        # The SDK's message quotes the whole body; the body stays in ``__cause__``.
+        raise ModelOutputError(f"{PROVIDER}: unreadable response: not JSON", provider=PROVIDER) from exc
     except pydantic.ValidationError as exc:
         raise ModelOutputError(f"{PROVIDER}: a reply the SDK could not read: {exc}", provider=PROVIDER) from exc
     except Exception as exc:  # google-genai lets its HTTP stack's errors through

@@ -16,10 +16,12 @@ What is mapped, both ways, on ``POST /chat/completions``:
   runtime ref when the call came from elsewhere); error results are marked ``Error:`` in the text,
   as the API has no error flag;
 - tool definitions → ``{"type": "function", "function": {name, description, parameters}}``;
-- responses, JSON or SSE (``stream: true`` with ``stream_options.include_usage``) → text, tool
-  requests (parallel calls kept in order; malformed argument strings kept as the raw string, for the
-  runtime to report back as invalid input), usage, and the finish reason: ``stop`` and
-  ``tool_calls`` → stop, ``length`` → length, ``content_filter`` or a refusal → blocked;
+- responses, JSON or SSE (``stream: true`` with ``stream_options.include_usage``) → text (content
+  as a string, or as a list of parts whose text parts are read), tool requests (parallel calls
+  kept in order; malformed argument strings kept as the raw string, for the runtime to report back
+  as invalid input), usage, and the finish reason: ``stop`` and ``tool_calls`` → stop, ``length``
+  → length, ``content_filter`` or a refusal → blocked. Every field is read through ``ReplyReader``:
+  a 200 of the wrong shape is a ``ModelOutputError`` naming the field;
 - ``ModelRequest.config``: ``temperature``, ``top_p``, ``seed`` as they are; ``max_output_tokens``
   (or ``max_tokens``) → ``max_completion_tokens`` (``max_tokens`` on compatible servers);
   ``stop_sequences`` → ``stop``; ``top_k`` only to compatible servers (OpenAI rejects it); any
@@ -45,7 +47,7 @@ from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from ._clients import LoopClients
-from ._http import retry_after, status_error, transport_error
+from ._http import ReplyReader, retry_after, status_error, transport_error
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -69,11 +71,17 @@ try:
         ChatCompletionChunk,
         ChatCompletionContentPartParam,
         ChatCompletionFunctionToolParam,
+        ChatCompletionMessage,
+        ChatCompletionMessageCustomToolCall,
         ChatCompletionMessageFunctionToolCall,
         ChatCompletionMessageFunctionToolCallParam,
         ChatCompletionMessageParam,
         ChatCompletionUserMessageParam,
     )
+    from openai.types.chat.chat_completion import Choice
+    from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
+    from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall, ChoiceDeltaToolCallFunction
+    from openai.types.chat.chat_completion_message_function_tool_call import Function
     from openai.types.shared_params import FunctionDefinition
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra("openai", "openai") from exc
@@ -353,20 +361,57 @@ def _map_config(config: Mapping[str, Any], output_limit_field: str, unsupported:
 
 
 def _process_response(completion: ChatCompletion, provider: str) -> ModelResponse:
-    """A complete (non-streamed) completion as a ``ModelResponse``."""
-    if not completion.choices:
-        raise ModelOutputError("the completion has no choices", completion_id=completion.id, provider=provider)
-    choice = completion.choices[0]
-    message = choice.message
+    """A complete (non-streamed) completion as a ``ModelResponse``.
+
+    Every field is read through ``ReplyReader``: a body of the wrong shape is a
+    ``ModelOutputError`` naming the field, never an exception of the adapter's own.
+    """
+    read = ReplyReader(provider)
+    choices = read.items(completion.choices, "choices", required=True)
+    if not choices:
+        raise ModelOutputError(f"{provider}: the completion has no choices", provider=provider)
+    choice = read.instance(choices[0], Choice, "choices[0]")
+    message = read.instance(choice.message, ChatCompletionMessage, "choices[0].message")
+    refusal = read.text(message.refusal, "choices[0].message.refusal")
     parts: list[Part] = []
-    text = (message.content or "") + (message.refusal or "")
+    text = _content_text(read, message.content, "choices[0].message.content") + refusal
     if text:
         parts.append(TextPart(text))
-    for call in message.tool_calls or []:
-        if isinstance(call, ChatCompletionMessageFunctionToolCall):
-            parts.append(_tool_request(call.function.name, call.function.arguments, call.id))
-    reason = "blocked" if message.refusal else _map_finish_reason(choice.finish_reason)
-    return ModelResponse(Message("model", parts), reason, _map_usage(completion.usage))
+    for i, call in enumerate(read.items(message.tool_calls, "choices[0].message.tool_calls")):
+        parts += _tool_call(read, call, f"choices[0].message.tool_calls[{i}]")
+    finish = read.optional_text(choice.finish_reason, "choices[0].finish_reason")
+    reason = "blocked" if refusal else _map_finish_reason(finish)
+    return ModelResponse(Message("model", parts), reason, _map_usage(read, completion.usage))
+
+
+def _content_text(read: ReplyReader, content: object, field: str) -> str:
+    """A message's (or a delta's) content: a string, or, as some compatible servers send it, a
+    list of content parts, whose ``text`` parts are read (others, e.g. a reasoning model's
+    thinking, are not part of the answer)."""
+    if not isinstance(content, list):
+        return read.text(content, field)
+    texts: list[str] = []
+    for i, part in enumerate(content):
+        piece = read.mapping(part, f"{field}[{i}]")
+        if piece.get("type") == "text":
+            texts.append(read.text(piece.get("text"), f"{field}[{i}].text"))
+    return "".join(texts)
+
+
+def _tool_call(read: ReplyReader, call: object, field: str) -> list[ToolRequestPart]:
+    """A function call of the reply as a tool request; a call of another kind (a custom tool's) is none."""
+    if isinstance(call, ChatCompletionMessageCustomToolCall):
+        return []
+    call = read.instance(call, ChatCompletionMessageFunctionToolCall, field)
+    function = read.instance(call.function, Function, f"{field}.function")
+    name = read.text(function.name, f"{field}.function.name")
+    arguments = _arguments_read(read, function.arguments, f"{field}.function.arguments")
+    return [_tool_request(name, arguments, read.optional_text(call.id, f"{field}.id"))]
+
+
+def _arguments_read(read: ReplyReader, value: object, field: str) -> str | dict[str, Any]:
+    """A call's arguments: the JSON string the API sends, or an object (a few compatible servers)."""
+    return value if isinstance(value, dict) else read.text(value, field)
 
 
 @dataclass(slots=True)
@@ -376,65 +421,98 @@ class _StreamedCall:
     arguments: str = ""
 
 
+class _StreamedReply:
+    """A reply assembled from stream chunks, reporting text and tool-call deltas as they come.
+
+    Calls are numbered in order of appearance. A delta whose ``index`` is already taken by a call
+    with another id starts a new call (some compatible servers give every call index 0). Chunks
+    are read through ``ReplyReader``, as whole replies are.
+    """
+
+    def __init__(self, on_chunk: ChunkSink, provider: str) -> None:
+        self.on_chunk = on_chunk
+        self.provider = provider
+        self.read = ReplyReader(provider)
+        self.text: list[str] = []
+        self.refused = False
+        self.calls: list[_StreamedCall] = []
+        self.slots: dict[int | None, int] = {}
+        self.finish: str | None = None
+        self.usage: object = None
+
+    def add(self, chunk: ChatCompletionChunk) -> None:
+        read = self.read
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        for i, item in enumerate(read.items(chunk.choices, "choices")):
+            choice = read.instance(item, ChunkChoice, f"choices[{i}]")
+            if choice.index != 0:
+                continue
+            self.finish = read.optional_text(choice.finish_reason, "finish_reason") or self.finish
+            # some compatible servers send ``"delta": null`` in a chunk that only finishes
+            delta = read.optional_instance(choice.delta, ChoiceDelta, "delta")
+            if delta is not None:
+                self._add_delta(delta)
+
+    def _add_delta(self, delta: ChoiceDelta) -> None:
+        content = _content_text(self.read, delta.content, "delta.content")
+        for piece, is_refusal in ((content, False), (self.read.text(delta.refusal, "delta.refusal"), True)):
+            if piece:
+                self.refused = self.refused or is_refusal
+                self.text.append(piece)
+                self.on_chunk(TextDelta(piece))
+        for i, item in enumerate(self.read.items(delta.tool_calls, "delta.tool_calls")):
+            self._add_call_delta(self.read.instance(item, ChoiceDeltaToolCall, f"delta.tool_calls[{i}]"))
+
+    def _add_call_delta(self, delta: ChoiceDeltaToolCall) -> None:
+        read = self.read
+        index = read.optional_instance(delta.index, int, "delta.tool_calls.index")
+        delta_id = read.optional_text(delta.id, "delta.tool_calls.id")
+        function = read.optional_instance(delta.function, ChoiceDeltaToolCallFunction, "delta.tool_calls.function")
+        slot = self.slots.get(index)
+        known = None if slot is None else self.calls[slot].call_id
+        if slot is None or (delta_id and known and delta_id != known):
+            slot = self.slots[index] = len(self.calls)
+            self.calls.append(_StreamedCall())
+        call = self.calls[slot]
+        given_name = read.optional_text(function.name, "delta.tool_calls.function.name") if function else None
+        name = given_name if not call.name else None
+        arguments = read.text(function.arguments, "delta.tool_calls.function.arguments") if function else ""
+        new_id = delta_id if delta_id and not call.call_id else None
+        call.call_id = call.call_id or delta_id
+        call.name = call.name or name or ""
+        call.arguments += arguments
+        if name or arguments or new_id:
+            self.on_chunk(ToolCallDelta(slot, name=name, call_id=new_id, arguments_delta=arguments))
+
+    def result(self) -> ModelResponse:
+        """The whole reply. Raises ``ModelUnavailable`` for a stream that ended without a finish reason."""
+        if self.finish is None:
+            # cut short (retried when nothing of it was reported yet, as any stream that fails)
+            what = "before the model finished its answer" if self.text or self.calls else "without an answer"
+            raise ModelUnavailable(f"{self.provider}: the stream ended {what}", provider=self.provider)
+        parts: list[Part] = [TextPart("".join(self.text))] if self.text else []
+        parts += [_tool_request(call.name, call.arguments, call.call_id) for call in self.calls]
+        reason = "blocked" if self.refused else _map_finish_reason(self.finish)
+        return ModelResponse(Message("model", parts), reason, _map_usage(self.read, self.usage))
+
+
 async def _process_streamed_response(
     chunks: AsyncIterator[ChatCompletionChunk], on_chunk: ChunkSink, provider: str
 ) -> ModelResponse:
-    """Read a stream to its end, reporting text and tool-call deltas as they come.
-
-    Calls are numbered in order of appearance. A delta whose ``index`` is already taken by a call
-    with another id starts a new call (some compatible servers give every call index 0).
-    """
-    text: list[str] = []
-    refused = False
-    calls: list[_StreamedCall] = []
-    slots: dict[int, int] = {}
-    finish: str | None = None
-    usage: CompletionUsage | None = None
+    """Read a stream to its end, reporting text and tool-call deltas as they come (``_StreamedReply``)."""
+    reply = _StreamedReply(on_chunk, provider)
     async for chunk in chunks:
-        if chunk.usage is not None:
-            usage = chunk.usage
-        for choice in chunk.choices:
-            if choice.index != 0:
-                continue
-            finish = choice.finish_reason or finish
-            delta = choice.delta
-            for piece, is_refusal in ((delta.content, False), (delta.refusal, True)):
-                if piece:
-                    refused = refused or is_refusal
-                    text.append(piece)
-                    on_chunk(TextDelta(piece))
-            for call_delta in delta.tool_calls or []:
-                slot = slots.get(call_delta.index)
-                known = None if slot is None else calls[slot].call_id
-                if slot is None or (call_delta.id and known and call_delta.id != known):
-                    slot = slots[call_delta.index] = len(calls)
-                    calls.append(_StreamedCall())
-                call = calls[slot]
-                function = call_delta.function
-                name = function.name if function is not None and not call.name else None
-                arguments = (function.arguments if function is not None else None) or ""
-                new_id = call_delta.id if call_delta.id and not call.call_id else None
-                call.call_id = call.call_id or call_delta.id
-                call.name = call.name or name or ""
-                call.arguments += arguments
-                if name or arguments or new_id:
-                    on_chunk(ToolCallDelta(slot, name=name, call_id=new_id, arguments_delta=arguments))
-    if finish is None:
-        # cut short (retried when nothing of it was reported yet, as any stream that fails)
-        what = "before the model finished its answer" if text or calls else "without an answer"
-        raise ModelUnavailable(f"{provider}: the stream ended {what}", provider=provider)
-    parts: list[Part] = [TextPart("".join(text))] if text else []
-    parts += [_tool_request(call.name, call.arguments, call.call_id) for call in calls]
-    reason = "blocked" if refused else _map_finish_reason(finish)
-    return ModelResponse(Message("model", parts), reason, _map_usage(usage))
+        reply.add(chunk)
+    return reply.result()
 
 
-def _tool_request(name: str, arguments: object, call_id: str | None) -> ToolRequestPart:
+def _tool_request(name: str, arguments: str | dict[str, Any], call_id: str | None) -> ToolRequestPart:
     """A tool request; arguments that are not valid JSON stay the raw string (the runtime reports
     them to the model as invalid input)."""
     if isinstance(arguments, dict):  # a few compatible servers send an object, not a string
         return ToolRequestPart(name, arguments, call_id=call_id)
-    raw = arguments if isinstance(arguments, str) else ""
+    raw = arguments
     if not raw.strip():
         return ToolRequestPart(name, {}, call_id=call_id)
     try:
@@ -444,10 +522,11 @@ def _tool_request(name: str, arguments: object, call_id: str | None) -> ToolRequ
     return ToolRequestPart(name, value, call_id=call_id)
 
 
-def _map_usage(usage: CompletionUsage | None) -> Usage | None:
-    if usage is None:
+def _map_usage(read: ReplyReader, usage: object) -> Usage | None:
+    found = read.optional_instance(usage, CompletionUsage, "usage")
+    if found is None:
         return None
-    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
+    return Usage(input_tokens=read.count(found.prompt_tokens), output_tokens=read.count(found.completion_tokens))
 
 
 def _map_finish_reason(reason: str | None) -> ModelFinishReason:

@@ -4,6 +4,7 @@ Messages API (JSON and SSE), asserting on what the SDK sent as well as on what c
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from pausepoint import (
 )
 from pausepoint.errors import (
     ModelAuthError,
+    ModelOutputError,
 )
 from pausepoint.models import RetryPolicy
 from pausepoint.models.anthropic import Anthropic, AnthropicModel
@@ -349,3 +351,75 @@ async def test_a_stream_error_of_a_type_the_api_never_listed_is_unavailable():
     with WireServer(scripted([Sse(stream)])) as server, pytest.raises(ModelUnavailable, match="hm") as caught:
         await model_for(server, retry=RetryPolicy(attempts=1)).generate(ModelRequest([user("hi")]), lambda c: None)
     assert caught.value.details["provider"] == "anthropic"
+
+
+async def test_an_auth_error_event_in_a_stream_is_named_without_the_providers_text():
+    start = message([], stop_reason=None, output_tokens=1)
+    refused = stream_error("authentication_error", "invalid x-api-key sk-ant-abc")
+    stream = [("message_start", {"type": "message_start", "message": start}), refused]
+    with WireServer(scripted([Sse(stream)])) as server, pytest.raises(ModelAuthError) as caught:
+        await model_for(server).generate(ModelRequest([user("hi")]), lambda c: None)
+    said = "anthropic: the provider refused the server's credentials (authentication_error in the stream)"
+    assert caught.value.message == said
+    assert len(server.requests) == 1
+
+
+# -- replies of the wrong shape ----------------------------------------------------------------------
+
+
+def _with(**fields: Any) -> dict[str, Any]:
+    return {**message([text("Hi")]), **fields}
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"foo": 1}, "content is missing"),
+        (_with(content=None), "content is missing"),
+        (_with(content="hello"), "content is a string, not a list"),
+        (_with(content=[5]), "content[0] is a number, not an object"),
+        (_with(content=[{"text": "hi"}]), "content[0].type is missing"),
+        (_with(content=[{"type": "text", "text": 5}]), "content[0].text is a number, not a string"),
+        (_with(content=[{"type": "tool_use", "id": "t1", "name": ["pay"], "input": {}}]), "content[0].name is a list"),
+        (_with(content=[{"type": "thinking", "thinking": "hm", "signature": 1}]), "content[0].signature is a number"),
+        (_with(stop_reason=["end_turn"]), "stop_reason is a list, not a string"),
+    ],
+)
+async def test_a_message_of_the_wrong_shape_is_an_output_error_naming_the_field(body, said):
+    """A 200 of valid JSON in the wrong shape (a gateway's) is the provider's failure, typed and
+    not retried — not a TypeError of the adapter's (found by a probe)."""
+    with WireServer(scripted([Json(body)])) as server, pytest.raises(ModelOutputError, match=re.escape(said)) as caught:
+        await model_for(server).generate(ModelRequest([user("hi")]))
+    assert caught.value.message.startswith("anthropic: unusable response: ")
+    assert caught.value.details["provider"] == "anthropic"
+    assert len(server.requests) == 1
+
+
+def _event(kind: str, **data: Any) -> tuple[str, Any]:
+    return (kind, {"type": kind, **data})
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        (_event("content_block_start", index=0, content_block=None), "content_block is missing"),
+        (_event("content_block_start", index=[0], content_block=text("")), "index is a list, not a whole number"),
+        (_event("content_block_start", index=0, content_block={"type": 5}), "content_block.type is a number"),
+        (_event("content_block_delta", index=0, delta={"type": "text_delta", "text": 5}), "delta.text is a number"),
+        (_event("message_delta", delta={"stop_reason": 5}, usage={}), "delta.stop_reason is a number"),
+    ],
+)
+async def test_a_stream_event_of_the_wrong_shape_is_an_output_error_naming_the_field(event, said):
+    stream = [*events([text("")], stop=False)[:3], event, _event("message_stop")]
+    with WireServer(scripted([Sse(stream)])) as server, pytest.raises(ModelOutputError, match=re.escape(said)):
+        await model_for(server).generate(ModelRequest([user("hi")]), lambda c: None)
+    assert len(server.requests) == 1
+
+
+async def test_usage_counts_of_the_wrong_type_are_no_counts():
+    body = _with(usage={"input_tokens": "11", "output_tokens": 7})
+    with WireServer(scripted([Json(body)])) as server:
+        response = await model_for(server).generate(ModelRequest([user("hi")]))
+    assert response.message == Message("model", [TextPart("Hi")])
+    assert response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (None, 7)

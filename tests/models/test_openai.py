@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -297,6 +298,95 @@ async def test_a_stream_without_usage_has_no_usage() -> None:
         response = await model_at(server, stream_usage=False).generate(ModelRequest(USER), Deltas())
     assert response.usage is None and response.message.text == "Hi"
     assert "stream_options" not in bodies(server)[0]
+
+
+# -- replies of the wrong shape ----------------------------------------------------------------------
+
+
+def _shaped(**message: Any) -> dict[str, Any]:
+    """A completion whose message has ``message``'s fields instead."""
+    body = completion("Hi")
+    body["choices"][0]["message"].update(message)
+    return body
+
+
+def _chunk(delta: Any) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": None}
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
+
+
+BAD_CALL = {"id": "c1", "type": "function", "function": None}
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"foo": 1}, "choices is missing"),
+        ({"id": "c", "choices": "x"}, "choices is a string, not a list"),
+        ({"id": "c", "choices": [5]}, "choices[0] is a number, not an object"),
+        ({"id": "c", "choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}, "message is missing"),
+        (_shaped(content=5), "choices[0].message.content is a number, not a string"),
+        (_shaped(content=[{"type": "text", "text": 5}]), "content[0].text is a number, not a string"),
+        (_shaped(content=["hi"]), "content[0] is a string, not an object"),
+        (_shaped(refusal=["no"]), "refusal is a list, not a string"),
+        (_shaped(tool_calls={"id": "c1"}), "tool_calls is an object, not a list"),
+        (_shaped(tool_calls=[BAD_CALL]), "tool_calls[0].function is missing"),
+        (_shaped(tool_calls=[tool_call("c1", "pay", "{}") | {"id": 7}]), "tool_calls[0].id is a number"),
+        (
+            _shaped(tool_calls=[{"id": "c1", "type": "function", "function": {"name": "pay", "arguments": 5}}]),
+            "tool_calls[0].function.arguments is a number, not a string",
+        ),
+    ],
+)
+async def test_a_completion_of_the_wrong_shape_is_an_output_error_naming_the_field(body: Any, said: str) -> None:
+    """A 200 of valid JSON in the wrong shape (a proxy's, a compatible server's) is the provider's
+    failure, typed and not retried — not a TypeError of the adapter's (found by a probe)."""
+    with serve(scripted([Json(body)])) as server, pytest.raises(ModelOutputError, match=re.escape(said)) as caught:
+        await model_at(server).generate(ModelRequest(USER))
+    assert caught.value.message.startswith("openai: unusable response: ")
+    assert caught.value.details["provider"] == "openai"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        ({**_chunk({}), "choices": "x"}, "choices is a string, not a list"),
+        (_chunk("hi"), "delta is a string, not an object"),
+        (_chunk({"content": 5}), "delta.content is a number, not a string"),
+        (_chunk({"tool_calls": [{"index": [0], "id": "c1"}]}), "index is a list, not a whole number"),
+        (_chunk({"tool_calls": [{"index": 0, "function": {"arguments": {}}}]}), "arguments is an object"),
+    ],
+)
+async def test_a_stream_chunk_of_the_wrong_shape_is_an_output_error_naming_the_field(event: Any, said: str) -> None:
+    with serve(scripted([Sse([event, "[DONE]"])])) as server, pytest.raises(ModelOutputError, match=re.escape(said)):
+        await model_at(server).generate(ModelRequest(USER), Deltas())
+    assert len(server.requests) == 1
+
+
+async def test_content_as_a_list_of_parts_is_read_as_its_text_parts() -> None:
+    """Some compatible servers send content as parts; other kinds of part (thinking) are not the answer."""
+    parts = [
+        {"type": "thinking", "thinking": "hmm"},
+        {"type": "text", "text": "Hi "},
+        {"type": "text", "text": "there"},
+    ]
+    streamed = [_chunk({"content": parts[:2]}), _chunk({"content": parts[2:]}), *chunks(finish_reason="stop")[1:]]
+    with serve(scripted([Json(_shaped(content=parts)), Sse(streamed)])) as server:
+        whole = await model_at(server).generate(ModelRequest(USER))
+        deltas = Deltas()
+        as_streamed = await model_at(server).generate(ModelRequest(USER), deltas)
+    assert whole.message == as_streamed.message == Message("model", [TextPart("Hi there")])
+    assert deltas == [TextDelta("Hi "), TextDelta("there")]
+
+
+async def test_a_chunk_whose_delta_is_null_carries_nothing() -> None:
+    """Some compatible servers send ``"delta": null`` (with a finish reason, or alone)."""
+    events = [_chunk(None), *chunks("Hi there", finish_reason=None, done=False), _chunk(None)]
+    events[-1]["choices"][0]["finish_reason"] = "stop"
+    with serve(scripted([Sse([*events, "[DONE]"])])) as server:
+        response = await model_at(server).generate(ModelRequest(USER), Deltas())
+    assert (response.message, response.finish_reason) == (Message("model", [TextPart("Hi there")]), "stop")
 
 
 # -- errors and retries ---------------------------------------------------------------------------
