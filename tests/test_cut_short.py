@@ -82,6 +82,37 @@ async def test_a_send_cancelled_while_its_tool_runs_leaves_the_session_free_at_o
     assert transfers.ledger == ["start:5"]  # it ran once, and was never run again
 
 
+async def test_a_send_cancelled_while_its_model_answers_the_results_leaves_the_session_free_at_once(tmp_path):
+    """The tool ran and its result is recorded; the model is asked what follows, and the call is
+    cancelled there. The turn ends ``aborted``: another process (a server started again after a
+    shutdown) sends at once rather than wait ``abandon_after`` for a turn nothing runs, and an
+    empty resume asks the model again."""
+    path, transfers = tmp_path / "s.db", Transfers()
+    transfers.gate.set()
+    asked = asyncio.Event()
+
+    async def model(request: Any) -> Any:
+        if request.messages[-1].role == "user":
+            return [tool_call("transfer", {"amount": 5})]
+        asked.set()
+        await asyncio.Event().wait()  # the provider takes its time: the call is cancelled here
+
+    agent = bank(SqliteSessionStore(path), transfers, model)
+    chat = agent.chat()
+    sending = asyncio.ensure_future(chat.send("move 5"))
+    await asked.wait()
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    other = bank(SqliteSessionStore(path), transfers, ["Moved 5.", "Hello."])
+    resumed = other.chat(chat.session_id)
+    assert (await resumed.last_response()).finish_reason == AgentFinishReason.ABORTED
+    assert [m.role for m in await resumed.history()] == ["user", "model", "tool"]
+    assert (await resumed.resume()).text == "Moved 5."  # the model, asked again, sees the result
+    assert (await resumed.send("hi")).text == "Hello."
+    assert transfers.ledger == ["start:5", "done:5"]
+
+
 async def test_a_keyed_resume_cancelled_while_the_approved_tool_runs_is_answered_by_its_retry(tmp_path):
     path, transfers = tmp_path / "s.db", Transfers()
     agent = bank(SqliteSessionStore(path), transfers, [[tool_call("transfer", {"amount": 7})]], approval=True)

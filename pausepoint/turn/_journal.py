@@ -120,7 +120,7 @@ class Journal:
 
     There is no flush between a batch's results and the next model call: the results ride with
     the next append (2 or 3). If that model call fails, ``Turn`` writes them before the error
-    reaches the caller (``Turn._keep_results``); only a crash during it loses them, and the next
+    reaches the caller (``Turn._after_model_failure``); only a crash during it loses them, and the next
     process then settles those calls as of unknown outcome (an idempotent one runs again), as
     for a crash during the tool itself.
 

@@ -179,11 +179,9 @@ class Turn:
             except _Aborted:
                 return await self.stop()
             except BaseException as exc:
-                await self._keep_results()
-                if isinstance(exc, ModelError) and self.turn_id is None:
-                    ended = await self._failed_by(exc)
-                    if ended is not None:
-                        return ended
+                ended = await self._after_model_failure(exc)
+                if ended is not None:
+                    return ended
                 raise
             self.journal.add(MessageAdded(message, at=agent.clock()))
             requests = message.tool_requests
@@ -211,29 +209,27 @@ class Turn:
             self._carry = True  # the results go with the next append (see Journal)
         return await self.end(AgentFinishReason.MAX_TURNS)
 
-    async def _keep_results(self) -> None:
-        """The model call after a batch failed (or was cancelled): write the batch's results
-        before the error reaches the caller, as if they had been written before the call. A
-        failure to write them is the caller's to see only as the original error."""
-        if not self._carry or not self.journal.pending:
-            return
+    async def _after_model_failure(self, exc: BaseException) -> AgentResponse | None:
+        """The model call after a batch failed or was cancelled: the batch's results are written
+        before the error reaches the caller, as if before the call. If this call had recorded
+        something (results, answers) and runs for its caller (not detached), its turn ends: a
+        ``ModelError`` ends it ``failed`` and that is its response (what a retry of a keyed call
+        gets too); a cancellation ends it ``aborted`` before it goes on, so that no process waits
+        for a turn nothing runs (``runtime._busy``). None: the caller gets the error, the
+        session as it was — as it does if writing fails."""
+        journal = self.journal
         try:
-            await self.journal.flush(self.agent.clock())
+            if self._carry and journal.pending:
+                await journal.flush(self.agent.clock())
+            if self.turn_id is not None or journal.state.durable_version <= self._recorded_from:
+                return None
+            if isinstance(exc, ModelError):
+                return await self.end(AgentFinishReason.FAILED, error=f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, asyncio.CancelledError):
+                await self.end(AgentFinishReason.ABORTED)
         except Exception:
-            log.warning("could not record the tool results of session %s", self.state.session_id, exc_info=True)
-
-    async def _failed_by(self, error: ModelError) -> AgentResponse | None:
-        """A model failure after this call recorded something (results, answers): the turn ends
-        ``failed``, as a tool's failure does, and this is its response (what a retry of a keyed
-        call gets too). None before anything was recorded: the caller gets the model's error,
-        the session as it was — as it does if writing the end fails."""
-        if self.journal.state.durable_version <= self._recorded_from:
-            return None
-        try:
-            return await self.end(AgentFinishReason.FAILED, error=f"{type(error).__name__}: {error}")
-        except Exception:
-            log.warning("could not record the failed end of session %s", self.state.session_id, exc_info=True)
-            return None
+            log.warning("could not record how session %s's turn ended", self.state.session_id, exc_info=True)
+        return None
 
     async def after_answers(self, claims: list[CallAnswered]) -> AgentResponse:
         """Continue a resume whose claims are written: run restarts, then the model if it is our turn."""
