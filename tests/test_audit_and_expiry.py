@@ -7,7 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from pausepoint import AgentFinishReason, Interrupt, Pausepoint
-from pausepoint.errors import InterruptExpired, PendingInterrupts
+from pausepoint.errors import DefinitionError, InterruptExpired, PendingInterrupts
 from pausepoint.testing import ScriptedModel, tool_call
 
 
@@ -167,3 +167,35 @@ async def test_cancelling_settles_an_expired_pause_by_the_expiry_policy_and_canc
     assert decisions == {"ask": ("expire", "expiry"), "deploy": ("cancel", "python")}
     outputs = [p.output for p in (await chat.history())[-1].tool_responses]
     assert outputs == [{"status": "timed out"}, {"cancelled": True, "reason": "no longer needed"}]
+
+
+async def test_an_expiry_policy_that_raises_leaves_no_session_stuck(store):
+    """A policy that raises tells the model the pause expired and why no output came, as one
+    whose output cannot be recorded does: the sweep settles the pause, and the session goes on
+    (found by a probe: every call on the session failed, and one agent's broken policy stopped
+    the server's sweep for every agent)."""
+    clock = FakeClock()
+
+    def broken(interrupt):
+        raise RuntimeError("the policy's lookup is down")
+
+    steps = [[tool_call("ask", {"question": "a"})], "the question expired", "hello"]
+    agent, model = expiring_agent(store, steps, clock, on_expiry=broken)
+    chat = agent.chat()
+    await chat.send("go")
+    clock.advance(minutes=6)
+    [settled] = await agent.settle_expired()
+    assert settled.text == "the question expired"
+    [result] = model.requests[-1].messages[-1].tool_responses
+    told = "the expiry policy failed: RuntimeError: the policy's lookup is down"
+    assert result.output == {"expired": True, "error": told}
+    assert (await chat.send("hi")).text == "hello"
+
+
+def test_an_expiry_policy_that_cannot_decide_at_once_is_refused_when_the_agent_is_defined(store):
+    async def later(interrupt):
+        return {"denied": True}
+
+    for policy in (later, "deny"):
+        with pytest.raises(DefinitionError, match="on_expiry must be a plain function"):
+            expiring_agent(store, [], FakeClock(), on_expiry=policy)

@@ -5,16 +5,19 @@ writes records what is due before it looks at the pauses, so nobody finds a paus
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data
+from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, printable
 from ..session._records import ApprovalPaused, CallAnswered, Decision, PauseEscalated
 from ..session._state import Pause, SessionState
 from ..session._views import pending_interrupt
 from ._gate import counted
 
 __all__ = ["cancel_claims", "escalates", "escalations_due", "expiry_claims"]
+
+log = logging.getLogger("pausepoint")
 
 
 def escalates(pause: Pause) -> bool:
@@ -129,7 +132,16 @@ def _resolved(
 
 
 def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:
+    """What the model is told of an expired pause: the expiry policy's output — or, when the
+    policy raises or returns what a session cannot keep, that the pause expired and why the
+    policy's output is missing (a broken policy never leaves a session stuck with a pause
+    nobody may answer)."""
     try:
-        return json_data(policy(interrupt), limits)
+        output = policy(interrupt)
+    except Exception as exc:
+        log.warning("the expiry policy failed on %s's pause %s", interrupt.name, interrupt.ref, exc_info=True)
+        return {"expired": True, "error": printable(f"the expiry policy failed: {type(exc).__name__}: {exc}")}
+    try:
+        return json_data(output, limits)
     except NotJsonData as exc:
         return {"expired": True, "error": f"the expiry policy's output cannot be recorded: {exc}"}

@@ -9,6 +9,7 @@ locks, checkpoint writes, background tasks, detached turns running here — is a
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -95,6 +96,11 @@ class Agent:
         self.max_turns = max_turns
         self.tool_errors = tool_errors
         self.allow_changed_tools = allow_changed_tools
+        if not callable(on_expiry) or inspect.iscoroutinefunction(on_expiry):
+            raise DefinitionError(
+                f"agent {name!r}: on_expiry must be a plain function of the expired interrupt (not async: it "
+                f"decides as the pause is settled), not {on_expiry!r}"
+            )
         self.on_expiry = on_expiry
         self.wait_timeout = wait_timeout
         self.abandon_after = _duration(name, "abandon_after", abandon_after)

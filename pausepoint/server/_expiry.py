@@ -51,11 +51,24 @@ class ExpirySweep:
                 await self._task
             self._task = None
 
-    async def sweep(self) -> None:
-        """One pass over every agent."""
+    async def sweep(self) -> bool:
+        """One pass over every agent's sessions with pauses due; False when a session's could not
+        be settled (logged): the others are, whatever one session or agent does."""
+        settled_all = True
+        now = self._ai.clock()
         for agent in self._ai.agents.values():
-            for response in await agent.settle_expired():
-                self._settled(agent.name, response.session_id)
+            for summary in await agent.list_sessions(expiring_before=now, limit=100):
+                try:
+                    response = await agent.chat(summary.session_id).settle_expired()
+                except Exception:
+                    log.exception(
+                        "settling the expired pauses of %s's session %s failed", agent.name, summary.session_id
+                    )
+                    settled_all = False
+                    continue
+                if response is not None:
+                    self._settled(agent.name, response.session_id)
+        return settled_all
 
     async def next_due(self, interval: float) -> float:
         """Seconds until the first pause due within ``interval`` runs out (``interval`` if none)."""
@@ -74,8 +87,8 @@ class ExpirySweep:
         while True:
             wait = interval
             try:
-                await self.sweep()
-                wait = await self.next_due(interval)
+                if await self.sweep():  # else what failed is due still: try again after interval
+                    wait = await self.next_due(interval)
                 positions = await _until_written(stores, positions, wait + 0.001)  # just past: run out by then
             except Exception:  # a store hiccup must not end the sweeping for good
                 log.exception("settling expired pauses failed; trying again in %ss", interval)

@@ -106,3 +106,55 @@ async def test_a_pause_is_settled_when_it_runs_out_not_at_the_next_sweep():
             assert await chat.interrupts() == []
             assert [e.decision for e in await chat.audit_trail()] == ["message", "expire"]
             assert (await chat.last_response()).text == "Not deployed."
+
+
+async def test_a_session_that_cannot_be_settled_holds_up_no_other_sessions_or_agents():
+    """One agent's store fails every write (and another agent's expiry policy raises): the sweep
+    logs that session and settles every other one, by each agent's policy (found by a probe: one
+    agent's raising policy stopped settling for the whole server)."""
+    from pausepoint.errors import StoreError
+    from pausepoint.stores import InMemorySessionStore
+
+    class Broken(InMemorySessionStore):
+        failing = False
+
+        async def append(self, *args, **kwargs):
+            if self.failing:
+                raise StoreError("the database is unreachable")
+            return await super().append(*args, **kwargs)
+
+    clock, broken = Clock(), Broken()
+    ai = Pausepoint(clock=clock)
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Question, ttl=timedelta(minutes=5))
+
+    def raising(interrupt):
+        raise RuntimeError("policy down")
+
+    for name, options in (("first", {"store": broken}), ("raising", {"on_expiry": raising}), ("last", {})):
+        model = ScriptedModel([[tool_call("ask", {"question": "deploy?"})], "Settled."])
+        ai.define_agent(name=name, model=model, tools=[ask], **options)
+
+    async def pending(client: Client) -> list[int]:
+        names = ("first", "raising", "last")
+        return [len(await client.agent(name).list_sessions(has_pending=True)) for name in names]
+
+    with serve_in_thread(lambda: create_app(ai, auth=BearerTokens(TOKENS), expiry_interval=0.05)) as url:
+        async with Client(url, token="alice-token") as client:
+            chats = [client.agent(name).chat() for name in ("first", "raising", "last")]
+            for chat in chats:
+                await chat.send("Deploy.")
+            broken.failing = True
+            clock.now += timedelta(minutes=6)
+            for _ in range(200):  # the sweep runs every 0.05 s; allow it up to 10 s on a loaded machine
+                if await pending(client) == [1, 0, 0]:
+                    break
+                await asyncio.sleep(0.05)
+            assert await pending(client) == [1, 0, 0]
+            told = await chats[1].last_response()
+            assert told is not None and told.text == "Settled."
+            broken.failing = False
+            for _ in range(200):  # the failing session is tried again, and settled once it can be
+                if await pending(client) == [0, 0, 0]:
+                    break
+                await asyncio.sleep(0.05)
+            assert await pending(client) == [0, 0, 0]
