@@ -96,12 +96,7 @@ class Agent:
         self.max_turns = max_turns
         self.tool_errors = tool_errors
         self.allow_changed_tools = allow_changed_tools
-        if not callable(on_expiry) or inspect.iscoroutinefunction(on_expiry):
-            raise DefinitionError(
-                f"agent {name!r}: on_expiry must be a plain function of the expired interrupt (not async: it "
-                f"decides as the pause is settled), not {on_expiry!r}"
-            )
-        self.on_expiry = on_expiry
+        self.on_expiry = _expiry_policy(name, on_expiry)
         self.wait_timeout = wait_timeout
         self.abandon_after = _duration(name, "abandon_after", abandon_after)
         if isinstance(abort_poll, bool) or not isinstance(abort_poll, int | float) or not abort_poll > 0:
@@ -287,6 +282,17 @@ class Agent:
             if response is not None:
                 responses.append(response)
         return responses
+
+
+def _expiry_policy(agent: str, policy: ExpiryPolicy) -> ExpiryPolicy:
+    """``policy``, a plain function of the expired interrupt; ``DefinitionError`` for anything
+    else (an async one included: it decides as the pause is settled)."""
+    if not callable(policy) or inspect.iscoroutinefunction(policy):
+        raise DefinitionError(
+            f"agent {agent!r}: on_expiry must be a plain function of the expired interrupt (not async: it "
+            f"decides as the pause is settled), not {policy!r}"
+        )
+    return policy
 
 
 def _duration(agent: str, option: str, value: object) -> timedelta:
