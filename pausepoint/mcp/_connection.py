@@ -7,97 +7,106 @@ event loop go through it. It is opened on first use and opened again after it br
 that died is started again (stdio) or reconnected (HTTP) by the next call, never retried by the
 call that saw it die — that call's outcome is unknown and the model is told so.
 
-SDK errors are translated here, in one place (``_failure``), to ``McpUnavailable`` /
-``McpTimeout`` / ``McpError`` (``pausepoint.errors``), chained with ``from exc``. An answer that
-cannot be read — a reply that breaks the protocol, a stdio line that is not JSON-RPC, an HTTP
-page or status where a JSON-RPC answer belongs — is one too, and fails its request at once:
-sent and not understood, a tool call "may or may not have taken effect", as when the server
-dies mid-call (an HTTP 4xx says the request was refused, so it did not).
+Every request is bounded by ``call_timeout`` here (the SDK is given no timeout of its own), and
+the transport's read stream is watched (``_Watched``) so that its end is known: what a failure
+means is decided in one place, ``_failures``. A stdio line that is not JSON-RPC fails the
+requests waiting then, at once (it may have been their answer). Roots requests from the server
+are answered with no roots; its questions over the handshake era's back-channel are refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
-import json
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import anyio
 import httpx2
 import mcp.types as types
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from anyio import EndOfStream
+from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
-from pydantic import ValidationError
+from mcp.shared.message import SessionMessage
 
 from ..errors import DefinitionError, McpError, McpTimeout, McpUnavailable
+from ._failures import REPLY, HttpReply, excerpt, failure, note_reply, opening_error, timed_out, unreadable_line
 
 __all__ = ["McpConnection"]
 
 Mode = Literal["auto", "legacy", "2026-07-28"]
 T = TypeVar("T")
 
-#: what a tool call that was sent but not answered readably may have done
-_UNSURE = "; it may or may not have taken effect"
+#: more pages than any server's listing of tools has: a listing that goes on is refused
+MAX_PAGES = 1000
 
 
 @dataclass(slots=True)
 class _Live:
     """One open connection, owned by ``task`` on ``loop``. ``unread``: one future per request
-    in flight, given a stdio line that could not be read (it may have been that answer)."""
+    in flight, given a stdio line that could not be read (it may have been that answer).
+    ``ended``: the transport's read stream has ended (the server exited, the transport closed)."""
 
     loop: asyncio.AbstractEventLoop
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     client: Client | None = None
     task: asyncio.Task[None] | None = None
     broken: bool = False
+    ended: bool = False
     unread: set[asyncio.Future[Exception]] = field(default_factory=set)
 
 
-@dataclass(slots=True)
-class _HttpReply:
-    """What the HTTP layer saw of a request's answer: its status, type and body (an event
-    stream's body is left to the SDK, which reads it as it comes). The SDK turns an answer that
-    is no JSON-RPC message into an error of its own, which does not say what came back; this
-    does (``unread``)."""
+class _Watched:
+    """The transport's read stream, as the SDK reads it, noting in ``live`` when the SDK stops
+    reading it — the stream ended, or the SDK's task group was torn down because the transport
+    failed: the SDK then fails every request waiting with "Connection closed"
+    (``_failures.closed_by_sdk``). A line that cannot be read is an item, not an end."""
 
-    status: int = 0
-    content_type: str = ""
-    body: bytes | None = None
+    def __init__(self, inner: Any, live: _Live) -> None:
+        self._inner = inner
+        self._live = live
 
     @property
-    def streamed(self) -> bool:
-        return 200 <= self.status < 300 and self.content_type == "text/event-stream"
+    def last_context(self) -> Any:  # the sender's context of the last item (the SDK reads it)
+        return getattr(self._inner, "last_context", None)
 
-    def unread(self, exc: MCPError) -> str | None:
-        """What came back, when it was not a JSON-RPC answer and ``exc`` is the SDK's stand-in
-        for it (None: it was one, or nothing is known)."""
-        if self.streamed and exc.code == PARSE_ERROR:  # the SDK could not read an event's message
-            return "an event stream whose message cannot be read"
-        if self.body is None:
-            return None
-        if self.content_type == "application/json" and self.status != 202:
-            try:
-                message = types.jsonrpc_message_adapter.validate_json(self.body, by_name=False)
-            except ValidationError:
-                pass
-            else:
-                if 200 <= self.status < 300 or isinstance(message, types.JSONRPCError):
-                    return None
-        text = self.body[:1000].decode("utf-8", "replace").strip()
-        return f"HTTP {self.status}" + (f" ({self.content_type or 'no type'}: {_excerpt(text)})" if text else "")
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item: SessionMessage | Exception = await self._inner.receive()
+        except BaseException:  # its end, or the SDK's task group torn down (a transport that failed)
+            self._live.ended = True
+            raise
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Watched:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        suppressed: bool | None = await self._inner.__aexit__(*exc)
+        return suppressed
 
 
-#: the request being sent from this context: the HTTP client's response hook notes its answer
-#: there (the SDK runs each POST in a copy of the sender's context)
-_REPLY: contextvars.ContextVar[_HttpReply | None] = contextvars.ContextVar("pausepoint_mcp_reply", default=None)
+@contextlib.asynccontextmanager
+async def _watching(transport: Any, live: _Live) -> AsyncIterator[Any]:
+    async with transport as (read_stream, write_stream):
+        yield _Watched(read_stream, live), write_stream
 
 
 class McpConnection:
@@ -201,10 +210,12 @@ class McpConnection:
     # -- requests -------------------------------------------------------------------------------
 
     async def list_tools(self) -> list[types.Tool]:
-        """Every tool the server offers (all pages). Raises an ``McpError``."""
+        """Every tool the server offers (all pages). Raises an ``McpError``, also for a listing
+        that would never end: a cursor the server gave already, or more than ``MAX_PAGES`` pages."""
         found: list[types.Tool] = []
         cursor: str | None = None
-        while True:
+        given: set[str] = set()
+        for _ in range(MAX_PAGES):
 
             async def listing(client: Client, at: str | None = cursor) -> types.ListToolsResult:
                 return await client.list_tools(cursor=at, cache_mode="bypass")
@@ -214,6 +225,17 @@ class McpConnection:
             cursor = page.next_cursor
             if not cursor:
                 return found
+            if cursor in given:
+                raise McpError(
+                    f"MCP server {self.name!r} listed its tools with a cursor it had given already "
+                    f"({excerpt(cursor)}): its listing would never end",
+                    server=self.name,
+                )
+            given.add(cursor)
+        raise McpError(
+            f"MCP server {self.name!r} listed its tools in more than {MAX_PAGES} pages: its listing is refused",
+            server=self.name,
+        )
 
     async def call_tool(
         self,
@@ -235,7 +257,6 @@ class McpConnection:
             return await client.session.call_tool(
                 name,
                 arguments,
-                read_timeout_seconds=self.call_timeout,
                 input_responses=input_responses,
                 request_state=request_state,
                 allow_input_required=True,
@@ -280,26 +301,30 @@ class McpConnection:
         live = await self._open()
         assert live.client is not None
         client = live.client
-        reply = _HttpReply()
+        reply = HttpReply()
         unread: asyncio.Future[Exception] = live.loop.create_future()
-        token = _REPLY.set(reply)
+        token = REPLY.set(reply)
         try:
             sent = asyncio.ensure_future(request(client))  # its context: a copy of this one, with reply
         finally:
-            _REPLY.reset(token)
+            REPLY.reset(token)
         live.unread.add(unread)
         either: list[asyncio.Future[Any]] = [sent, unread]
         try:
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            if not sent.done():
-                raise self._failure(live, doing, effects, unread.result(), reply, line=True) from unread.result()
+            await asyncio.wait(either, timeout=self.call_timeout, return_when=asyncio.FIRST_COMPLETED)
+            if unread.done() and not sent.done():
+                raise unreadable_line(self.name, doing, effects, unread.result()) from unread.result()
+            if not sent.done():  # given up on below: the SDK sends the server a cancellation
+                raise timed_out(self.name, doing, effects, self.call_timeout)
             try:
                 return sent.result()
             except Exception as exc:
-                failure = self._failure(live, doing, effects, exc, reply)
-                if failure is exc:
+                translated = failure(self.name, doing, effects, exc, reply, ended=live.ended)
+                if translated is exc:
                     raise
-                raise failure from exc
+                if isinstance(translated, McpUnavailable):
+                    self._drop(live)
+                raise translated from exc
         finally:
             live.unread.discard(unread)
             if not sent.done():  # given up on (or this task was cancelled): the SDK abandons it
@@ -307,80 +332,6 @@ class McpConnection:
                 await asyncio.wait([sent])
                 if not sent.cancelled():
                     sent.exception()  # retrieved: it is superseded by the failure raised here
-
-    def _failure(
-        self, live: _Live, doing: str, effects: bool, exc: Exception, reply: _HttpReply, *, line: bool = False
-    ) -> Exception:
-        """The one translation of a failed request (see the module docstring), to be chained
-        with ``from exc``: ``line``, ``exc`` is a stdio line that could not be read, written
-        while the request waited; ``reply``, what the HTTP layer saw of its answer. Anything
-        that is no failure of the server or its connection (a bug here) is ``exc`` itself."""
-        server = self.name
-        unsure = _UNSURE if effects else ""
-        outcome: dict[str, Any] = {"outcome": "unknown"} if effects else {}
-        if line:
-            return McpError(
-                f"MCP server {server!r} answered {doing} with {_line(exc)}, not an MCP message{unsure}",
-                server=server,
-                **outcome,
-            )
-        unread = reply.unread(exc) if isinstance(exc, MCPError) else None
-        if unread is not None:  # the SDK's stand-in for an HTTP answer that was no JSON-RPC message
-            if 400 <= reply.status < 500:  # HTTP says the request was refused: it did not take effect
-                return McpError(
-                    f"MCP server {server!r} refused the request while {doing}: {unread}",
-                    server=server,
-                    http_status=reply.status,
-                )
-            gone = reply.status in (502, 503, 504)  # a gateway that could not reach it
-            if gone:
-                self._drop(live)
-            return (McpUnavailable if gone else McpError)(
-                f"MCP server {server!r} answered {doing} with {unread}, not an MCP answer{unsure}",
-                server=server,
-                http_status=reply.status,
-                **outcome,
-            )
-        if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
-            self._drop(live)
-            return McpUnavailable(
-                f"MCP server {server!r}: the connection closed while {doing}{unsure}", server=server, **outcome
-            )
-        if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
-            return McpTimeout(
-                f"MCP server {server!r} did not answer in {self.call_timeout}s while {doing}{unsure}",
-                server=server,
-                **outcome,
-            )
-        if isinstance(exc, MCPError):
-            return McpError(
-                f"MCP server {server!r} answered with an error while {doing}: {exc.message}",
-                server=server,
-                mcp_code=exc.code,
-            )
-        if isinstance(exc, ValidationError):  # a JSON-RPC answer whose result is not what MCP says
-            return McpError(
-                f"MCP server {server!r} answered {doing} with a reply that does not follow the MCP protocol "
-                f"({_problems(exc)}){unsure}",
-                server=server,
-                **outcome,
-            )
-        if isinstance(exc, RuntimeError):  # a result the SDK refused: not the tool's output schema, say
-            return McpError(
-                f"MCP server {server!r} answered {doing} with a result that cannot be used ({exc}){unsure}",
-                server=server,
-                **outcome,
-            )
-        if isinstance(
-            exc, OSError | httpx2.HTTPError | anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream
-        ):
-            self._drop(live)
-            return McpUnavailable(
-                f"MCP server {server!r}: the connection failed while {doing} ({type(exc).__name__}: {exc}){unsure}",
-                server=server,
-                **outcome,
-            )
-        return exc
 
     def _drop(self, live: _Live) -> None:
         """Forget a broken connection: the next request opens a new one."""
@@ -421,11 +372,12 @@ class McpConnection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
-                    await self._transport(stack),
+                    _watching(await self._transport(stack), live),
                     mode=self.mode,
                     cache=None,
                     message_handler=functools.partial(self._on_message, live),
                     elicitation_callback=_refuse_push_elicitation,
+                    list_roots_callback=_no_roots,
                 )
                 await stack.enter_async_context(client)
                 live.client = client
@@ -437,7 +389,7 @@ class McpConnection:
         except BaseException as exc:  # the transport failed, or the server died
             live.broken = True
             if not ready.done():
-                ready.set_exception(self._opening_error(exc))
+                ready.set_exception(self._opening_error(live, exc))
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise
         finally:
@@ -467,24 +419,23 @@ class McpConnection:
                 headers=self.headers,
                 follow_redirects=True,
                 timeout=httpx2.Timeout(self.connect_timeout, read=max(self.call_timeout or 300.0, 300.0)),
-                event_hooks={"response": [_note_reply]},
+                event_hooks={"response": [note_reply]},
             )
         )
         return streamable_http_client(self.target, http_client=http)
 
-    def _opening_error(self, exc: BaseException) -> McpError:
+    def _opening_error(self, live: _Live, exc: BaseException) -> McpError:
         where = (
             f"{self.target.command} {' '.join(self.target.args)}".strip()
             if isinstance(self.target, StdioServerParameters)
             else self.target
         )
-        detail = _root(exc)  # inside the task group's ExceptionGroup, as often as not
-        if isinstance(detail, MCPError):  # it answered, with a JSON-RPC error (credentials, say)
-            return McpError(f"MCP server {self.name!r} refused the connection: {detail.message}", server=self.name)
-        return McpUnavailable(
-            f"MCP server {self.name!r} could not be started or reached ({where}): {type(detail).__name__}: {detail}",
-            server=self.name,
-        )
+        return opening_error(self.name, where, exc, ended=live.ended)
+
+
+async def _no_roots(context: Any) -> types.ListRootsResult:
+    """A server's ``roots/list``: no roots, as docs/mcp.md says (the SDK's default is an error)."""
+    return types.ListRootsResult(roots=[])
 
 
 async def _refuse_push_elicitation(context: Any, params: Any) -> types.ErrorData:
@@ -496,60 +447,3 @@ async def _refuse_push_elicitation(context: Any, params: Any) -> types.ErrorData
         message="this client answers elicitation only on 2026-07-28 connections, where the question is "
         "returned from the call (InputRequiredResult) and can wait durably for a person",
     )
-
-
-async def _note_reply(response: httpx2.Response) -> None:
-    """The HTTP client's response hook: keeps, for the request being sent (``_REPLY``), the
-    answer to a JSON-RPC request, unless it is an event stream (the SDK reads that as it
-    comes). Read only if the request fails (``_HttpReply.unread``)."""
-    reply = _REPLY.get()
-    if reply is None or response.request.method != "POST":
-        return
-    try:
-        sent = json.loads(response.request.content)
-    except ValueError:
-        return
-    if not isinstance(sent, dict) or "id" not in sent or "method" not in sent:
-        return  # a notification, or an answer to the server: no answer comes back
-    reply.status = response.status_code
-    reply.content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    reply.body = None if reply.streamed else await response.aread()
-
-
-def _problems(exc: ValidationError) -> str:
-    """A short account of what is wrong with a reply, for people and models (not pydantic's)."""
-    union = exc.title.startswith("union[")
-    found: list[str] = []
-    for error in exc.errors(include_url=False):
-        loc = [str(part) for part in error["loc"]]
-        if union:  # the first part names a kind of result the reply could have been: not useful
-            loc = loc[1:]
-            if not loc:
-                continue
-        said = f"{'.'.join(loc) or 'the reply'}: {error['msg']}"
-        if said not in found:
-            found.append(said)
-    if not found:
-        return exc.errors(include_url=False)[0]["msg"] if exc.error_count() else "not a valid result"
-    more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
-    return "; ".join(found[:3]) + more
-
-
-def _line(exc: Exception) -> str:
-    """The line a stdio server wrote that was no JSON-RPC message, as people read it."""
-    line = None
-    if isinstance(exc, ValidationError) and exc.error_count():
-        line = exc.errors(include_url=False)[0].get("input")
-    return f"the line {_excerpt(line)}" if isinstance(line, str) else "a line"
-
-
-def _excerpt(text: str, size: int = 120) -> str:
-    text = " ".join(text.split())
-    return repr(text if len(text) <= size else text[:size] + "...")
-
-
-def _root(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (anyio wraps a transport's failure in one)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc

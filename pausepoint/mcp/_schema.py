@@ -6,20 +6,37 @@ only a JSON Schema. ``schema_model`` builds a pydantic model that *is* that sche
 ``model_json_schema()`` is the server's schema exactly as sent (so the fingerprint covers it),
 and its validation runs ``jsonschema`` — every problem reported as a pydantic error with the
 path of its field, the shape the runtime, the REST API and the console already understand.
+
+A schema is checked whole when it is defined: a valid JSON Schema, every ``$ref`` of which
+resolves within the schema itself (or to a JSON Schema dialect's own meta-schema, shipped with
+``jsonschema``) — nothing is ever fetched, so a remote or missing reference is refused then,
+not met by every call. A schema that still cannot be evaluated (references that only lead to
+each other, say) fails the value checked against it as invalid, saying so, never with the
+validator's own exception.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
+import referencing
+import referencing.jsonschema
 from jsonschema.exceptions import SchemaError
+from jsonschema_specifications import REGISTRY as DIALECTS  # type: ignore[import-untyped]
 from pydantic import RootModel, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
+from referencing.exceptions import Unresolvable
 
 from ..errors import DefinitionError
 
-__all__ = ["check_against", "schema_model"]
+__all__ = ["check_against", "output_validator", "schema_model"]
+
+#: where a reference may lead: within the schema, or a dialect's meta-schema; nothing is fetched
+_NOTHING_FETCHED: referencing.jsonschema.SchemaRegistry = referencing.Registry()
+
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
 def _validator(schema: dict[str, Any], what: str) -> Any:
@@ -28,14 +45,57 @@ def _validator(schema: dict[str, Any], what: str) -> Any:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
+        _check_references(schema, what)
     except SchemaError as exc:
         raise DefinitionError(f"{what}: not a valid JSON Schema: {exc.message}") from None
-    return cls(schema)
+    except RecursionError:
+        raise DefinitionError(f"{what}: nested too deeply to be checked") from None
+    return cls(schema, registry=_NOTHING_FETCHED)
+
+
+def _check_references(schema: dict[str, Any], what: str) -> None:
+    """Refuse a schema with a reference that does not resolve without fetching anything (its
+    dialect read as ``jsonschema`` reads it: its ``$schema``, 2020-12 by default)."""
+    dialect = schema.get("$schema")
+    specification = referencing.jsonschema.specification_with(
+        dialect if isinstance(dialect, str) else "", default=referencing.jsonschema.DRAFT202012
+    )
+    root = specification.create_resource(schema)
+    resolver = DIALECTS.combine(_NOTHING_FETCHED).resolver_with_root(root)
+    for keyword, ref, at in _references(root, resolver):
+        try:
+            at.lookup(ref)
+        except Unresolvable:
+            raise DefinitionError(
+                f"{what}: the {keyword} {ref!r} cannot be resolved: a reference must lead within the schema "
+                "(remote references are never fetched)"
+            ) from None
+
+
+def _references(resource: referencing.jsonschema.SchemaResource, resolver: Any) -> Iterator[tuple[str, str, Any]]:
+    """Every reference in the schema ``resource`` and its subschemas, with the resolver of its
+    place (a subschema's ``$id`` changes what a relative reference means)."""
+    resolver = resolver.in_subresource(resource)
+    if isinstance(resource.contents, dict):
+        for keyword in _REF_KEYWORDS:
+            ref = resource.contents.get(keyword)
+            if isinstance(ref, str):
+                yield keyword, ref, resolver
+    for subresource in resource.subresources():
+        yield from _references(subresource, resolver)
 
 
 def check_against(validator: Any, value: Any, title: str) -> None:
-    """Raise a pydantic ``ValidationError`` listing every way ``value`` fails ``validator``."""
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    """Raise a pydantic ``ValidationError`` listing every way ``value`` fails ``validator`` (or
+    saying that its schema cannot be evaluated: no value passes it then)."""
+    try:
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    except Exception as exc:  # the validator failed on a foreign schema (a RecursionError, say)
+        problem = f"the schema cannot be evaluated ({type(exc).__name__}: {str(exc)[:200]})"
+        raise ValidationError.from_exception_data(
+            title,
+            [InitErrorDetails(type=PydanticCustomError("json_schema", "{message}", {"message": problem}), input=value)],
+        ) from None
     if not errors:
         return
     raise ValidationError.from_exception_data(
@@ -51,12 +111,13 @@ def check_against(validator: Any, value: Any, title: str) -> None:
     )
 
 
-def schema_model(schema: dict[str, Any], *, title: str) -> type[RootModel[dict[str, Any]]]:
+def schema_model(schema: dict[str, Any], *, title: str, what: str | None = None) -> type[RootModel[dict[str, Any]]]:
     """A pydantic model of JSON objects valid for ``schema`` (see the module docstring).
 
-    Raises ``DefinitionError`` when ``schema`` is not a valid JSON Schema.
+    Raises ``DefinitionError``, saying ``what`` the schema is (default: ``title``), when
+    ``schema`` is not a valid JSON Schema or has a reference that cannot be resolved.
     """
-    validator = _validator(schema, title)
+    validator = _validator(schema, what or title)
     exact = dict(schema)
 
     class SchemaInput(RootModel[dict[str, Any]]):
@@ -102,6 +163,7 @@ def _property_types(schema: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def output_validator(schema: dict[str, Any], title: str) -> Any:
-    """A ``jsonschema`` validator for ``schema`` (``DefinitionError`` if it is not one)."""
-    return _validator(schema, title)
+def output_validator(schema: dict[str, Any], what: str) -> Any:
+    """A ``jsonschema`` validator for ``schema`` (``DefinitionError`` if it is not one, or has
+    a reference that cannot be resolved; ``what`` names it in the error)."""
+    return _validator(schema, what)

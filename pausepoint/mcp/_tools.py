@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
+from collections import Counter
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -36,7 +37,7 @@ from ..tools._tool import Tool, ToolRunContext, fingerprint_of
 from . import _elicitation as elicitation
 from ._approval import ApprovalSpec, needs_approval, unknown_names
 from ._connection import McpConnection
-from ._schema import schema_model
+from ._schema import output_validator, schema_model
 
 __all__ = ["McpTool", "load_tools"]
 
@@ -54,7 +55,10 @@ class _Catalog:
         self.tools: dict[str, McpTool] = {}  # by the server's name
         self._checked: object = None  # the connection (its live state) last compared
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
-        connection.on_tools_changed.append(self.stale)
+
+    def listen(self) -> None:
+        """Hear the server's ``tools/list_changed`` notices (once the tools are defined)."""
+        self.connection.on_tools_changed.append(self.stale)
 
     def stale(self) -> None:
         self._checked = None
@@ -97,7 +101,10 @@ class McpTool(Tool):
         self.connection = catalog.connection
         self._catalog = catalog
         self._changed: str | None = None
-        model = schema_model(spec.input_schema, title=_title(name))
+        about = f"MCP server {catalog.connection.name!r}, tool {spec.name!r}"
+        model = schema_model(spec.input_schema, title=_title(name), what=f"{about}, input schema")
+        if spec.output_schema is not None:  # the SDK checks results against it: it must be usable too
+            output_validator(spec.output_schema, f"{about}, output schema")
         description = spec.description or spec.title or (spec.annotations.title if spec.annotations else None) or ""
         super().__init__(
             self._call,
@@ -249,26 +256,10 @@ async def load_tools(
         if isinstance(value, str):
             raise DefinitionError(f"{option_name} takes a collection of tool names, not one string")
     offered = await connection.list_tools()
-    names = {t.name for t in offered}
-    named = set(exclude) | (set(include) if include is not None and not callable(include) else set())
-    named |= unknown_names(requires_approval)
-    for flags in (idempotent, allow_input_edits):
-        if not isinstance(flags, bool):
-            named |= set(flags)
-    missing = sorted(named - names)
-    if missing:
-        raise DefinitionError(
-            f"MCP server {connection.name!r} has no tool {', '.join(map(repr, missing))} "
-            f"(it offers: {', '.join(sorted(names)) or 'none'})"
-        )
+    _check_names(connection, offered, include, exclude, requires_approval, idempotent, allow_input_edits)
     catalog = _Catalog(connection)
-    tools = []
-    for spec in offered:
-        if spec.name in exclude:
-            continue
-        if include is not None and not (include(spec) if callable(include) else spec.name in include):
-            continue
-        tool = McpTool(
+    tools = [
+        McpTool(
             spec,
             catalog,
             name=prefix + spec.name,
@@ -276,10 +267,45 @@ async def load_tools(
             idempotent=_flag(idempotent, spec),
             allow_input_edits=_flag(allow_input_edits, spec),
         )
-        catalog.tools[spec.name] = tool
-        tools.append(tool)
+        for spec in offered
+        if spec.name not in exclude
+        and (include is None or (include(spec) if callable(include) else spec.name in include))
+    ]
+    catalog.tools = {tool.mcp_name: tool for tool in tools}
+    catalog.listen()  # every tool defined: only now does the connection know the catalog
     catalog._checked = connection._live
     return tools
+
+
+def _check_names(
+    connection: McpConnection,
+    offered: list[types.Tool],
+    include: Collection[str] | Callable[[types.Tool], bool] | None,
+    exclude: Collection[str],
+    requires_approval: ApprovalSpec,
+    idempotent: bool | Collection[str],
+    allow_input_edits: bool | Collection[str],
+) -> None:
+    """Refuse, before anything is defined, a listing that names a tool twice, and options that
+    name a tool the server does not offer."""
+    listed = Counter(t.name for t in offered)
+    twice = sorted(name for name, count in listed.items() if count > 1)
+    if twice:
+        raise DefinitionError(
+            f"MCP server {connection.name!r} listed {', '.join(map(repr, twice))} twice: a server's tool names must "
+            "be unique, so which definition is meant cannot be known; nothing was defined"
+        )
+    named = set(exclude) | (set(include) if include is not None and not callable(include) else set())
+    named |= unknown_names(requires_approval)
+    for flags in (idempotent, allow_input_edits):
+        if not isinstance(flags, bool):
+            named |= set(flags)
+    missing = sorted(named - set(listed))
+    if missing:
+        raise DefinitionError(
+            f"MCP server {connection.name!r} has no tool {', '.join(map(repr, missing))} "
+            f"(it offers: {', '.join(sorted(listed)) or 'none'})"
+        )
 
 
 def _flag(option: bool | Collection[str], spec: types.Tool) -> bool:

@@ -39,7 +39,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ..errors import Forbidden, InvalidAnswer, InvalidRequest, NotFound, PausepointError, SessionNotFound
+from ..errors import (
+    Forbidden,
+    InvalidAnswer,
+    InvalidRequest,
+    NotFound,
+    PausepointError,
+    PendingInterrupts,
+    SessionNotFound,
+)
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
 from ..runtime._calls import answer_by_ref
@@ -337,9 +345,13 @@ class _Doors:
 
 @contextlib.asynccontextmanager
 async def _errors() -> Any:
-    """pausepoint's typed errors as tool errors the client reads: ``<code>: <message>``."""
+    """pausepoint's typed errors as tool errors the client reads: ``<code>: <message>`` (a session
+    with paused calls says how an MCP client answers them, not which ``Chat`` methods do)."""
     try:
         yield
+    except PendingInterrupts as exc:
+        waiting = f"{len(exc.details.get('refs', []))} call(s) are paused in this session"
+        raise ToolError(f"{exc.code}: {waiting}: answer them with answer_pause (list_pending shows them)") from exc
     except PausepointError as exc:
         raise ToolError(f"{exc.code}: {exc.message}") from exc
     except (TypeError, ValueError) as exc:
@@ -349,12 +361,10 @@ async def _errors() -> Any:
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 _DECISION = {
     "type": "object",
-    "properties": {
-        "decision": {"type": "string", "enum": ["approve", "deny"], "title": "Approve or deny"},
-        "reason": {"type": "string", "title": "Reason (for a denial)"},
-    },
+    "properties": {"decision": {"type": "string", "enum": ["approve", "deny"], "title": "Approve or deny"},
+                   "reason": {"type": "string", "title": "Reason (for a denial)"}},
     "required": ["decision"],
-}
+}  # fmt: skip
 
 
 def _can_ask(ctx: Context) -> bool:
@@ -506,7 +516,6 @@ class McpEndpoint:
     """
 
     def __init__(self, ai: Pausepoint, service: Any) -> None:
-
         self.service = service
         self.server = mcp_server(ai, principal=service.principal, policy=service.policy, limits=service.limits)
         self._running: asyncio.Task[None] | None = None

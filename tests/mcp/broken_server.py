@@ -6,7 +6,17 @@ can break the protocol in ways the SDK's server never would): it offers one tool
 
 - ``list-garbage``: ``tools/list`` answers ``{"tools": "garbage"}``;
 - ``call-garbage``: ``tools/call`` answers ``{"content": 42, "isError": "maybe"}``;
-- ``call-not-json``: ``tools/call`` is answered by a line that is not JSON, and nothing else.
+- ``call-not-json``: ``tools/call`` is answered by a line that is not JSON, and nothing else;
+- ``call-rpc-error``: the first ``tools/call`` is answered with a JSON-RPC error of code ``CODE``
+  and message "bank closed" (the later ones are paid);
+- ``call-hang``: ``tools/call`` is never answered; ``list-hang``: ``tools/list`` is never answered;
+- ``call-asks-roots``: a handshake-era server whose ``tools/call`` first asks the client for its
+  roots (``roots/list``) and answers the call with what the client answered, as JSON;
+- ``list-twice``: ``tools/list`` lists ``pay`` twice, with two different schemas;
+- ``list-same-cursor``: every page of ``tools/list`` says the next is at the cursor ``same``;
+- ``list-endless``: every page of ``tools/list`` has a next one, at a new cursor;
+- ``list-ref``: ``pay``'s ``amount`` is ``{"$ref": REF}``; ``list-ref-cycle``: references that
+  only lead to each other.
 
 ``python -m tests.mcp.broken_server --http PORT`` is the bank of ``bank_server`` behind a broken
 gateway: the bank runs every call, then the gateway replaces its answer to ``tools/call`` with
@@ -14,7 +24,8 @@ gateway: the bank runs every call, then the gateway replaces its answer to ``too
 whose message is not JSON); with ``BROKEN=403`` the
 gateway refuses every ``tools/call`` (a 403 page) without passing it on. It prints its URL.
 
-Every call that reaches ``pay`` or a bank tool is appended to the file ``BANK_LEDGER``.
+Every call that reaches ``pay`` or a bank tool is appended to the file ``BANK_LEDGER`` (with
+``call-rpc-error``, with the server's process id: a server started again is another process).
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from typing import Any
 from tests.mcp.bank_server import record
 
 BROKEN = os.environ.get("BROKEN", "")
+CALLS: list[int] = []
 
 PAY = {
     "name": "pay",
@@ -38,7 +50,7 @@ PAY = {
 def answer(message: dict[str, Any]) -> dict[str, Any] | None:
     """The result of one request (None: the request is answered otherwise, or not at all)."""
     method = message["method"]
-    if method == "server/discover":  # a 2026-07-28 server
+    if method == "server/discover" and BROKEN != "call-asks-roots":  # a 2026-07-28 server
         return {
             "supportedVersions": ["2026-07-28"],
             "capabilities": {"tools": {}},
@@ -53,19 +65,59 @@ def answer(message: dict[str, Any]) -> dict[str, Any] | None:
             "serverInfo": {"name": "broken", "version": "1"},
         }
     if method == "tools/list":
-        listed = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
-        return {**listed, "tools": "garbage" if BROKEN == "list-garbage" else [PAY]}
+        return listing(message.get("params") or {})
     if method == "tools/call":
-        record("pay", **message["params"].get("arguments", {}))
-        if BROKEN == "call-not-json":
-            write_line("Traceback (most recent call last): the server broke")
-            return None
-        if BROKEN == "call-garbage":
-            return {"content": 42, "isError": "maybe"}
-        return {"content": [{"type": "text", "text": "paid"}], "resultType": "complete"}
+        return call(message)
     if method == "ping":
         return {}
     raise LookupError(method)
+
+
+def listing(params: dict[str, Any]) -> dict[str, Any] | None:
+    listed: dict[str, Any] = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private", "tools": [PAY]}
+    if BROKEN == "list-hang":
+        return None
+    if BROKEN == "list-garbage":
+        listed["tools"] = "garbage"
+    elif BROKEN == "list-twice":
+        listed["tools"] = [PAY, {**PAY, "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}}}}]
+    elif BROKEN == "list-same-cursor":
+        listed["nextCursor"] = "same"
+    elif BROKEN == "list-endless":
+        listed["nextCursor"] = str(int(params.get("cursor") or 0) + 1)
+    elif BROKEN in ("list-ref", "list-ref-cycle"):
+        listed["tools"] = [{**PAY, "inputSchema": schema_with_ref()}]
+    return listed
+
+
+def schema_with_ref() -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": {"amount": {"$ref": os.environ.get("REF", "#/$defs/a")}}}
+    if BROKEN == "list-ref-cycle":
+        schema["$defs"] = {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}
+    return schema
+
+
+def call(message: dict[str, Any]) -> dict[str, Any] | None:
+    CALLS.append(1)
+    process = {"pid": os.getpid()} if BROKEN == "call-rpc-error" else {}
+    record("pay", **process, **message["params"].get("arguments", {}))
+    paid = {"content": [{"type": "text", "text": "paid"}], "resultType": "complete"}
+    if BROKEN == "call-not-json":
+        write_line("Traceback (most recent call last): the server broke")
+        return None
+    if BROKEN == "call-garbage":
+        return {"content": 42, "isError": "maybe"}
+    if BROKEN == "call-hang":
+        return None
+    if BROKEN == "call-rpc-error" and len(CALLS) == 1:
+        error = {"code": int(os.environ["CODE"]), "message": "bank closed"}
+        write_line(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}))
+        return None
+    if BROKEN == "call-asks-roots":
+        write_line(json.dumps({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"}))
+        answered = next(m for m in map(json.loads, sys.stdin) if m.get("id") == "roots-1" and "method" not in m)
+        return {"content": [{"type": "text", "text": json.dumps(answered.get("result", answered))}]}
+    return paid
 
 
 def write_line(line: str) -> None:

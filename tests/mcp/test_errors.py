@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -20,11 +21,19 @@ from .conftest import ROOT, HttpBank, Ledger, bank_env, script
 UNSURE = "it may or may not have taken effect"
 
 
-def broken(ledger: Ledger, how: str) -> McpConnection:
+def broken(ledger: Ledger, how: str, **options: Any) -> McpConnection:
     """The stdio server of ``broken_server``, misbehaving as ``how`` says; ``call_timeout`` is
-    the default (300 s): a failure must not wait for it."""
+    the default (300 s): a failure must not wait for it. ``options``: the server's environment
+    (upper-case names: ``CODE="-32000"``) and the connection's (``call_timeout=0.5``)."""
+    env = {key: value for key, value in options.items() if key.isupper()}
+    given = {key: value for key, value in options.items() if not key.isupper()}
     return McpConnection.stdio(
-        sys.executable, ["-m", "tests.mcp.broken_server"], cwd=ROOT, env=bank_env(ledger, BROKEN=how), name="broken"
+        sys.executable,
+        ["-m", "tests.mcp.broken_server"],
+        cwd=ROOT,
+        env=bank_env(ledger, BROKEN=how, **env),
+        name="broken",
+        **given,
     )
 
 

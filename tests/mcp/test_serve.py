@@ -231,6 +231,19 @@ async def test_the_consoles_validate_route_checks_an_mcp_tools_input_with_its_js
     assert good == {"valid": True, "errors": [], "value": {"amount": "12.50", "to_account": "savings"}}
 
 
+async def test_a_message_to_a_session_with_paused_calls_says_to_answer_them_with_answer_pause(served: str) -> None:
+    """The refusal names what an MCP client has (``answer_pause``), not ``Chat``'s methods."""
+    async with http_client(served, "alice-token") as alice:
+        reply = await call(alice, "send_message", agent=AGENT, text="Transfer $7 to savings.", session_id="mcp-busy-1")
+        assert reply["finish_reason"] == "interrupted"
+        refused = await call(alice, "send_message", agent=AGENT, text="Hello?", session_id="mcp-busy-1")
+    assert refused == (
+        "error",
+        "Error executing tool send_message: pending_interrupts: 1 call(s) are paused in this session: answer them "
+        "with answer_pause (list_pending shows them)",
+    )
+
+
 async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once(served: str) -> None:
     async with http_client(served, "alice-token") as alice:
         keyed = {"agent": AGENT, "session_id": "mcp-keyed-1", "idempotency_key": "m1"}
