@@ -554,6 +554,22 @@ async def test_a_quorum_cancelled_or_expired_after_one_approval_says_how_far_it_
     assert ledger == []
 
 
+async def test_a_quorum_denied_after_one_approval_says_how_far_it_got(store):
+    """The trail's denial of a quorum says one of two had approved, as a cancel's does (found by
+    a probe: it said 0 of 2)."""
+    agent, _, ledger = build(store, treasury(quorum={"transfer_money": 2}))
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    await chat.resume(restart=[pause.restart()], principal="alice")
+    await chat.resume(respond=[pause.deny("not now")], principal="bob")
+    trail = [e for e in await chat.audit_trail() if e.decision != "message"]
+    assert [(e.decision, e.principal, e.approvals, e.required) for e in trail] == [
+        ("approve", "alice", 1, 2),
+        ("deny", "bob", 1, 2),
+    ]
+    assert ledger == []
+
+
 async def test_racing_approvers_resolve_a_quorum_exactly_once(store):
     agent, _model, ledger = build(store, treasury(quorum={"transfer_money": 2}))
     chat = agent.chat(principal="dave")

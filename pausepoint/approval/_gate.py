@@ -252,8 +252,8 @@ def review(
         offered = Grant.from_scope(request.offer)
         if offered.tool is not None and offered.tool in tools:
             records.append(_added(offered, offered.tool, offered.bounds, offered.ttl, claim))
-    if approving and request.gated and request.required > 1:
-        if len(approved_by) + 1 < request.required:
+    if request.gated and request.required > 1:
+        if approving and len(approved_by) + 1 < request.required:
             assert claim.principal is not None  # checked: a quorum's approvals are named
             given = ApprovalGiven(
                 ref=claim.ref,
@@ -267,7 +267,9 @@ def review(
                 request_hash=claim.request_hash,
             )
             return [given, *records]
-        claim.approvals = [*(counted(pause) or ()), Approver(claim.principal or "", claim.at, claim.via)]
+        # how far the quorum got: with this approval, the last one it needed; a denial says it too
+        this = [Approver(claim.principal or "", claim.at, claim.via)] if approving else []
+        claim.approvals = [*(counted(pause) or ()), *this]
     return [claim, *records]
 
 
