@@ -935,4 +935,7 @@ async def test_separation_of_duties_covers_a_tool_that_pauses_itself_for_approva
     with pytest.raises(ApprovalForbidden) as refused:
         await chat.approve(pause.ref, principal="alice")
     assert refused.value.details["reason"] == "separation_of_duties" and paid == []
+    with pytest.raises(ApprovalForbidden) as refused:  # nor end it with a result of their own making
+        await chat.resume(respond=[pause.respond("paid, trust me")], principal="alice")
+    assert refused.value.details["reason"] == "separation_of_duties" and "only deny it" in str(refused.value)
     assert (await chat.approve(pause.ref, principal="bob")).text == "done" and paid == ["5"]

@@ -454,14 +454,15 @@ class ApprovalPolicy:
                 allowed=list(request.decisions),
             )
         approving = decision in ("approve", "edit")
-        if approving and request.separate:
+        if decision != "deny" and request.separate:  # a made-up result ends it as an approval would
             if principal is None:
                 raise ApprovalForbidden(
                     f"separation of duties: approving {tool!r} needs a named principal", reason="anonymous"
                 )
             if principal == request.requester:
                 raise ApprovalForbidden(
-                    f"separation of duties: {principal!r} asked for this call of {tool!r} and may not approve it",
+                    f"separation of duties: {principal!r} asked for this call of {tool!r} and may not approve it "
+                    "(nor answer it in the tool's place): only deny it",
                     reason="separation_of_duties",
                     principal=principal,
                 )
