@@ -100,7 +100,8 @@ def _changed(pause: Pause) -> PauseChanged:
     return PauseChanged(
         f"call {record.call_ref!r} of {record.name!r} paused again and its live pause shows another input or "
         f"metadata than an earlier one: an answer by the ref alone may be meant for what the earlier pause "
-        f"showed. Answer the live pause by its pause_id {record.ref!r} (PendingInterrupt.respond/restart carry it)",
+        f"showed. Answer the live pause by its pause_id {record.ref!r} (PendingInterrupt.respond/restart carry it; "
+        "over REST, pause_id in the body; on the Genkit wire, answer from the snapshot that shows it)",
         ref=record.call_ref,
         pause_id=record.ref,
     )

@@ -66,6 +66,17 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 T = TypeVar("T")
 
+# What a message sent while calls are paused is told to do, in the words of the surface it came
+# through (its ``via``): the same refusal (``PendingInterrupts``) everywhere.
+_ANSWER_THEM = {
+    "python": "answer them with resume() or drop them with cancel_pending()",
+    "http": "answer them (POST .../interrupts/{ref}/approve, /deny, /respond, or .../resume) or drop them "
+    "(POST .../cancel)",
+    "genkit": "answer them first (a resume with a toolResponse or a restart for each ref the output marks)",
+    "mcp": "answer them with answer_pause (list_pending shows them)",
+    "terminal": "answer them first (the chat asks about each pause)",
+}
+
 #: an answer to the call a ref names, built from the name of the call's tool (``""``: no such call)
 BuildAnswer = Callable[[str], ToolResponse | ToolRestart]
 
@@ -169,8 +180,8 @@ class SessionCalls:
             live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
             if live:
                 raise PendingInterrupts(
-                    f"{len(live)} call(s) are paused in session {self.session_id!r}: answer them with "
-                    "resume() or drop them with cancel_pending()",
+                    f"{len(live)} call(s) are paused in session {self.session_id!r}: "
+                    + _ANSWER_THEM.get(via, _ANSWER_THEM["python"]),
                     refs=live,
                 )
             lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)

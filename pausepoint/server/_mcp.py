@@ -45,7 +45,6 @@ from ..errors import (
     InvalidRequest,
     NotFound,
     PausepointError,
-    PendingInterrupts,
     SessionNotFound,
 )
 from ..runtime._agent import Agent
@@ -345,13 +344,9 @@ class _Doors:
 
 @contextlib.asynccontextmanager
 async def _errors() -> Any:
-    """pausepoint's typed errors as tool errors the client reads: ``<code>: <message>`` (a session
-    with paused calls says how an MCP client answers them, not which ``Chat`` methods do)."""
+    """pausepoint's typed errors as tool errors the client reads: ``<code>: <message>``."""
     try:
         yield
-    except PendingInterrupts as exc:
-        waiting = f"{len(exc.details.get('refs', []))} call(s) are paused in this session"
-        raise ToolError(f"{exc.code}: {waiting}: answer them with answer_pause (list_pending shows them)") from exc
     except PausepointError as exc:
         raise ToolError(f"{exc.code}: {exc.message}") from exc
     except (TypeError, ValueError) as exc:

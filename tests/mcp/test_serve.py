@@ -239,8 +239,8 @@ async def test_a_message_to_a_session_with_paused_calls_says_to_answer_them_with
         refused = await call(alice, "send_message", agent=AGENT, text="Hello?", session_id="mcp-busy-1")
     assert refused == (
         "error",
-        "Error executing tool send_message: pending_interrupts: 1 call(s) are paused in this session: answer them "
-        "with answer_pause (list_pending shows them)",
+        "Error executing tool send_message: pending_interrupts: 1 call(s) are paused in session 'mcp-busy-1': "
+        "answer them with answer_pause (list_pending shows them)",
     )
 
 

@@ -124,6 +124,22 @@ async def test_a_message_of_no_parts_is_refused_on_rest_and_the_wire(served, htt
     assert listed.json()["sessions"] == []  # nothing was made
 
 
+async def test_a_message_to_a_paused_session_says_how_to_answer_on_the_surface_it_came_by(served, http):
+    """The same refusal on every surface, in that surface's words: REST's routes, the Genkit
+    wire's resume (it has no cancel), not the Python methods (found by probes)."""
+    session_id, _, _ = await paused_session(served, http)
+    rest = await http.post(
+        f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}/messages", json={"message": "hi"}, headers=ALICE
+    )
+    assert_error(rest, 409, "pending_interrupts")
+    assert "POST .../cancel" in rest.json()["error"]["message"] and "cancel_pending()" not in rest.text
+    body = {"data": {"message": {"role": "user", "content": [{"text": "hi"}]}}, "init": {"sessionId": session_id}}
+    wire = await http.post(served.bank + "/agents/bankingAgent", json=body, headers=ALICE)
+    assert_error(wire, 409, "pending_interrupts")
+    message = wire.json()["error"]["message"]
+    assert "a resume with a toolResponse or a restart" in message and "cancel" not in message
+
+
 async def test_a_request_with_two_authorization_headers_is_refused_whichever_comes_first(served, http):
     session_id, ref, _ = await paused_session(served, http)
     base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
