@@ -324,3 +324,51 @@ async def test_an_expiry_sweep_that_loses_the_race_to_an_answer_leaves_the_turn_
     assert model_calls == {"answerer": ["user", "tool"], "sweeper": []}
     trail = await answerer.chat(res.session_id).audit_trail()
     assert [e.decision for e in trail] == ["message", "respond"]
+
+
+async def test_a_pause_answered_elsewhere_while_its_siblings_run_here_ends_in_one_turn(store):
+    """The model asks for two calls: one runs here (slowly), the other pauses for approval and is
+    approved by another process meanwhile, which runs it. The process whose result completes the
+    batch asks the model, and both callers get that turn's end (found by a probe: each waited
+    for the other to finish the turn, both hung, and the session was stuck)."""
+    started, release, paid, ran = asyncio.Event(), asyncio.Event(), asyncio.Event(), []
+
+    def bank() -> Agent:
+        ai = Pausepoint()
+
+        @ai.tool()
+        async def look_up(account: str) -> str:
+            """Reads a balance, slowly."""
+            ran.append("look_up")
+            started.set()
+            await release.wait()
+            return "100"
+
+        @ai.tool(requires_approval=True)
+        async def pay(amount: int) -> str:
+            """Pays."""
+            ran.append("pay")
+            paid.set()
+            return "paid"
+
+        def script(request):
+            if request.messages[-1].text == "check and pay":
+                return [tool_call("look_up", {"account": "a"}), tool_call("pay", {"amount": 5})]
+            return "Paid 5; the balance was 100." if request.messages[-1].role == "tool" else "You are welcome."
+
+        return ai.define_agent(name="bank", model=ScriptedModel(script), tools=[look_up, pay], store=store)
+
+    here, elsewhere = bank(), bank()
+    chat = here.chat()
+    sending = asyncio.ensure_future(chat.send("check and pay"))
+    await started.wait()
+    other = elsewhere.chat(chat.session_id)
+    [pause] = await other.interrupts()  # the pause is written before the slow call runs
+    approving = asyncio.ensure_future(other.approve(pause.ref))
+    await paid.wait()  # approved and run there while the slow call still runs here
+    release.set()
+    sent, approved = await asyncio.wait_for(asyncio.gather(sending, approving), 30)
+    assert sent.text == approved.text == "Paid 5; the balance was 100."
+    assert ran == ["look_up", "pay"]
+    assert [m.role for m in await chat.history()] == ["user", "model", "tool", "model"]
+    assert (await chat.send("thanks")).finish_reason == AgentFinishReason.STOP  # nothing stuck

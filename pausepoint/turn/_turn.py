@@ -271,14 +271,16 @@ class Turn:
         if rerun:
             await self.run_calls(rerun)
 
-    async def proceed(self) -> AgentResponse:
-        """From a state with no call running here: continue the model, report pauses, or wait.
+    async def proceed(self, since: int | None = None) -> AgentResponse:
+        """From a state with no call running here: continue the model, report pauses, or wait
+        for the writer finishing the turn (its end: the first after version ``since``, by
+        default the session as it stands now).
 
         Our records are written first: the append brings in anything another writer added
         meanwhile, so the decision is made on the session as it is now (not durably: whatever
         follows ends with a durable append).
         """
-        since = self.state.version
+        since = self.state.version if since is None else since
         await self.journal.flush(self.agent.clock(), durable=False)
         if self.state.awaiting_model:
             return await self.run_model()
@@ -338,8 +340,9 @@ class Turn:
                 since = journal.state.version
                 await journal.refresh()
                 if reason == AgentFinishReason.INTERRUPTED and not journal.state.open:
-                    # Another writer answered the last pause meanwhile: the turn is theirs to finish.
-                    return await self._wait_for_other_writer(since)
+                    # Another writer answered the last pause meanwhile: the turn goes on, ours to
+                    # continue if our results complete its batch, else theirs to finish.
+                    return await self.proceed(since)
                 continue
             return self._finished(response_for(journal.state, record, journal.state.version))
         raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
