@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from pausepoint import (
+    Agent,
     AgentFinishReason,
     ApprovalPolicy,
     Escalation,
@@ -939,3 +940,49 @@ async def test_separation_of_duties_covers_a_tool_that_pauses_itself_for_approva
         await chat.resume(respond=[pause.respond("paid, trust me")], principal="alice")
     assert refused.value.details["reason"] == "separation_of_duties" and "only deny it" in str(refused.value)
     assert (await chat.approve(pause.ref, principal="bob")).text == "done" and paid == ["5"]
+
+
+async def test_a_grant_revoked_elsewhere_while_a_call_it_approved_runs_leaves_that_call_approved(store):
+    """The grant approved the call, and the approval is written before it runs; another process
+    revokes the grant meanwhile. The call's result is recorded and the turn ends as the model
+    says, and the grant approves nothing later (found by a probe: the caller got
+    ``ConcurrentUpdate`` with the money moved, the result was never recorded and the session
+    refused everything for ``abandon_after``)."""
+    started, release, paid = asyncio.Event(), asyncio.Event(), []
+
+    def bank() -> Agent:
+        ai = Pausepoint()
+
+        @ai.tool(requires_approval=True)
+        async def pay(amount: int) -> str:
+            """Pays."""
+            paid.append(amount)
+            if amount == 3:
+                started.set()
+                await release.wait()
+            return f"paid {amount}"
+
+        def script(request: Any) -> Any:
+            last = request.messages[-1]
+            if last.role == "user" and last.text.startswith("pay "):
+                return tool_call("pay", {"amount": int(last.text.split()[1])})
+            return "Done." if last.role == "tool" else "Hello."
+
+        policy = ApprovalPolicy(grantable=["pay"])
+        return ai.define_agent(name="bank", model=ScriptedModel(script), tools=[pay], store=store, approval=policy)
+
+    here, elsewhere = bank(), bank()
+    chat = here.chat(principal="alice")
+    [pause] = (await chat.send("pay 1")).interrupts
+    await chat.approve(pause.ref, grant=Grant(), principal="alice")
+    [grant] = await chat.grants()
+    sending = asyncio.ensure_future(chat.send("pay 3"))  # the grant approves it; it runs slowly
+    await started.wait()
+    await elsewhere.chat(chat.session_id).revoke_grant(grant.id, reason="stop", principal="bob")
+    release.set()
+    sent = await asyncio.wait_for(sending, 30)
+    assert (sent.finish_reason, sent.text, paid) == (AgentFinishReason.STOP, "Done.", [1, 3])
+    history = await chat.history()
+    assert [r.output for m in history for r in m.tool_responses] == ["paid 1", "paid 3"]
+    later = await chat.send("pay 4")  # revoked: a person decides again
+    assert later.finish_reason == AgentFinishReason.INTERRUPTED and paid == [1, 3]

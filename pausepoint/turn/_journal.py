@@ -18,7 +18,9 @@ from ..errors import ConcurrentUpdate, VersionConflict
 from ..session._records import (
     CallAnswered,
     CallCompleted,
+    CallDecided,
     CallPaused,
+    GrantRevoked,
     MessageAdded,
     PauseEscalated,
     Record,
@@ -34,6 +36,10 @@ from ._telemetry import Telemetry
 __all__ = ["Appender", "Journal"]
 
 _QUIET = Telemetry(tracing=False)
+
+# What another writer may append meanwhile without changing what a call's pending records depend
+# on (``Journal.absorb_unrelated``).
+_ABSORBED = frozenset({"abort_requested", "grant_revoked"})
 
 
 class Appender:
@@ -164,9 +170,10 @@ class Journal:
 
         If another writer got in first, records that do not depend on the history — results
         and answers of calls this call has already claimed — are replayed on the fresh state
-        and appended again (``rebase``); anything else raises ``ConcurrentUpdate``. Requests to
-        abort a detached turn are taken in and everything is appended again (unless a turn end
-        is pending: it is computed again by ``Turn.end``).
+        and appended again (``rebase``); anything else raises ``ConcurrentUpdate``. Records
+        that change nothing the pending ones depend on (requests to abort a detached turn,
+        revocations of grants they do not use: ``absorb_unrelated``) are taken in and everything
+        is appended again (unless a turn end is pending: it is computed again by ``Turn.end``).
         """
         while self.pending:
             state = self.state
@@ -178,7 +185,7 @@ class Journal:
                 with self._telemetry.store_call(self.store, "append"):
                     await self._appender.append(state, base, self.pending, entries, now, durable=durable)
             except VersionConflict as exc:
-                if not any(isinstance(r, TurnEnded) for r in self.pending) and await self.absorb_aborts():
+                if not any(isinstance(r, TurnEnded) for r in self.pending) and await self.absorb_unrelated():
                     continue
                 if not rebase or any(isinstance(r, MessageAdded | TurnEnded) for r in self.pending):
                     raise ConcurrentUpdate(
@@ -193,13 +200,19 @@ class Journal:
             self.pending.clear()
             self._remember(state)
 
-    async def absorb_aborts(self) -> bool:
-        """Take in what other writers appended since our last write if it is only requests to
-        abort detached turns (they change nothing our pending records depend on): replay the
-        pending records on top and return True. Otherwise change nothing and return False."""
+    async def absorb_unrelated(self) -> bool:
+        """Take in what other writers appended since our last write if it changes nothing our
+        pending records depend on — requests to abort detached turns, and revocations of grants
+        none of them uses (a call a grant approved, once written, stays approved: revoking the
+        grant stops its later uses) — replay the pending records on top and return True.
+        Otherwise change nothing and return False."""
         state = self.state
         found = await self.store.read(state.session_id, after_version=state.durable_version)
-        if found is None or not found.entries or any(e.kind != "abort_requested" for e in found.entries):
+        if found is None or not found.entries or any(e.kind not in _ABSORBED for e in found.entries):
+            return False
+        told = [decode_record(e.data) for e in found.entries]
+        revoked = {r.id for r in told if isinstance(r, GrantRevoked)}
+        if any(isinstance(r, CallDecided) and r.grant in revoked for r in self.pending):
             return False
         fresh = await self._reload()
         if fresh.version != state.durable_version + len(found.entries):

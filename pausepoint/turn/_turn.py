@@ -333,7 +333,7 @@ class Turn:
                 await journal.flush(now, rebase=False)
             except ConcurrentUpdate:
                 journal.pending.remove(record)
-                if await journal.absorb_aborts():
+                if await journal.absorb_unrelated():
                     continue
                 if any(isinstance(r, MessageAdded) for r in journal.pending):
                     raise
