@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pausepoint import AgentFinishReason, Pausepoint, ToolRunContext, TurnStatus
-from pausepoint.errors import ResumeInProgress, TurnInProgress
+from pausepoint.errors import AlreadyResolved, ResumeInProgress, TurnInProgress
 from pausepoint.testing import ScriptedModel, tool_call
 
 
@@ -311,6 +311,8 @@ async def test_a_message_from_another_process_waits_for_a_turn_asking_its_model(
         await other.send("hello")
     with pytest.raises(TurnInProgress):
         await other.resume()  # nor does an empty resume ask the model a second time
+    with pytest.raises(AlreadyResolved):  # an answer to the pause is refused for what it is
+        await other.approve(pause.ref)
     answer.set()
     approved = await approving
     assert (approved.finish_reason, approved.text, ledger) == (AgentFinishReason.STOP, "Sent.", ["transfer:5"])

@@ -20,19 +20,24 @@ from ..turn._turn import Turn
 from ._launch import lost_turn_end
 from ._stopped import StoppedCalls
 
-__all__ = ["abandoned_calls", "check_free", "end_lost_turn"]
+__all__ = ["abandoned_calls", "check_free", "check_model_free", "end_lost_turn"]
 
 
-def check_free(state: SessionState, now: datetime, abandon_after: timedelta, stopped: StoppedCalls) -> None:
-    """Refuse to start a turn (``TurnInProgress``) while a detached turn runs in the session, or
-    while another process's turn waits for its model (the results of its tools recorded, its
-    end not yet); either presumed lost with its process does not count."""
+def check_free(state: SessionState, now: datetime, abandon_after: timedelta) -> None:
+    """Refuse any call (``TurnInProgress``) while a detached turn runs in the session; one
+    presumed lost with its process does not count (``end_lost_turn`` ends it)."""
     running = state.running_turn
     if running is not None and not state.lost(now, abandon_after):
         raise TurnInProgress(
             f"a detached turn is running in session {state.session_id!r}: wait for it to end, or abort it",
             turn_id=running.version,
         )
+
+
+def check_model_free(state: SessionState, now: datetime, abandon_after: timedelta, stopped: StoppedCalls) -> None:
+    """Refuse a call that would ask the model — a message, an empty resume — while another
+    process's turn asks it (the results of its tools recorded, its end not yet), unless that
+    process is presumed lost. (An answer needs no such check: such a turn has no pause open.)"""
     if state.mid_turn and not state.still(now, abandon_after) and stopped.left(state) is None:
         raise TurnInProgress(
             f"a turn of session {state.session_id!r} is asking its model in another process; try again when "

@@ -53,7 +53,7 @@ from ..session._views import grant_info, response_for
 from ..stores import LogEntry, SessionStore, SessionSummary
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
-from ._busy import abandoned_calls, check_free, end_lost_turn
+from ._busy import abandoned_calls, check_free, check_model_free, end_lost_turn
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
@@ -170,7 +170,8 @@ class SessionCalls:
             if key is not None and key in state.keys:
                 return await self._replay(state, key, digest, principal, emit)
             now = self.agent.clock()
-            check_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+            check_free(state, now, self.agent.abandon_after)
+            check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
             handed = self.agent.approvals.escalations(state, now)
             if handed:  # recorded even when the send is refused: the pauses have new deciders now
                 journal = self.agent.sessions.journal(state)
@@ -246,7 +247,7 @@ class SessionCalls:
                 if key is not None and key in state.keys:
                     return await self._replay(state, key, asked, principal, emit)
                 now = self.agent.clock()
-                check_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+                check_free(state, now, self.agent.abandon_after)
                 if not given:
                     return await self._continue(state, principal, emit)
                 turn = self._turn(state, principal, emit, key)
@@ -298,6 +299,7 @@ class SessionCalls:
                 refs=state.open_refs(),
             )
         now = self.agent.clock()
+        check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
@@ -457,7 +459,7 @@ class SessionCalls:
             raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
 
         def claim(state: SessionState, now: datetime) -> Turn:
-            check_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+            check_free(state, now, self.agent.abandon_after)
             if not state.open:
                 raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
             agent, turn = self.agent, self._turn(state, principal, None)
