@@ -45,7 +45,8 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            self._head_bytes: int | None = 0  # None: not reading a head
+            self._head_bytes: int | None = 0  # bytes received since the head began; None: not reading a head
+            self._head_size = 0  # the head's request target and headers, as the parser hands them over
             self._deadline: asyncio.TimerHandle | None = None
             self._arm(HEAD_SECONDS, 408)
 
@@ -54,8 +55,6 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
-            if self._head_bytes is None and self.cycle is not None and self.cycle.response_complete:
-                self._head_bytes = 0  # a request kept alive: its head begins with this data
             if self._head_bytes is not None:
                 self._head_bytes += len(data)
             super().data_received(data)
@@ -67,15 +66,35 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
             if self._deadline is None:  # a request kept alive: its head has its own time
                 self._arm(HEAD_SECONDS, 408)
 
+        def on_url(self, url: bytes) -> None:
+            self._head_size += len(url)
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._head_size += len(name) + len(value) + 4  # ": " and the line's end
+            super().on_header(name, value)
+
         def on_headers_complete(self) -> None:
+            # A head that came whole in the read that took it past the limit is refused here.
+            if self._head_size > HEAD_BYTES:
+                self._refuse(431)
+                return
             self._head_bytes = None
             self._disarm()
             self._arm(BODY_SECONDS, None)
             super().on_headers_complete()
 
+        def on_body(self, body: bytes) -> None:
+            if not self.transport.is_closing():  # a refused head's body goes nowhere
+                super().on_body(body)
+
         def on_message_complete(self) -> None:
             self._disarm()
-            super().on_message_complete()
+            # The next head begins after this message's body — never within it, though the app
+            # may have answered before reading it all (a 413): that body is not a head.
+            self._head_bytes, self._head_size = 0, 0
+            if not self.transport.is_closing():
+                super().on_message_complete()
 
         def _arm(self, seconds: float, status: int | None) -> None:
             self._disarm()
