@@ -95,6 +95,11 @@ class NotJsonData(ValueError):
     def path(self) -> str:
         return self.root + "".join(_segment(s) for s in reversed(self._inner))
 
+    @property
+    def segments(self) -> list[str | int]:
+        """The keys and indexes from the value checked to the part that broke the rule."""
+        return list(reversed(self._inner))
+
     def details(self) -> dict[str, Any]:
         """What a typed error carries: the path, the rule and the limit."""
         return {"path": self.path, "rule": self.rule, "limit": self.limit}

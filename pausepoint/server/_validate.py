@@ -2,7 +2,8 @@
 
 The console's forms post what a person typed — a replacement input (``{"input": ...}``) or a
 result (``{"output": ...}``) — and get back every problem with the JSON path of its field. The
-check is the one a real answer goes through (the tool's own pydantic model and output type), so
+check is the one a real answer goes through (data a session can keep — depth, number range,
+NaN/Infinity, unpaired surrogates — then the tool's own pydantic model and output type), so
 what passes here is accepted by ``restart``/``respond``, Python regex patterns included.
 """
 
@@ -15,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._rest import ValidateBody
+from ..content._jsondata import NotJsonData, json_data
 from ..errors import InvalidRequest, NotFound
 from ._limits import read_json
 from ._replies import json_response
@@ -37,10 +39,14 @@ def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
     found = []
     for error in exc.errors(include_url=False):
         path = [part if isinstance(part, int) else str(part) for part in error["loc"]]
-        pointer = "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
         message = _MESSAGES.get(error["type"], str(error["msg"]).rstrip(".") + ".")
-        found.append({"path": path, "pointer": pointer, "message": message, "type": error["type"]})
+        found.append(_problem(path, message, error["type"]))
     return found
+
+
+def _problem(path: list[str | int], message: str, kind: str) -> dict[str, Any]:
+    pointer = "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+    return {"path": path, "pointer": pointer, "message": message, "type": kind}
 
 
 VALIDATE = Operation(
@@ -63,6 +69,10 @@ async def validate(request: Request) -> Response:
     given = body.model_fields_set & {"input", "output"}
     if len(given) != 1:
         raise InvalidRequest("send exactly one of 'input' (a replacement input) or 'output' (a result)")
+    try:  # first what any answer must be: data a session can keep (its rule is the error's type)
+        json_data(body.input if "input" in given else body.output, agent.json_limits)
+    except NotJsonData as exc:
+        return json_response({"valid": False, "errors": [_problem(exc.segments, exc.problem, exc.rule)]})
     try:
         if "input" in given:
             value = tool.validate_input(body.input).model_dump(mode="json")

@@ -142,6 +142,31 @@ async def test_validate_checks_a_result_against_the_output_type(pay):
     ]
 
 
+async def test_validate_refuses_what_no_session_keeps_as_an_answer_would(pay):
+    """Data a session cannot keep is invalid here too, with its rule as the type and its path;
+    the reply is JSON whatever the candidate held (found by a probe: 1e400 came back valid, as
+    ``Infinity``, which no JSON parser reads)."""
+    http, ledger = pay
+    raw = b'{"output": {"payment_id": "m", "note": {"x": 1e400}}}'
+    reply = await http.post(VALIDATE, content=raw, headers={**ALICE, "Content-Type": "application/json"})
+    assert reply.status_code == 200
+    assert reply.json() == {
+        "valid": False,
+        "errors": [
+            {"path": ["note", "x"], "pointer": "/note/x", "message": reply.json()["errors"][0]["message"],
+             "type": "finite_number"},
+        ],
+    }  # fmt: skip
+    deep: dict = {"payment_id": "m"}
+    for _ in range(100):
+        deep = {"d": deep}
+    assert (await http.post(VALIDATE, json={"output": deep}, headers=ALICE)).json()["errors"][0]["type"] == "max_depth"
+    lone = json.dumps({"input": {**PAYMENT, "reference": "\ud800"}}).encode()  # ASCII: the escape as sent
+    alone = (await http.post(VALIDATE, content=lone, headers={**ALICE, "Content-Type": "application/json"})).json()
+    assert [(e["path"], e["type"]) for e in alone["errors"]] == [(["reference"], "unpaired_surrogate")]
+    assert ledger == []
+
+
 @pytest.mark.parametrize(
     ("path", "body", "headers", "status", "code"),
     [
