@@ -35,6 +35,7 @@ The tree::
     │   └── (the HTTP edge)
     │       ├── InvalidRequest      malformed JSON, wrong types, unknown fields (400)
     │       │   ├── UnsupportedTransferCoding  a Transfer-Encoding other than chunked (501)
+    │       │   ├── UnsupportedContentCoding   a body sent with a Content-Encoding (415)
     │       │   └── InvalidLink         an approval link this server did not sign, or for another pause
     │       ├── Unauthenticated     no credentials, or credentials nobody issued (401)
     │       │   └── SlackSignatureError  a Slack callback without a valid signature
@@ -145,6 +146,7 @@ __all__ = [
     "TurnLost",
     "Unauthenticated",
     "UnknownInterrupt",
+    "UnsupportedContentCoding",
     "UnsupportedTransferCoding",
     "UsageError",
     "VersionConflict",
@@ -398,6 +400,13 @@ class UnsupportedTransferCoding(InvalidRequest):
     """A request body sent with a transfer coding the server does not decode (RFC 9112 6.1)."""
 
     code = "unsupported_transfer_coding"
+
+
+class UnsupportedContentCoding(InvalidRequest):
+    """A request body sent with a content coding (``Content-Encoding: gzip``, ...): the server
+    reads only uncoded bodies (RFC 9110 15.5.16)."""
+
+    code = "unsupported_content_coding"
 
 
 class Unauthenticated(UsageError):

@@ -24,7 +24,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._extras import missing_extra
-from ..errors import DefinitionError, InvalidRequest, NotFound, UnsupportedTransferCoding
+from ..errors import DefinitionError, InvalidRequest, NotFound, UnsupportedContentCoding, UnsupportedTransferCoding
 from ..runtime._app import Pausepoint
 from ..webhooks import ApprovalLinks, SlackApp
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
@@ -216,7 +216,9 @@ class _NoSniff:
 
 class _OnlyChunked:
     """Refuses a request whose ``Transfer-Encoding`` is anything but ``chunked`` alone: a 501
-    with the usual JSON error body, and the connection closed; no route sees it.
+    with the usual JSON error body, and the connection closed; no route sees it. A body with a
+    ``Content-Encoding`` (gzip, br, ...) is refused too (415): read as it comes, it would be
+    taken for what it is not, while a proxy that decodes it sees another request.
 
     RFC 9112 (section 6.1): a server that receives a transfer coding it does not understand
     ought to answer 501. httptools (uvicorn's parser when installed) frames ``gzip, chunked`` as
@@ -241,6 +243,17 @@ class _OnlyChunked:
                     )
                 )
                 refusal.headers["Connection"] = "close"  # what follows the head is no request we can read
+                await refusal(scope, receive, send)
+                return
+            coded = [value for name, value in scope["headers"] if name == b"content-encoding"]
+            if any(c.strip().lower() not in (b"", b"identity") for v in coded for c in v.split(b",")):
+                said = ", ".join(v.decode("latin-1") for v in coded)
+                refusal = error_response(
+                    UnsupportedContentCoding(
+                        f"Content-Encoding {said[:100]!r} is not supported: send the body uncoded",
+                        content_encoding=said[:100],
+                    )
+                )
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -45,6 +45,7 @@ log = logging.getLogger("pausepoint.server")
 # Most specific class first: the first match in an error's MRO wins.
 _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.UnsupportedTransferCoding: (501, "UNIMPLEMENTED"),
+    core.UnsupportedContentCoding: (415, "INVALID_ARGUMENT"),
     core.InvalidRequest: (400, "INVALID_ARGUMENT"),
     core.Unauthenticated: (401, "UNAUTHENTICATED"),
     core.Forbidden: (403, "PERMISSION_DENIED"),

@@ -99,3 +99,29 @@ async def test_a_chunked_body_is_read(bank):
     status, _, content = exchange(bank.url, head, chunked(b'{"output": {"approved": true}}'))
     assert status == 200, content
     assert json.loads(content)["finish_reason"] == "stop" and bank.ledger
+
+
+@pytest.mark.parametrize("coding", [b"gzip", b"br", b"identity, gzip"])
+async def test_a_body_with_a_content_coding_is_refused_and_nothing_is_done(bank, coding):
+    """A coded body is never read as if it were not (found by a probe: a gzip-labelled plain body
+    was acted on, while a proxy that decodes it sees another request); uncoded is taken."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        paused = await http.post(
+            bank.url + "/bank/v1/agents/bankingAgent/sessions", json={"message": "Transfer $5 to z."}, headers=ALICE
+        )
+        session = f"/bank/v1/agents/bankingAgent/sessions/{paused.json()['session_id']}"
+        ref = paused.json()["interrupts"][0]["ref"]
+        body = b'{"output": {"approved": true}}'
+        head = (
+            f"POST {session}/interrupts/{ref}/respond HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            f"Authorization: {ALICE['Authorization']}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+        ).encode()
+        status, _, content = exchange(bank.url, head + b"Content-Encoding: " + coding + b"\r\n", body)
+        after = (await http.get(bank.url + session, headers=ALICE)).json()
+        assert status == 415, content
+        error = json.loads(content)["error"]
+        assert error["code"] == "unsupported_content_coding" and "Content-Encoding" in error["message"]
+        assert bank.ledger == [] and [i["ref"] for i in after["interrupts"]] == [ref]
+        status, _, content = exchange(bank.url, head + b"Content-Encoding: identity\r\n", body)
+        assert status == 200 and json.loads(content)["finish_reason"] == "stop" and bank.ledger
