@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictFloat, StrictInt, Tag
 
 from .content._messages import MediaPart, Message, TextPart
 from .session._grants import Grant
@@ -29,7 +29,25 @@ __all__ = [
     "user_message",
 ]
 
-UserPart: TypeAlias = Annotated[TextPart | MediaPart, Field(discriminator="kind")]
+def _part_kind(part: Any) -> str | None:
+    """A part's ``kind``: as given, or — since the schema gives it a default — what it holds
+    (``text``; a ``url``)."""
+    if isinstance(part, dict):
+        kind = part.get("kind")
+        if kind is None:
+            return "text" if "text" in part else "media" if "url" in part else None
+        return kind if isinstance(kind, str) else None
+    return getattr(part, "kind", None)
+
+
+UserPart: TypeAlias = Annotated[
+    Annotated[TextPart, Tag("text")] | Annotated[MediaPart, Tag("media")],
+    Discriminator(
+        _part_kind,
+        custom_error_type="invalid_part",
+        custom_error_message="a part is {\"kind\": \"text\", \"text\"} or {\"kind\": \"media\", \"url\"}",
+    ),
+]
 
 
 class _Body(BaseModel):
@@ -39,7 +57,15 @@ class _Body(BaseModel):
 class SendBody(_Body):
     """A user message: a string, or a list of text / media parts."""
 
-    message: str | Annotated[list[UserPart], Field(json_schema_extra={"minItems": 1})]  # [] is refused (422)
+    message: Annotated[
+        Annotated[str, Tag("text")]
+        | Annotated[list[UserPart], Field(json_schema_extra={"minItems": 1}), Tag("parts")],  # [] is refused (422)
+        Discriminator(
+            lambda message: "text" if isinstance(message, str) else "parts" if isinstance(message, list) else None,
+            custom_error_type="invalid_message",
+            custom_error_message="a message is a string or a list of parts",
+        ),
+    ]
 
 
 class GrantBody(_Body):

@@ -140,6 +140,20 @@ async def test_a_message_to_a_paused_session_says_how_to_answer_on_the_surface_i
     assert "a resume with a toolResponse or a restart" in message and "cancel" not in message
 
 
+async def test_a_message_part_is_known_by_its_kind_or_by_what_it_holds_as_the_schema_says(served, http):
+    """OpenAPI gives a part's ``kind`` a default, so a part without one is read by what it holds
+    (found by a probe: ``[{"text": "hi"}]`` was refused, naming pydantic's internal union); a
+    part that is neither says what a part is."""
+    url = served.bank + "/v1/agents/bankingAgent/sessions"
+    sent = await http.post(url, json={"message": [{"text": "Hello"}]}, headers=ALICE)
+    assert sent.status_code == 200 and sent.json()["message"]["parts"][0]["text"], sent.text
+    for part in ({"kind": "video", "url": "x"}, {"foo": 1}):
+        reply = await http.post(url, json={"message": [part]}, headers=ALICE)
+        assert_error(reply, 400, "invalid_request")
+        message = reply.json()["error"]["message"]
+        assert 'a part is {"kind": "text", "text"}' in message and "tagged-union" not in message, message
+
+
 async def test_a_request_with_two_authorization_headers_is_refused_whichever_comes_first(served, http):
     session_id, ref, _ = await paused_session(served, http)
     base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
