@@ -94,7 +94,19 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON number")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_not_json)
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose names are all different: a name given twice is refused, not read as
+    its last value (a proxy or log in front may read the first one: an approval it took for a
+    denial)."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(name for name, _ in pairs if name in seen or seen.add(name))  # type: ignore[func-returns-value]
+        raise ValueError(f"the name {twice!r} is given twice in one object")
+    return found
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json, object_pairs_hook=_object)
 
 
 def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:

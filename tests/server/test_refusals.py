@@ -70,6 +70,11 @@ async def test_refusals_leave_the_session_unchanged(served, http):
         ("bytes that are no text", base + f"/interrupts/{ref}/respond", ALICE, b"\xff\xfe\x00", 400,
          "invalid_request"),
         ("JSON that is no object", base + f"/interrupts/{ref}/respond", ALICE, b"[1]", 400, "invalid_request"),
+        ("a name given twice", base + f"/interrupts/{ref}/respond", ALICE,
+         b'{"output": {"approved": false, "feedback": "NO", "approved": true}}', 400, "invalid_request"),
+        ("genkit name given twice", genkit, ALICE,
+         b'{"data": {"resume": {"respond": []}}, "init": {"sessionId": "a", "sessionId": "' + session_id.encode()
+         + b'"}}', 400, "invalid_request"),
         ("genkit malformed", genkit, ALICE, b"{", 400, "invalid_request"),
         ("genkit wrong types", genkit, ALICE, {"data": {"message": {"role": "user", "content": "hi"}}}, 400,
          "invalid_request"),
