@@ -64,8 +64,12 @@ def flag(request: Request, name: str) -> bool | None:
 
 
 def idempotency_key(request: Request) -> str | None:
-    """The ``Idempotency-Key`` header (1 to 200 characters), or None; ``InvalidRequest`` otherwise."""
-    key = request.headers.get("idempotency-key")
+    """The ``Idempotency-Key`` header (1 to 200 characters), or None; ``InvalidRequest`` otherwise
+    (two of them too: which one a retry would repeat cannot be known)."""
+    given = request.headers.getlist("idempotency-key")
+    if len(given) > 1:
+        raise InvalidRequest("a request takes one Idempotency-Key header, not several")
+    key = given[0] if given else None
     if key is not None and not 0 < len(key) <= _MAX_KEY:
         raise InvalidRequest(f"the Idempotency-Key header must have 1 to {_MAX_KEY} characters")
     return key

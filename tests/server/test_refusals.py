@@ -170,6 +170,17 @@ async def test_a_request_with_two_authorization_headers_is_refused_whichever_com
     assert served.ledger == [] and len((await state_of(served, http, session_id))["interrupts"]) == 1
 
 
+async def test_a_request_with_two_idempotency_keys_is_refused(served, http):
+    """Which key a retry would repeat cannot be known (found by a probe: the first was used)."""
+    session_id, ref, _ = await paused_session(served, http)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
+    keys = [*ALICE.items(), ("Idempotency-Key", "a"), ("Idempotency-Key", "b")]
+    reply = await http.post(base + f"/interrupts/{ref}/respond", json={"output": {"approved": True}}, headers=keys)
+    assert_error(reply, 400, "invalid_request")
+    assert "one Idempotency-Key" in reply.json()["error"]["message"]
+    assert served.ledger == [] and len((await state_of(served, http, session_id))["interrupts"]) == 1
+
+
 async def test_another_principals_session_is_invisible(served, http):
     session_id, _, _ = await paused_session(served, http)
     base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
