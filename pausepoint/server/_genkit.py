@@ -249,7 +249,11 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
     if isinstance(data, str) and data:
         return data, None
     if not isinstance(data, dict):
-        raise InvalidRequest("the body must be {'data': {'snapshotId': ...}} or {'data': {'sessionId': ...}}")
+        raise InvalidRequest(
+            "the body must be {'data': {'snapshotId': ...}} or {'data': {'sessionId': ...}}"
+            if need_one
+            else "the body must be {'data': {'snapshotId': ...}}: an abort names the turn to stop by its snapshot"
+        )
     snap = data.get("snapshotId", data.get("snapshot_id"))  # either spelling, as genkit-fastapi takes them
     session = data.get("sessionId", data.get("session_id"))
     for value in (snap, session):
@@ -258,7 +262,7 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
     if need_one and bool(snap) == bool(session):
         raise InvalidRequest("give exactly one of 'snapshotId' or 'sessionId'")
     if not need_one and not snap:
-        raise InvalidRequest("'snapshotId' is required")
+        raise InvalidRequest("'snapshotId' is required: an abort names the turn to stop by its snapshot")
     return snap or None, session or None
 
 

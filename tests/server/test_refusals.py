@@ -181,6 +181,17 @@ async def test_a_request_with_two_idempotency_keys_is_refused(served, http):
     assert served.ledger == [] and len((await state_of(served, http, session_id))["interrupts"]) == 1
 
 
+async def test_an_abort_says_it_needs_a_snapshot_whatever_body_it_got(served, http):
+    """Both refusals name what an abort takes (found by a probe: one offered sessionId, which the
+    other then refused)."""
+    url = served.bank + "/agents/bankingAgent/abort"
+    for body in ({"data": 5}, {"data": {"sessionId": "w1"}}):
+        reply = await http.post(url, json=body, headers=ALICE)
+        assert_error(reply, 400, "invalid_request")
+        message = reply.json()["error"]["message"]
+        assert "snapshotId" in message and "sessionId" not in message, message
+
+
 async def test_another_principals_session_is_invisible(served, http):
     session_id, _, _ = await paused_session(served, http)
     base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
