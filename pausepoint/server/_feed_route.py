@@ -51,6 +51,8 @@ async def feed(request: Request) -> Response:
     service = service_of(request)
     principal = await service.principal(request)
     positions = await service.feed.start(request.headers.get("last-event-id"))
+    if request.method == "HEAD":  # the stream's head alone: nothing to follow
+        return Response(media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     followed = service.feed.follow(positions, lambda s: service.policy.can_view(principal, s))
 
     loop = asyncio.get_running_loop()

@@ -227,3 +227,12 @@ async def test_idle_feeds_ask_the_store_once_for_all_of_them(tmp_path, http):
         await asyncio.wait_for(asyncio.gather(*readers), 10)
     assert idle <= 10, idle  # about one wait each half second, for all twenty (not twenty each)
     assert all([name for name, _ in s] == ["pause"] for s in seen)
+
+
+async def test_a_head_request_for_the_feed_answers_its_head_and_ends(served, http):
+    """HEAD says what the feed is and ends (found by a probe: it held the connection open with
+    no body until the client gave up); without a token it is refused as a GET is."""
+    reply = await asyncio.wait_for(http.head(served.bank + "/v1/feed", headers=ALICE), 10)
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+    refused = await asyncio.wait_for(http.head(served.bank + "/v1/feed"), 10)
+    assert refused.status_code == 401
