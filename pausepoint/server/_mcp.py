@@ -38,6 +38,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from ..errors import (
     Forbidden,
@@ -463,7 +464,7 @@ def _pause(agent: Agent, pause: PendingInterrupt) -> dict[str, Any]:
         "title": view.title,
         "summary": view.summary,
         "risk": view.risk,
-        "expires_at": pause.expires_at.isoformat() if pause.expires_at else None,
+        "expires_at": to_jsonable_python(pause.expires_at),  # as REST writes every time
         "answers": answers,
         "output_schema": schema,
         "approval": None if view.approval is None else _approval(view.approval),

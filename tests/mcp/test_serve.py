@@ -274,3 +274,31 @@ async def test_a_server_that_refuses_the_credentials_is_an_mcp_error_not_unreach
         assert "unauthenticated" in refused.value.message
     finally:
         await connection.aclose()
+
+
+async def test_a_pauses_time_reads_as_it_does_on_rest() -> None:
+    """``expires_at`` over MCP is written as REST writes it (found by a probe: ``+00:00`` beside
+    REST's ``Z`` for the same instant)."""
+    from datetime import timedelta
+
+    from pydantic import BaseModel
+
+    from pausepoint import Pausepoint
+    from pausepoint.testing import ScriptedModel, tool_call
+
+    class Question(BaseModel):
+        question: str
+
+    ai = Pausepoint()
+    ask = ai.define_interrupt(name="ask", description="Ask.", input_schema=Question, ttl=timedelta(hours=1))
+    ai.define_agent(name="asker", model=ScriptedModel([[tool_call("ask", {"question": "ok?"})]]), tools=[ask])
+    tokens = BearerTokens({"alice-token": "alice"})
+    with serve_in_thread(lambda: create_app(ai, auth=tokens, mcp=True)) as url:
+        async with http_client(url, "alice-token") as alice:
+            reply = await call(alice, "send_message", agent="asker", text="go")
+        rest = httpx2.get(
+            f"{url}/v1/agents/asker/sessions/{reply['session_id']}/interrupts",
+            headers={"Authorization": "Bearer alice-token"},
+        ).json()
+    [pause] = reply["pauses"]
+    assert pause["expires_at"].endswith("Z") and pause["expires_at"] == rest["interrupts"][0]["expires_at"]
