@@ -326,8 +326,8 @@ class Chat:
         """Make the grant ``grant_id`` approve nothing more, from any process; returns it as it
         now stands. Revoking a grant revoked already changes nothing. A turn using the grant
         at this moment either wrote its approval first (that call was approved: it runs, and its
-        turn goes on) or fails with ``ConcurrentUpdate`` before its call runs. Raises ``GrantNotFound``; ``InvalidAnswer``
-        for a reason or principal a session cannot keep."""
+        turn goes on) or fails with ``ConcurrentUpdate`` before its call runs. Raises
+        ``GrantNotFound``; ``InvalidAnswer`` for a reason or principal a session cannot keep."""
         return await self.calls.revoke(grant_id, reason, principal, via)
 
     async def last_response(self) -> AgentResponse | None:
