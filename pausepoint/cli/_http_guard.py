@@ -75,8 +75,7 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
-            # A head that came whole in the read that took it past the limit is refused here.
-            if self._head_size > HEAD_BYTES:
+            if self._head_size > HEAD_BYTES:  # whole in the read that took it past the limit
                 self._refuse(431)
                 return
             self._head_bytes = None
@@ -90,9 +89,7 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
 
         def on_message_complete(self) -> None:
             self._disarm()
-            # The next head begins after this message's body — never within it, though the app
-            # may have answered before reading it all (a 413): that body is not a head.
-            self._head_bytes, self._head_size = 0, 0
+            self._head_bytes, self._head_size = 0, 0  # the next head: after the body, read or not (a 413)
             if not self.transport.is_closing():
                 super().on_message_complete()
 
