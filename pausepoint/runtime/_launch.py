@@ -32,10 +32,11 @@ from enum import StrEnum
 from typing import Any
 
 from ..errors import PausepointError
-from ..session._records import AbortRequested, TurnEnded, decode_record
+from ..session._records import AbortRequested, CallCompleted, TurnEnded, decode_record
 from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Detached, SessionState
 from ..stores import SessionStore
+from ..turn._cut_short import CANCELLED, unwritten_outcomes
 from ..turn._turn import Turn
 from ._sessions import LocalSessions, Running
 
@@ -115,6 +116,10 @@ class Launch:
         _RUNNING.set(self.running)  # in the turn's task: its tools see it (``inside``)
         try:
             return await body()
+        except asyncio.CancelledError:  # this process (or its loop) is stopping
+            with contextlib.suppress(Exception):
+                await _cut_short(turn)
+            raise
         except PausepointError as exc:
             return await turn.fail(f"{type(exc).__name__}: {exc}")
         except Exception as exc:
@@ -124,6 +129,23 @@ class Launch:
             self.sessions.untrack(self.session_id, self.running)
             if self.running.watcher is not None:
                 self.running.watcher.cancel()
+
+
+async def _cut_short(turn: Turn) -> None:
+    """End a detached turn cancelled here (an ``asyncio.run`` returning, a script ending, a
+    server stopping) as ``aborted``: the calls the log has running get the outcome this process
+    knows, else are recorded as cancelled — they may or may not have taken effect — so that no
+    process waits ``abandon_after`` for a turn nothing runs. What it had not written of its own
+    is dropped, as for a turn that fails."""
+    state = turn.state
+    if state.running_turn is None or state.running_turn.version != turn.turn_id:
+        return  # it has ended (cut short while its tools ran, it recorded them itself)
+    known = unwritten_outcomes(turn.journal.pending)
+    await turn.journal.discard()
+    for ref in turn.state.running:
+        name = turn.state.calls[ref].request.name
+        turn.journal.add(known.get(ref) or CallCompleted(ref, name, dict(CANCELLED), is_error=True))
+    await turn.end(AgentFinishReason.ABORTED)
 
 
 _RUNNING: contextvars.ContextVar[Running | None] = contextvars.ContextVar("pausepoint_detached", default=None)

@@ -17,6 +17,8 @@ agent's session cache and the stores' connections belong to one loop at a time.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import functools
 import inspect
 import os
@@ -32,6 +34,7 @@ __all__ = ["SyncTurnStream", "blocking", "blocking_stream", "run_sync"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
+_STOP_SECONDS = 5.0  # how long the exit waits for cancelled calls to record their end
 A = TypeVar("A")
 A_co = TypeVar("A_co", covariant=True)
 
@@ -55,7 +58,27 @@ class _Portal:
                 thread.start()
                 ready.wait()
                 self._loop, self._thread, self._pid = loop, thread, os.getpid()
+                atexit.register(self._stop, loop)
             return self._loop
+
+    @staticmethod
+    def _stop(loop: asyncio.AbstractEventLoop) -> None:
+        """At the interpreter's exit: cancel what still runs on the loop (a detached turn, a turn
+        streamed to a consumer that stopped reading) and give it a few seconds to record how it
+        was cut short, as ``asyncio.run`` does for its own tasks — a daemon thread would
+        otherwise stop mid-call, leaving its session waiting ``abandon_after`` for it."""
+        if loop.is_closed() or not loop.is_running():
+            return
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=_STOP_SECONDS)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(_STOP_SECONDS + 1)
 
     @staticmethod
     def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
