@@ -14,8 +14,12 @@ async def test_steps_are_played_in_order_and_requests_recorded():
         request = ModelRequest([Message("user", [TextPart("q")])])
         assert (await model.generate(request)).message.text == expected
     assert len(model.requests) == 3 and model.remaining == 0
-    with pytest.raises(ModelError, match="ran out of steps"):
+    with pytest.raises(ModelError, match="ran out of steps after 3 calls$"):
         await model.generate(ModelRequest([]))
+    with pytest.raises(ModelError, match="ran out of steps after 1 call$"):  # not "1 calls"
+        once = ScriptedModel(["only"])
+        await once.generate(ModelRequest([]))
+        await once.generate(ModelRequest([]))
 
 
 async def test_keep_requests_keeps_only_the_latest():
@@ -26,11 +30,12 @@ async def test_keep_requests_keeps_only_the_latest():
     nothing = ScriptedModel(["x"], keep_requests=0)
     await nothing.generate(ModelRequest([]))
     assert nothing.requests == []
-    with pytest.raises(ValueError, match="keep_requests"):
-        ScriptedModel(["x"], keep_requests=-1)
-    for bad in ("3", 2.5, True):
-        with pytest.raises(TypeError, match="keep_requests"):
+    for bad in (-1, "3", 2.5, True):  # a bad definition, as every other (found by a probe: ValueError, TypeError)
+        with pytest.raises(DefinitionError, match="keep_requests"):
             ScriptedModel(["x"], keep_requests=bad)
+    for name in ("", None):
+        with pytest.raises(DefinitionError, match="needs a name"):
+            ScriptedModel(["x"], name=name)
 
 
 async def test_a_script_that_is_no_script_is_refused_when_it_is_made():

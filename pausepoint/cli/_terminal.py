@@ -27,6 +27,7 @@ from ..runtime._chat import Chat
 from ..session._grants import Grant
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
+from ..stores import InMemorySessionStore
 from ..tools._display import PauseView, unseen
 from ..turn._streaming import TurnStream
 from ._lines import LineReader
@@ -178,7 +179,7 @@ class TerminalChat:
         return 0
 
     def _say_how_to_continue(self) -> None:
-        if self._written:
+        if self._written and not isinstance(self.chat.agent.store, InMemorySessionStore):  # else gone with us
             self.note(f"session {self.chat.session_id}: continue it with --session {self.chat.session_id}")
 
     async def _loop(self, first_messages: list[str] | None) -> None:

@@ -64,10 +64,10 @@ class ScriptedModel:
         stream: bool = True,
         keep_requests: int | None = None,
     ) -> None:
-        if keep_requests is not None and type(keep_requests) is not int:
-            raise TypeError(f"keep_requests must be None or an int, not {keep_requests!r}")
-        if keep_requests is not None and keep_requests < 0:
-            raise ValueError(f"keep_requests must be at least 0, not {keep_requests}")
+        if keep_requests is not None and (type(keep_requests) is not int or keep_requests < 0):
+            raise DefinitionError(f"keep_requests must be None or a whole number, 0 or more, not {keep_requests!r}")
+        if not isinstance(name, str) or not name:
+            raise DefinitionError(f"a scripted model needs a name (a non-empty string), not {name!r}")
         self.name = name
         self.stream = stream
         #: the requests the model was given, oldest first (the latest ``keep_requests`` only, if set)
@@ -99,7 +99,10 @@ class ScriptedModel:
                 raise ModelError(f"scripted model {self.name!r}: its function returned no step: {step!r}")
         else:
             if self._next >= len(self._steps):
-                raise ModelError(f"scripted model {self.name!r} ran out of steps after {len(self._steps)} calls")
+                raise ModelError(
+                    f"scripted model {self.name!r} ran out of steps after {len(self._steps)} "
+                    + ("call" if len(self._steps) == 1 else "calls")
+                )
             step = self._steps[self._next]
             self._next += 1
         response = _as_response(step)

@@ -203,6 +203,21 @@ def test_scripted_from_a_pipe_without_a_terminal(tmp_path):
     assert "\x1b" not in out  # no spinner or colours when not on a terminal
 
 
+def test_a_session_kept_in_memory_is_not_offered_to_be_continued(tmp_path):
+    """``--store memory:`` keeps nothing past the process: no "continue it with --session" for
+    a session that is gone (found by a probe); a file's session is offered."""
+    said = {}
+    for store in ("memory:", f"sqlite:///{tmp_path / 'chat.db'}"):
+        done = subprocess.run(
+            [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", store],
+            input="Hello\n", capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        said[store.split(":")[0]] = done.stdout + done.stderr
+    assert "continue it with --session" not in said["memory"]
+    assert "continue it with --session" in said["sqlite"]
+
+
 def test_an_unknown_session_is_a_clear_error(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "x.db"), "--session", "nope"],
