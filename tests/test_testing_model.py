@@ -14,9 +14,9 @@ async def test_steps_are_played_in_order_and_requests_recorded():
         request = ModelRequest([Message("user", [TextPart("q")])])
         assert (await model.generate(request)).message.text == expected
     assert len(model.requests) == 3 and model.remaining == 0
-    with pytest.raises(ModelError, match="ran out of steps after 3 calls$"):
+    with pytest.raises(ModelError, match=r"ran out of steps after 3 calls$"):
         await model.generate(ModelRequest([]))
-    with pytest.raises(ModelError, match="ran out of steps after 1 call$"):  # not "1 calls"
+    with pytest.raises(ModelError, match=r"ran out of steps after 1 call$"):  # not "1 calls"
         once = ScriptedModel(["only"])
         await once.generate(ModelRequest([]))
         await once.generate(ModelRequest([]))
