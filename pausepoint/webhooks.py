@@ -80,6 +80,11 @@ SIGNATURE_HEADER = "Pausepoint-Signature"
 TIMESTAMP_HEADER = "Pausepoint-Timestamp"
 
 
+
+def is_http_url(url: object) -> bool:
+    """Whether ``url`` is an http(s) URL with a host, as a webhook's must be."""
+    return isinstance(url, str) and re.match(r"https?://[^\s/]+", url) is not None
+
 @dataclass(frozen=True)
 class Webhook:
     """An HTTP endpoint that is told about events.
@@ -115,7 +120,7 @@ class Webhook:
             raise DefinitionError(f"webhook name {self.name!r}: use letters, digits and _.:- (up to 100)")
         if self.format == "email" and not isinstance(self, EmailNotifier):
             raise DefinitionError(f"webhook {self.name!r}: email is sent by an EmailNotifier(...), not a Webhook")
-        if self.format != "email" and (not isinstance(self.url, str) or not re.match(r"https?://[^\s/]+", self.url)):
+        if self.format != "email" and not is_http_url(self.url):
             raise DefinitionError(f"webhook {self.name!r}: url must be an http(s) URL, not {self.url!r}")
         if self.format not in ("json", "slack", "email"):
             raise DefinitionError(f"webhook {self.name!r}: format must be 'json' or 'slack'")

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import DefinitionError
 from ..server._limits import Limits
-from ..webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook
+from ..webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook, is_http_url
 from ._config import ConfigFile, Delivery, Email, Oidc, Tracing, WebhookSection, name_problem
 from ._config_file import LoadedConfig, load_config
 from ._errors import CliError, Problems
@@ -353,6 +353,10 @@ def _webhook(
     if unsigned:
         needs = "a json webhook signs its requests: name the secret's variable with secret_env"
         problems.add(loaded.problem(at, needs))
+    if hook.url_env is not None and hook.format != "email" and not is_http_url(env[hook.url_env]):
+        said = f"${hook.url_env} must hold an http(s) URL (what it holds is a secret: not shown)"
+        problems.add(loaded.problem((*at, "url_env"), said))
+        return None
     headers = dict(hook.headers)
     for name, variable in hook.headers_env.items():
         if name in headers:

@@ -232,3 +232,25 @@ def test_a_wrong_app_hides_no_other_problem_of_the_file(tmp_path):
         assert f"{config}:7: principals.b.token_env: the token of 'b' is given twice" in done.stderr
     done = pausepoint("serve", "tests.cli.apps:missing", "--config", str(config), env={"T": "t"})
     assert f"{config}: 4 problems" in done.stderr and "module 'tests.cli.apps' has no attribute" in done.stderr
+
+
+def test_a_malformed_url_from_the_environment_is_named_at_url_env_and_never_shown(tmp_path):
+    """A webhook's url_env holds a secret (a Slack incoming-webhook URL posts as the app): a
+    malformed one is named at its key without its value (found by a probe: printed in full)."""
+    config = write(
+        tmp_path / "hooks.toml",
+        HEAD
+        + textwrap.dedent(
+            """\
+            [[webhooks]]
+            name = "desk"
+            format = "slack"
+            url_env = "DESK_HOOK"
+            """
+        ),
+    )
+    secret = "hooks.slack.com/services/T000/B000/XXXXSECRETXXXX"
+    done = pausepoint("config", "check", str(config), env={"DESK_HOOK": secret})
+    assert done.returncode == 2, done.stdout
+    assert f"{config}:5: webhooks[0].url_env: $DESK_HOOK must hold an http(s) URL" in done.stderr, done.stderr
+    assert "SECRET" not in done.stderr + done.stdout
