@@ -381,8 +381,12 @@ class _IssuerKeys:
             try:
                 return await asyncio.to_thread(client.get_signing_key, kid)
             except Exception as exc:
-                if isinstance(exc, jwt.PyJWTError) and client.jwk_set_cache and client.jwk_set_cache.get() is not None:
-                    return None  # the key set is at hand, and lacks kid (fetching again may be cooling down)
+                at_hand = client.jwk_set_cache is not None and client.jwk_set_cache.get() is not None
+                # A key set at hand that lacks kid says it is no key of the issuer's — unless the
+                # provider could not be reached to read a newer one (a key just rotated in).
+                unreached = isinstance(exc, jwt.PyJWKClientConnectionError)
+                if at_hand and isinstance(exc, jwt.PyJWTError) and not unreached:
+                    return None  # (fetching again may be cooling down)
                 self._retry_at = loop.time() + max(self._settings.jwks_cooldown_seconds, 1.0)
                 log.warning("the identity provider's keys could not be read from %s: %s", client.uri, exc)
                 raise Unauthenticated(_UNREACHABLE) from None

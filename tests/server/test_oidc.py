@@ -243,6 +243,22 @@ async def test_an_unreachable_provider_is_a_401_never_a_500(issuer):
         await refused(url, token, "cannot be reached")  # not asked again at once
 
 
+async def test_a_key_rotated_in_while_the_provider_is_down_is_unreachable_not_unknown(issuer, caplog):
+    """The server knows the key set, the provider goes down, and a token names a key it rotated
+    in: the key cannot be checked — "cannot be reached", logged — not "not one the issuer
+    publishes" (found by a probe: a valid key was called forged, and nothing was logged)."""
+    served = Bank(issuer, jwks_cooldown_seconds=0.0)
+    with serve_in_thread(served.app) as url:
+        async with httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get("/v1/agents", headers=bearer(issuer.mint("alice")))).status_code == 200
+        issuer.rotate("key-2")
+        rotated = issuer.mint("alice", kid="key-2")
+        issuer.stop()
+        with caplog.at_level("WARNING", logger="pausepoint"):
+            await refused(url, rotated, "cannot be reached")
+        assert any("keys could not be read" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize("served_instead", [b"<html>not json</html>", b"[1, 2]", b'{"keys": []}', b'{"keys": [{}]}'])
 async def test_a_provider_serving_a_broken_key_set_is_a_401_never_a_500(issuer, served_instead):
     issuer.broken_jwks = served_instead
