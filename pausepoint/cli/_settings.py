@@ -223,7 +223,9 @@ def _principals(
         _flag_tenant(settings, name, "--operator")
     settings.operators += [name for name in args.operator if name not in settings.operators]
     seen: dict[str, str] = {}
-    for name, principal in found.items():
+    # The file's tokens first, then the flags' (given over the file): a token given twice is
+    # named where it was given the second time.
+    for name, principal in sorted(found.items(), key=lambda item: (item[1].token_at or item[1].where).startswith("--")):
         if principal.token is None:
             continue
         if principal.token in seen:

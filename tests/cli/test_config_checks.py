@@ -110,6 +110,15 @@ def test_a_token_given_twice_is_named_at_its_token_env_line(tmp_path):
     # a flag's token: named at the flag, also for a principal the file declares
     settings = resolved("--config", str(config), "--token", "carol=other", env={"TOKEN": "other"})
     assert "--token carol=...: the token of 'carol' is given twice" in "\n".join(settings.problems.found)
+    # ... also when the flag gives an earlier principal of the file the token of a later one
+    # (found by a probe: the later one's token_env line was named)
+    two = write(
+        tmp_path / "two.toml",
+        HEAD + '[principals.bob]\ntoken_env = "BOB"\n\n[principals.carol]\ntoken_env = "CAROL"\n',
+    )
+    settings = resolved("--config", str(two), "--token", "bob=c-token", env={"BOB": "b-token", "CAROL": "c-token"})
+    found = "\n".join(settings.problems.found)
+    assert "--token bob=...: the token of 'bob' is given twice" in found and "token_env" not in found, found
 
 
 @pytest.mark.parametrize(
