@@ -18,6 +18,7 @@ ran.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import tomllib
 import types
@@ -164,7 +165,9 @@ def dotted(path: Sequence[str | int]) -> str:
         if isinstance(part, int):
             shown += f"[{part}]"
         else:
-            key = part if _BARE.fullmatch(part) else '"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            # quoted as TOML writes a basic string (JSON's escapes are TOML's): a control
+            # character shows as an escape, never as itself
+            key = part if _BARE.fullmatch(part) else json.dumps(part, ensure_ascii=False)
             shown += ("." if shown else "") + key
     return shown or "(the file)"
 

@@ -263,3 +263,17 @@ def test_a_malformed_url_from_the_environment_is_named_at_url_env_and_never_show
     assert done.returncode == 2, done.stdout
     assert f"{config}:5: webhooks[0].url_env: $DESK_HOOK must hold an http(s) URL" in done.stderr, done.stderr
     assert "SECRET" not in done.stderr + done.stdout
+
+
+def test_a_key_with_a_control_character_is_named_with_it_escaped(tmp_path):
+    """Every problem stays on one line: a key holding a line break or a bell is shown escaped,
+    as the message's quoted name is (found by a probe: the key broke the line in two)."""
+    config = write(
+        tmp_path / "ctrl.toml",
+        HEAD + '[tenants.acme.principals."al\\nice"]\ntoken_env = "TOKEN"\n[tenants."ac\\u0007me".principals.bob]\n'
+        'token_env = "OTHER"\n',
+    )
+    done = pausepoint("config", "check", str(config), env={"TOKEN": "t-1", "OTHER": "t-2"})
+    assert done.returncode == 2, done.stdout
+    assert 'tenants.acme.principals."al\\nice"' in done.stderr and "\x07" not in done.stderr, done.stderr
+    assert all(line.startswith(("pausepoint", str(config), " ")) for line in done.stderr.splitlines()), done.stderr
