@@ -410,11 +410,15 @@ class TerminalChat:
                 output = await self._read_json("answer JSON> ")
                 if output is not _NOTHING:
                     return interrupt.respond(output)
-            elif choice == "e" and self._editable(interrupt):
+            elif choice == "e" and self._editable(interrupt):  # the console's edit: approve the edited input
                 self.note(f"current input: {_json(interrupt.input, None)}")
                 new_input = await self._read_json("new input JSON> ")
-                if new_input is not _NOTHING:
-                    return interrupt.restart(replace_input=new_input)
+                if new_input is None:
+                    self.say(self._style("null is no input: type the edited input, a JSON object", "31"))
+                elif new_input is not _NOTHING:
+                    return self.agent.approvals.approval_by_ref(
+                        interrupt.ref, interrupt.name, pause_id=interrupt.pause_id, replace_input=new_input, grant=None
+                    )
             elif choice == "s":
                 return None
             else:

@@ -148,9 +148,15 @@ async def test_edit_input_only_where_the_tool_allows_it(tmp_path, terminals):
     child.sendline("e")
     child.expect_exact('current input: {"command": "rm -rf build/"}')
     child.expect_exact("new input JSON> ")
-    child.sendline('{"command": "ls build/"}')
+    child.sendline("null")  # no input: refused, asked again (found by a probe: the call ran as it was)
+    child.expect_exact("null is no input")
+    child.sendline("e")
+    child.expect_exact("new input JSON> ")
+    # An edit approves the edited input, as the console's does: a risky command edited runs at
+    # once, rather than pausing again for a second yes (found by a probe).
+    child.sendline('{"command": "rm -rf dist/"}')
     child.expect_exact("✓ run_shell")
-    child.expect_exact("agent> Result: {'stdout': \"(simulated) ran 'ls build/'\"")
+    child.expect_exact("agent> Result: {'stdout': \"(simulated) ran 'rm -rf dist/'\"")
     child.expect_exact("you> ")
     child.sendline("/quit")
     child.expect(pexpect.EOF)
