@@ -399,3 +399,28 @@ async def test_genkits_app_model_and_system_parts_are_taken_and_anything_else_is
             ai.define_agent("other", system=bad)  # type: ignore[arg-type]
     with pytest.raises(DefinitionError, match="has no model"):
         Pausepoint().define_agent("modelless")
+
+
+async def test_an_input_the_tool_refuses_reaches_the_model_as_json_the_history_keeps(store):
+    """The model is shown the refusal's details as JSON (a field's path as a list), the same as
+    any process reads them back from the session (found by a probe: a Python tuple in memory)."""
+
+    class Stay(BaseModel):
+        nights: int = Field(ge=1)
+
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def book(input: Stay) -> str:
+        """Book a stay."""
+        return "booked"
+
+    model = ScriptedModel([[tool_call("book", {"nights": 0})], "I see"])
+    chat = ai.define_agent(name="a", model=model, tools=[book], store=store).chat()
+    await chat.send("book")
+    [shown] = model.requests[-1].messages[-1].tool_responses
+    [detail] = shown.output["details"]
+    assert detail["loc"] == ["nights"] and detail["type"] == "greater_than_equal"
+    again = Pausepoint().define_agent(name="a", model=model, tools=[book], store=store)
+    [kept] = (await again.chat(chat.session_id).history())[2].tool_responses
+    assert kept.output == shown.output

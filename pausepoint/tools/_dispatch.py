@@ -115,7 +115,8 @@ async def _run_one(
     try:
         validated = tool.validate_input(job.input)
     except ValidationError as exc:
-        detail = exc.errors(include_url=False, include_context=False, include_input=False)
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        detail = [{**error, "loc": list(error["loc"])} for error in errors]  # JSON, as every process reads it
         said = f"invalid input for tool {name!r}"
         if isinstance(job.input, str):  # the model's arguments, kept as text: they were no JSON object
             said += ": the arguments must be a JSON object of the tool's parameters, and were not"
