@@ -150,6 +150,29 @@ async def test_results_the_store_failed_to_write_are_recorded_by_the_next_call_h
     assert transfers.ledger == ["start:9", "done:9"]  # once
 
 
+@pytest.mark.parametrize("retry", ["keyed", "empty resume"])
+async def test_an_approval_the_store_kept_though_it_said_it_failed_runs_its_call_on_the_retry(tmp_path, retry):
+    """The approval's append is written, then the store reports a failure (a connection dropped
+    after the commit): the tool never started. The retry here runs the approved call once, as
+    the approval said — not "unknown outcome", nor a wait of ``abandon_after`` (found by a probe:
+    the approval was lost and the model told the call may have run)."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    steps = [[tool_call("transfer", {"amount": 9})], "Moved 9."]
+    agent = bank(store, transfers, steps, approval=True)
+    paused = await agent.chat().send("move 9")
+    ref = paused.interrupts[0].ref
+    transfers.gate.set()
+    store.fail(1, "after")  # the approval's own append
+    chat = agent.chat(paused.session_id)
+    with pytest.raises(StoreError):
+        await chat.approve(ref, idempotency_key="k1")
+    assert transfers.ledger == []
+    retried = await (chat.approve(ref, idempotency_key="k1") if retry == "keyed" else chat.resume())
+    assert (retried.finish_reason, retried.text) == (AgentFinishReason.STOP, "Moved 9.")
+    assert transfers.ledger == ["start:9", "done:9"]  # once
+    assert (await chat.history())[-2].tool_responses[0].output == "moved 9"
+
+
 async def test_a_new_chat_whose_first_send_failed_in_the_store_reads_the_session_next_time(tmp_path):
     """The failed send may have written the session (here: its first append did): the chat's
     next call reads the store rather than writing the session anew (which the store refused as

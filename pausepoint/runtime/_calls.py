@@ -300,6 +300,9 @@ class SessionCalls:
             )
         now = self.agent.clock()
         check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+        unstarted = self._unstarted_restarts(state)
+        if unstarted:  # restarts claimed here whose tools never started: run them, as the claim said
+            return await self._turn(state, principal, emit).after_answers(unstarted)
         lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
@@ -312,6 +315,13 @@ class SessionCalls:
         ended = turn.state
         assert ended.last_end is not None
         return response_for(ended, ended.last_end, ended.last_end_version)
+
+    def _unstarted_restarts(self, state: SessionState) -> list[CallAnswered]:
+        """The restarts a call here claimed, and whose tools it never started (its append failed,
+        though the store kept it), when they are all that runs in the session: nothing ran them."""
+        left = self.agent.sessions.stopped.left(state)
+        claims = [c for c in (left.unstarted if left else ()) if c.call_ref in state.running]
+        return claims if claims and set(state.running) <= {c.call_ref for c in claims} else []
 
     async def _replay(
         self, state: SessionState, key: str, digest: str | None, principal: str | None, emit: Emit | None

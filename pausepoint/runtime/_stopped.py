@@ -27,6 +27,9 @@ class Stopped:
     calls: frozenset[str]  # the calls it started: any still running in the log runs nowhere
     keys: frozenset[str]  # the idempotency keys of the messages and answers it took: their turn runs nowhere
     outcomes: dict[str, Record]  # the outcomes of those it could not write, by call ref
+    # The restarts it claimed whose tools it never started (the claim's append failed, written
+    # or not): nothing ran them, so they may run now, as the claim said (``SessionCalls._continue``).
+    unstarted: tuple[CallAnswered, ...] = ()
 
 
 class StoppedCalls:
@@ -61,7 +64,11 @@ class StoppedCalls:
         if not calls and not keys and not state.mid_turn:
             return  # it started nothing a later call could wait for (nor left its turn waiting for the model)
         versions = frozenset({state.durable_version, state.version})
-        self._stopped[session_id] = Stopped(versions, calls, keys, unwritten_outcomes(journal.pending))
+        unstarted = tuple(
+            r for r in records if isinstance(r, CallAnswered) and r.decision == "restart"
+            and r.call_ref not in journal.dispatched
+        )  # fmt: skip
+        self._stopped[session_id] = Stopped(versions, calls, keys, unwritten_outcomes(journal.pending), unstarted)
         self._stopped.move_to_end(session_id)
         while len(self._stopped) > self._kept:
             self._stopped.popitem(last=False)

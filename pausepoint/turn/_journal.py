@@ -148,6 +148,7 @@ class Journal:
         self.state = state
         self.pending: list[Record] = []
         self.written: list[Record] = []  # what its flushes wrote
+        self.dispatched: set[str] = set()  # the calls whose tools this call started (``runtime._stopped``)
         self.on_message: Callable[[Message], None] | None = None
         self._appender = appender
         self._reload = reload

@@ -427,6 +427,7 @@ class Turn:
         add_ended()  # the gate's calls asked before any that runs
         if not jobs:
             return None
+        self.journal.dispatched.update(job.request.ref for job in jobs)
         try:
             await dispatch(
                 jobs,
