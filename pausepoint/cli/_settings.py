@@ -355,7 +355,7 @@ def _webhook(
     if unsigned:
         needs = "a json webhook signs its requests: name the secret's variable with secret_env"
         problems.add(loaded.problem(at, needs))
-    if hook.url_env is not None and hook.format != "email" and not is_http_url(env[hook.url_env]):
+    if hook.url_env is not None and not is_http_url(env[hook.url_env]):
         said = f"${hook.url_env} must hold an http(s) URL (what it holds is a secret: not shown)"
         problems.add(loaded.problem((*at, "url_env"), said))
         return None

@@ -4,7 +4,8 @@ A store never interprets records: it keeps opaque JSON ``data`` with its ``kind`
 plus a small ``SessionSummary`` the runtime computes at each append, so listings (an approval
 inbox, an owner's sessions, a tenant's, the sessions whose pauses expire soon) need no JSON
 parsing.
-Every backend passes the conformance suite in ``tests/stores``.
+Every backend passes the conformance suite, ``pausepoint.testing.stores`` (a store of one's own
+runs it too).
 
 Beside the logs a store keeps an **event stream** and a **delivery outbox**: an append may carry
 ``Event``s (announcements of the pauses, answers and turn ends its records hold, made by the
@@ -157,13 +158,16 @@ class Delivery:
 class SessionStore(Protocol):
     """An append-only log per session. Implementations must make ``append`` atomic.
 
-    What a store promises, and how it is checked: this module's docstring (``pausepoint.stores
-    ._base``: durability, events, deliveries, checkpoints) and the conformance suite
-    (``pausepoint.testing.stores``). Any failure of the backend itself (a connection lost, a
+    What a store promises, and how it is checked: the docstring of ``pausepoint.stores`` (and of
+    this module, where the protocol is written: durability, events, deliveries, checkpoints) and
+    the conformance suite (``pausepoint.testing.stores``). Any failure of the backend itself (a connection lost, a
     timeout, a full disk) is raised as ``pausepoint.errors.StoreError``, with the driver's error
     as its cause: never the driver's own exception.
     """
 
+    #: the largest entry or event ``append`` takes, in bytes of its data (``PayloadTooLarge``
+    #: past it); a store takes it as a keyword option, as the built-in ones and the suite's
+    #: ``open_store(**options)`` do, with ``DEFAULT_MAX_RECORD_BYTES`` when it is not given
     max_record_bytes: int
 
     async def append(
@@ -178,16 +182,16 @@ class SessionStore(Protocol):
     ) -> int:
         """Append ``entries`` if the session is at ``expected_version`` (0: it must not exist yet).
 
-        Entries carry versions ``expected_version + 1`` onwards. ``events`` are written in the
-        same transaction, each with a pending delivery (due at once) per name in its
-        ``targets``. With ``durable`` the append is on stable storage when this returns;
-        without, it may get there later (see the module docstring). Returns the new version.
-        Raises ``VersionConflict`` (nothing written) when the session is at another version,
-        with ``details`` ``{"session_id", "expected", "actual"}`` (``version_conflict`` makes
-        one); ``PayloadTooLarge`` (nothing written) when an entry exceeds ``max_record_bytes``,
-        with ``details`` ``{"size", "limit"}``; ``ValueError`` for entries that are no append
-        (none, or versions not ``expected_version + 1`` onwards, in order) — ``check_entries``
-        checks all three.
+        Entries carry versions ``expected_version + 1`` onwards. ``events`` are written in the same
+        transaction, each with a pending delivery per name in its ``targets``, due at once: at
+        ``summary.updated_at``, the append's own time. With ``durable`` the append is on stable
+        storage when this returns; without, it may get there later (see the module docstring).
+        Returns the new version. Raises ``VersionConflict`` (nothing written) when the session is at
+        another version, with ``details`` ``{"session_id", "expected", "actual"}``
+        (``version_conflict`` makes one); ``PayloadTooLarge`` (nothing written) when an entry
+        exceeds ``max_record_bytes``, with ``details`` ``{"size", "limit"}``; ``ValueError`` for
+        entries that are no append (none, or versions not ``expected_version + 1`` onwards, in
+        order) — ``check_entries`` checks all three.
         """
         ...
 
@@ -210,8 +214,9 @@ class SessionStore(Protocol):
         offset: int = 0,
         tenant: str | None = None,
     ) -> list[SessionSummary]:
-        """Summaries matching every given filter, most recently updated first (``tenant``: the
-        sessions of that tenant; None, like every filter left out: any)."""
+        """Summaries matching every given filter, most recently updated first — sessions
+        updated at the same time: the greater id first, ids compared as UTF-8 bytes —
+        (``tenant``: the sessions of that tenant; None, like every filter left out: any)."""
         ...
 
     async def delete(self, session_id: str) -> bool:

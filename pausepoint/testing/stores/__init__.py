@@ -30,11 +30,17 @@ keeps none skips those tests.
 from __future__ import annotations
 
 try:
-    import pytest  # noqa: F401 - the suite's modules need it: say so plainly when it is missing
+    import pytest
 except ImportError as exc:  # pragma: no cover - exercised only without pytest
     raise ImportError("pausepoint.testing.stores is a pytest suite: pip install pytest pytest-asyncio") from exc
 
-from ._appends import (
+# A failing check shows its values, as the store author's own asserts do: pytest rewrites the
+# suite's modules, imported below, as it rewrites test modules.
+pytest.register_assert_rewrite(*(f"{__name__}.{module}" for module in (
+    "_appends", "_checkpoints", "_events", "_extensions", "_fixtures", "_listing",
+)))  # fmt: skip
+
+from ._appends import (  # noqa: E402 - after the rewrite is registered
     test_an_append_not_yet_durable_is_seen_at_once_and_continued,
     test_append_then_read,
     test_append_to_a_missing_session_conflicts,
@@ -54,7 +60,7 @@ from ._appends import (
     test_unicode,
     test_unknown_session,
 )
-from ._checkpoints import (
+from ._checkpoints import (  # noqa: E402 - after the rewrite is registered
     checkpoint_stores,
     checkpoints,
     test_a_base_read_before_a_newer_one_replaced_it_stays_whole,
@@ -66,7 +72,7 @@ from ._checkpoints import (
     test_checkpoints_do_not_change_listings_or_appends,
     test_racing_checkpoint_writers_leave_the_latest,
 )
-from ._events import (
+from ._events import (  # noqa: E402 - after the rewrite is registered
     event,
     keeps_events,
     test_a_refused_append_announces_nothing,
@@ -82,7 +88,7 @@ from ._events import (
     test_unicode_and_binary_data,
     visible,
 )
-from ._extensions import (
+from ._extensions import (  # noqa: E402 - after the rewrite is registered
     chained,
     grow_checkpoint,
     test_a_deleted_session_takes_its_extensions_along,
@@ -96,8 +102,8 @@ from ._extensions import (
     test_racing_extensions_from_the_same_head_keep_one,
     test_racing_merges_from_the_same_head_keep_one,
 )
-from ._fixtures import DEFAULT_MAX_RECORD_BYTES, T0, OpenStore, at, entries, ids, put, store, summary
-from ._listing import (
+from ._fixtures import DEFAULT_MAX_RECORD_BYTES, T0, OpenStore, at, entries, ids, put, store, summary  # noqa: E402
+from ._listing import (  # noqa: E402 - after the rewrite is registered
     listed,
     tenants,
     test_delete,
