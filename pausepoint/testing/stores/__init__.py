@@ -11,7 +11,7 @@ stores take (``max_record_bytes``)::
     from pausepoint.testing.stores import *  # noqa: F403 - the suite's tests and its ``store`` fixture
 
     @pytest.fixture
-    async def open_store(tmp_path):
+    def open_store(tmp_path):
         async def open_(**options):
             return MyStore(tmp_path / "sessions", **options)
         return open_
