@@ -177,11 +177,11 @@ class AuditEntry:
     """One entry of a session's audit trail: who did what, when, through what.
 
     Most entries are answers to a pause: ``ref`` is the call's ref (the tool request's in the
-    history; ``call_ref`` is the same ref, as on ``PendingInterrupt``), ``pause_id`` the pause of
-    that call the answer resolved, ``name`` the tool, and ``input`` the paused call's input as it
-    was shown to whoever answered. A user message is an entry too, with ``decision="message"``:
-    ``principal`` sent ``message`` (``ref`` and ``name`` are empty; ``via`` is ``"unknown"`` for
-    messages recorded before senders were).
+    history; ``call_ref`` is the same ref, as on ``PendingInterrupt``), ``pause_id`` the pause
+    of that call the answer resolved, ``name`` the tool, ``input`` the paused call's input as it
+    was shown to whoever answered, and ``paused_at`` when it paused. A user message is an entry
+    too, with ``decision="message"``: ``principal`` sent ``message`` (``ref`` and ``name`` are
+    empty; ``via`` is ``"unknown"`` for messages recorded before senders were).
 
     One name per decision: ``approve`` is every approval of a call — a person's (the one that
     resolves the pause, with ``replace_input`` when it approved an edited input, as well as
@@ -221,3 +221,4 @@ class AuditEntry:
     required: int = 0
     scope: dict[str, Any] | None = None
     escalated_to: list[str] | None = None
+    paused_at: datetime | None = None  # an entry about a pause: when it paused

@@ -170,6 +170,7 @@ def _about_a_pause(record: PauseEscalated | ApprovalGiven | CallAnswered, state:
             input=pause_input,
             pause_id=record.ref,
             required=required,
+            paused_at=paused.record.at if paused is not None else None,
             **fields,
         )
 

@@ -101,6 +101,7 @@ class _Envelope:
     required: int = 0  # ... and how many it needs
     approves: bool = False  # an answer's: whether it approved the call (the audit's "approve")
     grantor: str | None = None  # a decision by a grant's: who granted it
+    paused_at: datetime | None = None  # what happened to a pause: when it paused
 
 
 _ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
@@ -176,7 +177,7 @@ def _about_a_pause(record: CallAnswered | ApprovalGiven | PauseEscalated, state:
     """The envelope's end for what happened to a pause: the pause's input, whether an answer
     approved the call, and a quorum's count (the audit trail's story, without the state)."""
     pause = state.pauses[record.ref]
-    tail = b',"input":' + _INPUT(pause.record.input)
+    tail = b',"input":' + _INPUT(pause.record.input) + b',"paused_at":' + _INPUT(pause.record.at)
     if isinstance(record, CallAnswered) and approving(pause, record):
         tail += b',"approves":true'
     if isinstance(pause.record, ApprovalPaused):
@@ -212,6 +213,8 @@ def _entry_json(
         entry = replace(entry, decision="approve")
     if envelope.grantor is not None:
         entry = replace(entry, principal=envelope.grantor)
+    if envelope.paused_at is not None:
+        entry = replace(entry, paused_at=envelope.paused_at)
     shown: dict[str, Any] = dump(AUDIT, [entry])[0]
     shown["view"] = None
     if view is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):

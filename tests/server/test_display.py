@@ -267,3 +267,18 @@ async def test_a_cancel_over_http_is_recorded_as_such_with_what_it_cancelled(pay
         "wrong payee",
     )
     assert entry["view"]["title"] == "Pay €10.00 to Bo" and ledger == []
+
+
+async def test_an_answers_audit_entry_says_when_its_pause_paused_as_the_pause_did(pay):
+    """The console rebuilds an answered card from the audit trail: the entry carries the pause's
+    time, the one REST showed while it waited (found by a probe: a reloaded card guessed the
+    time of the message before it)."""
+    http, _ = pay
+    body = {"message": "Pay 1250.50 EUR to ACME GmbH (DE00000000000000000000) for INV-117."}
+    paused = (await http.post("/v1/agents/paymentsAgent/sessions", json=body, headers=ALICE)).json()
+    [pause] = paused["interrupts"]
+    session = f"/v1/agents/paymentsAgent/sessions/{paused['session_id']}"
+    denied = await http.post(f"{session}/interrupts/{pause['ref']}/deny", json={"reason": "no"}, headers=ALICE)
+    assert denied.status_code == 200, denied.text
+    sent, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+    assert entry["paused_at"] == pause["paused_at"] and sent["paused_at"] is None
