@@ -463,8 +463,19 @@ async function applyRoute() {
   markCurrent();
   if (session && narrow()) {
     const first = openCards()[0]; // one column: bring what the person came for into view
-    if (first) first.el.scrollIntoView({ block: "start" });
+    if (first) showActions(first);
   }
+}
+
+/**
+ * One column: a card from its top, and its buttons on the screen too where the card is taller
+ * than the screen (Approve on the first screen).
+ * @param {{el: HTMLElement}} card
+ */
+function showActions(card) {
+  card.el.scrollIntoView({ block: "start" });
+  const actions = card.el.querySelector(".card-actions");
+  if (actions && actions.getBoundingClientRect().bottom > innerHeight) actions.scrollIntoView({ block: "end" });
 }
 
 /**
@@ -810,6 +821,8 @@ async function runTurn(path, body, key, { restoreText, answered, sessionId } = {
   if (added.length) announce(`The agent is waiting for your answer: ${added.map((p) => p.view ? p.view.title : p.name).join("; ")}`);
   updateOpen();
   scrollToEnd(true);
+  const waiting = added.length ? state.cards.get(pauseKey(added[0])) : undefined;
+  if (waiting && narrow()) showActions(waiting);
   if (!document.activeElement || document.activeElement === document.body) {
     if (state.canSend && !narrow()) $("message").focus(); // focus was nowhere: give it back to the composer
   }

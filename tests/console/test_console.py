@@ -615,6 +615,39 @@ CONTRAST = """
 """
 
 
+def test_a_small_phone_has_the_approve_button_on_its_first_screen(served: Served, browser, shots: Shots):
+    """A high-risk payment's card is taller than a small phone's screen: opened, or arriving
+    after a send, the card is scrolled so that its Approve button is on the screen (found by a
+    probe: it was below the fold)."""
+    paused_session(served, PAYMENT, app="pay", agent="paymentsAgent")
+    page = browser.new_page()
+    page.set_viewport_size({"width": 375, "height": 667})
+
+    def approve_on_screen(page: Page) -> bool:
+        # on the screen (to the pixel), and what a tap at its middle reaches: nothing covers it
+        return page.get_by_role("button", name="Approve", exact=True).first.evaluate(
+            "e => { const r = e.getBoundingClientRect();"
+            " return r.top >= 0 && r.bottom <= innerHeight + 1"
+            " && e.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2)); }"
+        )
+
+    open_console(page, served, app="pay")
+    page.locator("#inbox .session-link").click()
+    expect(page.locator(".card")).to_be_visible()
+    page.wait_for_function("() => !!document.querySelector('.card .btn-approve')")
+    page.wait_for_timeout(300)  # the scroll is smooth on some engines
+    assert approve_on_screen(page)
+    shots(page, "opened")
+    page = browser.new_page()  # a new conversation, on the console's first page
+    page.set_viewport_size({"width": 375, "height": 667})
+    open_console(page, served, app="pay")
+    send(page, PAYMENT.replace("2024-117", "2024-118"))
+    expect(page.locator(".card").last).to_be_visible()
+    page.wait_for_timeout(300)
+    assert approve_on_screen(page)
+    shots(page, "arrived")
+
+
 def test_every_button_has_enough_contrast_in_both_color_schemes(served: Served, browser, shots: Shots):
     page = browser.new_page()
     page.goto(served.url + "/pay/console/")
