@@ -34,9 +34,10 @@ __all__ = ["SyncTurnStream", "blocking", "blocking_stream", "run_sync"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
-_STOP_SECONDS = 5.0  # how long the exit waits for cancelled calls to record their end
 A = TypeVar("A")
 A_co = TypeVar("A_co", covariant=True)
+
+_STOP_SECONDS = 5.0  # how long the exit waits for cancelled calls to record their end
 
 
 class _Portal:
