@@ -137,3 +137,43 @@ async def _the_session_goes_on_at_once(db: Path) -> None:
         assert (await chat.send("is it there?")).text == "carrying on"  # not TurnInProgress
     finally:
         await store.close()
+
+
+def test_an_open_feed_ends_with_the_stopping_servers_error(tmp_path: Path):
+    """A feed still open when the server stops past its grace period ends with an ``error``
+    event, ``shutting_down``, and a whole response — as a turn's stream does (found by a probe:
+    cut with no event, the chunked body never terminated, and uvicorn logged errors)."""
+    (tmp_path / "slow_app.py").write_text(
+        textwrap.dedent(APP.format(started=str(tmp_path / "started"), db=str(tmp_path / "s.db")))
+    )
+    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pausepoint", "serve", "slow_app:ai", "--port", "0", "--token", "alice=s3cret"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        base = next(m[1] for line in proc.stdout if (m := re.search(r"at (http://127\.0\.0\.1:\d+)", line)))
+        received: list[str] = []
+        opened = threading.Event()
+
+        def follow() -> None:
+            with httpx.stream("GET", f"{base}/v1/feed", headers={"Authorization": "Bearer s3cret"}, timeout=60) as r:
+                for text in r.iter_text():
+                    received.append(text)
+                    opened.set()
+
+        follower = threading.Thread(target=follow)
+        follower.start()
+        assert opened.wait(30)
+        proc.send_signal(signal.SIGTERM)
+        follower.join(timeout=30)
+        assert not follower.is_alive()
+        name, data = sse("".join(received))[-1]
+        assert name == "error" and data["error"]["code"] == "shutting_down", received
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "without completing response" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
