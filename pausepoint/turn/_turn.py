@@ -341,8 +341,10 @@ class Turn:
                 await journal.refresh()
                 if reason == AgentFinishReason.INTERRUPTED and not journal.state.open:
                     # Another writer answered the last pause meanwhile: the turn goes on, ours to
-                    # continue if our results complete its batch, else theirs to finish.
-                    return await self.proceed(since)
+                    # continue if our unwritten results complete its batch, else theirs to finish.
+                    if journal.pending:
+                        return await self.proceed(since)
+                    return await self._wait_for_other_writer(since)
                 continue
             return self._finished(response_for(journal.state, record, journal.state.version))
         raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
