@@ -51,28 +51,32 @@ ai.define_agent(
 """
 
 
-@pytest.mark.parametrize("streamed", [False, True])
-def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp_path: Path, streamed: bool):
-    """Streamed, the reply had begun (200): its last event is that error (found by a probe: the
-    stream ended with no event, and the server logged a traceback)."""
-    started = tmp_path / "started"
+def serve_slow_app(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
+    """``pausepoint serve`` of the slow app above, on a port of its own: the process and its URL."""
     (tmp_path / "slow_app.py").write_text(
-        textwrap.dedent(APP.format(started=str(started), db=str(tmp_path / "s.db")))
+        textwrap.dedent(APP.format(started=str(tmp_path / "started"), db=str(tmp_path / "s.db")))
     )
     env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pausepoint", "serve", "slow_app:ai", "--port", "0", "--token", "alice=s3cret"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
+        if found:
+            return proc, found[1]
+    proc.kill()
+    raise AssertionError(proc.stderr.read() if proc.stderr else "the server never said where it serves")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_request_cut_short_by_a_stopping_server_is_a_503_in_the_apis_shape(tmp_path: Path, streamed: bool):
+    """Streamed, the reply had begun (200): its last event is that error (found by a probe: the
+    stream ended with no event, and the server logged a traceback)."""
+    started = tmp_path / "started"
+    proc, base = serve_slow_app(tmp_path)
     try:
-        assert proc.stdout is not None
-        base = None
-        for line in proc.stdout:
-            found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                base = found[1]
-                break
-        assert base is not None, proc.stderr.read() if proc.stderr else ""
         replies: list[httpx.Response] = []
 
         def send() -> None:
@@ -143,17 +147,8 @@ def test_an_open_feed_ends_with_the_stopping_servers_error(tmp_path: Path):
     """A feed still open when the server stops past its grace period ends with an ``error``
     event, ``shutting_down``, and a whole response — as a turn's stream does (found by a probe:
     cut with no event, the chunked body never terminated, and uvicorn logged errors)."""
-    (tmp_path / "slow_app.py").write_text(
-        textwrap.dedent(APP.format(started=str(tmp_path / "started"), db=str(tmp_path / "s.db")))
-    )
-    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pausepoint", "serve", "slow_app:ai", "--port", "0", "--token", "alice=s3cret"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc, base = serve_slow_app(tmp_path)
     try:
-        assert proc.stdout is not None
-        base = next(m[1] for line in proc.stdout if (m := re.search(r"at (http://127\.0\.0\.1:\d+)", line)))
         received: list[str] = []
         opened = threading.Event()
 
