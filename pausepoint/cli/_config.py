@@ -334,6 +334,12 @@ class Expiry(Section):
     interval_seconds: Annotated[float, Field(gt=0)] = 30.0
 
 
+class Retention(Section):
+    """``[retention]``: how long the stores keep their events once delivered (``keep_events``)."""
+
+    events_days: Annotated[float, Field(gt=0, le=36_500)] | None = None
+
+
 class Links(Section):
     """``[notifiers.links]``: ``pausepoint.webhooks.ApprovalLinks``, signed links from a
     notification to its pause's card in the console."""
@@ -399,6 +405,7 @@ class ConfigFile(Section):
     log: Log = Log()
     limits: LimitsSection = LimitsSection()
     expiry: Expiry = Expiry()
+    retention: Retention = Retention()
     notifiers: Notifiers = Notifiers()
     tenants: dict[TenantName, Tenant] = Field(default_factory=dict)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from datetime import timedelta
 from typing import Any
 
 from ..runtime._app import Pausepoint
@@ -141,6 +142,13 @@ def describe(settings: ServeSettings, ai: Pausepoint) -> list[str]:
         f"limits     body {limits.max_body_bytes} B, message {limits.max_message_bytes} B, "
         f"history {limits.max_history} records, page {limits.max_page}",
         f"expiry     {f'every {settings.expiry_interval:g} s' if settings.expiry_interval else 'off'}",
+        f"events     {_kept(settings.keep_events)}",
         f"console    {'on' if settings.console else 'off'}; mcp {'on' if settings.mcp else 'off'}",
     ]
     return lines
+
+
+def _kept(keep: timedelta | None) -> str:
+    if keep is None:
+        return "kept (no [retention])"
+    return f"pruned once delivered and {keep.total_seconds() / 86400:g} days old"

@@ -166,7 +166,7 @@ def asgi_only(settings: ServeSettings, args: argparse.Namespace) -> None:
     loaded = settings.loaded
     if loaded is not None:
         for key in ("store", "principals", "tenants", "auth", "webhooks", "tracing", "metrics", "server", "limits",
-                    "expiry"):  # fmt: skip
+                    "expiry", "retention"):  # fmt: skip
             if key in loaded.config.model_fields_set:
                 settings.problems.add(loaded.problem((key,), f"{settings.target} is an ASGI app: it brings its "
                                                      "own; only app, listen and log apply"))  # fmt: skip

@@ -110,6 +110,7 @@ def build_app(ai: Pausepoint, settings: ServeSettings) -> Any:
         policy=server.OwnerPolicy(set(settings.approvers), approver_roles=approver_roles, operators=settings.operators),
         limits=settings.limits,
         expiry_interval=settings.expiry_interval,
+        keep_events=settings.keep_events,
         console=settings.console,
         operators=settings.operators,
         metrics=metrics,

@@ -96,6 +96,7 @@ class ServeSettings:
     request_log: bool = True
     limits: Limits = field(default_factory=Limits)
     expiry_interval: float | None = 30.0
+    keep_events: timedelta | None = None
     webhooks: list[FileWebhook] = field(default_factory=list)
     delivery: Delivery = field(default_factory=Delivery)
     tracing: Tracing | None = None
@@ -148,6 +149,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
         request_log=file.log.requests,
         limits=Limits(**file.limits.model_dump()),
         expiry_interval=file.expiry.interval_seconds if file.expiry.enabled else None,
+        keep_events=None if file.retention.events_days is None else timedelta(days=file.retention.events_days),
         delivery=file.delivery,
         tracing=file.tracing,
         loaded=loaded,

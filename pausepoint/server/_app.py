@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
@@ -34,6 +35,7 @@ from ._feed import Feed
 from ._limits import Limits
 from ._openapi import openapi_document
 from ._requestlog import RequestLog
+from ._retention import EventRetention
 from ._routes import starlette_routes
 from ._service import Service
 from ._sign_in import console_provider
@@ -59,6 +61,7 @@ def create_app(
     mcp: bool = False,
     links: ApprovalLinks | None = None,
     slack: SlackApp | None = None,
+    keep_events: timedelta | None = None,
 ) -> Starlette:
     """An ASGI app serving every agent defined on ``ai``.
 
@@ -78,7 +81,9 @@ def create_app(
     request (``pausepoint.server.access`` logger); ``operators`` may read and retry webhook
     deliveries (``/v1/ops/deliveries``) and span tenants (the default policy's ``operators``);
     ``webhooks`` sends the app's webhooks from this process (``False``: another process does; or
-    a ``WebhookSender`` to tune it).
+    a ``WebhookSender`` to tune it); ``keep_events`` (a ``timedelta``) prunes the stores' events
+    older than that, once delivered: the feed's replay and the webhooks' outbox (default: every
+    event is kept; the sessions' histories and audit trails are never pruned).
     ``mcp=True`` serves the agents as an MCP server at ``/mcp`` (streamable HTTP; the same
     ``auth`` and ``policy``; needs ``pausepoint[mcp]``; see ``pausepoint.mcp``).
 
@@ -97,10 +102,9 @@ def create_app(
     feed = Feed(ai, interval=feed_interval)
     expiry = ExpirySweep(ai, interval=expiry_interval, settled=feed.notify)
     prometheus = _metrics(ai, metrics)
-    sender = webhooks if isinstance(webhooks, WebhookSender) else (WebhookSender(ai) if webhooks else None)
-    if sender is not None and sender.links is None:
-        sender.links = links
-    service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender, operators=ops, metrics=prometheus)
+    sender = _sender(ai, webhooks, links)
+    retention = EventRetention(ai, keep_events)
+    service = Service(ai, auth, policy, limits or Limits(), feed, expiry, sender, retention, ops, prometheus)
     service.links, service.slack, service.sign_in = links, slack, console_provider(auth) if console else None
     service.mcp = _mcp_endpoint(ai, service) if mcp else None
     reach = {"links": links is not None, "slack": slack is not None}
@@ -120,6 +124,14 @@ def create_app(
     app.router.redirect_slashes = False
     app.state.pausepoint = service  # where the handlers find it (``service_of``)
     return app
+
+
+def _sender(ai: Pausepoint, webhooks: bool | WebhookSender, links: ApprovalLinks | None) -> WebhookSender | None:
+    """The sender of ``create_app(webhooks=...)``, putting ``links`` in the pauses it announces."""
+    sender = webhooks if isinstance(webhooks, WebhookSender) else (WebhookSender(ai) if webhooks else None)
+    if sender is not None and sender.links is None:
+        sender.links = links
+    return sender
 
 
 def _check_policy(policy: AccessPolicy) -> None:

@@ -39,6 +39,7 @@ __all__ = [
 
 _READY_TIMEOUT = 5.0
 _STATES = ("pending", "delivered", "failed")
+_MAX_OFFSET = 100_000  # deliveries skipped by one listing: past that, narrow it by state or webhook
 
 
 _JSON = {"application/json": {"schema": {"type": "object"}}}
@@ -78,12 +79,13 @@ async def metrics_page(request: Request) -> Response:
 
 
 DELIVERIES: Operation[Any] = Operation(
-    "Webhook deliveries of the outbox, newest first (operators only: 403 for others)",
+    "Webhook deliveries of the outbox, newest first, a page at a time (operators only: 403 for others)",
     {"type": "object", "properties": {"deliveries": {"type": "array", "items": {"type": "object"}}}},
     params=[
         query("state", {"enum": list(_STATES)}),
         query("webhook", {"type": "string"}),
         query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}),
+        query("offset", {"type": "integer", "minimum": 0, "maximum": _MAX_OFFSET}),
     ],
 )
 
@@ -95,13 +97,18 @@ async def deliveries(request: Request) -> Response:
     if state is not None and state not in _STATES:
         raise InvalidRequest(f"query parameter 'state' must be one of {', '.join(_STATES)}")
     limit = query_int(request, "limit", min(100, service.limits.max_page), 1, service.limits.max_page)
+    offset = query_int(request, "offset", 0, 0, _MAX_OFFSET)
     target = request.query_params.get("webhook")
-    found: list[dict[str, Any]] = []
+    # Each store lists its newest first. One store skips ``offset`` itself; of several, the first
+    # offset + limit of each hold the page's, merged by when their events were written.
+    skip = offset if len(service.stores) == 1 else 0
+    found: list[tuple[Delivery, str]] = []
     for index, store in enumerate(service.stores):
-        for delivery in await store.list_deliveries(state=state, target=target, limit=limit):  # type: ignore[arg-type]
-            found.append(_delivery(index, delivery))
-    found.sort(key=lambda d: d["updated_at"], reverse=True)
-    return json_response({"deliveries": found[:limit]})
+        listed = await store.list_deliveries(state=state, target=target, limit=offset - skip + limit, offset=skip)  # type: ignore[arg-type]
+        found += [(delivery, f"{index}-{delivery.id}") for delivery in listed]
+    found.sort(key=lambda pair: pair[0].event.at, reverse=True)  # stable: each store's order kept
+    page = found[offset - skip : offset - skip + limit]
+    return json_response({"deliveries": [_delivery(key, delivery) for delivery, key in page]})
 
 
 RETRY: Operation[Any] = Operation(
@@ -160,10 +167,10 @@ def _ended(probe: asyncio.Task[Any]) -> None:
         probe.exception()
 
 
-def _delivery(index: int, delivery: Delivery) -> dict[str, Any]:
+def _delivery(key: str, delivery: Delivery) -> dict[str, Any]:
     event = delivery.event
     return {
-        "id": f"{index}-{delivery.id}",
+        "id": key,
         "webhook": delivery.target,
         "state": delivery.state,
         "attempts": delivery.attempts,

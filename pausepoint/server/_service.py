@@ -32,6 +32,7 @@ from ._feed import Feed, stores_of
 from ._limits import Limits
 from ._oidc import OidcBearer
 from ._requestlog import note_principal
+from ._retention import EventRetention
 from ._webhooks import WebhookSender
 
 __all__ = ["Service", "service_of"]
@@ -43,7 +44,8 @@ class Service:
     ``PrometheusMetrics`` served at ``/metrics`` (None: no such route); ``mcp`` the MCP endpoint
     at ``/mcp``, if served; ``openapi`` the document served at ``/openapi.json``; ``links``
     signs and reads approval links, ``slack`` takes Slack's button callbacks (None: neither);
-    ``sign_in`` is the provider the console signs people in through (None: with a token).
+    ``sign_in`` is the provider the console signs people in through (None: with a token);
+    ``retention`` prunes old events (None: every event is kept).
     ``stores`` are the agents' distinct stores (``stores_of``) and ``probes`` the readiness
     probes past their time, cancelled, still ending (``/readyz``)."""
 
@@ -54,6 +56,7 @@ class Service:
     feed: Feed
     expiry: ExpirySweep
     sender: WebhookSender | None = None
+    retention: EventRetention | None = None
     operators: frozenset[str] = frozenset()
     metrics: Any = None
     mcp: Any = None
@@ -74,10 +77,12 @@ class Service:
         return agent
 
     def start_background(self) -> None:
-        """Start the expiry sweep and the webhook sender (if not running yet)."""
+        """Start the expiry sweep, the webhook sender and the events' pruning (if not running yet)."""
         self.expiry.ensure_running()
         if self.sender is not None:
             self.sender.ensure_running()
+        if self.retention is not None:
+            self.retention.ensure_running()
 
     async def close(self) -> None:
         """Stop what runs in the background, then close the plugins' connections and the
@@ -86,6 +91,8 @@ class Service:
         await self.feed.close()
         if self.sender is not None:
             await self.sender.close()
+        if self.retention is not None:
+            await self.retention.close()
         if self.mcp is not None:
             await self.mcp.close()
         await self.ai.aclose()

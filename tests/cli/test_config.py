@@ -34,6 +34,7 @@ def test_the_example_file_checks_and_no_secret_is_printed():
         "metrics    /metrics",
         "log        info, json, request log on",
         "expiry     every 30 s",
+        "events     pruned once delivered and 30 days old",
     ):
         assert expected in shown, f"{expected!r} not in:\n{shown}"
     for secret in EXAMPLE_ENV.values():
@@ -112,6 +113,7 @@ GOOD_HEAD = 'app = "tests.cli.apps:pay_ai"\n'
         ("[tracing]\nendpoint = \"collector:4317\"\n", 3, "tracing.endpoint: the collector's URL"),
         ("[log]\nlevel = \"loud\"\n", 3, "log.level: Input should be 'debug', 'info', 'warning' or 'error'"),
         ("[limits]\nmax_body_bytes = 0\n", 3, "limits.max_body_bytes: Input should be greater than or equal to 1"),
+        ("[retention]\nevents_days = 0\n", 3, "retention.events_days: Input should be greater than 0"),
         ("[notifiers.slack]\nsigning_secret_env = \"TOKEN\"\nusers = { U1 = \"alice\" }\n", 2,
          "notifiers.slack: Slack's buttons carry approval links: add [notifiers.links]"),
         ("[notifiers.links]\nsecret_env = \"LINK_SECRET\"\nconsole_url = \"https://pp.example.com/console\"\n"

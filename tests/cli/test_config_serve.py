@@ -226,6 +226,28 @@ async def test_the_delivery_lease_comes_from_the_file(tmp_path):
     assert delivery["state"] == "pending" and 110 < due - claimed < 124, delivery
 
 
+async def test_delivered_events_are_pruned_as_the_file_says(tmp_path):
+    """``[retention] events_days``: a delivered event older than that leaves the outbox (0.00005
+    days: 4.3 s, pruned within a second after)."""
+    with receiver() as hooks:
+        text = ('app = "tests.cli.apps:pay_ai"\n' + PEOPLE + WEBHOOK.format(url=hooks.url, timeout=10)
+                + "[retention]\nevents_days = 0.00005\n")  # fmt: skip
+        env = {**TOKENS, "HOOK_SECRET": "hook-secret-from-env"}
+        with serving("--config", str(write(tmp_path / "team.toml", text)), "--port", "0", env=env) as served:
+            async with httpx.AsyncClient(base_url=served.url) as http:
+                await http.post(PAY, json={"message": "pay 5 to bob"}, headers=bearer("d4ve-token"))
+                assert await asyncio.to_thread(hooks.arrived.wait, 20)
+                listed: list[dict[str, Any]] = [{"state": "pending"}]
+                for _ in range(300):  # a guard against a hang (30 s), not a timing
+                    listed = (await http.get("/v1/ops/deliveries", headers=bearer("car0l"))).json()["deliveries"]
+                    if not listed:
+                        break
+                    assert [d["state"] for d in listed] in (["pending"], ["delivered"])
+                    await asyncio.sleep(0.1)
+    assert listed == []
+    assert len(hooks.posts) == 1
+
+
 async def test_spans_go_to_the_otlp_collector_the_file_names(tmp_path):
     """Also those still waiting when systemd stops the server (SIGTERM, docs/deploy.md): found by
     a probe, SIGTERM ended the process with status 143 before they were sent."""

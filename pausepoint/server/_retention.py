@@ -1,0 +1,81 @@
+"""Pruning the stores' event log while the server runs, so that a server serving for months
+keeps a bounded outbox.
+
+Every append writes its events, and one delivery per webhook that wants each (the outbox): the
+feed replays them to a client reconnecting with ``Last-Event-ID``, the sender delivers them.
+Nothing else reads them — a session's history and audit trail are its records, kept whole — so
+with ``create_app(keep_events=timedelta(days=30))`` (``[retention] events_days``) the events
+older than that go, with their settled deliveries, through each store's ``prune_events``: an
+event with a delivery still pending or failed is kept until it is delivered (or its failed
+delivery is sent again and delivered). Without it, every event is kept.
+
+"Older" is by the app's clock (``Pausepoint(clock=...)``), which dated the events. A pass runs
+when the server starts and then every tenth of ``keep_events`` (at least every second, at most
+every hour); every server process may prune: deleting what another process deleted deletes
+nothing. A store that fails is logged and tried again at the next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from ..errors import DefinitionError
+from ..runtime._app import Pausepoint
+from ._feed import stores_of
+
+__all__ = ["EventRetention"]
+
+log = logging.getLogger("pausepoint.server")
+
+_LEAST_SPACING = 1.0  # seconds between two passes, however short the retention
+_MOST_SPACING = 3600.0
+
+
+class EventRetention:
+    def __init__(self, ai: Pausepoint, keep: timedelta | None) -> None:
+        if keep is not None and (not isinstance(keep, timedelta) or keep <= timedelta(0)):
+            raise DefinitionError(f"keep_events must be a positive timedelta (or None: keep every event), not {keep!r}")
+        self._ai = ai
+        self.keep = keep
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def spacing(self) -> float:
+        """Seconds between two passes."""
+        assert self.keep is not None
+        return min(max(self.keep.total_seconds() / 10, _LEAST_SPACING), _MOST_SPACING)
+
+    def ensure_running(self) -> None:
+        """Start pruning in the running loop, unless events are kept or it runs already."""
+        if self.keep is None or (self._task is not None and not self._task.done()):
+            return
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def prune(self) -> int:
+        """One pass over every store: the events pruned (a failing store's counted as none)."""
+        assert self.keep is not None
+        before = self._ai.clock() - self.keep
+        pruned = 0
+        for store in stores_of(self._ai):
+            try:
+                pruned += await store.prune_events(before)
+            except Exception:
+                log.exception("pruning %s's events failed; trying again in %gs", type(store).__name__, self.spacing)
+        if pruned:
+            log.info("pruned %d events from before %s", pruned, before.isoformat())
+        return pruned
+
+    async def _run(self) -> None:
+        while True:
+            await self.prune()
+            await asyncio.sleep(self.spacing)
