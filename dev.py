@@ -52,6 +52,20 @@ def step(title: str, *commands: list[str]) -> None:
     print(f"    done in {time.monotonic() - started:.0f} s", flush=True)
 
 
+def create_venv() -> None:
+    """``.venv`` with pip, made afresh; a clear exit where this ``python3`` cannot make one."""
+    print("==> creating .venv", flush=True)
+    try:
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        shutil.rmtree(VENV, ignore_errors=True)  # half made: the next run starts over
+        sys.exit(
+            f"dev.py: python3 could not make a virtual environment with pip in .venv ({exc}).\n"
+            "On Debian or Ubuntu, install python3's venv module first (apt-get install python3-venv), "
+            "then run this command again."
+        )
+
+
 def ensure_environment(extras: str) -> None:
     """Install pausepoint with ``extras`` unless this pyproject was installed with them already.
 
@@ -65,9 +79,8 @@ def ensure_environment(extras: str) -> None:
     if PYTHON.exists() and installed[:1] == [digest] and (wanted in installed[1:] or "dev" in installed[1:]):
         return
     pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on"]
-    if not PYTHON.exists():
-        print("==> creating .venv", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
+    if not PYTHON.exists() or subprocess.run([PYTHON, "-m", "pip", "--version"], capture_output=True).returncode:
+        create_venv()  # none yet, or one left without pip by a failed creation
         step("updating pip", [*pip, "--upgrade", "pip"])
     wanted_extras = set(extras.split(",")) - {""}
     if {"local-qwen", "dev"} & wanted_extras:

@@ -184,6 +184,10 @@ class InterruptNameMismatch(ResumeRefused):
 
 
 class AlreadyResolved(ResumeRefused):
+    """An answer to a pause that was answered already (``details["pause_id"]``, decided as
+    ``details["decision"]``). When its call paused again since, ``details["live_pause_id"]``
+    names the pause to answer now."""
+
     code = "already_resolved"
 
 

@@ -59,6 +59,7 @@ from datetime import timedelta
 from typing import Any, Literal, TypeAlias
 
 from .errors import DefinitionError, WebhookSignatureError
+from .session._durations import SAID, duration
 from .turn._events import EVENT_KINDS, EventKind
 
 __all__ = [
@@ -242,8 +243,8 @@ class ApprovalLinks:
         url = self.console_url
         if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
             raise DefinitionError(f"ApprovalLinks: console_url must be an http(s) URL without ? or #, not {url!r}")
-        if not (isinstance(self.ttl, timedelta) and self.ttl > timedelta(0)):
-            raise DefinitionError("ApprovalLinks: ttl must be a positive timedelta")
+        if duration(self.ttl) is None:
+            raise DefinitionError(f"ApprovalLinks: ttl must be {SAID}, not {self.ttl!r}")
         object.__setattr__(self, "secret", tuple(secrets))
         object.__setattr__(self, "console_url", url.rstrip("/"))
 

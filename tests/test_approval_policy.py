@@ -448,6 +448,8 @@ async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
             "at most",
         ),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(tool="nothing"), "approve", "no tool"),
+        # A grant no date is that far ahead of (found by a probe: a raw OverflowError).
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(ttl=timedelta(days=3_285_000)), "approve", "10\\*\\*9"),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(), "deny", "goes with an approval"),
         (treasury(grantable=["transfer_money"], quorum={"transfer_money": 2}), Grant(), "approve", "several"),
     ],
@@ -849,6 +851,13 @@ def test_policies_that_cannot_work_are_refused_when_defined():
         build(policy=treasury(quorum={"transfer_money": 4}))
     with pytest.raises(DefinitionError, match="give it a ttl"):
         ApprovalPolicy(escalation={"deploy": [Escalation(to=["leads"], ttl=timedelta(hours=1))]})
+    for endless in (timedelta.max, timedelta(days=365 * 9000)):  # no date is that far ahead (found by a probe)
+        with pytest.raises(DefinitionError, match=r"ttl\[.*at most 10\*\*9 seconds"):
+            ApprovalPolicy(ttl=endless)
+        with pytest.raises(DefinitionError, match=r"grantable\[.*at most 10\*\*9 seconds"):
+            ApprovalPolicy(grantable={"transfer_money": endless})
+        with pytest.raises(DefinitionError, match=r"Escalation.ttl must be a positive timedelta of at most"):
+            Escalation(to=["leads"], ttl=endless)
     with pytest.raises(DefinitionError):
         ApprovalPolicy(quorum={"deploy": 0})
     with pytest.raises(DefinitionError):

@@ -1,6 +1,7 @@
 """Every answer is audited (who, when, through what, what was decided); an expired pause cannot be
 answered and is resolved by the agent's expiry policy."""
 
+import functools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -196,6 +197,10 @@ def test_an_expiry_policy_that_cannot_decide_at_once_is_refused_when_the_agent_i
     async def later(interrupt):
         return {"denied": True}
 
-    for policy in (later, "deny"):
+    class Later:  # an object whose __call__ is async (found by a probe: taken, then never awaited)
+        async def __call__(self, interrupt):
+            return {"denied": True}
+
+    for policy in (later, functools.partial(later), Later(), "deny"):
         with pytest.raises(DefinitionError, match="on_expiry must be a plain function"):
             expiring_agent(store, [], FakeClock(), on_expiry=policy)

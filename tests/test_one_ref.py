@@ -134,13 +134,17 @@ async def test_a_restart_that_pauses_again_keeps_the_ref_and_refuses_the_old_ans
     with pytest.raises(AlreadyResolved) as refused:
         await chat.resume(restart=[first.restart(resumed_metadata={"ok": True})])
     assert refused.value.details["ref"] == first.ref and "paused again" in refused.value.message
+    # ...and names the pause to answer now (found by a probe: only the answered one's id was given)
+    assert refused.value.details["pause_id"] == first.pause_id
+    assert refused.value.details["live_pause_id"] == second.pause_id and second.pause_id in refused.value.message
     assert ledger == []
     # ...an answer by the bare ref answers the live pause, once
     bare = ToolRestart(first.ref, "guarded", resumed_metadata={"ok": True})
     res = await chat.resume(restart=[bare])
     assert res.text == "done" and ledger == ["guarded:x"]
-    with pytest.raises(AlreadyResolved):
+    with pytest.raises(AlreadyResolved) as again:
         await chat.resume(restart=[bare])
+    assert "live_pause_id" not in again.value.details
     trail = [e for e in await chat.audit_trail() if e.decision != "message"]
     assert [(e.ref, e.pause_id) for e in trail] == [(first.ref, first.pause_id), (first.ref, second.pause_id)]
 

@@ -14,6 +14,7 @@ from pausepoint import (
     ModelRequest,
     Pausepoint,
     TextPart,
+    Tool,
     ToolResultChunk,
     ToolRunContext,
 )
@@ -105,11 +106,33 @@ def test_bad_definitions_are_refused():
     for bad in (0, -0.5, float("nan"), "1", True, None):
         with pytest.raises(DefinitionError, match="abort_poll must be a positive number of seconds"):
             ai.define_agent(name="e", model=ScriptedModel([]), abort_poll=bad)  # type: ignore[arg-type]
-    for ttl in (-5, 0, timedelta(0), "60"):
-        with pytest.raises(DefinitionError, match="ttl must be a positive"):
+    # Nor a time-to-live that no date is that far ahead of (found by a probe: 9,000 years was
+    # taken, then the turn raised OverflowError with a sibling call run and the session stuck).
+    for ttl in (-5, 0, timedelta(0), "60", True, float("nan"), float("inf"), 1e12, timedelta(days=365 * 9000)):
+        with pytest.raises(DefinitionError, match=r"ttl must be a positive timedelta of at most 10\*\*9 seconds"):
             ai.define_interrupt("ask", input_schema=Question, ttl=ttl)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="ttl must be a positive"):
+        with pytest.raises(ValueError, match=r"ttl must be a positive timedelta of at most 10\*\*9 seconds"):
             Interrupt(ttl=ttl)  # type: ignore[arg-type]
+    assert Interrupt(ttl=10**9).ttl == timedelta(seconds=10**9)
+
+
+async def test_a_callable_object_is_a_tool_its_async_call_awaited():
+    """Found by a probe: an object with an async ``__call__`` was run in a thread, its coroutine
+    never awaited; one without a name= raised AttributeError."""
+
+    class Doubler:
+        async def __call__(self, given: Question) -> str:
+            await asyncio.sleep(0)
+            return given.question * 2
+
+    with pytest.raises(DefinitionError, match="a callable object has no name of its own: give it name="):
+        Tool(Doubler())
+    with pytest.raises(DefinitionError, match="a tool wraps a function, not 5"):
+        Tool(5)  # type: ignore[arg-type]
+    model = ScriptedModel([[tool_call("double", {"question": "ab"})], "done"])
+    agent = Pausepoint().define_agent(name="a", model=model, tools=[Tool(Doubler(), name="double")])
+    assert (await agent.chat().send("go")).text == "done"
+    assert last_tool_results(model.requests[-1]) == {"double": "abab"}
 
 
 async def test_sync_tools_run_off_the_event_loop_and_get_context():

@@ -146,12 +146,14 @@ def _live(
             raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {expired.isoformat()}", ref=ref)
         decision = "approve" if approving(pause, done) else done.decision  # as the audit trail names it
         by = f" by {done.principal}" if done.principal else ""
-        again = "; the call paused again since: answer its new pause" if state.calls[ref].pause != paused.ref else ""
+        live = state.calls[ref].pause
+        again = f"; the call paused again since: answer its new pause {live!r}" if live != paused.ref else ""
         raise AlreadyResolved(
             f"the pause of {name!r} {ref!r} was already resolved ({decision}{by} at {done.at.isoformat()}){again}",
             ref=ref,
             decision=decision,
             pause_id=paused.ref,
+            **({"live_pause_id": live} if again else {}),
         )
     if paused.turn != state.turn:
         raise StaleInterrupt(

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..content._jsondata import JsonLimits, NotJsonData, json_data
 from ..errors import ApprovalForbidden, InvalidGrant
+from ..session._durations import SAID, duration
 from ..session._grants import Grant
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..session._records import (
@@ -318,8 +319,8 @@ def _grant(
         raise InvalidGrant(f"a grant's uses is a count of at least 1 (or None), not {grant.uses!r}", ref=claim.call_ref)
     limit = policy.grant_limit(target)
     ttl = grant.ttl
-    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
-        raise InvalidGrant(f"a grant's ttl is a positive timedelta, not {ttl!r}", ref=claim.call_ref)
+    if ttl is not None and duration(ttl) is None:
+        raise InvalidGrant(f"a grant's ttl is {SAID}, not {ttl!r}", ref=claim.call_ref)
     if ttl is not None and limit is not None and ttl > limit:
         raise InvalidGrant(f"grants of {target!r} last at most {limit}", ref=claim.call_ref, limit=str(limit))
     return _added(grant, target, bounds, ttl or limit, claim)

@@ -48,6 +48,7 @@ from datetime import timedelta
 from typing import Any, Literal, TypeAlias
 
 from ..errors import AlreadyApproved, ApprovalForbidden, DecisionNotAllowed, DefinitionError
+from ..session._durations import SAID, duration
 from ..session._records import ApprovalRequest, EscalationStep
 from ..tools._tool import Check, Tool, ToolRunContext, call_check
 
@@ -157,8 +158,8 @@ class Escalation:
         object.__setattr__(self, "to", _names(self.to, "Escalation.to"))
         if not self.to:
             raise DefinitionError("Escalation.to names at least one role")
-        if not isinstance(self.ttl, timedelta) or self.ttl <= timedelta(0):
-            raise DefinitionError("Escalation.ttl must be a positive timedelta")
+        if duration(self.ttl) is None:
+            raise DefinitionError(f"Escalation.ttl must be {SAID}, not {self.ttl!r}")
 
 
 Members: TypeAlias = "Mapping[str, Collection[str]] | Callable[[str], Collection[str]]"
@@ -216,12 +217,9 @@ class ApprovalPolicy:
         if not isinstance(grantable, Mapping):
             grantable = dict.fromkeys(_names(grantable, "grantable") or ())
         self.grantable: dict[str, timedelta | None] = _per_tool(
-            grantable, "grantable", lambda t: t is None or (isinstance(t, timedelta) and t > timedelta(0)),
-            "a positive timedelta or None",
+            grantable, "grantable", lambda t: t is None or duration(t) is not None, f"{SAID}, or None",
         )  # fmt: skip
-        self.ttl: dict[str, timedelta] = _per_tool(
-            ttl, "ttl", lambda t: isinstance(t, timedelta) and t > timedelta(0), "a positive timedelta"
-        )
+        self.ttl: dict[str, timedelta] = _per_tool(ttl, "ttl", lambda t: duration(t) is not None, SAID)
         if escalation is not None and not isinstance(escalation, Mapping):
             escalation = {ANY: escalation}
         self.escalation: dict[str, tuple[Escalation, ...]] = {}

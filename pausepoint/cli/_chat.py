@@ -8,8 +8,9 @@ import getpass
 import re
 from typing import Any
 
-from ..errors import SessionNotFound, StoreError
+from ..errors import InvalidSessionId, SessionNotFound, StoreError
 from ..runtime._agent import Agent
+from ..runtime._calls import check_session_id
 from ..stores import SqliteSessionStore
 from ._errors import CliError
 from ._store_url import FORMS, open_store, parse_store
@@ -59,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
     if args.principal is not None and not args.principal.strip():
         raise CliError("--principal names who you are: it cannot be empty")
     principal = args.principal or _user()
+    if args.session is not None:
+        try:
+            check_session_id(args.session)  # else "no session" would hide why none can have that id
+        except InvalidSessionId as exc:
+            raise CliError(str(exc)) from None
     prepare_model(agent)
     terminal = TerminalChat(agent, session_id=args.session, principal=principal)
     try:

@@ -9,7 +9,6 @@ locks, checkpoint writes, background tasks, detached turns running here — is a
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -24,7 +23,7 @@ from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
 from ..stores import SessionStore, SessionSummary
 from ..tools._display import PauseView, expiry_note, render
-from ..tools._tool import Tool
+from ..tools._tool import Tool, is_async_callable
 from ..turn._events import EVENT_KINDS
 from ..turn._journal import Appender
 from ..turn._telemetry import Telemetry
@@ -287,7 +286,7 @@ class Agent:
 def _expiry_policy(agent: str, policy: ExpiryPolicy) -> ExpiryPolicy:
     """``policy``, a plain function of the expired interrupt; ``DefinitionError`` for anything
     else (an async one included: it decides as the pause is settled)."""
-    if not callable(policy) or inspect.iscoroutinefunction(policy):
+    if not callable(policy) or is_async_callable(policy):
         raise DefinitionError(
             f"agent {agent!r}: on_expiry must be a plain function of the expired interrupt (not async: it "
             f"decides as the pause is settled), not {policy!r}"

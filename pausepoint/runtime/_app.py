@@ -16,6 +16,7 @@ from ..content._jsondata import JsonLimits
 from ..content._messages import TextPart
 from ..errors import DefinitionError, ModelNotFound
 from ..models._model import FunctionModel, Model, ModelFunction, Plugin
+from ..session._durations import SAID, duration
 from ..session._grants import Grant
 from ..stores import InMemorySessionStore, SessionStore
 from ..tools._display import PauseDisplay
@@ -184,11 +185,9 @@ class Pausepoint:
                 f"interrupt {name!r}: output_schema must be a type (a pydantic model class, say: what "
                 "respond() output is validated as), not a dict; a JSON schema dict is not taken"
             )
-        signal_ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
-        if signal_ttl is not None and (not isinstance(signal_ttl, timedelta) or signal_ttl <= timedelta(0)):
-            raise DefinitionError(
-                f"interrupt {name!r}: ttl must be a positive timedelta or number of seconds, not {ttl!r}"
-            )
+        signal_ttl = None if ttl is None else duration(ttl, seconds=True)
+        if ttl is not None and signal_ttl is None:
+            raise DefinitionError(f"interrupt {name!r}: ttl must be {SAID}, or that many seconds; not {ttl!r}")
 
         async def pause(_input: BaseModel) -> None:
             raise Interrupt(ttl=signal_ttl)

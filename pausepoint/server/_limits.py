@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from ..errors import HistoryTooLong, InvalidRequest, RequestTooLarge
+from ..errors import DefinitionError, HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
 from ._params import ascii_int
 
@@ -52,6 +52,12 @@ class Limits:
     max_history: int = 10_000
     #: the most sessions one listing returns
     max_page: int = MAX_PAGE
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_message_bytes", "max_history", "max_page"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise DefinitionError(f"Limits.{name} must be a whole number of at least 1, not {value!r}")
 
 
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from datetime import timedelta
 
 from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
+from ..session._durations import SAID, duration
 from ._feed import stores_of
 
 __all__ = ["EventRetention"]
@@ -36,8 +37,8 @@ _MOST_SPACING = 3600.0
 
 class EventRetention:
     def __init__(self, ai: Pausepoint, keep: timedelta | None) -> None:
-        if keep is not None and (not isinstance(keep, timedelta) or keep <= timedelta(0)):
-            raise DefinitionError(f"keep_events must be a positive timedelta (or None: keep every event), not {keep!r}")
+        if keep is not None and duration(keep) is None:
+            raise DefinitionError(f"keep_events must be {SAID} (or None: keep every event), not {keep!r}")
         self._ai = ai
         self.keep = keep
         self._task: asyncio.Task[None] | None = None

@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import json
 import threading
+import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,10 +25,20 @@ from pydantic_core import to_jsonable_python
 from ..content._jsondata import json_data
 from ..errors import DefinitionError
 from ..models._model import ToolDefinition
+from ..session._durations import SAID, duration
 from ..session._grants import Grant
 from ._display import PauseDisplay, PauseView, check_display, render
 
-__all__ = ["Check", "Interrupt", "Tool", "ToolRunContext", "call_check", "fingerprint_of", "jsonable"]
+__all__ = [
+    "Check",
+    "Interrupt",
+    "Tool",
+    "ToolRunContext",
+    "call_check",
+    "fingerprint_of",
+    "is_async_callable",
+    "jsonable",
+]
 
 #: A predicate of a call: ``(input)`` or ``(input, ctx)``, sync or async, ``input`` validated.
 Check: TypeAlias = Callable[..., "bool | Awaitable[bool]"]
@@ -51,9 +63,18 @@ class Interrupt(Exception):
                 raise TypeError(f"Interrupt metadata must be a JSON object; a {shown} is not one")
         super().__init__("tool call paused")
         self.metadata: dict[str, Any] | None = metadata
-        self.ttl = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
-        if self.ttl is not None and (not isinstance(self.ttl, timedelta) or self.ttl <= timedelta(0)):
-            raise ValueError(f"Interrupt ttl must be a positive timedelta or number of seconds, not {ttl!r}")
+        self.ttl = None if ttl is None else duration(ttl, seconds=True)
+        if ttl is not None and self.ttl is None:
+            raise ValueError(f"Interrupt ttl must be {SAID}, or that many seconds; not {ttl!r}")
+
+
+def is_async_callable(fn: object) -> bool:
+    """Whether calling ``fn`` gives a coroutine: an ``async def`` (through ``functools.partial``
+    too), or an object whose class's ``__call__`` is one."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = None if inspect.isroutine(fn) else inspect.getattr_static(type(fn), "__call__", None)
+    return inspect.iscoroutinefunction(call)
 
 
 class Resumed(Enum):
@@ -160,6 +181,12 @@ class Tool:
         requires_approval: bool | Check = False,
         approves: Callable[[Any], Grant | None] | None = None,
     ) -> None:
+        if not callable(fn):
+            raise DefinitionError(f"a tool wraps a function, not {fn!r}")
+        if _callable_object(fn):
+            if not name:
+                raise DefinitionError(f"tool {fn!r}: a callable object has no name of its own: give it name=")
+            fn = types.MethodType(type(fn).__call__, fn)  # a callable object: what it calls is its __call__
         self.fn = fn
         self.name = name or fn.__name__
         self.description = description if description is not None else inspect.cleandoc(fn.__doc__ or "")
@@ -198,7 +225,7 @@ class Tool:
             raise DefinitionError(f"tool {self.name!r}: approves= is a function of an interrupt's input")
         #: for an interrupt: the grant a yes to it gives (the call it asked about)
         self.approves = approves
-        self._is_async = inspect.iscoroutinefunction(fn)
+        self._is_async = is_async_callable(fn)
 
     def __repr__(self) -> str:
         return f"<Tool {self.name}>"
@@ -245,6 +272,12 @@ class Tool:
         else:
             result = await asyncio.to_thread(self.fn, *args, **kwargs)
         return result
+
+
+def _callable_object(fn: object) -> bool:
+    """Whether ``fn`` is an object called through its class's ``__call__`` (not a function,
+    method or ``functools.partial``)."""
+    return not inspect.isroutine(fn) and not isinstance(fn, functools.partial)
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pexpect
+import pytest
 
 from examples import banking
 from pausepoint.stores import SqliteSessionStore
@@ -224,9 +225,17 @@ def test_a_session_kept_in_memory_is_not_offered_to_be_continued(tmp_path):
     assert "continue it with --session" in said["sqlite"]
 
 
-def test_an_unknown_session_is_a_clear_error(tmp_path):
+@pytest.mark.parametrize(
+    ("session", "said"),
+    [
+        ("nope", "no session 'nope'"),
+        # One no session can have: why (found by a probe: "no session", as for an unknown one).
+        ("bad/id", "session id 'bad/id' is not valid: 1 to 128 characters, letters, digits and . _ : @ -"),
+    ],
+)
+def test_an_unknown_or_invalid_session_is_a_clear_error(tmp_path, session, said):
     done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "x.db"), "--session", "nope"],
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "x.db"), "--session", session],
         input="",
         capture_output=True,
         text=True,
@@ -235,7 +244,7 @@ def test_an_unknown_session_is_a_clear_error(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2
-    assert "pausepoint chat: error: no session 'nope'" in done.stderr
+    assert f"pausepoint chat: error: {said}" in done.stderr
 
 
 def _quit(child: pexpect.spawn) -> str:

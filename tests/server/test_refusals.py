@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from pausepoint.errors import DefinitionError
 from pausepoint.server import Limits
 from tests.server.conftest import ALICE, BOB
 from tests.server.harness import build_app, serve_in_thread
@@ -246,3 +247,12 @@ async def test_a_listing_without_a_limit_is_a_page_of_at_most_max_page(tmp_path,
         assert_error(await http.get(sessions + "?limit=4", headers=ALICE), 400, "invalid_request")
         later = await http.get(sessions + "?offset=3", headers=ALICE)
         assert len(later.json()["sessions"]) == 2
+
+
+@pytest.mark.parametrize("field", ["max_body_bytes", "max_message_bytes", "max_history", "max_page"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "100"])
+def test_limits_that_cannot_work_are_refused_when_made(field, value):
+    """As the config file's [limits] refuses them (found by a probe: max_page=0 was taken, and
+    every listing was then empty)."""
+    with pytest.raises(DefinitionError, match=f"Limits.{field} must be a whole number of at least 1"):
+        Limits(**{field: value})
