@@ -41,13 +41,13 @@ from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
 from .content._jsondata import NotJsonData, json_data
 from .content._messages import MediaPart, Message, Part, TextPart
-from .runtime._calls import check_session_id
 from .session._grants import Grant, GrantInfo
+from .session._ids import check_session_id
 from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart, answers_given
 from .session._json import AUDIT, GRANTS, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from .session._response import AgentResponse
 from .stores import SessionSummary
-from .turn._streaming import CHUNK, Emit, TurnEndChunk, TurnStream
+from .turn._streaming import CHUNK, Emit, InterruptChunk, TurnEndChunk, TurnStream
 
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
 
@@ -144,11 +144,14 @@ class Client:
     ) -> AgentResponse:
         """A streamed turn: chunks go to ``emit``; returns the final response.
 
-        Retried (as ``retry`` allows) only while nothing has been received; a resume whose
-        stream breaks later is completed by asking again with its idempotency key.
+        Retried (as ``retry`` allows) only while nothing has been received; a turn whose
+        stream breaks later is completed by asking again with its idempotency key: its
+        ``turn_end`` then comes after an ``interrupt`` chunk for each open pause the broken
+        stream had not marked (``_unmarked``).
         """
         payload = _encoded(body)
         received = False
+        marked: set[str] = set()  # the refs of the interrupt chunks emitted
 
         async def attempt() -> AgentResponse:
             nonlocal received
@@ -163,7 +166,10 @@ class Client:
                     async for name, data in _sse(_lines(reply.aiter_text())):
                         received = True
                         if name == "chunk":
-                            emit(CHUNK.validate_python(data))
+                            item = CHUNK.validate_python(data)
+                            if isinstance(item, InterruptChunk):
+                                marked.add(item.interrupt.ref)
+                            emit(item)
                         elif name == "response":
                             return RESPONSE.validate_python(data)
                         elif name == "error":
@@ -179,6 +185,8 @@ class Client:
             except core_errors.PausepointError as error:
                 raise _Final(error) from error
             response = RESPONSE.validate_python(body_json)
+            for unmarked in _unmarked(response, marked):
+                emit(unmarked)
             emit(TurnEndChunk(response))
             return response
 
@@ -227,6 +235,13 @@ class RemoteAgent:
 
 
 _JSON = {"Content-Type": "application/json"}
+
+
+def _unmarked(response: AgentResponse, marked: set[str]) -> list[InterruptChunk]:
+    """``interrupt`` chunks for the response's open pauses whose chunk a broken stream did not
+    bring, so that a consumer acting on them sees every pause before the turn ends. (The text,
+    requests and results the break cut off are not made up again: the history holds them.)"""
+    return [InterruptChunk(i, i.ref) for i in response.interrupts if i.ref not in marked]
 
 
 def _encoded(body: BaseModel) -> bytes:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from pausepoint import AgentFinishReason, ToolResponse
-from pausepoint.errors import ModelError, NothingToResume, PendingInterrupts
+from pausepoint.errors import ConcurrentUpdate, ModelError, NothingToResume, PendingInterrupts
 from pausepoint.testing import tool_call
 
 from .helpers import approvals_agent, version
@@ -269,6 +269,47 @@ async def test_a_create_only_chat_never_continues_a_session_it_did_not_create(st
     assert sorted(type(o).__name__ for o in outcomes) == ["AgentResponse", "ConcurrentUpdate"]
     [lost] = [o for o in outcomes if isinstance(o, Exception)]
     assert lost.code == "concurrent_update" and "send again" in str(lost)
+
+
+async def test_a_keyed_first_send_sent_again_while_its_turn_runs_gets_the_first_outcome(store):
+    """Found by a probe: the retry of a session's first message under its key, while that turn
+    ran, waited for it and then got ConcurrentUpdate; a later message's retry got the outcome."""
+    from pausepoint import Chat
+
+    agent, model = approvals_agent(store, ["first", "never"])
+    twins = [Chat(agent, "keyed", "carol", new=True).send("mine", idempotency_key="k1") for _ in range(2)]
+    first, again = await asyncio.gather(*twins)
+    assert first == again and first.text == "first"
+    assert model.remaining == 1  # the model was asked once
+    assert [m.text for m in await agent.chat("keyed").history()] == ["mine", "first"]
+
+
+async def test_a_keyed_first_send_taken_by_another_process_meanwhile_gets_its_outcome(tmp_path):
+    """The same across processes: the one whose append finds the session made (by the same
+    caller, under the same key) replays that outcome instead of ConcurrentUpdate."""
+    from pausepoint import Chat
+    from pausepoint.stores import SqliteSessionStore
+
+    from .test_detach import SlowModel, slow_agent
+
+    held, quick = SlowModel(["wait"]), SlowModel(["made elsewhere"])
+    here = slow_agent(SqliteSessionStore(tmp_path / "s.db"), held, [])
+    there = slow_agent(SqliteSessionStore(tmp_path / "s.db"), quick, [])
+    waiting = asyncio.create_task(Chat(here, "keyed", "carol", new=True).send("mine", idempotency_key="k1"))
+    await held.started.wait()  # its model is asked, nothing written yet
+    made = await Chat(there, "keyed", "carol", new=True).send("mine", idempotency_key="k1")
+    held.gate.set()
+    assert await waiting == made and made.text == "made elsewhere"
+    assert [m.text for m in await there.chat("keyed").history()] == ["mine", "made elsewhere"]
+    # Unkeyed, or another caller's: refused as before.
+    other = asyncio.create_task(Chat(here, "twice", "carol", new=True).send("one"))
+    held.steps.append("wait")
+    held.gate.clear()
+    quick.steps.append("two")
+    await Chat(there, "twice", "carol", new=True).send("two")
+    held.gate.set()
+    with pytest.raises(ConcurrentUpdate, match="send again"):
+        await other
 
 
 async def test_the_tool_requests_of_one_model_turn_run_concurrently(store):

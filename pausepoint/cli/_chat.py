@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import InvalidSessionId, SessionNotFound, StoreError
 from ..runtime._agent import Agent
-from ..runtime._calls import check_session_id
+from ..session._ids import check_session_id
 from ..stores import SqliteSessionStore
 from ._errors import CliError
 from ._store_url import FORMS, open_store, parse_store

@@ -9,7 +9,6 @@ directly. What it needs of its agent is a ``SessionHost`` (an ``Agent`` is one).
 from __future__ import annotations
 
 import functools
-import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
@@ -27,7 +26,6 @@ from ..errors import (
     IdempotencyKeyReused,
     InvalidAnswer,
     InvalidMessage,
-    InvalidSessionId,
     NothingToResume,
     PausepointError,
     PendingInterrupts,
@@ -37,6 +35,7 @@ from ..errors import (
     VersionConflict,
 )
 from ..session._grants import Grant, GrantInfo
+from ..session._ids import check_session_id
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._records import (
     CallAnswered,
@@ -57,12 +56,11 @@ from ._busy import abandoned_calls, check_free, check_model_free, end_lost_turn
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
-__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref", "check_session_id"]
+__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
 
 _CLAIM_ATTEMPTS = 20
 
 # A caller-chosen session id: safe in a URL path and on a command line (no leading "-" or ".").
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 T = TypeVar("T")
 
@@ -209,7 +207,7 @@ class SessionCalls:
 
             return await launch.run(turn, body)
 
-        return await self.locked(op, operation="send", creating=True)
+        return await self.locked(op, operation="send", creating=True, keyed=key is not None)
 
     async def resume_turn(
         self,
@@ -366,7 +364,9 @@ class SessionCalls:
             began=agent.clock(),
         )
 
-    async def locked(self, op: Callable[[SessionState], Awaitable[T]], *, operation: str, creating: bool = False) -> T:
+    async def locked(
+        self, op: Callable[[SessionState], Awaitable[T]], *, operation: str, creating: bool = False, keyed: bool = False
+    ) -> T:
         running = self.agent.sessions.running(self.session_id)
         if running is not None:  # a detached turn holds the session here: say so rather than wait
             raise TurnInProgress(
@@ -374,11 +374,14 @@ class SessionCalls:
                 turn_id=running.turn_id,
             )
         with self.agent.telemetry.turn(self.agent.name, self.session_id, operation) as traced:
-            result = await self._locked_op(op, creating)
+            result = await self._locked_op(op, creating, keyed)
             traced.done(result)
             return result
 
-    async def _locked_op(self, op: Callable[[SessionState], Awaitable[T]], creating: bool) -> T:
+    async def _locked_op(self, op: Callable[[SessionState], Awaitable[T]], creating: bool, keyed: bool) -> T:
+        """``op`` on the session's state under its lock. A keyed first send finding the session
+        made meanwhile by its caller (a retry of a first send) reads it: ``op`` replays the first
+        one's outcome; any other first send finding the id taken is refused (``_taken``)."""
         sessions = self.agent.sessions
         async with sessions.lock(self.session_id):
             sessions.stopped.begin(self.session_id)
@@ -386,7 +389,10 @@ class SessionCalls:
                 # A new session: nothing to read. If the id was taken meanwhile, the
                 # conditional append at version 0 fails.
                 if self._create_only and (taken := await self.agent.store.get_summary(self.session_id)) is not None:
-                    raise self._taken(taken)
+                    if not (keyed and self._mine(taken)):
+                        raise self._taken(taken)
+                    self._is_new = self._create_only = False
+                    return await self._locked_run(op, await sessions.refresh(self.session_id))
                 state = SessionState(self.session_id)
             elif creating:
                 try:
@@ -399,30 +405,45 @@ class SessionCalls:
             else:
                 state = await sessions.refresh(self.session_id)
             try:
-                result = await op(state)
-            except BaseException as exc:
-                sessions.stopped.ended(self.session_id, failed=True)
-                self._is_new = False  # it may have written the session: the next call reads the store
-                cached = sessions.cached(self.session_id)
-                if cached is not None and cached.version != cached.durable_version:
-                    sessions.forget(self.session_id)
-                if isinstance(exc, ConcurrentUpdate) and self._create_only and state.durable_version == 0:
-                    raise self._taken(await self.agent.store.get_summary(self.session_id)) from None
-                raise
-            sessions.stopped.ended(self.session_id, failed=False)
-            self._is_new = self._create_only = self._fresh = False
-            return result
+                return await self._locked_run(op, state)
+            except ConcurrentUpdate:
+                if not (self._create_only and state.durable_version == 0):
+                    raise
+                taken = await self.agent.store.get_summary(self.session_id)
+                if not (keyed and self._mine(taken)):
+                    raise self._taken(taken) from None
+                self._create_only = False  # made by another process meanwhile: replayed from it
+                return await self._locked_run(op, await sessions.refresh(self.session_id))
+
+    async def _locked_run(self, op: Callable[[SessionState], Awaitable[T]], state: SessionState) -> T:
+        sessions = self.agent.sessions
+        try:
+            result = await op(state)
+        except BaseException:
+            sessions.stopped.ended(self.session_id, failed=True)
+            self._is_new = False  # it may have written the session: the next call reads the store
+            cached = sessions.cached(self.session_id)
+            if cached is not None and cached.version != cached.durable_version:
+                sessions.forget(self.session_id)
+            raise
+        sessions.stopped.ended(self.session_id, failed=False)
+        self._is_new = self._create_only = self._fresh = False
+        return result
+
+    def _mine(self, found: SessionSummary | None) -> bool:
+        """Whether ``found``, a session made meanwhile, is this caller's: its agent, owner and tenant."""
+        return (
+            found is not None
+            and self.principal is not None
+            and (found.agent, found.owner, found.tenant) == (self.agent.name, self.principal, self.tenant)
+        )
 
     def _taken(self, found: SessionSummary | None) -> PausepointError:
         """The error for a new session whose id was taken meanwhile (``found``: its summary): to
         this caller it is a session it cannot see — unless another request of the same caller
-        created it (two first sends at once, a retry): then it is theirs, and sending again
-        continues it."""
-        if (
-            found is not None
-            and self.principal is not None
-            and (found.agent, found.owner, found.tenant) == (self.agent.name, self.principal, self.tenant)
-        ):
+        created it (two first sends at once): then it is theirs, and sending again continues
+        it."""
+        if self._mine(found):
             return ConcurrentUpdate(
                 f"session {self.session_id!r} was just created by another request of yours: send again to continue it",
                 session_id=self.session_id,
@@ -577,13 +598,3 @@ def answer_by_ref(
         )
     return chat.resume_turn((), (), metadata, idempotency_key, principal, via, None, by_ref=by_ref)
 
-
-def check_session_id(session_id: str) -> str:
-    """``session_id`` if a caller may name a new session so; ``InvalidSessionId`` otherwise."""
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
-        raise InvalidSessionId(
-            f"session id {session_id!r} is not valid: 1 to 128 characters, letters, digits and . _ : @ -, "
-            "starting with a letter or a digit",
-            session_id=session_id if isinstance(session_id, str) else repr(session_id),
-        )
-    return session_id

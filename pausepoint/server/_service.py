@@ -23,7 +23,7 @@ from ..content._jsondata import NotJsonData, json_text
 from ..errors import Forbidden, NotFound, SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
-from ..runtime._calls import check_session_id
+from ..session._ids import check_session_id
 from ..stores import SessionStore, SessionSummary
 from ..webhooks import ApprovalLinks, SlackApp
 from ._auth import AccessPolicy, Authenticator, authenticate, current_tenant, qualified

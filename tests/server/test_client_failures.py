@@ -16,13 +16,27 @@ from typing import Literal
 
 import httpx
 import pytest
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
-from pausepoint import AgentResponse, Pausepoint, TextChunk, TextPart, ToolRequestPart, TurnEndChunk
+from pausepoint import (
+    AgentResponse,
+    InterruptChunk,
+    Pausepoint,
+    TextChunk,
+    TextPart,
+    ToolRequestPart,
+    TurnChunk,
+    TurnEndChunk,
+)
 from pausepoint.client import Client
 from pausepoint.errors import InvalidMessage, ServerTimeout, ServerUnreachable, UsageError
-from pausepoint.testing import ScriptedModel
+from pausepoint.testing import ScriptedModel, tool_call
+from pausepoint.turn._streaming import CHUNK
 from tests.models.wire_server import Json, Sse, WireServer, scripted
+
+
+class Question(BaseModel):
+    question: str
 
 
 class Listener:
@@ -228,3 +242,35 @@ async def test_a_send_whose_stream_broke_after_a_chunk_is_completed_by_its_key()
     assert len(first.headers["idempotency-key"]) >= 16
     assert first.path == second.path == f"/v1/agents/bank/sessions/{response.session_id}/messages"
     assert first.body == second.body == {"message": "Hi"}
+
+
+async def paused_stream() -> tuple[AgentResponse, list[TurnChunk]]:
+    """A real turn that pauses two calls: its response and the chunks its stream sent (but
+    the deltas of the calls' arguments)."""
+    ai = Pausepoint()
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Question)
+    model = ScriptedModel([[tool_call("ask", {"question": "a?"}), tool_call("ask", {"question": "b?"})]])
+    agent = ai.define_agent(name="bank", model=model, tools=[ask])
+    stream = agent.chat().send_stream("Hi")
+    chunks = [chunk async for chunk in stream if chunk.kind != "tool_call_delta"]
+    return await stream.response, chunks
+
+
+@pytest.mark.parametrize("before_the_cut", [1, 3])  # the first tool_request; both, and the first pause
+async def test_a_stream_broken_before_its_pauses_were_marked_marks_them_before_its_end(before_the_cut: int) -> None:
+    """Found by a probe: a stream cut before its interrupt chunks was completed with its
+    turn_end alone, so a consumer drawing pauses from those chunks drew none."""
+    response, live = await paused_stream()
+    kinds = [c.kind for c in live]
+    assert kinds == ["tool_request", "tool_request", "interrupt", "interrupt", "turn_end"]
+    sent = [CHUNK.dump_python(c, mode="json") for c in live[:before_the_cut]]
+    broken = Sse([("chunk", chunk) for chunk in sent])  # then the connection closes
+    body = TypeAdapter(AgentResponse).dump_python(response, mode="json")
+    with WireServer(scripted([broken, Json(body)])) as server:
+        async with Client(server.url, retries=2) as client:
+            stream = client.agent("bank").chat(response.session_id).send_stream("Hi")
+            chunks = [chunk async for chunk in stream]
+    marked = [c.interrupt.ref for c in chunks if isinstance(c, InterruptChunk)]
+    assert marked == [i.ref for i in response.interrupts]  # each pause once, in order
+    assert chunks[: len(sent)] == live[: len(sent)] and chunks[-1] == TurnEndChunk(response)
+    assert all(isinstance(c, InterruptChunk) for c in chunks[len(sent) : -1])
