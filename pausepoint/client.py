@@ -245,20 +245,22 @@ def _unmarked(response: AgentResponse, marked: set[str]) -> list[InterruptChunk]
 
 
 def _encoded(body: BaseModel) -> bytes:
-    """``body`` as the JSON a request carries: a field left out is not the same as null, and
-    text goes as ASCII with every other character escaped, lone surrogates too, so that what
-    the server cannot keep is refused by the server with the typed error a local ``Chat``
-    raises (``InvalidMessage``, ``InvalidAnswer``), not by the encoder on the way out."""
+    """``body`` as the JSON a request carries, in UTF-8 (a field left out is not the same as
+    null). What a session cannot keep and JSON text cannot carry as it is — NaN, an infinity, a
+    surrogate code point (lone, or two making what would read back as another character) — is
+    refused here with the typed error a local ``Chat`` raises (``InvalidMessage``,
+    ``InvalidAnswer``), not sent to come back changed."""
     data = body.model_dump(mode="python", exclude_unset=True)
     try:
-        return json.dumps(data, default=to_jsonable_python, separators=(",", ":"), allow_nan=False).encode("ascii")
-    except ValueError:  # NaN or an infinity, which JSON cannot carry: refused here as the server would
-        raise _not_finite(body, data) from None
+        text = json.dumps(data, default=to_jsonable_python, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        return text.encode("utf-8")  # a surrogate code point cannot be: UnicodeEncodeError, a ValueError
+    except ValueError:
+        raise _unkeepable(body, data) from None
 
 
-def _not_finite(body: BaseModel, data: dict[str, Any]) -> core_errors.PausepointError:
-    """The typed error a local ``Chat`` raises for the NaN or infinity in ``body`` (``data``, its
-    dump), found by the check a session makes (``json_data``): ``InvalidMessage`` naming its
+def _unkeepable(body: BaseModel, data: dict[str, Any]) -> core_errors.PausepointError:
+    """The typed error a local ``Chat`` raises for the value in ``body`` (``data``, its dump)
+    JSON cannot carry, found by the check a session makes (``json_data``): ``InvalidMessage`` naming its
     path in the message, else ``InvalidAnswer`` naming its path in the resume (and its answer's
     ``ref``)."""
     if isinstance(body, SendBody):

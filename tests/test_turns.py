@@ -83,6 +83,31 @@ async def test_send_while_paused_is_refused_and_changes_nothing(store):
     assert len(await chat.interrupts()) == 3
 
 
+async def test_pending_interrupts_names_the_pauses_in_the_order_the_model_asked_for_them(store):
+    """As every listing does (found by a probe: a call paused by its approval gate, asked second,
+    came first in the refusal's refs, as it paused first)."""
+    from pausepoint import Pausepoint
+    from pausepoint.testing import ScriptedModel
+
+    from .helpers import Ask
+
+    ai = Pausepoint()
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Ask)
+
+    @ai.tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    model = ScriptedModel([[tool_call("ask", {"question": "?"}), tool_call("pay", {"amount": 5})]])
+    chat = ai.define_agent(name="a", model=model, tools=[ask, pay], store=store).chat()
+    res = await chat.send("go")
+    assert [i.name for i in res.interrupts] == ["ask", "pay"]
+    with pytest.raises(PendingInterrupts) as info:
+        await chat.send("something else")
+    assert info.value.details["refs"] == [i.ref for i in res.interrupts]
+
+
 async def test_cancel_pending_leaves_a_history_the_model_accepts(store):
     agent, model = approvals_agent(store, [*THREE_ASKS[:1], "fresh start"])
     chat = agent.chat()

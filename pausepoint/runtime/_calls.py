@@ -176,7 +176,7 @@ class SessionCalls:
                 journal.add(*handed)
                 await journal.flush(now, rebase=False, durable=False)
             expired = {p.record.ref for p in state.expired(now)}
-            live = [p.record.call_ref for ref, p in state.open.items() if ref not in expired]
+            live = [p.record.call_ref for p in state.open_in_call_order() if p.record.ref not in expired]
             if live:
                 raise PendingInterrupts(
                     f"{len(live)} call(s) are paused in session {self.session_id!r}: "

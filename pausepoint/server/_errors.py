@@ -34,6 +34,7 @@ __all__ = [
     "error_body",
     "error_response",
     "failure_json",
+    "feed_shutting_down",
     "guarded",
     "http_status",
     "shutting_down",
@@ -224,4 +225,12 @@ def shutting_down() -> core.ShuttingDown:
         "the server stopped before it could answer: what the request started may have "
         "ended or not. Send it again with the same Idempotency-Key (a message or an answer "
         "sent so is never applied twice), or read the session first if it had no key"
+    )
+
+
+def feed_shutting_down() -> core.ShuttingDown:
+    """What a feed open when the stopping server cut it short is told (its last event)."""
+    return core.ShuttingDown(
+        "the server stopped: reconnect to the feed (to this server or another) with the last "
+        "event's id as Last-Event-ID to get the events sent since, none missed"
     )

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ..errors import Unauthenticated
-from ._errors import error_body, shutting_down
+from ._errors import error_body, feed_shutting_down
 from ._routes import Operation, header, schema_ref
 from ._service import service_of
 from ._turns import event
@@ -86,8 +86,9 @@ async def feed(request: Request) -> Response:
                 yield b"id: " + event_id.encode() + b"\n" + event(name, data)
         except asyncio.CancelledError:
             # The server is stopping past its grace period: the stream ends with the error a
-            # reply would have been (503 shutting_down), as a turn's stream does (``_turns``).
-            yield event("error", error_body(shutting_down()))
+            # reply would have been (503 shutting_down), as a turn's stream does (``_turns``),
+            # saying how a feed goes on.
+            yield event("error", error_body(feed_shutting_down()))
         finally:
             if pending is not None:
                 pending.cancel()

@@ -28,12 +28,30 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def wants_stream(request: Request) -> bool:
-    if "text/event-stream" in request.headers.get("accept", ""):
+    """Whether the request asks for server-sent events: ``Accept`` names ``text/event-stream``
+    (in any case) with a weight above 0, or the query says ``stream=true``."""
+    accept = request.headers.get("accept", "")
+    if "event-stream" in accept.lower() and _accepts_events(accept):
         return True
     # Most requests have no query string: parse one only when it may name ``stream`` (spelt out,
     # or percent-encoded).
     raw = request.scope["query_string"]
     return (b"stream" in raw or b"%" in raw) and request.query_params.get("stream") == "true"
+
+
+def _accepts_events(accept: str) -> bool:
+    """Whether an ``Accept`` header's media ranges take ``text/event-stream`` (RFC 9110: the
+    type is case-insensitive; ``q=0`` says "not this one")."""
+    for media_range in accept.split(","):
+        kind, *params = (piece.strip() for piece in media_range.split(";"))
+        if kind.lower() != "text/event-stream":
+            continue
+        weights = [p.split("=", 1)[1].strip() for p in params if p.lower().startswith("q=") and "=" in p]
+        try:
+            return not weights or float(weights[0]) > 0
+        except ValueError:  # a weight that is no number: as if none were given
+            return True
+    return False
 
 
 def event(name: str, data: Any) -> bytes:

@@ -142,19 +142,26 @@ async def test_client_errors_are_the_core_types(served):
 
 
 async def test_what_a_session_cannot_keep_is_refused_with_the_local_chats_typed_errors(served):
-    """Lone surrogates reach the server escaped and are refused there, as a local ``Chat``
-    refuses them: never an encoder's error on the way out, nor a key mangled on the way in."""
+    """Surrogate code points are refused as a local ``Chat`` refuses them: never an encoder's
+    error on the way out, nor a key mangled on the way in — nor two of them sent as the escapes
+    of another character, read back changed (found by a probe: "\\ud83d\\ude00" came back as 😀)."""
     async with Client(served.bank, token="alice-token") as client:
         chat = client.agent("bankingAgent").chat()
         with pytest.raises(InvalidMessage):
             await chat.send("hi \ud800")
+        with pytest.raises(InvalidMessage) as paired:
+            await chat.send("hi \ud83d\ude00")
+        assert paired.value.details["rule"] == "unpaired_surrogate"
         [pause] = (await chat.send("Transfer $1 to x.")).interrupts
         with pytest.raises(InvalidAnswer):
             await chat.resume(respond=[pause.respond({"approved": True, "feedback": "\udc00"})])
         with pytest.raises(InvalidAnswer):
             await chat.approve(pause.ref, metadata={"\ud800": 1})
+        with pytest.raises(InvalidAnswer) as paired_answer:
+            await chat.resume(respond=[pause.respond({"approved": True, "feedback": "\ud83d\ude00"})])
+        assert paired_answer.value.details["ref"] == pause.ref
         assert [e.decision for e in await chat.audit_trail()] == ["message"]  # nothing recorded
-        answer = {"approved": True, "feedback": "caf\u00e9 \U0001f600"}  # other text travels escaped, intact
+        answer = {"approved": True, "feedback": "caf\u00e9 \U0001f600"}  # other text travels intact
         assert (await chat.resume(respond=[pause.respond(answer)])).finish_reason == "stop"
         assert [e.output for e in await chat.audit_trail() if e.decision == "respond"] == [answer]
 

@@ -125,3 +125,27 @@ async def test_a_body_with_a_content_coding_is_refused_and_nothing_is_done(bank,
         assert bank.ledger == [] and [i["ref"] for i in after["interrupts"]] == [ref]
         status, _, content = exchange(bank.url, head + b"Content-Encoding: identity\r\n", body)
         assert status == 200 and json.loads(content)["finish_reason"] == "stop" and bank.ledger
+
+
+@pytest.mark.parametrize(
+    ("accept", "streamed"),
+    [
+        ("text/event-stream", True),
+        ("TEXT/Event-Stream", True),  # media types are case-insensitive (RFC 9110)
+        ("application/json;q=0.5, text/event-stream;q=0.9", True),
+        ("text/event-stream;q=0, application/json", False),  # q=0: not acceptable
+        ("text/event-stream; q=0.000", False),
+        ("application/json", False),
+        ("application/x-not-event-stream", False),
+    ],
+)
+async def test_a_turn_streams_exactly_when_accept_takes_event_streams(bank, accept, streamed):
+    """Found by a probe: the header was searched for the lowercase name, so a type in capitals
+    got JSON and one refused with q=0 got a stream, on REST and on the Genkit wire alike."""
+    wire = {"data": {"message": {"role": "user", "content": [{"text": "Hello!"}]}}}
+    async with httpx.AsyncClient(base_url=bank.url + "/bank", timeout=30) as http:
+        for path, body in (("/v1/agents/bankingAgent/sessions", {"message": "Hello!"}), ("/agents/bankingAgent", wire)):
+            reply = await http.post(path, json=body, headers={**ALICE, "Accept": accept})
+            assert reply.status_code == 200, reply.text
+            kind = reply.headers["content-type"].split(";")[0]
+            assert kind == ("text/event-stream" if streamed else "application/json"), (path, accept)

@@ -166,6 +166,8 @@ def test_an_open_feed_ends_with_the_stopping_servers_error(tmp_path: Path):
         assert not follower.is_alive()
         name, data = sse("".join(received))[-1]
         assert name == "error" and data["error"]["code"] == "shutting_down", received
+        # how a feed goes on, not a turn's advice (found by a probe: "send it again with the same key")
+        assert "Last-Event-ID" in data["error"]["message"] and "Idempotency" not in data["error"]["message"]
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0 and "without completing response" not in err, err
     finally:
