@@ -204,3 +204,46 @@ def test_an_expiry_policy_that_cannot_decide_at_once_is_refused_when_the_agent_i
     for policy in (later, functools.partial(later), Later(), "deny"):
         with pytest.raises(DefinitionError, match="on_expiry must be a plain function"):
             expiring_agent(store, [], FakeClock(), on_expiry=policy)
+
+
+async def test_an_escalation_in_the_trail_counts_the_approvals_given_by_then(store):
+    """As its event does (found by a probe: the trail said 0 of 2, the webhook and the feed 1 of 2)."""
+    from pausepoint import ApprovalPolicy, Escalation, Role
+    from tests.approval_apps import MEMBERS, Clock, build
+
+    policy = ApprovalPolicy(
+        roles={"treasury": Role(tools=["transfer_money"]), "leads": Role(tools=["transfer_money"])},
+        members=MEMBERS,
+        quorum={"transfer_money": 2},
+        ttl={"transfer_money": timedelta(minutes=10)},
+        escalation={"transfer_money": [Escalation(to=["treasury", "leads"], ttl=timedelta(hours=1))]},
+    )
+    clock = Clock()
+    agent, _, ledger = build(store, policy, clock=clock)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    await chat.approve(pause.ref, principal="alice")  # 1 of 2
+    clock.advance(timedelta(minutes=11))
+    await agent.settle_expired()
+    await chat.approve(pause.ref, principal="erin")  # 2 of 2, after the escalation
+    trail = [(e.decision, e.principal, e.approvals, e.required) for e in await chat.audit_trail()][1:]
+    assert trail == [("approve", "alice", 1, 2), ("escalate", None, 1, 2), ("approve", "erin", 2, 2)]
+    assert ledger == ["500->savings"]
+
+
+async def test_a_call_short_of_its_quorum_at_expiry_is_denied_saying_how_many_approved(store):
+    """Found by a probe: the model was told "nobody answered" though someone had approved."""
+    from tests.approval_apps import Clock, build, told, treasury
+
+    policy = treasury(quorum={"transfer_money": 2}, ttl={"transfer_money": timedelta(minutes=10)})
+    clock = Clock()
+    agent, model, ledger = build(store, policy, clock=clock)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    await chat.approve(pause.ref, principal="alice")
+    clock.advance(timedelta(minutes=11))
+    await agent.settle_expired()
+    [result] = told(model)
+    deadline = pause.expires_at.isoformat()
+    assert result == {"denied": True, "reason": f"expired: it had 1 of the 2 approvals it needs by {deadline}"}
+    assert ledger == []

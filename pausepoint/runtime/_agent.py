@@ -38,8 +38,13 @@ ExpiryPolicy = Callable[[PendingInterrupt], Any]
 
 
 def deny_on_expiry(interrupt: PendingInterrupt) -> Any:
-    """The default expiry policy: the model sees a denial explaining that nobody answered in time."""
+    """The default expiry policy: the model sees a denial explaining that nobody answered in
+    time — or, for a call short of its quorum, how many approvals it had by then."""
     when = interrupt.expires_at.isoformat() if interrupt.expires_at else "its deadline"
+    approval = interrupt.approval
+    if approval is not None and approval.approved_by:
+        had = f"{len(approval.approved_by)} of the {approval.required} approvals it needs"
+        return {"denied": True, "reason": f"expired: it had {had} by {when}"}
     return {"denied": True, "reason": f"expired: nobody answered before {when}"}
 
 

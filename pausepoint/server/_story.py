@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from ..errors import InvalidLink
 from ..runtime._agent import Agent
 from ..session._interrupts import AuditEntry, PendingInterrupt
-from ..session._state import SessionState
+from ..session._state import Pause, SessionState
 from ..session._views import audit_entry, pending_interrupt
 from ..tools._display import PauseView
 from ._links import Link, LinkState
@@ -73,7 +73,8 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
     if entry is not None:
         if entry.decision == "expire":
             return Standing("expired", shown, view, entry, f"{said} expired unanswered at {moment(entry.at)}.")
-        return Standing("used", shown, view, entry, f"{said} was decided already: {decided(entry)}.")
+        message = f"{said} was decided already: {decided(entry)}{_quorum(pause, entry)}."
+        return Standing("used", shown, view, entry, message)
     if link.expired(now):
         message = f"This link to {said} expired at {moment(link.expires_at)}; open the request from your inbox."
         return Standing("expired", shown, view, None, message)
@@ -82,6 +83,15 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
         return Standing("expired", shown, view, None, message)
     waiting = view.approval.waiting_for if view.approval is not None and view.approval.waiting_for else ""
     return Standing("open", shown, view, None, f"{said} waits for a decision. {waiting}".strip())
+
+
+def _quorum(pause: Pause, entry: AuditEntry) -> str:
+    """Who approved an approval that completed a quorum ("" for any other answer): the last
+    approver alone is not who decided it."""
+    approvers = pause.answer.approvals if pause.answer is not None and entry.decision == "approve" else None
+    if not approvers or len(approvers) < 2:
+        return ""
+    return f" ({len(approvers)} approvals: {', '.join(a.principal for a in approvers)})"
 
 
 def decided(entry: AuditEntry) -> str:

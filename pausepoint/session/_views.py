@@ -174,8 +174,9 @@ def _about_a_pause(record: PauseEscalated | ApprovalGiven | CallAnswered, state:
             **fields,
         )
 
-    if isinstance(record, PauseEscalated):
-        return entry(decision="escalate", principal=None, via="expiry", escalated_to=list(record.to))
+    if isinstance(record, PauseEscalated):  # with the approvals it had by then, as its event says
+        by_then = sum(a.at <= record.at for _, a in paused.approvals) if paused is not None and required else 0
+        return entry(decision="escalate", principal=None, via="expiry", escalated_to=list(record.to), approvals=by_then)
     if isinstance(record, ApprovalGiven):
         counted = 0
         if paused is not None:

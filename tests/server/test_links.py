@@ -264,6 +264,17 @@ async def test_a_link_answered_elsewhere_says_who_decided_through_what(served, h
     assert read["state"] == "used" and "Denied by carol via the API" in read["message"]
 
 
+async def test_a_link_to_a_pause_a_quorum_decided_names_every_approver(served, http):
+    """Found by a probe: it named the last approver alone ("Approved by bob via an approval link")."""
+    session_id, pause, token = await paused(served, http, "Pay $90 to acme")
+    for who in ("alice", "bob"):
+        ok = await http.post(answer_url(served, session_id, pause), json={"link": token}, headers=auth(who))
+        assert ok.status_code == 200, ok.text
+    read = (await http.get(f"{served.base}/v1/links/{token}", headers=auth("carol"))).json()
+    assert read["state"] == "used" and served.ledger == ["pay 90->acme"]
+    assert "Approved by bob via an approval link" in read["message"] and "(2 approvals: alice, bob)" in read["message"]
+
+
 async def test_the_approval_rules_hold_through_a_link(served, http):
     session_id, pause, token = await paused(served, http)
     before = await served.state(http, session_id)
