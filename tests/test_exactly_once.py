@@ -372,3 +372,45 @@ async def test_a_pause_answered_elsewhere_while_its_siblings_run_here_ends_in_on
     assert ran == ["look_up", "pay"]
     assert [m.role for m in await chat.history()] == ["user", "model", "tool", "model"]
     assert (await chat.send("thanks")).finish_reason == AgentFinishReason.STOP  # nothing stuck
+
+
+async def test_keyed_answers_racing_in_two_processes_each_replay_the_turn_they_ended_in(store):
+    """Two calls of one batch pause for approval; two processes approve one each, at once, each
+    under its key. The turn ends once, and a retry of either key gets that end — as its live
+    call did (found by a probe: the key whose process waited for the other's end said "not
+    finished yet" for ever)."""
+    started, release, ran = asyncio.Event(), asyncio.Event(), []
+
+    def bank() -> Agent:
+        ai = Pausepoint()
+
+        @ai.tool(requires_approval=True)
+        async def pay(to: str) -> str:
+            """Pays, the first one slowly."""
+            ran.append(to)
+            if to == "a":
+                started.set()
+                await release.wait()
+            return f"paid {to}"
+
+        def script(request):
+            if request.messages[-1].text == "pay both":
+                return [tool_call("pay", {"to": "a"}), tool_call("pay", {"to": "b"})]
+            return "Paid both."
+
+        return ai.define_agent(name="bank", model=ScriptedModel(script), tools=[pay], store=store)
+
+    here, elsewhere = bank(), bank()
+    chat = here.chat()
+    first, second = (await chat.send("pay both")).interrupts
+    other = elsewhere.chat(chat.session_id)
+    approving_a = asyncio.ensure_future(chat.approve(first.ref, idempotency_key="k-a"))
+    await started.wait()  # a runs here, slowly
+    approving_b = asyncio.ensure_future(other.approve(second.ref, idempotency_key="k-b"))
+    await asyncio.sleep(0.05)
+    release.set()
+    live_a, live_b = await asyncio.wait_for(asyncio.gather(approving_a, approving_b), 30)
+    assert sorted(ran) == ["a", "b"] and live_a.text == live_b.text == "Paid both."
+    assert await here.chat(chat.session_id).approve(first.ref, idempotency_key="k-a") == live_a
+    assert await elsewhere.chat(chat.session_id).approve(second.ref, idempotency_key="k-b") == live_b
+    assert sorted(ran) == ["a", "b"]

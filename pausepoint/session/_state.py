@@ -300,15 +300,14 @@ class SessionState:
             detached.end, detached.end_version = record, self.version
             if self.running_turn is detached:
                 self.running_turn = None
-        if record.idempotency_key is not None:
-            keyed = self.keys[record.idempotency_key]
-            keyed.ended, keyed.ended_version = record, self.version
-            self.unended_keys = _without(self.unended_keys, record.idempotency_key)
-        else:  # an unkeyed end (e.g. recovery after a crash) ends every keyed call still open
-            for key in self.unended_keys:
-                outcome = self.keys[key]
-                outcome.ended, outcome.ended_version = record, self.version
-            self.unended_keys = ()
+        # Every keyed call still open joined this turn: the end is its outcome too — a keyed
+        # answer another process's answer completed the batch of (its call gave this end),
+        # a keyed call a recovery ended.
+        ended = self.unended_keys if record.idempotency_key is None else (*self.unended_keys, record.idempotency_key)
+        for key in ended:
+            outcome = self.keys[key]
+            outcome.ended, outcome.ended_version = record, self.version
+        self.unended_keys = ()
 
     def _decided(self, record: CallDecided) -> None:
         if record.decision == "approve":
