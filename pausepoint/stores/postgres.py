@@ -149,6 +149,7 @@ class PostgresSessionStore:
         }
         self._ready = False
         self._ready_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None  # where its connections were made
 
     @property
     def event_source(self) -> Hashable:
@@ -168,8 +169,27 @@ class PostgresSessionStore:
         except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError) as exc:
             raise StoreError(f"PostgreSQL failed while {action}: {exc}", schema=self.schema) from exc
 
+    def _in_this_loop(self) -> None:
+        """Connections serve the event loop they were made in: in another (a second
+        ``asyncio.run``), a pool of the store's own is made anew — the old one is left to the
+        loop it belongs to — and a pool it was given is refused with ``StoreError``."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        if self._loop is not None:
+            if not self._owns_pool:
+                raise StoreError(
+                    "the asyncpg pool given to this store was made in another event loop: "
+                    "make a pool (and a store) in each event loop that uses one",
+                    schema=self.schema,
+                )
+            self._pool, self._listener = None, None
+            self._ready_lock, self._listen_lock = asyncio.Lock(), asyncio.Lock()
+        self._loop = loop
+
     async def _ready_pool(self) -> asyncpg.Pool:
         """The pool, once the schema is known to be there and of our version."""
+        self._in_this_loop()
         if self._ready and self._pool is not None:
             return self._pool
         async with self._ready_lock:
@@ -369,6 +389,7 @@ class PostgresSessionStore:
         await self._signal.wait(generation, max_wait)
 
     async def _listen(self) -> None:
+        self._in_this_loop()
         if self._listener is not None and not self._listener.is_closed():
             return
         async with self._listen_lock:

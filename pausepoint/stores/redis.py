@@ -140,6 +140,7 @@ class RedisSessionStore:
         prefix: str = "pausepoint:",
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
+        self._url = connection if isinstance(connection, str) else None
         if isinstance(connection, str):
             self._client: aioredis.Redis | None = aioredis.Redis.from_url(connection, decode_responses=False)
             self._owns_client = True
@@ -171,6 +172,7 @@ class RedisSessionStore:
         self._ranges = BlockingLoop("pausepoint-redis-ranges", self._ranges_client, _close_client)
         self._signal = Signal()
         self._subscriber: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # where its connections were made
 
     @property
     def event_source(self) -> Hashable:
@@ -192,8 +194,27 @@ class RedisSessionStore:
         except (RedisError, OSError) as exc:
             raise StoreError(f"Redis failed while {action}: {exc}", prefix=self.prefix) from exc
 
+    def _in_this_loop(self) -> None:
+        """Connections serve the event loop they were made in: in another (a second
+        ``asyncio.run``), a client of the store's own is made anew — the old one is left to the
+        loop it belongs to — and a client it was given is refused with ``StoreError``."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        if self._loop is not None and self._client is not None:
+            if self._url is None:
+                raise StoreError(
+                    "the Redis client given to this store was made in another event loop: "
+                    "make a client (and a store) in each event loop that uses one",
+                    prefix=self.prefix,
+                )
+            self._client = aioredis.Redis.from_url(self._url, decode_responses=False)
+            self._subscriber = None
+        self._loop = loop
+
     async def _ready_client(self) -> aioredis.Redis:
         """The client, once the prefix is known to hold our layout (checked on first use)."""
+        self._in_this_loop()
         if self._client is None:
             raise StoreError("the store is closed")
         if not self._ready:
@@ -403,6 +424,7 @@ class RedisSessionStore:
         await wait_after(self._signal, after, max_wait, self.last_event)
 
     async def _subscribe(self) -> None:
+        self._in_this_loop()
         if self._subscriber is not None and not self._subscriber.done():
             return
         async with self._translated("subscribing to events"):
