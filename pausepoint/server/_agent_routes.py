@@ -19,11 +19,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import ClientStateRefused, InvalidRequest, NotFound
+from ..errors import ClientStateRefused, InvalidRequest, NotFound, StaleSnapshot
 from ..runtime._agent import Agent
 from ..runtime._chat import Chat, DetachedTurn
 from ..runtime._launch import TurnStatus
 from ..session._interrupts import ToolResponse, ToolRestart
+from ..session._state import Pause, SessionState
 from ..stores import SessionSummary
 from . import _genkit as genkit
 from ._auth import current_tenant
@@ -181,7 +182,13 @@ async def _chat_for(
         if key is not None and key in state.keys:
             taken = (p for p in state.pauses.values() if p.answer is not None and p.answer.idempotency_key == key)
             return chat, {p.record.call_ref: p.record.ref for p in taken}
-        check_continuable(state, version, agent.clock(), agent.abandon_after)
+        try:
+            check_continuable(state, version, agent.clock(), agent.abandon_after)
+        except StaleSnapshot:
+            closed = _closed_pauses(state, wire)
+            if closed is None:
+                raise
+            return chat, closed  # the core says why they cannot be answered (as by sessionId)
         seen = {p.record.call_ref: p.record.ref for p in state.open.values()}
         if wire.message is not None:
             check_history(summary, service.limits)
@@ -200,6 +207,24 @@ async def _chat_for(
     if wire.message is not None:
         check_history(summary, service.limits)
     return chat, {}
+
+
+def _closed_pauses(state: SessionState, wire: genkit.GenkitTurn) -> dict[str, str] | None:
+    """For answers sent with a snapshot that is no longer the newest: each call's latest pause,
+    when every call answered has one that was answered or expired since (a second approver, an
+    expiry the server settled) — bound to those, the answers are refused as already answered or
+    expired, what happened, not as a stale snapshot. None otherwise (a message, or a call whose
+    pause is still open: stale it is)."""
+    refs = [a.ref for a in wire.respond] + [a.ref for a in wire.restart]
+    if wire.message is not None or not refs:
+        return None
+    latest: dict[str, Pause] = {}
+    for pause in state.pauses.values():  # in the order they paused: a call's latest last
+        latest[pause.record.call_ref] = pause
+    found = {ref: latest[ref] for ref in refs if ref in latest}
+    if len(found) < len(refs) or any(p.answer is None for p in found.values()):
+        return None
+    return {ref: pause.record.ref for ref, pause in found.items()}
 
 
 async def _may_take(

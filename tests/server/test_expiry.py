@@ -158,3 +158,30 @@ async def test_a_session_that_cannot_be_settled_holds_up_no_other_sessions_or_ag
                     break
                 await asyncio.sleep(0.05)
             assert await pending(client) == [0, 0, 0]
+
+
+async def test_an_answer_on_the_genkit_wire_to_a_pause_the_sweep_settled_says_it_expired():
+    """``remote_agent`` answers with the snapshot id it holds, which the sweep's turn made old:
+    the answer is refused as expired, as by session id and on REST (found by a probe:
+    ``stale_snapshot``, which says nothing of what happened)."""
+    import httpx
+
+    clock = Clock()
+    with serve_in_thread(lambda: expiring_app(clock)) as url:
+        wire = url + "/pp/agents/deployer"
+        async with httpx.AsyncClient(timeout=30, headers={"Authorization": "Bearer alice-token"}) as http:
+            asked = {"data": {"message": {"role": "user", "content": [{"text": "Deploy the release."}]}}}
+            paused = (await http.post(wire, json=asked)).json()["result"]
+            ref = paused["message"]["content"][0]["toolRequest"]["ref"]
+            clock.now += timedelta(minutes=6)
+            session = f"{url}/pp/v1/agents/deployer/sessions/{paused['sessionId']}/interrupts"
+            for _ in range(200):  # the sweep runs every 0.05 s; allow it up to 10 s on a loaded machine
+                if (await http.get(session)).json()["interrupts"] == []:
+                    break
+                await asyncio.sleep(0.05)
+            answer = {"toolResponse": {"ref": ref, "name": "ask", "output": "yes"}}
+            late = await http.post(
+                wire, json={"data": {"resume": {"respond": [answer]}}, "init": {"snapshotId": paused["snapshotId"]}}
+            )
+    assert late.status_code == 409, late.text
+    assert late.json()["error"]["code"] == "interrupt_expired" and "expired at 2026-05-01T12:05:00" in late.text

@@ -374,8 +374,15 @@ async def test_a_keyed_retry_from_the_snapshot_it_answered_gets_the_first_outcom
     message = {"data": user("Hello there."), "init": {"snapshotId": first.json()["result"]["snapshotId"]}}
     said = await http.post(url, json=message, headers={**ALICE, "Idempotency-Key": "wire-m2"})
     assert (await http.post(url, json=message, headers={**ALICE, "Idempotency-Key": "wire-m2"})).json() == said.json()
+    # Without the key, the answer is refused for what happened to its pause — answered already,
+    # as by sessionId — not for the snapshot it names (found by a probe: "stale_snapshot" told a
+    # second approver nothing); a message from that snapshot is stale as ever.
     unkeyed = await http.post(url, json=body, headers=ALICE)
-    assert (unkeyed.status_code, unkeyed.json()["error"]["code"]) == (409, "stale_snapshot")
+    assert (unkeyed.status_code, unkeyed.json()["error"]["code"]) == (409, "already_resolved")
+    assert unkeyed.json()["error"]["status"] == "FAILED_PRECONDITION" and "already resolved" in unkeyed.text
+    stale = await http.post(url, json={"data": user("And?"), "init": {"snapshotId": snap}}, headers=ALICE)
+    assert (stale.status_code, stale.json()["error"]["code"]) == (409, "stale_snapshot")
+    assert served.ledger.count("9->bob") == 1
     other = {"data": user("Something else."), "init": {"snapshotId": snap}}
     reused = await http.post(url, json=other, headers=keyed)
     assert (reused.status_code, reused.json()["error"]["code"]) == (409, "idempotency_key_reused")
