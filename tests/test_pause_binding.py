@@ -46,6 +46,7 @@ async def test_a_stale_approval_by_bare_ref_is_refused_and_names_the_live_pause(
             await answer()
         assert refused.value.code == "pause_changed"
         assert refused.value.details == {"ref": first.ref, "pause_id": live.pause_id}
+        assert "PendingInterrupt.respond/restart carry it" in str(refused.value) and "REST" not in str(refused.value)
         assert live.pause_id in refused.value.message
     # the answer built for the first pause is refused as answered, as before
     with pytest.raises(AlreadyResolved):

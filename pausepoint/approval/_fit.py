@@ -51,7 +51,7 @@ def call_name(state: SessionState, ref: Any) -> str:
     return "" if legacy is None else legacy.record.name
 
 
-def locate(state: SessionState, answer: Answer) -> Pause:
+def locate(state: SessionState, answer: Answer, via: str) -> Pause:
     """The pause ``answer`` names: by the call's ref (its ``pause_id``, or the live pause), or by
     the pause's own ref that logs written before refs were per call showed; a refusal otherwise."""
     ref, name = answer.ref, answer.name
@@ -82,7 +82,7 @@ def locate(state: SessionState, answer: Answer) -> Pause:
         raise NotPaused(f"call {ref!r} of {name!r} is not paused (status: {call.status})", ref=ref)
     pause = state.pauses[call.pause]
     if call.changed and not _binds_itself(answer):
-        raise _changed(pause)
+        raise _changed(pause, via)
     return pause
 
 
@@ -95,13 +95,25 @@ def _binds_itself(answer: Answer) -> bool:
     return answer.replace_input is not None
 
 
-def _changed(pause: Pause) -> PauseChanged:
+#: how an answer names a pause by its id, on each surface (``AnswerContext.via``)
+_BY_PAUSE_ID = {
+    "python": "PendingInterrupt.respond/restart carry it",
+    "http": "pause_id in the request body",
+    "link": "the link to the live pause",
+    "slack": "the live pause's card",
+    "genkit": "answer from the snapshot that shows it",
+    "mcp": "answer_pause's pause_id",
+    "terminal": "the chat asks about the live pause",
+}
+
+
+def _changed(pause: Pause, via: str) -> PauseChanged:
     record = pause.record
+    how = _BY_PAUSE_ID.get(via, _BY_PAUSE_ID["python"])
     return PauseChanged(
         f"call {record.call_ref!r} of {record.name!r} paused again and its live pause shows another input or "
         f"metadata than an earlier one: an answer by the ref alone may be meant for what the earlier pause "
-        f"showed. Answer the live pause by its pause_id {record.ref!r} (PendingInterrupt.respond/restart carry it; "
-        "over REST, pause_id in the body; on the Genkit wire, answer from the snapshot that shows it)",
+        f"showed. Answer the live pause by its pause_id {record.ref!r} ({how})",
         ref=record.call_ref,
         pause_id=record.ref,
     )
@@ -118,7 +130,7 @@ def fit(
     ``ResumeRefused`` that says why it does not fit: the one place that decides. The pause is
     found by identity (``locate``), must be live now (``_live``), and the answer must be one its
     tool takes (``_claim``)."""
-    pause = locate(state, answer)
+    pause = locate(state, answer, ctx.via)
     tool = _live(state, pause, answer, tools, ctx, allow_changed_tools)
     return pause, _claim(state, pause, answer, tool, ctx)
 
@@ -247,7 +259,7 @@ def _edit(state: SessionState, pause: Pause, answer: ToolRestart, tool: Tool, ct
         return None  # the same input again is no edit (Genkit's clients send it that way)
     if not tool.allow_input_edits:
         if not answer.pause_id and state.calls[ref].changed:
-            raise _changed(pause)  # the input an earlier pause showed, not an edit
+            raise _changed(pause, ctx.via)  # the input an earlier pause showed, not an edit
         raise InputEditNotAllowed(
             f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
         )

@@ -41,6 +41,8 @@ async def test_rest_refuses_a_bare_approval_of_a_call_that_paused_again_with_ano
             live["pause_id"],
             first["ref"],
         )
+        # how to name it on this surface (found by a probe: every surface was told all of them)
+        assert "pause_id in the request body" in error["message"] and "Genkit" not in error["message"]
     assert served.executed == []
     assert [p["pause_id"] for p in (await http.get(session, headers=ALICE)).json()["interrupts"]] == [live["pause_id"]]
 
@@ -86,6 +88,7 @@ async def test_the_genkit_wire_binds_answers_to_what_its_snapshot_or_its_input_s
     by_session = {"data": {"resume": {"respond": [answer]}}, "init": {"sessionId": out["sessionId"]}}
     refused = await http.post(url, json=by_session, headers=ALICE)
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "pause_changed"
+    assert "answer from the snapshot that shows it" in refused.json()["error"]["message"]
     # an approval carrying the input it was shown (as Genkit's clients send it) runs that input
     approval = {
         "toolRequest": {**request, "input": {"command": "rm -rf /"}},
