@@ -337,6 +337,36 @@ async def test_a_keyed_first_send_taken_by_another_process_meanwhile_gets_its_ou
         await other
 
 
+async def test_a_keyed_first_send_finding_its_turn_running_elsewhere_waits_for_it(tmp_path):
+    """The other process made the session and runs the turn still (a tool of it): the retry is
+    told it has not finished (ResumeInProgress), never runs the turn itself; once it ends, the
+    retry gets its outcome."""
+    from pausepoint import Chat
+    from pausepoint.errors import ResumeInProgress
+    from pausepoint.stores import SqliteSessionStore
+
+    from .test_detach import SlowModel, slow_agent
+
+    ledger: list[str] = []
+    tool_gate, tool_started = asyncio.Event(), asyncio.Event()
+    held, quick = SlowModel(["wait"]), SlowModel([[tool_call("record", {"n": 1})], "recorded"])
+    here = slow_agent(SqliteSessionStore(tmp_path / "s.db"), held, ledger)
+    there = slow_agent(SqliteSessionStore(tmp_path / "s.db"), quick, ledger, tool_gate=tool_gate,
+                       tool_started=tool_started)  # fmt: skip
+    waiting = asyncio.create_task(Chat(here, "keyed", "carol", new=True).send("mine", idempotency_key="k1"))
+    await held.started.wait()  # asked its model: nothing written yet
+    running = asyncio.create_task(Chat(there, "keyed", "carol", new=True).send("mine", idempotency_key="k1"))
+    await tool_started.wait()  # the session is written there, its tool runs
+    held.gate.set()
+    with pytest.raises(ResumeInProgress):
+        await waiting
+    tool_gate.set()
+    made = await running
+    assert made.text == "recorded" and ledger == ["start:1", "done:1"]
+    assert await Chat(here, "keyed", "carol").send("mine", idempotency_key="k1") == made
+    assert ledger == ["start:1", "done:1"]
+
+
 async def test_the_tool_requests_of_one_model_turn_run_concurrently(store):
     import asyncio
 

@@ -60,8 +60,6 @@ __all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
 
 _CLAIM_ATTEMPTS = 20
 
-# A caller-chosen session id: safe in a URL path and on a command line (no leading "-" or ".").
-
 T = TypeVar("T")
 
 # What a message sent while calls are paused is told to do, in the words of the surface it came
@@ -413,6 +411,7 @@ class SessionCalls:
                 if not (keyed and self._mine(taken)):
                     raise self._taken(taken) from None
                 self._create_only = False  # made by another process meanwhile: replayed from it
+                sessions.stopped.forget(self.session_id)  # its turn runs there, not "nowhere"
                 return await self._locked_run(op, await sessions.refresh(self.session_id))
 
     async def _locked_run(self, op: Callable[[SessionState], Awaitable[T]], state: SessionState) -> T:

@@ -73,6 +73,11 @@ class StoppedCalls:
         while len(self._stopped) > self._kept:
             self._stopped.popitem(last=False)
 
+    def forget(self, session_id: str) -> None:
+        """The call that stopped short on ``session_id`` left nothing: its append was refused
+        (``ConcurrentUpdate``), so the log went on without any of it."""
+        self._stopped.pop(session_id, None)
+
     def left(self, state: SessionState) -> Stopped | None:
         """What a call that stopped short here left in ``state``, if the log is as it left it."""
         found = self._stopped.get(state.session_id)
