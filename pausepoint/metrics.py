@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ._extras import missing_extra
+from .errors import DefinitionError
 
 try:
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -58,6 +59,10 @@ class PrometheusMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         #: the tenants pauses are counted by (None: not by tenant)
         self.tenants = None if tenants is None else frozenset(tenants)
+        for name, label in (("", "sessions of no tenant"), ("other", "every tenant not named")):
+            if self.tenants is not None and name in self.tenants:  # its pauses would be counted with theirs
+                said = f"PrometheusMetrics: tenants: {name!r} is the label of {label}, not a tenant's name"
+                raise DefinitionError(said)
         by = ["tenant"] if self.tenants is not None else []
         r = self.registry
         self.turns = Counter(

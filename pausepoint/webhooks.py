@@ -241,6 +241,11 @@ class ApprovalLinks:
         if not secrets or not all(isinstance(s, str) and len(s) >= 16 for s in secrets):
             raise DefinitionError("ApprovalLinks: each secret must be a string of 16 characters at least")
         url = self.console_url
+        if isinstance(url, str) and re.match(r"https?://[^/?#]*@", url):  # (never shown: it holds a credential)
+            raise DefinitionError(
+                "ApprovalLinks: console_url holds a user name or password, which every link would carry: give "
+                "the console's address without it"
+            )
         if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
             raise DefinitionError(f"ApprovalLinks: console_url must be an http(s) URL without ? or #, not {url!r}")
         if duration(self.ttl) is None:

@@ -995,3 +995,34 @@ async def test_a_grant_revoked_elsewhere_while_a_call_it_approved_runs_leaves_th
     assert [r.output for m in history for r in m.tool_responses] == ["paid 1", "paid 3"]
     later = await chat.send("pay 4")  # revoked: a person decides again
     assert later.finish_reason == AgentFinishReason.INTERRUPTED and paid == [1, 3]
+
+
+def test_an_escalation_nobody_could_approve_is_refused_where_the_members_are_known():
+    """Found by a probe: ``Escalation(to=["tresury"])`` (a typo), a role nobody holds, or one
+    fewer members hold than the quorum were taken, and a pause handed on could only expire.
+    Checked where the members are known: given with the policy, or added later."""
+    ten = timedelta(minutes=10)
+
+    def handed(to: str, roles: dict[str, Role] | None = None, **options: Any) -> ApprovalPolicy:
+        return ApprovalPolicy(
+            roles=roles or {"treasury": Role(tools=["transfer_money"])}, members=MEMBERS, ttl=ten,
+            escalation={"transfer_money": [Escalation(to=[to], ttl=ten)]}, **options,
+        )  # fmt: skip
+
+    with pytest.raises(DefinitionError, match=r"hands it to tresury, but only 0 member\(s\) hold a role there") as typo:
+        build(policy=handed("tresury"))
+    assert "(tresury: a role no approval policy defines and no member holds; roles: treasury)" in str(typo.value)
+    with pytest.raises(DefinitionError, match=r"hands it to sre, but only 0 member\(s\)"):
+        build(policy=handed("sre", {"treasury": Role(tools=["transfer_money"]), "sre": Role(tools=[])}))
+    with pytest.raises(DefinitionError, match=r"hands it to leads, but only 1 member\(s\) .* and it needs 2"):
+        build(policy=handed("leads", quorum={"transfer_money": 2}))
+    build(policy=handed("leads"))  # erin holds leads
+    build(policy=treasury(ttl=ten, escalation=[Escalation(to=["leads"], ttl=ten)]))  # "*": deploy never pauses
+
+    # members not known yet: taken; once added, refused, and the policy is left as it was
+    unknown = ApprovalPolicy(roles={"treasury": Role(tools=["transfer_money"])}, ttl=ten,
+                             escalation={"transfer_money": [Escalation(to=["tresury"], ttl=ten)]})  # fmt: skip
+    agent, _, _ = build(policy=unknown)
+    with pytest.raises(DefinitionError, match="hands it to tresury"):
+        agent.approval_policy = agent.approval_policy.with_members({"alice": ["treasury"]})
+    assert agent.approval_policy.members is None

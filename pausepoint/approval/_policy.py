@@ -42,7 +42,7 @@ answers it alike; who holds a role is read when someone answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeAlias
@@ -51,6 +51,7 @@ from ..errors import AlreadyApproved, ApprovalForbidden, DecisionNotAllowed, Def
 from ..session._durations import SAID, duration
 from ..session._records import ApprovalRequest, EscalationStep
 from ..tools._tool import Check, Tool, ToolRunContext, call_check
+from ._roles import Need, together, unreachable
 
 __all__ = [
     "DECISIONS",
@@ -180,7 +181,8 @@ class ApprovalPolicy:
     """Who must approve which calls, and what decides without a person (see the module docstring).
 
     Raises ``DefinitionError`` for settings that cannot work (a quorum below 1, an escalation
-    without a time-to-live, roles that are not ``Role`` objects, ...).
+    without a time-to-live, roles that are not ``Role`` objects, ...); an agent defined with it,
+    for a quorum or an escalation step's roles fewer known members can approve (``check_members``).
     """
 
     def __init__(
@@ -260,7 +262,41 @@ class ApprovalPolicy:
     def check_tools(self, tools: Mapping[str, Tool], known: Collection[str], agent: str) -> None:
         """``DefinitionError`` for settings naming a tool that does not exist (a typo would make a
         rule that denies or asks never apply), a quorum on a tool whose calls never pause for
-        approval, or a quorum more members than hold the roles that decide it."""
+        approval, or a pause its members could never approve (``check_members``)."""
+        self._check_tool_names(known, agent)
+        for name, required in self.quorum.items():
+            if required > 1 and name in tools and not self._gates(tools[name]):
+                raise DefinitionError(
+                    f"agent {agent!r}: quorum[{name!r}]: a quorum counts approvals of calls paused for "
+                    "approval; give the tool requires_approval=... or a Rule.ask"
+                )
+        self.check_members(tools, agent)
+
+    def check_members(
+        self,
+        tools: Mapping[str, Tool],
+        agent: str,
+        tenants: Mapping[str | None, Mapping[str, Collection[str]]] | None = None,
+    ) -> None:
+        """``DefinitionError`` for a pause of ``tools`` its members could never approve: a quorum
+        more than the members holding a role that may approve it, or an escalation step handing
+        it to roles fewer members hold than its approvals need (a role nobody holds: a typo, or
+        nobody left to ask). ``tenants``: members kept apart, each tenant's (``None``: of no
+        tenant) holding its roles in its own sessions, beside the policy's own members; refused
+        only where no tenant's members reach it. Nothing is checked while the members are not
+        known: none given, or a function of the principal (it may name anyone)."""
+        if callable(self.members) or (self.members is None and not tenants):
+            return
+        own = self.members or {}
+        groups = {tenant: together(own, held) for tenant, held in tenants.items()} if tenants else {None: own}
+        for need in self._needs(tools):
+            counts = {tenant: len(self._approvers(group, need)) for tenant, group in groups.items()}
+            if max(counts.values()) < need.required:
+                held = {role for group in groups.values() for roles in group.values() for role in roles}
+                raise DefinitionError(unreachable(agent, need, counts, held, self.roles))
+
+    def _check_tool_names(self, known: Collection[str], agent: str) -> None:
+        """``DefinitionError`` for a setting naming a tool not in ``known``."""
         named: list[tuple[str, str]] = [(f"rule {r.name!r}", t) for r in self.rules for t in r.tools or ()]
         named += [(f"role {n!r}", t) for n, role in self.roles.items() for t in role.tools]
         for what, table in (("quorum", self.quorum), ("grantable", self.grantable), ("ttl", self.ttl),
@@ -272,26 +308,30 @@ class ApprovalPolicy:
                 raise DefinitionError(
                     f"agent {agent!r}: the approval policy's {what} names {named_tool!r}, which is no tool"
                 )
-        for name, required in self.quorum.items():
-            if required < 2:
-                continue
-            for tool in tools.values() if name == ANY else [tools[name]] if name in tools else []:
-                if tool.pauses_only or not (tool.requires_approval or any(r.tools and tool.name in r.tools
-                                                                          for r in self.rules)):  # fmt: skip
-                    if name != ANY:
-                        raise DefinitionError(
-                            f"agent {agent!r}: quorum[{name!r}]: a quorum counts approvals of calls paused for "
-                            "approval; give the tool requires_approval=... or a Rule.ask"
-                        )
-                    continue
-                deciding = self.roles_deciding(tool.name)
-                # Only a role that may approve counts toward a quorum (one that may only deny does not).
-                eligible = self.eligible(None if deciding is None else sorted(deciding), tool.name, "approve")
-                if eligible is not None and len(eligible) < required:
-                    raise DefinitionError(
-                        f"agent {agent!r}: {tool.name!r} needs {required} approvals, but only "
-                        f"{len(eligible)} member(s) hold a role that may approve it"
-                    )
+
+    def _gates(self, tool: Tool) -> bool:
+        """Whether calls of ``tool`` may be paused for approval (what a quorum and an escalation are of)."""
+        named = any(r.tools and tool.name in r.tools for r in self.rules)
+        return not tool.pauses_only and bool(tool.requires_approval or named)
+
+    def _needs(self, tools: Mapping[str, Tool]) -> Iterator[Need]:
+        """What approving each tool's pauses takes of the members: the deciding roles' quorum, and
+        each escalation step's roles as many approvals."""
+        for tool in filter(self._gates, tools.values()):
+            required, deciding = self.required(tool.name), self.roles_deciding(tool.name)
+            if deciding is not None and required > 1:
+                yield Need(tool.name, 0, tuple(sorted(deciding)), required)
+            for number, step in enumerate(self.escalation_for(tool.name), 1):
+                yield Need(tool.name, number, tuple(sorted(step.to)), required)
+
+    def _approvers(self, members: Mapping[str, Collection[str]], need: Need) -> list[str]:
+        """Who of ``members`` holds one of ``need``'s roles that may approve its tool (only a role
+        that may approve counts toward a quorum: one that may only deny does not)."""
+        return [p for p, held in members.items() if self._gives(need.tool, set(held) & set(need.roles), "approve")]
+
+    def _gives(self, tool: str, held: set[str], decision: str) -> bool:
+        """Whether holding ``held`` (of the roles deciding a pause of ``tool``) gives ``decision``."""
+        return bool(held) and self.allows(tool, held, decision)
 
     # -- before a call runs -------------------------------------------------------------------------
 
@@ -488,17 +528,10 @@ class ApprovalPolicy:
     def eligible(self, roles: list[str] | None, tool: str, decision: DecisionKind) -> list[str] | None:
         """Who may give ``decision`` on a pause decided by ``roles`` (None: anyone who may answer
         the session, or members the policy cannot list)."""
-        if roles is None:
-            return None
-        holders = self._holders(set(roles))
-        if holders is None:
-            return None
-        return sorted(p for p in holders if self.allows(tool, self.roles_of(p) & set(roles), decision))
-
-    def _holders(self, roles: set[str] | None) -> set[str] | None:
         if roles is None or self.members is None or callable(self.members):
             return None
-        return {p for p, held in self.members.items() if set(held) & roles}
+        wanted = set(roles)
+        return sorted(p for p, held in self.members.items() if self._gives(tool, set(held) & wanted, decision))
 
     # -- grants ---------------------------------------------------------------------------------------
 
@@ -525,7 +558,7 @@ def _both_members(a: Members | None, b: Members | None) -> Members | None:
     if a is None or b is None:
         return a if b is None else b
     if not callable(a) and not callable(b):
-        return {p: frozenset(a.get(p, ())) | frozenset(b.get(p, ())) for p in {*a, *b}}
+        return together(a, b)
 
     def lookup(members: Members, principal: str) -> frozenset[str]:
         return frozenset(members(principal) if callable(members) else members.get(principal, ()))

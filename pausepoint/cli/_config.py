@@ -18,7 +18,17 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+)
 
 from ..server._auth import is_tenant_name
 from ..server._limits import Limits
@@ -121,6 +131,22 @@ def _tenant_name(value: str) -> str:
 
 TenantName = Annotated[str, AfterValidator(_tenant_name)]
 
+#: the tenant label the metrics give every tenant the file does not name (``PrometheusMetrics``)
+OTHER_TENANT = "other"
+
+
+def _declared_tenant(value: str) -> str:
+    if value == OTHER_TENANT:
+        raise ValueError(
+            f"{OTHER_TENANT!r} is what the metrics call every tenant the file does not name: this tenant's "
+            "pauses would be counted with theirs; give it another name"
+        )
+    return value
+
+
+#: the name of a tenant ``[tenants.TENANT]`` declares
+DeclaredTenantName = Annotated[TenantName, AfterValidator(_declared_tenant)]
+
 
 def _hears_some(value: list[str], info: ValidationInfo) -> list[str]:
     """A webhook's (or a notifier's) ``agents`` or ``tenants``: an empty list would hear nothing, ever."""
@@ -135,10 +161,31 @@ Agents = Annotated[list[str], AfterValidator(_hears_some)]
 Tenants = Annotated[list[TenantName], AfterValidator(_hears_some)]
 
 
-def _no_password(url: str, use: str) -> str:
+def _no_password(url: str, instead: str) -> str:
+    """``url``, unless it holds a password (a secret written in the file); ``instead`` says what to do."""
     if urlsplit(url).password is not None:
-        raise ValueError(f"this URL holds a password, a secret: give the whole URL in an environment variable ({use})")
+        raise ValueError(f"this URL holds a password, a secret: {instead}")
     return url
+
+
+_IN_ENV = "give the whole URL in an environment variable (url_env)"
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@")
+
+
+def _one_or_list(one: Any, several: Any, what: str) -> PlainValidator:
+    """A key that takes one value or a list of them, checked as the one given: a problem is
+    named at the key, or at the list's element (as a union, it would be named at pydantic's
+    names for each kind it tried too)."""
+    single, listed = TypeAdapter(one), TypeAdapter(several)
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            return single.validate_python(value, strict=True, context=info.context)
+        if isinstance(value, list):
+            return listed.validate_python(value, strict=True, context=info.context)
+        raise ValueError(f"{what}, or a list of them")
+
+    return PlainValidator(check)
 
 
 class Section(BaseModel):
@@ -172,7 +219,7 @@ class Store(Section):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return None if value is None else _no_password(value, "url_env")
+        return None if value is None else _no_password(value, _IN_ENV)
 
 
 class Principal(Section):
@@ -220,6 +267,7 @@ class Oidc(OidcSettings):
     """``[auth.oidc]``: single sign-on (``pausepoint.server.OidcSettings``), and the token roles
     that make their holder an approver."""
 
+    audience: Annotated[str | list[str], _one_or_list(str, list[str], "a name")]
     approver_roles: list[Name] = Field(default_factory=list)
 
     def server_settings(self) -> OidcSettings:
@@ -261,7 +309,7 @@ class WebhookSection(Section):
             return None
         if (urlsplit(value).hostname or "").lower() == "hooks.slack.com":
             raise ValueError("a Slack incoming-webhook URL is a secret (anyone holding it posts): use url_env")
-        return _no_password(value, "url_env")
+        return _no_password(value, _IN_ENV)
 
     @field_validator("headers")
     @classmethod
@@ -298,7 +346,8 @@ class Tracing(Section):
     def _endpoint(cls, value: str | None) -> str | None:
         if value is not None and urlsplit(value).scheme not in ("http", "https"):
             raise ValueError("the collector's URL: http(s)://host:port")
-        return None if value is None else _no_password(value, "headers_env")
+        credential = "send the credential in a header instead, its value in an environment variable (headers_env)"
+        return None if value is None else _no_password(value, credential)
 
 
 class MetricsSection(Section):
@@ -344,10 +393,23 @@ class Links(Section):
     """``[notifiers.links]``: ``pausepoint.webhooks.ApprovalLinks``, signed links from a
     notification to its pause's card in the console."""
 
-    secret_env: EnvName | Annotated[list[EnvName], Field(min_length=1)]
+    secret_env: Annotated[
+        EnvName | list[EnvName],
+        _one_or_list(EnvName, Annotated[list[EnvName], Field(min_length=1)], "the name of an environment variable"),
+    ]
     secret: SecretHere = None
     console_url: str
     ttl_seconds: Annotated[float, Field(gt=0)] = 7 * 24 * 3600.0
+
+    @field_validator("console_url")
+    @classmethod
+    def _console_url(cls, value: str) -> str:
+        if _USERINFO.match(value):
+            raise ValueError(
+                "this URL holds a user name or password: every approval link would carry it to whoever is "
+                "notified; give the console's address without it (people sign in to the console)"
+            )
+        return value
 
 
 class Slack(Section):
@@ -407,7 +469,7 @@ class ConfigFile(Section):
     expiry: Expiry = Expiry()
     retention: Retention = Retention()
     notifiers: Notifiers = Notifiers()
-    tenants: dict[TenantName, Tenant] = Field(default_factory=dict)
+    tenants: dict[DeclaredTenantName, Tenant] = Field(default_factory=dict)
 
     @field_validator("app")
     @classmethod

@@ -24,7 +24,7 @@ from ._targets import replace_stores
 from ._tracing import tracer_provider
 from ._web import need_mcp
 
-__all__ = ["add_approvers", "build_app", "check_extras", "check_webhooks", "prepare"]
+__all__ = ["add_approvers", "build_app", "check_extras", "check_roles", "check_webhooks", "prepare"]
 
 
 def prepare(ai: Pausepoint, settings: ServeSettings, *, check_only: bool = False) -> Any:
@@ -42,6 +42,9 @@ def prepare(ai: Pausepoint, settings: ServeSettings, *, check_only: bool = False
         ai, settings.approvers, lambda name: declared[name].where, problems,
         token_roles=sso, per_tenant=bool(settings.tenants),
     )  # fmt: skip
+    if settings.oidc is not None and settings.loaded is not None:  # (a token's roles must be the policies' too)
+        check_roles(ai, [(settings.loaded.where(("auth", "oidc", "approver_roles")), settings.oidc.approver_roles)],
+                    problems)  # fmt: skip
     check_webhooks(ai, settings.webhooks, problems)
     if settings.store is not None:
         with problems.each():
@@ -142,37 +145,58 @@ def add_approvers(
 ) -> None:
     """Make each approver a member of their roles in every agent's approval policy. A role no
     agent's policy defines is a problem (a typo would give nobody the right to approve), and so
-    is a quorum the members cannot reach; each is kept in ``problems`` (the policies are then
-    left as they were). ``where(name)`` says where an approver was declared (``--approver
-    NAME``, or a file's key). ``token_roles``: who holds a role is also what the caller's token
-    says (single sign-on). ``per_tenant``: the names are ``"tenant/name"`` (or a bare name: of
-    no tenant), and a role is held only in the sessions of the member's tenant (``tenant_members``)."""
+    is a pause the members could never approve (a quorum, an escalation step: the policy's
+    ``check_members``); each is kept in ``problems`` (the policies are then left as they were).
+    ``where(name)`` says where an approver was declared (``--approver NAME``, or a file's key).
+    ``token_roles``: who holds a role is also what the caller's token says (single sign-on).
+    ``per_tenant``: the names are ``"tenant/name"`` (or a bare name: of no tenant), and a role
+    is held only in the sessions of the member's tenant (``tenant_members``): a pause is refused
+    only where the members of no one tenant could approve it."""
     agents = list(ai.agents.values())
     if token_roles:
         # First: a quorum is then not checked against the named members alone, as tokens may bring more.
         for agent in agents:
             agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=_server().token_roles)
-    defined = {role for agent in agents for role in agent.approval_policy.roles}
-    known = ", ".join(sorted(defined)) or "none"
-    typos = False
-    for name, roles in approvers.items():
-        unknown = sorted(set(roles) - defined)
-        if unknown:
-            typos = True
-            problems.add(CliError(f"{where(name)}: no agent's approval policy defines the role(s) "
-                                  f"{', '.join(unknown)} (roles: {known})"))  # fmt: skip
+    typos = check_roles(ai, [(where(name), roles) for name, roles in approvers.items()], problems)
     members = {name: roles for name, roles in approvers.items() if roles}
     if typos or not members:  # (with a typo, a quorum's count of members would mislead)
         return
-    for agent in agents:
-        try:
+    before = {agent: agent.approval_policy for agent in agents}
+    try:
+        for agent in agents:
             if per_tenant:
+                agent.approval_policy.check_members(agent.tools, agent.name, _by_tenant(members))
                 agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=tenant_members(members))
             else:
                 agent.approval_policy = agent.approval_policy.with_members(members)
-        except DefinitionError as exc:
-            problems.add(CliError(f"{'; '.join(sorted(where(name) for name in members))}: {exc}"))
-            return
+    except DefinitionError as exc:
+        for agent, policy in before.items():  # none half changed
+            agent.approval_policy = policy
+        problems.add(CliError(f"{'; '.join(sorted(where(name) for name in members))}: {exc}"))
+
+
+def check_roles(ai: Pausepoint, declared: list[tuple[str, list[str]]], problems: Problems) -> bool:
+    """Whether some of the ``(where, roles)`` declared name a role no agent's approval policy
+    defines (a typo would give nobody the right to approve); each such is kept in ``problems``."""
+    defined = {role for agent in ai.agents.values() for role in agent.approval_policy.roles}
+    known = ", ".join(sorted(defined)) or "none"
+    typos = False
+    for at, roles in declared:
+        unknown = sorted(set(roles) - defined)
+        if unknown:
+            typos = True
+            problems.add(CliError(f"{at}: no agent's approval policy defines the role(s) {', '.join(unknown)} "
+                                  f"(roles: {known})"))  # fmt: skip
+    return typos
+
+
+def _by_tenant(members: dict[str, list[str]]) -> dict[str | None, dict[str, list[str]]]:
+    """``"tenant/name"`` members (a bare name: of no tenant) apart, by tenant (None: no tenant)."""
+    found: dict[str | None, dict[str, list[str]]] = {}
+    for name, roles in members.items():
+        tenant, slash, bare = name.partition("/")
+        found.setdefault(tenant if slash else None, {})[bare if slash else name] = roles
+    return found
 
 
 def check_webhooks(ai: Pausepoint, webhooks: list[FileWebhook], problems: Problems) -> None:

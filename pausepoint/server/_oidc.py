@@ -77,6 +77,14 @@ def _http_url(value: str, what: str) -> str:
     return value
 
 
+def _public(value: str, what: str) -> str:
+    """``value`` unless it holds a user name or password (never shown: a credential); the
+    provider's discovery document and keys are public."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@", value):
+        raise ValueError(f"{what} holds a user name or password: the provider's addresses are public, give it without")
+    return value
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -111,12 +119,12 @@ class OidcSettings(BaseModel):
     @field_validator("issuer")
     @classmethod
     def _issuer(cls, value: str) -> str:
-        return _http_url(value, "issuer")
+        return _http_url(_public(value, "issuer"), "issuer")
 
     @field_validator("jwks_uri")
     @classmethod
     def _jwks_uri(cls, value: str | None) -> str | None:
-        return None if value is None else _http_url(value, "jwks_uri")
+        return None if value is None else _http_url(_public(value, "jwks_uri"), "jwks_uri")
 
     @field_validator("audience")
     @classmethod
