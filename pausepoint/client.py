@@ -41,6 +41,7 @@ from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
 from .content._jsondata import NotJsonData, json_data
 from .content._messages import MediaPart, Message, Part, TextPart
+from .runtime._calls import ANSWER_THEM
 from .session._grants import Grant, GrantInfo
 from .session._ids import check_session_id
 from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart, answers_given
@@ -542,6 +543,8 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
         kind = core_errors.ServerError if status >= 500 else core_errors.UsageError
         return kind(f"HTTP {status}: {content[:200].decode(errors='replace')}", status=status)
     cls = _ERRORS.get(code) or (core_errors.ServerError if status >= 500 else core_errors.UsageError)
+    if cls is core_errors.PendingInterrupts:  # said for REST; this chat's own verbs answer them
+        message = message.split(": ", 1)[0] + ": " + ANSWER_THEM["python"]
     try:
         return cls(message, **details)
     except TypeError:

@@ -56,7 +56,7 @@ from ._busy import abandoned_calls, check_free, check_model_free, end_lost_turn
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
-__all__ = ["BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
+__all__ = ["ANSWER_THEM", "BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
 
 _CLAIM_ATTEMPTS = 20
 
@@ -64,7 +64,7 @@ T = TypeVar("T")
 
 # What a message sent while calls are paused is told to do, in the words of the surface it came
 # through (its ``via``): the same refusal (``PendingInterrupts``) everywhere.
-_ANSWER_THEM = {
+ANSWER_THEM = {
     "python": "answer them with resume() or drop them with cancel_pending()",
     "http": "answer them (POST .../interrupts/{ref}/approve, /deny, /respond, or .../resume) or drop them "
     "(POST .../cancel)",
@@ -178,7 +178,7 @@ class SessionCalls:
             if live:
                 raise PendingInterrupts(
                     f"{len(live)} call(s) are paused in session {self.session_id!r}: "
-                    + _ANSWER_THEM.get(via, _ANSWER_THEM["python"]),
+                    + ANSWER_THEM.get(via, ANSWER_THEM["python"]),
                     refs=live,
                 )
             lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)

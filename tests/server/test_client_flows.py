@@ -34,8 +34,13 @@ async def test_banking_flow_streamed_through_the_client(served):
         assert isinstance(chunks[-1], TurnEndChunk)
         assert (await chat.interrupts()) == res.interrupts
 
-        with pytest.raises(PendingInterrupts):
+        with pytest.raises(PendingInterrupts) as paused:
             await chat.send("Anything else?")
+        # in this chat's words, as a local chat says it (found by a probe: REST's routes)
+        assert str(paused.value) == f"1 call(s) are paused in session {chat.session_id!r}: " + (
+            "answer them with resume() or drop them with cancel_pending()"
+        )
+        assert paused.value.details["refs"] == [pause.ref]
 
         turn = chat.resume_stream(respond=[pause.respond({"approved": True, "feedback": "Looks good!"})])
         text = "".join([c.text async for c in turn if isinstance(c, TextChunk)])
