@@ -61,8 +61,11 @@ def check_bounds(model: type[BaseModel], bounds: Any, tool: str) -> dict[str, di
                     if op in ("min", "max"):
                         _ = read <= read  # raises TypeError when the field's values do not compare
             except (ValidationError, TypeError) as exc:
+                # a person's words: what is wrong, not pydantic's report (the model, the input, a URL)
+                errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else None
+                why = "; ".join(e["msg"] for e in errors) if errors else exc
                 raise InvalidGrant(
-                    f"the condition {op!r} on {name!r} cannot be applied: {exc}", tool=tool, field=name
+                    f"the condition {op!r} on {name!r} cannot be applied: {why}", tool=tool, field=name
                 ) from None
         checked[name] = dict(conditions)
     return checked
