@@ -188,3 +188,28 @@ async def test_turn_stream_has_genkits_surface(store):
         await turn.abort()  # stop listening: the chunks end here...
     assert len(seen) == 1
     assert (await turn.response).text == "One two three four five."  # ...the turn went on
+
+
+async def test_a_keyed_detach_sent_again_while_its_turn_runs_is_told_so_then_gets_that_turn(tmp_path):
+    """From this process and from another: ``ResumeInProgress`` (a retry of the call that started
+    the turn), not ``TurnInProgress`` inviting the caller to abort its own turn (found by a
+    probe over the Genkit wire); once it ended, the retry gets the same turn."""
+    from pausepoint.errors import ResumeInProgress
+
+    model, ledger = SlowModel(["wait"]), []
+    here = slow_agent(SqliteSessionStore(tmp_path / "s.db"), model, ledger)
+    elsewhere = slow_agent(SqliteSessionStore(tmp_path / "s.db"), SlowModel([]), ledger)
+    chat = here.chat(principal="alice")
+    turn = await chat.detach("summarise the logs", idempotency_key="d1")
+    await model.started.wait()
+    for agent in (here, elsewhere):
+        with pytest.raises(ResumeInProgress):
+            await agent.chat(chat.session_id, principal="alice").detach("summarise the logs", idempotency_key="d1")
+        with pytest.raises(TurnInProgress):  # another call: the session is the turn's while it runs
+            await agent.chat(chat.session_id, principal="alice").detach("another", idempotency_key="d2")
+    model.gate.set()
+    response = await turn.wait()
+    assert response.text == "released" and model.calls == 1
+    again = await elsewhere.chat(chat.session_id, principal="alice").detach("summarise the logs", idempotency_key="d1")
+    assert again.turn_id == turn.turn_id and await again.wait() == response
+    assert model.calls == 1

@@ -13,14 +13,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from ..errors import TurnInProgress
+from ..errors import ResumeInProgress, TurnInProgress
 from ..session._records import Record
 from ..session._state import Call, SessionState
 from ..turn._turn import Turn
 from ._launch import lost_turn_end
+from ._sessions import Running
 from ._stopped import StoppedCalls
 
-__all__ = ["abandoned_calls", "check_free", "check_model_free", "end_lost_turn"]
+__all__ = ["abandoned_calls", "check_free", "check_model_free", "check_not_running_here", "end_lost_turn"]
+
+
+def check_not_running_here(running: Running | None, session_id: str, key: str | None) -> None:
+    """Refuse a call while a detached turn ``running`` in this process holds the session, rather
+    than wait for its lock: ``ResumeInProgress`` for a retry of the call that started it (the
+    same idempotency ``key``), ``TurnInProgress`` for any other."""
+    if running is None:
+        return
+    if key is not None and running.key == key:
+        raise ResumeInProgress(f"the call with idempotency key {key!r} has not finished yet", key=key)
+    raise TurnInProgress(
+        f"a detached turn is running in session {session_id!r}: wait for it to end, or abort it",
+        turn_id=running.turn_id,
+    )
 
 
 def check_free(state: SessionState, now: datetime, abandon_after: timedelta) -> None:

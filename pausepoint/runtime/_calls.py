@@ -31,7 +31,6 @@ from ..errors import (
     PendingInterrupts,
     ResumeInProgress,
     SessionNotFound,
-    TurnInProgress,
     VersionConflict,
 )
 from ..session._grants import Grant, GrantInfo
@@ -52,7 +51,7 @@ from ..session._views import grant_info, response_for
 from ..stores import LogEntry, SessionStore, SessionSummary
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
-from ._busy import abandoned_calls, check_free, check_model_free, end_lost_turn
+from ._busy import abandoned_calls, check_free, check_model_free, check_not_running_here, end_lost_turn
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
@@ -195,7 +194,7 @@ class SessionCalls:
             if launch is None:
                 turn.journal.add(sent)
                 return await turn.run_model()
-            turn.journal.add(TurnStarted(at=now, principal=principal or self.principal, message=user))
+            turn.journal.add(TurnStarted(now, actor, user, idempotency_key=key, request_hash=digest))
             await turn.journal.flush(now, rebase=False)
             launch.begin(turn)
 
@@ -205,7 +204,7 @@ class SessionCalls:
 
             return await launch.run(turn, body)
 
-        return await self.locked(op, operation="send", creating=True, keyed=key is not None)
+        return await self.locked(op, operation="send", creating=True, key=key)
 
     async def resume_turn(
         self,
@@ -276,7 +275,7 @@ class SessionCalls:
                 return await launch.run(turn, functools.partial(turn.after_answers, claims))
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
-        return await self.locked(op, operation="resume")
+        return await self.locked(op, operation="resume", key=key)
 
     def approval(self, ref: str, replace_input: Any, grant: Grant | None, pause_id: str | None) -> BuildAnswer:
         """What ``approve`` answers, given the name of the call's tool (``Approvals.approval_by_ref``)."""
@@ -363,16 +362,16 @@ class SessionCalls:
         )
 
     async def locked(
-        self, op: Callable[[SessionState], Awaitable[T]], *, operation: str, creating: bool = False, keyed: bool = False
+        self,
+        op: Callable[[SessionState], Awaitable[T]],
+        *,
+        operation: str,
+        creating: bool = False,
+        key: str | None = None,
     ) -> T:
-        running = self.agent.sessions.running(self.session_id)
-        if running is not None:  # a detached turn holds the session here: say so rather than wait
-            raise TurnInProgress(
-                f"a detached turn is running in session {self.session_id!r}: wait for it to end, or abort it",
-                turn_id=running.turn_id,
-            )
+        check_not_running_here(self.agent.sessions.running(self.session_id), self.session_id, key)
         with self.agent.telemetry.turn(self.agent.name, self.session_id, operation) as traced:
-            result = await self._locked_op(op, creating, keyed)
+            result = await self._locked_op(op, creating, key is not None)
             traced.done(result)
             return result
 

@@ -244,6 +244,7 @@ class Chat:
         if (message is None) == (not respond and not restart):
             raise ValueError("detach() takes a message, or answers (respond= / restart=), not both or neither")
         launch = Launch(self.agent.sessions, self.agent.store, self.session_id, self.agent.abort_poll)
+        launch.running.key = idempotency_key
         if message is not None:
             user = self.calls.user_message(message, principal, via, idempotency_key)
             run = self.calls.send_turn(user, principal, via, None, launch, idempotency_key)

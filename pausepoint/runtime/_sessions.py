@@ -61,6 +61,7 @@ class Running:
     """A detached turn running in this process: its abort signal, and how to end its watcher."""
 
     turn_id: int = 0
+    key: str | None = None  # the idempotency key of the call that started it
     abort: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[AgentResponse] | None = None
     watcher: asyncio.Task[None] | None = None

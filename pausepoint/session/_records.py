@@ -314,11 +314,15 @@ class TurnStarted:
 
     ``message`` is the user message it was sent, if any: the history gets it with the model's
     first reply, as in any turn (a turn aborted or failed before that leaves the history as it was).
+    ``idempotency_key`` (and the request's hash) is the key it was sent with: a retry with it,
+    from any process, is told the turn runs (``ResumeInProgress``), then gets its outcome.
     """
 
     at: datetime
     principal: str | None = None
     message: Message | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
     kind: Literal["turn_started"] = "turn_started"
 
 

@@ -248,6 +248,7 @@ class SessionState:
             case TurnStarted():
                 self.running_turn = self.detached[self.version] = Detached(self.version, record)
                 self._active(record.at)
+                self._keyed(record.idempotency_key, record.request_hash)
             case AbortRequested():
                 target = self.detached.get(record.turn)
                 if target is not None and target.abort is None:
