@@ -7,8 +7,9 @@ fields), with where its approval stands under the agent's approval policy ("1 of
 who still decides; a quorum the person approved already is not asked about again). "Approve" is
 ``agent.approval(interrupt)``: the same meaning as in the console; "grant" approves later calls of
 the tool in this session too, where the policy allows it. A choice
-is a whole line (``a`` or ``approve``), never the first letter of whatever was typed, and a
-high-risk pause is approved only after a ``y`` to "are you sure".
+is a whole line (``a`` or ``approve``), never the first letter of whatever was typed, and on a
+high-risk pause every decision takes a second step: approving, granting, editing or answering
+it a ``y`` to "are you sure", denying it a reason.
 """
 
 from __future__ import annotations
@@ -320,7 +321,7 @@ class TerminalChat:
             lines.append(f"{side} {view.summary}")
         lines.extend(f"{side}   {field.label}: {field.text}" for field in view.fields)
         if view.risk == "high":
-            warning = "high risk: approving asks you to confirm (y on the line after a)"
+            warning = "high risk: approving asks you to confirm (y on the line after a; after an edit or an answer too)"
             lines.append(f"{side} {self._style(warning, '1;31')}")
         for label, value in (("input", interrupt.input), ("metadata", interrupt.metadata)):
             if value:
@@ -399,7 +400,7 @@ class TerminalChat:
             if (choice == "a" and self._approvable(interrupt)) or (choice == "g" and self._grantable(interrupt)):
                 # a grant "for this session": later calls of this tool, as the policy bounds it
                 approval = self.agent.approval(interrupt, grant=Grant() if choice == "g" else None)
-                if await self._confirmed(self.agent.view(interrupt)):
+                if await self._confirmed(self.agent.view(interrupt), "approve"):
                     return approval
             elif choice == "d":
                 reason = await self._read_reason()
@@ -408,14 +409,13 @@ class TerminalChat:
                 tool = self.agent.tools.get(interrupt.name)
                 self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
                 output = await self._read_json("answer JSON> ")
-                if output is not _NOTHING:
+                if output is not _NOTHING and await self._confirmed(self.agent.view(interrupt), "answer"):
                     return interrupt.respond(output)
             elif choice == "e" and self._editable(interrupt):  # the console's edit: approve the edited input
                 self.note(f"current input: {_json(interrupt.input, None)}")
-                new_input = await self._read_json("new input JSON> ")
-                if new_input is None:
-                    self.say(self._style("null is no input: type the edited input, a JSON object", "31"))
-                elif new_input is not _NOTHING:
+                new_input = await self._read_edit()
+                view = self.agent.view(interrupt)
+                if new_input is not _NOTHING and await self._confirmed(view, "approve the edit of"):
                     return self.agent.approvals.approval_by_ref(
                         interrupt.ref, interrupt.name, pause_id=interrupt.pause_id, replace_input=new_input, grant=None
                     )
@@ -424,18 +424,29 @@ class TerminalChat:
             else:
                 self.say(f"type one of: {self._choices(interrupt)}")
 
-    async def _confirmed(self, view: PauseView) -> bool:
-        """True when the pause is not high risk, or the person says yes to approving it."""
+    async def _confirmed(self, view: PauseView, doing: str) -> bool:
+        """True when the pause is not high risk, or the person says yes to ``doing`` it (approve,
+        answer, approve the edit of), as the console confirms every such decision."""
         if view.risk != "high":
             return True
-        line = await self.ask(self._style(f"approve “{view.title}”? [y/N] ", "1;31"))
+        line = await self.ask(self._style(f"{doing} “{view.title}”? [y/N] ", "1;31"))
         if line is not None and line.strip().lower() in ("y", "yes"):
             return True
         if self._in.isatty():
-            self.note("not approved")
-        else:  # a script said a, then not y: say what it must send
+            self.note("not approved" if doing == "approve" else "not decided")
+        elif doing == "approve":  # a script said a, then not y: say what it must send
             self.note("not approved: a high-risk approval needs y on the line after a (printf 'a\\ny\\n' | ...)")
+        else:
+            self.note("not decided: a decision on a high-risk pause needs y on the line after its JSON")
         return False
+
+    async def _read_edit(self) -> Any:
+        """The edited input, a JSON value that is not null (asked again); ``_NOTHING`` to give up."""
+        while True:
+            new_input = await self._read_json("new input JSON> ")
+            if new_input is not None:
+                return new_input
+            self.say(self._style("null is no input: type the edited input, a JSON object", "31"))
 
     async def _read_reason(self) -> str | None:
         """Why the pause is denied (the model is told): asked until it is not empty; None at end of input."""

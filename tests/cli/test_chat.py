@@ -114,6 +114,10 @@ async def test_respond_with_json_over_several_lines_after_a_typo(tmp_path, termi
     child.sendline('{"approved": false,')
     child.expect_exact("... ")
     child.sendline(' "feedback": "ask Bob first"}')
+    # every decision on a high-risk pause is confirmed, an answer too (found by a probe: only
+    # approving asked, so a pasted JSON line decided a transfer)
+    child.expect_exact("answer “Transfer $7 to alice”? [y/N] ")
+    child.sendline("y")
     child.expect_exact("agent> I did not transfer anything: ask Bob first.")
     child.expect_exact("you> ")
     child.sendline("/quit")
@@ -129,6 +133,8 @@ async def test_an_invalid_answer_is_refused_and_asked_again(tmp_path, terminals)
     child.sendline("r")
     child.expect_exact("answer JSON> ")
     child.sendline('{"approved": "maybe"}')  # not the output schema: refused, nothing written
+    child.expect_exact("[y/N] ")
+    child.sendline("y")
     child.expect_exact("refused:")
     child.expect_exact("paused: userApproval")
     child.expect_exact("choice> ")
@@ -151,8 +157,7 @@ async def test_edit_input_only_where_the_tool_allows_it(tmp_path, terminals):
     child.expect_exact("new input JSON> ")
     child.sendline("null")  # no input: refused, asked again (found by a probe: the call ran as it was)
     child.expect_exact("null is no input")
-    child.sendline("e")
-    child.expect_exact("new input JSON> ")
+    child.expect_exact("new input JSON> ")  # the input again, not the choice (found by a probe)
     # An edit approves the edited input, as the console's does: a risky command edited runs at
     # once, rather than pausing again for a second yes (found by a probe).
     child.sendline('{"command": "rm -rf dist/"}')
@@ -440,3 +445,30 @@ def test_a_grant_is_no_choice_where_a_yes_cannot_answer_the_pause(tmp_path):
     done = chat_with_app(tmp_path, GRANTABLE_QUESTION_APP, "go\ng\nd\nno thanks\n")
     assert "└─ [d]eny  [s]kip\nchoice> g\ntype one of: [d]eny  [s]kip" in done.stdout
     assert "agent> done" in done.stdout
+
+
+HIGH_RISK_EDIT_APP = """
+from pausepoint import Pausepoint, PauseDisplay
+from pausepoint.testing import ScriptedModel, tool_call
+
+ai = Pausepoint()
+
+@ai.tool(requires_approval=True, allow_input_edits=True, display=PauseDisplay(title="Pay {to}", risk="high"))
+def pay(amount: int, to: str) -> str:
+    "Pay."
+    return f"paid {amount} to {to}"
+
+agent = ai.define_agent(name="payer", model=ScriptedModel([[tool_call("pay", {"amount": 5, "to": "al"})], "Done."]),
+                        tools=[pay])
+"""
+
+
+def test_an_edit_of_a_high_risk_pause_is_confirmed_before_it_runs(tmp_path):
+    """As the console confirms it (found by a probe: a pasted input line ran a high-risk payment
+    with another input at once); a "no" decides nothing, and the card is asked about again."""
+    edited = '{"amount": 5, "to": "bob"}'
+    done = chat_with_app(tmp_path, HIGH_RISK_EDIT_APP, f"go\ne\n{edited}\nn\ne\n{edited}\ny\n")
+    out = done.stdout
+    assert out.count("approve the edit of “Pay al”? [y/N]") == 2
+    assert "not decided: a decision on a high-risk pause needs y on the line after its JSON" in out
+    assert out.count('✓ pay: "paid 5 to bob"') == 1 and "paid 5 to al" not in out

@@ -136,6 +136,15 @@ def test_respond_shows_the_expected_shape_first(tmp_path, terminals):
     child.expect_exact('expected: {"approved": boolean, "feedback"?: string}')
     child.expect_exact("answer JSON> ")
     child.sendline('{"approved": false, "feedback": "not now"}')
+    child.expect_exact("[y/N] ")  # a transfer is high risk: the answer is confirmed
+    child.sendline("n")
+    child.expect_exact("not decided")
+    child.expect_exact("choice> ")  # nothing decided: asked again
+    child.sendline("r")
+    child.expect_exact("answer JSON> ")
+    child.sendline('{"approved": false, "feedback": "not now"}')
+    child.expect_exact("[y/N] ")
+    child.sendline("y")
     child.expect_exact("agent> I did not transfer anything: not now.")
     child.expect_exact("you> ")
     child.sendline("/quit")
