@@ -143,3 +143,29 @@ async def test_a_backup_made_with_sqlites_backup_while_a_server_writes_holds_eve
     assert ledger == ["7->savings"]
     history = await restored.chat(long.session_id).history()  # its checkpoint's file is not in the copy
     assert [m.text for m in history if m.role == "model" and m.text] == ["Transferred $5 to savings."] * 10
+
+
+async def test_a_log_missing_a_record_is_a_store_error_on_every_read(tmp_path):
+    """As a copy torn while it was written can leave it (found by a probe: a KeyError from the
+    fold, a 500 over HTTP): a ``StoreError`` naming the session and the record, never the
+    fold's own error; the sessions around it read as they are."""
+    import sqlite3
+
+    from pausepoint.errors import StoreError
+
+    path = tmp_path / "s.db"
+    agent = Pausepoint().define_agent(name="a", model=ScriptedModel(["one", "two"]), store=SqliteSessionStore(path))
+    torn, whole = agent.chat(), agent.chat()
+    await torn.send("hello", idempotency_key="k1")
+    await whole.send("hi")
+    with sqlite3.connect(path) as db:  # the keyed message's record goes; its turn's end stays
+        [n] = db.execute("SELECT n FROM pausepoint_sessions WHERE id = ?", (torn.session_id,)).fetchone()
+        db.execute(
+            "DELETE FROM pausepoint_records WHERE key >> 31 = ? AND kind = 'message' AND CAST(data AS TEXT) LIKE '%k1%'",
+            (n,),
+        )
+    fresh = Pausepoint().define_agent(name="a", model=ScriptedModel([]), store=SqliteSessionStore(path))
+    for read in (lambda c: c.history(), lambda c: c.last_response(), lambda c: c.send("again", idempotency_key="k1")):
+        with pytest.raises(StoreError, match=r"cannot be read at record \d+ \(a damaged store"):
+            await read(fresh.chat(torn.session_id))
+    assert [m.text for m in await fresh.chat(whole.session_id).history()] == ["hi", "two"]

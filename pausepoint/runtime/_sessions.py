@@ -32,16 +32,17 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..checkpoints import _cache as _checkpoint
 from ..checkpoints._books import books, checkpointed, partial_base
-from ..errors import SessionNotFound
+from ..errors import PausepointError, SessionNotFound, StoreError
 from ..session._records import decode_record
 from ..session._response import AgentResponse
 from ..session._state import SessionState
-from ..stores import CheckpointStore, SessionStore
+from ..stores import CheckpointStore, LogEntry, SessionStore
 from ..turn._journal import Appender, Journal
 from ..turn._telemetry import Telemetry
 from ._stopped import StoppedCalls
@@ -174,8 +175,7 @@ class LocalSessions:
             # that the store no longer holds this one (``stores.REPLACED_BASES_KEPT``): read it
             # from its checkpoint again, which costs less than folding that many records.
             return await self.reload(session_id)
-        for entry in found.entries:
-            state.apply(decode_record(entry.data))
+        _fold(state, found.entries)
         state.durable_version = state.version
         self.remember(state)
         return state
@@ -307,3 +307,21 @@ def _base_may_be_gone(state: SessionState) -> bool:
     hold."""
     partial = partial_base(state)
     return partial is not None and time.monotonic() > partial.until and _reads_a_base(state)
+
+
+def _fold(state: SessionState, entries: Sequence[LogEntry]) -> None:
+    """Fold the log's ``entries`` into ``state``. A log no writer could have made — a torn
+    copy of a SQLite file, a record missing between others — is the store's failure, said as
+    one (``StoreError`` naming the session and the record), never an error of the fold's own."""
+    for entry in entries:
+        try:
+            state.apply(decode_record(entry.data))
+        except PausepointError:
+            raise
+        except Exception as exc:
+            raise StoreError(
+                f"the log of session {state.session_id!r} cannot be read at record {entry.version} "
+                f"(a damaged store, or a copy torn while it was written): {type(exc).__name__}: {exc}",
+                session_id=state.session_id,
+                version=entry.version,
+            ) from exc
