@@ -161,7 +161,8 @@ async def test_a_log_missing_a_record_is_a_store_error_on_every_read(tmp_path):
     with sqlite3.connect(path) as db:  # the keyed message's record goes; its turn's end stays
         [n] = db.execute("SELECT n FROM pausepoint_sessions WHERE id = ?", (torn.session_id,)).fetchone()
         db.execute(
-            "DELETE FROM pausepoint_records WHERE key >> 31 = ? AND kind = 'message' AND CAST(data AS TEXT) LIKE '%k1%'",
+            "DELETE FROM pausepoint_records"
+            " WHERE key >> 31 = ? AND kind = 'message' AND CAST(data AS TEXT) LIKE '%k1%'",
             (n,),
         )
     fresh = Pausepoint().define_agent(name="a", model=ScriptedModel([]), store=SqliteSessionStore(path))
