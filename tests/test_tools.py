@@ -125,7 +125,7 @@ async def test_a_callable_object_is_a_tool_its_async_call_awaited():
             await asyncio.sleep(0)
             return given.question * 2
 
-    with pytest.raises(DefinitionError, match="a callable object has no name of its own: give it name="):
+    with pytest.raises(DefinitionError, match="a callable object or a partial has no name of its own: give it name="):
         Tool(Doubler())
     with pytest.raises(DefinitionError, match="a tool wraps a function, not 5"):
         Tool(5)  # type: ignore[arg-type]
@@ -447,3 +447,46 @@ async def test_an_input_the_tool_refuses_reaches_the_model_as_json_the_history_k
     again = Pausepoint().define_agent(name="a", model=model, tools=[book], store=store)
     [kept] = (await again.chat(chat.session_id).history())[2].tool_responses
     assert kept.output == shown.output
+
+
+async def test_unusual_definitions_work_or_are_refused_when_defined():
+    """Found by a probe: an async generator, positional-only fields, ``ctx: ToolRunContext | None``,
+    a ``functools.partial`` and a ``typing.TypedDict`` output were taken and failed each call,
+    or raised pydantic's or Python's own errors."""
+    import functools
+    import typing
+
+    async def stream_it(n: int):
+        yield n
+
+    def positional(a: int, b: int, /) -> int:
+        return a + b
+
+    with pytest.raises(DefinitionError, match="async generator: a tool returns one result"):
+        Tool(stream_it)
+    with pytest.raises(DefinitionError, match=r"'a', 'b' is positional-only \(before /\)"):
+        Tool(positional)
+    with pytest.raises(DefinitionError, match="a callable object or a partial has no name of its own"):
+        Tool(functools.partial(positional, 1))
+
+    class Shape(typing.TypedDict):
+        side: int
+
+    with pytest.raises(DefinitionError, match="cannot describe its input or output"):
+        Tool(lambda question: question, name="ask", output_schema=Shape)
+
+    async def scaled(q: Question, /, ctx: ToolRunContext | None = None) -> str:
+        """Doubles the question."""
+        assert ctx is not None and not ctx.is_resumed
+        return q.question * 2
+
+    def add(a: int, b: int) -> int:
+        """Adds two numbers."""
+        return a + b
+
+    plus_one = Tool(functools.partial(add, b=1), name="plus_one")
+    assert plus_one.description == "Adds two numbers." and list(plus_one.input_schema["properties"]) == ["a", "b"]
+    model = ScriptedModel([[tool_call("scaled", {"question": "ab"}), tool_call("plus_one", {"a": 2})], "done"])
+    agent = Pausepoint().define_agent(name="a", model=model, tools=[Tool(scaled), plus_one])
+    assert (await agent.chat().send("go")).text == "done"
+    assert last_tool_results(model.requests[-1]) == {"scaled": "abab", "plus_one": 3}

@@ -19,7 +19,7 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any, TypeAlias, get_type_hints
 
-from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from ..content._jsondata import json_data
@@ -183,13 +183,18 @@ class Tool:
     ) -> None:
         if not callable(fn):
             raise DefinitionError(f"a tool wraps a function, not {fn!r}")
+        if (_callable_object(fn) or isinstance(fn, functools.partial)) and not name:
+            raise DefinitionError(f"tool {fn!r}: a callable object or a partial has no name of its own: give it name=")
         if _callable_object(fn):
-            if not name:
-                raise DefinitionError(f"tool {fn!r}: a callable object has no name of its own: give it name=")
             fn = types.MethodType(type(fn).__call__, fn)  # a callable object: what it calls is its __call__
+        if inspect.isasyncgenfunction(_unwrapped(fn)):
+            raise DefinitionError(
+                f"tool {name or fn.__name__!r} is an async generator: a tool returns one result "
+                "(report progress on the way with ctx.send_progress)"
+            )
         self.fn = fn
         self.name = name or fn.__name__
-        self.description = description if description is not None else inspect.cleandoc(fn.__doc__ or "")
+        self.description = description if description is not None else inspect.cleandoc(_unwrapped(fn).__doc__ or "")
         self.allow_input_edits = allow_input_edits
         # Safe to run again if a crash left it unclear whether it ran (see Turn.run_model).
         self.idempotent = idempotent
@@ -201,9 +206,12 @@ class Tool:
             self.input_model, self._unpack, self._ctx_param = _input_model(fn, self.name)
         if output_schema is None and input_model is None:
             output_schema = _return_type(fn)
-        self.output_adapter: TypeAdapter[Any] | None = None if output_schema is None else TypeAdapter(output_schema)
-        self.input_schema = self.input_model.model_json_schema()
-        self.output_schema = None if self.output_adapter is None else self.output_adapter.json_schema()
+        try:
+            self.output_adapter: TypeAdapter[Any] | None = None if output_schema is None else TypeAdapter(output_schema)
+            self.input_schema = self.input_model.model_json_schema()
+            self.output_schema = None if self.output_adapter is None else self.output_adapter.json_schema()
+        except PydanticUserError as exc:  # a type pydantic cannot describe (a typing.TypedDict, say)
+            raise DefinitionError(f"tool {self.name!r}: cannot describe its input or output: {exc}") from None
         self.definition = ToolDefinition(self.name, self.description, self.input_schema, self.output_schema)
         self.fingerprint = fingerprint_of(self.name, self.input_schema, self.output_schema)
         if display is not None:
@@ -280,11 +288,18 @@ def _callable_object(fn: object) -> bool:
     return not inspect.isroutine(fn) and not isinstance(fn, functools.partial)
 
 
+def _unwrapped(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The function a ``functools.partial`` calls (its hints and docstring are the tool's)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
-        return get_type_hints(fn, include_extras=True)
+        return get_type_hints(_unwrapped(fn), include_extras=True)
     except Exception as exc:  # unresolvable forward references, mostly
-        raise DefinitionError(f"cannot read the type hints of tool {fn.__name__!r}: {exc}") from exc
+        raise DefinitionError(f"cannot read the type hints of tool {fn!r}: {exc}") from exc
 
 
 def _return_type(fn: Callable[..., Any]) -> type[Any] | None:
@@ -299,23 +314,31 @@ def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel
     hints = _hints(fn)
     ctx_param: str | None = None
     fields: dict[str, Any] = {}
+    by_position: list[str] = []  # positional-only (before /): what cannot be passed by name
     for param in inspect.signature(fn).parameters.values():
         annotation = hints.get(param.name, Any)
-        if annotation is ToolRunContext:
-            ctx_param = param.name
-            continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise DefinitionError(f"tool {tool_name!r}: *args and **kwargs cannot describe a tool's input")
+        if param.kind == param.POSITIONAL_ONLY:
+            by_position.append(param.name)
+        if annotation is ToolRunContext or annotation == ToolRunContext | None:
+            ctx_param = param.name
+            continue
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, default)
-    if len(fields) == 1:
+    if len(fields) == 1 and ctx_param not in by_position:
         ((annotation, default),) = fields.values()
         if inspect.isclass(annotation) and issubclass(annotation, BaseModel) and default is ...:
-            return annotation, False, ctx_param
+            return annotation, False, ctx_param  # the model is passed as it is, by position
+    if by_position:
+        raise DefinitionError(
+            f"tool {tool_name!r}: {', '.join(map(repr, by_position))} is positional-only (before /): a tool's "
+            "input fields and its context are passed by name"
+        )
     model_name = "".join(part.capitalize() for part in tool_name.replace("-", "_").split("_")) + "Input"
     try:
         return create_model(model_name, **fields), True, ctx_param
-    except (TypeError, ValidationError) as exc:
+    except (TypeError, ValidationError, PydanticUserError) as exc:
         raise DefinitionError(f"tool {tool_name!r}: cannot build an input schema: {exc}") from exc
 
 
