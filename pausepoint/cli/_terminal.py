@@ -20,7 +20,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, TextIO
+
+from pydantic import ValidationError
 
 from ..errors import PausepointError, PendingInterrupts
 from ..runtime._agent import Agent
@@ -409,13 +412,17 @@ class TerminalChat:
                 tool = self.agent.tools.get(interrupt.name)
                 self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
                 output = await self._read_json("answer JSON> ")
-                if output is not _NOTHING and await self._confirmed(self.agent.view(interrupt), "answer"):
+                if output is _NOTHING or self._refused(tool.validate_output if tool else None, output):
+                    continue  # asked again now, not once every pause of the turn is answered
+                if await self._confirmed(self.agent.view(interrupt), "answer"):
                     return interrupt.respond(output)
             elif choice == "e" and self._editable(interrupt):  # the console's edit: approve the edited input
                 self.note(f"current input: {_json(interrupt.input, None)}")
                 new_input = await self._read_edit()
-                view = self.agent.view(interrupt)
-                if new_input is not _NOTHING and await self._confirmed(view, "approve the edit of"):
+                tool = self.agent.tools.get(interrupt.name)
+                if new_input is _NOTHING or self._refused(tool.validate_input if tool else None, new_input):
+                    continue
+                if await self._confirmed(self.agent.view(interrupt), "approve the edit of"):
                     return self.agent.approvals.approval_by_ref(
                         interrupt.ref, interrupt.name, pause_id=interrupt.pause_id, replace_input=new_input, grant=None
                     )
@@ -438,6 +445,18 @@ class TerminalChat:
             self.note("not approved: a high-risk approval needs y on the line after a (printf 'a\\ny\\n' | ...)")
         else:
             self.note("not decided: a decision on a high-risk pause needs y on the line after its JSON")
+        return False
+
+    def _refused(self, check: Callable[[Any], Any] | None, value: Any) -> bool:
+        """Whether ``check`` (the tool's, as the resume runs it) refuses ``value``; says why."""
+        if check is None:
+            return False
+        try:
+            check(value)
+        except ValidationError as exc:
+            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}" for e in exc.errors())
+            self.say(self._style(_plain(f"refused: {why}; try again"), "31"))
+            return True
         return False
 
     async def _read_edit(self) -> Any:

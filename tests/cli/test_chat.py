@@ -132,12 +132,9 @@ async def test_an_invalid_answer_is_refused_and_asked_again(tmp_path, terminals)
     child.expect_exact("choice> ")
     child.sendline("r")
     child.expect_exact("answer JSON> ")
-    child.sendline('{"approved": "maybe"}')  # not the output schema: refused, nothing written
-    child.expect_exact("[y/N] ")
-    child.sendline("y")
-    child.expect_exact("refused:")
-    child.expect_exact("paused: userApproval")
-    child.expect_exact("choice> ")
+    child.sendline('{"approved": "maybe"}')  # not the output schema: refused at once, nothing written
+    child.expect_exact("refused: approved: Input should be a valid boolean")
+    child.expect_exact("choice> ")  # the same pause, asked again
     child.sendline("a")
     child.expect_exact("[y/N] ")
     child.sendline("y")
@@ -472,3 +469,39 @@ def test_an_edit_of_a_high_risk_pause_is_confirmed_before_it_runs(tmp_path):
     assert out.count("approve the edit of “Pay al”? [y/N]") == 2
     assert "not decided: a decision on a high-risk pause needs y on the line after its JSON" in out
     assert out.count('✓ pay: "paid 5 to bob"') == 1 and "paid 5 to al" not in out
+
+
+BATCH_APP = """
+from pydantic import BaseModel
+from pausepoint import Pausepoint
+from pausepoint.testing import ScriptedModel, tool_call
+
+ai = Pausepoint()
+
+class Q(BaseModel):
+    question: str
+
+class Count(BaseModel):
+    n: int
+
+count = ai.define_interrupt(name="count", description="How many?", input_schema=Q, output_schema=Count)
+drink = ai.define_interrupt(name="drink", description="Which drink?", input_schema=Q)
+
+def script(request):
+    last = request.messages[-1]
+    if last.role == "user":
+        return [tool_call("count", {"question": "how many?"}), tool_call("drink", {"question": "which?"})]
+    return str(sorted((p.name, str(p.output)) for p in last.tool_responses))
+
+agent = ai.define_agent(name="asker", model=ScriptedModel(script), tools=[count, drink])
+"""
+
+
+def test_a_bad_answer_among_several_pauses_is_refused_when_given_and_the_others_kept(tmp_path):
+    """Found by a probe: the first pause's bad answer was refused only once the last pause was
+    answered, and the good answers given meanwhile were thrown away."""
+    done = chat_with_app(tmp_path, BATCH_APP, 'go\nr\n{"n": "many"}\nr\n{"n": 2}\nr\n"tea"\n')
+    out = done.stdout
+    assert "refused: n: Input should be a valid integer" in out
+    assert out.count("paused: count") == 1 and out.count("paused: drink") == 1  # nothing asked twice
+    assert "[('count', \"{'n': 2}\"), ('drink', 'tea')]" in out
