@@ -39,6 +39,7 @@ __all__ = [
 Schema = dict[str, Any]
 B = TypeVar("B", bound=BaseModel)
 
+_CONVERTOR = re.compile(r":\w+\}")
 _PARAMETER = re.compile(r"\{(\w+)(?::\w+)?\}")
 
 
@@ -124,7 +125,7 @@ class Endpoint:
         if self.doc is None:
             return []
         if isinstance(self.doc, Operation):
-            return [(self.path, self.doc)]
+            return [(_CONVERTOR.sub("}", self.path), self.doc)]  # OpenAPI's {name}, not Starlette's {name:path}
         stem, _, last = self.path.rpartition("/")
         if not _PARAMETER.fullmatch(last):
             raise ValueError(f"{self.path}: only a path ending in a parameter is described per value")

@@ -60,7 +60,8 @@ def route_table(
         Endpoint(
             "POST", "/v1/agents/{agent}/sessions/{session_id}/grants/{grant_id}/revoke", grants.revoke, grants.REVOKE
         ),
-        Endpoint("POST", "/v1/agents/{agent}/tools/{tool}/validate", validate, VALIDATE),
+        # A tool's name may hold "/" (an MCP server's tool, say): the rest of the path but the verb.
+        Endpoint("POST", "/v1/agents/{agent}/tools/{tool:path}/validate", validate, VALIDATE),
         Endpoint("GET", "/v1/feed", feed, FEED),
     ]
     if console:

@@ -282,3 +282,33 @@ async def test_an_answers_audit_entry_says_when_its_pause_paused_as_the_pause_di
     assert denied.status_code == 200, denied.text
     sent, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
     assert entry["paused_at"] == pause["paused_at"] and sent["paused_at"] is None
+
+
+async def test_a_tool_whose_name_holds_a_slash_is_validated_too():
+    """An MCP server's tool may be named so (found by a probe: no route reached it, a 404)."""
+    import httpx
+    from pydantic import BaseModel
+
+    from pausepoint import Pausepoint, Tool
+    from pausepoint.server import BearerTokens, create_app
+    from pausepoint.testing import ScriptedModel
+    from tests.server.harness import serve_in_thread
+
+    class Amount(BaseModel):
+        amount: int
+
+    def build():
+        ai = Pausepoint()
+        tool = Tool(lambda input: input.amount, name="bank/transfer", input_model=Amount)
+        ai.define_agent(name="odd", model=ScriptedModel([]), tools=[tool])
+        return create_app(ai, auth=BearerTokens({"t0k3n": "dev"}))
+
+    with serve_in_thread(build) as url:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer t0k3n"}) as http:
+            for spelt in ("bank/transfer", "bank%2Ftransfer"):
+                ok = await http.post(f"/v1/agents/odd/tools/{spelt}/validate", json={"input": {"amount": 5}})
+                bad = await http.post(f"/v1/agents/odd/tools/{spelt}/validate", json={"input": {"amount": "x"}})
+                assert ok.status_code == bad.status_code == 200, (ok.text, bad.text)
+                assert ok.json()["valid"] is True and bad.json()["valid"] is False
+            nope = await http.post("/v1/agents/odd/tools/bank/nope/validate", json={"input": {}})
+    assert nope.status_code == 404 and nope.json()["error"]["code"] == "not_found"
