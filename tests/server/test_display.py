@@ -299,7 +299,7 @@ async def test_a_tool_whose_name_holds_a_slash_is_validated_too():
 
     def build():
         ai = Pausepoint()
-        tool = Tool(lambda input: input.amount, name="bank/transfer", input_model=Amount)
+        tool = Tool(lambda given: given.amount, name="bank/transfer", input_model=Amount)
         ai.define_agent(name="odd", model=ScriptedModel([]), tools=[tool])
         return create_app(ai, auth=BearerTokens({"t0k3n": "dev"}))
 
