@@ -15,11 +15,10 @@ from datetime import timedelta
 from typing import Any
 
 from ..runtime._app import Pausepoint
-from ._errors import CliError
 from ._serve import asgi_only, check_agents
 from ._serve_app import check_extras, prepare
 from ._settings import ServeSettings, resolve
-from ._targets import load_target
+from ._targets import load_target, not_an_app
 from ._tracing import endpoint_of
 
 __all__ = ["add_parser", "describe", "run"]
@@ -68,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             f"log        {settings.log_level}, {settings.log_format}",
         ]
     else:
-        raise CliError(f"{settings.target} is a {type(target).__name__}, not a Pausepoint app or an ASGI app")
+        raise not_an_app(settings.target, target)
     print(f"{args.file}: ok — 'pausepoint serve --config {args.file}' would run:")
     for line in lines:
         print("  " + line)

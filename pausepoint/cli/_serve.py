@@ -15,7 +15,7 @@ from ._serve_app import build_app, prepare
 from ._serving import listen, port_number, serve_until_stopped
 from ._settings import GENERATED, ServeSettings, resolve
 from ._store_url import FORMS, open_store
-from ._targets import load_target, prepare_model, replace_stores
+from ._targets import load_target, not_an_app, prepare_model, replace_stores
 from ._web import need_mcp
 
 __all__ = ["add_parser", "asgi_only", "check_agents", "run"]
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         asgi_only(settings, args)
         app, agents = target, "an ASGI app"
     else:
-        raise CliError(f"{settings.target} is a {type(target).__name__}, not a Pausepoint app or an ASGI app")
+        raise not_an_app(settings.target, target)
     sock = listen(settings.host, settings.port)
     base = f"http://{settings.host}:{sock.getsockname()[1]}"
     try:

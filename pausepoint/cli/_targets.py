@@ -14,7 +14,7 @@ from ..runtime._app import Pausepoint
 from ..stores import SessionStore
 from ._errors import CliError
 
-__all__ = ["load_target", "pick_agent", "prepare_model", "replace_stores"]
+__all__ = ["load_target", "not_an_app", "pick_agent", "prepare_model", "replace_stores"]
 
 
 def load_target(target: str) -> Any:
@@ -89,3 +89,15 @@ def prepare_model(agent: Agent) -> None:
         prepare()
     except ModelError as exc:
         raise CliError(f"the model {agent.model.name} cannot be used: {exc}") from exc
+
+
+def not_an_app(target: str, found: Any) -> CliError:
+    """The error for a ``serve`` target that is neither a ``Pausepoint`` nor an ASGI app."""
+    kind = type(found).__name__
+    if isinstance(found, Agent):
+        return CliError(
+            f"{target} is an Agent ({found.name!r}), not a Pausepoint app or an ASGI app: serve the Pausepoint "
+            "it was defined on (the object whose define_agent made it, like myapp:ai)"
+        )
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    return CliError(f"{target} is {article} {kind}, not a Pausepoint app or an ASGI app")

@@ -14,6 +14,7 @@ from tests.approval_apps import Transfer, script, treasury
 from tests.approval_apps import build as build_bank
 
 bank_ai, bank_agent = banking.build()
+TOKENS = {"alice": "s3cret"}  # neither an app nor an agent: what serve refuses to serve
 shell_ai, shell_agent = shell.build()
 
 

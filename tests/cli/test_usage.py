@@ -75,6 +75,9 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["chat", "tests.cli.apps:bank_ai", "--agent", "nobody"], "no agent named 'nobody'; the app has: bankingAgent"),
         (["chat", "tests.cli.apps:bank_agent", "--db", "a.db", "--store", "memory:"], "not allowed with argument"),
         (["chat", "pausepoint.cli:main"], "expected an Agent or a Pausepoint app, got function"),
+        # an agent where its app is wanted: says which to serve (found by a probe: "is a Agent")
+        (["serve", "tests.cli.apps:bank_agent"], "tests.cli.apps:bank_agent is an Agent ('bankingAgent'), not a"),
+        (["serve", "tests.cli.apps:TOKENS"], "tests.cli.apps:TOKENS is a dict, not a Pausepoint app"),
         (["demo", "--model", "openai/gpt-4o-mini"], "needs an API key: set OPENAI_API_KEY"),
         (["demo", "--model", "anthropic/claude"], "needs an API key: set ANTHROPIC_API_KEY"),
         (["demo", "--model", "googleai/gemini"], "set GEMINI_API_KEY or GOOGLE_API_KEY"),
