@@ -30,6 +30,10 @@ _MESSAGES = {
     "missing": "This field is required.",
     "extra_forbidden": "This field is not expected here.",
     "string_pattern_mismatch": "This does not have the expected format.",
+    # pydantic names the model it wanted (one the tool's parameters made, which nobody wrote)
+    "model_type": "This should be a JSON object.",
+    "model_attributes_type": "This should be a JSON object.",
+    "dict_type": "This should be a JSON object.",
 }
 
 

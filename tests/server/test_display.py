@@ -127,6 +127,9 @@ async def test_validate_checks_a_candidate_input_with_python_regex_patterns_and_
         "/payee": "This field is required.",
         "/iban": "This field is required.",
     }
+    # not an object: said so, not "a valid dictionary or instance of <a model nobody wrote>" (a probe)
+    whole = (await http.post(VALIDATE, json={"input": "x"}, headers=ALICE)).json()
+    assert [(e["pointer"], e["message"]) for e in whole["errors"]] == [("", "This should be a JSON object.")]
     assert ledger == []  # a dry run answers nothing
 
 
