@@ -451,8 +451,9 @@ async def test_an_input_the_tool_refuses_reaches_the_model_as_json_the_history_k
 
 async def test_unusual_definitions_work_or_are_refused_when_defined():
     """Found by a probe: an async generator, positional-only fields, ``ctx: ToolRunContext | None``,
-    a ``functools.partial`` and a ``typing.TypedDict`` output were taken and failed each call,
-    or raised pydantic's or Python's own errors."""
+    a ``functools.partial``, a ``typing.TypedDict`` output and Genkit's ``(input, ctx)`` with the
+    context unannotated were taken and failed each call, or raised pydantic's or Python's own
+    errors."""
     import functools
     import typing
 
@@ -484,9 +485,15 @@ async def test_unusual_definitions_work_or_are_refused_when_defined():
         """Adds two numbers."""
         return a + b
 
+    async def genkit_style(q: Question, ctx):  # Genkit passes the context second, unannotated
+        return f"{q.question} ({'resumed' if ctx.is_resumed else 'first run'})"
+
+    assert list(Tool(genkit_style).input_schema["properties"]) == ["question"]
     plus_one = Tool(functools.partial(add, b=1), name="plus_one")
     assert plus_one.description == "Adds two numbers." and list(plus_one.input_schema["properties"]) == ["a", "b"]
-    model = ScriptedModel([[tool_call("scaled", {"question": "ab"}), tool_call("plus_one", {"a": 2})], "done"])
-    agent = Pausepoint().define_agent(name="a", model=model, tools=[Tool(scaled), plus_one])
+    asked = [tool_call("scaled", {"question": "ab"}), tool_call("plus_one", {"a": 2})]
+    model = ScriptedModel([[*asked, tool_call("genkit_style", {"question": "hi"})], "done"])
+    agent = Pausepoint().define_agent(name="a", model=model, tools=[Tool(scaled), plus_one, Tool(genkit_style)])
     assert (await agent.chat().send("go")).text == "done"
-    assert last_tool_results(model.requests[-1]) == {"scaled": "abab", "plus_one": 3}
+    told = {"scaled": "abab", "plus_one": 3, "genkit_style": "hi (first run)"}
+    assert last_tool_results(model.requests[-1]) == told

@@ -315,13 +315,14 @@ def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel
     ctx_param: str | None = None
     fields: dict[str, Any] = {}
     by_position: list[str] = []  # positional-only (before /): what cannot be passed by name
-    for param in inspect.signature(fn).parameters.values():
+    params = list(inspect.signature(fn).parameters.values())
+    for param in params:
         annotation = hints.get(param.name, Any)
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise DefinitionError(f"tool {tool_name!r}: *args and **kwargs cannot describe a tool's input")
         if param.kind == param.POSITIONAL_ONLY:
             by_position.append(param.name)
-        if annotation is ToolRunContext or annotation == ToolRunContext | None:
+        if annotation is ToolRunContext or annotation == ToolRunContext | None or _genkit_context(params, param, hints):
             ctx_param = param.name
             continue
         default = ... if param.default is param.empty else param.default
@@ -340,6 +341,15 @@ def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel
         return create_model(model_name, **fields), True, ctx_param
     except (TypeError, ValidationError, PydanticUserError) as exc:
         raise DefinitionError(f"tool {tool_name!r}: cannot build an input schema: {exc}") from exc
+
+
+def _genkit_context(params: list[inspect.Parameter], param: inspect.Parameter, hints: dict[str, Any]) -> bool:
+    """Whether ``param`` is the context as Genkit passes it: ``(input: Model, ctx)``, the second
+    of two parameters, unannotated, after a pydantic model."""
+    if len(params) != 2 or param is not params[1] or param.name in hints:
+        return False
+    first = hints.get(params[0].name)
+    return inspect.isclass(first) and issubclass(first, BaseModel)
 
 
 async def call_check(check: Check, validated: Any, ctx: ToolRunContext) -> bool:
