@@ -180,7 +180,7 @@ async def test_a_new_chat_whose_first_send_failed_in_the_store_reads_the_session
     store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
     agent = bank(store, transfers, [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Hello again."])
     transfers.gate.set()
-    store.fail(3, "before")  # the end's (1: the call before the tool runs, 2: its result)
+    store.fail(2, "before")
     chat = agent.chat()
     with pytest.raises(StoreError):
         await chat.send("move 9")

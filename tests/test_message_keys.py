@@ -111,10 +111,9 @@ async def test_a_keyed_send_whose_result_the_store_refused_goes_on_at_once_when_
     store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
     agent = bank(store, transfers, [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Asked again."])
     transfers.gate.set()
-    # The send writes the call (the tool runs after it), then the tool's result (before the
-    # model is asked), then the model's answer and the turn's end: that append fails, before
-    # its commit or after.
-    store.fail(3, failure)
+    # The send writes the call (the tool runs after it), then the tool's result with the model's
+    # answer and the turn's end: that append fails, before its commit or after.
+    store.fail(2, failure)
     chat = agent.chat()
     with pytest.raises(StoreError):
         await chat.send("move 9", idempotency_key="m1")

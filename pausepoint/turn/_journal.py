@@ -124,11 +124,11 @@ class Journal:
        what another process wrote meanwhile, so exactly one of them sees the batch complete and
        calls the model. Not durable (the end is).
 
-    6. **A batch's results, before the model is asked what follows** (``Turn.run_model``): the
-       results the stream has shown are in the log while the model is asked (seconds, often),
-       so a process that dies meanwhile leaves them known — not calls of unknown outcome — and
-       other processes see the turn going on (``SessionState.mid_turn``). Not durable: a power
-       loss before the next durable append loses them, as it loses the model's reply.
+    There is no flush between a batch's results and the next model call: the results ride with
+    the next append (2 or 3). If that model call fails, ``Turn`` writes them before the error
+    reaches the caller (``Turn._after_model_failure``); only a crash during it loses them, and the next
+    process then settles those calls as of unknown outcome (an idempotent one runs again), as
+    for a crash during the tool itself.
 
     Durable appends wait for stable storage as the store is configured (``stores._base``); a
     durable append makes the session's earlier non-durable ones durable too. A store whose

@@ -206,12 +206,12 @@ class Turn:
                 return await self.end(AgentFinishReason.INTERRUPTED)
             if response.finish_reason == "length" and any(type(r.input) is str for r in requests):
                 return await self.end(AgentFinishReason.LENGTH)  # cut off inside a call: say so
-            self._carry = True  # the model answered the message: what follows builds on it
-            await self.journal.flush(agent.clock(), durable=False)  # results known while it is asked (Journal: 6)
+            self._carry = True  # the results go with the next append (see Journal)
         return await self.end(AgentFinishReason.MAX_TURNS)
 
     async def _after_model_failure(self, exc: BaseException) -> AgentResponse | None:
-        """The model call after a batch failed or was cancelled. If this call had recorded
+        """The model call after a batch failed or was cancelled: the batch's results are written
+        before the error reaches the caller, as if before the call. If this call had recorded
         something (results, answers) and runs for its caller (not detached), its turn ends: a
         ``ModelError`` ends it ``failed`` and that is its response (what a retry of a keyed call
         gets too); a cancellation ends it ``aborted`` before it goes on, so that no process waits
