@@ -82,8 +82,9 @@ def abandoned_calls(
         return [state.calls[ref] for ref in state.running], left.outcomes
     if lost is None:
         raise TurnInProgress(
-            f"tool calls of session {state.session_id!r} are running in another process; try again when "
-            f"they finish (or after {abandon_after} they are presumed lost)",
+            f"tool calls of session {state.session_id!r} have no recorded result yet: another process runs "
+            f"them, or asks its model about their results; try again when its turn ends (or after "
+            f"{abandon_after} they are presumed lost)",
             refs=state.running,
         )
     return lost, left.outcomes if left is not None else {}
