@@ -352,18 +352,27 @@ class McpConnection:
                 return live
             live = _Live(loop)
             ready: asyncio.Future[None] = loop.create_future()
+            # The handshake is a request in flight: a stdio line that is no JSON-RPC fails it at once.
+            handshake: asyncio.Future[Exception] = loop.create_future()
+            live.unread.add(handshake)
             live.task = loop.create_task(self._own(live, ready), name=f"mcp:{self.name}")
             try:
-                await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
-            except TimeoutError:
+                either: list[asyncio.Future[Any]] = [ready, handshake]
+                await asyncio.wait(either, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                live.unread.discard(handshake)
+            if not ready.done() or ready.exception() is not None:
                 self._drop(live)
+                failed = ready.exception() if ready.done() else None
+                ready.cancel()  # nobody waits for it any more (when it fails later, nobody is told)
+                if failed is not None:
+                    raise failed
+                if handshake.done():
+                    raise unreadable_line(self.name, "the handshake", False, handshake.result())
                 raise McpTimeout(
                     f"MCP server {self.name!r} did not start or answer within {self.connect_timeout}s",
                     server=self.name,
-                ) from None
-            except McpError:
-                self._drop(live)
-                raise
+                )
             self._live = live
             return live
 

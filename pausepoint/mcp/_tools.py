@@ -188,8 +188,10 @@ class McpTool(Tool):
             if not result.input_requests:
                 await asyncio.sleep(0.05)  # "not done yet": the server asked for nothing, only to call again
         raise McpError(
-            f"MCP tool {self.mcp_name!r} kept asking for more input after {_MAX_ROUNDS} rounds",
+            f"MCP tool {self.mcp_name!r} kept asking for more input after {_MAX_ROUNDS} rounds, the last for "
+            "nothing: the call was given up; it may or may not have taken effect",
             server=self.connection.name,
+            outcome="unknown",
         )
 
     def _result(self, result: types.CallToolResult) -> Any:

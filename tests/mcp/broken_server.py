@@ -7,6 +7,7 @@ can break the protocol in ways the SDK's server never would): it offers one tool
 - ``list-garbage``: ``tools/list`` answers ``{"tools": "garbage"}``;
 - ``call-garbage``: ``tools/call`` answers ``{"content": 42, "isError": "maybe"}``;
 - ``call-not-json``: ``tools/call`` is answered by a line that is not JSON, and nothing else;
+- ``hello-not-json``: every request, the handshake's first, is answered by a line that is not JSON;
 - ``call-rpc-error``: the first ``tools/call`` is answered with a JSON-RPC error of code ``CODE``
   and message "bank closed" (the later ones are paid);
 - ``call-hang``: ``tools/call`` is never answered; ``list-hang``: ``tools/list`` is never answered;
@@ -128,6 +129,9 @@ def write_line(line: str) -> None:
 def serve_stdio() -> None:
     for line in sys.stdin:
         message = json.loads(line)
+        if BROKEN == "hello-not-json":  # a log line on stdout before (instead of) the handshake's answer
+            write_line("starting the bank... done")
+            continue
         if "id" not in message or "method" not in message:
             continue  # a notification, or an answer to nothing this server asked
         try:

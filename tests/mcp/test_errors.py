@@ -95,6 +95,15 @@ async def test_a_line_that_is_not_json_fails_the_call_at_once_saying_it_may_have
     }
 
 
+async def test_a_line_that_is_not_json_during_the_handshake_fails_it_at_once(ledger: Ledger) -> None:
+    """As a call's would (found by a probe: a timeout after the whole ``connect_timeout``, said as
+    "did not start or answer", and a future whose exception nobody retrieved)."""
+    connection = broken(ledger, "hello-not-json", connect_timeout=300)  # a timeout would say "did not start"
+    with pytest.raises(McpError, match=r"answered the handshake with the line 'starting the bank\.\.\. done', not an"):
+        await connection.list_tools()
+    await connection.aclose()
+
+
 @pytest.mark.parametrize(
     ("how", "kind", "answer"),
     [
