@@ -65,6 +65,7 @@ __all__ = ["mcp_server"]
 Who = Callable[[Any], Awaitable[str]]
 
 VIA = "mcp"
+_TAKES = {"approve": "no output nor reason", "deny": "a reason, not an output", "respond": "an output, not a reason"}
 
 
 def mcp_server(
@@ -298,6 +299,8 @@ class _Doors:
             summary = await self._visible(found, session_id, who)
             if not self.policy.can_answer(who, summary):
                 raise Forbidden(f"{who!r} may not answer pauses of session {session_id!r}", session_id=session_id)
+            if (output is not None and decision != "respond") or (reason and decision != "deny"):  # as REST
+                raise InvalidRequest(f"{decision!r} takes {_TAKES.get(decision, 'neither')}: no more is recorded")
             chat = found.chat(session_id, principal=who)
             options: dict[str, Any] = {"principal": who, "via": VIA, "idempotency_key": idempotency_key}
             # the pause is looked up by its ref under the session's lock (the core refuses one

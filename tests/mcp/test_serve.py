@@ -136,6 +136,12 @@ async def test_arguments_a_tool_does_not_take_are_refused_as_every_refusal_reads
         assert "pydantic" not in maybe[1] and "validation error" not in maybe[1]
         missing = await call(alice, "answer_pause", agent=AGENT, session_id=session, decision="approve")
         assert missing[0] == "error" and "invalid_request: ref: Field required" in missing[1]
+        # what a decision does not take is refused, as REST refuses it (found by a probe: an
+        # approval's reason was dropped, a denial's output taken and ignored)
+        for decision, extra in (("approve", {"reason": "because"}), ("deny", {"output": {"x": 1}, "reason": "no"})):
+            given = {"decision": decision, **extra}
+            extra_refused = await call(alice, "answer_pause", agent=AGENT, session_id=session, ref=ref, **given)
+            assert extra_refused[0] == "error" and f"invalid_request: {decision!r} takes" in extra_refused[1], decision
         approved = await call(alice, "answer_pause", agent=AGENT, session_id=session, ref=ref, decision="approve")
         assert approved["finish_reason"] == "stop"  # nothing was answered by the refused calls
 
