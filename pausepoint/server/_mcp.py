@@ -21,6 +21,7 @@ own ``auth`` reads each request — the same bearer tokens — and its ``policy`
 caller sees and answers: with tenants, only the caller's tenant's sessions are listed, read
 or answered, and a session it starts is of its tenant. Over stdio (``pausepoint serve
 --mcp-stdio``) the client is whoever started the process: one principal, given when serving.
+The ``ask=true`` rounds' questions, and the state a round leaves for the next, are ``_mcp_ask``'s.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from typing import Any, Literal
 import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
@@ -58,6 +58,7 @@ from ..stores import SessionSummary
 from ..tools._display import ApprovalView
 from ._auth import current_tenant, inbox_filters
 from ._limits import Limits, check_message_size, read_body
+from ._mcp_ask import can_ask, carried_state, decision_of, questions
 
 __all__ = ["mcp_server"]
 
@@ -161,7 +162,7 @@ class _Doors:
                 )
             if self.limits is not None:
                 check_message_size(text, self.limits)
-            carried = _carried(ctx.request_state, found.name)
+            carried = carried_state(ctx.request_state, found.name)
             if carried is not None:  # a later round: the client answered what we asked
                 session_id = str(carried["session_id"])
                 answered = await self._answered(found, who, carried, ctx.input_responses or {})
@@ -176,8 +177,8 @@ class _Doors:
                 summary = await self._to_message(found, session_id, who)
                 chat = Chat(found, session_id, who, new=summary is None, tenant=current_tenant())
                 res = await chat.send(text, idempotency_key=idempotency_key, principal=who, via=VIA)
-        if ask and res.interrupts and _can_ask(ctx):
-            asking = _questions(found, session_id, who, res.interrupts)
+        if ask and res.interrupts and can_ask(ctx):
+            asking = questions(found, session_id, who, res.interrupts)
             if asking is not None:
                 return asking
         return _turn(found, session_id, res)
@@ -200,7 +201,7 @@ class _Doors:
         except InvalidAnswer as exc:
             refs = {asked["ref"] for asked in carried["pauses"].values()}
             again = [p for p in await chat.interrupts() if p.ref in refs]
-            asking = _questions(agent, session_id, who, again, refused=exc.message)
+            asking = questions(agent, session_id, who, again, refused=exc.message)
             if asking is None:
                 raise
             return asking
@@ -235,19 +236,14 @@ class _Doors:
                 respond.append(pause.deny("declined at the MCP client"))
             elif asked["kind"] == "respond":
                 respond.append(pause.respond(content))  # checked against the question by resume()
-            elif content.get("decision") == "deny":
-                respond.append(pause.deny(str(content.get("reason") or "denied at the MCP client")))
-            elif content.get("decision") == "approve":
+            elif (decided := decision_of(content, asked))[0] == "deny":
+                respond.append(pause.deny(decided[1] or "denied at the MCP client"))
+            else:
                 given = agent.approval(pause)
                 if isinstance(given, ToolResponse):
                     respond.append(given)
                 else:
                     restart.append(given)
-            else:
-                raise InvalidAnswer(
-                    f"the answer to {asked['tool']!r} must be a decision, 'approve' or 'deny'",
-                    ref=asked["ref"],
-                )
         if not respond and not restart:
             return None
         answers = {k: v.model_dump(mode="json") for k, v in sorted(responses.items()) if k in carried["pauses"]}
@@ -355,77 +351,6 @@ async def _errors() -> Any:
         raise ToolError(f"{exc.code}: {exc.message}") from exc
     except (TypeError, ValueError) as exc:
         raise ToolError(f"invalid_request: {exc}") from exc
-
-
-_MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
-_DECISION = {
-    "type": "object",
-    "properties": {"decision": {"type": "string", "enum": ["approve", "deny"], "title": "Approve or deny"},
-                   "reason": {"type": "string", "title": "Reason (for a denial)"}},
-    "required": ["decision"],
-}  # fmt: skip
-
-
-def _can_ask(ctx: Context) -> bool:
-    """Whether this call may return questions: a 2026-07-28 connection (the tool returns them;
-    nothing is held open) from a client that answers form elicitations."""
-    if ctx.protocol_version not in _MODERN:
-        return False
-    capabilities = ctx.client_capabilities
-    return capabilities is not None and capabilities.elicitation is not None
-
-
-def _questions(
-    agent: Agent, session_id: str, who: str, pauses: list[PendingInterrupt], *, refused: str | None = None
-) -> types.InputRequiredResult | None:
-    """The pauses a person at the client can answer in a form, as MCP elicitations (None: none
-    can be: they stay listed for answer_pause). A server's question keeps its own schema; a
-    pause that a yes approves asks approve or deny. ``refused``: why the last answers were not
-    accepted (said in each question asked again)."""
-    asked: dict[str, Any] = {}
-    requests: dict[str, types.InputRequest] = {}
-    for index, pause in enumerate(pauses):
-        question = (pause.metadata or {}).get("elicitation")
-        view = agent.view(pause)
-        if isinstance(question, dict):
-            if "requested_schema" not in question:
-                continue  # a URL to visit: listed, not asked
-            kind, schema, message = "respond", question["requested_schema"], str(question.get("message", view.title))
-        else:
-            if pause.approval is not None and who in pause.approval.approved_by:
-                continue  # this caller's approval is counted: the others' are awaited
-            try:
-                agent.approval(pause)
-            except ValueError:
-                continue  # more than a yes: answered with answer_pause
-            kind, schema = "approve", _DECISION
-            progress = f", {view.approval.progress.lower()}" if view.approval and view.approval.required > 1 else ""
-            message = f"{view.title}: {view.summary} (risk: {view.risk}{progress}). Approve?"
-        if refused is not None:
-            message = f"Your answer was not accepted ({refused}). {message}"
-        key = f"pause{index}"
-        asked[key] = {"ref": pause.ref, "pause_id": pause.pause_id, "tool": pause.name, "kind": kind}
-        requests[key] = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
-        )
-    if not requests:
-        return None
-    state = json.dumps({"agent": agent.name, "session_id": session_id, "principal": who, "pauses": asked})
-    return types.InputRequiredResult(input_requests=requests, request_state=state)
-
-
-def _carried(state: str | None, agent: str) -> dict[str, Any] | None:
-    """What a round of ``send_message(ask=true)`` left for the next one (sealed by the SDK on the
-    wire, so it is what this server wrote), or None on a first round."""
-    if not state:
-        return None
-    try:
-        carried = json.loads(state)
-    except ValueError:
-        return None
-    if not isinstance(carried, dict) or carried.get("agent") != agent:
-        return None
-    return carried
 
 
 async def _last(chat: Chat) -> AgentResponse:

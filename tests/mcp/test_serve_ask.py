@@ -147,7 +147,17 @@ async def test_approved_then_the_servers_question_is_put_to_the_client_and_an_in
     ]
 
 
-async def test_an_answer_that_is_not_a_decision_is_refused_and_asked_again(served: str, ledger: Ledger) -> None:
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ({"decision": "maybe"}, "the answer to 'transfer' must be a decision"),
+        # the form's reason is text (found by a probe: a number was taken, and the transfer ran)
+        ({"decision": "approve", "reason": 5}, "the reason given for 'transfer' must be text"),
+    ],
+)
+async def test_an_answer_that_is_not_a_decision_is_refused_and_asked_again(
+    served: str, ledger: Ledger, content: dict[str, Any], why: str
+) -> None:
     async with client(served) as alice:
         first = await alice.session.call_tool(
             "send_message",
@@ -158,13 +168,13 @@ async def test_an_answer_that_is_not_a_decision_is_refused_and_asked_again(serve
         again = await alice.session.call_tool(
             "send_message",
             {"agent": AGENT, "text": "Transfer $500 to savings.", "ask": True},
-            input_responses={"pause0": ElicitResult(action="accept", content={"decision": "maybe"})},
+            input_responses={"pause0": ElicitResult(action="accept", content=content)},
             request_state=first.request_state,
             allow_input_required=True,
         )
     assert isinstance(again, InputRequiredResult)
     message = again.input_requests["pause0"].params.message  # type: ignore[index, union-attr]
-    assert message.startswith("Your answer was not accepted (the answer to 'transfer' must be a decision")
+    assert message.startswith(f"Your answer was not accepted ({why}")
     assert ledger.entries() == []
 
 
