@@ -29,6 +29,7 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
+from ..errors import DefinitionError
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..tools._tool import Interrupt
 from ._schema import check_against, output_validator
@@ -53,6 +54,10 @@ def first_round(result: types.InputRequiredResult, about: dict[str, Any]) -> dic
             if isinstance(params, types.ElicitRequestURLParams):
                 asked["url"] = params.url
             else:
+                try:  # a schema no answer could be checked against makes no question a person can answer
+                    output_validator(params.requested_schema, "the question's requested_schema")
+                except DefinitionError as exc:
+                    raise ValueError(f"it asked a question no answer can fit: {exc}") from None
                 asked["requested_schema"] = params.requested_schema
             questions[key] = asked
         else:

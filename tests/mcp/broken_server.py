@@ -8,6 +8,7 @@ can break the protocol in ways the SDK's server never would): it offers one tool
 - ``call-garbage``: ``tools/call`` answers ``{"content": 42, "isError": "maybe"}``;
 - ``call-not-json``: ``tools/call`` is answered by a line that is not JSON, and nothing else;
 - ``hello-not-json``: every request, the handshake's first, is answered by a line that is not JSON;
+- ``ask-bad-ref``: ``tools/call`` asks a question whose ``requestedSchema`` refers to nothing;
 - ``call-rpc-error``: the first ``tools/call`` is answered with a JSON-RPC error of code ``CODE``
   and message "bank closed" (the later ones are paid);
 - ``call-hang``: ``tools/call`` is never answered; ``list-hang``: ``tools/list`` is never answered;
@@ -106,6 +107,11 @@ def call(message: dict[str, Any]) -> dict[str, Any] | None:
     if BROKEN == "call-not-json":
         write_line("Traceback (most recent call last): the server broke")
         return None
+    if BROKEN == "ask-bad-ref":  # a question whose schema refers to nothing
+        schema = {"type": "object", "properties": {"who": {"$ref": "#/nowhere"}}}
+        params = {"mode": "form", "message": "Who?", "requestedSchema": schema}
+        asked = {"method": "elicitation/create", "params": params}
+        return {"resultType": "input_required", "inputRequests": {"q": asked}, "requestState": "s"}
     if BROKEN == "call-garbage":
         return {"content": 42, "isError": "maybe"}
     if BROKEN == "call-hang":

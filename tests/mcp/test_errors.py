@@ -95,6 +95,14 @@ async def test_a_line_that_is_not_json_fails_the_call_at_once_saying_it_may_have
     }
 
 
+async def test_a_question_no_answer_can_fit_fails_the_call_rather_than_pausing_it(ledger: Ledger) -> None:
+    """Found by a probe: the pause was made, and every answer then failed with DefinitionError
+    (a 422 ``definition_error`` over REST): only a denial could close it."""
+    seen = await what_the_model_sees(broken(ledger, "ask-bad-ref"), ("pay", {"amount": 5}))
+    assert isinstance(seen, dict) and "it asked a question no answer can fit" in seen["error"]
+    assert "'#/nowhere'" in seen["error"]
+
+
 async def test_a_line_that_is_not_json_during_the_handshake_fails_it_at_once(ledger: Ledger) -> None:
     """As a call's would (found by a probe: a timeout after the whole ``connect_timeout``, said as
     "did not start or answer", and a future whose exception nobody retrieved)."""
