@@ -75,6 +75,7 @@ async def test_answering_a_pause_whose_tool_changed_is_refused(tmp_path):
     with pytest.raises(ToolDefinitionChanged) as info:
         await chat.resume(respond=[pending.respond({"approved": True})])
     assert "userApproval" in str(info.value) and "allow_changed_tools" in str(info.value)
+    assert "drop the pause with cancel_pending" in str(info.value)  # nothing else answers it (a probe)
     assert [i.ref for i in await chat.interrupts()] == [pending.ref]
 
     opted_in = changed_banking_agent(db, allow_changed_tools=True).chat(paused["session_id"])

@@ -175,11 +175,15 @@ def _live(
         raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {pause.expires_at.isoformat()}", ref=ref)
     tool = tools.get(name)
     if tool is None:
-        raise ToolDefinitionChanged(f"tool {name!r} paused in this session is no longer defined on the agent", ref=ref)
+        raise ToolDefinitionChanged(
+            f"tool {name!r} paused in this session is no longer defined on the agent; cancel_pending drops the "
+            "pause",
+            ref=ref,
+        )
     if tool.fingerprint != paused.fingerprint and not allow_changed_tools:
         raise ToolDefinitionChanged(
             f"tool {name!r} changed since it paused (its name or schemas differ); define the agent with "
-            "allow_changed_tools=True to answer it anyway",
+            "allow_changed_tools=True to answer it anyway, or drop the pause with cancel_pending",
             ref=ref,
         )
     return tool
