@@ -452,6 +452,11 @@ class McpEndpoint:
         request = Request(scope, receive)
         try:
             await self.service.principal(request)
+            if request.method == "GET":  # no stream to open (stateless: each answer is in its reply): 405
+                refused = _refusal(InvalidRequest("the MCP endpoint streams no server messages: POST each request"))
+                refused.status_code, refused.headers["Allow"] = 405, "POST"
+                await refused(scope, receive, send)
+                return
             body = await read_body(request, self.service.limits)  # the app's limit, as on every route
         except PausepointError as exc:
             await _refusal(exc)(scope, receive, send)

@@ -156,6 +156,11 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
         refused = await raw.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
     assert refused.json()["error"]["data"]["code"] == "unauthenticated"  # the app's error, in a JSON-RPC one
+    # GET opens no stream (stateless): 405 at once, as the protocol allows (found by a probe: it hung)
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        got = await raw.get(f"{served}/mcp", headers={"Authorization": "Bearer alice-token"})
+    assert (got.status_code, got.headers["allow"]) == (405, "POST")
+    assert got.json()["error"]["data"]["code"] == "invalid_request"
     async with http_client(served, "eve-token") as eve:
         assert await call(eve, "list_pending") == []
         hidden = await call(
