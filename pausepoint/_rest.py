@@ -77,10 +77,11 @@ class GrantBody(_Body):
     tool: str | None = None
     bounds: dict[str, dict[str, Any]] | None = None
     # Strict: a JSON true is no count and "60" no duration (lax would read them as 1 and 60).
-    uses: StrictInt | None = Field(default=None, ge=1)
-    # Bounds on each kind of number, so that the JSON schema says them (on the union they did not).
+    uses: StrictInt | None = Field(default=None, ge=1, le=10**9)
+    # Bounds on each kind of number, so that the JSON schema says them (on the union they did not);
+    # a microsecond at least: a duration is kept to the microsecond.
     ttl_seconds: (
-        Annotated[StrictFloat, Field(gt=0, le=10**9)] | Annotated[StrictInt, Field(gt=0, le=10**9)] | None
+        Annotated[StrictFloat, Field(ge=1e-6, le=10**9)] | Annotated[StrictInt, Field(gt=0, le=10**9)] | None
     ) = None
 
     @classmethod

@@ -453,6 +453,9 @@ async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
             "at most",
         ),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(tool="nothing"), "approve", "no tool"),
+        # More uses than any session will make: a bound like every number's (found by a probe: a
+        # 4,300-digit count was kept, and a client at Python's 640-digit limit could not read it).
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(uses=10**4000), "approve", "from 1 to 10\\*\\*9"),
         # A grant no date is that far ahead of (found by a probe: a raw OverflowError).
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(ttl=timedelta(days=3_285_000)), "approve", "10\\*\\*9"),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(), "deny", "goes with an approval"),

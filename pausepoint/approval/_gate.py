@@ -315,8 +315,10 @@ def _grant(
         bounds = check_bounds(tool.input_model, json_data(grant.bounds, limits), target)
     except NotJsonData as exc:
         raise InvalidGrant(f"a grant's bounds cannot be recorded: {exc}", ref=claim.call_ref) from None
-    if grant.uses is not None and (not isinstance(grant.uses, int) or isinstance(grant.uses, bool) or grant.uses < 1):
-        raise InvalidGrant(f"a grant's uses is a count of at least 1 (or None), not {grant.uses!r}", ref=claim.call_ref)
+    uses = grant.uses
+    if uses is not None and (not isinstance(uses, int) or isinstance(uses, bool) or not 1 <= uses <= 10**9):
+        shown = "a larger number" if isinstance(uses, int) and uses > 10**9 else repr(uses)  # 4,301 digits: no repr
+        raise InvalidGrant(f"a grant's uses is a count from 1 to 10**9 (or None), not {shown}", ref=claim.call_ref)
     limit = policy.grant_limit(target)
     ttl = grant.ttl
     if ttl is not None and duration(ttl) is None:

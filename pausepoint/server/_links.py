@@ -57,6 +57,10 @@ _MAX_TOKEN = 2048  # far above any token made here (a few hundred characters)
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
+_FIRST = int(datetime(1, 1, 2, tzinfo=UTC).timestamp())
+_LAST = int(datetime(9999, 12, 30, tzinfo=UTC).timestamp())
+
+
 @dataclass(frozen=True, slots=True)
 class Link:
     """What a verified token names."""
@@ -107,13 +111,15 @@ def read_token(links: ApprovalLinks | None, token: Any) -> Link:
         raw = _decode(payload)
     except (binascii.Error, ValueError):
         raise InvalidLink("this is not an approval link") from None
+    unreadable = "this link holds what this version of pausepoint does not write (another version's, or damaged)"
     try:
         version, agent, session_id, ref, pause_id, expires = json.loads(raw)
-    except (ValueError, TypeError):  # signed by us, so only a newer format gets here
-        raise InvalidLink("this link was made by a newer version of pausepoint") from None
+    except (ValueError, TypeError):  # signed with our secret, yet not what we write
+        raise InvalidLink(unreadable) from None
     strings = all(isinstance(v, str) and v for v in (agent, session_id, ref, pause_id))
-    if version != _VERSION or not strings or type(expires) is not int:
-        raise InvalidLink("this link was made by a newer version of pausepoint")
+    # an expiry a date can hold (Unix seconds of years 1 to 9999): no date past it can be made
+    if version != _VERSION or not strings or type(expires) is not int or not _FIRST <= expires <= _LAST:
+        raise InvalidLink(unreadable)
     return Link(agent, session_id, ref, pause_id, expires)
 
 

@@ -136,6 +136,19 @@ async def test_forged_altered_and_malformed_links_are_refused_and_decide_nothing
     # signature is all that stood in the way
     read = await http.get(f"{served.base}/v1/links/{longer}.{signed(LINK_SECRET, longer)}", headers=auth("alice"))
     assert read.json()["state"] == "open"
+    # signed, but holding what no pausepoint writes: refused as unreadable, never a 500 (found by
+    # a probe: an expiry before year 1 raised OverflowError) nor blamed on "a newer version"
+    for odd in (-(10**20), 10**20, 1.5, None):
+        strange = base64.urlsafe_b64encode(json.dumps([*fields[:5], odd]).encode()).rstrip(b"=").decode()
+        link = f"{strange}.{signed(LINK_SECRET, strange)}"
+        for request in (
+            http.get(f"{served.base}/v1/links/{link}", headers=auth("alice")),
+            http.post(answer_url(served, session_id, pause), json={"link": link}, headers=auth("alice")),
+        ):
+            refused = await request
+            assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid_link"), odd
+            assert "does not write (another version's, or damaged)" in refused.text
+    assert served.ledger == [] and await served.state(http, session_id) == before
 
 
 _BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

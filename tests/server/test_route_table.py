@@ -79,7 +79,11 @@ async def test_the_document_says_its_bounds_in_json_schema_words():
 
     assert not keys(doc) & {"gt", "ge", "lt", "le", "min_length", "max_length"}
     ttl = doc["components"]["schemas"]["GrantBody"]["properties"]["ttl_seconds"]
-    bounded = [s for s in ttl["anyOf"] if s.get("type") in ("number", "integer")]
-    assert bounded and all(s["exclusiveMinimum"] == 0 and s["maximum"] == 10**9 for s in bounded)
+    bounded = {s["type"]: s for s in ttl["anyOf"] if s.get("type") in ("number", "integer")}
+    assert all(s["maximum"] == 10**9 for s in bounded.values())
+    # a microsecond at least, as a duration is kept (found by a probe: 1e-7 passed, then was refused)
+    assert (bounded["number"]["minimum"], bounded["integer"]["exclusiveMinimum"]) == (1e-6, 0)
+    uses = doc["components"]["schemas"]["GrantBody"]["properties"]["uses"]
+    assert [(s["minimum"], s["maximum"]) for s in uses["anyOf"] if s.get("type") == "integer"] == [(1, 10**9)]
     params = {p["name"]: p["schema"] for p in doc["paths"]["/v1/agents/{agent}/sessions"]["get"]["parameters"]}
     assert (params["limit"]["maximum"], params["offset"]["maximum"]) == (500, 10**9)
