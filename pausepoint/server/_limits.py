@@ -27,6 +27,7 @@ __all__ = [
     "check_history",
     "check_message_size",
     "parse_body",
+    "parse_json",
     "read_body",
     "read_json",
 ]
@@ -65,6 +66,15 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     body = await read_body(request, limits)
     if not body:
         return {}
+    value = parse_json(body)
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def parse_json(body: bytes) -> Any:
+    """``body``'s JSON value, read as every surface reads a request (a name given twice in one
+    object, ``NaN``, an integer of more than 4,300 digits: ``InvalidRequest``)."""
     try:  # what json.loads(body, parse_constant=...) does, without building a decoder per request
         value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except RecursionError:
@@ -73,8 +83,6 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
         if "integer string conversion" in str(exc):  # Python's advice is for the server, not the caller
             raise InvalidRequest("the request body holds an integer of more than 4,300 digits") from None
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
     return value
 
 

@@ -57,8 +57,9 @@ from ..session._response import AgentResponse
 from ..stores import SessionSummary
 from ..tools._display import ApprovalView
 from ._auth import current_tenant, inbox_filters
-from ._limits import Limits, check_message_size, read_body
+from ._limits import Limits, check_message_size, parse_json, read_body
 from ._mcp_ask import can_ask, carried_state, decision_of, questions
+from ._params import checked_key
 
 __all__ = ["mcp_server"]
 
@@ -155,6 +156,7 @@ class _Doors:
         who = await self._who(ctx)
         found = self._agent(agent)
         async with _errors():
+            checked_key(idempotency_key, "idempotency_key")  # as REST's header: 1 to 200 characters
             if idempotency_key is not None and session_id is None:
                 raise InvalidRequest(
                     "idempotency_key needs a session_id (a new id of yours starts the session): "
@@ -298,7 +300,8 @@ class _Doors:
             if (output is not None and decision != "respond") or (reason and decision != "deny"):  # as REST
                 raise InvalidRequest(f"{decision!r} takes {_TAKES.get(decision, 'neither')}: no more is recorded")
             chat = found.chat(session_id, principal=who)
-            options: dict[str, Any] = {"principal": who, "via": VIA, "idempotency_key": idempotency_key}
+            key = checked_key(idempotency_key, "idempotency_key")  # as REST's header: 1 to 200 characters
+            options: dict[str, Any] = {"principal": who, "via": VIA, "idempotency_key": key}
             # the pause is looked up by its ref under the session's lock (the core refuses one
             # that is answered, stale or unknown), never from a read made here first
             if decision == "approve":
@@ -458,6 +461,7 @@ class McpEndpoint:
                 await refused(scope, receive, send)
                 return
             body = await read_body(request, self.service.limits)  # the app's limit, as on every route
+            parse_json(body)  # read as REST reads it: a name given twice is refused, not the last one taken
         except PausepointError as exc:
             await _refusal(exc)(scope, receive, send)
             return

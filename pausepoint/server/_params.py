@@ -18,7 +18,7 @@ from starlette.requests import Request
 
 from ..errors import InvalidRequest
 
-__all__ = ["BIGGEST", "ascii_digits", "ascii_int", "flag", "idempotency_key", "query_int"]
+__all__ = ["BIGGEST", "ascii_digits", "ascii_int", "checked_key", "flag", "idempotency_key", "query_int"]
 
 #: the biggest integer a store keeps (a signed 64-bit one: SQLite's and PostgreSQL's ``bigint``)
 BIGGEST = 2**63 - 1
@@ -69,7 +69,12 @@ def idempotency_key(request: Request) -> str | None:
     given = request.headers.getlist("idempotency-key")
     if len(given) > 1:
         raise InvalidRequest("a request takes one Idempotency-Key header, not several")
-    key = given[0] if given else None
+    return checked_key(given[0] if given else None, "the Idempotency-Key header")
+
+
+def checked_key(key: str | None, what: str) -> str | None:
+    """An idempotency key as every surface takes it (1 to 200 characters); ``InvalidRequest``
+    naming ``what`` carried it otherwise."""
     if key is not None and not 0 < len(key) <= _MAX_KEY:
-        raise InvalidRequest(f"the Idempotency-Key header must have 1 to {_MAX_KEY} characters")
+        raise InvalidRequest(f"{what} must have 1 to {_MAX_KEY} characters")
     return key

@@ -156,6 +156,28 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
         refused = await raw.post(f"{served}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
     assert refused.json()["error"]["data"]["code"] == "unauthenticated"  # the app's error, in a JSON-RPC one
+    # A name given twice is refused, as on REST (found by a probe: the last was taken, so a deny
+    # followed by an approve approved what a proxy reading the first saw denied).
+    call_body = (
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "answer_pause", "arguments": '
+        f'{{"agent": "{AGENT}", "session_id": "{reply["session_id"]}", "ref": "{ref}", "decision": "deny", '
+        '"reason": "no", "decision": "approve"}}}'
+    )
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        twice = await raw.post(
+            f"{served}/mcp", content=call_body,
+            headers={"Authorization": "Bearer alice-token", "Content-Type": "application/json",
+                     "Accept": "application/json, text/event-stream"},
+        )  # fmt: skip
+    assert twice.status_code == 400 and "is given twice" in twice.json()["error"]["message"]
+    async with http_client(served, "alice-token") as alice:
+        long_key = await call(
+            alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=ref, decision="deny",
+            reason="no", idempotency_key="k" * 201,
+        )  # fmt: skip
+        assert long_key[0] == "error" and "idempotency_key must have 1 to 200 characters" in long_key[1]
+        inbox = await call(alice, "list_pending")
+        assert [p["ref"] for s in inbox for p in s["pauses"]] == [ref]  # nothing answered
     # GET opens no stream (stateless): 405 at once, as the protocol allows (found by a probe: it hung)
     async with httpx2.AsyncClient(timeout=30) as raw:
         got = await raw.get(f"{served}/mcp", headers={"Authorization": "Bearer alice-token"})
