@@ -192,4 +192,7 @@ def _delivery_id(key: str) -> tuple[int, int]:
     index, dash, number = key.partition("-")
     if not dash:
         raise InvalidRequest(f"delivery id {key[:40]!r} is not <store index>-<number>, as deliveries are listed")
-    return ascii_int(index, "a delivery id's store index"), ascii_int(number, "a delivery id's number")
+    parsed = ascii_int(index, "a delivery id's store index"), ascii_int(number, "a delivery id's number")
+    if f"{parsed[0]}-{parsed[1]}" != key:  # one spelling, as listed: no leading zeros
+        raise InvalidRequest(f"delivery id {key[:40]!r} is not <store index>-<number>, as deliveries are listed")
+    return parsed

@@ -85,9 +85,14 @@ async def test_a_delivery_id_in_other_digits_is_refused_and_nothing_is_requeued(
             await http.post(f"{base}/v1/ops/deliveries/{index}-{'9' * length}/retry", headers=OPERATOR)
             for length in (20, 5000)  # past a 64-bit integer; past what int() reads at all
         ]
+        # one spelling, as listed (found by a probe: "0-0003161" requeued it, and was echoed so)
+        padded = [
+            await http.post(f"{base}/v1/ops/deliveries/{spelt}/retry", headers=OPERATOR)
+            for spelt in (f"0{index}-{number}", f"{index}-00{number}")
+        ]
         still = (await http.get(base + "/v1/ops/deliveries?state=failed", headers=OPERATOR)).json()["deliveries"]
         retried = await http.post(f"{base}/v1/ops/deliveries/{key}/retry", headers=OPERATOR)
-    for reply in huge:
+    for reply in (*huge, *padded):
         assert_refused(reply, "delivery id")
     assert [d["id"] for d in still] == [key]  # none of them requeued it
     assert retried.json() == {"id": key, "state": "pending"}  # the ASCII id names it
