@@ -460,6 +460,9 @@ class McpEndpoint:
                 refused.status_code, refused.headers["Allow"] = 405, "POST"
                 await refused(scope, receive, send)
                 return
+            kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if request.method == "POST" and kind != "application/json":  # the SDK's refusal is plain text
+                raise InvalidRequest(f"an MCP request is JSON (Content-Type: application/json), not {kind or 'none'}")
             body = await read_body(request, self.service.limits)  # the app's limit, as on every route
             parse_json(body)  # read as REST reads it: a name given twice is refused, not the last one taken
         except PausepointError as exc:

@@ -170,6 +170,10 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
                      "Accept": "application/json, text/event-stream"},
         )  # fmt: skip
     assert twice.status_code == 400 and "is given twice" in twice.json()["error"]["message"]
+    async with httpx2.AsyncClient(timeout=30) as raw:  # a JSON-RPC error too, not the SDK's plain text
+        typed = await raw.post(f"{served}/mcp", content=call_body, headers={"Authorization": "Bearer alice-token",
+                                                                            "Content-Type": "text/plain"})  # fmt: skip
+    assert typed.status_code == 400 and "not text/plain" in typed.json()["error"]["message"]
     async with http_client(served, "alice-token") as alice:
         long_key = await call(
             alice, "answer_pause", agent=AGENT, session_id=reply["session_id"], ref=ref, decision="deny",
