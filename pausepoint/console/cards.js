@@ -184,19 +184,23 @@ export class InterruptCard {
   }
 
   renderActions() {
-    const grantable = !!(this.view.approval && this.view.approval.grantable);
+    const approval = this.view.approval;
+    const grantable = !!(approval && approval.grantable);
     const canRespond = !(this.tool && this.tool.approval);  // a yes is Approve: one way to say it
+    // An edit is an approval of another input: only where the approval policy takes one (its
+    // decisions say "edit"), and never under a quorum (every approver approves the same input).
+    const mayEdit = !!(this.editForm && this.mayApprove)
+      && !(approval && (approval.required > 1 || (approval.decisions.length && !approval.decisions.includes("edit"))));
     const buttons = [
       this.mayApprove ? h("button", { type: "button", class: "btn btn-approve", onclick: () => this.approve() }, "Approve") : null,
       this.mayApprove && grantable
         ? h("button", { type: "button", class: "btn", onclick: () => this.approve({ grant: true }) }, "Approve for this session") : null,
       canRespond ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("respond") }, "Respond…") : null,
-      this.editForm && this.mayApprove
-        ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null,
+      mayEdit ? h("button", { type: "button", class: "btn", onclick: () => this.openPanel("edit") }, "Edit input…") : null,
       this.mayDeny ? h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…") : null,
     ];
     this.actionsRow.replaceChildren(...buttons.filter((b) => b !== null));
-    this.shortcuts = { a: this.mayApprove, r: canRespond, e: !!(this.editForm && this.mayApprove), d: this.mayDeny };
+    this.shortcuts = { a: this.mayApprove, r: canRespond, e: mayEdit, d: this.mayDeny };
     const keys = [["a", "approve"], ["r", "respond"], ["e", "edit"], ["d", "deny"]].filter(([key]) => this.shortcuts[key]);
     this.keysHint.replaceChildren("Selected · ", ...keys.flatMap(([key, word]) => [h("kbd", { text: key }), ` ${word} · `]),
       h("kbd", { text: "Esc" }), " close");

@@ -67,7 +67,8 @@ def route_table(
     if console:
         table.append(Endpoint("GET", "/v1/console/sign-in", sign_in, SIGN_IN))
     if links:
-        table.append(Endpoint("GET", "/v1/links/{token}", link_routes.link, link_routes.LINK))
+        # the rest of the path: a token a mail client mangled ("/" added) is an invalid link, not "no such route"
+        table.append(Endpoint("GET", "/v1/links/{token:path}", link_routes.link, link_routes.LINK))
     if slack:
         table.append(Endpoint("POST", "/v1/slack/actions", actions, ACTIONS))
     if mcp is not None:

@@ -47,14 +47,15 @@ class Bank:
 
 @pytest.fixture
 def bank(tmp_path: Path) -> Iterator[Bank]:
-    """/quorum: two of treasury (alice, bob, carol) approve each transfer. /grants: one of
+    """/quorum: two of treasury (alice, bob, carol) approve each transfer (a tool that takes
+    edits, which a quorum does not). /grants: one of
     treasury who did not ask for it, who may approve later transfers for the session."""
     ledger: list[str] = []
 
     def factory() -> Starlette:
         store = SqliteSessionStore(tmp_path / "sessions.db")
         quorum, grants = Pausepoint(), Pausepoint()
-        build(store, treasury(quorum={"transfer_money": 2}), ledger=ledger, app=quorum)
+        build(store, treasury(quorum={"transfer_money": 2}), ledger=ledger, app=quorum, edits=True)
         build(store, treasury(grantable={"transfer_money": timedelta(days=1)}, separation_of_duties=True),
               ledger=ledger, app=grants)  # fmt: skip
         options: dict[str, Any] = {
@@ -92,6 +93,9 @@ def test_a_quorum_shows_its_progress_and_who_still_needs_to_approve(bank: Bank, 
     )
     expect(card.get_by_role("button", name="Respond…")).to_have_count(0)  # approve or deny: no made-up result
     expect(card.get_by_role("button", name="Approve for this session")).to_have_count(0)  # no grant for a quorum
+    # the tool takes edits, but a quorum approves one input (found by a probe: the form, then a
+    # held confirmation, then the server's refusal)
+    expect(card.get_by_role("button", name="Edit input")).to_have_count(0)
     shots(alice, "waiting")
 
     card.get_by_role("button", name="Approve", exact=True).click()
