@@ -174,8 +174,11 @@ export class InterruptCard {
     if (!this.ctx.canAnswer) this.effectLine.textContent = "You may see this pause, but not answer it.";
     else if (counted) this.effectLine.textContent = `Your approval is counted: the others decide now${stillDeny}`;
     else if (excluded || outsider) {
-      this.effectLine.textContent = shown && shown.requested_by === principal
+      // why not this person: separation of duties (they asked for it), or a role they do not hold
+      const roles = shown && shown.roles && shown.roles.length ? shown.roles.join(" or ") : "";
+      this.effectLine.textContent = excluded && shown && shown.requested_by === principal
         ? `You asked for this call: someone else approves it${stillDeny}`
+        : roles ? `Approving this call takes ${roles}, which you do not hold${stillDeny}`
         : `Someone else approves this call${stillDeny}`;
     } else if (this.effects.approve) {
       this.effectLine.replaceChildren(h("strong", { text: "If you approve: " }), this.effects.approve);

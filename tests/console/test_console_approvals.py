@@ -205,3 +205,14 @@ def test_the_requester_is_not_told_the_card_waits_for_them(bank: Bank, browser, 
     expect(card.locator(".badge").first).to_have_text("Waiting for treasury")
     expect(card).not_to_contain_text("Waiting for you")
     shots(dave, "requester")
+
+
+def test_the_requester_without_the_role_is_told_the_role_not_separation_of_duties(bank: Bank, browser):
+    """No separation of duties here: dave may not approve for want of the role, and the card says
+    that (found by a probe: "You asked for this call", as if separation of duties applied)."""
+    paused = bank.ask("quorum", "pay 500 to savings")
+    dave = browser.new_page()
+    open_session(dave, bank, "quorum", "dave", paused["session_id"])
+    own = dave.locator(".card")
+    expect(own.locator(".card-effect")).to_have_text("Approving this call takes treasury, which you do not hold.")
+    expect(own.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
