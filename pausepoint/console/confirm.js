@@ -68,6 +68,13 @@ export class Confirmation {
       if (this.held()) this.nudge();
       else this.done();
     });
+    // Tab and Shift+Tab move between Back and the yes, and stay there: the step is open until
+    // it is answered or left (Escape, another key), never left behind with focus elsewhere.
+    this.el.addEventListener("keydown", (e) => {
+      if (e.key !== "Tab" || !this.question) return;
+      e.preventDefault();
+      (document.activeElement === this.yes ? this.back : this.yes).focus();
+    });
   }
 
   held() {
