@@ -386,7 +386,14 @@ class Expiry(Section):
 class Retention(Section):
     """``[retention]``: how long the stores keep their events once delivered (``keep_events``)."""
 
-    events_days: Annotated[float, Field(gt=0, le=36_500)] | None = None
+    events_days: Annotated[float, Field(allow_inf_nan=False)] | None = None
+
+    @field_validator("events_days")
+    @classmethod
+    def _days(cls, value: float | None) -> float | None:
+        if value is not None and not 1 / 86_400 <= value <= 36_500:
+            raise ValueError("a number of days from a second's worth (0.0000116) to 36500")
+        return value
 
 
 class Links(Section):

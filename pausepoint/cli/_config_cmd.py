@@ -150,4 +150,5 @@ def describe(settings: ServeSettings, ai: Pausepoint) -> list[str]:
 def _kept(keep: timedelta | None) -> str:
     if keep is None:
         return "kept (no [retention])"
-    return f"pruned once delivered and {keep.total_seconds() / 86400:g} days old"
+    days = keep.total_seconds() / 86400
+    return f"pruned once delivered and {f'{days:g} days' if days >= 1 else f'{keep.total_seconds():g} s'} old"

@@ -405,10 +405,26 @@ class SqliteSessionStore:
         return requeued
 
     async def prune_events(self, before: datetime) -> int:
-        pruned = await self._run(lambda conn: _sqlite_outbox.prune(conn, before))
+        """As the protocol says; on a file, in a worker thread on a connection of its own, so
+        that a large outbox never holds the event loop (its writers back off while it writes)."""
+        self._open()  # the schema, on the loop's connection first
+        if self._files is None:  # in memory: only this connection sees the database
+            pruned = await self._run(lambda conn: _sqlite_outbox.prune(conn, before))
+        else:
+            pruned = await asyncio.to_thread(self._prune_apart, before)
         if pruned:
             await self._durable()
         return pruned
+
+    def _prune_apart(self, before: datetime) -> int:
+        conn = self._connect()
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")  # this thread may wait
+            return _sqlite_outbox.prune(conn, before)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"SQLite error on {self._name}: {exc}") from exc
+        finally:
+            conn.close()
 
 
 def _fsync(fd: int) -> None:

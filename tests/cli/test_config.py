@@ -113,7 +113,9 @@ GOOD_HEAD = 'app = "tests.cli.apps:pay_ai"\n'
         ("[tracing]\nendpoint = \"collector:4317\"\n", 3, "tracing.endpoint: the collector's URL"),
         ("[log]\nlevel = \"loud\"\n", 3, "log.level: Input should be 'debug', 'info', 'warning' or 'error'"),
         ("[limits]\nmax_body_bytes = 0\n", 3, "limits.max_body_bytes: Input should be greater than or equal to 1"),
-        ("[retention]\nevents_days = 0\n", 3, "retention.events_days: Input should be greater than 0"),
+        ("[retention]\nevents_days = 0\n", 3, "retention.events_days: a number of days from a second's worth"),
+        ("[retention]\nevents_days = 1e-12\n", 3, "retention.events_days: a number of days from a second's worth"),
+        ("[retention]\nevents_days = nan\n", 3, "retention.events_days: Input should be a finite number"),
         ("[notifiers.slack]\nsigning_secret_env = \"TOKEN\"\nusers = { U1 = \"alice\" }\n", 2,
          "notifiers.slack: Slack's buttons carry approval links: add [notifiers.links]"),
         ("[notifiers.links]\nsecret_env = \"LINK_SECRET\"\nconsole_url = \"https://pp.example.com/console\"\n"
