@@ -14,7 +14,6 @@ request when the app is mounted somewhere that does not run sub-app lifespans.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -22,7 +21,7 @@ from datetime import timedelta
 from ..runtime._app import Pausepoint
 from ..stores import SessionStore
 from ._feed import stores_of
-from ._watch import first_of
+from ._watch import first_of, stopped
 
 __all__ = ["ExpirySweep"]
 
@@ -45,11 +44,8 @@ class ExpirySweep:
         self._task = asyncio.get_running_loop().create_task(self._run(self._interval))
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stopped(task)
 
     async def sweep(self) -> bool:
         """One pass over every agent's sessions with pauses due; False when a session's could not

@@ -18,7 +18,6 @@ nothing. A store that fails is logged and tried again at the next pass.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
@@ -26,6 +25,7 @@ from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from ..session._durations import SAID, duration
 from ._feed import stores_of
+from ._watch import stopped
 
 __all__ = ["EventRetention"]
 
@@ -56,11 +56,8 @@ class EventRetention:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stopped(task)
 
     async def prune(self) -> int:
         """One pass over every store: the events pruned (a failing store's counted as none)."""

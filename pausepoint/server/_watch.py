@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 
 from ..stores import SessionStore
 
-__all__ = ["StoreWatch", "first_of"]
+__all__ = ["StoreWatch", "first_of", "stopped"]
 
 
 class StoreWatch:
@@ -73,3 +73,13 @@ async def first_of(waits: list[Awaitable[None]], max_wait: float | None = None) 
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+async def stopped(*tasks: asyncio.Task[None] | None) -> None:
+    """Cancel the background ``tasks`` (None: none there) and wait until each has ended."""
+    running = [task for task in tasks if task is not None]
+    for task in running:
+        task.cancel()
+    for task in running:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -20,7 +20,6 @@ the pause alone, so every attempt sends the same bytes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import smtplib
@@ -40,6 +39,7 @@ from ..webhooks import ApprovalLinks, EmailNotifier, Webhook, sign, slack_text
 from . import _email
 from ._links import Link, link_expiry, make_token
 from ._slack import card_message
+from ._watch import stopped
 
 __all__ = ["WebhookSender"]
 
@@ -100,11 +100,7 @@ class WebhookSender:
 
     async def close(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stopped(*tasks)
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -4,7 +4,7 @@ keeps what is still to be delivered or failed, and the operators page through th
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -17,6 +17,7 @@ from pausepoint.server import BearerTokens, WebhookSender, create_app
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 from pausepoint.webhooks import Webhook
+from tests.approval_apps import Clock
 from tests.server.conftest import ALICE
 from tests.server.harness import TOKENS, serve_in_thread
 from tests.server.ops_harness import OPERATOR, SECRET, Receiver
@@ -24,14 +25,6 @@ from tests.server.ops_harness import OPERATOR, SECRET, Receiver
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 KEEP = timedelta(seconds=10)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 class Question(BaseModel):
