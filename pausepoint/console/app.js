@@ -62,6 +62,8 @@ const state = {
   view: 0, // bumped whenever another session is shown: late replies for an old one are dropped
   canSend: true,
   canAnswer: true,
+  /** @type {Set<string>} the open pauses a screen reader was told of (this session's) */
+  announced: new Set(),
   missing: false, // what the route names is not there (an unknown agent, an id no session can have)
 };
 
@@ -489,6 +491,7 @@ function clearShown(agent, sessionId) {
   state.detail = null;
   state.entries = [];
   state.cards.clear();
+  state.announced.clear();
   closeCancel();
   showNotice("");
   $("app").dataset.session = sessionId ? "true" : "false";
@@ -666,6 +669,7 @@ function openCards() {
 /** The "cancel open pauses" control and the composer's notice follow what is open. */
 function updateOpen() {
   const open = openCards();
+  announceOpen(open);
   $("cancel-open").hidden = !(open.length && mayCancel());
   if (!open.length) {
     if (!reach.waiting.has("composer")) showNotice("");
@@ -818,7 +822,6 @@ async function runTurn(path, body, key, { restoreText, answered, sessionId } = {
   if (answered && response.finish_reason === "interrupted" && !turn.text && !added.length && others.length) {
     turn.note(waitingNote(others, showCard));
   }
-  if (added.length) announce(`The agent is waiting for your answer: ${added.map((p) => p.view ? p.view.title : p.name).join("; ")}`);
   updateOpen();
   scrollToEnd(true);
   const waiting = added.length ? state.cards.get(pauseKey(added[0])) : undefined;
@@ -886,7 +889,12 @@ async function deliver(card, action, body, key) {
         () => { reach.drop(name); reach.queue(`read:${name}`, sync); }); // then show what the server holds
       reach.queue(name, async () => {
         card.setBusy(true, "Sending…");
-        await deliver(card, action, body, key);
+        try {
+          await deliver(card, action, body, key);
+        } catch (refused) { // e.g. an answer the server finds does not fit: said on its card
+          card.setBusy(false);
+          card.setStatus(refused instanceof Error ? refused.message : String(refused), "error");
+        }
       });
       return;
     }
@@ -1082,7 +1090,6 @@ async function onFeedEvent(name, data) {
       if (item) item.classList.add("is-new");
     } else if (isHere() && !state.busy && !state.cards.has(pauseKey(data.interrupt))) {
       // paused by another client while we watch: show that turn and its card (without taking focus)
-      announce(`The agent is waiting for your answer: ${title}`);
       await catchUp();
     }
   } else if (name === "approval" || name === "answer") {
@@ -1104,6 +1111,21 @@ async function onFeedEvent(name, data) {
 /** @param {string} text */
 function announce(text) {
   $("announce").textContent = text;
+}
+
+/**
+ * Tell a screen reader of each pause once, when it opens, in words that fit whoever reads
+ * (however the card came: a turn, the feed, a reload); once nothing waits, nothing is said to.
+ * @param {InterruptCard[]} open
+ */
+function announceOpen(open) {
+  const fresh = open.filter((card) => !state.announced.has(pauseKey(card.pause)));
+  for (const card of fresh) state.announced.add(pauseKey(card.pause));
+  if (!open.length) announce("");
+  if (!fresh.length) return;
+  const titles = fresh.map((card) => card.view.title).join("; ");
+  announce(state.canAnswer ? `The agent is waiting for your answer: ${titles}`
+    : `The agent is waiting for an answer you may not give: ${titles}`);
 }
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */

@@ -21,6 +21,7 @@ import { decisionComment, decisionLabel, decisionSentence, decisionTone, editedF
 import { effectsOf, fieldText } from "./effects.js";
 import { SchemaForm } from "./forms.js";
 import { countdown, h, jsonView, localTime, plainText, visible } from "./dom.js";
+import { unreachable } from "./api.js";
 
 let counter = 0;
 
@@ -276,7 +277,11 @@ export class InterruptCard {
     try {
       result = await this.ctx.validate(this.pause.name, kind, value);
     } catch (error) {
-      if (serial === this.validation) form.showErrors([{ path: [], message: `Could not check: ${error instanceof Error ? error.message : error}` }]);
+      if (serial !== this.validation) return undefined;
+      // The server is out of reach: the answer may still be confirmed and wait on the card, as
+      // every decision does; the server checks it as it does every answer when it gets it.
+      if (unreachable(error)) return value;
+      form.showErrors([{ path: [], message: `Could not check: ${error instanceof Error ? error.message : error}` }]);
       return undefined;
     }
     if (serial !== this.validation) return undefined; // a newer check is under way

@@ -1,6 +1,8 @@
 """What an outside browser probe found: an approvals desk offered a cancel it may not do; focus
 left on an answered card after a held decision; a token a header cannot carry said the server was
-away; a deep link to an unknown agent or an id no session can have showed something else."""
+away; a deep link to an unknown agent or an id no session can have showed something else; a
+screen reader was told "waiting for your answer" by people who may not answer, and after the
+pause was decided."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import httpx
 from playwright.sync_api import expect
 
 from tests.console.conftest import Served, Shots
-from tests.console.steps import approve, hold, open_console, send
+from tests.console.steps import ALICE, approve, hold, open_console, paused_session, send
 
 
 def test_an_approvals_desk_answers_but_is_not_offered_to_cancel(served: Served, browser, shots: Shots):
@@ -173,3 +175,19 @@ def test_what_a_pause_says_and_a_call_shows_hides_no_reordering_character(served
     expect(card.locator(".card-why")).to_have_text(why)
     expect(page.locator(".activity-call .activity-preview").first).to_contain_text(marked)
     assert "\u202e" not in card.locator(".card-why").inner_text() + card.locator(".card-title").inner_text()
+
+
+def test_what_a_screen_reader_hears_of_a_pause_fits_who_reads_it_and_ends_with_it(served: Served, browser):
+    done = paused_session(served, "Hello.")
+    page = browser.new_page()
+    open_console(page, served, who="desk", agent="bankingAgent", session=done["session_id"])
+    announced = page.locator("#announce")
+    session = f"{served.bank}/v1/agents/bankingAgent/sessions/{done['session_id']}"
+    paused = httpx.post(f"{session}/messages", json={"message": "Transfer $9 to zoe."}, headers=ALICE).json()
+    expect(page.locator(".card")).to_have_attribute("data-state", "open")  # told live by the feed
+    expect(announced).to_have_text("The agent is waiting for an answer you may not give: Transfer $9 to zoe")
+
+    ref = paused["interrupts"][0]["ref"]
+    assert httpx.post(f"{session}/interrupts/{ref}/approve", json={}, headers=ALICE).status_code == 200
+    expect(page.locator(".card")).to_have_attribute("data-state", "elsewhere")  # answered, by alice
+    expect(announced).to_have_text("")  # nothing waits: nothing said to

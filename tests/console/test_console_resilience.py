@@ -241,3 +241,56 @@ def test_a_link_with_another_token_in_a_signed_in_tab_takes_the_new_identity(ser
     shots(page, "switched")
     card_data: Any = page.evaluate("sessionStorage.getItem('pausepoint.token')")
     assert card_data == "bob-token"
+
+
+def cut_off(page: Any, app: str) -> None:
+    """From now on the page cannot reach ``app``'s server (its API refuses to connect)."""
+    page.route(f"**/{app}/v1/**", lambda route: route.abort("connectionrefused"))
+
+
+def test_an_answer_to_a_question_while_the_server_is_down_waits_and_goes_through_once_it_is_back(
+    served: Served, browser, shots: Shots
+):
+    """The form's answer could not be checked with the server down, so it was never sent and
+    never said to wait (found by a probe); a confirmed decision waits on its card, this one too."""
+    page = browser.new_page()
+    open_console(page, served, app="desk", agent="treasury")
+    send(page, "which account pays ACME GmbH?")
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    cut_off(page, "desk")
+    card.get_by_role("button", name="Respond").click()
+    card.get_by_label("Account", exact=True).select_option("reserve")
+    card.get_by_role("button", name="Send answer").click()
+    confirm(page, card, "send this answer")
+    expect(card.locator(".card-status")).to_contain_text("your answer is sent again once it is back")
+    expect(card).to_have_attribute("data-state", "open")
+    no_developer_words(page.locator("body").inner_text())
+
+    page.unroute("**/desk/v1/**")
+    expect(card).to_have_attribute("data-state", "answered", timeout=20_000)
+    expect(page.locator(".msg-model .msg-body").last).to_have_text("chooseAccount: {'account': 'reserve', 'note': ''}")
+    expect(page.locator(".audit-entry", has_text="Answer: Account: reserve")).to_have_count(1)  # once
+
+
+def test_an_edited_input_the_server_refuses_once_it_is_back_says_why_on_its_card(served: Served, browser):
+    """Checked only when it arrives, an answer the server refuses is said on its card, and
+    nothing runs."""
+    page = browser.new_page()
+    open_console(page, served, app="pay")
+    send(page, "Pay 1250.50 EUR to ACME GmbH (DE89370400440532013000) for invoice 2024-117.")
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    cut_off(page, "pay")
+    card.get_by_role("button", name="Edit input").click()
+    card.get_by_label("IBAN", exact=True).fill("DE89 not an IBAN")
+    card.get_by_role("button", name="Approve with this input").click()
+    confirm(page, card, "approve the edited input")
+    expect(card.locator(".card-status")).to_contain_text("sent again once it is back")
+
+    page.unroute("**/pay/v1/**")
+    status = card.locator(".card-status")
+    expect(status).to_contain_text("iban", ignore_case=True, timeout=20_000)
+    expect(status).not_to_contain_text("Sending")
+    expect(card).to_have_attribute("data-state", "open")  # still to be decided
+    assert served.paid == []
