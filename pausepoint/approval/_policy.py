@@ -278,22 +278,36 @@ class ApprovalPolicy:
         agent: str,
         tenants: Mapping[str | None, Mapping[str, Collection[str]]] | None = None,
     ) -> None:
-        """``DefinitionError`` for a pause of ``tools`` its members could never approve: a quorum
+        """``DefinitionError`` naming every pause of ``tools`` its members could never approve
+        (``unmet_needs``)."""
+        unmet = self.unmet_needs(tools, agent, tenants)
+        if unmet:
+            raise DefinitionError("; ".join(why for _, why in unmet))
+
+    def unmet_needs(
+        self,
+        tools: Mapping[str, Tool],
+        agent: str,
+        tenants: Mapping[str | None, Mapping[str, Collection[str]]] | None = None,
+    ) -> list[tuple[Need, str]]:
+        """Each pause of ``tools`` its members could never approve, with why in words: a quorum
         more than the members holding a role that may approve it, or an escalation step handing
         it to roles fewer members hold than its approvals need (a role nobody holds: a typo, or
         nobody left to ask). ``tenants``: members kept apart, each tenant's (``None``: of no
-        tenant) holding its roles in its own sessions, beside the policy's own members; refused
-        only where no tenant's members reach it. Nothing is checked while the members are not
+        tenant) holding its roles in its own sessions, beside the policy's own members; unmet
+        only where no tenant's members reach it. Nothing is unmet while the members are not
         known: none given, or a function of the principal (it may name anyone)."""
         if callable(self.members) or (self.members is None and not tenants):
-            return
+            return []
         own = self.members or {}
         groups = {tenant: together(own, held) for tenant, held in tenants.items()} if tenants else {None: own}
+        held = {role for group in groups.values() for roles in group.values() for role in roles}
+        unmet = []
         for need in self._needs(tools):
             counts = {tenant: len(self._approvers(group, need)) for tenant, group in groups.items()}
             if max(counts.values()) < need.required:
-                held = {role for group in groups.values() for roles in group.values() for role in roles}
-                raise DefinitionError(unreachable(agent, need, counts, held, self.roles))
+                unmet.append((need, unreachable(agent, need, counts, held, self.roles)))
+        return unmet
 
     def _check_tool_names(self, known: Collection[str], agent: str) -> None:
         """``DefinitionError`` for a setting naming a tool not in ``known``."""

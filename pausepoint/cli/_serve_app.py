@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ..approval._policy import ApprovalPolicy
-from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from ..server._auth import tenant_members
 from ._errors import CliError, Problems
@@ -161,18 +160,25 @@ def add_approvers(
     members = {name: roles for name, roles in approvers.items() if roles}
     if typos or not members:  # (with a typo, a quorum's count of members would mislead)
         return
-    before = {agent: agent.approval_policy for agent in agents}
-    try:
-        for agent in agents:
-            if per_tenant:
-                agent.approval_policy.check_members(agent.tools, agent.name, _by_tenant(members))
-                agent.approval_policy = agent.approval_policy + ApprovalPolicy(members=tenant_members(members))
-            else:
-                agent.approval_policy = agent.approval_policy.with_members(members)
-    except DefinitionError as exc:
-        for agent, policy in before.items():  # none half changed
+    added = {
+        agent: agent.approval_policy + ApprovalPolicy(members=tenant_members(members))
+        if per_tenant else agent.approval_policy.with_members(members)
+        for agent in agents
+    }  # fmt: skip
+    unmet = [
+        (need, why)
+        for agent in agents
+        for need, why in (
+            agent.approval_policy.unmet_needs(agent.tools, agent.name, _by_tenant(members))
+            if per_tenant else added[agent].unmet_needs(agent.tools, agent.name)
+        )
+    ]  # fmt: skip
+    for need, why in unmet:  # each at the members whose roles it counted (all of them: none holds one)
+        holders = [name for name, roles in members.items() if set(roles) & set(need.roles)] or list(members)
+        problems.add(CliError(f"{'; '.join(sorted(where(name) for name in holders))}: {why}"))
+    if not unmet:  # (none half changed)
+        for agent, policy in added.items():
             agent.approval_policy = policy
-        problems.add(CliError(f"{'; '.join(sorted(where(name) for name in members))}: {exc}"))
 
 
 def check_roles(ai: Pausepoint, declared: list[tuple[str, list[str]]], problems: Problems) -> bool:

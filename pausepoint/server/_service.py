@@ -108,8 +108,14 @@ class Service:
         if not _storable(session_id):  # no session can have this id (and no store could look it up)
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         summary = await agent.store.get_summary(session_id)
-        if summary is None or summary.agent != agent.name or not self.policy.can_view(principal, summary):
+        if summary is None or not self.policy.can_view(principal, summary):
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        if summary.agent != agent.name:  # one the caller may see, of another agent: say so
+            raise SessionNotFound(
+                f"no session {session_id!r} of agent {agent.name!r}: the id names a session of agent "
+                f"{summary.agent!r} (ids are unique per store)",
+                session_id=session_id,
+            )
         return summary
 
     async def answerable(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:

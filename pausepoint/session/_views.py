@@ -41,7 +41,7 @@ def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int
         request = record.approval
         approval = ApprovalStatus(
             required=request.required,
-            approved_by=pause.approved_by(until) if pause is not None else [],
+            approved_by=_approved_by(pause, until),
             roles=pause.roles if pause is not None else request.roles,
             requested_by=request.requester,
             separate=request.separate,
@@ -64,6 +64,17 @@ def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int
         pause_id=record.ref,
         approval=approval,
     )
+
+
+def _approved_by(pause: Pause | None, until: int | None) -> list[str]:
+    # A quorum's last approval is recorded with the answer it completes (its ``approvals`` list
+    # every one counted), not beside the others: an answered pause shows them all.
+    if pause is None:
+        return []
+    answer = pause.answer
+    if until is None and answer is not None and answer.approvals:
+        return [approver.principal for approver in answer.approvals]
+    return pause.approved_by(until)
 
 
 def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResponse:

@@ -35,7 +35,7 @@ TREASURY_AND_LEAD = principal("principals.alice", "A", "treasury") + principal("
     [
         ("typo_ai", TREASURY_AND_LEAD, "escalation step 1 of 'transfer_money' hands it to tresury, but only 0 "
          "member(s) hold a role there that may approve it, and it needs 1 (tresury: a role no approval policy "
-         "defines and no member holds; roles: leads, treasury)"),
+         "defines and no member holds; roles: auditors, leads, treasury)"),
         ("leads_ai", principal("principals.alice", "A", "treasury"),
          "escalation step 1 of 'transfer_money' hands it to leads, but only 0 member(s) hold a role there"),
         ("leads_two_ai", TREASURY_AND_LEAD + principal("principals.bob", "C", "treasury"),
@@ -50,6 +50,25 @@ def test_an_escalation_nobody_could_approve_is_refused(tmp_path, app, people, sa
     assert said in done.stderr and "agent 'payAgent'" in done.stderr, done.stderr
     ok = checked(tmp_path, 'app = "tests.cli.escalation_apps:leads_ai"\n' + TREASURY_AND_LEAD)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_every_escalation_nobody_could_approve_is_named_at_the_members_it_counted(tmp_path):
+    """Found by a probe: only the first step was named (the next one once it was fixed), and at
+    every principal's roles, those of the other steps and of no step alike."""
+    people = (
+        TREASURY_AND_LEAD
+        + principal("principals.bob", "C", "treasury")
+        + principal("principals.ann", "TOKEN", "auditors")
+    )
+    done = checked(tmp_path, 'app = "tests.cli.escalation_apps:two_steps_ai"\n' + people)
+    assert done.returncode == 2, done.stdout
+    problems = [line for line in done.stderr.splitlines() if "escalation step" in line]
+    assert len(problems) == 2, done.stderr
+    first, second = problems
+    assert "step 1 of 'transfer_money' hands it to leads, but only 1 member(s)" in first, first
+    assert "principals.erin.roles" in first and "alice" not in first and "ann" not in first, first
+    assert "step 2 of 'transfer_money' hands it to auditors, but only 0 member(s)" in second, second
+    assert "principals.ann.roles" in second and "erin" not in second and "alice" not in second, second
 
 
 def test_a_quorum_no_tenants_members_reach_is_refused(tmp_path):

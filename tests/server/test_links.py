@@ -287,6 +287,9 @@ async def test_a_link_to_a_pause_a_quorum_decided_names_every_approver(served, h
     read = (await http.get(f"{served.base}/v1/links/{token}", headers=auth("carol"))).json()
     assert read["state"] == "used" and served.ledger == ["pay 90->acme"]
     assert "Approved by bob via an approval link" in read["message"] and "(2 approvals: alice, bob)" in read["message"]
+    # the pause it shows tells the same story (found by a probe: "1 of 2 approvals", alice alone)
+    assert read["pause"]["approval"]["approved_by"] == ["alice", "bob"]
+    assert read["pause"]["view"]["approval"]["progress"].startswith("2 of 2 approvals")
 
 
 async def test_the_approval_rules_hold_through_a_link(served, http):

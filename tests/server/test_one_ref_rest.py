@@ -73,6 +73,19 @@ async def test_a_session_id_chosen_through_rest(served, http):
     for control in ("x%00", "x%01", "x%7F"):  # NUL too: an id no store can keep is refused the same way
         bad = await http.post(url.replace("ops-2026-03.review", control), json={"message": "x"}, headers=ALICE)
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_session_id", control
+    # an id of one's own session of another agent (one store): the 404 says whose it is (found by a
+    # probe: "no session", of a session the caller reads every day); to anyone else, nothing more
+    bank = served.bank + "/v1/agents/bankingAgent/sessions/ops-2026-04/messages"
+    assert (await http.post(bank, json={"message": "hello"}, headers=ALICE)).status_code == 200
+    lab = url.replace("ops-2026-03.review", "ops-2026-04")
+    for reply in (
+        await http.post(lab, json={"message": "x"}, headers=ALICE),
+        await http.get(lab[: -len("/messages")], headers=ALICE),
+    ):
+        assert reply.status_code == 404 and reply.json()["error"]["code"] == "session_not_found"
+        assert "the id names a session of agent 'bankingAgent'" in reply.json()["error"]["message"]
+    hidden = (await http.post(lab, json={"message": "x"}, headers=BOB)).json()["error"]
+    assert hidden["code"] == "session_not_found" and hidden["message"] == "no session 'ops-2026-04'"
     wire = {"data": {"message": {"role": "user", "content": [{"text": "x"}]}}, "init": {"sessionId": "gk\u0000"}}
     bad = await http.post(served.lab + "/agents/labAgent", json=wire, headers=ALICE)
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_session_id"
