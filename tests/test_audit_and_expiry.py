@@ -193,6 +193,23 @@ async def test_an_expiry_policy_that_raises_leaves_no_session_stuck(store):
     assert (await chat.send("hi")).text == "hello"
 
 
+@pytest.mark.parametrize("answer", ["respond", "restart"])
+async def test_an_expiry_policy_returning_an_answer_is_told_as_a_mistake_not_taken_for_the_output(store, answer):
+    """Found by a probe: ``lambda p: p.respond(...)`` (or ``p.restart()``) recorded the answer
+    object's fields as the tool's output, and the model read them as what the tool returned."""
+    clock = FakeClock()
+    policy = {"respond": lambda p: p.respond({"approved": False}), "restart": lambda p: p.restart()}[answer]
+    steps = [[tool_call("ask", {"question": "a"})], "the question expired"]
+    agent, model = expiring_agent(store, steps, clock, on_expiry=policy)
+    await agent.chat().send("go")
+    clock.advance(minutes=6)
+    [settled] = await agent.settle_expired()
+    assert settled.text == "the question expired"
+    [result] = model.requests[-1].messages[-1].tool_responses
+    assert result.output["expired"] is True
+    assert "returned an answer (respond, deny or restart)" in result.output["error"]
+
+
 def test_an_expiry_policy_that_cannot_decide_at_once_is_refused_when_the_agent_is_defined(store):
     async def later(interrupt):
         return {"denied": True}

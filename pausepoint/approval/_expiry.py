@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, printable
+from ..session._interrupts import ToolResponse, ToolRestart
 from ..session._records import ApprovalPaused, CallAnswered, Decision, PauseEscalated
 from ..session._state import Pause, SessionState
 from ..session._views import pending_interrupt
@@ -141,6 +142,13 @@ def _expiry_output(policy: Any, interrupt: Any, limits: JsonLimits) -> Any:
     except Exception as exc:
         log.warning("the expiry policy failed on %s's pause %s", interrupt.name, interrupt.ref, exc_info=True)
         return {"expired": True, "error": printable(f"the expiry policy failed: {type(exc).__name__}: {exc}")}
+    if isinstance(output, ToolResponse | ToolRestart):  # its fields would be taken for the output
+        log.warning("the expiry policy returned an answer for %s's pause %s", interrupt.name, interrupt.ref)
+        return {
+            "expired": True,
+            "error": "the expiry policy returned an answer (respond, deny or restart): it returns the output the "
+            "model is told for the expired call, e.g. {'approved': False}",
+        }
     try:
         return json_data(output, limits)
     except NotJsonData as exc:
