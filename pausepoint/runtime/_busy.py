@@ -21,7 +21,14 @@ from ._launch import lost_turn_end
 from ._sessions import Running
 from ._stopped import StoppedCalls
 
-__all__ = ["abandoned_calls", "check_free", "check_model_free", "check_not_running_here", "end_lost_turn"]
+__all__ = [
+    "abandoned_calls",
+    "check_free",
+    "check_model_free",
+    "check_not_running_here",
+    "end_lost_turn",
+    "lost_beside",
+]
 
 
 def check_not_running_here(running: Running | None, session_id: str, key: str | None) -> None:
@@ -88,3 +95,15 @@ def abandoned_calls(
             refs=state.running,
         )
     return lost, left.outcomes if left is not None else {}
+
+
+def lost_beside(
+    state: SessionState, now: datetime, abandon_after: timedelta, stopped: StoppedCalls
+) -> tuple[list[Call], Mapping[str, Record]]:
+    """The calls of the batch an answer completes that died with their process (``abandoned_calls``:
+    to settle with the answer, as nobody else will); none while they may still run elsewhere (that
+    process finishes the turn)."""
+    try:
+        return abandoned_calls(state, now, abandon_after, stopped)
+    except TurnInProgress:
+        return [], {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -22,7 +22,6 @@ from ..content._jsondata import NotJsonData, json_text
 from ..content._messages import Message, Part
 from ..errors import (
     ConcurrentUpdate,
-    GrantNotFound,
     IdempotencyKeyReused,
     InvalidAnswer,
     InvalidMessage,
@@ -31,33 +30,38 @@ from ..errors import (
     PendingInterrupts,
     ResumeInProgress,
     SessionNotFound,
-    VersionConflict,
 )
-from ..session._grants import Grant, GrantInfo
+from ..session._grants import Grant
 from ..session._ids import check_session_id
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._records import (
     CallAnswered,
-    GrantRevoked,
     MessageAdded,
+    Record,
     SessionStarted,
     TurnStarted,
     decode_record,
-    encode_record,
 )
 from ..session._response import AgentFinishReason, AgentResponse
-from ..session._state import SessionState
-from ..session._views import grant_info, response_for
-from ..stores import LogEntry, SessionStore, SessionSummary
+from ..session._state import Call, SessionState
+from ..session._views import response_for
+from ..stores import SessionStore, SessionSummary
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
-from ._busy import abandoned_calls, check_free, check_model_free, check_not_running_here, end_lost_turn
+from ._busy import (
+    abandoned_calls,
+    check_free,
+    check_model_free,
+    check_not_running_here,
+    end_lost_turn,
+    lost_beside,
+)
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
-__all__ = ["ANSWER_THEM", "BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
+__all__ = ["ANSWER_THEM", "CLAIM_ATTEMPTS", "BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
 
-_CLAIM_ATTEMPTS = 20
+CLAIM_ATTEMPTS = 20
 
 T = TypeVar("T")
 
@@ -237,7 +241,7 @@ class SessionCalls:
             return found, request_hash(found, metadata, actor) if key is not None else None
 
         async def op(state: SessionState) -> AgentResponse:
-            for _ in range(_CLAIM_ATTEMPTS):
+            for _ in range(CLAIM_ATTEMPTS):
                 given, asked = resolved(state)
                 if key is not None and key in state.keys:
                     return await self._replay(state, key, asked, principal, emit)
@@ -252,6 +256,7 @@ class SessionCalls:
                 context = AnswerContext(now, actor, via, metadata, key, asked, limits)
                 records = approvals.check(state, given, context, allow_changed_tools=self.agent.allow_changed_tools)
                 claims = [r for r in records if isinstance(r, CallAnswered)]
+                lost = lost_beside(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
                 end_lost_turn(turn, now, self.agent.abandon_after)
                 answered = {c.ref for c in claims}
                 expired = [
@@ -269,10 +274,11 @@ class SessionCalls:
                 except ConcurrentUpdate:
                     state = await self.agent.sessions.reload(self.session_id)
                     continue
+                go_on = functools.partial(_after_answers, turn, claims, *lost)
                 if launch is None:
-                    return await turn.after_answers(claims)
+                    return await go_on()
                 launch.begin(turn)
-                return await launch.run(turn, functools.partial(turn.after_answers, claims))
+                return await launch.run(turn, go_on)
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
         return await self.locked(op, operation="resume", key=key)
@@ -287,13 +293,21 @@ class SessionCalls:
         return build
 
     async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
-        if state.open:
-            raise NothingToResume(
-                f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
-                "at least one of them",
-                refs=state.open_refs(),
-            )
         now = self.agent.clock()
+        if state.open:
+            # calls beside the pauses that died with their process are settled (a keyed retry of
+            # the message that started them gets its turn's end); while they may run, TurnInProgress
+            lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+            if not lost:
+                raise NothingToResume(
+                    f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
+                    "at least one of them",
+                    refs=state.open_refs(),
+                )
+            turn = self._turn(state, principal, emit)
+            await turn.recover(lost, known)
+            end_lost_turn(turn, now, self.agent.abandon_after)
+            return await turn.end(AgentFinishReason.INTERRUPTED)
         check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         unstarted = self._unstarted_restarts(state)
         if unstarted:  # restarts claimed here whose tools never started: run them, as the claim said
@@ -477,7 +491,6 @@ class SessionCalls:
     def stream(self, run: Callable[[Emit], Awaitable[AgentResponse]]) -> TurnStream:
         return TurnStream(run, self.agent.sessions.tasks)
 
-
     async def cancel(self, reason: str, principal: str | None, via: str) -> AgentResponse:
         """Resolve every paused call as cancelled (``Chat.cancel_pending``)."""
         try:
@@ -490,6 +503,9 @@ class SessionCalls:
         def claim(state: SessionState, now: datetime) -> Turn:
             check_free(state, now, self.agent.abandon_after)
             if not state.open:
+                # another process's turn runs its calls or asks its model: TurnInProgress, as for a message
+                abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+                check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
                 raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
             agent, turn = self.agent, self._turn(state, principal, None)
             end_lost_turn(turn, now, self.agent.abandon_after)
@@ -530,7 +546,7 @@ class SessionCalls:
         """The turn ``claim(state, now)`` makes (None: nothing to claim), its records written as a
         claim (a conditional append, not durable: ``Journal``); if another writer got in first,
         ``claim`` runs again on the session as it is now (what it took may be ours no more)."""
-        for _ in range(_CLAIM_ATTEMPTS):
+        for _ in range(CLAIM_ATTEMPTS):
             now = self.agent.clock()
             turn = claim(state, now)
             if not isinstance(turn, Turn):
@@ -543,34 +559,15 @@ class SessionCalls:
             return turn
         raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; nothing was recorded")
 
-    async def revoke(self, grant_id: str, reason: str, principal: str | None, via: str) -> GrantInfo:
-        """Revoke the grant ``grant_id`` (``Chat.revoke_grant``)."""
-        actor = principal or self.principal
-        try:
-            json_text(reason, self.agent.json_limits, path="$.reason")
-            json_text(via, self.agent.json_limits, path="$.via", name=True)
-            if actor is not None:
-                json_text(actor, self.agent.json_limits, path="$.principal", name=True)
-        except NotJsonData as exc:
-            raise InvalidAnswer(f"the revocation cannot be recorded: {exc}", **exc.details()) from None
-        agent = self.agent
-        for _ in range(_CLAIM_ATTEMPTS):
-            state = await self.peek_state()  # never waits for a turn running here: it may be the one to stop
-            grant = state.grants.get(grant_id) if isinstance(grant_id, str) else None
-            if grant is None:
-                raise GrantNotFound(f"no grant {grant_id!r} in session {self.session_id!r}", grant_id=str(grant_id))
-            now = agent.clock()
-            if grant.revoked is None:
-                record = GrantRevoked(grant_id, now, actor, via, reason)
-                entry = LogEntry(state.version + 1, record.kind, encode_record(record))
-                state.apply(record)
-                try:
-                    with agent.telemetry.store_call(agent.store, "append"):
-                        await agent.sessions.appender.append(state, state.version - 1, [record], [entry], now)
-                except VersionConflict:
-                    continue
-            return grant_info(grant, now)
-        raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; the grant was not revoked")
+
+async def _after_answers(
+    turn: Turn, claims: list[CallAnswered], lost: list[Call], known: Mapping[str, Record]
+) -> AgentResponse:
+    """The turn after its answers' claims are written: the batch's calls that died with their
+    process beside the answered ones settled first (nobody else will), then ``Turn.after_answers``."""
+    await turn.recover(lost, known)
+    return await turn.after_answers(claims)
+
 
 def answer_by_ref(
     chat: SessionCalls,
@@ -595,4 +592,3 @@ def answer_by_ref(
             lambda emit: chat.resume_turn((), (), metadata, idempotency_key, principal, via, emit, by_ref=by_ref)
         )
     return chat.resume_turn((), (), metadata, idempotency_key, principal, via, None, by_ref=by_ref)
-

@@ -22,6 +22,7 @@ from ._calls import SessionCalls, SessionHost
 from ._detach import abort_turn, find_turn
 from ._launch import Launch, TurnStatus, end_status, status_of
 from ._portal import blocking, blocking_stream
+from ._revoke import revoke_grant
 
 __all__ = ["Chat", "DetachedTurn", "SyncChat"]
 
@@ -329,7 +330,7 @@ class Chat:
         at this moment either wrote its approval first (that call was approved: it runs, and its
         turn goes on) or fails with ``ConcurrentUpdate`` before its call runs. Raises
         ``GrantNotFound``; ``InvalidAnswer`` for a reason or principal a session cannot keep."""
-        return await self.calls.revoke(grant_id, reason, principal, via)
+        return await revoke_grant(self.calls, grant_id, reason, principal, via)
 
     async def last_response(self) -> AgentResponse | None:
         """The response of the latest call that ended on this session, rebuilt from the log."""

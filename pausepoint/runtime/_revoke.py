@@ -1,0 +1,43 @@
+"""Revoking a grant (``Chat.revoke_grant``): written at once, from any process, never waiting
+for a turn running here (it may be the one the revocation is meant to stop)."""
+
+from __future__ import annotations
+
+from ..content._jsondata import NotJsonData, json_text
+from ..errors import ConcurrentUpdate, GrantNotFound, InvalidAnswer, VersionConflict
+from ..session._grants import GrantInfo
+from ..session._records import GrantRevoked, encode_record
+from ..session._views import grant_info
+from ..stores import LogEntry
+from ._calls import CLAIM_ATTEMPTS, SessionCalls
+
+__all__ = ["revoke_grant"]
+
+
+async def revoke_grant(calls: SessionCalls, grant_id: str, reason: str, principal: str | None, via: str) -> GrantInfo:
+    """Revoke the grant ``grant_id`` of ``calls``' session; returns it as it now stands."""
+    agent, actor = calls.agent, principal or calls.principal
+    try:
+        json_text(reason, agent.json_limits, path="$.reason")
+        json_text(via, agent.json_limits, path="$.via", name=True)
+        if actor is not None:
+            json_text(actor, agent.json_limits, path="$.principal", name=True)
+    except NotJsonData as exc:
+        raise InvalidAnswer(f"the revocation cannot be recorded: {exc}", **exc.details()) from None
+    for _ in range(CLAIM_ATTEMPTS):
+        state = await calls.peek_state()  # never waits for a turn running here: it may be the one to stop
+        grant = state.grants.get(grant_id) if isinstance(grant_id, str) else None
+        if grant is None:
+            raise GrantNotFound(f"no grant {grant_id!r} in session {calls.session_id!r}", grant_id=str(grant_id))
+        now = agent.clock()
+        if grant.revoked is None:
+            record = GrantRevoked(grant_id, now, actor, via, reason)
+            entry = LogEntry(state.version + 1, record.kind, encode_record(record))
+            state.apply(record)
+            try:
+                with agent.telemetry.store_call(agent.store, "append"):
+                    await agent.sessions.appender.append(state, state.version - 1, [record], [entry], now)
+            except VersionConflict:
+                continue
+        return grant_info(grant, now)
+    raise ConcurrentUpdate(f"session {calls.session_id!r} kept changing; the grant was not revoked")
