@@ -39,6 +39,7 @@ from pydantic_core import to_jsonable_python
 
 from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
+from .approval._fit import BY_PAUSE_ID
 from .content._jsondata import NotJsonData, json_data
 from .content._messages import MediaPart, Message, Part, TextPart
 from .runtime._calls import ANSWER_THEM
@@ -545,6 +546,8 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
     cls = _ERRORS.get(code) or (core_errors.ServerError if status >= 500 else core_errors.UsageError)
     if cls is core_errors.PendingInterrupts:  # said for REST; this chat's own verbs answer them
         message = message.split(": ", 1)[0] + ": " + ANSWER_THEM["python"]
+    elif cls is core_errors.PauseChanged:  # likewise: the pause_id an answer carries here
+        message = message.replace(f"({BY_PAUSE_ID['http']})", f"({BY_PAUSE_ID['python']})")
     try:
         return cls(message, **details)
     except TypeError:

@@ -230,6 +230,12 @@ async def test_refs_that_are_not_strings_are_invalid_answers(sqlite):
             await chat.resume(restart=[ToolRestart(pause.ref, ref)])  # type: ignore[arg-type]
     with pytest.raises(InvalidAnswer, match="decision"):
         await chat.resume(respond=[ToolResponse(pause.ref, "ask", "yes", decision="maybe")])  # type: ignore[arg-type]
+    # what a decision does not take is refused, not dropped (found by a probe: a denial's output and
+    # an answer's reason vanished here and on REST's /resume, where MCP and the wire refused them)
+    with pytest.raises(InvalidAnswer, match=r"\$\.respond\[0\]\.output: a denial carries no output"):
+        await chat.resume(respond=[ToolResponse(pause.ref, "ask", "x", decision="deny", reason="r")])
+    with pytest.raises(InvalidAnswer, match=r"\$\.respond\[0\]\.reason: an answer with an output takes no reason"):
+        await chat.resume(respond=[ToolResponse(pause.ref, "ask", "yes", reason="r")])
     assert (await chat.resume(respond=[pause.respond("yes")])).text == "done"
 
 

@@ -64,10 +64,7 @@ def prepare_answers(
         for index, response in enumerate(respond):
             ref = response.ref
             _check_names(response, ("respond", index), limits)
-            if response.decision not in ("respond", "deny"):
-                raise InvalidAnswer(
-                    f"$.respond[{index}].decision must be 'respond' or 'deny', not {response.decision!r}", ref=ref
-                )
+            _check_decision(response, index)
             if response.reason is not None:
                 at = ("respond", index, "reason")
                 json_text(response.reason, limits)
@@ -109,6 +106,25 @@ def prepare_answers(
         refs = {"ref": ref} if isinstance(ref, str) else {}
         raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **refs, **exc.details()) from None
     return answers, metadata
+
+
+def _check_decision(response: ToolResponse, index: int) -> None:
+    """``InvalidAnswer`` for a decision that does not exist, or a field its decision does not
+    take (refused, never dropped: what was sent is what is recorded)."""
+    at, ref = f"$.respond[{index}]", response.ref
+    if response.decision not in ("respond", "deny"):
+        raise InvalidAnswer(f"{at}.decision must be 'respond' or 'deny', not {response.decision!r}", ref=ref)
+    if response.decision == "deny" and response.output is not None:
+        raise InvalidAnswer(
+            f"{at}.output: a denial carries no output of its own (the model is told "
+            '{"denied": true, "reason": ...}): give its reason as reason',
+            ref=ref,
+        )
+    if response.decision == "respond" and response.reason is not None:
+        raise InvalidAnswer(
+            f"{at}.reason: an answer with an output takes no reason (a denial does): put a note in its metadata",
+            ref=ref,
+        )
 
 
 def _path(at: tuple[Any, ...]) -> str:

@@ -35,7 +35,7 @@ from ..session._views import approving
 from ..tools._tool import Tool
 from ._context import Answer, AnswerContext
 
-__all__ = ["call_name", "fit", "locate"]
+__all__ = ["BY_PAUSE_ID", "call_name", "fit", "locate"]
 
 
 def call_name(state: SessionState, ref: Any) -> str:
@@ -96,7 +96,8 @@ def _binds_itself(answer: Answer) -> bool:
 
 
 #: how an answer names a pause by its id, on each surface (``AnswerContext.via``)
-_BY_PAUSE_ID = {
+#: how an answer names the live pause, said on each surface (``via``)
+BY_PAUSE_ID = {
     "python": "PendingInterrupt.respond/restart carry it",
     "http": "pause_id in the request body",
     "link": "the link to the live pause",
@@ -109,7 +110,7 @@ _BY_PAUSE_ID = {
 
 def _changed(pause: Pause, via: str) -> PauseChanged:
     record = pause.record
-    how = _BY_PAUSE_ID.get(via, _BY_PAUSE_ID["python"])
+    how = BY_PAUSE_ID.get(via, BY_PAUSE_ID["python"])
     return PauseChanged(
         f"call {record.call_ref!r} of {record.name!r} paused again and its live pause shows another input or "
         f"metadata than an earlier one: an answer by the ref alone may be meant for what the earlier pause "

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from ..errors import PausepointError, PendingInterrupts
+from ..errors import InterruptExpired, PausepointError, PendingInterrupts
 from ..runtime._agent import Agent
 from ..runtime._chat import Chat
 from ..session._grants import Grant
@@ -290,6 +290,9 @@ class TerminalChat:
 
     async def _answer(self, pending: list[PendingInterrupt]) -> list[PendingInterrupt]:
         """Ask about each pause, resume with the answers given; returns what is still open after."""
+        now = self.agent.clock()
+        if any(p.expires_at is not None and p.expires_at <= now for p in pending):
+            return await self._settle_expired()  # nobody may answer them: never offered
         respond: list[ToolResponse] = []
         restart: list[ToolRestart] = []
         for interrupt in pending:
@@ -311,8 +314,23 @@ class TerminalChat:
             )
         except PausepointError as exc:
             self.say(self._style(_plain(f"refused: {exc}"), "31"))
-            return await self.chat.interrupts()
+            return await (self._settle_expired() if isinstance(exc, InterruptExpired) else self.chat.interrupts())
         return self._after(response)
+
+    async def _settle_expired(self) -> list[PendingInterrupt]:
+        """Settle the pauses whose time ran out by the agent's expiry policy (what the model then
+        says is shown); returns what is still open."""
+        try:
+            settled = await self.chat.settle_expired()
+        except PausepointError as exc:
+            self.say(self._style(_plain(f"error: {exc}"), "31"))
+            return []
+        self.note("a pause expired unanswered: the agent's expiry policy settled it")
+        if settled is None:
+            return await self.chat.interrupts()
+        if settled.text:
+            self.say(self._style("agent> ", "1;32") + _plain(settled.text))
+        return self._after(settled)
 
     def _card(self, interrupt: PendingInterrupt) -> None:
         top, side, bottom = self._style.box

@@ -203,6 +203,11 @@ async def _chat_for(
             summary = found
         chat = agent.chat(wire.session_id, principal=principal)
     else:
+        if key is not None:  # a retry here would start another session (as on REST and MCP)
+            raise InvalidRequest(
+                "a message to a new session takes an Idempotency-Key only where it names the session: "
+                "'init.sessionId' with an id of yours"
+            )
         return agent.chat(principal=principal, tenant=current_tenant()), {}
     if wire.message is not None:
         check_history(summary, service.limits)

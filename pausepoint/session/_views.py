@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+from pydantic_core import to_jsonable_python
+
 from ._grants import GrantInfo
 from ._interrupts import ApprovalStatus, AuditEntry, PendingInterrupt
 from ._records import (
@@ -241,7 +243,8 @@ def approving(paused: Pause | None, record: CallAnswered) -> bool:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
+    """A time inside a JSON value (a grant's scope), as REST and MCP write every other: ``...Z``."""
+    return None if value is None else to_jsonable_python(value)
 
 
 def answered_pause(entry: AuditEntry) -> PendingInterrupt:

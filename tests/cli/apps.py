@@ -3,13 +3,16 @@
 import asyncio
 import gc
 import json
+from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
+
 from examples import banking, shell
-from pausepoint import ApprovalPolicy, FunctionModel, ModelRequest, ModelResponse, Pausepoint, Role
+from pausepoint import ApprovalPolicy, FunctionModel, Interrupt, ModelRequest, ModelResponse, Pausepoint, Role
 from pausepoint.errors import ModelUnavailable
 from pausepoint.models.openai import OpenAI
-from pausepoint.testing import ScriptedModel, tool_call
+from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
 from tests.approval_apps import Transfer, script, treasury
 from tests.approval_apps import build as build_bank
 
@@ -93,3 +96,31 @@ def _slow_app() -> Pausepoint:
 
 
 slow_ai = _slow_app()
+
+
+class NoteAbout(BaseModel):
+    about: str
+
+
+def _quick_app() -> Pausepoint:
+    """Two pauses at once (``quick_agent``): ``hold`` expires a second after it pauses, ``note``
+    waits."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def hold(amount: int) -> str:
+        """Hold money, once a person agrees in time."""
+        raise Interrupt({"why": "hold it?"}, ttl=timedelta(seconds=1))
+
+    note = ai.define_interrupt(name="note", description="Ask for a note.", input_schema=NoteAbout)
+
+    def script(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "user":
+            return [tool_call("hold", {"amount": 5}), tool_call("note", {"about": "acme"})]
+        return f"Told: {sorted(last_tool_results(request))}"
+
+    ai.define_agent(name="quick", model=ScriptedModel(script), tools=[hold, note])
+    return ai
+
+
+quick_agent = _quick_app().agents["quick"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import pexpect
 import pytest
@@ -210,6 +211,27 @@ def test_scripted_from_a_pipe_without_a_terminal(tmp_path):
     assert "agent> Transferred $500 to savings." in out
     assert "agent> I did not transfer anything: no." in out
     assert "\x1b" not in out  # no spinner or colours when not on a terminal
+
+
+def test_an_expired_pause_is_settled_not_offered(tmp_path):
+    """Found by a probe: a pause whose time ran out (not yet settled) was offered with [a]pprove,
+    refused, and offered again."""
+
+    def chat(lines: str, *session: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "pausepoint", "chat", "tests.cli.apps:quick_agent", "--db", db, *session],
+            input=lines, capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    db = str(tmp_path / "chat.db")
+    first = chat("go\ns\ns\n")
+    assert "paused: hold" in first and "paused: note" in first
+    time.sleep(1.2)  # hold's pause expires
+    again = chat("s\n/quit\n", "--session", session_of(first))
+    assert "a pause expired unanswered: the agent's expiry policy settled it" in again, again
+    assert "paused: hold" not in again and "paused: note" in again and "refused" not in again
 
 
 def test_a_session_kept_in_memory_is_not_offered_to_be_continued(tmp_path):

@@ -173,6 +173,8 @@ async def test_grants_are_given_listed_and_revoked_over_rest(bank):
             ("deny", "bob", "http", None),
             ("revoke", "bob", "http", grant["id"]),
         ]
+        [given] = [e for e in trail if e["decision"] == "grant"]  # its time as the grant's own is written
+        assert given["scope"]["expires_at"] == grant["expires_at"] and grant["expires_at"].endswith("Z")
 
 
 async def test_the_openapi_document_describes_quorum_progress_and_grants(bank):

@@ -353,6 +353,16 @@ async def test_a_message_sent_again_with_its_idempotency_key_is_sent_once_on_the
     assert (reused.status_code, reused.json()["error"]["details"]["code"]) == (409, "idempotency_key_reused")
     too_long = await http.post(url, json=body, headers={**ALICE, "Idempotency-Key": "k" * 201})
     assert too_long.status_code == 400
+    # with no session named, a retry would start another session: refused, as on REST and MCP (found
+    # by a probe: the key was dropped, and a retry ran the turn twice in two sessions)
+    listed = served.bank + "/v1/agents/bankingAgent/sessions"
+    before = (await http.get(listed, headers=ALICE)).json()["sessions"]
+    for _ in range(2):
+        unnamed = await http.post(
+            url, json={"data": user("Transfer $8 to bo.")}, headers={**ALICE, "Idempotency-Key": "w2"}
+        )
+        assert unnamed.status_code == 400 and "'init.sessionId' with an id of yours" in unnamed.text, unnamed.text
+    assert (await http.get(listed, headers=ALICE)).json()["sessions"] == before and served.ledger == []
 
 
 async def test_a_keyed_retry_from_the_snapshot_it_answered_gets_the_first_outcome(served, http):

@@ -60,6 +60,8 @@ async def test_the_client_gets_the_typed_refusal(served, http):
         with pytest.raises(PauseChanged) as refused:
             await chat.approve(first["ref"])
         assert refused.value.details["pause_id"] == live["pause_id"]
+        # worded as a local Chat words it, not for REST (found by a probe: "pause_id in the request body")
+        assert "(PendingInterrupt.respond/restart carry it)" in str(refused.value), str(refused.value)
         assert served.executed == []
         await chat.approve(first["ref"], pause_id=live["pause_id"])
     assert [e["command"] for e in served.executed] == ["rm -rf /"]
