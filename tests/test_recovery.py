@@ -320,3 +320,29 @@ async def test_a_message_from_another_process_waits_for_a_turn_asking_its_model(
     assert (approved.finish_reason, approved.text, ledger) == (AgentFinishReason.STOP, "Sent.", ["transfer:5"])
     assert (await other.send("hello")).text == "Hello again."
     assert [m.text for m in await other.history()][-3:] == ["Sent.", "hello", "Hello again."]
+
+
+async def test_an_abort_of_a_turn_whose_process_died_says_what_it_waits_for_and_ends_it_aborted(store):
+    """Found by a probe: the abort answered "pending" and every call then said "wait for it to
+    end, or abort it" — the thing just done — for ``abandon_after``."""
+    clock, ledger, hang = Clock(), [], Hang()
+    mortal = Mortal(store)
+    agent, _ = make_agent(mortal, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
+    chat = agent.chat()
+    started = await chat.detach("pay 5")
+    await hang.all_arrived.wait()
+    mortal.dead = True
+    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+
+    again, _ = make_agent(store, clock, ["Hello; the transfer may not have gone through."], ledger)
+    other = again.chat(chat.session_id)
+    assert await other.abort() == TurnStatus.PENDING  # asked to stop: nobody there to stop it yet
+    with pytest.raises(TurnInProgress, match=r"an abort was asked at .*: it stops once the process running it") as busy:
+        await other.send("hello")
+    assert "or abort it" not in str(busy.value)
+    clock.now += timedelta(minutes=16)  # presumed lost
+    assert (await other.send("hello")).text == "Hello; the transfer may not have gone through."
+    assert await started.status() == TurnStatus.ABORTED and ledger == ["transfer:5"]  # ended as asked, run once

@@ -18,6 +18,7 @@ fail at the first use, not here).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Literal, assert_never
@@ -130,6 +131,13 @@ def check_store(spec: StoreSpec) -> None:
         raise CliError(f"a {spec.backend} store needs its driver: pip install 'pausepoint[{extra}]'") from None
     if spec.backend == "redis":
         _check_redis_url(spec.url)
+    if spec.backend == "sqlite":
+        folder = os.path.dirname(os.path.abspath(_sqlite_path(spec.url)))
+        if not os.path.isdir(folder):  # SQLite makes the file, not its folder: every request would fail
+            raise CliError(
+                f"the SQLite file's folder {folder} does not exist (sqlite:///name.db is relative to the working "
+                f"directory, {os.getcwd()}; sqlite:////abs/name.db is absolute)"
+            )
 
 
 def _check_redis_url(url: str) -> None:

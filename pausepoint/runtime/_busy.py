@@ -50,9 +50,16 @@ def check_free(state: SessionState, now: datetime, abandon_after: timedelta) -> 
     presumed lost with its process does not count (``end_lost_turn`` ends it)."""
     running = state.running_turn
     if running is not None and not state.lost(now, abandon_after):
+        asked = running.abort
+        what = (
+            f"an abort was asked at {asked.at.isoformat()}: it stops once the process running it sees that (a tool "
+            f"it runs finishes first), or, that process gone, ends once presumed lost ({abandon_after} after "
+            "the session's last record)"
+            if asked is not None
+            else "wait for it to end, or abort it"
+        )
         raise TurnInProgress(
-            f"a detached turn is running in session {state.session_id!r}: wait for it to end, or abort it",
-            turn_id=running.version,
+            f"a detached turn is running in session {state.session_id!r}: {what}", turn_id=running.version
         )
 
 

@@ -59,7 +59,10 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["serve", "tests.cli.apps:bank_ai", "--token", "=s3cret-t0ken"], "--token wants NAME=TOKEN: no NAME before"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", ":s3cret-t0ken"], "wants NAME:TOKEN or NAME:TOKEN:ROLE"),
         (["serve", "tests.cli.apps:bank_ai", "--store", "ftp://x"], "unknown store URL 'ftp://x'"),
-        (["serve", "tests.cli.apps:bank_ai", "--store", "mysql://u:hunter2@h/x"], "unknown store URL 'mysql://u:****@h/x'"),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "mysql://u:hunter2@h/x"],
+            "unknown store URL 'mysql://u:****@h/x'",
+        ),
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice"], "--approver wants NAME:TOKEN or NAME:TOKEN:ROLE"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice:a:tresury"], "defines the role(s) tresury"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice:a:treasury"], "needs 2 approvals, but only 1"),
@@ -178,12 +181,24 @@ def test_an_app_that_cannot_be_imported_or_has_no_agents_is_said_so_by_serve_and
     (tmp_path / "empty_app.py").write_text("from pausepoint import Pausepoint\nai = Pausepoint()\n")
     (tmp_path / "empty.toml").write_text('app = "empty_app:ai"\n')
     (tmp_path / "nofile.toml").write_text('app = "tests.cli.apps:bank_ai"\n[store]\nurl = "sqlite://"\n')
+    # found by a probe: three slashes where four were meant, and every request answered 503
+    (tmp_path / "nofolder.toml").write_text(
+        f'app = "tests.cli.apps:bank_ai"\n[store]\nurl = "sqlite://{tmp_path}/x.db"\n'
+    )
     monkeypatch.chdir(ROOT)
     for argv, said in (
         (["serve", "syntax_app:ai"], "importing 'syntax_app' failed (at "),
         (["serve", "needs_app:ai"], "needs_app.py, line 1): no module named 'a_package_nobody_installed'"),
         (["config", "check", str(tmp_path / "empty.toml")], "the app defines no agents"),
         (["config", "check", str(tmp_path / "nofile.toml")], "nofile.toml:3: store.url: no file in 'sqlite://'"),
+        (
+            ["config", "check", str(tmp_path / "nofolder.toml")],
+            f"the SQLite file's folder {ROOT}{tmp_path} does not exist",
+        ),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "sqlite:///no/such/folder/x.db"],
+            "sqlite:////abs/name.db is absolute",
+        ),
     ):
         assert main(argv) == 2, argv
         assert said in capsys.readouterr().err, argv
