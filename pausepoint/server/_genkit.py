@@ -17,6 +17,7 @@ one is an edit, and so is one sent with ``metadata.replacedInput`` unless it is 
 respond part with ``metadata.decision: "deny"`` (and ``metadata.reason``), or those keys in
 ``metadata.interruptResponse`` (Genkit's ``respond_to_interrupt(..., metadata=...)``), is a
 denial: what a call paused for approval takes, as REST's ``/deny`` (a plain respond is refused).
+An answer's ``metadata.interruptResponse`` object is recorded as the answer's own metadata.
 
 Stream. Chunks rebuild the history as Genkit's client rebuilds it: text and tool requests are
 model chunks of the model message, once each, when the model gives them; a tool message is one
@@ -203,19 +204,18 @@ def _respond(part: _Part) -> ToolResponse:
         raise InvalidRequest(
             "toolResponse.content (a multipart tool output) is not supported: give the answer as 'output'"
         )
-    metadata = {k: v for k, v in (part.metadata or {}).items() if k != "interrupt"}
-    # A denial: what a call paused for approval takes beside a restart, said in the part's
-    # metadata or in Genkit's respond_to_interrupt(..., metadata=...) (``interruptResponse``).
+    # Genkit's respond_to_interrupt(..., metadata=m) sends the answer's own metadata as
+    # ``interruptResponse: m`` (``true`` without one): recorded as the answer's metadata, as
+    # Python's ``pause.respond(..., metadata=m)`` is, its keys winning over the part's others.
+    metadata = {k: v for k, v in (part.metadata or {}).items() if k not in ("interrupt", "interruptResponse")}
+    said = (part.metadata or {}).get("interruptResponse")
+    if isinstance(said, dict):
+        metadata |= said
+    # A denial: what a call paused for approval takes beside a restart, said in that metadata.
     # The model is told {"denied": true, "reason": ...}.
-    said = metadata.get("interruptResponse")
-    where = dict(said) if isinstance(said, dict) and "decision" in said else metadata
-    if "decision" not in where:
+    if "decision" not in metadata:
         return ToolResponse(response.ref or "", response.name, response.output, metadata or None)
-    decision, reason = where.pop("decision"), where.pop("reason", "")
-    if where is not metadata:
-        metadata["interruptResponse"] = where
-        if not where:
-            del metadata["interruptResponse"]
+    decision, reason = metadata.pop("decision"), metadata.pop("reason", "")
     if decision != "deny":
         raise InvalidRequest("a toolResponse's metadata.decision may only be 'deny' (a restart approves)")
     if not isinstance(reason, str):

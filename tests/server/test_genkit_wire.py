@@ -473,3 +473,22 @@ async def test_what_a_session_would_not_keep_of_a_wire_message_is_refused_not_dr
     empty = {"role": "user", "content": [text], "metadata": {}}  # nothing to keep: taken
     ok = await http.post(url, json={"data": {"message": empty}}, headers=ALICE)
     assert ok.status_code == 200, ok.text
+
+
+async def test_an_answers_interrupt_response_metadata_is_recorded_as_its_own_as_in_python(served, http):
+    """Genkit's ``respond_to_interrupt(..., metadata=m)`` sends ``interruptResponse: m`` (``true``
+    without one): it reached the audit trail wrapped (found by a probe), where Python's
+    ``pause.respond(..., metadata=m)`` records ``m``."""
+    url = served.bank + "/agents/bankingAgent"
+    recorded = []
+    for said in ({"interruptResponse": {"note": "ok"}, "ticket": "T-1"}, {"interruptResponse": True}):
+        out = (await http.post(url, json={"data": user("Transfer $5 to x.")}, headers=ALICE)).json()["result"]
+        [part] = [p for p in out["message"]["content"] if "toolRequest" in p]
+        ref, name = part["toolRequest"]["ref"], part["toolRequest"]["name"]
+        answer = {"toolResponse": {"ref": ref, "name": name, "output": {"approved": False}}, "metadata": said}
+        body = {"data": {"resume": {"respond": [answer]}}, "init": {"snapshotId": out["snapshotId"]}}
+        assert (await http.post(url, json=body, headers=ALICE)).status_code == 200
+        audit = f"{served.bank}/v1/agents/bankingAgent/sessions/{out['sessionId']}/audit"
+        [entry] = [e for e in (await http.get(audit, headers=ALICE)).json()["entries"] if e["ref"] == ref]
+        recorded.append(entry["metadata"])
+    assert recorded == [{"ticket": "T-1", "note": "ok"}, None]
