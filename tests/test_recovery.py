@@ -79,6 +79,16 @@ def make_agent(store, clock, steps, ledger, *, hang: Hang | None = None, seen_in
     return ai.define_agent(name="bank", model=model, tools=[transfer, lookup], store=store), model
 
 
+async def dies(mortal: Mortal) -> None:
+    """The process of ``mortal``'s store dies: it writes nothing more, and everything it ran
+    (but the test) stops where it was."""
+    mortal.dead = True
+    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+
+
 async def die_mid_call(agent, text, hang):
     """Send ``text`` and "kill the process" once its tool calls hang (cancel the call of an
     agent on a ``Mortal`` store, dead first)."""
@@ -266,11 +276,7 @@ async def test_a_keyed_detached_turns_retry_goes_on_once_its_process_is_presumed
     chat = agent.chat()
     await chat.detach("pay 5", idempotency_key="pay-once")
     await hang.all_arrived.wait()
-    mortal.dead = True
-    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in running:
-        task.cancel()
-    await asyncio.gather(*running, return_exceptions=True)
+    await dies(mortal)
     assert ledger == ["transfer:5"]
 
     again, _ = make_agent(store, clock, ["It may not have gone through.", "Hello."], ledger)
@@ -331,11 +337,7 @@ async def test_an_abort_of_a_turn_whose_process_died_says_what_it_waits_for_and_
     chat = agent.chat()
     started = await chat.detach("pay 5")
     await hang.all_arrived.wait()
-    mortal.dead = True
-    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in running:
-        task.cancel()
-    await asyncio.gather(*running, return_exceptions=True)
+    await dies(mortal)
 
     again, _ = make_agent(store, clock, ["Hello; the transfer may not have gone through."], ledger)
     other = again.chat(chat.session_id)

@@ -11,7 +11,7 @@ import pytest
 from pausepoint import AgentFinishReason, Pausepoint
 from pausepoint.errors import NothingToResume, PendingInterrupts, TurnInProgress
 from pausepoint.testing import ScriptedModel, tool_call
-from tests.test_recovery import Clock, Hang, Mortal
+from tests.test_recovery import Clock, Hang, Mortal, dies
 
 BATCH = [tool_call("pay", {"amount": 4}), tool_call("transfer", {"amount": 5})]
 
@@ -41,12 +41,10 @@ async def dies_beside_a_pause(store, clock, ledger, key: str | None = None) -> s
     """A session whose ``pay`` is paused and whose ``transfer`` was running when its process died."""
     hang, mortal = Hang(), Mortal(store)
     chat = make_agent(mortal, clock, [BATCH], ledger, hang).chat()
-    task = asyncio.create_task(chat.send("pay 4, move 5", idempotency_key=key))
+    sending = asyncio.create_task(chat.send("pay 4, move 5", idempotency_key=key))
     await hang.all_arrived.wait()
-    mortal.dead = True
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await dies(mortal)
+    assert sending.cancelled()
     assert ledger == ["transfer:5"]
     return chat.session_id
 
@@ -81,15 +79,13 @@ async def test_a_keyed_retry_of_the_message_gets_its_turns_end_once_the_process_
 async def test_cancelling_while_another_process_runs_the_turn_says_so(store):
     clock, ledger, hang, mortal = Clock(), [], Hang(), Mortal(store)
     chat = make_agent(mortal, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang).chat()
-    task = asyncio.create_task(chat.send("move 5"))
+    sending = asyncio.create_task(chat.send("move 5"))
     await hang.all_arrived.wait()
     other = make_agent(store, clock, [], ledger).chat(chat.session_id)
     with pytest.raises(TurnInProgress):  # not "nothing is paused": a turn runs there
         await other.cancel_pending("stop")
-    mortal.dead = True
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await dies(mortal)
+    assert sending.cancelled()
     clock.now += timedelta(minutes=16)
     with pytest.raises(NothingToResume):  # presumed lost, and nothing was paused
         await other.cancel_pending("stop")

@@ -243,9 +243,16 @@ def test_a_link_with_another_token_in_a_signed_in_tab_takes_the_new_identity(ser
     assert card_data == "bob-token"
 
 
-def cut_off(page: Any, app: str) -> None:
-    """From now on the page cannot reach ``app``'s server (its API refuses to connect)."""
+def card_cut_off(served: Served, browser: Any, message: str, app: str, **route: str) -> tuple[Any, Any]:
+    """A console page of ``app`` whose ``message`` opened a card, then lost the server (its API
+    refuses to connect until ``page.unroute``): the page and the card."""
+    page = browser.new_page()
+    open_console(page, served, app=app, **route)
+    send(page, message)
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
     page.route(f"**/{app}/v1/**", lambda route: route.abort("connectionrefused"))
+    return page, card
 
 
 def test_an_answer_to_a_question_while_the_server_is_down_waits_and_goes_through_once_it_is_back(
@@ -253,12 +260,7 @@ def test_an_answer_to_a_question_while_the_server_is_down_waits_and_goes_through
 ):
     """The form's answer could not be checked with the server down, so it was never sent and
     never said to wait (found by a probe); a confirmed decision waits on its card, this one too."""
-    page = browser.new_page()
-    open_console(page, served, app="desk", agent="treasury")
-    send(page, "which account pays ACME GmbH?")
-    card = page.locator(".card")
-    expect(card).to_have_attribute("data-state", "open")
-    cut_off(page, "desk")
+    page, card = card_cut_off(served, browser, "which account pays ACME GmbH?", "desk", agent="treasury")
     card.get_by_role("button", name="Respond").click()
     card.get_by_label("Account", exact=True).select_option("reserve")
     card.get_by_role("button", name="Send answer").click()
@@ -276,12 +278,8 @@ def test_an_answer_to_a_question_while_the_server_is_down_waits_and_goes_through
 def test_an_edited_input_the_server_refuses_once_it_is_back_says_why_on_its_card(served: Served, browser):
     """Checked only when it arrives, an answer the server refuses is said on its card, and
     nothing runs."""
-    page = browser.new_page()
-    open_console(page, served, app="pay")
-    send(page, "Pay 1250.50 EUR to ACME GmbH (DE89370400440532013000) for invoice 2024-117.")
-    card = page.locator(".card")
-    expect(card).to_have_attribute("data-state", "open")
-    cut_off(page, "pay")
+    paying = "Pay 1250.50 EUR to ACME GmbH (DE89370400440532013000) for invoice 2024-117."
+    page, card = card_cut_off(served, browser, paying, "pay")
     card.get_by_role("button", name="Edit input").click()
     card.get_by_label("IBAN", exact=True).fill("DE89 not an IBAN")
     card.get_by_role("button", name="Approve with this input").click()
