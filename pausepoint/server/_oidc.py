@@ -226,8 +226,10 @@ class OidcBearer:
 
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
+        except jwt.DecodeError:
             raise Unauthenticated("the bearer token is not a well-formed JWT") from None
+        except jwt.PyJWTError as exc:  # well-formed, and refused for what its header says (e.g. crit)
+            raise Unauthenticated(f"the bearer token's header is refused: {exc}") from None
         alg, kid = header.get("alg"), header.get("kid")
         if alg not in self.settings.algorithms:
             shown = alg[:20] if isinstance(alg, str) else alg

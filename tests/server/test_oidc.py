@@ -134,6 +134,14 @@ async def test_a_token_without_a_signature_alg_none_is_refused(bank, issuer):
     await refused(url, unsigned, "algorithm 'none' is not allowed")
 
 
+async def test_a_critical_header_extension_is_refused_for_what_it_is(bank, issuer):
+    """Found by a probe: a well-formed token whose header names an extension in ``crit`` was said
+    to be "not a well-formed JWT"."""
+    url, _ = bank
+    critical = issuer.forge({"alg": "RS256", "kid": "key-1", "crit": ["foo"], "foo": 1}, issuer.claims(), secret=None)
+    await refused(url, critical, "the bearer token's header is refused: Unsupported critical extension: foo")
+
+
 async def test_hs256_keyed_with_the_public_key_is_refused(bank, issuer):
     """Algorithm confusion: the provider's public key (which anyone can read in its JWKS) used as
     an HMAC secret. HS* is never allowed, whatever the key."""
