@@ -325,9 +325,10 @@ class TerminalChat:
         except PausepointError as exc:
             self.say(self._style(_plain(f"error: {exc}"), "31"))
             return []
+        if settled is None:  # nothing settled (a detached turn runs): never asked about again here
+            self.note("left open: /pending answers it later")
+            return []
         self.note("a pause expired unanswered: the agent's expiry policy settled it")
-        if settled is None:
-            return await self.chat.interrupts()
         if settled.text:
             self.say(self._style("agent> ", "1;32") + _plain(settled.text))
         return self._after(settled)
