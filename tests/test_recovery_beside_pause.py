@@ -63,6 +63,19 @@ async def test_answering_the_pause_settles_the_call_that_died_beside_it(store):
     assert results["transfer"].is_error and results["transfer"].output["outcome"] == "unknown"
 
 
+async def test_a_detached_answer_settles_the_call_that_died_beside_it_too(store):
+    clock, ledger = Clock(), []
+    session_id = await dies_beside_a_pause(store, clock, ledger)
+    chat = make_agent(store, clock, ["Paid."], ledger).chat(session_id)
+    [pause] = await chat.interrupts()
+    clock.now += timedelta(minutes=16)
+    turn = await chat.detach(restart=[pause.restart()])  # approving it, in the background
+    res = await asyncio.wait_for(turn.wait(), 10)
+    assert (res.finish_reason, res.text, ledger) == (AgentFinishReason.STOP, "Paid.", ["transfer:5", "pay:4"])
+    [transfer] = [p for p in (await chat.history())[-2].tool_responses if p.name == "transfer"]
+    assert transfer.is_error and transfer.output["outcome"] == "unknown"
+
+
 async def test_a_keyed_retry_of_the_message_gets_its_turns_end_once_the_process_is_presumed_lost(store):
     clock, ledger = Clock(), []
     session_id = await dies_beside_a_pause(store, clock, ledger, key="m-1")

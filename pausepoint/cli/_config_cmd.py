@@ -150,5 +150,6 @@ def describe(settings: ServeSettings, ai: Pausepoint) -> list[str]:
 def _kept(keep: timedelta | None) -> str:
     if keep is None:
         return "kept (no [retention])"
-    days = keep.total_seconds() / 86400
-    return f"pruned once delivered and {f'{days:g} days' if days >= 1 else f'{keep.total_seconds():g} s'} old"
+    seconds = keep.total_seconds()
+    age = f"{seconds / 86400:g} days" if seconds >= 86400 else f"{seconds:g} s"
+    return f"pruned once delivered and {age} old"

@@ -74,6 +74,15 @@ def check_model_free(state: SessionState, now: datetime, abandon_after: timedelt
         )
 
 
+def check_no_turn_elsewhere(
+    state: SessionState, now: datetime, abandon_after: timedelta, stopped: StoppedCalls
+) -> None:
+    """Refuse (``TurnInProgress``) while another process's turn runs the session's calls or asks
+    its model about their results, unless that process is presumed lost."""
+    abandoned_calls(state, now, abandon_after, stopped)
+    check_model_free(state, now, abandon_after, stopped)
+
+
 def end_lost_turn(turn: Turn, now: datetime, abandon_after: timedelta) -> None:
     """Record the end of a detached turn presumed lost with its process, if there is one."""
     state = turn.state

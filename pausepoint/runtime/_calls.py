@@ -52,6 +52,7 @@ from ._busy import (
     abandoned_calls,
     check_free,
     check_model_free,
+    check_no_turn_elsewhere,
     check_not_running_here,
     end_lost_turn,
     lost_beside,
@@ -503,9 +504,7 @@ class SessionCalls:
         def claim(state: SessionState, now: datetime) -> Turn:
             check_free(state, now, self.agent.abandon_after)
             if not state.open:
-                # another process's turn runs its calls or asks its model: TurnInProgress, as for a message
-                abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
-                check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+                check_no_turn_elsewhere(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
                 raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
             agent, turn = self.agent, self._turn(state, principal, None)
             end_lost_turn(turn, now, self.agent.abandon_after)

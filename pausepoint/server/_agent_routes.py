@@ -29,7 +29,7 @@ from ..stores import SessionSummary
 from . import _genkit as genkit
 from ._auth import current_tenant
 from ._limits import check_history, check_message_size, read_json
-from ._params import idempotency_key
+from ._params import idempotency_key, no_key_unless_named
 from ._replies import json_response
 from ._service import Service, service_of
 from ._snapshots import check_continuable, latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
@@ -203,11 +203,7 @@ async def _chat_for(
             summary = found
         chat = agent.chat(wire.session_id, principal=principal)
     else:
-        if key is not None:  # a retry here would start another session (as on REST and MCP)
-            raise InvalidRequest(
-                "a message to a new session takes an Idempotency-Key only where it names the session: "
-                "'init.sessionId' with an id of yours"
-            )
+        no_key_unless_named(key, "'init.sessionId' with an id of yours")  # as on REST and MCP
         return agent.chat(principal=principal, tenant=current_tenant()), {}
     if wire.message is not None:
         check_history(summary, service.limits)

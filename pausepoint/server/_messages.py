@@ -15,11 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._rest import SendBody, user_message
-from ..errors import InvalidRequest
 from ..runtime._chat import Chat
 from ._auth import current_tenant
 from ._limits import check_history, check_message_size, read_json
-from ._params import idempotency_key
+from ._params import idempotency_key, no_key_unless_named
 from ._replies import AGENT_RESPONSE, rest_turn
 from ._routes import IDEMPOTENCY_KEY, Operation
 from ._service import service_of
@@ -33,11 +32,7 @@ async def create(request: Request) -> Response:
     service = service_of(request)
     principal = await service.principal(request)
     agent = service.agent(request.path_params["agent"])
-    if idempotency_key(request) is not None:  # a retry here would start another session
-        raise InvalidRequest(
-            "a message to a new session takes an Idempotency-Key only where it names the session: "
-            "POST /v1/agents/{agent}/sessions/{id}/messages with an id of yours"
-        )
+    no_key_unless_named(idempotency_key(request), "POST /v1/agents/{agent}/sessions/{id}/messages with an id of yours")
     raw = await read_json(request, service.limits)
     body = CREATE.parse(raw)
     check_message_size(raw["message"], service.limits)  # as the client sent it

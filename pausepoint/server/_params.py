@@ -18,7 +18,16 @@ from starlette.requests import Request
 
 from ..errors import InvalidRequest
 
-__all__ = ["BIGGEST", "ascii_digits", "ascii_int", "checked_key", "flag", "idempotency_key", "query_int"]
+__all__ = [
+    "BIGGEST",
+    "ascii_digits",
+    "ascii_int",
+    "checked_key",
+    "flag",
+    "idempotency_key",
+    "no_key_unless_named",
+    "query_int",
+]
 
 #: the biggest integer a store keeps (a signed 64-bit one: SQLite's and PostgreSQL's ``bigint``)
 BIGGEST = 2**63 - 1
@@ -78,3 +87,12 @@ def checked_key(key: str | None, what: str) -> str | None:
     if key is not None and not 0 < len(key) <= _MAX_KEY:
         raise InvalidRequest(f"{what} must have 1 to {_MAX_KEY} characters")
     return key
+
+
+def no_key_unless_named(key: str | None, how: str) -> None:
+    """``InvalidRequest`` for an idempotency ``key`` on a message to a session the server would
+    name: a retry would start another session. ``how``: how the caller names one there."""
+    if key is not None:
+        raise InvalidRequest(
+            f"a message to a new session takes an Idempotency-Key only where it names the session: {how}"
+        )

@@ -130,7 +130,11 @@ def audit_entry(record: AuditRecord, state: SessionState | None = None) -> Audit
                 call_ref=record.call_ref,
                 pause_id=record.ref,
                 grant=record.id,
-                scope={"bounds": record.bounds, "uses": record.uses, "expires_at": _iso(record.expires_at)},
+                scope={
+                    "bounds": record.bounds,
+                    "uses": record.uses,
+                    "expires_at": to_jsonable_python(record.expires_at),  # ...Z, as REST writes every time
+                },
             )
         case GrantRevoked():
             added = state.grants[record.id].record if state is not None and record.id in state.grants else None
@@ -240,11 +244,6 @@ def approving(paused: Pause | None, record: CallAnswered) -> bool:
     if paused is not None and isinstance(paused.record, ApprovalPaused) and paused.record.approval.gated:
         return True
     return (record.resumed_metadata or {}).get("tool_approved") is True
-
-
-def _iso(value: datetime | None) -> str | None:
-    """A time inside a JSON value (a grant's scope), as REST and MCP write every other: ``...Z``."""
-    return None if value is None else to_jsonable_python(value)
 
 
 def answered_pause(entry: AuditEntry) -> PendingInterrupt:
