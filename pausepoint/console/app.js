@@ -548,7 +548,10 @@ async function showSession(agent, sessionId) {
     ]);
   } catch (error) {
     if (view !== state.view) return;
-    if (unreachable(error)) reach.queue("session", () => showSession(agent, sessionId));
+    if (unreachable(error)) {
+      reach.queue("session", () => showSession(agent, sessionId));
+      if (state.detail || state.cards.size) return; // a refresh that could not reach the server: what is shown stays
+    }
     $("log").replaceChildren(h("p", { class: "turn-error", role: "alert", text: explain(error) }));
     return;
   }
