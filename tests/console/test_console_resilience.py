@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from playwright.sync_api import expect
@@ -292,3 +293,29 @@ def test_an_edited_input_the_server_refuses_once_it_is_back_says_why_on_its_card
     expect(status).not_to_contain_text("Sending")
     expect(card).to_have_attribute("data-state", "open")  # still to be decided
     assert served.paid == []
+
+
+def test_a_refresh_that_cannot_reach_the_server_keeps_the_conversation_shown(served: Served, browser):
+    """The session moved on elsewhere and the console read it again just as the server went away:
+    the conversation, its card included, was replaced by "cannot reach the server" (a full run's
+    one failure). What is shown stays; the refresh waits, and runs once the server answers."""
+    paused = paused_session(served, "Transfer $7 to carol.")
+    page = browser.new_page()
+    open_console(page, served, session=paused["session_id"])
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    page.route("**/history", lambda route: route.abort("connectionrefused"))
+
+    ref = paused["interrupts"][0]["ref"]
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{paused['session_id']}"
+    reply = httpx.post(f"{base}/interrupts/{ref}/approve", headers={"Authorization": "Bearer alice-token"})
+    assert reply.status_code == 200, reply.text
+    expect(card).to_have_attribute("data-state", "elsewhere")
+    expect(page.locator("#offline")).to_contain_text("cannot reach the server")  # the refresh was tried
+    expect(page.locator("#log .turn-error")).to_have_count(0)
+    expect(card).to_have_count(1)
+    expect(page.locator(".msg-user .msg-body")).to_have_text("Transfer $7 to carol.")
+
+    page.unroute("**/history")
+    expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $7 to carol.", timeout=20_000)
+    expect(page.locator("#offline")).to_be_hidden()
