@@ -39,10 +39,9 @@ from pydantic_core import to_jsonable_python
 
 from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
-from .approval._fit import BY_PAUSE_ID
+from .approval._fit import ANSWER_THEM, BY_PAUSE_ID
 from .content._jsondata import NotJsonData, json_data
 from .content._messages import MediaPart, Message, Part, TextPart
-from .runtime._calls import ANSWER_THEM
 from .session._grants import Grant, GrantInfo
 from .session._ids import check_session_id
 from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart, answers_given

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pausepoint import Agent, AgentFinishReason, Pausepoint
-from pausepoint.errors import StoreError
+from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 
@@ -129,8 +129,9 @@ async def test_a_keyed_resume_cancelled_while_the_approved_tool_runs_is_answered
     assert transfers.ledger == ["start:7"]
 
 
+@pytest.mark.parametrize("key", ["k1", None])
 @pytest.mark.parametrize("failure", ["before", "after"])
-async def test_results_the_store_failed_to_write_are_recorded_by_the_next_call_here(tmp_path, failure):
+async def test_results_the_store_failed_to_write_are_recorded_by_the_next_call_here(tmp_path, failure, key):
     store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
     steps = [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Anything else?"]
     agent = bank(store, transfers, steps, approval=True)
@@ -141,21 +142,23 @@ async def test_results_the_store_failed_to_write_are_recorded_by_the_next_call_h
     store.fail(2, failure)
     chat = agent.chat(paused.session_id)
     with pytest.raises(StoreError):
-        await chat.approve(ref, idempotency_key="k1")
-    # The retry goes on at once (nothing runs the call anywhere), with the tool's real result.
-    retried = await chat.approve(ref, idempotency_key="k1")
+        await chat.approve(ref, idempotency_key=key)
+    # The retry goes on at once (nothing runs the call anywhere), with the tool's real result;
+    # unkeyed too (it was told "already resolved", found by a probe: the result stayed unrecorded).
+    retried = await chat.approve(ref, idempotency_key=key)
     assert retried.finish_reason == AgentFinishReason.STOP and retried.text == "Moved 9."
     history = await chat.history()
     assert history[-2].tool_responses[0].output == "moved 9"
     assert transfers.ledger == ["start:9", "done:9"]  # once
 
 
-@pytest.mark.parametrize("retry", ["keyed", "empty resume"])
+@pytest.mark.parametrize("retry", ["keyed", "unkeyed", "empty resume"])
 async def test_an_approval_the_store_kept_though_it_said_it_failed_runs_its_call_on_the_retry(tmp_path, retry):
     """The approval's append is written, then the store reports a failure (a connection dropped
     after the commit): the tool never started. The retry here runs the approved call once, as
     the approval said — not "unknown outcome", nor a wait of ``abandon_after`` (found by a probe:
-    the approval was lost and the model told the call may have run)."""
+    the approval was lost and the model told the call may have run; an unkeyed retry was told
+    the pause was already resolved)."""
     store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
     steps = [[tool_call("transfer", {"amount": 9})], "Moved 9."]
     agent = bank(store, transfers, steps, approval=True)
@@ -164,13 +167,72 @@ async def test_an_approval_the_store_kept_though_it_said_it_failed_runs_its_call
     transfers.gate.set()
     store.fail(1, "after")  # the approval's own append
     chat = agent.chat(paused.session_id)
+    key = "k1" if retry == "keyed" else None
     with pytest.raises(StoreError):
-        await chat.approve(ref, idempotency_key="k1")
+        await chat.approve(ref, idempotency_key=key)
     assert transfers.ledger == []
-    retried = await (chat.approve(ref, idempotency_key="k1") if retry == "keyed" else chat.resume())
+    retried = await (chat.resume() if retry == "empty resume" else chat.approve(ref, idempotency_key=key))
     assert (retried.finish_reason, retried.text) == (AgentFinishReason.STOP, "Moved 9.")
     assert transfers.ledger == ["start:9", "done:9"]  # once
     assert (await chat.history())[-2].tool_responses[0].output == "moved 9"
+
+
+async def test_a_message_after_an_approval_the_store_kept_runs_the_approved_call_first(tmp_path):
+    """The next call here is a message, not a retry: the approved call still runs, once, and the
+    model reads its result before the message (found by a probe: it was recorded at once as of
+    unknown outcome, "the process stopped", though this process knew it never started)."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    steps = [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Hello."]
+    agent = bank(store, transfers, steps, approval=True)
+    paused = await agent.chat().send("move 9")
+    transfers.gate.set()
+    store.fail(1, "after")
+    chat = agent.chat(paused.session_id)
+    with pytest.raises(StoreError):
+        await chat.approve(paused.interrupts[0].ref)
+    reply = await chat.send("hi")
+    assert reply.text == "Hello."
+    assert transfers.ledger == ["start:9", "done:9"]
+    history = await chat.history()
+    assert [m.role for m in history] == ["user", "model", "tool", "model", "user", "model"]
+    assert history[2].tool_responses[0].output == "moved 9" and history[3].text == "Moved 9."
+
+
+async def test_another_answer_to_a_pause_the_store_kept_answered_is_still_refused(tmp_path):
+    """Only the same answer by the same principal is a retry: a denial, or another person's
+    approval, after the approval the store kept is told the pause is resolved, and writes nothing."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    agent = bank(store, transfers, [[tool_call("transfer", {"amount": 9})], "Moved 9."], approval=True)
+    paused = await agent.chat().send("move 9")
+    ref = paused.interrupts[0].ref
+    store.fail(1, "after")
+    chat = agent.chat(paused.session_id)
+    with pytest.raises(StoreError):
+        await chat.approve(ref, principal="alice")
+    version = (await store.read(paused.session_id)).version
+    with pytest.raises(AlreadyResolved):
+        await chat.resume(respond=[paused.interrupts[0].deny("no")], principal="alice")
+    with pytest.raises(AlreadyResolved):
+        await chat.approve(ref, principal="bob")
+    assert (await store.read(paused.session_id)).version == version and transfers.ledger == []
+
+
+async def test_a_retry_of_an_approval_whose_turn_ended_though_the_store_said_it_failed_gets_that_end(tmp_path):
+    """The store reported a failure of the append that ended the turn, and kept it: the retry
+    here gets that end (it was told "already resolved"), and nothing runs again."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    agent = bank(store, transfers, [[tool_call("transfer", {"amount": 9})], "Moved 9."], approval=True)
+    paused = await agent.chat().send("move 9")
+    ref = paused.interrupts[0].ref
+    transfers.gate.set()
+    store.fail(3, "after")  # the approval, the result, then the model's answer and the turn's end
+    chat = agent.chat(paused.session_id)
+    with pytest.raises(StoreError):
+        await chat.approve(ref)
+    retried = await chat.approve(ref)
+    assert (retried.finish_reason, retried.text) == (AgentFinishReason.STOP, "Moved 9.")
+    assert retried == await chat.last_response()
+    assert transfers.ledger == ["start:9", "done:9"]
 
 
 async def test_a_new_chat_whose_first_send_failed_in_the_store_reads_the_session_next_time(tmp_path):

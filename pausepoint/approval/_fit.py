@@ -35,7 +35,7 @@ from ..session._views import approving
 from ..tools._tool import Tool
 from ._context import Answer, AnswerContext
 
-__all__ = ["BY_PAUSE_ID", "call_name", "fit", "locate"]
+__all__ = ["ANSWER_THEM", "BY_PAUSE_ID", "call_name", "fit", "locate"]
 
 
 def call_name(state: SessionState, ref: Any) -> str:
@@ -95,8 +95,7 @@ def _binds_itself(answer: Answer) -> bool:
     return answer.replace_input is not None
 
 
-#: how an answer names a pause by its id, on each surface (``AnswerContext.via``)
-#: how an answer names the live pause, said on each surface (``via``)
+#: how an answer names the live pause, said on each surface (``AnswerContext.via``)
 BY_PAUSE_ID = {
     "python": "PendingInterrupt.respond/restart carry it",
     "http": "pause_id in the request body",
@@ -105,6 +104,17 @@ BY_PAUSE_ID = {
     "genkit": "answer from the snapshot that shows it",
     "mcp": "answer_pause's pause_id",
     "terminal": "the chat asks about the live pause",
+}
+
+# What a message sent while calls are paused is told to do, in the words of the surface it came
+# through (its ``via``): the same refusal (``PendingInterrupts``) everywhere.
+ANSWER_THEM = {
+    "python": "answer them with resume() or drop them with cancel_pending()",
+    "http": "answer them (POST .../interrupts/{ref}/approve, /deny, /respond, or .../resume) or drop them "
+    "(POST .../cancel)",
+    "genkit": "answer them first (a resume with a toolResponse or a restart for each ref the output marks)",
+    "mcp": "answer them with answer_pause (list_pending shows them)",
+    "terminal": "answer them first (the chat asks about each pause)",
 }
 
 

@@ -16,11 +16,12 @@ from typing import Any, Protocol, TypeVar
 
 from ..approval._answers import message_hash, prepare_answers, request_hash
 from ..approval._context import AnswerContext
-from ..approval._fit import call_name
+from ..approval._fit import ANSWER_THEM, call_name
 from ..content._intake import user_message
 from ..content._jsondata import NotJsonData, json_text
 from ..content._messages import Message, Part
 from ..errors import (
+    AlreadyResolved,
     ConcurrentUpdate,
     IdempotencyKeyReused,
     InvalidAnswer,
@@ -60,22 +61,11 @@ from ._busy import (
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
 
-__all__ = ["ANSWER_THEM", "CLAIM_ATTEMPTS", "BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
+__all__ = ["CLAIM_ATTEMPTS", "BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
 
 CLAIM_ATTEMPTS = 20
 
 T = TypeVar("T")
-
-# What a message sent while calls are paused is told to do, in the words of the surface it came
-# through (its ``via``): the same refusal (``PendingInterrupts``) everywhere.
-ANSWER_THEM = {
-    "python": "answer them with resume() or drop them with cancel_pending()",
-    "http": "answer them (POST .../interrupts/{ref}/approve, /deny, /respond, or .../resume) or drop them "
-    "(POST .../cancel)",
-    "genkit": "answer them first (a resume with a toolResponse or a restart for each ref the output marks)",
-    "mcp": "answer them with answer_pause (list_pending shows them)",
-    "terminal": "answer them first (the chat asks about each pause)",
-}
 
 #: an answer to the call a ref names, built from the name of the call's tool (``""``: no such call)
 BuildAnswer = Callable[[str], ToolResponse | ToolRestart]
@@ -172,6 +162,10 @@ class SessionCalls:
             now = self.agent.clock()
             check_free(state, now, self.agent.abandon_after)
             check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+            if unstarted := self.agent.sessions.stopped.unstarted(state):  # approved here, never started: their
+                earlier = self._turn(state, principal, None)  # turn goes on first, as a resume would go on
+                await earlier.after_answers(unstarted)
+                state, now = earlier.state, self.agent.clock()
             handed = self.agent.approvals.escalations(state, now)
             if handed:  # recorded even when the send is refused: the pauses have new deciders now
                 journal = self.agent.sessions.journal(state)
@@ -255,7 +249,14 @@ class SessionCalls:
                 # against their new deciders (a refusal writes nothing, escalations included).
                 turn.journal.add(*approvals.escalations(state, now))
                 context = AnswerContext(now, actor, via, metadata, key, asked, limits)
-                records = approvals.check(state, given, context, allow_changed_tools=self.agent.allow_changed_tools)
+                try:
+                    records = approvals.check(state, given, context, allow_changed_tools=self.agent.allow_changed_tools)
+                except AlreadyResolved:
+                    if not self.agent.sessions.stopped.retried(state, given, actor):
+                        raise
+                    if state.last_end is not None and state.last_end_version == state.version:  # it ended the turn
+                        return _told(response_for(state, state.last_end, state.last_end_version), emit)
+                    return await self._continue(state, principal, emit)  # it goes on from where it stopped
                 claims = [r for r in records if isinstance(r, CallAnswered)]
                 lost = lost_beside(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
                 end_lost_turn(turn, now, self.agent.abandon_after)
@@ -310,7 +311,7 @@ class SessionCalls:
             end_lost_turn(turn, now, self.agent.abandon_after)
             return await turn.end(AgentFinishReason.INTERRUPTED)
         check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
-        unstarted = self._unstarted_restarts(state)
+        unstarted = self.agent.sessions.stopped.unstarted(state)
         if unstarted:  # restarts claimed here whose tools never started: run them, as the claim said
             return await self._turn(state, principal, emit).after_answers(unstarted)
         lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
@@ -325,13 +326,6 @@ class SessionCalls:
         ended = turn.state
         assert ended.last_end is not None
         return response_for(ended, ended.last_end, ended.last_end_version)
-
-    def _unstarted_restarts(self, state: SessionState) -> list[CallAnswered]:
-        """The restarts a call here claimed, and whose tools it never started (its append failed,
-        though the store kept it), when they are all that runs in the session: nothing ran them."""
-        left = self.agent.sessions.stopped.left(state)
-        claims = [c for c in (left.unstarted if left else ()) if c.call_ref in state.running]
-        return claims if claims and set(state.running) <= {c.call_ref for c in claims} else []
 
     async def _replay(
         self, state: SessionState, key: str, digest: str | None, principal: str | None, emit: Emit | None
@@ -357,10 +351,7 @@ class SessionCalls:
             if (taken_here and state.running_turn is None) or state.still(now, self.agent.abandon_after):
                 return await self._continue(state, principal, emit)  # its end ends the key too
             raise ResumeInProgress(f"the call with idempotency key {key!r} has not finished yet", key=key)
-        response = response_for(state, outcome.ended, outcome.ended_version)
-        if emit is not None:  # a stream of the retry ends as the first one's did
-            emit(TurnEndChunk(response))
-        return response
+        return _told(response_for(state, outcome.ended, outcome.ended_version), emit)
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -557,6 +548,13 @@ class SessionCalls:
                 continue
             return turn
         raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; nothing was recorded")
+
+
+def _told(response: AgentResponse, emit: Emit | None) -> AgentResponse:
+    """The outcome of an earlier call, for its retry: a stream of it ends as the first one's did."""
+    if emit is not None:
+        emit(TurnEndChunk(response))
+    return response
 
 
 async def _after_answers(

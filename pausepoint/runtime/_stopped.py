@@ -7,8 +7,10 @@ it has them — rather than waiting ``abandon_after`` for a process that may be 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..session._interrupts import ToolResponse, ToolRestart
 from ..session._records import CallAnswered, MessageAdded, Record
 from ..session._state import SessionState
 from ..turn._cut_short import started_by, unwritten_outcomes
@@ -30,6 +32,7 @@ class Stopped:
     # The restarts it claimed whose tools it never started (the claim's append failed, written
     # or not): nothing ran them, so they may run now, as the claim said (``SessionCalls._continue``).
     unstarted: tuple[CallAnswered, ...] = ()
+    claimed: frozenset[str] = frozenset()  # the pauses it answered (their ids), written or not
 
 
 class StoppedCalls:
@@ -68,7 +71,9 @@ class StoppedCalls:
             r for r in records if isinstance(r, CallAnswered) and r.decision == "restart"
             and r.call_ref not in journal.dispatched
         )  # fmt: skip
-        self._stopped[session_id] = Stopped(versions, calls, keys, unwritten_outcomes(journal.pending), unstarted)
+        claimed = frozenset(r.ref for r in records if isinstance(r, CallAnswered))
+        outcomes = unwritten_outcomes(journal.pending)
+        self._stopped[session_id] = Stopped(versions, calls, keys, outcomes, unstarted, claimed)
         self._stopped.move_to_end(session_id)
         while len(self._stopped) > self._kept:
             self._stopped.popitem(last=False)
@@ -82,3 +87,33 @@ class StoppedCalls:
         """What a call that stopped short here left in ``state``, if the log is as it left it."""
         found = self._stopped.get(state.session_id)
         return found if found is not None and state.version in found.versions else None
+
+    def unstarted(self, state: SessionState) -> list[CallAnswered]:
+        """The restarts a call here claimed, and whose tools it never started (its append failed,
+        though the store kept it), when they are all that runs in the session: nothing ran them."""
+        left = self.left(state)
+        claims = [c for c in (left.unstarted if left else ()) if c.call_ref in state.running]
+        return claims if claims and set(state.running) <= {c.call_ref for c in claims} else []
+
+    def retried(
+        self, state: SessionState, answers: Sequence[ToolResponse | ToolRestart], principal: str | None
+    ) -> bool:
+        """Whether ``answers`` are those a call here gave and stopped short after writing (its
+        store reported a failure, or its process lost the reply): each answers a pause that call
+        claimed, as it did, for the same principal. Such a retry, keyed or not, goes on from where
+        that call stopped instead of being told the pauses are resolved."""
+        left = self.left(state)
+        return left is not None and bool(answers) and all(_as_claimed(state, left, a, principal) for a in answers)
+
+
+def _as_claimed(state: SessionState, left: Stopped, answer: ToolResponse | ToolRestart, principal: str | None) -> bool:
+    call = state.calls.get(answer.ref)
+    pause = state.pauses.get(answer.pause_id or (call.pause if call is not None else None) or "")
+    claim = pause.answer if pause is not None else None
+    if claim is None or claim.ref not in left.claimed or claim.principal != principal:
+        return False
+    if isinstance(answer, ToolRestart):
+        return claim.decision == "restart" and claim.replace_input == answer.replace_input
+    if answer.decision == "deny":
+        return claim.decision == "deny" and (claim.reason or None) == (answer.reason or None)
+    return claim.decision == "respond" and claim.output == answer.output

@@ -63,3 +63,64 @@ def test_a_store_that_keeps_them_passes_it(tmp_path: Path):
     done = run_suite(tmp_path, "Faithful", "events")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "11 passed" in done.stdout and "failed" not in done.stdout
+
+
+FOLDING = """
+import pytest
+from pausepoint.stores import InMemorySessionStore
+from pausepoint.testing.stores import *  # noqa: F403
+
+
+class Folding(InMemorySessionStore):
+    '''Session ids folded to lower case, as a case-insensitive file system or collation would.'''
+
+    async def append(self, session_id, expected_version, entries, summary, events=(), *, durable=True):
+        return await super().append(session_id.lower(), expected_version, entries, summary, events, durable=durable)
+
+    async def read(self, session_id, after_version=0):
+        return await super().read(session_id.lower(), after_version)
+
+    async def get_summary(self, session_id):
+        return await super().get_summary(session_id.lower())
+
+    async def delete(self, session_id):
+        return await super().delete(session_id.lower())
+
+
+@pytest.fixture
+async def open_store():
+    made = Folding()
+
+    async def open_(**options):
+        return made if not options else Folding(**options)
+
+    return open_
+"""
+
+
+def test_a_store_that_folds_session_ids_fails_the_suite(tmp_path: Path):
+    """Two users' sessions ``Order-42`` and ``order-42`` would be one (found by a probe: the
+    suite passed such a store)."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+    (tmp_path / "test_my_store.py").write_text(FOLDING)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "ids_are or append_then",
+            "test_my_store.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED test_my_store.py::test_ids_are_kept_exactly" in done.stdout
+    assert "1 failed, 1 passed" in done.stdout  # the rest of it holds

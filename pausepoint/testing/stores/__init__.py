@@ -18,6 +18,8 @@ stores take (``max_record_bytes``)::
 
 pytest then collects every ``test_*`` of the suite in that module. The suite needs ``pytest``
 and ``pytest-asyncio`` with ``asyncio_mode = "auto"``. Each test starts from an empty place.
+Session ids and owners are kept exactly as given — no case folding, no Unicode normalisation,
+no trimming: ids are chosen by users, and two of them must never share a session.
 A store that keeps checkpoints (``pausepoint.stores.CheckpointStore``) is held to that part of
 the contract too: a checkpoint kept only for a version its log holds and never replaced by an
 older one, an extension kept only at the checkpoint's head, a new base that drops the
@@ -47,6 +49,7 @@ from ._appends import (  # noqa: E402 - after the rewrite is registered
     test_appends_continue_the_log,
     test_configured_size_limit,
     test_conflicting_append_writes_nothing,
+    test_ids_are_kept_exactly,
     test_is_a_session_store,
     test_long_history_in_many_appends,
     test_long_history_in_one_append,
@@ -160,6 +163,7 @@ __all__ = [
     "test_delete",
     "test_events_are_written_with_the_append_and_read_in_order",
     "test_extensions_keep_their_bytes_and_order",
+    "test_ids_are_kept_exactly",
     "test_is_a_session_store",
     "test_list_by_tenant",
     "test_list_deliveries_filters_newest_first",

@@ -4,6 +4,7 @@ version, and the size and shape of what a log keeps."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ __all__ = [
     "test_append_to_a_missing_session_conflicts",
     "test_appends_continue_the_log",
     "test_configured_size_limit",
+    "test_ids_are_kept_exactly",
     "test_conflicting_append_writes_nothing",
     "test_is_a_session_store",
     "test_long_history_in_many_appends",
@@ -245,6 +247,24 @@ async def test_ties_are_ordered_by_id_bytewise(store: SessionStore) -> None:
     expected = sorted(names, key=lambda n: n.encode(), reverse=True)
     assert ids(await store.list_sessions()) == expected
     assert ids(await store.list_sessions(limit=3, offset=2)) == expected[2:5]
+
+
+async def test_ids_are_kept_exactly(store: SessionStore) -> None:
+    """Ids that differ only by case, by Unicode normalisation or by a space are different
+    sessions (ids are chosen by users: a store folding them would merge two people's sessions),
+    and so are owners that differ so."""
+    names = ["Order-42", "order-42", "ORDER-42", "caf\u00e9", "cafe\u0301", "order-42 "]
+    logs = {name: [LogEntry(1, "message", json.dumps({"session": name}).encode())] for name in names}
+    for name in names:
+        await store.append(name, 0, logs[name], summary(name, 1, owner=name))
+    for name in names:
+        assert await store.read(name) == LogSlice(1, logs[name]), name
+        assert await store.get_summary(name) == summary(name, 1, owner=name)
+        assert ids(await store.list_sessions(owner=name)) == [name]
+    assert sorted(ids(await store.list_sessions())) == sorted(names)
+    assert await store.delete("order-42") is True
+    assert await store.read("order-42") is None
+    assert sorted(ids(await store.list_sessions())) == sorted(n for n in names if n != "order-42")
 
 
 async def test_payload_at_the_limit_is_accepted(store: SessionStore) -> None:
