@@ -68,7 +68,7 @@ The tree::
     └── ModelError                  the model failed
         ├── ModelAuthError          the provider refused the credentials
         ├── ModelRateLimited        too many requests (``retry_after`` seconds, when the provider said)
-        ├── ModelUnavailable        a server error or a failed connection
+        ├── ModelUnavailable        a server error (``retry_after`` too) or a failed connection
         ├── ModelTimeout            no answer in time
         ├── ModelBadRequest         the provider rejected the request
         └── ModelOutputError        the model's output could not be used
@@ -340,6 +340,12 @@ class ModelError(PausepointError):
     #: whether the same request may succeed if sent again
     retryable = False
 
+    def __init__(self, message: str, *, retry_after: float | None = None, **details: Any) -> None:
+        super().__init__(message, **details, **({} if retry_after is None else {"retry_after": retry_after}))
+        #: the seconds the provider asked to wait before the request is sent again (a rate
+        #: limit's or an unavailable server's Retry-After), when it said
+        self.retry_after = retry_after
+
 
 class ModelAuthError(ModelError):
     code = "model_auth"
@@ -348,10 +354,6 @@ class ModelAuthError(ModelError):
 class ModelRateLimited(ModelError):
     code = "model_rate_limited"
     retryable = True
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **details: Any) -> None:
-        super().__init__(message, retry_after=retry_after, **details)
-        self.retry_after = retry_after
 
 
 class ModelUnavailable(ModelError):

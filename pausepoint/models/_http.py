@@ -11,7 +11,7 @@ HTTP status                 error                   retried
 401, 403                    ``ModelAuthError``      no
 429                         ``ModelRateLimited``    yes, after ``retry_after`` when the provider said
 408, 504                    ``ModelTimeout``        yes
-409, 5xx (529 included)     ``ModelUnavailable``    yes
+409, 5xx (529 included)     ``ModelUnavailable``    yes, after ``retry_after`` when the provider said
 other 4xx                   ``ModelBadRequest``     no
 ==========================  ======================  =========
 
@@ -29,8 +29,9 @@ from __future__ import annotations
 import email.utils
 import importlib
 import logging
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import suppress
 from functools import cache
 from typing import Any, TypeVar
@@ -47,7 +48,15 @@ from ..errors import (
     ModelUnavailable,
 )
 
-__all__ = ["ReplyReader", "error_kind", "retry_after", "status_error", "transport_error", "transport_errors"]
+__all__ = [
+    "ReplyReader",
+    "error_kind",
+    "refuse_reserved",
+    "retry_after",
+    "status_error",
+    "transport_error",
+    "transport_errors",
+]
 
 log = logging.getLogger("pausepoint")
 
@@ -83,7 +92,7 @@ def status_error(
 
     A ``ModelAuthError``'s message leaves ``detail`` out (it is logged instead: see the module
     docstring). ``details`` (``error_type``, ``request_id``, ...) are kept beside ``provider`` and
-    ``status``; ``retry_after`` goes to a ``ModelRateLimited``.
+    ``status``; ``retry_after`` goes to a ``ModelRateLimited`` or a ``ModelUnavailable``.
     """
     kind = kind or error_kind(status)
     where = where or f"HTTP {status}"
@@ -92,30 +101,56 @@ def status_error(
         log.warning("%s refused the server's credentials (%s): %s", provider, where, detail)
         message = f"{provider}: the provider refused the server's credentials ({where})"
     info = {"provider": provider, "status": status, **details}
-    if issubclass(kind, ModelRateLimited):
+    if issubclass(kind, ModelRateLimited | ModelUnavailable):
         return kind(message, retry_after=retry_after, **info)
     return kind(message, **info)
 
 
+def refuse_reserved(config: Mapping[str, Any], reserved: Collection[str]) -> None:
+    """Raise ``ModelBadRequest`` for config keys the adapter sets itself (``reserved``: the model,
+    the messages, the system prompt, the tools, streaming): an agent's config never replaces the
+    session's history or its tools, on any provider."""
+    taken = sorted(key for key in config if key in reserved)
+    if taken:
+        keys = ", ".join(repr(key) for key in taken)
+        raise ModelBadRequest(
+            f"config key{'s' if len(taken) > 1 else ''} {keys} {'are' if len(taken) > 1 else 'is'} set by pausepoint "
+            "from the agent and the session, not by its config",
+            keys=taken,
+        )
+
+
 def retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds to wait from ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date); None
-    when the headers say nothing usable. A date in the past is 0."""
+    when the headers say nothing usable (a number that is not finite included). A date in the
+    past is 0."""
     if headers is None:
         return None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
-        with suppress(ValueError):
-            return max(0.0, float(milliseconds) / 1000)
+    milliseconds = _number(headers.get("retry-after-ms"))
+    if milliseconds is not None:
+        return max(0.0, milliseconds / 1000)
     value = headers.get("retry-after")
     if not value:
         return None
-    with suppress(ValueError):
-        return max(0.0, float(value))
+    seconds = _number(value)
+    if seconds is not None:
+        return max(0.0, seconds)
+    if _number(value, finite=False) is not None:
+        return None  # inf, nan: nothing to wait for
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _number(text: str | None, *, finite: bool = True) -> float | None:
+    """``text`` as a number (a finite one, unless ``finite`` is False), else None."""
+    try:
+        number = float(text) if text else None
+    except ValueError:
+        return None
+    return number if number is None or not finite or math.isfinite(number) else None
 
 
 @cache

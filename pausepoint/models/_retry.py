@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import DefinitionError, ModelError, ModelRateLimited
+from ..errors import DefinitionError, ModelError
 from ._model import ChunkSink, ModelChunk
 
 __all__ = ["RetryPolicy", "call_with_retries", "stream_with_retries"]
@@ -49,7 +49,7 @@ class RetryPolicy:
         """Seconds to wait before retry number ``attempt`` (1-based), or None to give up."""
         if not error.retryable or attempt >= self.attempts:
             return None
-        if isinstance(error, ModelRateLimited) and error.retry_after is not None:
+        if error.retry_after is not None:  # a rate limit's, an unavailable server's
             return error.retry_after if error.retry_after <= self.max_retry_after else None
         backoff: float = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
         return backoff * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not security

@@ -54,7 +54,7 @@ from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from ._clients import LoopClients
-from ._http import ReplyReader, error_kind, retry_after, status_error, transport_error
+from ._http import ReplyReader, error_kind, refuse_reserved, retry_after, status_error, transport_error
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -80,6 +80,8 @@ PROVIDER = "anthropic"
 DEFAULT_MAX_TOKENS = 1024
 #: config keys the adapter translates; every other key goes in the request body as given
 _TRANSLATED_CONFIG = frozenset({"max_tokens", "max_output_tokens", "stop_sequences"})
+#: keys of the request body the adapter sets; config may not override them
+_RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
 #: a tool input that is not a JSON object is sent back under this key
 RAW_ARGUMENTS_KEY = "_raw_arguments"
 
@@ -202,6 +204,7 @@ class AnthropicModel:
 
 def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
     config = request.config
+    refuse_reserved(config, _RESERVED)
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": int(config.get("max_tokens") or config.get("max_output_tokens") or DEFAULT_MAX_TOKENS),

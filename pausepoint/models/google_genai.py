@@ -67,7 +67,7 @@ from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelUnavailable
 from ._clients import LoopClients
-from ._http import retry_after, status_error, transport_error
+from ._http import refuse_reserved, retry_after, status_error, transport_error
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -308,9 +308,7 @@ def _map_config(request: ModelRequest) -> types.GenerateContentConfig:
     options = dict(request.config)
     if "max_tokens" in options:
         options.setdefault("max_output_tokens", options.pop("max_tokens"))
-    reserved = {"system_instruction", "tools", "automatic_function_calling"} & options.keys()
-    if reserved:
-        raise ModelBadRequest(f"config keys {sorted(reserved)} are set by pausepoint, not by the agent config")
+    refuse_reserved(options, ("system_instruction", "tools", "automatic_function_calling"))
     tools = [types.Tool(function_declarations=[_map_tool_definition(t) for t in request.tools])]
     try:
         return types.GenerateContentConfig(

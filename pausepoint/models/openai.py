@@ -47,7 +47,7 @@ from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from ._clients import LoopClients
-from ._http import ReplyReader, retry_after, status_error, transport_error
+from ._http import ReplyReader, refuse_reserved, retry_after, status_error, transport_error
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -349,9 +349,8 @@ def _map_config(config: Mapping[str, Any], output_limit_field: str, unsupported:
     """
     renames = {"max_output_tokens": output_limit_field, "max_tokens": output_limit_field, "stop_sequences": "stop"}
     body: dict[str, Any] = {}
+    refuse_reserved(config, _RESERVED)
     for key, value in config.items():
-        if key in _RESERVED:
-            raise ModelBadRequest(f"config key {key!r} is set by the adapter and cannot be overridden", key=key)
         if value is not None and key not in unsupported:
             body[renames.get(key, key)] = value
     return body

@@ -69,6 +69,7 @@ class Pausepoint:
         #: the model of an agent defined without one (as Genkit's ``Genkit(model=...)``)
         self.model = model
         self.plugins = list(plugins)
+        _check_prefixes(self.plugins)
         self.clock = clock
         self.webhooks = list(webhooks)
         self.telemetry = telemetry if telemetry is not None else Telemetry()
@@ -476,3 +477,19 @@ def system_prompt(agent: str, system: object) -> str | None:
     if isinstance(system, list | tuple) and all(isinstance(part, str | TextPart) for part in system):
         return "".join(part if isinstance(part, str) else part.text for part in system)
     raise DefinitionError(f"agent {agent!r}: system must be text, or a list of text parts, not {system!r}")
+
+
+def _check_prefixes(plugins: Sequence[Plugin]) -> None:
+    """Raise ``DefinitionError`` when two plugins serve one prefix (``openai/...``): the first
+    would take every name of the second, its server and key, without a word."""
+    seen: dict[str, Plugin] = {}
+    for plugin in plugins:
+        prefix = getattr(plugin, "prefix", None)
+        if not isinstance(prefix, str):
+            continue
+        if prefix in seen:
+            raise DefinitionError(
+                f"two plugins serve the prefix {prefix!r} (a {type(seen[prefix]).__name__} and a "
+                f"{type(plugin).__name__}): give one another (OpenAI.compatible(prefix, base_url) names its own)"
+            )
+        seen[prefix] = plugin

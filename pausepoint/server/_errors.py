@@ -19,6 +19,7 @@ import asyncio
 import functools
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -160,8 +161,8 @@ def error_response(exc: BaseException) -> Response:
     headers = {}
     if isinstance(error, core.Unauthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="pausepoint"'
-    if isinstance(error, core.ModelRateLimited) and error.retry_after is not None:
-        headers["Retry-After"] = str(max(1, round(error.retry_after)))
+    if isinstance(error, core.ModelError) and error.retry_after is not None and math.isfinite(error.retry_after):
+        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after)))
     return Response(dumps(error_body(error)), status_code=code, media_type="application/json", headers=headers)
 
 

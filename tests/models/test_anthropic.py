@@ -21,6 +21,7 @@ from pausepoint import (
 )
 from pausepoint.errors import (
     ModelAuthError,
+    ModelBadRequest,
     ModelOutputError,
 )
 from pausepoint.models import RetryPolicy
@@ -113,6 +114,17 @@ async def test_config_sets_max_tokens_and_stop_sequences_and_passes_other_keys_a
     assert (body["max_tokens"], body["stop_sequences"], body["top_k"]) == (64, ["END"], 5)
     assert body["metadata"] == {"user_id": "u1"}
     assert "max_output_tokens" not in body and "system" not in body and "tools" not in body
+
+
+@pytest.mark.parametrize("config", [{"messages": []}, {"system": "Ignore the agent."}, {"tools": []}, {"stream": True}])
+async def test_config_never_replaces_what_the_adapter_sets(config: dict[str, Any]):
+    """The session's history, the agent's system prompt and tools, streaming: refused as OpenAI's
+    and Gemini's adapters refuse them, before sending (found by a probe: they replaced them, and
+    the turn went on with the history gone)."""
+    refused = f"config key '{next(iter(config))}' is set by pausepoint"
+    with WireServer(scripted([Json(message([text("ok")]))])) as server, pytest.raises(ModelBadRequest, match=refused):
+        await model_for(server).generate(ModelRequest([user("Hi")], config=config))
+    assert server.requests == []
 
 
 def without_anthropic_environment(monkeypatch: pytest.MonkeyPatch, home) -> None:

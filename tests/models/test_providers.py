@@ -35,6 +35,7 @@ from pausepoint import (
     TurnEndChunk,
 )
 from pausepoint.errors import (
+    DefinitionError,
     ModelAuthError,
     ModelBadRequest,
     ModelError,
@@ -44,6 +45,7 @@ from pausepoint.errors import (
     ModelUnavailable,
 )
 from pausepoint.models import RetryPolicy
+from pausepoint.models.openai import OpenAI
 
 from .providers import ALL, FAST, Call, Provider, Result
 from .wire_server import Hang, Raw, Reply, WireRequest, scripted
@@ -86,6 +88,16 @@ def test_a_plugin_resolves_its_own_names_only(provider: Provider) -> None:
     assert plugin.resolve_model(f"{provider.name}/") is None
     assert plugin.resolve_model("some-model") is None
     assert Pausepoint(plugins=[plugin]).resolve_model(f"{provider.name}/m").name == f"{provider.name}/m"
+
+
+def test_two_plugins_of_one_prefix_are_refused(provider: Provider) -> None:
+    """The first would serve every name of the second — another server, another key — without a
+    word (found by a probe); a compatible server under a prefix of its own stands beside it."""
+    first, second = provider.plugin("http://127.0.0.1:9"), provider.plugin("http://127.0.0.1:10")
+    with pytest.raises(DefinitionError, match=rf"two plugins serve the prefix '{provider.name}'"):
+        Pausepoint(plugins=[first, second])
+    beside = OpenAI.compatible("mine", "http://127.0.0.1:11")
+    assert Pausepoint(plugins=[first, beside]).resolve_model("mine/m").name == "mine/m"
 
 
 def test_a_missing_sdk_names_the_extra(provider: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,6 +236,34 @@ async def test_retry_after_is_read_and_one_beyond_the_policy_is_not_waited_for(
         assert len(server.requests) == 2 and caught.value.retry_after == 5.0
     else:
         assert len(server.requests) == 1 and caught.value.retry_after == seconds
+
+
+@pytest.mark.parametrize("value", ["1e999", "Infinity", "-inf", "nan"])
+async def test_a_retry_after_that_is_no_finite_number_is_not_one(provider: Provider, value: str) -> None:
+    """Not a wait at all (found by a probe: ``inf`` became the error's ``retry_after``, and a
+    server answering it said 500, failing to write the header)."""
+    limited = provider.error(429, "slow down", retry_after=value)
+    with provider.serve(scripted([limited])) as server, pytest.raises(ModelRateLimited) as caught:
+        await provider.model(server).generate(ModelRequest(USER))
+    assert caught.value.retry_after is None and "retry_after" not in caught.value.details
+    assert len(server.requests) == FAST.attempts  # retried with the policy's backoff
+
+
+async def test_an_unavailable_server_is_retried_after_its_retry_after(provider: Provider) -> None:
+    """A 503's Retry-After is honoured as a rate limit's (it was retried at once, in backoff)."""
+    patient = RetryPolicy(attempts=2, base_delay=0, max_delay=0, max_retry_after=1.0)
+    busy = provider.error(503, "busy", retry_after="2")
+    with provider.serve(scripted([busy])) as server, pytest.raises(ModelUnavailable) as caught:
+        await provider.model(server, retry=patient).generate(ModelRequest(USER))
+    assert caught.value.retry_after == 2.0 and len(server.requests) == 1  # beyond the policy: not waited for
+    loop = asyncio.get_running_loop()
+    replies = [provider.error(503, "busy", retry_after="0.3"), provider.reply("Back.", stream=False)]
+    with provider.serve(scripted(replies)) as server:
+        began = loop.time()
+        response = await provider.model(server, retry=patient).generate(ModelRequest(USER))
+        waited = loop.time() - began
+    assert response.message.text == "Back." and len(server.requests) == 2
+    assert waited >= 0.3  # what the server asked for (the policy alone waits 0)
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from pausepoint.errors import DefinitionError
@@ -266,3 +267,39 @@ def test_limits_that_cannot_work_are_refused_when_made(field, value):
     every listing was then empty)."""
     with pytest.raises(DefinitionError, match=f"Limits.{field} must be a whole number of at least 1"):
         Limits(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "header"),
+    [
+        ("rate limited, never", 429, None),
+        ("unavailable, 2.2 s", 503, "3"),  # whole seconds, never sooner than asked
+        ("rate limited, 0.2 s", 429, "1"),
+    ],
+)
+def test_a_model_error_says_its_retry_after_as_a_header_it_can_write(error: str, status: int, header: str | None):
+    """A model's ``retry_after`` that is no finite number is no header (found by a probe: ``inf``
+    made the reply a 500); a 503's is said as a 429's is."""
+    import math
+
+    from pausepoint import Pausepoint
+    from pausepoint.errors import ModelRateLimited, ModelUnavailable
+    from pausepoint.server import BearerTokens, create_app
+    from pausepoint.stores import InMemorySessionStore
+    from pausepoint.testing import ScriptedModel
+
+    raised = {
+        "rate limited, never": ModelRateLimited("slow down", retry_after=math.inf),
+        "unavailable, 2.2 s": ModelUnavailable("busy", retry_after=2.2),
+        "rate limited, 0.2 s": ModelRateLimited("slow down", retry_after=0.2),
+    }[error]
+
+    def app() -> Any:
+        ai = Pausepoint()
+        ai.define_agent(name="a", model=ScriptedModel([raised]), store=InMemorySessionStore())
+        return create_app(ai, auth=BearerTokens({"alice-token": "alice"}))
+
+    with serve_in_thread(app) as url:
+        reply = httpx.post(f"{url}/v1/agents/a/sessions", json={"message": "hi"}, headers=ALICE)
+    assert_error(reply, status, raised.code)
+    assert reply.headers.get("retry-after") == header
