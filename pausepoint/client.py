@@ -265,8 +265,9 @@ def _unkeepable(body: BaseModel, data: dict[str, Any]) -> core_errors.Pausepoint
     path in the message, else ``InvalidAnswer`` naming its path in the resume (and its answer's
     ``ref``)."""
     if isinstance(body, SendBody):
+        message = data["message"]
         try:
-            json_data(data["message"])
+            json_data([{"text": message}] if isinstance(message, str) else message)  # a text: one text part
         except NotJsonData as exc:
             exc.root = "$.parts"  # a message's parts, as a local Chat names them
             return core_errors.InvalidMessage(f"the message cannot be recorded: {exc}", **exc.details())

@@ -243,6 +243,10 @@ export class Api {
             onState("unauthorized");
             return;
           }
+          if (error instanceof ApiError && error.status === 400 && "last_event_id" in error.details) {
+            lastId = null; // an id the feed no longer follows (its stores changed, or were reset): from now,
+            // and the page reads what it missed once the feed is live again
+          }
         }
         if (controller.signal.aborted) return;
         onState("reconnecting");

@@ -63,7 +63,10 @@ class Feed:
         parts = last_event_id.strip().split(".")
         if len(parts) != len(self.stores):
             raise InvalidRequest(
-                f"Last-Event-ID {last_event_id!r} is not an id this feed sent", last_event_id=last_event_id
+                f"Last-Event-ID {last_event_id!r} holds {len(parts)} position(s); this feed follows "
+                f"{len(self.stores)} store(s) now, one position each (an id from before the server's agents or "
+                "stores changed is none of its ids): reconnect without it to follow from now",
+                last_event_id=last_event_id,
             )
         positions = [ascii_int(p, "each position in Last-Event-ID") for p in parts]
         for position, store in zip(positions, self.stores, strict=True):

@@ -25,7 +25,7 @@ from ..errors import Unauthenticated
 from ._errors import error_body, feed_shutting_down
 from ._routes import Operation, header, schema_ref
 from ._service import service_of
-from ._turns import event
+from ._turns import SSE_HEADERS, event
 
 __all__ = ["FEED", "feed"]
 
@@ -52,7 +52,7 @@ async def feed(request: Request) -> Response:
     principal = await service.principal(request)
     positions = await service.feed.start(request.headers.get("last-event-id"))
     if request.method == "HEAD":  # the stream's head alone: nothing to follow
-        return Response(media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return Response(media_type="text/event-stream", headers=SSE_HEADERS)
     followed = service.feed.follow(positions, lambda s: service.policy.can_view(principal, s))
 
     loop = asyncio.get_running_loop()
@@ -96,4 +96,4 @@ async def feed(request: Request) -> Response:
                     await pending
             await followed.aclose()
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)

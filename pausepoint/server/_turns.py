@@ -22,16 +22,18 @@ from ..session._response import AgentResponse
 from ..turn._streaming import CHUNK, TurnChunk, TurnStream
 from ._errors import dumps, error_body, error_response, shutting_down, sse_json
 
-__all__ = ["run_turn", "wants_stream"]
+__all__ = ["SSE_HEADERS", "event", "run_turn", "wants_stream"]
 
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: the headers of every event stream: never cached, nor held back by a proxy (nginx buffers otherwise)
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def wants_stream(request: Request) -> bool:
     """Whether the request asks for server-sent events: ``Accept`` names ``text/event-stream``
-    (in any case) with a weight above 0, or the query says ``stream=true``."""
+    (in any case) with a weight above 0 and no lower than JSON's, or the query says
+    ``stream=true``."""
     accept = request.headers.get("accept", "")
-    if "event-stream" in accept.lower() and _accepts_events(accept):
+    if "event-stream" in accept.lower() and _prefers_events(accept):
         return True
     # Most requests have no query string: parse one only when it may name ``stream`` (spelt out,
     # or percent-encoded).
@@ -39,19 +41,24 @@ def wants_stream(request: Request) -> bool:
     return (b"stream" in raw or b"%" in raw) and request.query_params.get("stream") == "true"
 
 
-def _accepts_events(accept: str) -> bool:
-    """Whether an ``Accept`` header's media ranges take ``text/event-stream`` (RFC 9110: the
-    type is case-insensitive; ``q=0`` says "not this one")."""
+def _prefers_events(accept: str) -> bool:
+    """Whether an ``Accept`` header takes ``text/event-stream`` at least as gladly as JSON
+    (RFC 9110: types are case-insensitive, ``q`` weighs each range, ``q=0`` says "not this one";
+    JSON is taken by ``application/json``, ``application/*`` and ``*/*``)."""
+    events = json = 0.0
     for media_range in accept.split(","):
         kind, *params = (piece.strip() for piece in media_range.split(";"))
-        if kind.lower() != "text/event-stream":
-            continue
         weights = [p.split("=", 1)[1].strip() for p in params if p.lower().startswith("q=") and "=" in p]
         try:
-            return not weights or float(weights[0]) > 0
+            weight = float(weights[0]) if weights else 1.0
         except ValueError:  # a weight that is no number: as if none were given
-            return True
-    return False
+            weight = 1.0
+        kind = kind.lower()
+        if kind == "text/event-stream":
+            events = max(events, weight)
+        elif kind in ("application/json", "application/*", "*/*"):
+            json = max(json, weight)
+    return events > 0 and events >= json
 
 
 def event(name: str, data: Any) -> bytes:
@@ -108,7 +115,7 @@ async def run_turn(
     except Exception as exc:
         return error_response(exc)
     return StreamingResponse(
-        _events(stream, first, iterator, reply, chunk, frame), media_type="text/event-stream", headers=_SSE_HEADERS
+        _events(stream, first, iterator, reply, chunk, frame), media_type="text/event-stream", headers=SSE_HEADERS
     )
 
 

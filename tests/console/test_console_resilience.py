@@ -319,3 +319,29 @@ def test_a_refresh_that_cannot_reach_the_server_keeps_the_conversation_shown(ser
     page.unroute("**/history")
     expect(page.locator(".msg-model .msg-body").last).to_have_text("Transferred $7 to carol.", timeout=20_000)
     expect(page.locator("#offline")).to_be_hidden()
+
+
+def test_a_feed_id_the_server_no_longer_takes_is_dropped_and_the_feed_goes_live(restartable: Restartable, browser):
+    """After a restart whose agents follow other stores (or a store reset), the server refuses the
+    feed's last id (400, naming it): the console followed it forever, "reconnecting…" (found by a
+    probe). It follows from now instead, and reads what it missed."""
+    page, card = transfer_card(restartable, browser)  # the feed has an id: the pause's event
+    refused: list[str] = []
+
+    def refuse_old_ids(route: Any) -> None:
+        last = route.request.headers.get("last-event-id")
+        if last is None:
+            route.continue_()
+            return
+        refused.append(last)
+        error = {"code": "invalid_request", "status": "INVALID_ARGUMENT", "message": "not an id this feed follows",
+                 "details": {"code": "invalid_request", "last_event_id": last}}  # fmt: skip
+        route.fulfill(status=400, json={"error": error})
+
+    page.route("**/v1/feed", refuse_old_ids)
+    restartable.stop()
+    expect(page.locator("#feed-state")).to_have_text("reconnecting…")
+    restartable.start()
+    expect(page.locator("#feed-state")).to_have_text("live", timeout=20_000)
+    assert refused  # it was asked to resume, refused, and went on from now
+    expect(card).to_have_attribute("data-state", "open")

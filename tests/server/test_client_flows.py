@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from examples import banking
 from pausepoint import AgentFinishReason, InterruptChunk, TextChunk, ToolResponse, TurnEndChunk
 from pausepoint.client import Client
 from pausepoint.errors import (
@@ -18,6 +19,7 @@ from pausepoint.errors import (
     Unauthenticated,
     UnknownInterrupt,
 )
+from pausepoint.stores import InMemorySessionStore
 
 
 async def test_banking_flow_streamed_through_the_client(served):
@@ -157,6 +159,13 @@ async def test_what_a_session_cannot_keep_is_refused_with_the_local_chats_typed_
         with pytest.raises(InvalidMessage) as paired:
             await chat.send("hi \ud83d\ude00")
         assert paired.value.details["rule"] == "unpaired_surrogate"
+        _, agent = banking.build(InMemorySessionStore(), [])
+        for text in ("hi \ud800", "hi \ud83d\ude00"):  # the same details: path and rule (the path was "$.parts")
+            with pytest.raises(InvalidMessage) as here:
+                await agent.chat().send(text)
+            with pytest.raises(InvalidMessage) as there:
+                await chat.send(text)
+            assert there.value.details == here.value.details and here.value.details["path"] == "$.parts[0].text"
         [pause] = (await chat.send("Transfer $1 to x.")).interrupts
         with pytest.raises(InvalidAnswer):
             await chat.resume(respond=[pause.respond({"approved": True, "feedback": "\udc00"})])

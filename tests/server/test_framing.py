@@ -137,11 +137,16 @@ async def test_a_body_with_a_content_coding_is_refused_and_nothing_is_done(bank,
         ("text/event-stream; q=0.000", False),
         ("application/json", False),
         ("application/x-not-event-stream", False),
+        ("application/json, text/event-stream;q=0.1", False),  # JSON preferred (it streamed: found by a probe)
+        ("*/*;q=0.8, text/event-stream;q=0.5", False),
+        ("application/json, text/event-stream", True),  # as gladly: the stream
+        ("text/*, text/event-stream;q=0.2", True),  # no JSON named
     ],
 )
 async def test_a_turn_streams_exactly_when_accept_takes_event_streams(bank, accept, streamed):
     """Found by a probe: the header was searched for the lowercase name, so a type in capitals
-    got JSON and one refused with q=0 got a stream, on REST and on the Genkit wire alike."""
+    got JSON and one refused with q=0 got a stream, on REST and on the Genkit wire alike. Every
+    event stream says it is not to be buffered by a proxy, the feed's too."""
     wire = {"data": {"message": {"role": "user", "content": [{"text": "Hello!"}]}}}
     async with httpx.AsyncClient(base_url=bank.url + "/bank", timeout=30) as http:
         for path, body in (("/v1/agents/bankingAgent/sessions", {"message": "Hello!"}), ("/agents/bankingAgent", wire)):
@@ -149,3 +154,7 @@ async def test_a_turn_streams_exactly_when_accept_takes_event_streams(bank, acce
             assert reply.status_code == 200, reply.text
             kind = reply.headers["content-type"].split(";")[0]
             assert kind == ("text/event-stream" if streamed else "application/json"), (path, accept)
+            assert reply.headers.get("x-accel-buffering") == ("no" if streamed else None)
+        async with http.stream("GET", "/v1/feed", headers=ALICE) as feed:
+            assert feed.headers["content-type"].startswith("text/event-stream")
+            assert (feed.headers["cache-control"], feed.headers["x-accel-buffering"]) == ("no-cache", "no")
