@@ -59,6 +59,7 @@ def check_bounds(model: type[BaseModel], bounds: Any, tool: str) -> dict[str, di
                 else:
                     read = _read(model, name, value)
                     if op in ("min", "max"):
+                        _ordered(model, name)
                         _ = read <= read  # raises TypeError when the field's values do not compare
             except (ValidationError, TypeError) as exc:
                 # a person's words: what is wrong, not pydantic's report (the model, the input, a URL)
@@ -79,6 +80,8 @@ def within(model: type[BaseModel], bounds: Mapping[str, Mapping[str, Any]] | Non
         for name, conditions in bounds.items():
             value = getattr(validated, name)
             for op, limit in conditions.items():
+                if op in ("min", "max"):
+                    _ordered(model, name)  # a grant recorded before this check: it matches nothing
                 if op == "equals" and value != _read(model, name, limit):
                     return False
                 if op == "one_of" and value not in [_read(model, name, item) for item in limit]:
@@ -90,6 +93,14 @@ def within(model: type[BaseModel], bounds: Mapping[str, Mapping[str, Any]] | Non
     except (AttributeError, ValidationError, TypeError):  # a tool whose input changed since: no match
         return False
     return True
+
+
+def _ordered(model: type[BaseModel], name: str) -> None:
+    """Raise ``TypeError`` unless the field ``name`` has one type whose values ``min`` and ``max``
+    compare: a field of any type (an MCP property whose schema names none) takes a boolean, a
+    number or a string alike, and ``True <= 100`` holds."""
+    if _fields(model)[name] is Any:
+        raise TypeError("the field has no type to compare by: bound it with 'equals' or 'one_of'")
 
 
 def _read(model: type[BaseModel], name: str, value: Any) -> Any:

@@ -23,6 +23,7 @@ validates arguments with it, and every pause's fingerprint covers it. A call:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import weakref
 from collections import Counter
@@ -125,6 +126,13 @@ class McpTool(Tool):
 
     def answer_restart(self, pause_metadata: dict[str, Any] | None, answer: Any) -> dict[str, Any] | None:
         return elicitation.handed_answer(pause_metadata, answer)
+
+    async def refresh_definition(self) -> None:
+        # Listed again: a change notice may never come (a server redeployed behind a live
+        # connection; a 2026 connection delivers notices to subscribers only). A server that
+        # cannot be reached now is asked again before the call is sent (``run``).
+        with contextlib.suppress(McpError):
+            await self._catalog.check(again=True)
 
     async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
         assert isinstance(validated, RootModel)

@@ -238,6 +238,9 @@ class SessionCalls:
         async def op(state: SessionState) -> AgentResponse:
             for _ in range(CLAIM_ATTEMPTS):
                 given, asked = resolved(state)
+                for name in {answer.name for answer in given}:  # a pause of a changed tool is refused
+                    if (tool := self.agent.tools.get(name)) is not None:
+                        await tool.refresh_definition()
                 if key is not None and key in state.keys:
                     return await self._replay(state, key, asked, principal, emit)
                 now = self.agent.clock()

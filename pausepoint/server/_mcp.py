@@ -58,7 +58,7 @@ from ..stores import SessionSummary
 from ..tools._display import ApprovalView
 from ._auth import current_tenant, inbox_filters
 from ._limits import Limits, check_message_size, parse_json, read_body
-from ._mcp_ask import can_ask, carried_state, decision_of, questions
+from ._mcp_ask import can_ask, carried_state, decision_of, dismissed, questions
 from ._params import checked_key
 
 __all__ = ["mcp_server"]
@@ -165,6 +165,7 @@ class _Doors:
             if self.limits is not None:
                 check_message_size(text, self.limits)
             carried = carried_state(ctx.request_state, found.name)
+            put_aside = dismissed(carried, ctx.input_responses or {})  # listed, not asked again
             if carried is not None:  # a later round: the client answered what we asked
                 session_id = str(carried["session_id"])
                 answered = await self._answered(found, who, carried, ctx.input_responses or {})
@@ -180,7 +181,7 @@ class _Doors:
                 chat = Chat(found, session_id, who, new=summary is None, tenant=current_tenant())
                 res = await chat.send(text, idempotency_key=idempotency_key, principal=who, via=VIA)
         if ask and res.interrupts and can_ask(ctx):
-            asking = questions(found, session_id, who, res.interrupts)
+            asking = questions(found, session_id, who, [p for p in res.interrupts if p.pause_id not in put_aside])
             if asking is not None:
                 return asking
         return _turn(found, session_id, res)
@@ -455,8 +456,12 @@ class McpEndpoint:
         request = Request(scope, receive)
         try:
             await self.service.principal(request)
-            if request.method == "GET":  # no stream to open (stateless: each answer is in its reply): 405
-                refused = _refusal(InvalidRequest("the MCP endpoint streams no server messages: POST each request"))
+            if request.method != "POST":  # stateless: no stream to open (GET), no session to end (DELETE)
+                refused = _refusal(
+                    InvalidRequest(
+                        "the MCP endpoint streams no server messages and keeps no sessions to end: POST each request"
+                    )
+                )
                 refused.status_code, refused.headers["Allow"] = 405, "POST"
                 await refused(scope, receive, send)
                 return
@@ -464,7 +469,9 @@ class McpEndpoint:
             if request.method == "POST" and kind != "application/json":  # the SDK's refusal is plain text
                 raise InvalidRequest(f"an MCP request is JSON (Content-Type: application/json), not {kind or 'none'}")
             body = await read_body(request, self.service.limits)  # the app's limit, as on every route
-            parse_json(body)  # read as REST reads it: a name given twice is refused, not the last one taken
+            # read as REST reads it: a name given twice is refused, not the last one taken
+            if isinstance(parse_json(body), list):
+                raise InvalidRequest("an MCP request is one JSON-RPC message, not a batch (a list of them)")
         except PausepointError as exc:
             await _refusal(exc)(scope, receive, send)
             return

@@ -16,7 +16,7 @@ from ..errors import InvalidAnswer
 from ..runtime._agent import Agent
 from ..session._interrupts import PendingInterrupt
 
-__all__ = ["can_ask", "carried_state", "decision_of", "questions"]
+__all__ = ["can_ask", "carried_state", "decision_of", "dismissed", "questions"]
 
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 _DECISION = {
@@ -89,6 +89,19 @@ def carried_state(state: str | None, agent: str) -> dict[str, Any] | None:
     return carried
 
 
+def dismissed(carried: dict[str, Any] | None, responses: dict[str, Any]) -> set[str]:
+    """The pauses (their ids) the person dismissed in this round (MCP cancel, or no answer):
+    they stay open and are listed in the reply, never asked again in it — even when the round
+    answered others and the turn went on."""
+    if carried is None:
+        return set()
+    return {
+        str(asked["pause_id"])
+        for key, asked in carried["pauses"].items()
+        if not isinstance(answer := responses.get(key), types.ElicitResult) or answer.action == "cancel"
+    }
+
+
 def decision_of(content: dict[str, Any], asked: dict[str, Any]) -> tuple[str, str]:
     """The decision and reason a person gave in the approve-or-deny form (``_DECISION``), checked
     against it as a server's question is checked against its schema; ``InvalidAnswer`` otherwise."""
@@ -99,4 +112,8 @@ def decision_of(content: dict[str, Any], asked: dict[str, Any]) -> tuple[str, st
         )
     if reason is not None and not isinstance(reason, str):
         raise InvalidAnswer(f"the reason given for {asked['tool']!r} must be text", ref=asked["ref"])
+    if decision == "approve" and reason:  # never dropped unsaid: 'approve' takes none, as on REST
+        raise InvalidAnswer(
+            f"a reason is given with a denial of {asked['tool']!r}; an approval takes none", ref=asked["ref"]
+        )
     return decision, reason or ""

@@ -260,6 +260,12 @@ class Tool:
         """
         return None
 
+    async def refresh_definition(self) -> None:
+        """Before a pause of this tool is answered: take in what its source says of its
+        definition now, so that an answer to a pause taken on an older one is refused
+        (``ToolDefinitionChanged``, by the fingerprint). Nothing, for a tool defined in code; an
+        MCP tool compares the server's listing again when the server said it changed."""
+
     def validate_output(self, raw: Any) -> Any:
         """JSON data for an answer given in place of running the tool; raises ``ValidationError``."""
         if self.output_adapter is None:

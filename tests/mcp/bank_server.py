@@ -4,7 +4,8 @@ Run over stdio (``python -m tests.mcp.bank_server``) or streamable HTTP
 (``python -m tests.mcp.bank_server --http PORT``; it prints its URL). Every call that reaches a tool is appended
 to the file named by ``BANK_LEDGER`` (one JSON line), so tests count what reached the server.
 ``BANK_VERSION=2`` changes ``transfer``'s schema (a required ``memo``); ``BANK_VERSION=currency``
-adds a ``currency`` that defaults to euros (so a call made for the first version still runs). With ``BANK_KEY`` set,
+adds a ``currency`` that defaults to euros (so a call made for the first version still runs);
+``BANK_VERSION=untyped`` leaves ``amount``'s type out of its schema. With ``BANK_KEY`` set,
 the server seals its questions' state with that key, so a restarted server accepts them.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Elicit, ElicitationResult, MCPServer, RequestStateSecurity, Resolve
 from pydantic import BaseModel, Field
@@ -54,6 +55,14 @@ elif os.environ.get("BANK_VERSION") == "currency":
         """Transfer money between accounts (in a currency)."""
         record("transfer", amount=amount, to_account=to_account, currency=currency)
         return f"Transferred {amount} {currency} to {to_account}."
+
+elif os.environ.get("BANK_VERSION") == "untyped":
+
+    @mcp.tool()
+    def transfer(amount: Any, to_account: str) -> str:  # a schema that names no type
+        """Transfer money between accounts (the amount's schema names no type)."""
+        record("transfer", amount=amount, to_account=to_account)
+        return f"Transferred ${amount} to {to_account}."
 
 else:
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from pausepoint import AgentFinishReason, ApprovalPolicy, Grant, Pausepoint, Role, Rule
-from pausepoint.errors import AlreadyApproved, AlreadyResolved, ApprovalForbidden
+from pausepoint.errors import AlreadyApproved, AlreadyResolved, ApprovalForbidden, InvalidGrant
 from pausepoint.mcp import McpConnection
 from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
 
-from .conftest import Ledger
+from .conftest import Ledger, stdio_bank
 
 TRANSFER = {"tool": "transfer", "amount": 500, "to_account": "savings"}
 MEMBERS = {"alice": ["treasury"], "bob": ["treasury"], "carol": ["treasury"]}
@@ -66,6 +66,33 @@ async def test_a_grant_bounded_by_the_servers_arguments_approves_only_calls_with
     over = await chat.send("pay 101 to savings")
     assert over.finish_reason == AgentFinishReason.INTERRUPTED  # outside the grant: a person decides
     assert [e["amount"] for e in ledger.entries()] == [500, 100]
+
+
+async def test_a_grant_cannot_bound_by_size_a_property_whose_schema_names_no_type(ledger: Ledger) -> None:
+    """``max`` on such a property compared whatever came: ``True <= 100``, so a later call with
+    ``amount: true`` reached the server approved by nobody (found by a probe). Such a grant is
+    refused; ``one_of`` bounds it."""
+    ai = Pausepoint()
+    untyped = stdio_bank(ledger, BANK_VERSION="untyped")
+    tools = await ai.mcp_tools_async(untyped, include=["transfer"], requires_approval=["transfer"])
+    steps = [
+        [tool_call("transfer", {"amount": 50, "to_account": "x"})],
+        "Sent.",
+        [tool_call("transfer", {"amount": True, "to_account": "x"})],
+    ]
+    agent = ai.define_agent(
+        name="teller", model=ScriptedModel(steps), tools=tools, approval=ApprovalPolicy(grantable=["transfer"])
+    )
+    chat = agent.chat(principal="alice")
+    (pause,) = (await chat.send("pay 50 to x")).interrupts
+    with pytest.raises(InvalidGrant, match="'max' on 'amount' cannot be applied: the field has no type"):
+        await chat.resume(restart=[agent.approval(pause, grant=Grant(bounds={"amount": {"max": 100}}))])
+    assert ledger.entries() == []  # refused: nothing recorded, nothing sent
+    await chat.resume(restart=[agent.approval(pause, grant=Grant(bounds={"amount": {"one_of": [50]}}))])
+    later = await chat.send("pay true to x")
+    assert later.finish_reason == AgentFinishReason.INTERRUPTED  # outside the grant: a person decides
+    assert ledger.entries() == [{"tool": "transfer", "amount": 50, "to_account": "x"}]
+    await ai.aclose()
 
 
 async def test_a_two_of_two_quorum_sends_the_call_once_after_the_second_approval(

@@ -182,11 +182,18 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
         assert long_key[0] == "error" and "idempotency_key must have 1 to 200 characters" in long_key[1]
         inbox = await call(alice, "list_pending")
         assert [p["ref"] for s in inbox for p in s["pauses"]] == [ref]  # nothing answered
-    # GET opens no stream (stateless): 405 at once, as the protocol allows (found by a probe: it hung)
-    async with httpx2.AsyncClient(timeout=30) as raw:
-        got = await raw.get(f"{served}/mcp", headers={"Authorization": "Bearer alice-token"})
-    assert (got.status_code, got.headers["allow"]) == (405, "POST")
-    assert got.json()["error"]["data"]["code"] == "invalid_request"
+    # GET opens no stream (stateless): 405 at once, as the protocol allows (found by a probe: it
+    # hung); DELETE ends no session, 405 too (it said "not valid JSON"); a batch is no message
+    # (it got the SDK's pydantic report as -32602)
+    async with httpx2.AsyncClient(timeout=30, headers={"Authorization": "Bearer alice-token"}) as raw:
+        for method in ("GET", "DELETE", "PUT"):
+            got = await raw.request(method, f"{served}/mcp")
+            assert (got.status_code, got.headers["allow"]) == (405, "POST"), method
+            assert got.json()["error"]["data"]["code"] == "invalid_request"
+        listing = '{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}'
+        batch = await raw.post(f"{served}/mcp", content=f"[{listing}]", headers={"Content-Type": "application/json"})
+    assert batch.status_code == 400 and batch.json()["error"]["code"] == -32600
+    assert "not a batch" in batch.json()["error"]["message"]
     async with http_client(served, "eve-token") as eve:
         assert await call(eve, "list_pending") == []
         hidden = await call(

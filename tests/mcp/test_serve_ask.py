@@ -34,6 +34,11 @@ def teller(request: ModelRequest) -> Step:
             return f"Not done: {output.get('reason')}."
         return str(output)
     text = request.messages[-1].text.lower()
+    if "transfer" in text and "open" in text:
+        return [
+            tool_call("transfer", {"amount": 500, "to_account": "savings"}),
+            tool_call("open_account", {"kind": "savings"}),
+        ]
     if "transfer" in text:
         return [tool_call("transfer", {"amount": 500, "to_account": "savings"})]
     if "open" in text:
@@ -147,12 +152,39 @@ async def test_approved_then_the_servers_question_is_put_to_the_client_and_an_in
     ]
 
 
+async def test_a_question_dismissed_in_a_round_that_answered_another_is_listed_not_asked_again(
+    served: str, ledger: Ledger
+) -> None:
+    """docs/mcp.md: cancel answers nothing, the pause stays open and is listed in the reply (found
+    by a probe: when the same round approved another pause, the turn went on and the dismissed
+    one was asked again)."""
+    async with client(served) as alice:
+        both = {"agent": AGENT, "text": "Transfer $500 and open an account.", "ask": True}
+        first = await alice.session.call_tool("send_message", both, allow_input_required=True)
+        assert isinstance(first, InputRequiredResult) and len(first.input_requests or {}) == 2
+        answers = {
+            key: ElicitResult(action="accept", content={"decision": "approve"})
+            if request.params.message.startswith("Transfer")  # type: ignore[union-attr]
+            else ElicitResult(action="cancel")
+            for key, request in (first.input_requests or {}).items()
+        }
+        after = await alice.session.call_tool(
+            "send_message", both, input_responses=answers, request_state=first.request_state, allow_input_required=True
+        )
+    assert isinstance(after, CallToolResult), after  # listed: no question put again
+    listed = data(after)
+    assert listed["finish_reason"] == "interrupted" and [p["tool"] for p in listed["pauses"]] == ["open_account"]
+    assert ledger.entries() == [{"tool": "transfer", "amount": 500, "to_account": "savings"}]
+
+
 @pytest.mark.parametrize(
     ("content", "why"),
     [
         ({"decision": "maybe"}, "the answer to 'transfer' must be a decision"),
         # the form's reason is text (found by a probe: a number was taken, and the transfer ran)
         ({"decision": "approve", "reason": 5}, "the reason given for 'transfer' must be text"),
+        # an approval takes no reason, as on REST (found by a probe: it was dropped unsaid)
+        ({"decision": "approve", "reason": "looks fine"}, "a reason is given with a denial of 'transfer'"),
     ],
 )
 async def test_an_answer_that_is_not_a_decision_is_refused_and_asked_again(

@@ -218,17 +218,28 @@ async def test_an_approved_call_is_not_sent_to_a_server_redeployed_with_another_
     ledger: Ledger, http_bank: Callable[..., HttpBank]
 ) -> None:
     """The agent's process keeps running, and its HTTP connection with it, while the server is
-    redeployed at the same URL with a changed ``transfer`` (a ``currency`` defaulting to euros):
-    the approval of a call paused against the first version is not sent to the second."""
+    redeployed at the same URL with a changed ``transfer`` (a ``currency`` defaulting to euros),
+    saying nothing: the approval of a call paused against the first version is refused when
+    given (it was recorded, and the call then failed unsent: found by a probe), and a later
+    call of the tool fails without being sent."""
     first = http_bank()
     connection = first.connection()
     ai = Pausepoint()
-    agent = gated_agent(ai, await ai.mcp_tools_async(connection, requires_approval=True))
+    transfer = [tool_call("transfer", {"amount": 500, "to_account": "savings"})]
+    model = script(transfer, transfer, lambda req: str(last_tool_results(req)))  # a cancel asks no model
+    tools = await ai.mcp_tools_async(connection, requires_approval=True)
+    agent = ai.define_agent(name="teller", model=model, tools=tools, store=InMemorySessionStore())
     chat = agent.chat()
     pause = (await chat.send("Move $500 to savings.")).interrupts[0]
     first.stop()
     http_bank(port=first.port, BANK_VERSION="currency")  # the same URL, a new schema
-    res = await chat.resume(restart=[agent.approval(pause)])
+    with pytest.raises(ToolDefinitionChanged, match="'transfer' changed since it paused"):
+        await chat.resume(restart=[agent.approval(pause)])
+    assert [p.pause_id for p in await chat.interrupts()] == [pause.pause_id]  # nothing recorded
+    assert [e.decision for e in await chat.audit_trail()] == ["message"]
+    await chat.cancel_pending("the server changed")
+    later = (await chat.send("Move $500 to savings.")).interrupts[0]
+    res = await chat.resume(restart=[agent.approval(later)])
     assert ledger.entries() == []  # nothing reached the new server
     assert res.finish_reason == AgentFinishReason.STOP
     assert "McpError: MCP server 'bank' changed tool 'transfer' since" in res.text
