@@ -83,6 +83,19 @@ async def test_answering_a_pause_whose_tool_changed_is_refused(tmp_path):
     assert res.finish_reason == AgentFinishReason.STOP
 
 
+async def test_a_denial_of_a_pause_whose_tool_changed_is_taken(tmp_path):
+    """A denial runs nothing and checks no output against the new schemas: it is no answer the
+    change can break (found by a probe: a redeploy that added a field stranded every waiting
+    approval, denials too, but through allow_changed_tools, which lifts the check for all)."""
+    db = tmp_path / "s.db"
+    paused = pause_in_another_process(db, tmp_path / "ledger.txt")
+    chat = changed_banking_agent(db).chat(paused["session_id"])
+    [pending] = await chat.interrupts()
+    res = await chat.resume(respond=[pending.deny("not any more")])
+    assert res.finish_reason == AgentFinishReason.STOP and await chat.interrupts() == []
+    assert [(e.decision, e.reason) for e in await chat.audit_trail()][-1] == ("deny", "not any more")
+
+
 async def test_a_tool_removed_since_the_pause_is_refused(tmp_path):
     db = tmp_path / "s.db"
     paused = pause_in_another_process(db, tmp_path / "ledger.txt")

@@ -181,6 +181,7 @@ async def test_answers_that_cannot_be_kept_are_refused_with_the_path_and_nothing
             ("$.respond[0].ref", "unpaired_surrogate", {"respond": [ToolResponse(text, "ask", "yes")]}),
         ]
     attempts.append(("$.principal", "nul_in_name", {"respond": [ask.respond("yes")], "principal": "a\x00b"}))
+    attempts.append(("$.principal", "control_in_name", {"respond": [ask.respond("yes")], "principal": "a\rb"}))
     for path, rule, resume in attempts:
         with pytest.raises(InvalidAnswer) as info:
             await chat.resume(**resume)
@@ -256,6 +257,9 @@ async def test_user_messages_that_cannot_be_kept_are_refused_and_nothing_is_writ
         ("é" * 501, {}, "$.parts[0].text", "max_string_bytes"),  # 1,002 bytes of UTF-8
         ("hi", {"principal": "\ud800"}, "$.principal", "unpaired_surrogate"),
         ("hi", {"principal": "bob\x00"}, "$.principal", "nul_in_name"),
+        # a line break would forge an audit line (found by a probe: "alice\nApproved by: bob" was kept)
+        ("hi", {"principal": "alice\nApproved by: bob"}, "$.principal", "control_in_name"),
+        ("hi", {"principal": "alice\u2028bob"}, "$.principal", "control_in_name"),
         ("hi", {"via": "x\ud800"}, "$.via", "unpaired_surrogate"),
     ]
     for message, options, path, rule in refused:
@@ -344,6 +348,8 @@ async def test_tool_results_interrupt_metadata_and_progress_that_cannot_be_kept_
             else:
                 [detail] = result.output["details"]
                 assert (detail["rule"], detail["path"][: len(path)]) == (rule, path), (tool, name, detail)
+            if tool == "produce":  # the model is told the call took effect: never to run it again on this
+                assert "ran (what it did took effect)" in result.output["error"], result.output
             sessions.append(chat.session_id)
     here = {sid: await fresh_view(tmp_path, sid) for sid in sessions}
     assert all("error" not in v for v in here.values())
@@ -612,5 +618,6 @@ async def test_a_tool_result_too_large_for_a_record_reaches_the_model_as_an_erro
             assert not result.is_error and result.output == "x" * 100
         else:
             assert result.is_error and "more than a record of this store holds" in result.output["error"]
+            assert "(the tool ran: what it did took effect)" in result.output["error"]
     assert ran == [limit - 10, limit // 2, 100]  # each ran once
     assert (await chat.send("hi")).text == "hello"

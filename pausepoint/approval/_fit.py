@@ -191,7 +191,8 @@ def _live(
             "pause",
             ref=ref,
         )
-    if tool.fingerprint != paused.fingerprint and not allow_changed_tools:
+    denial = isinstance(answer, ToolResponse) and answer.decision == "deny"  # runs nothing, checks no output
+    if tool.fingerprint != paused.fingerprint and not allow_changed_tools and not denial:
         raise ToolDefinitionChanged(
             f"tool {name!r} changed since it paused (its name or schemas differ); define the agent with "
             "allow_changed_tools=True to answer it anyway, or drop the pause with cancel_pending",

@@ -12,6 +12,7 @@ from ..errors import InvalidSessionId, SessionNotFound, StoreError
 from ..runtime._agent import Agent
 from ..session._ids import check_session_id
 from ..stores import SqliteSessionStore
+from ._config import name_problem
 from ._errors import CliError
 from ._store_url import FORMS, open_store, parse_store
 from ._targets import load_target, pick_agent, prepare_model, replace_stores
@@ -57,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
         replace_stores([agent], SqliteSessionStore(args.db))
     elif args.store:
         replace_stores([agent], open_store(parse_store(args.store)))
-    if args.principal is not None and not args.principal.strip():
-        raise CliError("--principal names who you are: it cannot be empty")
+    if args.principal is not None and (problem := name_problem(args.principal)) is not None:
+        raise CliError(f"--principal names who you are: {problem}")  # as serve's --token NAME=... is checked
     principal = args.principal or _user()
     if args.session is not None:
         try:

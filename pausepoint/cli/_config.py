@@ -160,6 +160,13 @@ def _hears_some(value: list[str], info: ValidationInfo) -> list[str]:
 Agents = Annotated[list[str], AfterValidator(_hears_some)]
 Tenants = Annotated[list[TenantName], AfterValidator(_hears_some)]
 
+#: seconds a config gives: a finite number above 0, at most a day
+Seconds = Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)]
+#: seconds to wait, 0 for none: at most a day
+Wait = Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)]
+#: how often a loop looks again: from a hundredth of a second to a day
+Interval = Annotated[float, Field(ge=0.01, le=86_400, allow_inf_nan=False)]
+
 
 def _no_password(url: str, instead: str) -> str:
     """``url``, unless it holds a password (a secret written in the file); ``instead`` says what to do."""
@@ -295,10 +302,10 @@ class WebhookSection(Section):
     agents: Agents | None = None
     tenants: Tenants | None = None
     format: Literal["json", "slack"] = "json"
-    timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    timeout_seconds: Seconds = 10.0
     max_attempts: Annotated[int, Field(ge=1)] = 10
-    backoff_seconds: Annotated[float, Field(ge=0)] = 2.0
-    max_backoff_seconds: Annotated[float, Field(ge=0)] = 600.0
+    backoff_seconds: Wait = 2.0
+    max_backoff_seconds: Wait = 600.0
     headers: dict[str, str] = Field(default_factory=dict)
     headers_env: dict[str, EnvName] = Field(default_factory=dict)
 
@@ -324,9 +331,9 @@ class Delivery(Section):
     """``[delivery]``: this process's webhook sender (``WebhookSender``)."""
 
     enabled: bool = True
-    lease_seconds: Annotated[float, Field(gt=0)] = 60.0
+    lease_seconds: Annotated[float, Field(ge=0.01, le=86_400, allow_inf_nan=False)] = 60.0
     batch: Annotated[int, Field(ge=1, le=1000)] = 20
-    interval_seconds: Annotated[float, Field(gt=0)] = 5.0
+    interval_seconds: Interval = 5.0
 
 
 class Tracing(Section):
@@ -339,7 +346,7 @@ class Tracing(Section):
     service_name: Annotated[str, Field(min_length=1)] = "pausepoint"
     sample_ratio: Annotated[float, Field(ge=0, le=1)] = 1.0
     capture_content: bool = False
-    timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    timeout_seconds: Seconds = 10.0
 
     @field_validator("endpoint")
     @classmethod
@@ -380,7 +387,7 @@ class Expiry(Section):
     """``[expiry]``: the sweep that settles expired pauses."""
 
     enabled: bool = True
-    interval_seconds: Annotated[float, Field(gt=0)] = 30.0
+    interval_seconds: Interval = 30.0
 
 
 class Retention(Section):
@@ -406,7 +413,7 @@ class Links(Section):
     ]
     secret: SecretHere = None
     console_url: str
-    ttl_seconds: Annotated[float, Field(gt=0)] = 7 * 24 * 3600.0
+    ttl_seconds: Annotated[float, Field(gt=0, le=366 * 86_400, allow_inf_nan=False)] = 7 * 24 * 3600.0
 
     @field_validator("console_url")
     @classmethod
@@ -444,10 +451,10 @@ class Email(Section):
     events: Annotated[list[EventKindName], Field(min_length=1)] | None = None
     agents: Agents | None = None
     tenants: Tenants | None = None
-    timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    timeout_seconds: Seconds = 10.0
     max_attempts: Annotated[int, Field(ge=1)] = 10
-    backoff_seconds: Annotated[float, Field(ge=0)] = 2.0
-    max_backoff_seconds: Annotated[float, Field(ge=0)] = 600.0
+    backoff_seconds: Wait = 2.0
+    max_backoff_seconds: Wait = 600.0
 
 
 class Notifiers(Section):

@@ -38,6 +38,11 @@ def load_target(target: str) -> Any:
         raise CliError(f"importing {module_name!r} failed (at {exc.filename}, line {exc.lineno}): {exc.msg}") from exc
     except PausepointError as exc:  # a definition pausepoint refused (a model it does not know, say)
         raise CliError(f"importing {module_name!r} failed{_where(exc)}: {exc}") from exc
+    except Exception as exc:  # the app's own code failed as it ran: named, as the ones above
+        raise CliError(
+            f"importing {module_name!r} failed{_where(exc)}: {type(exc).__name__}: {exc} "
+            f"(python -c 'import {module_name}' shows the whole traceback)"
+        ) from exc
     for part in attr.split("."):
         try:
             value = getattr(value, part)

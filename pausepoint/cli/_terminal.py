@@ -15,6 +15,8 @@ it a ``y`` to "are you sure", denying it a reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -174,6 +176,10 @@ class TerminalChat:
             await self._loop(first_messages)
         except asyncio.CancelledError:
             self.say()
+            if not self._written:  # cut short in its first turn, which recorded what it cut short
+                with contextlib.suppress(Exception):
+                    found = await asyncio.wait_for(self.chat.agent.store.get_summary(self.chat.session_id), 5)
+                    self._written = found is not None
             self._say_how_to_continue()
             raise
         finally:
@@ -191,6 +197,10 @@ class TerminalChat:
         if self._resuming:
             pending = await self.chat.interrupts()  # SessionNotFound for an unknown id
             self.note(f"continuing session {self.chat.session_id}")
+            last = await self.chat.last_response()
+            if last is not None and last.finish_reason in (AgentFinishReason.ABORTED, AgentFinishReason.FAILED):
+                why = f": {_plain(last.error)}" if last.error else ""
+                self.note(f"its last turn ended {last.finish_reason.value}{why}")
         queued = list(first_messages or [])
         while True:
             if pending:
@@ -295,9 +305,8 @@ class TerminalChat:
             return await self._settle_expired()  # nobody may answer them: never offered
         respond: list[ToolResponse] = []
         restart: list[ToolRestart] = []
-        for interrupt in pending:
-            if self._approved_already(interrupt):
-                continue
+        asked = [p for p in pending if not self._approved_already(p)]  # each said once
+        for interrupt in asked:
             self._card(interrupt)
             answer = await self._decide(interrupt)
             if isinstance(answer, ToolResponse):
@@ -305,7 +314,7 @@ class TerminalChat:
             elif isinstance(answer, ToolRestart):
                 restart.append(answer)
         if not respond and not restart:
-            if any(not self._approved_already(p) for p in pending):
+            if asked:
                 self.note("left open: /pending answers it later")
             return []
         try:
@@ -441,7 +450,8 @@ class TerminalChat:
                 tool = self.agent.tools.get(interrupt.name)
                 if new_input is _NOTHING or self._refused(tool.validate_input if tool else None, new_input):
                     continue
-                if await self._confirmed(self.agent.view(interrupt), "approve the edit of"):
+                edited = self.agent.view(dataclasses.replace(interrupt, input=new_input))  # what runs
+                if await self._confirmed(edited, "approve", f" (your edit of “{self.agent.view(interrupt).title}”)"):
                     return self.agent.approvals.approval_by_ref(
                         interrupt.ref, interrupt.name, pause_id=interrupt.pause_id, replace_input=new_input, grant=None
                     )
@@ -450,17 +460,18 @@ class TerminalChat:
             else:
                 self.say(f"type one of: {self._choices(interrupt)}")
 
-    async def _confirmed(self, view: PauseView, doing: str) -> bool:
+    async def _confirmed(self, view: PauseView, doing: str, edit: str = "") -> bool:
         """True when the pause is not high risk, or the person says yes to ``doing`` it (approve,
-        answer, approve the edit of), as the console confirms every such decision."""
+        answer; ``edit``: what an edited input replaces, ``view`` being the edited one's), as the
+        console confirms every such decision."""
         if view.risk != "high":
             return True
-        line = await self.ask(self._style(f"{doing} “{view.title}”? [y/N] ", "1;31"))
+        line = await self.ask(self._style(f"{doing} “{view.title}”{edit}? [y/N] ", "1;31"))
         if line is not None and line.strip().lower() in ("y", "yes"):
             return True
         if self._in.isatty():
-            self.note("not approved" if doing == "approve" else "not decided")
-        elif doing == "approve":  # a script said a, then not y: say what it must send
+            self.note("not approved" if doing == "approve" and not edit else "not decided")
+        elif doing == "approve" and not edit:  # a script said a, then not y: say what it must send
             self.note("not approved: a high-risk approval needs y on the line after a (printf 'a\\ny\\n' | ...)")
         else:
             self.note("not decided: a decision on a high-risk pause needs y on the line after its JSON")
@@ -508,6 +519,11 @@ class TerminalChat:
                 if exc.pos < len(text.rstrip()):
                     self.say(self._style(f"not JSON: {exc.msg} (line {exc.lineno}); try again", "31"))
                     text = ""
+            except (ValueError, RecursionError) as exc:  # as the server refuses them, never a traceback
+                deep = isinstance(exc, RecursionError)
+                why = "nested too deeply to read" if deep else "an integer of over 4,300 digits"
+                self.say(self._style(f"not JSON this chat can read: {why}; try again", "31"))
+                text = ""
 
 
 _NOTHING: Any = object()

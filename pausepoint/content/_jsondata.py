@@ -80,7 +80,7 @@ DEFAULT_LIMITS = JsonLimits(max_string_bytes=DEFAULT_MAX_RECORD_BYTES)
 class NotJsonData(ValueError):
     """A value a session cannot keep: ``path`` (JSONPath, ``$`` is the value), ``rule`` broken
     (``max_depth``, ``max_int_digits``, ``max_string_bytes``, ``finite_number``,
-    ``unpaired_surrogate``, ``json_type``, ``nul_in_name``) and the ``limit`` (None for rules
+    ``unpaired_surrogate``, ``json_type``, ``nul_in_name``, ``control_in_name``) and the ``limit`` (None for rules
     without one)."""
 
     def __init__(self, problem: str, rule: str, limit: int | None = None) -> None:
@@ -143,21 +143,24 @@ def json_data(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
 def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$", name: bool = False) -> str:
     """``value`` if it is a string a session can keep; ``NotJsonData`` otherwise.
 
-    ``name=True`` also refuses NUL: a name (a principal, a session id) is kept in database text
-    columns too, and PostgreSQL's cannot hold it.
+    ``name=True`` also refuses control characters: a name (a principal, a session id) is kept in
+    database text columns too, where PostgreSQL's cannot hold NUL, and is written in audit lines,
+    where a line break would forge another ("alice\nApproved by: bob").
     """
     longest = limits.max_string_bytes
     if longest is None:
         longest = DEFAULT_MAX_RECORD_BYTES
         limits = limits.bounded_by(longest)
-    if type(value) is str and value.isascii() and len(value) <= longest and not (name and "\x00" in value):
+    if type(value) is str and value.isascii() and len(value) <= longest and not (name and _CONTROL.search(value)):
         return value
     try:
         if type(value) is not str:
             raise NotJsonData(f"expected a string, not {type(value).__name__}", "json_type")
         _check_str(value, limits)
-        if name and "\x00" in value:
-            raise NotJsonData("a NUL character, which a name cannot hold", "nul_in_name")
+        if name and (control := _CONTROL.search(value)) is not None:
+            if control.group() == "\x00":
+                raise NotJsonData("a NUL character, which a name cannot hold", "nul_in_name")
+            raise NotJsonData(f"a control character ({control.group()!r}), which a name cannot hold", "control_in_name")
     except NotJsonData as exc:
         exc.root = path
         raise
@@ -165,6 +168,8 @@ def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
+#: what a name never holds: C0 and C1 controls (NUL, a line break, ...), the Unicode line and paragraph separators
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def printable(text: str, max_bytes: int = 16 * 1024) -> str:

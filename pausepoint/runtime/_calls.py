@@ -47,6 +47,7 @@ from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, SessionState
 from ..session._views import response_for
 from ..stores import SessionStore, SessionSummary
+from ..tools._tool import refresh_definitions
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
 from ._busy import (
@@ -238,9 +239,7 @@ class SessionCalls:
         async def op(state: SessionState) -> AgentResponse:
             for _ in range(CLAIM_ATTEMPTS):
                 given, asked = resolved(state)
-                for name in {answer.name for answer in given}:  # a pause of a changed tool is refused
-                    if (tool := self.agent.tools.get(name)) is not None:
-                        await tool.refresh_definition()
+                await refresh_definitions(self.agent.tools, {answer.name for answer in given})  # changed: refused
                 if key is not None and key in state.keys:
                     return await self._replay(state, key, asked, principal, emit)
                 now = self.agent.clock()

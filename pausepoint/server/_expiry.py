@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
+from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from ..stores import SessionStore
 from ._feed import stores_of
@@ -32,6 +33,12 @@ _SPACING = 0.25  # seconds: the least time between two looks at what is due, how
 
 class ExpirySweep:
     def __init__(self, ai: Pausepoint, *, interval: float | None, settled: Callable[[str, str], None]) -> None:
+        if interval is not None and (
+            isinstance(interval, bool) or not isinstance(interval, int | float) or not 0.01 <= interval <= 86_400
+        ):
+            raise DefinitionError(
+                f"expiry_interval must be seconds from 0.01 to 86400 (a day), or None for no sweep, not {interval!r}"
+            )
         self._ai = ai
         self._interval = interval
         self._settled = settled  # (agent, session id): tells the feed

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from ..approval._approve import approving_output
+from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from ..stores import Delivery, Event, SessionStore
 from ..turn._events import event_body
@@ -70,6 +71,11 @@ class WebhookSender:
         transport: httpx.AsyncBaseTransport | None = None,
         links: ApprovalLinks | None = None,
     ) -> None:
+        for name, value, low in (("lease", lease, 0.01), ("interval", interval, 0.01)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= 86_400:
+                raise DefinitionError(
+                    f"WebhookSender: {name} must be seconds from {low} to 86400 (a day), not {value!r}"
+                )
         self.ai = ai
         self.links = links
         self.lease = timedelta(seconds=lease)

@@ -146,7 +146,7 @@ async def _run_one(
     try:
         return Completed(job, json_data(output, limits))
     except NotJsonData as exc:
-        problem = f"tool {name!r} returned a result this session cannot keep ({exc})"
+        problem = f"tool {name!r} ran (what it did took effect), but returned a result this session cannot keep ({exc})"
         return Completed(job, _error(problem, exc), is_error=True, error=exc)
 
 
@@ -174,6 +174,8 @@ def _recordable(outcome: Outcome, max_record_bytes: int) -> Outcome:
     name = outcome.job.request.name
     what = "result" if isinstance(outcome, Completed) else "pause's input and metadata"
     problem = f"the {what} of tool {name!r} is {size} bytes of JSON: more than a record of this store holds"
+    if isinstance(outcome, Completed):
+        problem += " (the tool ran: what it did took effect)"  # never to be run again on this error's word
     return Completed(
         outcome.job, {"error": problem, "size": size, "limit": room}, is_error=True, error=ValueError(problem)
     )

@@ -13,7 +13,7 @@ import inspect
 import json
 import threading
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
@@ -38,6 +38,7 @@ __all__ = [
     "fingerprint_of",
     "is_async_callable",
     "jsonable",
+    "refresh_definitions",
 ]
 
 #: A predicate of a call: ``(input)`` or ``(input, ctx)``, sync or async, ``input`` validated.
@@ -374,3 +375,11 @@ def _arity(fn: Callable[..., Any]) -> int:
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return 2
     return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+async def refresh_definitions(tools: Mapping[str, Tool], names: Iterable[str]) -> None:
+    """What the sources of the tools ``names`` say of them now (``Tool.refresh_definition``),
+    before pauses of theirs are answered."""
+    for name in names:
+        if (tool := tools.get(name)) is not None:
+            await tool.refresh_definition()

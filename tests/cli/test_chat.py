@@ -194,6 +194,24 @@ async def test_skip_leaves_the_pause_open_for_a_later_session(tmp_path, terminal
     child.expect(pexpect.EOF)
 
 
+def test_json_no_reader_could_read_is_refused_and_asked_again(tmp_path):
+    """An integer of over 4,300 digits, nesting deeper than a parser goes: refused and asked
+    again as the server refuses them (found by a probe: the chat died with a traceback)."""
+    huge = '{"approved": false, "feedback": "x", "n": ' + "1" * 5000 + "}"
+    deep = "[" * 3000 + "]" * 3000
+    answer = '{"approved": false, "feedback": "ask Bob first"}'
+    lines = f"Transfer $7 to alice.\nr\n{huge}\n{deep}\n{answer}\ny\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "chat.db")],
+        input=lines, capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "not JSON this chat can read: an integer of over 4,300 digits; try again" in done.stdout
+    assert "not JSON this chat can read: nested too deeply to read; try again" in done.stdout
+    assert "agent> I did not transfer anything: ask Bob first." in done.stdout
+
+
 def test_scripted_from_a_pipe_without_a_terminal(tmp_path):
     lines = "Transfer $500 to savings.\na\ny\nTransfer $3 to bob.\nd\nno\n"
     done = subprocess.run(
@@ -302,7 +320,10 @@ async def test_a_quorum_is_approved_from_two_terminals_and_shows_its_progress(tm
     alice.sendline("a")
     alice.expect_exact("transfer_money (")
     alice.expect_exact("): 1 of 2 approvals. Waiting for 1 more approval from treasury (bob or carol).")
-    _quit(alice)
+    alice.expect_exact("you> ")
+    assert "approvals. Waiting" not in alice.before  # said once (found by a probe: twice)
+    alice.sendline("/quit")
+    alice.expect(pexpect.EOF)
 
     bob = spawn("chat", "tests.cli.apps:quorum_agent", "--db", db, "--principal", "bob", "--session", session)
     terminals.append(bob)
@@ -488,7 +509,8 @@ def test_an_edit_of_a_high_risk_pause_is_confirmed_before_it_runs(tmp_path):
     edited = '{"amount": 5, "to": "bob"}'
     done = chat_with_app(tmp_path, HIGH_RISK_EDIT_APP, f"go\ne\n{edited}\nn\ne\n{edited}\ny\n")
     out = done.stdout
-    assert out.count("approve the edit of “Pay al”? [y/N]") == 2
+    # what runs is named: the edited input's title (found by a probe: the original's was)
+    assert out.count("approve “Pay bob” (your edit of “Pay al”)? [y/N]") == 2
     assert "not decided: a decision on a high-risk pause needs y on the line after its JSON" in out
     assert out.count('✓ pay: "paid 5 to bob"') == 1 and "paid 5 to al" not in out
 

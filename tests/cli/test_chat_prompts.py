@@ -176,8 +176,11 @@ def test_sigterm_or_a_closed_terminal_while_a_tool_runs_stops_as_ctrl_c_does(sto
     child.close()
     assert child.exitstatus == 130 and "Traceback" not in child.before
     [session] = asyncio.run(_sessions_in(db))
+    # the way back is said, cut short in the first turn too (found by a probe: it was not)
+    assert f"continue it with --session {session.session_id}" in child.before
     again = chat("tests.cli.apps:slow_ai", "--db", str(db), "--session", session.session_id, stdin="hello\n")
     assert again.returncode == 0, again.stderr
+    assert "its last turn ended aborted" in again.stdout  # said on the way in
     assert "Noted: it may or may not have finished." in again.stdout  # taken at once, not refused
 
 

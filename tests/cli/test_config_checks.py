@@ -216,7 +216,7 @@ def test_a_problem_of_the_schema_hides_no_other(tmp_path):
         "18: tenants.\"a/b\": 'a/b' is not a tenant's name",
         "22: tenants.acme.principals.dan.operator: Input should be a valid boolean",
         "27: webhooks[0].tenants: an empty list",
-        "44: delivery.lease_seconds: Input should be greater than 0",
+        "44: delivery.lease_seconds: Input should be greater than or equal to 0.01",
         "8: principals.bob.token_env: the token of 'bob' is given twice (it is also the token of 'alice')",
         "29: webhooks[1]: webhook 'y': url must be an http(s) URL, not 'ftp://y.example'",
         "35: notifiers.links: ApprovalLinks: each secret must be a string of 16 characters at least",
@@ -225,6 +225,31 @@ def test_a_problem_of_the_schema_hides_no_other(tmp_path):
     assert f"{config}: {len(expected)} problems" in done.stderr, done.stderr
     for said in expected:
         assert f"{config}:{said}" in done.stderr, done.stderr
+
+
+def test_durations_no_loop_can_keep_are_named_not_served(tmp_path):
+    """``inf`` passed the check, then crashed serve (a lease's timedelta), or stopped the expiry
+    sweep for good (1e12: a date out of range), and 1e-9 held serve past SIGTERM (found by a
+    probe): each is named at its key, and serve does not start."""
+    text = (
+        'app = "tests.cli.config_apps:expiring_ai"\n[delivery]\nlease_seconds = inf\ninterval_seconds = 1e12\n'
+        "[expiry]\ninterval_seconds = 1e-9\n"
+        '[[webhooks]]\nname = "w"\nurl = "https://w.example"\nsecret_env = "TOKEN"\ntimeout_seconds = nan\n'
+        "backoff_seconds = inf\n"
+    )
+    config = write(tmp_path / "times.toml", text)
+    for command in (["config", "check"], ["serve", "--config"]):
+        done = pausepoint(*command, str(config), env={"TOKEN": "t0ken"})
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        for said in (
+            "3: delivery.lease_seconds: Input should be a finite number",
+            "4: delivery.interval_seconds: Input should be less than or equal to 86400",
+            "6: expiry.interval_seconds: Input should be greater than or equal to 0.01",
+            "11: webhooks[0].timeout_seconds: Input should be a finite number",
+            "12: webhooks[0].backoff_seconds: Input should be a finite number",
+        ):
+            assert f"{config}:{said}" in done.stderr, done.stderr
 
 
 def test_a_wrong_app_hides_no_other_problem_of_the_file(tmp_path):

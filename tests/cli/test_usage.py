@@ -87,6 +87,8 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["demo", "--model", "gpt-5"], "unknown model 'gpt-5'"),
         (["demo", "--model", "scripted", "--session", "s1"], "--session continues a chat in the terminal"),
         (["chat", "tests.cli.apps:bank_agent", "--principal", " "], "--principal names who you are"),
+        # as serve's --token names are checked (found by a probe: a line break forged audit lines)
+        (["chat", "tests.cli.apps:bank_agent", "--principal", "alice\nApproved by: bob"], "is not a name: 1 to 128"),
         # pausepoint refusing the app as it is imported: where, and why (not a traceback, exit 1)
         (["serve", "tests.cli.refused_app:ai"], "importing 'tests.cli.refused_app' failed (at "),
         (["chat", "tests.cli.refused_app:agent"], "refused_app.py, line 6): no model 'nosuchprovider/x'"),
@@ -179,6 +181,8 @@ def test_an_app_that_cannot_be_imported_or_has_no_agents_is_said_so_by_serve_and
     (tmp_path / "syntax_app.py").write_text("def f(:\n")
     (tmp_path / "needs_app.py").write_text("import a_package_nobody_installed\n")
     (tmp_path / "empty_app.py").write_text("from pausepoint import Pausepoint\nai = Pausepoint()\n")
+    (tmp_path / "raising_app.py").write_text("x = 1\nraise RuntimeError('boom at import')\n")  # a traceback, exit 1
+    (tmp_path / "raising.toml").write_text('app = "raising_app:ai"\n[listen]\nprot = 1\n')
     (tmp_path / "empty.toml").write_text('app = "empty_app:ai"\n')
     (tmp_path / "nofile.toml").write_text('app = "tests.cli.apps:bank_ai"\n[store]\nurl = "sqlite://"\n')
     # found by a probe: three slashes where four were meant, and every request answered 503
@@ -189,6 +193,9 @@ def test_an_app_that_cannot_be_imported_or_has_no_agents_is_said_so_by_serve_and
     for argv, said in (
         (["serve", "syntax_app:ai"], "importing 'syntax_app' failed (at "),
         (["serve", "needs_app:ai"], "needs_app.py, line 1): no module named 'a_package_nobody_installed'"),
+        (["chat", "raising_app:ai"], "raising_app.py, line 2): RuntimeError: boom at import"),
+        (["config", "check", str(tmp_path / "raising.toml")], "raising_app.py, line 2): RuntimeError: boom at import"),
+        (["config", "check", str(tmp_path / "raising.toml")], "raising.toml:3: listen.prot"),  # with the file's own
         (["config", "check", str(tmp_path / "empty.toml")], "the app defines no agents"),
         (["config", "check", str(tmp_path / "nofile.toml")], "nofile.toml:3: store.url: no file in 'sqlite://'"),
         (

@@ -303,3 +303,19 @@ def test_a_model_error_says_its_retry_after_as_a_header_it_can_write(error: str,
         reply = httpx.post(f"{url}/v1/agents/a/sessions", json={"message": "hi"}, headers=ALICE)
     assert_error(reply, status, raised.code)
     assert reply.headers.get("retry-after") == header
+
+
+@pytest.mark.parametrize("interval", [float("inf"), float("nan"), 1e12, 1e-9, 0, True])
+def test_an_expiry_interval_or_a_senders_times_no_loop_can_keep_are_definition_errors(interval: float):
+    """They crashed the sweep for good, or held the server past SIGTERM (found by a probe,
+    through a config file that fed them in)."""
+    from pausepoint import Pausepoint
+    from pausepoint.server import BearerTokens, WebhookSender, create_app
+
+    ai = Pausepoint()
+    with pytest.raises(DefinitionError, match=r"expiry_interval must be seconds from 0\.01 to 86400"):
+        create_app(ai, auth=BearerTokens({"t0ken": "alice"}), expiry_interval=interval)
+    with pytest.raises(DefinitionError, match="WebhookSender: lease must be seconds"):
+        WebhookSender(ai, lease=interval)
+    with pytest.raises(DefinitionError, match="WebhookSender: interval must be seconds"):
+        WebhookSender(ai, interval=interval)
