@@ -22,21 +22,25 @@ provider's text about a refused key may quote the key (OpenAI's shows a fragment
 goes to the log, never to clients.
 
 ``ReplyReader`` reads the fields of a 200 reply the SDK parsed without validating it (see there).
+A streamed request's 200 that is no event stream (``ReplyReader.require_event_stream``) and a
+config value JSON cannot carry (``refuse_unsendable``) are refused alike by every adapter.
 """
 
 from __future__ import annotations
 
 import email.utils
 import importlib
+import json
 import logging
 import math
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from contextlib import suppress
 from functools import cache
 from typing import Any, TypeVar
 
 import pydantic
+import pydantic_core
 
 from ..errors import (
     ModelAuthError,
@@ -52,6 +56,7 @@ __all__ = [
     "ReplyReader",
     "error_kind",
     "refuse_reserved",
+    "refuse_unsendable",
     "retry_after",
     "status_error",
     "transport_error",
@@ -118,6 +123,47 @@ def refuse_reserved(config: Mapping[str, Any], reserved: Collection[str]) -> Non
             "from the agent and the session, not by its config",
             keys=taken,
         )
+
+
+def refuse_unsendable(config: Mapping[str, Any], *, sdk_kinds: tuple[type, ...] = ()) -> None:
+    """Raise ``ModelBadRequest`` before sending for a config value JSON cannot carry, naming its key
+    (``details["key"]``) and where inside the value: a number that is not finite (NaN, infinity),
+    or an object JSON has no form for (a set, a date, a ``Decimal``, an object of the caller's).
+    Pydantic models count as their JSON form; ``sdk_kinds`` are kinds the provider's SDK turns
+    into JSON itself (Gemini's schema classes). Without this the SDK fails while encoding the
+    request (an internal ``ValueError``), or sends ``NaN``, which is no JSON."""
+    for key, value in config.items():
+        problem = _unsendable(value, "", sdk_kinds)
+        if problem is not None:
+            raise ModelBadRequest(f"config key {key!r} cannot be sent as JSON: {problem}", key=key)
+
+
+def _unsendable(value: Any, path: str, sdk_kinds: tuple[type, ...]) -> str | None:
+    """What makes ``value`` (at ``path`` inside a config value) no JSON, or None when it is JSON
+    throughout."""
+    where = f"the value at {path}" if path else "the value"
+    if value is None or isinstance(value, (str, int, *sdk_kinds)):  # bool is an int
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value!r}, a number JSON has no form for"
+    if isinstance(value, pydantic.BaseModel):
+        try:
+            value = value.model_dump(mode="json", exclude_none=True)
+        except pydantic_core.PydanticSerializationError:
+            return f"{where} is a {type(value).__name__} holding what JSON has no form for"
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return f"{where} is {_json_kind(value)}, which JSON has no form for"
+    for index, item in items:
+        if not isinstance(index, str | int):
+            return f"{where} has the key {index!r}, which JSON has no form for"
+        problem = _unsendable(item, f"{path}[{index!r}]", sdk_kinds)
+        if problem is not None:
+            return problem
+    return None
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -188,8 +234,12 @@ class ReplyReader:
 
     The OpenAI and Anthropic SDKs build their types from whatever JSON a 200 carried, so a body
     of the wrong shape (a proxy's, a compatible server's) leaves any field None or of another
-    type than its annotation says. Each method returns one field as the type it names, or
+    type than its annotation says. Each field method returns one field as the type it names, or
     raises ``ModelOutputError`` naming the field (``details["field"]``) and what it held.
+
+    The SDKs read a streamed request's 200 that is no event stream (a proxy's HTML page, a JSON
+    body) as a stream that ended at once, which a retry policy would take for a cut stream:
+    ``require_event_stream`` and ``no_event_stream`` make it a ``ModelOutputError``, not retried.
     """
 
     def __init__(self, provider: str) -> None:
@@ -237,6 +287,34 @@ class ReplyReader:
         if isinstance(value, dict):
             return value
         raise self.unusable(field, value, "an object")
+
+    def require_event_stream(self, headers: Mapping[str, str] | None) -> None:
+        """Raise ``ModelOutputError`` for a streamed request's 200 whose content type is given and
+        is not ``text/event-stream``. Unknown headers (None), or none naming a content type, leave
+        it to the events (``no_event_stream``)."""
+        given = next((value for name, value in (headers or {}).items() if name.lower() == "content-type"), "")
+        if given and given.split(";", 1)[0].strip().lower() != "text/event-stream":
+            raise self.no_event_stream(f"content type {given}")
+
+    def no_event_stream(self, what: str = "not one event in it") -> ModelOutputError:
+        """The error for a streamed request's 200 that is no event stream: ``what`` it was instead
+        (by default: a body without a single event). A stream cut after its first events is not
+        this: it is ``ModelUnavailable``, retried while nothing of it was reported."""
+        return ModelOutputError(
+            f"{self.provider}: unreadable response: the reply to a streamed request is no event stream ({what})",
+            provider=self.provider,
+        )
+
+    @staticmethod
+    def arguments(text: str) -> Any:
+        """A call's arguments from their JSON text: none is ``{}``; text that is no JSON stays the
+        raw string, for the runtime to report to the model as invalid input."""
+        if not text.strip():
+            return {}
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
+            return text
 
     @staticmethod
     def count(value: object) -> int | None:

@@ -9,10 +9,13 @@ What maps to what:
   ``max_output_tokens``; default 1024, the API requires one), ``stop_sequences``,
   ``temperature``, ``top_p`` and ``top_k`` → the request fields of those names (the last three
   as extra body fields: the SDK's ``create`` no longer lists them). Any other config key is sent
-  in the body as given: the API refuses what it does not know (``ModelBadRequest``).
+  in the body as given: the API refuses what it does not know (``ModelBadRequest``). A value JSON
+  cannot carry is a ``ModelBadRequest`` before sending (``_http.refuse_unsendable``).
 - ``user`` messages → ``user`` text and image blocks; ``model`` messages → ``assistant`` text
   and ``tool_use`` blocks (``id`` = the call's ``call_id or ref``); ``tool`` messages → a
   ``user`` message of ``tool_result`` blocks (``tool_use_id``, content as text, ``is_error``).
+  An id the API would refuse (it takes ``^[a-zA-Z0-9_-]+$``; another provider's may be
+  ``functions.lookup:0``) goes as ``toolu_`` and a hash of it, on the call and on its result.
   Consecutive messages of one role are merged, as the API requires user/assistant to alternate
   (a tool-result message followed by a new user text becomes one user message).
 - A tool input that is not a JSON object (a malformed argument string the model produced, kept
@@ -34,15 +37,18 @@ What maps to what:
   timeout, 409/5xx — 529 overloaded included — unavailable, other 4xx bad request); timeouts
   and failed connections → ``ModelTimeout`` / ``ModelUnavailable``; an unparseable response, or
   one of the wrong shape (every field is read through ``ReplyReader``) → ``ModelOutputError``.
-  An ``error`` event inside a stream maps by its error type as the status of that type would.
+  An ``error`` event inside a stream maps by its error type as the status of that type would;
+  a 200 to a streamed request that is no event stream is a ``ModelOutputError``, not retried.
   The SDK's own retries are off: ``RetryPolicy`` retries, and a stream only until its first
   chunk has been reported.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -54,7 +60,15 @@ from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from ._clients import LoopClients
-from ._http import ReplyReader, error_kind, refuse_reserved, retry_after, status_error, transport_error
+from ._http import (
+    ReplyReader,
+    error_kind,
+    refuse_reserved,
+    refuse_unsendable,
+    retry_after,
+    status_error,
+    transport_error,
+)
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -84,6 +98,8 @@ _TRANSLATED_CONFIG = frozenset({"max_tokens", "max_output_tokens", "stop_sequenc
 _RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
 #: a tool input that is not a JSON object is sent back under this key
 RAW_ARGUMENTS_KEY = "_raw_arguments"
+#: the call ids the API takes (``tool_use.id``, ``tool_result.tool_use_id``)
+_CALL_ID = re.compile(r"[a-zA-Z0-9_-]+")
 
 _FINISH_REASONS: dict[str, ModelFinishReason] = {
     "end_turn": "stop",
@@ -192,6 +208,7 @@ class AnthropicModel:
             with _map_errors():
                 events = await client.messages.create(**params, stream=True)
                 async with events:
+                    _read.require_event_stream(events.response.headers)
                     return await _process_streamed_response(events, sink)
 
         if on_chunk is None:
@@ -205,6 +222,7 @@ class AnthropicModel:
 def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
     config = request.config
     refuse_reserved(config, _RESERVED)
+    refuse_unsendable(config)
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": int(config.get("max_tokens") or config.get("max_output_tokens") or DEFAULT_MAX_TOKENS),
@@ -252,16 +270,26 @@ def _map_part(part: Part) -> dict[str, Any] | None:
     if isinstance(part, MediaPart):
         return _map_media(part)
     if isinstance(part, ToolRequestPart):
-        return {"type": "tool_use", "id": part.call_id or part.ref, "name": part.name, "input": _tool_input(part.input)}
+        call_id = _wire_call_id(part.call_id or part.ref)
+        return {"type": "tool_use", "id": call_id, "name": part.name, "input": _tool_input(part.input)}
     assert isinstance(part, ToolResponsePart)
     block: dict[str, Any] = {
         "type": "tool_result",
-        "tool_use_id": part.call_id or part.ref,
+        "tool_use_id": _wire_call_id(part.call_id or part.ref),
         "content": part.output if isinstance(part.output, str) else json.dumps(part.output, default=str),
     }
     if part.is_error:
         block["is_error"] = True
     return block
+
+
+def _wire_call_id(call_id: str) -> str:
+    """``call_id`` as the API takes it (``^[a-zA-Z0-9_-]+$``): kept when it is so; else (an id
+    another provider wrote, ``functions.lookup:0``) ``toolu_`` and a hash of it, the same for the
+    call and its result, and another for every other id."""
+    if _CALL_ID.fullmatch(call_id):
+        return call_id
+    return "toolu_" + hashlib.sha256(call_id.encode()).hexdigest()[:32]
 
 
 def _map_media(part: MediaPart) -> dict[str, Any]:
@@ -412,8 +440,10 @@ class _StreamedMessage:
         self.stop_reason: str | None = None
         self.counts: list[int | None] = [None, None, None, None]  # input, cache writes, cache reads, output
         self.stopped = False
+        self.events = 0
 
     def add(self, event: RawMessageStreamEvent) -> None:
+        self.events += 1
         if event.type == "message_start":
             self.counts = list(_counts(getattr(event.message, "usage", None)))
         elif event.type == "content_block_start":
@@ -461,7 +491,10 @@ class _StreamedMessage:
                 self.on_chunk(ToolCallDelta(block.tool_index, None, None, piece))
 
     def result(self) -> ModelResponse:
-        """The whole message. Raises ``ModelUnavailable`` if the stream ended before ``message_stop``."""
+        """The whole message. Raises ``ModelOutputError`` for a stream without a single event (a body
+        that is no event stream), ``ModelUnavailable`` for one that ended before ``message_stop``."""
+        if not self.events:
+            raise _read.no_event_stream()
         if not self.stopped:
             raise ModelUnavailable(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
         return _response([block for _, block in sorted(self.blocks.items())], self.stop_reason, self.counts)
@@ -479,13 +512,10 @@ async def _process_streamed_response(
 
 def _parse_arguments(text: str, start_input: Any) -> Any:
     """A call's input: its streamed arguments, else the block's own ``input`` (none: empty);
-    invalid JSON is kept as the raw string (see module)."""
-    if not text.strip():
-        return {} if start_input is None else start_input
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
-        return text
+    invalid JSON is kept as the raw string (``ReplyReader.arguments``)."""
+    if not text.strip() and start_input is not None:
+        return start_input
+    return ReplyReader.arguments(text)
 
 
 def _counts(usage: object) -> tuple[int | None, int | None, int | None, int | None]:

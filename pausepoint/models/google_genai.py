@@ -9,7 +9,8 @@ What maps to what:
 
 - ``ModelRequest.system`` → ``system_instruction``; ``ModelRequest.config`` → ``GenerateContentConfig``
   fields (``temperature``, ``top_p``, ``top_k``, ``max_output_tokens`` (alias ``max_tokens``),
-  ``stop_sequences``, ``seed``, ...; an unknown key is a ``ModelBadRequest``).
+  ``stop_sequences``, ``seed``, ...; an unknown key, or a value JSON cannot carry, is a
+  ``ModelBadRequest``).
 - Messages → ``contents``: user → ``user``, model → ``model``, tool → ``user`` content of
   ``functionResponse`` parts. Consecutive contents of one role are merged (a tool result followed
   by a new user message becomes one ``user`` content), and empty messages are dropped.
@@ -21,7 +22,8 @@ What maps to what:
   whose function calls lack their thought signature: the signatures Gemini sends are kept in
   the parts' ``provider_metadata`` and sent back; history from elsewhere (another provider, a
   scripted model) has none, so its first call carries the validator-skipping signature Google
-  documents for history the client rebuilt.
+  documents for history the client rebuilt. A signed text part stays a part of its own, an empty
+  one too (a stream's last part may carry only the signature), to go back as it came.
 - Tool results → ``functionResponse`` parts (``id`` is ``call_id or ref``, so they pair with their
   calls): a dict output is sent as the response object, anything else (or a dict with an ``error``
   key, which Gemini would read as a failure) as ``{"output": ...}``; an ``is_error`` result as
@@ -46,8 +48,9 @@ What maps to what:
   timeout, 409/5xx unavailable, other 4xx bad request); connection failures →
   ``ModelUnavailable``; client timeouts → ``ModelTimeout``; a 200 whose body is no JSON (a
   proxy's HTML page, broken JSON), or a reply the SDK cannot read into its types →
-  ``ModelOutputError``, not retried. Retries follow the plugin's ``RetryPolicy`` (the
-  SDK's own retries are switched off); a stream is retried only before its first delta.
+  ``ModelOutputError``, not retried, as is a 200 to a streamed request that is no event stream.
+  Retries follow the plugin's ``RetryPolicy`` (the SDK's own retries are switched off); a stream
+  is retried only before its first delta.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
+from types import GenericAlias
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -67,7 +71,7 @@ from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelUnavailable
 from ._clients import LoopClients
-from ._http import refuse_reserved, retry_after, status_error, transport_error
+from ._http import ReplyReader, refuse_reserved, refuse_unsendable, retry_after, status_error, transport_error
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -241,8 +245,9 @@ def _map_parts(message: Message) -> list[types.Part]:
     signed = False
     for part in message.parts:
         if isinstance(part, TextPart):
-            if part.text:
-                parts.append(types.Part(text=part.text, thought_signature=_signature(part.provider_metadata)))
+            signature = _signature(part.provider_metadata)
+            if part.text or signature is not None:  # a signature may come on an empty text part
+                parts.append(types.Part(text=part.text, thought_signature=signature))
         elif isinstance(part, MediaPart):
             parts.append(_map_media(part))
         elif isinstance(part, ToolRequestPart):
@@ -309,6 +314,7 @@ def _map_config(request: ModelRequest) -> types.GenerateContentConfig:
     if "max_tokens" in options:
         options.setdefault("max_output_tokens", options.pop("max_tokens"))
     refuse_reserved(options, ("system_instruction", "tools", "automatic_function_calling"))
+    refuse_unsendable(options, sdk_kinds=(type, GenericAlias))  # schema classes: the SDK translates them
     tools = [types.Tool(function_declarations=[_map_tool_definition(t) for t in request.tools])]
     try:
         return types.GenerateContentConfig(
@@ -324,6 +330,9 @@ def _map_config(request: ModelRequest) -> types.GenerateContentConfig:
 
 # -- response ---------------------------------------------------------------------------------
 
+# Refuses a streamed request's 200 that is no event stream, as every adapter does.
+_read = ReplyReader(PROVIDER)
+
 
 class _Collector:
     """Builds the model message from Gemini's parts, in order, reporting deltas when streaming."""
@@ -336,8 +345,13 @@ class _Collector:
         self.finish_message: str | None = None
         self.block_reason: types.BlockedReason | None = None
         self.usage: types.GenerateContentResponseUsageMetadata | None = None
+        self.events = 0
 
     def add(self, response: types.GenerateContentResponse) -> None:
+        if self.on_chunk is not None and not self.events:  # a stream: its first event says what the body is
+            headers = response.sdk_http_response.headers if response.sdk_http_response is not None else None
+            _read.require_event_stream(headers)
+        self.events += 1
         if response.usage_metadata is not None:
             self.usage = response.usage_metadata
         if response.prompt_feedback is not None and response.prompt_feedback.block_reason is not None:
@@ -366,22 +380,30 @@ class _Collector:
             if self.on_chunk is not None:
                 self.on_chunk(ToolCallDelta(self.calls, call.name, call.id, json.dumps(args)))
             self.calls += 1
-        elif part.text:
-            last = self.parts[-1] if self.parts else None
-            if isinstance(last, TextPart):
-                last.text += part.text
-                last.provider_metadata = last.provider_metadata or _kept_signature(part)
-            else:
-                self.parts.append(TextPart(part.text, provider_metadata=_kept_signature(part)))
-            if self.on_chunk is not None:
-                self.on_chunk(TextDelta(part.text))
+        elif part.text or part.thought_signature:
+            self._add_text(part.text or "", _kept_signature(part))
+
+    def _add_text(self, text: str, signature: dict[str, Any] | None) -> None:
+        """Text joins the text before it, a stream's pieces becoming one part; a part carrying a
+        signature (on an empty text too, as a stream's last part may be) stays a part of its own
+        with it, to go back as it came: Google asks that signed parts be neither merged nor split."""
+        last = self.parts[-1] if self.parts else None
+        if isinstance(last, TextPart) and last.provider_metadata is None and signature is None:
+            last.text += text
+        else:
+            self.parts.append(TextPart(text, provider_metadata=signature))
+        if self.on_chunk is not None and text:
+            self.on_chunk(TextDelta(text))
 
     def result(self, *, streamed: bool) -> ModelResponse:
         """The complete response.
 
         Raises ``ModelOutputError`` when Gemini produced an unusable call or no candidate at all,
-        and ``ModelUnavailable`` when a stream ended before Gemini said it had finished.
+        or a stream had not one event (a body that is no event stream), and ``ModelUnavailable``
+        when a stream ended before Gemini said it had finished.
         """
+        if streamed and not self.events:
+            raise _read.no_event_stream()
         if self.finish_reason in _UNUSABLE_CALL:
             unusable = self.finish_reason.value
             detail = f": {self.finish_message}" if self.finish_message else ""

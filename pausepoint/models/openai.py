@@ -19,16 +19,19 @@ What is mapped, both ways, on ``POST /chat/completions``:
 - responses, JSON or SSE (``stream: true`` with ``stream_options.include_usage``) → text (content
   as a string, or as a list of parts whose text parts are read), tool requests (parallel calls
   kept in order; malformed argument strings kept as the raw string, for the runtime to report back
-  as invalid input), usage, and the finish reason: ``stop`` and ``tool_calls`` → stop, ``length``
-  → length, ``content_filter`` or a refusal → blocked. Every field is read through ``ReplyReader``:
-  a 200 of the wrong shape is a ``ModelOutputError`` naming the field;
+  as invalid input; arguments sent as an object, whole or in a stream, read as its JSON), usage,
+  and the finish reason: ``stop`` and ``tool_calls`` → stop, ``length`` → length,
+  ``content_filter`` or a refusal → blocked. Every field is read through ``ReplyReader``: a 200
+  of the wrong shape is a ``ModelOutputError`` naming the field;
 - ``ModelRequest.config``: ``temperature``, ``top_p``, ``seed`` as they are; ``max_output_tokens``
   (or ``max_tokens``) → ``max_completion_tokens`` (``max_tokens`` on compatible servers);
   ``stop_sequences`` → ``stop``; ``top_k`` only to compatible servers (OpenAI rejects it); any
-  other key is sent in the request body unchanged (e.g. ``reasoning_effort``);
+  other key is sent in the request body unchanged (e.g. ``reasoning_effort``); a value JSON cannot
+  carry is a ``ModelBadRequest`` before sending (``_http.refuse_unsendable``);
 - SDK errors → ``pausepoint.errors`` in ``_map_errors``; retries follow the plugin's ``RetryPolicy``
   (the SDK's own retries are turned off so that there is one policy). A stream is retried only
-  while nothing of it has been reported.
+  while nothing of it has been reported; a 200 to it that is no event stream is a
+  ``ModelOutputError`` (``ReplyReader.require_event_stream``), not retried.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
 from ..errors import ModelAuthError, ModelBadRequest, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from ._clients import LoopClients
-from ._http import ReplyReader, refuse_reserved, retry_after, status_error, transport_error
+from ._http import ReplyReader, refuse_reserved, refuse_unsendable, retry_after, status_error, transport_error
 from ._model import (
     ChunkSink,
     ModelFinishReason,
@@ -251,6 +254,7 @@ class OpenAIModel:
                     extra_body=body,
                 )
                 async with events:
+                    ReplyReader(label).require_event_stream(events.response.headers)
                     return await _process_streamed_response(events, sink, label)
 
         if on_chunk is None:
@@ -350,6 +354,7 @@ def _map_config(config: Mapping[str, Any], output_limit_field: str, unsupported:
     renames = {"max_output_tokens": output_limit_field, "max_tokens": output_limit_field, "stop_sequences": "stop"}
     body: dict[str, Any] = {}
     refuse_reserved(config, _RESERVED)
+    refuse_unsendable(config)
     for key, value in config.items():
         if value is not None and key not in unsupported:
             body[renames.get(key, key)] = value
@@ -413,6 +418,13 @@ def _arguments_read(read: ReplyReader, value: object, field: str) -> str | dict[
     return value if isinstance(value, dict) else read.text(value, field)
 
 
+def _arguments_text(read: ReplyReader, value: object, field: str) -> str:
+    """A streamed call's arguments as text: a piece of the JSON string, or the JSON text of an
+    object a compatible server sent whole."""
+    arguments = _arguments_read(read, value, field)
+    return arguments if isinstance(arguments, str) else _json(arguments)
+
+
 @dataclass(slots=True)
 class _StreamedCall:
     call_id: str | None = None
@@ -438,9 +450,11 @@ class _StreamedReply:
         self.slots: dict[int | None, int] = {}
         self.finish: str | None = None
         self.usage: object = None
+        self.chunks = 0
 
     def add(self, chunk: ChatCompletionChunk) -> None:
         read = self.read
+        self.chunks += 1
         if chunk.usage is not None:
             self.usage = chunk.usage
         for i, item in enumerate(read.items(chunk.choices, "choices")):
@@ -476,7 +490,7 @@ class _StreamedReply:
         call = self.calls[slot]
         given_name = read.optional_text(function.name, "delta.tool_calls.function.name") if function else None
         name = given_name if not call.name else None
-        arguments = read.text(function.arguments, "delta.tool_calls.function.arguments") if function else ""
+        arguments = _arguments_text(read, function.arguments, "delta.tool_calls.function.arguments") if function else ""
         new_id = delta_id if delta_id and not call.call_id else None
         call.call_id = call.call_id or delta_id
         call.name = call.name or name or ""
@@ -485,7 +499,10 @@ class _StreamedReply:
             self.on_chunk(ToolCallDelta(slot, name=name, call_id=new_id, arguments_delta=arguments))
 
     def result(self) -> ModelResponse:
-        """The whole reply. Raises ``ModelUnavailable`` for a stream that ended without a finish reason."""
+        """The whole reply. Raises ``ModelOutputError`` for a stream without a single chunk (a body
+        that is no event stream), ``ModelUnavailable`` for one that ended without a finish reason."""
+        if not self.chunks:
+            raise self.read.no_event_stream()
         if self.finish is None:
             # cut short (retried when nothing of it was reported yet, as any stream that fails)
             what = "before the model finished its answer" if self.text or self.calls else "without an answer"
@@ -507,17 +524,8 @@ async def _process_streamed_response(
 
 
 def _tool_request(name: str, arguments: str | dict[str, Any], call_id: str | None) -> ToolRequestPart:
-    """A tool request; arguments that are not valid JSON stay the raw string (the runtime reports
-    them to the model as invalid input)."""
-    if isinstance(arguments, dict):  # a few compatible servers send an object, not a string
-        return ToolRequestPart(name, arguments, call_id=call_id)
-    raw = arguments
-    if not raw.strip():
-        return ToolRequestPart(name, {}, call_id=call_id)
-    try:
-        value: Any = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: nested too deep for the parser
-        value = raw
+    """A tool request; arguments that are not valid JSON stay the raw string (``ReplyReader.arguments``)."""
+    value = arguments if isinstance(arguments, dict) else ReplyReader.arguments(arguments)
     return ToolRequestPart(name, value, call_id=call_id)
 
 

@@ -2,13 +2,15 @@
 
 ``message(...)`` is a ``/v1/messages`` JSON body; ``events(...)`` the same message as the SSE
 event stream the API sends with ``stream: true``. ``check_request`` applies the API's rules on
-the request body (alternating roles, every ``tool_use`` answered by a ``tool_result`` with its id
-in the next user message), so a fake that uses it refuses what the real API would refuse.
+the request body (alternating roles, call ids of ``^[a-zA-Z0-9_-]+$`` only, every ``tool_use``
+answered by a ``tool_result`` with its id in the next user message), so a fake that uses it
+refuses what the real API would refuse.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
@@ -16,6 +18,9 @@ from typing import Any
 from .wire_server import Json, Reply, Sse
 
 __all__ = ["check_request", "error", "events", "message", "reply", "stream_error", "text", "thinking", "tool_use"]
+
+#: the call ids the API takes, in ``tool_use.id`` and ``tool_result.tool_use_id``
+CALL_ID = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def text(value: str) -> dict[str, Any]:
@@ -128,11 +133,15 @@ def check_request(body: dict[str, Any]) -> str | None:
         content = msg["content"]
         if isinstance(content, str):
             continue
-        for block in content:
+        for j, block in enumerate(content):
             if block["type"] == "text" and not block["text"]:
                 return f"messages.{i}: text content blocks must be non-empty"
             if block["type"] == "tool_use" and not isinstance(block["input"], dict):
                 return f"messages.{i}: tool_use.input: Input should be a valid dictionary"
+            id_field = {"tool_use": "id", "tool_result": "tool_use_id"}.get(block["type"])
+            if id_field is not None and not CALL_ID.fullmatch(str(block.get(id_field))):
+                where = f"messages.{i}.content.{j}.{block['type']}.{id_field}"
+                return f"{where}: String should match pattern '^[a-zA-Z0-9_-]+$'"
         calls = [b["id"] for b in content if b["type"] == "tool_use"]
         if len(set(calls)) != len(calls):
             return f"messages.{i}: tool_use ids must be unique"

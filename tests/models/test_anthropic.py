@@ -191,6 +191,26 @@ async def test_history_maps_to_alternating_messages_with_paired_call_ids():
     ]
 
 
+async def test_call_ids_the_api_would_refuse_go_as_ids_it_takes_the_same_on_call_and_result():
+    """Another provider's call ids (a compatible OpenAI server's ``functions.lookup:0``) break the
+    API's pattern, ``^[a-zA-Z0-9_-]+$``: sent as they were, a session moved here was refused every
+    turn (found by a probe). Such an id goes as ``toolu_`` and a hash of it, on the call and on its
+    result alike, in every request, and another for every other id; an id the API takes goes as it is."""
+    ids = ["functions.lookup:0", "functions.lookup:1", "call_ok-1"]
+    calls = [ToolRequestPart("lookup", {"n": n}, ref=f"r{n}", call_id=i) for n, i in enumerate(ids)]
+    results = [ToolResponsePart("lookup", {"balance": n}, ref=f"r{n}", call_id=i) for n, i in enumerate(ids)]
+    history = [user("Look up three."), Message("model", calls), Message("tool", results)]
+    with WireServer(claude(lambda body: [text("Done.")])) as server:
+        for _ in range(2):
+            assert (await model_for(server).generate(ModelRequest(history))).message.text == "Done."
+    first, again = (r.body["messages"] for r in server.requests)
+    sent_calls = [b["id"] for b in first[1]["content"]]
+    assert [b["tool_use_id"] for b in first[2]["content"]] == sent_calls
+    assert all(re.fullmatch(r"toolu_[0-9a-f]{32}", i) for i in sent_calls[:2])
+    assert len(set(sent_calls)) == 3 and sent_calls[2] == "call_ok-1"
+    assert again == first
+
+
 # -- responses ---------------------------------------------------------------------------------------
 
 

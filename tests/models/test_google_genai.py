@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pydantic
 import pytest
+from google.genai import types
 
 from pausepoint import (
     MediaPart,
@@ -153,6 +155,30 @@ async def test_thought_signatures_go_back_with_their_calls_in_later_requests():
     assert [p.get("thoughtSignature") for p in model_content["parts"]] == ["dGV4dA==", "c2ln"]
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_signature_on_an_empty_text_part_goes_back_on_that_part(streamed):
+    """Gemini may sign an answer on an empty text part (a stream's last one, often): it was
+    dropped with the empty text, and the next request sent no signature (found by a probe). The
+    part is kept, empty, with its signature, and goes back as it came; signed parts are not
+    merged with the text beside them."""
+    signed = text("", thoughtSignature="RklOQUw=")
+    if streamed:
+        first: Reply = Sse([reply(text("Hello "), finish=None), reply(text("world"), finish=None), reply(signed)])
+    else:
+        first = Json(reply(text("Hello world"), signed))
+    with WireServer(scripted([first, Json(reply(text("Again.")))])) as server:
+        model = gemini(server)
+        response, chunks = await stream(model, ask()) if streamed else (await model.generate(ask()), [])
+        await model.generate(ask(user("Hi"), response.message, user("Next")))
+    assert response.message.parts == [
+        TextPart("Hello world"),
+        TextPart("", provider_metadata={"gemini_thought_signature": "RklOQUw="}),
+    ]
+    assert chunks == ([TextDelta("Hello "), TextDelta("world")] if streamed else [])
+    [model_content] = [c for c in server.requests[1].body["contents"] if c["role"] == "model"]
+    assert model_content["parts"] == [{"text": "Hello world"}, {"text": "", "thoughtSignature": "RklOQUw="}]
+
+
 async def test_thought_parts_are_not_part_of_the_answer():
     parts = [text("thinking about it", thought=True), text("The answer.", thoughtSignature="c2ln")]
     with WireServer(scripted([Json(reply(*parts)), Sse([reply(*parts)])])) as server:
@@ -253,6 +279,25 @@ async def test_config_maps_max_tokens_and_bad_config_or_media_sends_nothing():
             await model.generate(ask(Message("user", [MediaPart("data:image/png;base64,@@not base64@@")])))
     assert len(server.requests) == 1
     assert server.requests[0].body["generationConfig"] == {"maxOutputTokens": 64, "stopSequences": ["END"], "topK": 5}
+
+
+async def test_config_takes_the_sdks_own_types_and_schema_classes_as_json():
+    """A value JSON cannot carry is refused before sending (``test_providers_refusals.py``); the
+    SDK's own types and a schema class are not: the SDK turns them into JSON itself."""
+
+    class Answer(pydantic.BaseModel):
+        city: str
+
+    config = {
+        "response_mime_type": "application/json",
+        "response_schema": list[Answer],
+        "thinking_config": types.ThinkingConfig(thinking_budget=64),
+    }
+    with WireServer(scripted([Json(reply(text('[{"city": "Oslo"}]')))])) as server:
+        await gemini(server).generate(ask(config=config))
+    sent = camel(server.requests[0].body["generationConfig"])
+    assert sent["thinkingConfig"] == {"thinkingBudget": 64}
+    assert sent["responseSchema"]["items"]["properties"]["city"]["type"].upper() == "STRING"
 
 
 # -- errors and retries -------------------------------------------------------------------------

@@ -355,7 +355,7 @@ async def test_a_completion_of_the_wrong_shape_is_an_output_error_naming_the_fie
         (_chunk("hi"), "delta is a string, not an object"),
         (_chunk({"content": 5}), "delta.content is a number, not a string"),
         (_chunk({"tool_calls": [{"index": [0], "id": "c1"}]}), "index is a list, not a whole number"),
-        (_chunk({"tool_calls": [{"index": 0, "function": {"arguments": {}}}]}), "arguments is an object"),
+        (_chunk({"tool_calls": [{"index": 0, "function": {"arguments": 5}}]}), "arguments is a number"),
     ],
 )
 async def test_a_stream_chunk_of_the_wrong_shape_is_an_output_error_naming_the_field(event: Any, said: str) -> None:
@@ -378,6 +378,23 @@ async def test_content_as_a_list_of_parts_is_read_as_its_text_parts() -> None:
         as_streamed = await model_at(server).generate(ModelRequest(USER), deltas)
     assert whole.message == as_streamed.message == Message("model", [TextPart("Hi there")])
     assert deltas == [TextDelta("Hi "), TextDelta("there")]
+
+
+async def test_arguments_sent_as_an_object_are_read_in_a_stream_as_in_a_whole_reply() -> None:
+    """A compatible server's variant, read in whole replies, was refused in streams (found by a
+    probe: ``arguments is an object``): the object is read as its JSON text."""
+    args = {"city": "Paris", "days": [1, 2]}
+    whole_call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    head = {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    streamed = [_chunk({"role": "assistant", "tool_calls": [head]}), *chunks(finish_reason="tool_calls")[1:]]
+    with serve(scripted([Json(_shaped(content=None, tool_calls=[whole_call])), Sse(streamed)])) as server:
+        whole = await model_at(server).generate(ModelRequest(USER))
+        deltas = Deltas()
+        as_streamed = await model_at(server).generate(ModelRequest(USER), deltas)
+    assert (
+        whole.message == as_streamed.message == Message("model", [ToolRequestPart("get_weather", args, call_id="c1")])
+    )
+    assert deltas == [ToolCallDelta(0, "get_weather", "c1", '{"city":"Paris","days":[1,2]}')]
 
 
 async def test_a_chunk_whose_delta_is_null_carries_nothing() -> None:
