@@ -894,9 +894,8 @@ async function deliver(card, action, body, key) {
         card.setBusy(true, "Sending…");
         try {
           await deliver(card, action, body, key);
-        } catch (refused) { // e.g. an answer the server finds does not fit: said on its card
-          card.setBusy(false);
-          card.setStatus(refused instanceof Error ? refused.message : String(refused), "error");
+        } catch (refused) { // e.g. an answer the server finds does not fit: said on its card, by its fields
+          card.refused(refused instanceof Error ? refused.message : String(refused));
         }
       });
       return;

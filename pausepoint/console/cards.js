@@ -59,6 +59,8 @@ export class InterruptCard {
     this.mayDeny = true;
     /** @type {Record<string, boolean>} which single-key shortcuts this card takes now */
     this.shortcuts = {};
+    /** @type {{form: SchemaForm, kind: "input" | "output"} | null} the form the last answer was made on */
+    this.answeredFrom = null;
 
     this.badge = h("span", { class: "badge badge-wait" });
     this.status = h("p", { class: "card-status", role: "status" });
@@ -360,12 +362,12 @@ export class InterruptCard {
     if (grant) {
       // a grant always asks first: it approves more than the call in front of the person
       this.decide(`Approve “${this.view.title}” and later calls for this session?`, this.effects.grant, [],
-        "approve for this session", () => this.ctx.answer(this, "approve", { grant: {}, ...this.metadata() }),
+        "approve for this session", () => this.send(null, "approve", { grant: {}, ...this.metadata() }),
         true, "Approving for this session");
       return;
     }
     this.decide(`Approve “${this.view.title}”?`, this.effects.approve, [], "approve",
-      () => this.ctx.answer(this, "approve", this.metadata()), fromKey, "Approving");
+      () => this.send(null, "approve", this.metadata()), fromKey, "Approving");
   }
 
   /**
@@ -387,9 +389,20 @@ export class InterruptCard {
       yes: held ? `Hold to ${verb}` : `Yes, ${verb}` });
   }
 
+  /**
+   * Give an answer (`from`: the form it was made on, whose fields a refusal marks).
+   * @param {{form: SchemaForm, kind: "input" | "output"} | null} from
+   * @param {"approve" | "respond" | "deny"} action @param {any} body
+   */
+  send(from, action, body) {
+    this.answeredFrom = from;
+    return this.ctx.answer(this, action, body);
+  }
+
   /** @param {string} kind */
   async submit(kind) {
     if (!this.open || this.answering) return;
+    this.setStatus("", ""); // what was said of an earlier try (a refusal) no longer holds
     if (kind === "deny") {
       const reason = this.reason.value.trim();
       if (!reason) {
@@ -398,20 +411,23 @@ export class InterruptCard {
         return;
       }
       this.decide(`Deny “${this.view.title}”?`, this.effects.deny, [`Reason: “${reason}”`], "deny",
-        () => this.ctx.answer(this, "deny", { reason, ...this.metadata() }), false, "Denying");
+        () => this.send(null, "deny", { reason, ...this.metadata() }), false, "Denying");
     } else if (kind === "respond") {
       const value = await this.check(this.respondSchema, "output");
       if (value === undefined) return this.focusError(this.respondSchema);
       this.decide(`Send this answer to “${this.view.title}”?`, this.effects.respond, [plainText(value)], "send this answer",
-        () => this.ctx.answer(this, "respond", { output: value, ...this.metadata() }), false, "Sending the answer");
+        () => this.send({ form: this.respondSchema, kind: "output" }, "respond", { output: value, ...this.metadata() }),
+        false, "Sending the answer");
     } else if (kind === "edit" && this.editSchema) {
-      const value = await this.check(this.editSchema, "input");
-      if (value === undefined) return this.focusError(this.editSchema);
+      const edit = this.editSchema;
+      const value = await this.check(edit, "input");
+      if (value === undefined) return this.focusError(edit);
       const changes = editedFields({ ref: "", name: "", decision: "restart", at: "", principal: null, via: "",
         input: this.pause.input, replace_input: value, view: this.view });
       const lines = changes.length ? changes.map((c) => `${c.label}: ${c.from} → ${c.to}`) : ["Nothing was changed."];
       this.decide(`Approve “${this.view.title}” with the edited input?`, this.effects.editedApprove(value), lines,
-        "approve the edited input", () => this.ctx.answer(this, "approve", { replace_input: value, ...this.metadata() }),
+        "approve the edited input",
+        () => this.send({ form: edit, kind: "input" }, "approve", { replace_input: value, ...this.metadata() }),
         false, "Approving the edited input");
     }
   }
@@ -430,11 +446,19 @@ export class InterruptCard {
     try {
       await action();
     } catch (error) {
-      if (this.open) {
-        this.setBusy(false);
-        this.setStatus(error instanceof Error ? error.message : String(error), "error");
-      }
+      if (this.open) this.refused(error instanceof Error ? error.message : String(error));
     }
+  }
+
+  /**
+   * The server refused this card's answer: say why on the card, and check the form it was made
+   * on again, so that each problem the server finds is shown next to its field when the form
+   * opens again. @param {string} text
+   */
+  refused(text) {
+    this.setBusy(false);
+    this.setStatus(text, "error");
+    if (this.answeredFrom) this.check(this.answeredFrom.form, this.answeredFrom.kind);
   }
 
   /** @param {boolean} busy @param {string} [text] */

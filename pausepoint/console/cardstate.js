@@ -39,6 +39,15 @@ export function settledBy(entries, key) {
 }
 
 /**
+ * Whether `principal`'s approval of the open `pause` is counted and the pause waits for others
+ * (a quorum): it no longer waits for this person. @param {any} pause @param {string} principal
+ */
+export function countedFor(pause, principal) {
+  const shown = pause && pause.view && pause.view.approval;
+  return !!(shown && principal && shown.approved_by.includes(principal));
+}
+
+/**
  * The state of each pause in `keys`. A key neither open nor settled in what was read (its answer
  * is being written) has no state: its card stays as it is.
  * @param {string[]} keys
@@ -74,7 +83,7 @@ export function cardStates(keys, detail, entries, viewer) {
     const shown = pause.view && pause.view.approval;
     if (pause.expires_at && new Date(pause.expires_at).getTime() <= viewer.now) {
       states.set(key, { ...base, kind: "expiring" });
-    } else if (shown && viewer.principal && shown.approved_by.includes(viewer.principal)) {
+    } else if (countedFor(pause, viewer.principal)) {
       states.set(key, { ...base, kind: "counted", required: shown.required, approvers: shown.approved_by });
     } else {
       states.set(key, { ...base, kind: "open", required: shown ? shown.required : 0, approvers: shown ? shown.approved_by : [] });

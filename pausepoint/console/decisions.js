@@ -54,12 +54,21 @@ export function decisionLabel(entry) {
       if (entry.via === "policy") return "Denied by a rule";
       return "Denied";
     case "cancel":
-      return "Cancelled";
+      return `Cancelled${approvalsIn(entry)}`;
     case "expire":
-      return "Expired";
+      return `Expired${approvalsIn(entry)}`;
     default:
       return entry.decision;
   }
+}
+
+/**
+ * How many had approved a call under a quorum when it was cancelled or expired:
+ * " (1 of 2 approvals in)"; "" for a call that needed one approval, or none.
+ * @param {Entry} entry
+ */
+function approvalsIn(entry) {
+  return entry.required && entry.required > 1 ? ` (${entry.approvals || 0} of ${entry.required} approvals in)` : "";
 }
 
 /** "ok" | "deny" | "muted": the colour of the decision. @param {Entry} entry */
@@ -110,7 +119,8 @@ export function decisionDetail(entry) {
  * @param {Entry} entry
  */
 export function decisionSentence(entry) {
-  let text = entry.decision === "expire" ? `Expired: ${decisionWho(entry).toLowerCase()}` : `${decisionLabel(entry)} ${decisionWho(entry)}`;
+  const who = decisionWho(entry);
+  let text = entry.decision === "expire" ? `${decisionLabel(entry)}: ${who.toLowerCase()}` : `${decisionLabel(entry)} ${who}`;
   if (entry.reason && entry.decision !== "expire") text += ` — “${visible(entry.reason)}”`;
   const detail = decisionDetail(entry);
   return detail ? `${text}. ${detail}` : text;

@@ -14,6 +14,34 @@ import { h, humanize } from "./dom.js";
  */
 
 const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+/** The parts of a number as typed: sign, whole digits, fraction digits, exponent. */
+const NUMBER_PARTS = /^([+-]?)(\d*)\.?(\d*)(?:[eE]([+-]?\d+))?$/;
+/** An exponent past this is left as typed (the server judges it): no number of a thousand zeros. */
+const MOST_SHIFT = 100;
+
+/**
+ * A number as its plain digits, exactly: "1e2" → "100", "1.25E1" → "12.5", "5e-1" → "0.5",
+ * "0012.50" → "12.50", "+3" → "3" (never rounded, trailing zeros kept). What is not a number,
+ * or shifts its point too far, comes back as typed.
+ * @param {string} text
+ */
+export function plainNumber(text) {
+  const found = NUMBER.test(text) ? text.match(NUMBER_PARTS) : null;
+  if (!found) return text;
+  const [, sign, whole, fraction, exponent = "0"] = found;
+  const shift = Number(exponent);
+  if (Math.abs(shift) > MOST_SHIFT) return text;
+  let digits = whole + fraction;
+  let point = whole.length + shift;
+  if (point < 0) {
+    digits = "0".repeat(-point) + digits;
+    point = 0;
+  }
+  digits = digits.padEnd(point, "0");
+  const integer = digits.slice(0, point).replace(/^0+(?=\d)/, "") || "0";
+  const rest = digits.slice(point);
+  return `${sign === "-" ? "-" : ""}${integer}${rest ? `.${rest}` : ""}`;
+}
 
 /**
  * Resolve a local $ref ("#/$defs/Name") against the root schema.
@@ -223,7 +251,9 @@ export class SchemaForm {
           const text = kind === "text" ? input.value : input.value.trim();
           if (text === "" && (kind !== "text" || !required)) return this.empty(required, nullable);
           if (kind === "number" && NUMBER.test(text)) return { value: Number(text) };
-          return { value: text }; // a decimal stays a string (exact); anything else is the server's to judge
+          // a decimal stays a string (exact), in plain digits as a number field's value is ("1e2" is
+          // 100); anything else is the server's to judge
+          return { value: kind === "decimal" ? plainNumber(text) : text };
         };
       }
       controls = [control];

@@ -4,15 +4,18 @@
 // browser: the pause still waits, and anyone may still answer it) and restored.
 
 import { Api } from "./api.js";
-import { answers } from "./cardstate.js";
+import { answers, countedFor } from "./cardstate.js";
 import { decisionSentence, pauseKey } from "./decisions.js";
 import { h, localTime, relativeTime, shortId } from "./dom.js";
 import { expiresText } from "./lists.js";
 
 /** @typedef {"waiting" | "decided" | "expired" | "failed" | "dismissed"} Filter */
 /**
+ * An item; `waiting`: how many of its pauses wait for this person (a quorum's pause with their
+ * approval counted waits for others: an item of only those is `counted`, and not counted in).
  * @typedef {{key: string, agent: string, session: any, title: string, keys: string[], pauses: any[],
- *   asker: string | null, at: string, line: string, risky: boolean, expires: string | null}} Item
+ *   asker: string | null, at: string, line: string, risky: boolean, expires: string | null,
+ *   waiting: number, counted: boolean}} Item
  */
 
 const FILTERS = /** @type {const} */ ([["waiting", "Waiting"], ["decided", "Decided"], ["expired", "Expired"],
@@ -79,9 +82,9 @@ export class Inbox {
     return `pausepoint.dismissed.${this.principal}`;
   }
 
-  /** The number of items waiting (not dismissed). */
+  /** The number of items waiting for the person (not dismissed, not only counted). */
   get count() {
-    return this.waitingItems().filter((item) => !this.isDismissed(item)).length;
+    return this.waitingItems().filter((item) => !this.isDismissed(item) && !item.counted).length;
   }
 
   /** Read every session with open pauses, of every agent (page after page: none is left out). */
@@ -188,6 +191,7 @@ export class Inbox {
         key: `${agent}/${session.session_id}/${pauseKey(entry)}`, title: entry.view ? entry.view.title : entry.name,
         keys: [], pauses: [], asker: asker ? asker.principal : session.owner, at: entry.at,
         line: decisionSentence(entry), risky: !!(entry.view && entry.view.risk === "high"), expires: null,
+        waiting: 0, counted: false,
       }));
     }
     const last = detail.last_response;
@@ -198,6 +202,7 @@ export class Inbox {
         key: `${agent}/${session.session_id}/failed/${last.turn}`, title: text ? `“${text}”` : `Session ${shortId(session.session_id)}`,
         keys: [], pauses: [], asker: message ? message.principal : session.owner, at: session.updated_at,
         line: `The agent's turn failed${last.error ? `: ${last.error}` : "."}`, risky: false, expires: null,
+        waiting: 0, counted: false,
       }));
     }
   }
@@ -214,6 +219,7 @@ export class Inbox {
       const title = first ? (first.view ? first.view.title : first.name) : `Session ${shortId(session.session_id)}`;
       const expires = interrupts.filter((/** @type {any} */ p) => p.expires_at).map((/** @type {any} */ p) => p.expires_at).sort()[0];
       const more = interrupts.length > 1 ? `+${interrupts.length - 1} more · ` : "";
+      const waiting = interrupts.filter((/** @type {any} */ p) => !countedFor(p, this.principal)).length;
       return this.item(agent, session, {
         key: `${agent}/${session.session_id}`, title, pauses: interrupts,
         keys: interrupts.map((/** @type {any} */ p) => `${agent}/${session.session_id}/${pauseKey(p)}`),
@@ -221,6 +227,7 @@ export class Inbox {
         at: (first && first.paused_at) || session.updated_at,
         line: first && first.view && first.view.summary !== title ? `${more}${first.view.summary}` : more.replace(/ · $/, ""),
         risky: interrupts.some((/** @type {any} */ p) => p.view && p.view.risk === "high"), expires: expires || null,
+        waiting, counted: interrupts.length > 0 && waiting === 0,
       });
     }).sort((a, b) => b.at.localeCompare(a.at));
   }
@@ -244,6 +251,7 @@ export class Inbox {
     const waiting = this.waitingItems();
     const shown = waiting.filter((item) => !this.isDismissed(item));
     const dismissed = waiting.filter((item) => this.isDismissed(item));
+    const forYou = shown.filter((item) => !item.counted).length;
     /** @type {Record<Filter, Item[] | null>} */
     const lists = {
       waiting: shown, dismissed,
@@ -251,10 +259,11 @@ export class Inbox {
       expired: this.history ? this.history.expired : null,
       failed: this.history ? this.history.failed : null,
     };
+    /** @type {Partial<Record<Filter, number>>} */
+    const counts = { waiting: forYou, dismissed: dismissed.length };
     for (const [name, button] of this.buttons) {
-      const list = lists[/** @type {Filter} */ (name)];
-      const counted = name === "waiting" || name === "dismissed";
-      /** @type {HTMLElement} */ (button.querySelector(".filter-count")).textContent = counted && list && list.length ? String(list.length) : "";
+      const count = counts[/** @type {Filter} */ (name)];
+      /** @type {HTMLElement} */ (button.querySelector(".filter-count")).textContent = count ? String(count) : "";
     }
     /** @type {HTMLElement} */ (this.buttons.get("dismissed")).hidden = !dismissed.length && this.filter !== "dismissed";
     const items = lists[this.filter] || [];
@@ -264,9 +273,9 @@ export class Inbox {
       waiting: "Nothing is waiting for you.", dismissed: "Nothing dismissed.", decided: "Nothing decided lately.",
       expired: "Nothing expired lately.", failed: "No failed turns lately.",
     }[this.filter];
-    this.els.count.textContent = String(shown.length);
-    this.els.count.dataset.zero = shown.length ? "false" : "true";
-    document.title = shown.length ? `(${shown.length}) pausepoint console` : "pausepoint console";
+    this.els.count.textContent = String(forYou);
+    this.els.count.dataset.zero = forYou ? "false" : "true";
+    document.title = forYou ? `(${forYou}) pausepoint console` : "pausepoint console";
   }
 
   /** @param {Item} item */
@@ -279,13 +288,14 @@ export class Inbox {
     item.line ? h("span", { class: "session-summary", text: item.line }) : null,
     h("span", { class: "session-meta" },
       item.risky ? h("span", { class: "tag tag-risk", text: "High risk" }) : null,
+      item.counted ? h("span", { class: "tag tag-counted", text: "Your approval is counted" }) : null,
       asker ? h("span", { text: asker }) : null,
       h("span", { class: "mono", title: item.session.session_id, text: `session ${shortId(item.session.session_id)}` }),
       h("span", { text: item.agent }),
       h("time", { class: "nowrap", datetime: item.at, title: localTime(item.at), text: relativeTime(item.at) }),
       item.expires ? h("span", { class: "nowrap expires", dataset: { expires: item.expires }, text: expiresText(item.expires) }) : null),
-    this.filter === "waiting" && item.session.pending
-      ? h("span", { class: "pending-pill", "aria-label": `${item.session.pending} waiting`, text: String(item.session.pending) }) : null);
+    this.filter === "waiting" && item.waiting
+      ? h("span", { class: "pending-pill", "aria-label": `${item.waiting} waiting for you`, text: String(item.waiting) }) : null);
     const action = this.filter === "waiting"
       ? h("button", { type: "button", class: "btn btn-quiet btn-small", "aria-label": `Dismiss “${item.title}” from your inbox`,
         title: "Hide it here; it still waits, and anyone may still answer it", onclick: () => this.setDismissed(item, true) }, "Dismiss")
@@ -294,6 +304,7 @@ export class Inbox {
           onclick: () => this.setDismissed(item, false) }, "Restore")
         : null;
     const note = this.filter === "dismissed" ? h("p", { class: "session-note", text: "Dismissed here: it still waits for an answer." }) : null;
-    return h("li", { class: "session-item", dataset: { key, session: item.session.session_id } }, link, note, action);
+    const counted = item.counted ? { counted: "true" } : {};
+    return h("li", { class: "session-item", dataset: { key, session: item.session.session_id, ...counted } }, link, note, action);
   }
 }

@@ -8,6 +8,13 @@
 // GET /v1/links/{token} says what the link is about: {"state": "open" | "used" | "expired" |
 // "superseded", "agent", "session_id", "pause" (a pending interrupt with its view), "message"}.
 // Any state but "open" is said in words, with no buttons.
+//
+// While the page is open, its card follows its pause as the console's cards do: reading the
+// link takes the right to answer the session, which takes the right to see it, so the person's
+// own credentials read the session's events from the feed (GET /v1/feed); each event of the
+// session reads the session again, and the card and the words above it show its state
+// (cardstate.js) — approvals counted by others, an answer given elsewhere, a cancel, an expiry.
+// Its countdown ticks every second.
 
 import { Api, ApiError, explain, newKey } from "./api.js";
 import { InterruptCard } from "./cards.js";
@@ -18,6 +25,10 @@ import { localTime, shortId } from "./dom.js";
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 /** Refusals that mean the pause moved on while the page was open: the page is shown afresh. */
 const MOVED_ON = new Set(["link_used", "link_expired", "link_superseded", "already_resolved", "interrupt_expired"]);
+/** How often (ms), and how many times at most, a pause whose time ran out is read again until
+ * the server's sweep settles it. */
+const EXPIRED_LOOK = 2000;
+const EXPIRED_LOOKS = 30;
 
 /** @type {Record<string, string>} */
 const CLOSED = {
@@ -26,19 +37,57 @@ const CLOSED = {
   superseded: "A newer request replaced the one this link is about: this link no longer answers anything.",
 };
 
+/** @type {LinkFollower | null} what the page follows now (stopped when it is shown afresh) */
+let following = null;
+
 /**
  * Show the link's page for `token`, as `principal` sees it.
  * @param {Api} api @param {string} token @param {string} principal
  * @param {(agent: string) => Promise<any>} agentInfo the agent's description (its tools)
  */
 export async function showLink(api, token, principal, agentInfo) {
+  if (following) following.stop();
+  following = null;
   $("link-page").hidden = false;
   $("link-card").replaceChildren();
   $("link-context").textContent = "";
   say("Looking up this approval request…");
-  let link;
+  const link = await lookUp(api, token, principal);
+  if (!link) return;
+  const pause = link.pause || null;
+  $("link-context").textContent = context(link, pause);
+  if (link.state !== "open" || !pause) {
+    showClosed(link, pause);
+    return;
+  }
+  $("link-title").textContent = "An approval request for you";
+  $("link-page").dataset.state = "open";
+  const info = await agentInfo(link.agent);
+  const tool = info.tools.find((/** @type {any} */ t) => t.name === pause.name) || null;
+  const follower = new LinkFollower(api, token, principal, link, () => showLink(api, token, principal, agentInfo));
+  follower.card = new InterruptCard(pause, tool, {
+    answer: (c, action, body) => follower.answer(c, action, body),
+    validate: (toolName, kind, value) => api.post(
+      `/v1/agents/${encodeURIComponent(link.agent)}/tools/${encodeURIComponent(toolName)}/validate`, { [kind]: value }),
+    expired: () => follower.expired(),
+    confirmAll: () => false,
+    canAnswer: true,
+    principal,
+    asker: { who: (pause.approval && pause.approval.requested_by) || null, at: pause.paused_at || null },
+  });
+  $("link-card").replaceChildren(follower.card.el);
+  following = follower;
+  follower.show({ interrupts: [pause] }, []); // as the link says it is now: open, or counted
+  follower.start();
+}
+
+/**
+ * What the link points at, or null (said on the page) when it cannot be read.
+ * @param {Api} api @param {string} token @param {string} principal
+ */
+async function lookUp(api, token, principal) {
   try {
-    link = await api.get(`/v1/links/${encodeURIComponent(token)}`);
+    return await api.get(`/v1/links/${encodeURIComponent(token)}`);
   } catch (error) {
     if (error instanceof ApiError && error.code === "invalid_link") {
       say("This approval link is not valid here: it may be cut short, altered, or from another server. Nothing was decided.");
@@ -49,76 +98,175 @@ export async function showLink(api, token, principal, agentInfo) {
     } else if (!(error instanceof ApiError && error.status === 401)) {
       say(`${explain(error)} Nothing was decided.`);
     }
-    return;
+    return null;
   }
-  const pause = link.pause || null;
+}
+
+/** A link that answers nothing any more, in words, with no buttons. @param {any} link @param {any} pause */
+function showClosed(link, pause) {
   const view = pause && pause.view;
-  $("link-context").textContent = context(link, pause);
-  if (link.state !== "open" || !pause) {
-    $("link-page").dataset.state = link.state;
-    $("link-title").textContent = view ? `An approval request: “${view.title}”` : "An approval request";
-    const ours = CLOSED[link.state] || "This link does not answer anything any more. Nothing was decided.";
-    say(link.message && link.message !== ours ? `${ours} ${link.message}` : ours);
-    return;
-  }
-  $("link-title").textContent = "An approval request for you";
-  $("link-page").dataset.state = "open";
-  say("Decide on it below: nothing happens until you confirm on the card.");
-  const info = await agentInfo(link.agent);
-  const tool = info.tools.find((/** @type {any} */ t) => t.name === pause.name) || null;
-  const sent = new Set();
-  const session = `/v1/agents/${encodeURIComponent(link.agent)}/sessions/${encodeURIComponent(link.session_id)}`;
-  const card = new InterruptCard(pause, tool, {
-    answer: async (c, action, body) => {
-      const key = newKey();
-      sent.add(key);
-      const path = `${session}/interrupts/${encodeURIComponent(c.pause.ref)}/${action}`;
-      try {
-        await api.post(path, { ...body, pause_id: c.pause.pause_id, link: token }, { idempotencyKey: key });
-      } catch (error) {
-        if (error instanceof ApiError && error.status === 401) return;
-        if (error instanceof ApiError && MOVED_ON.has(error.code)) {
-          await showLink(api, token, principal, agentInfo); // what the link is now: used, expired, superseded
-          return;
-        }
-        throw new Error(`${explain(error)} Nothing was decided.`);
-      }
-      c.setBusy(false);
-      await settle(api, session, c, principal, sent);
-    },
-    validate: (toolName, kind, value) => api.post(
-      `/v1/agents/${encodeURIComponent(link.agent)}/tools/${encodeURIComponent(toolName)}/validate`, { [kind]: value }),
-    expired: () => say("Its time ran out: it can no longer be answered. Nothing was decided through this link."),
-    confirmAll: () => false,
-    canAnswer: true,
-    principal,
-    asker: { who: (pause.approval && pause.approval.requested_by) || null, at: pause.paused_at || null },
-  });
-  $("link-card").replaceChildren(card.el);
+  $("link-card").replaceChildren();
+  $("link-page").dataset.state = link.state;
+  $("link-title").textContent = view ? `An approval request: “${view.title}”` : "An approval request";
+  const ours = CLOSED[link.state] || "This link does not answer anything any more. Nothing was decided.";
+  say(link.message && link.message !== ours ? `${ours} ${link.message}` : ours);
 }
 
 /**
- * After an answer: the card as the session's events now say (decided, or counted and waiting
- * for others), and what that means for the person.
- * @param {Api} api @param {string} session @param {InterruptCard} card @param {string} principal @param {Set<string>} sent
+ * The open link's card, following its pause: the session's events from the feed, the countdown
+ * every second, and this page's own answers.
  */
-async function settle(api, session, card, principal, sent) {
-  const [detail, { entries }] = await Promise.all([api.get(session), api.get(session + "/audit")]);
-  const key = pauseKey(card.pause);
-  const states = cardStates([key], detail, entries, {
-    principal, now: Date.now(), ours: (e) => sent.has(e.idempotency_key), seenOpen: () => true,
-  });
-  const state = states.get(key);
-  card.apply(state);
-  if (!state) return;
-  if (state.kind === "counted") say("Your approval is counted; the others decide now. You can close this tab.");
-  else if (state.elsewhere) say("Someone answered it first: nothing was decided through this link. You can close this tab.");
-  else say("Recorded. You can close this tab.");
+class LinkFollower {
+  /**
+   * @param {Api} api @param {string} token @param {string} principal @param {any} link GET /v1/links/{token}
+   * @param {() => Promise<void>} reshow shows the link afresh (it no longer answers its pause)
+   */
+  constructor(api, token, principal, link, reshow) {
+    this.api = api;
+    this.token = token;
+    this.principal = principal;
+    this.link = link;
+    this.reshow = reshow;
+    this.session = `/v1/agents/${encodeURIComponent(link.agent)}/sessions/${encodeURIComponent(link.session_id)}`;
+    /** @type {InterruptCard} */
+    this.card = /** @type {InterruptCard} */ (/** @type {unknown} */ (null));
+    /** @type {Set<string>} idempotency keys of the answers this page sent */
+    this.sent = new Set();
+    this.reads = 0; // bumped by each read of the session: an older reply is dropped
+    this.stopped = false;
+    /** @type {{stop: () => void} | null} */
+    this.feed = null;
+    /** @type {ReturnType<typeof setInterval> | undefined} */
+    this.clock = undefined;
+    /** @type {ReturnType<typeof setTimeout> | undefined} the next look at a pause whose time ran out */
+    this.expiryLook = undefined;
+    this.expiryLooks = 0;
+  }
+
+  start() {
+    this.clock = setInterval(() => { if (this.card.open) this.card.tick(Date.now()); }, 1000);
+    this.feed = this.api.feed((_name, data) => {
+      if (data && data.agent === this.link.agent && data.session_id === this.link.session_id) this.news();
+    }, (state) => {
+      if (state === "live") this.news(); // following from now: read what happened before
+      else if (state === "unauthorized") this.stop(); // signed out (said by the console): nothing more moves
+    });
+  }
+
+  stop() {
+    this.stopped = true;
+    clearInterval(this.clock);
+    clearTimeout(this.expiryLook);
+    if (this.feed) this.feed.stop();
+  }
+
+  /** Something happened to the session: read it again (unless this page's own answer is under way). */
+  news() {
+    if (!this.card.answering) this.refresh();
+  }
+
+  /** Read the session and its audit trail; show what they say of the card's pause. */
+  async refresh() {
+    const read = ++this.reads;
+    let detail, entries;
+    try {
+      [detail, { entries }] = await Promise.all([this.api.get(this.session), this.api.get(this.session + "/audit")]);
+    } catch {
+      return; // out of reach, or signed out (said by the console): the next news reads it again
+    }
+    if (read !== this.reads || this.stopped) return;
+    if (!this.show(detail, entries)) await this.superseded();
+  }
+
+  /**
+   * Show the card's state as `detail` and `entries` give it, and what it means for the person;
+   * false when they give none (the pause is neither open nor settled in what was read).
+   * @param {{interrupts: any[]}} detail @param {any[]} entries
+   */
+  show(detail, entries) {
+    const key = pauseKey(this.card.pause);
+    const state = cardStates([key], detail, entries, {
+      principal: this.principal, now: Date.now(), ours: (e) => this.sent.has(e.idempotency_key), seenOpen: () => true,
+    }).get(key);
+    if (!state) return false;
+    this.card.apply(state);
+    if (this.card.el.dataset.state === "expiring") this.expired();
+    else say(stateWords(state, this.principal));
+    return true;
+  }
+
+  /** The call paused again since (the link's pause is gone, unanswered): show the link afresh. */
+  async superseded() {
+    try {
+      const now = await this.api.get(`/v1/links/${encodeURIComponent(this.token)}`);
+      if (now.state === "superseded" && !this.stopped) await this.reshow();
+    } catch {
+      /* the next news reads it again */
+    }
+  }
+
+  /** Its time ran out: say so, and read it again until the server's sweep settles it. */
+  expired() {
+    say("Its time ran out: it can no longer be answered. Nothing was decided through this link.");
+    if (this.expiryLook || this.expiryLooks++ >= EXPIRED_LOOKS) return;
+    this.expiryLook = setTimeout(async () => {
+      this.expiryLook = undefined;
+      if (this.stopped || this.card.el.dataset.state !== "expiring") return;
+      await this.refresh();
+    }, EXPIRED_LOOK);
+  }
+
+  /**
+   * The card's answer, through the link, with an idempotency key of its own.
+   * @param {InterruptCard} card @param {"approve" | "respond" | "deny"} action @param {any} body
+   */
+  async answer(card, action, body) {
+    const key = newKey();
+    this.sent.add(key);
+    const path = `${this.session}/interrupts/${encodeURIComponent(card.pause.ref)}/${action}`;
+    try {
+      await this.api.post(path, { ...body, pause_id: card.pause.pause_id, link: this.token }, { idempotencyKey: key });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) return;
+      if (error instanceof ApiError && MOVED_ON.has(error.code)) {
+        await this.reshow(); // what the link is now: used, expired, superseded
+        return;
+      }
+      throw new Error(`${explain(error)} Nothing was decided.`);
+    }
+    card.setBusy(false);
+    await this.refresh();
+  }
+}
+
+/**
+ * What the card's state means for the person who opened the link.
+ * @param {import("./cardstate.js").CardState} state @param {string} principal
+ */
+function stateWords(state, principal) {
+  const theirs = state.approvers.includes(principal);
+  switch (state.kind) {
+    case "open":
+      return "Decide on it below: nothing happens until you confirm on the card.";
+    case "counted":
+      return "Your approval is counted; the others decide now. You can close this tab.";
+    case "expiring":
+      return "Its time ran out: it can no longer be answered. Nothing was decided through this link.";
+    case "answered":
+      if (!state.elsewhere) return "Recorded. You can close this tab.";
+      return theirs ? "The others completed the approvals: your approval counted. You can close this tab."
+        : "Someone answered it first: nothing was decided through this link. You can close this tab.";
+    case "cancelled":
+      return "It was cancelled: it can no longer be answered. You can close this tab.";
+    case "expired":
+      return "Its time ran out: nobody answered in time, and the expiry decided. You can close this tab.";
+  }
 }
 
 /** @param {string} text */
 function say(text) {
-  $("link-message").textContent = text;
+  const message = $("link-message");
+  if (message.textContent !== text) message.textContent = text; // the same news is not said twice
 }
 
 /** "bankingAgent · asked by alice at 14:03:12 · session 3fa2b1c4…" @param {any} link @param {any} pause */

@@ -216,3 +216,59 @@ def test_the_requester_without_the_role_is_told_the_role_not_separation_of_dutie
     own = dave.locator(".card")
     expect(own.locator(".card-effect")).to_have_text("Approving this call takes treasury, which you do not hold.")
     expect(own.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+
+
+# -- found by a probe: a quorum's counted approval and its cancel, in the lists ------------------------
+
+
+def approve_as(bank: Bank, paused: dict[str, Any], who: str) -> None:
+    """``who`` approves the session's pause from another client."""
+    [pause] = paused["interrupts"]
+    url = f"{bank.url}/quorum/v1/agents/bank/sessions/{paused['session_id']}/interrupts/{pause['ref']}/approve"
+    reply = httpx.post(url, json={"pause_id": pause["pause_id"]}, headers={"Authorization": f"Bearer {who}-token"})
+    assert reply.status_code == 200, reply.text
+
+
+def test_the_inbox_does_not_count_a_quorum_pause_your_approval_is_counted_in(bank: Bank, browser, shots: Shots):
+    paused = bank.ask("quorum", "pay 500 to savings")
+    alice = browser.new_page()
+    alice.goto(f"{bank.url}/quorum/console/#token=alice-token&agent=bank")
+    expect(alice.locator("#feed-state")).to_have_text("live")
+    item = alice.locator("#inbox .session-item")
+    expect(alice.locator("#inbox-count")).to_have_text("1")
+    expect(item.locator(".pending-pill")).to_have_text("1")
+
+    approve_as(bank, paused, "alice")  # counted: it waits for bob or carol now, not for alice
+    for shown in ("live", "after a reload"):
+        expect(alice.locator("#inbox-count")).to_have_text("0")
+        expect(item).to_have_attribute("data-counted", "true")
+        expect(item.locator(".tag-counted")).to_have_text("Your approval is counted")
+        expect(item.locator(".pending-pill")).to_have_count(0)
+        shots(alice, f"inbox {shown}")
+        if shown == "live":
+            alice.reload()
+
+    bob = browser.new_page()  # still waiting for bob
+    bob.goto(f"{bank.url}/quorum/console/#token=bob-token&agent=bank")
+    expect(bob.locator("#inbox-count")).to_have_text("1")
+    expect(bob.locator("#inbox .session-item")).not_to_have_attribute("data-counted", "true")
+
+
+def test_a_cancel_under_a_quorum_says_how_many_had_approved(bank: Bank, browser, shots: Shots):
+    paused = bank.ask("quorum", "pay 500 to savings")
+    approve_as(bank, paused, "alice")
+    dave = browser.new_page()
+    open_session(dave, bank, "quorum", "dave", paused["session_id"])
+    dave.locator("#cancel-open").click()
+    dave.locator("#cancel-reason").fill("not this month")
+    dave.locator("#cancel-submit").click()
+    card = dave.locator(".card")
+    expect(card).to_have_attribute("data-state", "cancelled")
+    entry = dave.locator("#audit .audit-entry[data-decision=cancel]")
+    expect(entry.locator(".badge")).to_have_text("Cancelled (1 of 2 approvals in)")
+    expect(card.locator(".card-status")).to_contain_text("Cancelled (1 of 2 approvals in) by dave")
+    shots(dave, "cancelled")
+    url = f"{bank.url}/quorum/v1/agents/bank/sessions/{paused['session_id']}/audit"
+    entries = httpx.get(url, headers={"Authorization": "Bearer dave-token"}).json()["entries"]
+    [recorded] = [e for e in entries if e["decision"] == "cancel"]
+    assert (recorded["approvals"], recorded["required"]) == (1, 2)

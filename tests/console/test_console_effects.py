@@ -7,7 +7,7 @@ from __future__ import annotations
 from playwright.sync_api import Locator, expect
 
 from tests.console.conftest import Served, Shots
-from tests.console.steps import open_console, send
+from tests.console.steps import hold, open_console, send
 
 RAW = ("userApproval", "transfer_money", "pay_invoice", "run_shell", "chooseAccount", "Approved: Yes")
 # The console's own sentences about what a decision does (the view's title, summary and fields
@@ -100,3 +100,27 @@ def test_approving_for_the_session_says_what_else_it_approves(served: Served, br
     )
     no_raw_words(sentences(card))
     shots(page, "grant")
+
+
+def test_an_amount_typed_in_scientific_notation_is_confirmed_as_its_plain_number(served: Served, browser, shots: Shots):
+    """Found by a probe: "1e2" in a money field dropped "… will be sent to …" from the held
+    confirmation, which showed "Amount: 12.50 → 1e2", and the card then "1E+2". It is the plain
+    number it means, as a number field's "1e2" is 100."""
+    page = browser.new_page()
+    open_console(page, served, app="pay")
+    send(page, "Pay 1250.50 EUR to ACME GmbH (DE89370400440532013000) for invoice 2024-117.")
+    card = page.locator(".card")
+    card.get_by_role("button", name="Edit input").click()
+    card.locator("form[aria-label^='Edit']").get_by_label("Amount").fill("1.3e3")
+    card.get_by_role("button", name="Approve with this input").click()
+    confirm = card.locator(".card-confirm")
+    expect(confirm.locator(".confirm-text")).to_have_text(
+        "€1,300.00 will be sent to ACME GmbH (IBAN DE89370400440532013000) now."
+    )
+    expect(confirm).to_contain_text("Amount: 1250.50 → 1300")
+    expect(confirm).not_to_contain_text("e3")
+    shots(page, "plain-amount")
+    hold(page, confirm.get_by_role("button", name="Hold to approve the edited input"))
+    expect(card).to_have_attribute("data-state", "answered")
+    expect(card.locator(".card-status")).to_contain_text("Amount: 1250.50 → 1300")
+    assert [payment["amount"] for payment in served.paid] == ["1300"]

@@ -16,15 +16,18 @@ import httpx
 import pytest
 import uvicorn
 from playwright.sync_api import expect
+from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from examples import banking
+from pausepoint import ModelRequest, Pausepoint
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
 from tests.console.conftest import Served, Shots
 from tests.console.steps import approve, confirm, open_console, paused_session, send
-from tests.server.harness import TOKENS
+from tests.server.harness import TOKENS, serve_in_thread
 
 DEVELOPER_WORDS = ("Failed to fetch", "NetworkError", "Authorization", "Bearer", "credentials", "http_")
 
@@ -345,3 +348,76 @@ def test_a_feed_id_the_server_no_longer_takes_is_dropped_and_the_feed_goes_live(
     expect(page.locator("#feed-state")).to_have_text("live", timeout=20_000)
     assert refused  # it was asked to resume, refused, and went on from now
     expect(card).to_have_attribute("data-state", "open")
+
+
+class Topic(BaseModel):
+    topic: str
+
+
+class Count(BaseModel):
+    count: int = Field(ge=1, le=5, description="How many")
+    note: str = Field("", max_length=20)
+
+
+def counting(request: ModelRequest) -> Step:
+    """ "count apples" asks a person how many (``askCount``); then says what they answered."""
+    last = request.messages[-1]
+    if last.role == "user":
+        return tool_call("askCount", {"topic": last.text.removeprefix("count ")})
+    return f"Counted: {last_tool_results(request).get('askCount')}"
+
+
+@pytest.fixture
+def counter(tmp_path: Path) -> Iterator[str]:
+    """An agent whose question's answer has two fields with limits (``Count``), at ``/ask``: its URL."""
+
+    def factory() -> Starlette:
+        ai = Pausepoint()
+        ask = ai.define_interrupt(name="askCount", description="Ask how many.", input_schema=Topic, output_schema=Count)
+        ai.define_agent(name="counter", model=ScriptedModel(counting), tools=[ask],
+                        store=SqliteSessionStore(tmp_path / "count.db"))  # fmt: skip
+        return Starlette(routes=[Mount("/ask", create_app(ai, auth=BearerTokens(TOKENS), feed_interval=0.2))])
+
+    with serve_in_thread(factory) as url:
+        yield f"{url}/ask"
+
+
+def test_an_answer_refused_once_the_server_is_back_shows_each_problem_by_its_field(counter: str, browser):
+    """Found by a probe: the card's status listed the server's problems, but the form, opened
+    again, marked no field; and after one was fixed, the stale status (the fixed problem too)
+    stayed on the card."""
+    page = browser.new_page()
+    page.goto(f"{counter}/console/#token=alice-token&agent=counter")
+    expect(page.locator("#feed-state")).to_have_text("live")
+    send(page, "count apples")
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    page.route("**/ask/v1/**", lambda route: route.abort("connectionrefused") if route.request.method == "POST"
+               else route.continue_())  # fmt: skip
+    card.get_by_role("button", name="Respond").click()
+    form = card.locator("form[aria-label^='Respond']")
+    form.get_by_label("count").fill("9")
+    form.get_by_label("note").fill("n" * 25)
+    form.get_by_role("button", name="Send answer").click()
+    confirm(page, card, "send this answer")
+    status = card.locator(".card-status")
+    expect(status).to_contain_text("sent again once it is back")
+
+    page.unroute("**/ask/v1/**")
+    expect(status).to_contain_text("less than or equal to 5", timeout=20_000)  # refused, said on the card
+    expect(card).to_have_attribute("data-state", "open")
+    card.get_by_role("button", name="Respond").click()
+    count_error, note_error = (form.locator(f"[data-field={name}] .field-error") for name in ("count", "note"))
+    expect(count_error).to_have_text("Input should be less than or equal to 5.")
+    expect(note_error).to_have_text("String should have at most 20 characters.")
+
+    form.get_by_label("count").fill("2")
+    form.get_by_role("button", name="Send answer").click()
+    expect(count_error).to_be_hidden()
+    expect(note_error).to_be_visible()
+    expect(status).to_have_text("")  # the refusal of the earlier try no longer holds
+
+    form.get_by_label("note").fill("ok")
+    form.get_by_role("button", name="Send answer").click()
+    expect(card).to_have_attribute("data-state", "answered")
+    expect(page.locator(".msg-model .msg-body").last).to_have_text("Counted: {'count': 2, 'note': 'ok'}")
