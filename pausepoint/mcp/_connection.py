@@ -394,7 +394,12 @@ class McpConnection:
                     self.name, self._named = client.server_info.name, True
                 if not ready.done():
                     ready.set_result(None)
-                await live.stop.wait()
+                listening = asyncio.ensure_future(self._listen(client))
+                try:
+                    await live.stop.wait()
+                finally:
+                    listening.cancel()
+                    await asyncio.gather(listening, return_exceptions=True)
         except BaseException as exc:  # the transport failed, or the server died
             live.broken = True
             if not ready.done():
@@ -405,6 +410,20 @@ class McpConnection:
             live.broken = True
             if self._live is live:
                 self._live = None
+
+    async def _listen(self, client: Client) -> None:
+        """Hear the server say its tools changed on a 2026 connection, which tells only the
+        subscribers of ``subscriptions/listen`` (an earlier one sends the notice to every client:
+        ``_on_message``). A server that takes no subscription is compared when calls need it
+        (``_tools._Catalog``)."""
+        with contextlib.suppress(Exception):  # an earlier protocol, a refusal, the connection gone
+            async with client.listen(tools_list_changed=True) as changes:
+                async for _ in changes:
+                    self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        for listener in list(self.on_tools_changed):
+            listener()
 
     async def _on_message(self, live: _Live, message: Any) -> None:
         if isinstance(message, Exception):
@@ -417,8 +436,7 @@ class McpConnection:
                         unread.set_result(message)
             return
         if isinstance(getattr(message, "root", message), types.ToolListChangedNotification):
-            for listener in list(self.on_tools_changed):
-                listener()
+            self._tools_changed()
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         if isinstance(self.target, StdioServerParameters):

@@ -5,7 +5,8 @@ Run over stdio (``python -m tests.mcp.bank_server``) or streamable HTTP
 to the file named by ``BANK_LEDGER`` (one JSON line), so tests count what reached the server.
 ``BANK_VERSION=2`` changes ``transfer``'s schema (a required ``memo``); ``BANK_VERSION=currency``
 adds a ``currency`` that defaults to euros (so a call made for the first version still runs);
-``BANK_VERSION=untyped`` leaves ``amount``'s type out of its schema. With ``BANK_KEY`` set,
+``BANK_VERSION=untyped`` leaves ``amount``'s type out of its schema; ``BANK_VERSION=changing`` has a
+``require_memos`` tool that changes ``transfer`` and tells the listening clients so. With ``BANK_KEY`` set,
 the server seals its questions' state with that key, so a restarted server accepts them.
 """
 
@@ -16,7 +17,7 @@ import os
 import sys
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Elicit, ElicitationResult, MCPServer, RequestStateSecurity, Resolve
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, RequestStateSecurity, Resolve
 from pydantic import BaseModel, Field
 
 KEY = os.environ.get("BANK_KEY")
@@ -55,6 +56,28 @@ elif os.environ.get("BANK_VERSION") == "currency":
         """Transfer money between accounts (in a currency)."""
         record("transfer", amount=amount, to_account=to_account, currency=currency)
         return f"Transferred {amount} {currency} to {to_account}."
+
+elif os.environ.get("BANK_VERSION") == "changing":
+
+    @mcp.tool()
+    def transfer(amount: int, to_account: str) -> str:
+        """Transfer money between accounts."""
+        record("transfer", amount=amount, to_account=to_account)
+        return f"Transferred ${amount} to {to_account}."
+
+    def transfer_with_memo(amount: int, to_account: str, memo: str) -> str:
+        """Transfer money between accounts (with a memo)."""
+        record("transfer", amount=amount, to_account=to_account, memo=memo)
+        return f"Transferred ${amount} to {to_account} ({memo})."
+
+    @mcp.tool()
+    async def require_memos(ctx: Context) -> str:
+        """From now on, a transfer needs a memo: the server tells its listeners."""
+        record("require_memos")
+        mcp.remove_tool("transfer")
+        mcp.add_tool(transfer_with_memo, name="transfer")
+        await ctx.notify_tools_changed()
+        return "Transfers need a memo now."
 
 elif os.environ.get("BANK_VERSION") == "untyped":
 

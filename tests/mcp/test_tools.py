@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -245,6 +246,29 @@ async def test_an_approved_call_is_not_sent_to_a_server_redeployed_with_another_
     assert "McpError: MCP server 'bank' changed tool 'transfer' since" in res.text
     assert "was not sent" in res.text
     await connection.aclose()
+
+
+async def test_a_change_the_server_announces_fails_the_next_call_unsent(ledger: Ledger) -> None:
+    """A 2026 server tells only the clients that listen (``subscriptions/listen``): the
+    connection listens, so a call made after the notice is compared with the new listing and
+    not sent (found by a probe: the notice never arrived, and a call not paused went out on the
+    definition it was made for)."""
+    ai = Pausepoint()
+    changing = stdio_bank(ledger, BANK_VERSION="changing")
+    tools = await ai.mcp_tools_async(changing, include=["transfer", "require_memos"])
+    move = [tool_call("transfer", {"amount": 500, "to_account": "savings"})]
+    model = script([tool_call("require_memos", {})], "Noted.", move, lambda req: str(last_tool_results(req)))
+    agent = ai.define_agent(name="teller", model=model, tools=tools, store=InMemorySessionStore())
+    chat = agent.chat()
+    assert (await chat.send("Memos from now on.")).text == "Noted."
+    for _ in range(100):  # the notice travels beside the reply: give it a moment to be heard
+        if tools[0]._catalog._checked is None:
+            break
+        await asyncio.sleep(0.05)
+    res = await chat.send("Move $500 to savings.")
+    assert "changed tool 'transfer' since" in res.text and "was not sent" in res.text
+    assert [e["tool"] for e in ledger.entries()] == ["require_memos"]  # nothing else reached it
+    await changing.aclose()
 
 
 def _stop_bank_servers() -> int:
