@@ -8,9 +8,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictFloat, StrictInt, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictFloat, StrictInt, Tag, WithJsonSchema
 
 from .content._messages import MediaPart, Message, TextPart
+from .errors import InvalidGrant
 from .session._grants import Grant
 from .session._interrupts import ToolResponse, ToolRestart
 
@@ -68,6 +69,11 @@ class SendBody(_Body):
     ]
 
 
+def _bounded(*kinds: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema: one of ``kinds`` of number, each at most 10**9, or null (none)."""
+    return {"anyOf": [*({**kind, "maximum": 10**9} for kind in kinds), {"type": "null"}], "default": None}
+
+
 class GrantBody(_Body):
     """Later calls an approval approves too (``Grant``): calls of ``tool`` (default: the paused
     call's) in this session, within ``bounds`` (input field -> ``equals`` / ``one_of`` / ``min``
@@ -76,13 +82,14 @@ class GrantBody(_Body):
 
     tool: str | None = None
     bounds: dict[str, dict[str, Any]] | None = None
-    # Strict: a JSON true is no count and "60" no duration (lax would read them as 1 and 60).
-    uses: StrictInt | None = Field(default=None, ge=1, le=10**9)
-    # Bounds on each kind of number, so that the JSON schema says them (on the union they did not);
-    # a microsecond at least: a duration is kept to the microsecond.
-    ttl_seconds: (
-        Annotated[StrictFloat, Field(ge=1e-6, le=10**9)] | Annotated[StrictInt, Field(gt=0, le=10**9)] | None
-    ) = None
+    # Strict: a JSON true is no count and "60" no duration (lax would read them as 1 and 60). The
+    # ranges are the schema's to say and the core's to check (InvalidGrant, 422, as a local chat's
+    # grant is refused): a microsecond at least, as a duration is kept to the microsecond.
+    uses: Annotated[StrictInt | None, WithJsonSchema(_bounded({"type": "integer", "minimum": 1}))] = None
+    ttl_seconds: Annotated[
+        StrictFloat | StrictInt | None,
+        WithJsonSchema(_bounded({"type": "number", "minimum": 1e-6}, {"type": "integer", "exclusiveMinimum": 0})),
+    ] = None
 
     @classmethod
     def of(cls, grant: Grant | None) -> GrantBody | None:
@@ -90,7 +97,10 @@ class GrantBody(_Body):
         return None if grant is None else cls.model_validate(grant.scope())
 
     def to_grant(self) -> Grant:
-        ttl = None if self.ttl_seconds is None else timedelta(seconds=self.ttl_seconds)
+        seconds = self.ttl_seconds
+        if seconds is not None and not 1e-6 <= seconds <= 10**9:  # else no timedelta, or one refused as 0
+            raise InvalidGrant(f"a grant's ttl_seconds is from 0.000001 to 10**9 (about 31 years), not {seconds!r}")
+        ttl = None if seconds is None else timedelta(seconds=seconds)
         return Grant(tool=self.tool, bounds=self.bounds, uses=self.uses, ttl=ttl)
 
 

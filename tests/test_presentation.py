@@ -123,6 +123,9 @@ def test_a_failing_function_falls_back_and_is_logged(caplog):
         (lambda: PauseDisplay(fields=["amount", "iban"]), "fields names 'iban'"),
         (lambda: PauseDisplay(summary="{to_account.upper}"), "may name input fields only"),
         (lambda: PauseDisplay(summary="{amount"), "not a valid template"),
+        # a field is filled in with its text as shown: a spec failed at every render (found by a probe)
+        (lambda: PauseDisplay(title="Pay {amount:.2f}"), r"fills \{amount\} in with the field's text as shown"),
+        (lambda: PauseDisplay(summary="To {to_account!r}"), r"which '!r' does not apply to"),
         (lambda: PauseDisplay(risk="severe"), "risk must be one of low, normal, high"),  # type: ignore[arg-type]
         (lambda: PauseDisplay(fields="amount"), "sequence of input field names"),
         (lambda: PauseDisplay(title=42), "template string or a function"),  # type: ignore[arg-type]

@@ -106,13 +106,23 @@ def test_bad_definitions_are_refused():
     for bad in (0, -0.5, float("nan"), "1", True, None):
         with pytest.raises(DefinitionError, match="abort_poll must be a positive number of seconds"):
             ai.define_agent(name="e", model=ScriptedModel([]), abort_poll=bad)  # type: ignore[arg-type]
+    # A cache that can hold no session, a checkpoint interval that is no count (found by a probe:
+    # taken, then every call raised KeyError or TypeError — the send written all the same).
+    for bad in (0, -1, 1.5, "8", True, None):
+        with pytest.raises(DefinitionError, match="cache_size must be a whole number of at least 1"):
+            ai.define_agent(name="e", model=ScriptedModel([]), cache_size=bad)  # type: ignore[arg-type]
+        if bad is not None:
+            with pytest.raises(DefinitionError, match="checkpoint_every must be a whole number of at least 1, or None"):
+                agent.checkpoint_every = bad  # type: ignore[assignment]
+    agent.checkpoint_every = None  # never write checkpoints
+    agent.checkpoint_every = 16
     # Nor a time-to-live that no date is that far ahead of (found by a probe: 9,000 years was
     # taken, then the turn raised OverflowError with a sibling call run and the session stuck).
     for ttl in (-5, 0, timedelta(0), "60", True, float("nan"), float("inf"), 1e12, timedelta(days=365 * 9000)):
         with pytest.raises(DefinitionError, match=r"ttl must be a positive timedelta of at most 10\*\*9 seconds"):
             ai.define_interrupt("ask", input_schema=Question, ttl=ttl)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match=r"ttl must be a positive timedelta of at most 10\*\*9 seconds"):
-            Interrupt(ttl=ttl)  # type: ignore[arg-type]
+        with pytest.raises(DefinitionError, match=r"ttl must be a positive timedelta of at most 10\*\*9 seconds"):
+            Interrupt(ttl=ttl)  # type: ignore[arg-type]  # as README says (it was a plain ValueError)
     assert Interrupt(ttl=10**9).ttl == timedelta(seconds=10**9)
 
 

@@ -80,14 +80,9 @@ class Agent:
         approval: ApprovalPolicy | None = None,
         known_tools: set[str] | None = None,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise DefinitionError(f"an agent needs a name (a non-empty string), not {name!r}")
         if max_turns is None:  # as in Genkit: the default limit
             max_turns = 10
-        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-            raise DefinitionError(f"agent {name!r}: max_turns must be a whole number of at least 1, not {max_turns!r}")
-        if tool_errors not in ("model", "fail"):
-            raise DefinitionError(f"agent {name!r}: tool_errors must be 'model' or 'fail'")
+        _check_options(name, max_turns, tool_errors, cache_size)
         self.name = name
         self.model = model
         self.system = system
@@ -188,6 +183,10 @@ class Agent:
 
     @checkpoint_every.setter
     def checkpoint_every(self, every: int | None) -> None:
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise DefinitionError(
+                f"agent {self.name!r}: checkpoint_every must be a whole number of at least 1, or None, not {every!r}"
+            )
         self.sessions.checkpoint_every = every
 
     @property
@@ -313,3 +312,14 @@ def _duration(agent: str, option: str, value: object) -> timedelta:
             f"agent {agent!r}: {option} must be a timedelta or number of seconds, zero or more, not {value!r}"
         )
     return duration
+
+
+def _check_options(name: str, max_turns: int, tool_errors: str, cache_size: int) -> None:
+    """Raise ``DefinitionError`` for an agent's name or option no agent can run with."""
+    if not isinstance(name, str) or not name:
+        raise DefinitionError(f"an agent needs a name (a non-empty string), not {name!r}")
+    for option, value in (("max_turns", max_turns), ("cache_size", cache_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DefinitionError(f"agent {name!r}: {option} must be a whole number of at least 1, not {value!r}")
+    if tool_errors not in ("model", "fail"):
+        raise DefinitionError(f"agent {name!r}: tool_errors must be 'model' or 'fail'")

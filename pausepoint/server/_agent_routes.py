@@ -24,7 +24,7 @@ from ..runtime._agent import Agent
 from ..runtime._chat import Chat, DetachedTurn
 from ..runtime._launch import TurnStatus
 from ..session._interrupts import ToolResponse, ToolRestart
-from ..session._state import Pause, SessionState
+from ..session._state import SessionState
 from ..stores import SessionSummary
 from . import _genkit as genkit
 from ._auth import current_tenant
@@ -32,7 +32,15 @@ from ._limits import check_history, check_message_size, read_json
 from ._params import idempotency_key, no_key_unless_named
 from ._replies import json_response
 from ._service import Service, service_of
-from ._snapshots import check_continuable, latest_snapshot, parse_snapshot_id, read_state, snapshot_at, status_at
+from ._snapshots import (
+    check_continuable,
+    latest_snapshot,
+    parse_snapshot_id,
+    read_state,
+    shown_pauses,
+    snapshot_at,
+    status_at,
+)
 from ._turns import run_turn, wants_stream
 
 __all__ = ["abort", "get_snapshot", "turn"]
@@ -185,10 +193,10 @@ async def _chat_for(
         try:
             check_continuable(state, version, agent.clock(), agent.abandon_after)
         except StaleSnapshot:
-            closed = _closed_pauses(state, wire)
-            if closed is None:
+            shown = await _pauses_shown(agent, state, version, wire)
+            if shown is None:
                 raise
-            return chat, closed  # the core says why they cannot be answered (as by sessionId)
+            return chat, shown  # those pauses are answered, or the core says why they cannot be
         seen = {p.record.call_ref: p.record.ref for p in state.open.values()}
         if wire.message is not None:
             check_history(summary, service.limits)
@@ -210,22 +218,23 @@ async def _chat_for(
     return chat, {}
 
 
-def _closed_pauses(state: SessionState, wire: genkit.GenkitTurn) -> dict[str, str] | None:
-    """For answers sent with a snapshot that is no longer the newest: each call's latest pause,
-    when every call answered has one that was answered or expired since (a second approver, an
-    expiry the server settled) — bound to those, the answers are refused as already answered or
-    expired, what happened, not as a stale snapshot. None otherwise (a message, or a call whose
-    pause is still open: stale it is)."""
+async def _pauses_shown(
+    agent: Agent, state: SessionState, version: int, wire: genkit.GenkitTurn
+) -> dict[str, str] | None:
+    """For answers sent with a snapshot that is no longer the newest (another surface answered
+    one of its pauses, an approver counted, the expiry sweep settled one): each answered call's
+    pause that snapshot showed, when it showed one for every call — bound to those, the answers
+    answer them if they are still open, or are refused for what happened to them (answered,
+    expired, paused again since), never applied to a pause the client was not shown. None
+    otherwise (a message, or a call the snapshot showed no pause of: stale it is)."""
     refs = [a.ref for a in wire.respond] + [a.ref for a in wire.restart]
     if wire.message is not None or not refs:
         return None
-    latest: dict[str, Pause] = {}
-    for pause in state.pauses.values():  # in the order they paused: a call's latest last
-        latest[pause.record.call_ref] = pause
-    found = {ref: latest[ref] for ref in refs if ref in latest}
-    if len(found) < len(refs) or any(p.answer is None for p in found.values()):
+    shown = await shown_pauses(agent.store, state, version)
+    by_call = {state.pauses[p].record.call_ref: p for p in shown if p in state.pauses}
+    if any(ref not in by_call for ref in refs):
         return None
-    return {ref: pause.record.ref for ref, pause in found.items()}
+    return {ref: by_call[ref] for ref in refs}
 
 
 async def _may_take(

@@ -97,7 +97,7 @@ def create_app(
     """
     ops = frozenset(operators)
     policy = policy or OwnerPolicy(operators=ops)  # operators span tenants
-    _check_policy(policy)
+    _check_access(auth, policy)
     _check_reach(links, slack)
     feed = Feed(ai, interval=feed_interval)
     expiry = ExpirySweep(ai, interval=expiry_interval, settled=feed.notify)
@@ -134,7 +134,12 @@ def _sender(ai: Pausepoint, webhooks: bool | WebhookSender, links: ApprovalLinks
     return sender
 
 
-def _check_policy(policy: AccessPolicy) -> None:
+def _check_access(auth: Authenticator, policy: AccessPolicy) -> None:
+    if not callable(auth):  # else every request would be a 500
+        raise DefinitionError(
+            f"auth must be a callable from a request to its principal (BearerTokens({{...}}), OidcBearer(...), "
+            f"your own), not {auth!r}"
+        )
     missing = [m for m in ("can_view", "can_answer", "can_converse", "inbox_owner") if not hasattr(policy, m)]
     if missing:
         raise DefinitionError(

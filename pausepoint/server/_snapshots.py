@@ -18,9 +18,11 @@ from ..errors import NotFound, StaleSnapshot, TurnInProgress
 from ..runtime._chat import Chat
 from ..runtime._launch import TurnStatus, end_status, status_of
 from ..session._interrupts import PendingInterrupt
+from ..session._records import TurnEnded, decode_record
 from ..session._response import AgentResponse
 from ..session._state import Detached, SessionState
 from ..session._views import pending_interrupt, response_for
+from ..stores import SessionStore
 from ._params import ascii_digits
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "latest_snapshot",
     "parse_snapshot_id",
     "read_state",
+    "shown_pauses",
     "snapshot_at",
     "snapshot_id",
     "status_at",
@@ -189,3 +192,17 @@ def _running(state: SessionState, detached: Detached, now: datetime, abandon_aft
         updated_at=state.last_activity,
         parent_id=_parent(state, detached.version),
     )
+
+
+async def shown_pauses(store: SessionStore, state: SessionState, version: int) -> list[str]:
+    """The pauses (their ids) the snapshot ``<session>.<version>`` showed open: those of the turn
+    end it names, read from the log (none for an id that names no ended turn)."""
+    detached = state.detached.get(version)
+    end_version = detached.end_version if detached is not None else version
+    if state.end_reason(end_version) is None:
+        return []
+    found = await store.read(state.session_id, end_version - 1)
+    if found is None or not found.entries or found.entries[0].version != end_version:
+        return []
+    ended = decode_record(found.entries[0].data)
+    return list(ended.open_refs) if isinstance(ended, TurnEnded) else []

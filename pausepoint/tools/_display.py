@@ -181,13 +181,19 @@ def _placeholders(template: str, tool_name: str, kind: str) -> list[str]:
     except ValueError as exc:
         raise DefinitionError(f"tool {tool_name!r}: the display's {kind} is not a valid template: {exc}") from None
     names = []
-    for _, name, _, _ in parsed:
+    for _, name, spec, conversion in parsed:
         if name is None:
             continue
         if not name.isidentifier():
             raise DefinitionError(
                 f"tool {tool_name!r}: the display's {kind} may name input fields only ({{{name}}}: "
                 "use a function of the input for anything more)"
+            )
+        if spec or conversion:  # a field is filled in with its text as shown ("€1,250.50"), not its value
+            given = f"!{conversion}" if conversion else f":{spec}"
+            raise DefinitionError(
+                f"tool {tool_name!r}: the display's {kind} fills {{{name}}} in with the field's text as shown, "
+                f"which {given!r} does not apply to: write {{{name}}}, or use a function of the input"
             )
         names.append(name)
     return names

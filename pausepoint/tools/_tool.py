@@ -66,7 +66,7 @@ class Interrupt(Exception):
         self.metadata: dict[str, Any] | None = metadata
         self.ttl = None if ttl is None else duration(ttl, seconds=True)
         if ttl is not None and self.ttl is None:
-            raise ValueError(f"Interrupt ttl must be {SAID}, or that many seconds; not {ttl!r}")
+            raise DefinitionError(f"Interrupt ttl must be {SAID}, or that many seconds; not {ttl!r}")
 
 
 def is_async_callable(fn: object) -> bool:

@@ -124,7 +124,7 @@ async def test_grants_are_given_listed_and_revoked_over_rest(bank):
             f"{sessions}/{mine['session_id']}/interrupts/{her_pause['ref']}/approve", json={}, headers=ALICE
         )
         assert her_own.status_code == 403 and her_own.json()["error"]["details"]["reason"] == "separation_of_duties"
-        for bad, code in (({"grant": {"uses": 0}}, 400), ({"grant": {"bounds": {"nope": {"max": 1}}}}, 422)):
+        for bad, code in (({"grant": {"uses": 0}}, 422), ({"grant": {"bounds": {"nope": {"max": 1}}}}, 422)):
             refused = await http.post(approve, json=bad, headers=ALICE)
             assert refused.status_code == code, refused.text
         denied = await http.post(f"{session}/interrupts/{pause['ref']}/deny", json={"grant": {}}, headers=ALICE)
@@ -303,3 +303,21 @@ async def test_who_may_answer_is_checked_before_which_answer_a_pause_takes(bank)
         wrong = await http.post(respond, json={"output": "sent"}, headers=ALICE)  # treasury: not a made-up result
         assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "decision_not_allowed"
         assert bank.ledger == []
+
+
+async def test_a_grant_out_of_range_is_the_same_refusal_through_the_client_as_in_a_local_chat(bank):
+    """Found by a probe: the client raised InvalidRequest with pydantic's report of the request's
+    schema, where a local chat raises InvalidGrant: a grant refused is InvalidGrant everywhere."""
+    from pausepoint import Grant
+    from pausepoint.client import Client
+    from pausepoint.errors import InvalidGrant
+
+    async with Client(f"{bank.url}/grants", token="d") as dave, Client(f"{bank.url}/grants", token="a") as alice:
+        asked = await dave.agent("bank").chat().send("pay 500 to savings")
+        chat = alice.agent("bank").chat(asked.session_id)
+        for grant in (Grant(uses=0), Grant(uses=10**10), Grant(ttl=timedelta(days=-1)), Grant(ttl=timedelta(0))):
+            with pytest.raises(InvalidGrant, match="a grant's"):
+                await chat.approve(asked.interrupts[0].ref, grant=grant)
+        assert bank.ledger == []
+        done = await chat.approve(asked.interrupts[0].ref, grant=Grant(uses=2))
+    assert done.finish_reason == "stop" and bank.ledger == ["500->savings"]

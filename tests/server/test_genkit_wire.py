@@ -492,3 +492,42 @@ async def test_an_answers_interrupt_response_metadata_is_recorded_as_its_own_as_
         [entry] = [e for e in (await http.get(audit, headers=ALICE)).json()["entries"] if e["ref"] == ref]
         recorded.append(entry["metadata"])
     assert recorded == [{"ticket": "T-1", "note": "ok"}, None]
+
+
+async def test_answers_sent_with_a_snapshot_answer_the_pauses_it_showed_after_another_surface_answered_one(
+    tmp_path, http
+):
+    """README: answers sent with ``init.snapshotId`` answer the pauses that snapshot showed. A
+    REST approval of one of its two pauses made a newer snapshot, and the wire's approval of the
+    other, sent with the id the client held, was refused ``stale_snapshot`` (found by a probe);
+    it answers that pause now, and one since answered is refused for that."""
+    ai = Pausepoint()
+    ran: list[str] = []
+
+    @ai.tool(requires_approval=True)
+    async def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return f"deployed {env}"
+
+    both = [tool_call("deploy", {"env": "staging"}), tool_call("deploy", {"env": "prod"})]
+    steps = [both, "Both deployed."]
+    ai.define_agent(name="ops", model=ScriptedModel(steps), tools=[deploy], store=SqliteSessionStore(tmp_path / "d.db"))
+    with serve_in_thread(lambda: create_app(ai, auth=BearerTokens({"alice-token": "alice"}))) as url:
+        agent = url + "/agents/ops"
+        out = (await http.post(agent, json={"data": user("deploy both")}, headers=ALICE)).json()["result"]
+        staging, prod = (part["toolRequest"] for part in out["message"]["content"])
+        held = out["snapshotId"]
+        rest = f"{url}/v1/agents/ops/sessions/{out['sessionId']}"
+        assert (await http.post(f"{rest}/interrupts/{staging['ref']}/approve", headers=ALICE)).status_code == 200
+
+        def restart(call: dict[str, Any]) -> dict[str, Any]:
+            return {"data": {"resume": {"restart": [{"toolRequest": call}]}}, "init": {"snapshotId": held}}
+
+        again = await http.post(agent, json=restart(staging), headers=ALICE)
+        assert (again.status_code, again.json()["error"]["code"]) == (409, "already_resolved")
+        done = await http.post(agent, json=restart(prod), headers=ALICE)
+        assert done.status_code == 200, done.text
+        assert done.json()["result"]["finishReason"] == "stop" and ran == ["staging", "prod"]
+        message = await http.post(agent, json={"data": user("And?"), "init": {"snapshotId": held}}, headers=ALICE)
+        assert (message.status_code, message.json()["error"]["code"]) == (409, "stale_snapshot")  # as ever

@@ -64,10 +64,12 @@ async def test_refusals_leave_the_session_unchanged(served, http):
          {"output": {"approved": True}, "grant": {"ttl_seconds": "60"}}, 400, "invalid_request"),
         ("a grant's time that is no number", base + f"/interrupts/{ref}/respond", ALICE,
          {"output": {"approved": True}, "grant": {"ttl_seconds": True}}, 400, "invalid_request"),
+        # a value out of range is a grant refused, as a local chat's is (found by a probe: 400 and
+        # pydantic's report, where the client raised InvalidRequest and a local chat InvalidGrant)
         ("a grant's time below a microsecond", base + f"/interrupts/{ref}/respond", ALICE,
-         {"output": {"approved": True}, "grant": {"ttl_seconds": 1e-7}}, 400, "invalid_request"),
+         {"output": {"approved": True}, "grant": {"ttl_seconds": 1e-7}}, 422, "invalid_grant"),
         ("a grant's uses past any session's", base + f"/interrupts/{ref}/respond", ALICE,
-         {"output": {"approved": True}, "grant": {"uses": 10**10}}, 400, "invalid_request"),
+         {"output": {"approved": True}, "grant": {"uses": 10**10}}, 422, "invalid_grant"),
         ("unknown agent", served.bank + "/v1/agents/nobody/sessions/x/resume", ALICE, {}, 404, "not_found"),
         ("other principal", base + f"/interrupts/{ref}/respond", BOB, {"output": {"approved": True}}, 404,
          "session_not_found"),
@@ -319,3 +321,13 @@ def test_an_expiry_interval_or_a_senders_times_no_loop_can_keep_are_definition_e
         WebhookSender(ai, lease=interval)
     with pytest.raises(DefinitionError, match="WebhookSender: interval must be seconds"):
         WebhookSender(ai, interval=interval)
+
+
+def test_an_app_without_an_authenticator_is_refused_when_it_is_built():
+    """``create_app(ai, auth=None)`` was taken, then answered every request 500 (found by a probe)."""
+    from pausepoint import Pausepoint
+    from pausepoint.server import create_app
+
+    for auth in (None, "alice-token", {"t": "alice"}):
+        with pytest.raises(DefinitionError, match="auth must be a callable from a request to its principal"):
+            create_app(Pausepoint(), auth=auth)  # type: ignore[arg-type]
