@@ -55,7 +55,7 @@ def locate(state: SessionState, answer: Answer, via: str) -> Pause:
     """The pause ``answer`` names: by the call's ref (its ``pause_id``, or the live pause), or by
     the pause's own ref that logs written before refs were per call showed; a refusal otherwise."""
     ref, name = answer.ref, answer.name
-    legacy = state.pauses.get(ref) if not answer.pause_id else None
+    legacy = state.pauses.get(ref) if answer.pause_id is None else None
     if legacy is not None:
         return legacy
     call = state.calls.get(ref)
@@ -65,7 +65,7 @@ def locate(state: SessionState, answer: Answer, via: str) -> Pause:
         raise InterruptNameMismatch(
             f"ref {ref!r} is a call of {call.request.name!r}, not {name!r}", ref=ref, actual=call.request.name
         )
-    if answer.pause_id:
+    if answer.pause_id is not None:  # that pause only: "" names none
         pause = state.pauses.get(answer.pause_id)
         if pause is None or pause.record.call_ref != ref:
             raise UnknownInterrupt(
@@ -274,7 +274,7 @@ def _edit(state: SessionState, pause: Pause, answer: ToolRestart, tool: Tool, ct
     if replaced == paused.input or answer.replace_input == paused.input:
         return None  # the same input again is no edit (Genkit's clients send it that way)
     if not tool.allow_input_edits:
-        if not answer.pause_id and state.calls[ref].changed:
+        if answer.pause_id is None and state.calls[ref].changed:
             raise _changed(pause, ctx.via)  # the input an earlier pause showed, not an edit
         raise InputEditNotAllowed(
             f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref

@@ -99,3 +99,9 @@ def configure(level: str, log_format: str) -> None:
         logger.setLevel(level.upper())
         logger.propagate = False
     logging.getLogger("uvicorn.access").disabled = True
+    # Every other library's records too, in the same format: the MCP SDK's server would install
+    # its own handler (Rich's boxes and colours) on a root that has none, and writes a line at
+    # info for every request, so it says only warnings and worse unless asked for debug.
+    logging.getLogger().handlers = [handler]
+    mcp = logging.getLogger("mcp")
+    mcp.setLevel("DEBUG" if level.upper() == "DEBUG" else max(logging.WARNING, logging.getLevelName(level.upper())))

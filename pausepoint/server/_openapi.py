@@ -182,5 +182,7 @@ def _operation(path: str, operation: Operation[Any], body: dict[str, Any] | None
     if parameters:
         written["parameters"] = parameters
     if body is not None:
-        written["requestBody"] = {"required": True, "content": _json(body)}
+        # a body whose every field is optional may be left out: the handler reads none as {}
+        needed = operation.body is not None and any(f.is_required() for f in operation.body.model_fields.values())
+        written["requestBody"] = {"required": needed, "content": _json(body)}
     return written

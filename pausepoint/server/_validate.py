@@ -63,8 +63,8 @@ VALIDATE = Operation(
 
 async def validate(request: Request) -> Response:
     service = service_of(request)
+    await service.principal(request)  # first: without a token every route answers 401 alike
     agent = service.agent(request.path_params["agent"])
-    await service.principal(request)
     name = request.path_params["tool"]
     tool = agent.tools.get(name)
     if tool is None:

@@ -127,17 +127,24 @@ async def test_json_log_lines_carry_no_terminal_colours(tmp_path):
     """uvicorn hands its records a ``color_message`` with ANSI escapes, for its own coloured
     formatter: a JSON line is for a log collector, and carries neither."""
     proc = start("serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}", "--log-format",
-                 "json")  # fmt: skip
+                 "json", "--mcp")  # fmt: skip
     try:
         base = served_at(proc)
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             assert (await http.get("/healthz")).status_code == 200
+            # the MCP SDK's records too (found by a probe: its own handler drew Rich boxes, a
+            # traceback a client could cause among them, and a line at info for every request)
+            mcp = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+            for number, method in enumerate(("tools/list", "prompts/get")):
+                call = {"jsonrpc": "2.0", "id": number, "method": method, "params": {"name": "x"}}
+                assert (await http.post("/mcp", json=call, headers=mcp)).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
 
     lines = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line is JSON
     assert any(e["logger"].startswith("uvicorn") for e in lines)  # uvicorn's own records are there
+    assert not [e for e in lines if e["logger"].startswith("mcp") and e["level"] in ("debug", "info")]
     assert any(e["logger"] == "pausepoint.server.access" for e in lines)
     for entry in lines:
         assert "color_message" not in entry, entry

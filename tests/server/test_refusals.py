@@ -70,6 +70,9 @@ async def test_refusals_leave_the_session_unchanged(served, http):
          {"output": {"approved": True}, "grant": {"ttl_seconds": 1e-7}}, 422, "invalid_grant"),
         ("a grant's uses past any session's", base + f"/interrupts/{ref}/respond", ALICE,
          {"output": {"approved": True}, "grant": {"uses": 10**10}}, 422, "invalid_grant"),
+        # "" is no pause's id: not "the live pause" (found by a probe: it answered the live one)
+        ("an empty pause id", base + f"/interrupts/{ref}/respond", ALICE,
+         {"output": {"approved": True}, "pause_id": ""}, 404, "unknown_interrupt"),
         ("unknown agent", served.bank + "/v1/agents/nobody/sessions/x/resume", ALICE, {}, 404, "not_found"),
         ("other principal", base + f"/interrupts/{ref}/respond", BOB, {"output": {"approved": True}}, 404,
          "session_not_found"),
@@ -331,3 +334,12 @@ def test_an_app_without_an_authenticator_is_refused_when_it_is_built():
     for auth in (None, "alice-token", {"t": "alice"}):
         with pytest.raises(DefinitionError, match="auth must be a callable from a request to its principal"):
             create_app(Pausepoint(), auth=auth)  # type: ignore[arg-type]
+
+
+async def test_an_approval_with_a_null_input_is_an_approval_without_an_edit(served, http):
+    """null is the schema's default for replace_input: approve reads it as no edit, as restart
+    does (found by a probe: approve refused it, 422, where restart took it)."""
+    session_id, ref, _ = await paused_session(served, http)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
+    reply = await http.post(f"{base}/interrupts/{ref}/approve", json={"replace_input": None}, headers=ALICE)
+    assert reply.status_code == 200 and reply.json()["finish_reason"] == "stop", reply.text

@@ -87,3 +87,39 @@ async def test_the_document_says_its_bounds_in_json_schema_words():
     assert [(s["minimum"], s["maximum"]) for s in uses["anyOf"] if s.get("type") == "integer"] == [(1, 10**9)]
     params = {p["name"]: p["schema"] for p in doc["paths"]["/v1/agents/{agent}/sessions"]["get"]["parameters"]}
     assert (params["limit"]["maximum"], params["offset"]["maximum"]) == (500, 10**9)
+
+
+async def test_without_a_token_no_route_tells_an_agent_that_exists_from_one_that_does_not():
+    """server.md: auth runs before anything is looked up, so without a token every route answers
+    alike (found by a probe: /tools/{tool}/validate said "no agent named 'nosuch'", 404, where an
+    agent that exists got 401)."""
+    app = create_app(payments.ai, auth=BearerTokens({"t": "alice"}))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        doc = (await http.get("/openapi.json")).json()
+        for path, operations in doc["paths"].items():
+            if "{agent}" not in path:
+                continue
+            for method in operations:
+                said = set()
+                for agent in ("paymentsAgent", "nosuch"):
+                    url = re.sub(r"\{[a-z_]+\}", "x", path.replace("{agent}", agent))
+                    reply = await http.request(method.upper(), url, json={})
+                    said.add((reply.status_code, reply.json()["error"]["code"]))
+                assert said == {(401, "unauthenticated")}, (method, path, said)
+
+
+
+async def test_a_body_whose_every_field_is_optional_may_be_left_out_as_the_document_says():
+    """Found by a probe (schemathesis): every body was documented as required, while a cancel or
+    an approval with no body is taken."""
+    app = create_app(payments.ai, auth=BearerTokens({"t": "alice"}))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        doc = (await http.get("/openapi.json")).json()
+    needed = {
+        path.rsplit("/", 1)[-1]: op["requestBody"]["required"]
+        for path, ops in doc["paths"].items()
+        for op in ops.values()
+        if "requestBody" in op
+    }
+    assert needed["messages"] is needed["sessions"] is True  # a message is required
+    assert not any(needed[verb] for verb in ("cancel", "approve", "deny", "restart", "resume", "revoke"))
