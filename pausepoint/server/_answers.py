@@ -99,7 +99,7 @@ async def answer(request: Request) -> Response:
         via, pause_id = "link", await answered_by_link(service, agent, session_id, ref, body.link, pause_id, key)
     chat = agent.chat(session_id, principal=principal)
     if isinstance(body, ApproveBody):
-        edited = ... if body.replace_input is None else body.replace_input  # null: no edit, as restart reads it
+        edited = body.replace_input if "replace_input" in body.model_fields_set else ...
         grant = grant_of(body.grant)
 
         def approve(streamed: bool) -> Any:

@@ -335,11 +335,3 @@ def test_an_app_without_an_authenticator_is_refused_when_it_is_built():
         with pytest.raises(DefinitionError, match="auth must be a callable from a request to its principal"):
             create_app(Pausepoint(), auth=auth)  # type: ignore[arg-type]
 
-
-async def test_an_approval_with_a_null_input_is_an_approval_without_an_edit(served, http):
-    """null is the schema's default for replace_input: approve reads it as no edit, as restart
-    does (found by a probe: approve refused it, 422, where restart took it)."""
-    session_id, ref, _ = await paused_session(served, http)
-    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
-    reply = await http.post(f"{base}/interrupts/{ref}/approve", json={"replace_input": None}, headers=ALICE)
-    assert reply.status_code == 200 and reply.json()["finish_reason"] == "stop", reply.text
