@@ -147,6 +147,11 @@ async def test_a_call_paused_for_approval_takes_no_made_up_result(store):
     before = await version(store, chat.session_id)
     with pytest.raises(DecisionNotAllowed):
         await chat.resume(respond=[pause.respond("sent 500 to savings")])
+    # whatever the output: not "invalid for its output schema", which points to another output
+    # (found by a probe: the denial object {"denied": true} was told to be a string)
+    for output in ({"denied": True, "reason": "no"}, None, 42):
+        with pytest.raises(DecisionNotAllowed, match="takes approve, deny, not respond"):
+            await chat.resume(respond=[pause.respond(output)])
     assert await version(store, chat.session_id) == before and ledger == []
     assert (await chat.resume(restart=[pause.restart()])).text == "sent 500 to savings"
 

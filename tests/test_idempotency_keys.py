@@ -55,3 +55,23 @@ async def test_a_keyed_retry_of_a_turn_that_failed_after_its_call_ran_gets_that_
     again = await chat.approve(pause.ref, idempotency_key="k1", principal="alice")
     assert (again.finish_reason, again.error, again.version) == (first.finish_reason, first.error, first.version)
     assert ledger == ["5->savings"] and model.remaining == 1  # the tool ran once; the model was not asked again
+
+
+async def test_a_key_every_surface_takes_is_the_only_key_python_takes(store):
+    """1 to 200 characters, none a control character: what REST's header and MCP's argument take
+    (found by a probe: Python kept "", 100,000 characters and "a\\nb", keys no HTTP client could
+    send again to replay). Refused before anything is written."""
+    from pausepoint.errors import InvalidAnswer, InvalidMessage
+
+    agent, _, ledger = build(store, treasury())
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 5 to savings", idempotency_key="k" * 200)).interrupts  # the longest
+    before = await chat.audit_trail()
+    for key, rule in (("", "key_length"), ("k" * 201, "key_length"), ("a\nb", "control_in_name")):
+        with pytest.raises(InvalidMessage) as sent:
+            await chat.send("hello", idempotency_key=key)
+        assert sent.value.details["rule"] == rule
+        with pytest.raises(InvalidAnswer) as answered:
+            await chat.approve(pause.ref, principal="alice", idempotency_key=key)
+        assert answered.value.details["rule"] == rule
+    assert await chat.audit_trail() == before and ledger == []

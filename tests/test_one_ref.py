@@ -145,6 +145,12 @@ async def test_a_restart_that_pauses_again_keeps_the_ref_and_refuses_the_old_ans
     with pytest.raises(AlreadyResolved) as again:
         await chat.resume(restart=[bare])
     assert "live_pause_id" not in again.value.details
+    # the first pause's answer now names no pause to answer: its newer one is resolved too
+    # (found by a probe: it named that one, already run, as the pause to answer)
+    with pytest.raises(AlreadyResolved) as late:
+        await chat.resume(restart=[first.restart(resumed_metadata={"ok": True})])
+    assert "live_pause_id" not in late.value.details
+    assert "paused again since, and that pause was resolved too (restart at " in late.value.message
     trail = [e for e in await chat.audit_trail() if e.decision != "message"]
     assert [(e.ref, e.pause_id) for e in trail] == [(first.ref, first.pause_id), (first.ref, second.pause_id)]
 

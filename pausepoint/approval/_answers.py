@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..content._jsondata import JsonLimits, NotJsonData, json_data, json_text
+from ..content._jsondata import JsonLimits, NotJsonData, json_data, json_text, key_text
 from ..errors import (
     DuplicateAnswer,
     InvalidAnswer,
@@ -57,7 +57,10 @@ def prepare_answers(
         for key, value in strings.items():
             if value is not None:
                 at = (key,)
-                json_text(value, limits, name=key != "key")
+                if key == "key":
+                    key_text(value, limits)
+                else:
+                    json_text(value, limits, name=True)
         if metadata is not None:
             at = ("metadata",)
             metadata = _metadata(metadata, limits)

@@ -29,7 +29,7 @@ from ..errors import (
     UnknownInterrupt,
 )
 from ..session._interrupts import ToolResponse, ToolRestart
-from ..session._records import CallAnswered
+from ..session._records import ApprovalPaused, CallAnswered
 from ..session._state import Pause, SessionState
 from ..session._views import approving
 from ..tools._tool import Tool
@@ -118,6 +118,15 @@ ANSWER_THEM = {
 }
 
 
+def _decided(pause: Pause) -> str:
+    """How an answered pause was decided, as the audit trail names it: "approve by bob at ..."."""
+    done = pause.answer
+    assert done is not None
+    decision = "approve" if approving(pause, done) else done.decision
+    by = f" by {done.principal}" if done.principal else ""
+    return f"{decision}{by} at {done.at.isoformat()}"
+
+
 def _changed(pause: Pause, via: str) -> PauseChanged:
     record = pause.record
     how = BY_PAUSE_ID.get(via, BY_PAUSE_ID["python"])
@@ -167,16 +176,21 @@ def _live(
         if done.decision == "expire":  # settled by the expiry sweep: the same refusal as before it ran
             expired = pause.expires_at or done.at
             raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {expired.isoformat()}", ref=ref)
-        decision = "approve" if approving(pause, done) else done.decision  # as the audit trail names it
-        by = f" by {done.principal}" if done.principal else ""
-        live = state.calls[ref].pause
-        again = f"; the call paused again since: answer its new pause {live!r}" if live != paused.ref else ""
+        latest = state.calls[ref].pause
+        newer = state.pauses.get(latest) if latest is not None and latest != paused.ref else None
+        live = newer is not None and newer.answer is None  # named only while it can be answered
+        if newer is None:
+            again = ""
+        elif live:
+            again = f"; the call paused again since: answer its new pause {latest!r}"
+        else:
+            again = f"; the call paused again since, and that pause was resolved too ({_decided(newer)})"
         raise AlreadyResolved(
-            f"the pause of {name!r} {ref!r} was already resolved ({decision}{by} at {done.at.isoformat()}){again}",
+            f"the pause of {name!r} {ref!r} was already resolved ({_decided(pause)}){again}",
             ref=ref,
-            decision=decision,
+            decision="approve" if approving(pause, done) else done.decision,  # as the audit trail names it
             pause_id=paused.ref,
-            **({"live_pause_id": live} if again else {}),
+            **({"live_pause_id": latest} if live else {}),
         )
     if paused.turn != state.turn:
         raise StaleInterrupt(
@@ -235,6 +249,9 @@ def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: A
     if answer.decision == "deny":
         claim.reason = answer.reason
         claim.output = {"denied": True, "reason": answer.reason or ""}
+        return claim
+    if isinstance(pause.record, ApprovalPaused):  # a call paused before it ran takes no result: the
+        claim.output = _kept(answer.output, ctx.limits, ref, f"the answer to {name!r}")  # policy says so
         return claim
     try:
         output = tool.validate_output(answer.output)

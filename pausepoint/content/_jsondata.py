@@ -34,7 +34,17 @@ from pydantic_core import to_jsonable_python
 from ..errors import DefinitionError
 from ..stores._base import DEFAULT_MAX_RECORD_BYTES
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "JsonLimits", "NotJsonData", "json_data", "json_text", "printable"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MAX_KEY_CHARS",
+    "JsonLimits",
+    "NotJsonData",
+    "json_data",
+    "json_text",
+    "key_text",
+    "printable",
+]
 
 #: the deepest ``max_depth`` allowed: jiter's 200 levels less the deepest wrapping of a value
 MAX_DEPTH = 192
@@ -165,6 +175,23 @@ def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
         exc.root = path
         raise
     return value
+
+
+#: the longest idempotency key, on every surface (REST's header, MCP's argument, Python's keyword)
+MAX_KEY_CHARS = 200
+
+
+def key_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$") -> str:
+    """``value`` if it is an idempotency key every surface takes: 1 to 200 characters a name may
+    hold (``json_text(name=True)``); ``NotJsonData`` otherwise (``key_length``)."""
+    json_text(value, limits, path=path, name=True)
+    if not 0 < len(value) <= MAX_KEY_CHARS:
+        problem = NotJsonData(
+            f"an idempotency key has 1 to {MAX_KEY_CHARS} characters, not {len(value)}", "key_length", MAX_KEY_CHARS
+        )
+        problem.root = path
+        raise problem
+    return str(value)
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")

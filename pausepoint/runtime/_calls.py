@@ -18,7 +18,7 @@ from ..approval._answers import message_hash, prepare_answers, request_hash
 from ..approval._context import AnswerContext
 from ..approval._fit import ANSWER_THEM, call_name
 from ..content._intake import user_message
-from ..content._jsondata import NotJsonData, json_text
+from ..content._jsondata import NotJsonData, json_text, key_text
 from ..content._messages import Message, Part
 from ..errors import (
     AlreadyResolved,
@@ -139,7 +139,7 @@ class SessionCalls:
             raise InvalidMessage(f"the message's sender cannot be recorded: {exc}", **exc.details()) from None
         try:
             if key is not None:
-                json_text(key, limits, path="$.idempotency_key")
+                key_text(key, limits, path="$.idempotency_key")
         except NotJsonData as exc:
             raise InvalidMessage(f"the message's idempotency key cannot be recorded: {exc}", **exc.details()) from None
         return user

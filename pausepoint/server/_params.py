@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from ..content._jsondata import MAX_KEY_CHARS
 from ..errors import InvalidRequest
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
 #: the biggest integer a store keeps (a signed 64-bit one: SQLite's and PostgreSQL's ``bigint``)
 BIGGEST = 2**63 - 1
 _DIGITS = len(str(BIGGEST))
-_MAX_KEY = 200
 
 
 def ascii_digits(text: str) -> bool:
@@ -84,8 +84,8 @@ def idempotency_key(request: Request) -> str | None:
 def checked_key(key: str | None, what: str) -> str | None:
     """An idempotency key as every surface takes it (1 to 200 characters); ``InvalidRequest``
     naming ``what`` carried it otherwise."""
-    if key is not None and not 0 < len(key) <= _MAX_KEY:
-        raise InvalidRequest(f"{what} must have 1 to {_MAX_KEY} characters")
+    if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
+        raise InvalidRequest(f"{what} must have 1 to {MAX_KEY_CHARS} characters")
     return key
 
 
