@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..runtime._app import Pausepoint
-from ..stores import SessionStore, SessionSummary
+from ..stores import Event, SessionStore, SessionSummary
 from ..stores._base import event_stream
 from ..turn._events import event_body
 from ._params import ascii_int
@@ -42,6 +42,7 @@ log = logging.getLogger("pausepoint.server")
 
 _PAGE = 200
 _SUMMARIES = 1000
+_BODIES = 1000
 # The SSE event name of each kind: an expiry is an answer the policy gave (its body says which).
 _NAMES = {"pause": "pause", "answer": "answer", "expiry": "answer", "turn_end": "turn_end"}
 
@@ -52,6 +53,9 @@ class Feed:
         self.interval = interval
         self.stores = stores_of(ai)
         self._watches = [StoreWatch(store, interval) for store in self.stores]
+        # Shared by every follower: who may see a session does not change, nor an event's body.
+        self._summaries: OrderedDict[tuple[int, str], SessionSummary | None] = OrderedDict()
+        self._bodies: OrderedDict[tuple[int, int], dict[str, Any] | None] = OrderedDict()
 
     def notify(self, agent: str, session_id: str) -> None:
         """Kept for callers of the polling feed: the stores now wake the feed themselves."""
@@ -84,27 +88,39 @@ class Feed:
     ) -> AsyncGenerator[tuple[str, str, dict[str, Any]], None]:
         """``(id, event name, body)`` for every visible event after ``positions``, as they come."""
         positions = list(positions)
-        summaries: OrderedDict[str, SessionSummary | None] = OrderedDict()
         while True:
             quiet = True
-            for index, store in enumerate(self.stores):
-                events = await store.read_events(positions[index], _PAGE)
+            for index, watch in enumerate(self._watches):
+                events = await watch.read(positions[index], _PAGE)  # once for every follower there
                 for event in events:
                     positions[index] = event.seq
                     if event.agent not in self.ai.agents:
                         continue  # another app's agent sharing the store
-                    summary = await self._summary(store, event.session_id, summaries)
+                    summary = await self._summary(index, event.session_id)
                     if summary is None or not visible(summary):
                         continue
-                    try:
-                        body = event_body(event, self.ai.agents[event.agent].view)
-                    except ValueError:  # pragma: no cover - written by a newer pausepoint
-                        log.warning("the feed skipped event %s, which it cannot read", event.id)
-                        continue
-                    yield ".".join(map(str, positions)), _NAMES.get(event.kind, event.kind), body
+                    body = self._body(index, event)
+                    if body is not None:
+                        yield ".".join(map(str, positions)), _NAMES.get(event.kind, event.kind), body
                 quiet = quiet and len(events) < _PAGE
             if quiet:
                 await self._wait(positions)
+
+    def _body(self, index: int, event: Event) -> dict[str, Any] | None:
+        """The event's body as the feed sends it (made once for every follower), None for one this
+        version cannot read."""
+        key = (index, event.seq)
+        if key in self._bodies:
+            return self._bodies[key]
+        try:
+            body: dict[str, Any] | None = event_body(event, self.ai.agents[event.agent].view)
+        except ValueError:  # pragma: no cover - written by a newer pausepoint
+            log.warning("the feed skipped event %s, which it cannot read", event.id)
+            body = None
+        self._bodies[key] = body
+        if len(self._bodies) > _BODIES:
+            self._bodies.popitem(last=False)
+        return body
 
     async def _wait(self, positions: list[int]) -> None:
         # One watch of each store for every follower (``_watch``): idle feeds cost one poll.
@@ -114,17 +130,19 @@ class Feed:
         pairs = zip(self._watches, positions, strict=True)
         await first_of([watch.wait(position, self.interval) for watch, position in pairs])
 
-    @staticmethod
-    async def _summary(
-        store: SessionStore, session_id: str, cache: OrderedDict[str, SessionSummary | None]
-    ) -> SessionSummary | None:
-        # Who may see a session (its agent, its owner) does not change: one read per session.
-        if session_id in cache:
-            cache.move_to_end(session_id)
-            return cache[session_id]
-        summary = cache[session_id] = await store.get_summary(session_id)
-        if len(cache) > _SUMMARIES:
-            cache.popitem(last=False)
+    async def _summary(self, index: int, session_id: str) -> SessionSummary | None:
+        # Who may see a session (its agent, its owner) does not change: one read per session,
+        # for every follower.
+        key = (index, session_id)
+        cache = self._summaries
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        summary = await self.stores[index].get_summary(session_id)
+        if summary is not None:  # one gone (deleted) may be made again under its id: asked again
+            cache[key] = summary
+            if len(cache) > _SUMMARIES:
+                cache.popitem(last=False)
         return summary
 
     async def close(self) -> None:

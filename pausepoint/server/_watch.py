@@ -3,7 +3,9 @@
 A reader of events (each feed connection) waits for new ones with ``wait``. Asking the store
 for each reader cost a poll (SQLite's change counter every 50 ms) or a subscription per reader:
 500 idle feeds took a sixth of a core. A ``StoreWatch`` asks the store once, for everyone
-waiting, and wakes them all when an event may have come.
+waiting, and wakes them all when an event may have come. Woken together, the readers read from
+the same position: ``read`` asks the store once for all of them (1,500 feeds made every event
+1,500 queries, and every turn on the server 30 times slower).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 
-from ..stores import SessionStore
+from ..stores import Event, SessionStore
 
 __all__ = ["StoreWatch", "first_of", "stopped"]
+
+_PAGES = 16  # pages kept for readers behind the newest (a reconnect replaying what it missed)
 
 
 class StoreWatch:
@@ -28,6 +32,9 @@ class StoreWatch:
         self._news: asyncio.Future[None] | None = None  # done once an event after _seen may exist
         self._watching: asyncio.Task[None] | None = None
         self._waiting = 0
+        # The latest pages read, by the position they were read after: (the newest position
+        # known when the read began, the read) — shared while no newer event is known.
+        self._pages: dict[int, tuple[int, asyncio.Future[list[Event]]]] = {}
 
     async def wait(self, after: int, max_wait: float) -> None:
         """Return once an event after position ``after`` may exist, or after ``max_wait`` seconds
@@ -45,6 +52,30 @@ class StoreWatch:
             await asyncio.wait([news], timeout=max_wait)
         finally:
             self._waiting -= 1
+
+    async def read(self, after: int, limit: int) -> list[Event]:
+        """``store.read_events(after, limit)``, asked once for every reader asking the same while
+        no event newer than the read may have shown it is known (a full page stays good)."""
+        loop = asyncio.get_running_loop()
+        known = self._seen
+        page = self._pages.get(after)
+        if page is not None and page[1].get_loop() is loop:
+            seen_then, read = page
+            if not read.done() or (read.exception() is None and (len(read.result()) >= limit or known <= seen_then)):
+                return list(await asyncio.shield(read))
+        read = loop.create_future()
+        self._pages[after] = (known, read)
+        while len(self._pages) > _PAGES:
+            del self._pages[next(iter(self._pages))]
+        try:
+            events = await self.store.read_events(after, limit)
+        except BaseException as exc:
+            self._pages.pop(after, None)
+            read.set_exception(exc)
+            read.exception()  # retrieved: a reader waiting on it raises it, nobody else needs to
+            raise
+        read.set_result(events)
+        return list(events)
 
     async def _watch(self, after: int) -> None:
         seen = max(self._seen, after)
