@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Hashable
-from typing import Any
 
 from ..errors import InvalidRequest
 from ..runtime._app import Pausepoint
@@ -34,6 +33,7 @@ from ..stores import Event, SessionStore, SessionSummary
 from ..stores._base import event_stream
 from ..turn._events import event_body
 from ._params import ascii_int
+from ._turns import event as sse_event
 from ._watch import StoreWatch, first_of
 
 __all__ = ["Feed", "stores_of"]
@@ -42,7 +42,7 @@ log = logging.getLogger("pausepoint.server")
 
 _PAGE = 200
 _SUMMARIES = 1000
-_BODIES = 1000
+_FRAMES = 1000
 # The SSE event name of each kind: an expiry is an answer the policy gave (its body says which).
 _NAMES = {"pause": "pause", "answer": "answer", "expiry": "answer", "turn_end": "turn_end"}
 
@@ -53,9 +53,9 @@ class Feed:
         self.interval = interval
         self.stores = stores_of(ai)
         self._watches = [StoreWatch(store, interval) for store in self.stores]
-        # Shared by every follower: who may see a session does not change, nor an event's body.
+        # Shared by every follower: who may see a session does not change, nor how an event reads.
         self._summaries: OrderedDict[tuple[int, str], SessionSummary | None] = OrderedDict()
-        self._bodies: OrderedDict[tuple[int, int], dict[str, Any] | None] = OrderedDict()
+        self._frames: OrderedDict[tuple[int, int], bytes | None] = OrderedDict()
 
     def notify(self, agent: str, session_id: str) -> None:
         """Kept for callers of the polling feed: the stores now wake the feed themselves."""
@@ -85,8 +85,9 @@ class Feed:
 
     async def follow(
         self, positions: list[int], visible: Callable[[SessionSummary], bool]
-    ) -> AsyncGenerator[tuple[str, str, dict[str, Any]], None]:
-        """``(id, event name, body)`` for every visible event after ``positions``, as they come."""
+    ) -> AsyncGenerator[tuple[str, bytes], None]:
+        """``(id, frame)`` for every visible event after ``positions``, as they come: its SSE
+        ``event:`` and ``data:`` lines, made once for every follower."""
         positions = list(positions)
         while True:
             quiet = True
@@ -99,28 +100,30 @@ class Feed:
                     summary = await self._summary(index, event.session_id)
                     if summary is None or not visible(summary):
                         continue
-                    body = self._body(index, event)
-                    if body is not None:
-                        yield ".".join(map(str, positions)), _NAMES.get(event.kind, event.kind), body
+                    frame = self._frame(index, event)
+                    if frame is not None:
+                        yield ".".join(map(str, positions)), frame
                 quiet = quiet and len(events) < _PAGE
             if quiet:
                 await self._wait(positions)
 
-    def _body(self, index: int, event: Event) -> dict[str, Any] | None:
-        """The event's body as the feed sends it (made once for every follower), None for one this
-        version cannot read."""
+    def _frame(self, index: int, event: Event) -> bytes | None:
+        """The event as the feed sends it, its name and body (made once for every follower);
+        None for one this version cannot read."""
         key = (index, event.seq)
-        if key in self._bodies:
-            return self._bodies[key]
+        if key in self._frames:
+            return self._frames[key]
         try:
-            body: dict[str, Any] | None = event_body(event, self.ai.agents[event.agent].view)
+            frame: bytes | None = sse_event(
+                _NAMES.get(event.kind, event.kind), event_body(event, self.ai.agents[event.agent].view)
+            )
         except ValueError:  # pragma: no cover - written by a newer pausepoint
             log.warning("the feed skipped event %s, which it cannot read", event.id)
-            body = None
-        self._bodies[key] = body
-        if len(self._bodies) > _BODIES:
-            self._bodies.popitem(last=False)
-        return body
+            frame = None
+        self._frames[key] = frame
+        if len(self._frames) > _FRAMES:
+            self._frames.popitem(last=False)
+        return frame
 
     async def _wait(self, positions: list[int]) -> None:
         # One watch of each store for every follower (``_watch``): idle feeds cost one poll.

@@ -81,9 +81,9 @@ async def feed(request: Request) -> Response:
                 if not done:
                     yield b": keep-alive\n\n"
                     continue
-                event_id, name, data = pending.result()
+                event_id, frame = pending.result()
                 pending = None
-                yield b"id: " + event_id.encode() + b"\n" + event(name, data)
+                yield b"id: " + event_id.encode() + b"\n" + frame
         except asyncio.CancelledError:
             # The server is stopping past its grace period: the stream ends with the error a
             # reply would have been (503 shutting_down), as a turn's stream does (``_turns``),
