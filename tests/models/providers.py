@@ -25,6 +25,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
+from pausepoint import TextDelta, ToolCallDelta
 from pausepoint.models import RetryPolicy
 from pausepoint.models.anthropic import Anthropic
 from pausepoint.models.google_genai import GoogleAI
@@ -33,7 +34,7 @@ from pausepoint.models.openai import OpenAI
 from . import anthropic_wire, gemini_wire, openai_wire
 from .wire_server import Handler, Json, Reply, Sse, WireRequest, WireServer
 
-__all__ = ["ALL", "FAST", "Call", "Provider", "Result", "provider_named"]
+__all__ = ["ALL", "FAST", "Call", "Deltas", "Provider", "Result", "provider_named"]
 
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
 
@@ -555,3 +556,14 @@ ALL: dict[str, Provider] = {p.name: p for p in (OpenAIProvider(), AnthropicProvi
 
 def provider_named(name: str) -> Provider:
     return ALL[name]
+
+
+class Deltas(list[TextDelta | ToolCallDelta]):
+    """An ``on_chunk`` sink that keeps what it was given."""
+
+    def __call__(self, chunk: TextDelta | ToolCallDelta) -> None:
+        self.append(chunk)
+
+    @property
+    def texts(self) -> list[str]:
+        return [d.text for d in self if isinstance(d, TextDelta)]

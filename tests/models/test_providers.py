@@ -26,7 +26,6 @@ from pausepoint import (
     ModelRequest,
     Pausepoint,
     TextChunk,
-    TextDelta,
     TextPart,
     ToolCallDelta,
     ToolCallDeltaChunk,
@@ -47,27 +46,11 @@ from pausepoint.errors import (
 from pausepoint.models import RetryPolicy
 from pausepoint.models.openai import OpenAI
 
-from .providers import ALL, FAST, Call, Provider, Result
+from .providers import ALL, FAST, Call, Deltas, Provider, Result
 from .wire_server import Hang, Raw, Reply, WireRequest, scripted
 
 USER = [Message("user", [TextPart("Hello")])]
 WEATHER = ToolDefinition("get_weather", "The weather in a city.", {"type": "object", "properties": {}})
-
-
-@pytest.fixture(params=list(ALL))
-def provider(request: pytest.FixtureRequest) -> Provider:
-    return ALL[request.param]
-
-
-class Deltas(list[TextDelta | ToolCallDelta]):
-    """An ``on_chunk`` sink that keeps what it was given."""
-
-    def __call__(self, chunk: TextDelta | ToolCallDelta) -> None:
-        self.append(chunk)
-
-    @property
-    def texts(self) -> list[str]:
-        return [d.text for d in self if isinstance(d, TextDelta)]
 
 
 async def generate(model: Any, request: ModelRequest, *, stream: bool) -> tuple[Any, Deltas]:

@@ -12,25 +12,13 @@ from typing import Any
 
 import pytest
 
-from pausepoint import Message, ModelRequest, TextDelta, TextPart, ToolCallDelta
+from pausepoint import Message, ModelRequest, TextPart
 from pausepoint.errors import ModelBadRequest, ModelError, ModelOutputError
 
-from .providers import ALL, Provider
+from .providers import Deltas, Provider
 from .wire_server import Raw, Reply, scripted
 
 USER = [Message("user", [TextPart("Hello")])]
-
-
-@pytest.fixture(params=list(ALL))
-def provider(request: pytest.FixtureRequest) -> Provider:
-    return ALL[request.param]
-
-
-class Deltas(list[TextDelta | ToolCallDelta]):
-    """An ``on_chunk`` sink that keeps what it was given."""
-
-    def __call__(self, chunk: TextDelta | ToolCallDelta) -> None:
-        self.append(chunk)
 
 
 NO_EVENT_STREAMS: dict[str, Callable[[Provider], Reply]] = {
