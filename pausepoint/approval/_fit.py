@@ -250,9 +250,9 @@ def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: A
         claim.reason = answer.reason
         claim.output = {"denied": True, "reason": answer.reason or ""}
         return claim
-    if isinstance(pause.record, ApprovalPaused):  # a call paused before it ran takes no result: the
-        claim.output = _kept(answer.output, ctx.limits, ref, f"the answer to {name!r}")  # policy says so
-        return claim
+    if isinstance(pause.record, ApprovalPaused) and pause.record.approval.gated:  # paused before it ran: it
+        claim.output = _kept(answer.output, ctx.limits, ref, f"the answer to {name!r}")  # takes no result
+        return claim  # (the policy refuses it: DecisionNotAllowed), whatever its shape
     try:
         output = tool.validate_output(answer.output)
     except (ValidationError, TypeError, ValueError) as exc:  # a PydanticSerializationError is a ValueError
