@@ -5,13 +5,13 @@ from the JSON of what they answer (``session._json``, ``turn._streaming.CHUNK``)
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictFloat, StrictInt, Tag, WithJsonSchema
 
 from .content._messages import MediaPart, Message, TextPart
 from .errors import InvalidGrant
+from .session._durations import SAID, duration
 from .session._grants import Grant
 from .session._interrupts import ToolResponse, ToolRestart
 
@@ -97,10 +97,9 @@ class GrantBody(_Body):
         return None if grant is None else cls.model_validate(grant.scope())
 
     def to_grant(self) -> Grant:
-        seconds = self.ttl_seconds
-        if seconds is not None and not 1e-6 <= seconds <= 10**9:  # else no timedelta, or one refused as 0
-            raise InvalidGrant(f"a grant's ttl_seconds is from 0.000001 to 10**9 (about 31 years), not {seconds!r}")
-        ttl = None if seconds is None else timedelta(seconds=seconds)
+        ttl = None if self.ttl_seconds is None else duration(self.ttl_seconds, seconds=True)
+        if self.ttl_seconds is not None and ttl is None:  # no timedelta at all (1e300), or refused as 0
+            raise InvalidGrant(f"a grant's ttl is {SAID}, not {self.ttl_seconds!r} seconds")
         return Grant(tool=self.tool, bounds=self.bounds, uses=self.uses, ttl=ttl)
 
 

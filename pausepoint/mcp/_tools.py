@@ -46,6 +46,9 @@ __all__ = ["McpTool", "load_tools"]
 # sealed by a server process that is gone): the round must start over.
 _STALE_STATE = types.INVALID_PARAMS
 _MAX_ROUNDS = 10
+# A call that paused goes on against the listing its answer was compared with a moment ago
+# (``refresh_definition``), rather than asking the server for it twice in one resume.
+_JUST_COMPARED = 1.0
 
 
 class _Catalog:
@@ -55,6 +58,7 @@ class _Catalog:
         self.connection = connection
         self.tools: dict[str, McpTool] = {}  # by the server's name
         self._checked: object = None  # the connection (its live state) last compared
+        self._checked_at = 0.0  # when (the event loop's clock)
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     def listen(self) -> None:
@@ -64,19 +68,24 @@ class _Catalog:
     def stale(self) -> None:
         self._checked = None
 
-    async def check(self, *, again: bool = False) -> None:
+    async def check(self, *, again: bool = False, within: float = 0.0) -> None:
         """Compare the server's listing with the definitions once per connection (``again``:
-        now, whatever was compared before)."""
-        if not again and self._checked is not None and self._checked is self.connection._live:
+        now, unless this connection's was compared less than ``within`` seconds ago)."""
+        loop = asyncio.get_running_loop()
+        if self._current(again, within, loop.time()):
             return
-        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
-        async with lock:
-            if not again and self._checked is not None and self._checked is self.connection._live:
+        async with self._locks.setdefault(loop, asyncio.Lock()):
+            if self._current(again, within, loop.time()):
                 return
             offered = {t.name: t for t in await self.connection.list_tools()}
             for name, tool in self.tools.items():
                 tool._compare(offered.get(name))
-            self._checked = self.connection._live
+            self._checked, self._checked_at = self.connection._live, loop.time()
+
+
+    def _current(self, again: bool, within: float, now: float) -> bool:
+        compared = self._checked is not None and self._checked is self.connection._live
+        return compared and (not again or now - self._checked_at < within)
 
 
 class McpTool(Tool):
@@ -138,8 +147,9 @@ class McpTool(Tool):
         assert isinstance(validated, RootModel)
         arguments: dict[str, Any] = validated.model_dump(mode="json")
         # A call that paused (for approval, or to ask) goes on against what the pause showed:
-        # the server's definition now is listed again, whatever the connection has heard.
-        await self._catalog.check(again=bool(ctx.is_resumed))
+        # the server's definition now is listed again, whatever the connection has heard (or was
+        # a moment ago, when its answer was taken: ``refresh_definition``).
+        await self._catalog.check(again=bool(ctx.is_resumed), within=_JUST_COMPARED)
         if self._changed is not None:
             raise McpError(self._changed, server=self.connection.name, tool=self.mcp_name, outcome="not_sent")
         about = {"server": self.connection.name, "tool": self.mcp_name}

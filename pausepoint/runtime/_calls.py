@@ -239,9 +239,9 @@ class SessionCalls:
         async def op(state: SessionState) -> AgentResponse:
             for _ in range(CLAIM_ATTEMPTS):
                 given, asked = resolved(state)
-                await refresh_definitions(self.agent.tools, {answer.name for answer in given})  # changed: refused
                 if key is not None and key in state.keys:
                     return await self._replay(state, key, asked, principal, emit)
+                await refresh_definitions(self.agent.tools, {answer.name for answer in given})  # changed: refused
                 now = self.agent.clock()
                 check_free(state, now, self.agent.abandon_after)
                 if not given:

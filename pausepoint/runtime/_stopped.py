@@ -10,6 +10,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..approval._fit import locate
+from ..errors import ResumeRefused
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..session._records import CallAnswered, MessageAdded, Record
 from ..session._state import SessionState
@@ -107,9 +109,12 @@ class StoppedCalls:
 
 
 def _as_claimed(state: SessionState, left: Stopped, answer: ToolResponse | ToolRestart, principal: str | None) -> bool:
-    call = state.calls.get(answer.ref)
-    pause = state.pauses.get(answer.pause_id or (call.pause if call is not None else None) or "")
-    claim = pause.answer if pause is not None else None
+    """Whether ``answer`` is the one the stopped call ``left`` gave its pause: claimed by that
+    call, for ``principal``, with the same decision and what it carried."""
+    try:
+        claim = locate(state, answer, "python").answer  # the pause it names, as answering it found it
+    except ResumeRefused:
+        return False
     if claim is None or claim.ref not in left.claimed or claim.principal != principal:
         return False
     if isinstance(answer, ToolRestart):

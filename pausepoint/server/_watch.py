@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable
 
 from ..stores import Event, SessionStore
@@ -34,7 +35,7 @@ class StoreWatch:
         self._waiting = 0
         # The latest pages read, by the position they were read after: (the newest position
         # known when the read began, the read) — shared while no newer event is known.
-        self._pages: dict[int, tuple[int, asyncio.Future[list[Event]]]] = {}
+        self._pages: dict[int, tuple[int, asyncio.Task[list[Event]]]] = {}
 
     async def wait(self, after: int, max_wait: float) -> None:
         """Return once an event after position ``after`` may exist, or after ``max_wait`` seconds
@@ -55,27 +56,22 @@ class StoreWatch:
 
     async def read(self, after: int, limit: int) -> list[Event]:
         """``store.read_events(after, limit)``, asked once for every reader asking the same while
-        no event newer than the read may have shown it is known (a full page stays good)."""
+        no event newer than the read may have shown it is known (a full page stays good). The
+        read is no reader's own: one that leaves (its client gone) stops nobody else's."""
         loop = asyncio.get_running_loop()
-        known = self._seen
         page = self._pages.get(after)
-        if page is not None and page[1].get_loop() is loop:
-            seen_then, read = page
-            if not read.done() or (read.exception() is None and (len(read.result()) >= limit or known <= seen_then)):
-                return list(await asyncio.shield(read))
-        read = loop.create_future()
-        self._pages[after] = (known, read)
-        while len(self._pages) > _PAGES:
-            del self._pages[next(iter(self._pages))]
-        try:
-            events = await self.store.read_events(after, limit)
-        except BaseException as exc:
-            self._pages.pop(after, None)
-            read.set_exception(exc)
-            read.exception()  # retrieved: a reader waiting on it raises it, nobody else needs to
-            raise
-        read.set_result(events)
-        return list(events)
+        if page is None or page[1].get_loop() is not loop or not _still_good(page, self._seen, limit):
+            read = loop.create_task(self.store.read_events(after, limit))
+            read.add_done_callback(functools.partial(self._forget_failed, after))
+            page = self._pages[after] = (self._seen, read)
+            while len(self._pages) > _PAGES:
+                del self._pages[next(iter(self._pages))]
+        return list(await asyncio.shield(page[1]))
+
+    def _forget_failed(self, after: int, read: asyncio.Task[list[Event]]) -> None:
+        """A read that failed is asked again by the next reader (each of the waiting ones has it raised)."""
+        if (read.cancelled() or read.exception() is not None) and self._pages.get(after, (0, None))[1] is read:
+            del self._pages[after]
 
     async def _watch(self, after: int) -> None:
         seen = max(self._seen, after)
@@ -91,6 +87,17 @@ class StoreWatch:
                 news, self._news = self._news, None
                 if news is not None and not news.done():
                     news.set_result(None)
+
+
+def _still_good(page: tuple[int, asyncio.Task[list[Event]]], known: int, limit: int) -> bool:
+    """Whether a page read (under way, or read when ``page[0]`` was the newest position known) still
+    answers a reader now that ``known`` is: it is full, or no newer event has been heard of."""
+    seen_then, read = page
+    if not read.done():
+        return True
+    if read.cancelled() or read.exception() is not None:
+        return False
+    return len(read.result()) >= limit or known <= seen_then
 
 
 async def first_of(waits: list[Awaitable[None]], max_wait: float | None = None) -> None:

@@ -195,3 +195,23 @@ async def test_served_over_mcp_a_quorum_asks_each_approver_once_and_sends_the_ca
     assert done["text"] == "Transferred $500 to savings." and ledger.entries() == [TRANSFER]
     assert again[0] == "error" and "already_resolved" in again[1]
     assert ledger.entries() == [TRANSFER]
+
+
+async def test_an_approved_call_asks_the_server_for_its_listing_once(bank: McpConnection, ledger: Ledger) -> None:
+    """The answer compares the server's listing (a pause of a changed tool is refused), and the
+    call it sends goes on against that comparison, a moment old: one ``tools/list``, not two."""
+    agent = await agent_on(bank, None)
+    chat = agent.chat(principal="alice")
+    (pause,) = (await chat.send("pay 500 to savings")).interrupts
+    listings = 0
+    listed = bank.list_tools
+
+    async def counted() -> Any:
+        nonlocal listings
+        listings += 1
+        return await listed()
+
+    bank.list_tools = counted  # type: ignore[method-assign]
+    res = await chat.resume(restart=[agent.approval(pause)])
+    assert res.text == "Transferred $500 to savings." and ledger.entries() == [TRANSFER]
+    assert listings == 1

@@ -283,3 +283,26 @@ async def test_many_feeds_cost_the_store_what_one_does(tmp_path):
     assert all(events[0][0] == "pause" for events in got)
     assert counted["get_summary"] - before["get_summary"] <= 3  # the send's own, and one for the feeds
     assert counted["read_events"] - before["read_events"] <= 5, counted  # not one for each of the 40
+
+
+async def test_a_follower_leaving_during_a_shared_read_stops_no_other(tmp_path):
+    """The read of a page is shared by the followers asking for it at once: it belongs to none of
+    them, so one whose client is gone (its task cancelled) leaves the others theirs."""
+    from pausepoint.server._watch import StoreWatch
+
+    gate = asyncio.Event()
+
+    class Slow(SqliteSessionStore):
+        async def read_events(self, after: int = 0, limit: int = 100):  # type: ignore[no-untyped-def]
+            await gate.wait()
+            return await super().read_events(after, limit)
+
+    store = Slow(tmp_path / "s.db")
+    watch = StoreWatch(store, 0.2)
+    leaving, staying = (asyncio.create_task(watch.read(0, 10)) for _ in range(2))
+    await asyncio.sleep(0.05)  # both wait on the one read
+    leaving.cancel()
+    await asyncio.sleep(0)
+    gate.set()
+    assert await asyncio.wait_for(staying, 5) == []
+    await store.close()
