@@ -45,7 +45,8 @@ def snapshot_id(session_id: str, version: int) -> str:
 def parse_snapshot_id(value: str) -> tuple[str, int]:
     """``(session_id, version)``; ``NotFound`` when ``value`` cannot name a snapshot."""
     session_id, dot, version = value.rpartition(".")
-    if not dot or not session_id or not ascii_digits(version) or len(version) > 18:
+    canonical = ascii_digits(version) and len(version) <= 18 and (version == "0" or not version.startswith("0"))
+    if not dot or not session_id or not canonical:  # one spelling per snapshot: "s.06" is no "s.6"
         raise NotFound(f"no snapshot {value!r}", snapshot_id=value)
     return session_id, int(version)
 

@@ -68,6 +68,8 @@ async def test_refusals_leave_the_session_unchanged(served, http):
         # pydantic's report, where the client raised InvalidRequest and a local chat InvalidGrant)
         ("a grant's time below a microsecond", base + f"/interrupts/{ref}/respond", ALICE,
          {"output": {"approved": True}, "grant": {"ttl_seconds": 1e-7}}, 422, "invalid_grant"),
+        ("a grant's time past any float", base + f"/interrupts/{ref}/respond", ALICE,  # was a 500 (a probe)
+         {"output": {"approved": True}, "grant": {"ttl_seconds": 10**309}}, 422, "invalid_grant"),
         ("a grant's uses past any session's", base + f"/interrupts/{ref}/respond", ALICE,
          {"output": {"approved": True}, "grant": {"uses": 10**10}}, 422, "invalid_grant"),
         # "" is no pause's id: not "the live pause" (found by a probe: it answered the live one)
