@@ -21,7 +21,7 @@ def duration(value: object, *, seconds: bool = False) -> timedelta | None:
     not one — the caller raises its own error, saying ``SAID``."""
     if seconds and isinstance(value, int | float) and not isinstance(value, bool):
         # Compared as it is (an int of 400 digits is no float: math.isfinite would overflow).
-        if isinstance(value, float) and not math.isfinite(value) or not 0 < value <= MAX_DURATION.total_seconds():
+        if (isinstance(value, float) and not math.isfinite(value)) or not 0 < value <= MAX_DURATION.total_seconds():
             return None
         value = timedelta(seconds=value)
     if isinstance(value, timedelta) and timedelta(0) < value <= MAX_DURATION:

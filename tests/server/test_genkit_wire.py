@@ -333,7 +333,8 @@ async def test_abort_and_get_snapshot_of_ids_never_issued_are_404(served, http):
     out = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
     session, version = out["sessionId"], out["snapshotId"].rpartition(".")[2]
     padded = f"{session}.0{version}"  # the issued one spelt another way: one spelling per snapshot (a probe)
-    for snap in (f"{session}.999", f"{session}.\uff11\uff12", f"{session}.1", "nosuch.3", session, f"{session}.", padded):
+    never = (f"{session}.999", f"{session}.\uff11\uff12", f"{session}.1", "nosuch.3", session, f"{session}.", padded)
+    for snap in never:
         for route in ("/abort", "/getSnapshot"):
             reply = await http.post(url + route, json={"data": {"snapshotId": snap}}, headers=ALICE)
             assert reply.status_code == 404, (route, snap, reply.text)  # Genkit's client reads a 404 as None
