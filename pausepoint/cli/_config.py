@@ -30,7 +30,7 @@ from pydantic import (
     field_validator,
 )
 
-from ..server._auth import is_tenant_name
+from ..server._auth import is_principal_name, is_tenant_name
 from ..server._limits import Limits
 from ..server._oidc import OidcSettings
 from ..webhooks import EVENT_KINDS
@@ -63,7 +63,6 @@ __all__ = [
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
-_NAME = re.compile(r"[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,126}[^\s\x00-\x1f\x7f])?")
 # Request headers that carry credentials: their values go in headers_env, never in the file.
 _SECRET_HEADERS = {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"}
 
@@ -107,7 +106,7 @@ NAME_RULE = "1 to 128 printable characters, not starting or ending in a space"
 def name_problem(value: str) -> str | None:
     """What is wrong with ``value`` as a name (a principal's, a role's), in words; None: nothing.
     The file's keys and the flags that name a principal (``--token NAME=...``) say the same."""
-    return None if _NAME.fullmatch(value) else f"{value!r} is not a name: {NAME_RULE}"
+    return None if is_principal_name(value) else f"{value!r} is not a name: {NAME_RULE}"
 
 
 def _name(value: str) -> str:

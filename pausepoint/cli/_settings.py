@@ -476,6 +476,7 @@ def _slack(
         needs = "Slack's buttons carry approval links: add [notifiers.links]"
         problems.add(loaded.problem(("notifiers", "slack"), needs))
     whole = loaded.intact("tenants") and loaded.intact("principals") and loaded.intact("auth")
+    unknown = False  # a user mapped to no principal, named at its key (not again as the app's)
     for user, principal in slack.users.items() if whole else ():  # (with a part left out: no guess whom they name)
         tenant, slash, _ = principal.partition("/")
         if slash and tenant not in loaded.config.tenants:
@@ -484,12 +485,16 @@ def _slack(
                 ("notifiers", "slack", "users", user),
                 f"{principal!r} names a principal of tenant {tenant!r}, which is not declared (tenants: {known})",
             ))  # fmt: skip
+            unknown = True
         elif loaded.config.auth.oidc is None and principal not in principals:
             listed = ", ".join(sorted(principals)) or "none"
             problems.add(loaded.problem(
                 ("notifiers", "slack", "users", user),
                 f"{principal!r} is no principal of this file (principals: {listed}): that user could decide nothing",
             ))  # fmt: skip
+            unknown = True
+    if unknown:
+        return None
     try:
         return SlackApp(env[slack.signing_secret_env], dict(slack.users), teams=slack.teams)
     except DefinitionError as exc:

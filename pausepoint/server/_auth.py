@@ -52,6 +52,7 @@ __all__ = [
     "authenticate",
     "current_identity",
     "current_tenant",
+    "is_principal_name",
     "is_tenant_name",
     "named_identity",
     "qualified",
@@ -60,7 +61,13 @@ __all__ = [
     "token_roles",
 ]
 
-_MAX_TENANT = 128
+_MAX_NAME = 128  # a principal's, a tenant's
+
+
+def is_principal_name(name: object) -> bool:
+    """Whether ``name`` can name a principal: 1 to 128 printable characters, not starting or
+    ending in a space — as a config file's, a flag's, or a sign-in token's claim."""
+    return isinstance(name, str) and 0 < len(name) <= _MAX_NAME and name.isprintable() and name == name.strip()
 
 
 def is_tenant_name(name: object) -> bool:
@@ -68,7 +75,7 @@ def is_tenant_name(name: object) -> bool:
     tenant to a principal's name: ``"acme/alice"``), not starting or ending in a space."""
     return (
         isinstance(name, str)
-        and 0 < len(name) <= _MAX_TENANT
+        and 0 < len(name) <= _MAX_NAME
         and name.isprintable()
         and "/" not in name
         and name == name.strip()

@@ -46,7 +46,7 @@ from starlette.requests import Request
 
 from .._extras import missing_extra
 from ..errors import DefinitionError, IdentityProviderUnavailable, Unauthenticated
-from ._auth import Identity, is_tenant_name
+from ._auth import Identity, is_principal_name, is_tenant_name
 
 if TYPE_CHECKING:
     from jwt import PyJWK, PyJWKClient
@@ -61,8 +61,6 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}  # the JWK "kty" each family's keys have
 _DISCOVERY = "/.well-known/openid-configuration"
 _CLAIM = re.compile(r"[^.\s]+(\.[^.\s]+)*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_MAX_PRINCIPAL = 256
 _UNREACHABLE = "the identity provider cannot be reached to check the token; try again later"
 _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749's scope-token
 
@@ -279,13 +277,7 @@ class OidcBearer:
     def _identity(self, claims: Mapping[str, Any]) -> Identity:
         settings = self.settings
         principal = _claim(claims, settings.principal_claim)
-        if (
-            not isinstance(principal, str)
-            or not principal.strip()
-            or len(principal) > _MAX_PRINCIPAL
-            or _CONTROL.search(principal)
-            or not principal.isprintable()
-        ):
+        if not is_principal_name(principal):  # the name rule of the config file's principals
             raise Unauthenticated(f"the token's {settings.principal_claim!r} claim names no principal")
         roles = _claim(claims, settings.roles_claim) if settings.roles_claim else None
         if isinstance(roles, str):

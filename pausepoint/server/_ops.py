@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from pydantic_core import to_jsonable_python
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -174,13 +175,13 @@ def _delivery(key: str, delivery: Delivery) -> dict[str, Any]:
         "webhook": delivery.target,
         "state": delivery.state,
         "attempts": delivery.attempts,
-        "due_at": delivery.due_at.isoformat(),
-        "updated_at": delivery.updated_at.isoformat(),
+        "due_at": to_jsonable_python(delivery.due_at),
+        "updated_at": to_jsonable_python(delivery.updated_at),
         "last_error": delivery.last_error,
         "event": {
             "id": event.id,
             "type": event.kind,
-            "at": event.at.isoformat(),
+            "at": to_jsonable_python(event.at),
             "agent": event.agent,
             "session_id": event.session_id,
         },

@@ -281,3 +281,18 @@ def test_check_names_the_extra_a_section_needs(tmp_path):
     done = pausepoint("config", "check", str(config))
     assert done.returncode == 0, done.stderr
     assert "tracing    OTLP grpc -> http://127.0.0.1:4317 (service pausepoint, sampled 1)" in done.stdout
+
+
+def test_a_slack_user_mapped_to_no_principal_is_one_problem_named_once(tmp_path):
+    """Found by a probe: 'acme/' was named at its user's key and again as the Slack app's."""
+    config = write(
+        tmp_path / "team.toml",
+        GOOD_HEAD
+        + "[tenants.acme]\n[principals.alice]\ntoken_env = \"TOKEN\"\n[notifiers.links]\nsecret_env = \"LINK_SECRET\"\n"
+        "console_url = \"https://pp.example.com/console\"\n[notifiers.slack]\nsigning_secret_env = \"TOKEN\"\n"
+        "users = { U1 = \"alice\", U5 = \"acme/\" }\n",
+    )  # fmt: skip
+    done = pausepoint("config", "check", str(config), env={"TOKEN": "t0ken", "LINK_SECRET": "0123456789abcdef0123"})
+    assert done.returncode == 2, done.stdout
+    assert "notifiers.slack.users.U5: 'acme/' is no principal of this file" in done.stderr, done.stderr
+    assert "'acme/'" not in done.stderr.replace("notifiers.slack.users.U5: 'acme/'", ""), done.stderr

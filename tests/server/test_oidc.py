@@ -289,6 +289,9 @@ async def test_claims_map_to_the_principal_roles_and_tenant(issuer):
         for bad, why in (
             (issuer.mint("id-3"), "'preferred_username' claim names no principal"),
             (issuer.mint("id-4", preferred_username="\x1b[31mroot"), "'preferred_username' claim names no principal"),
+            # a name no config file could give (found by a probe: "alice " signed in, beside acme's alice)
+            (issuer.mint("id-7", preferred_username="alice "), "'preferred_username' claim names no principal"),
+            (issuer.mint("id-8", preferred_username="a" * 129), "'preferred_username' claim names no principal"),
             (issuer.mint("id-5", preferred_username="x", realm_access={"roles": [1]}), "not a list of role names"),
             (issuer.mint("id-6", preferred_username="x", org=["a", "b"]), "'org' claim names no tenant"),
             # a reason a person can read, not the library's class name (found by a probe)

@@ -100,6 +100,9 @@ async def test_a_failing_receiver_gets_the_same_event_again_until_it_takes_it(tm
     [delivery] = reply.json()["deliveries"]
     assert (delivery["webhook"], delivery["attempts"], delivery["state"]) == ("ops", 4, "delivered")
     assert delivery["event"]["id"] == tries[0].event_id
+    # the event's time as its body writes it, every time as REST writes times (a probe: "+00:00")
+    assert delivery["event"]["at"] == tries[0].json["at"]
+    assert delivery["due_at"].endswith("Z") and delivery["updated_at"].endswith("Z")
     assert len(receiver.received) == 4  # nothing more once it was taken
 
 
