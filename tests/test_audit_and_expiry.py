@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import BaseModel
 
-from pausepoint import AgentFinishReason, Interrupt, Pausepoint
+from pausepoint import AgentFinishReason, Interrupt, Pausepoint, ToolResponse
 from pausepoint.errors import DefinitionError, InterruptExpired, PendingInterrupts
 from pausepoint.testing import ScriptedModel, tool_call
 
@@ -78,6 +78,20 @@ async def test_audit_trail_records_who_when_through_what_and_what(store):
     )
     assert second.output == {"denied": True, "reason": "not on a Friday"}
     assert second.at == datetime(2026, 1, 1, 9, 2, tzinfo=UTC)
+
+
+async def test_a_denial_without_a_reason_is_recorded_one_way_however_it_was_given(store):
+    """Found by a probe: REST's /resume deny without a reason was audited with reason None, its
+    /deny route (and the Genkit wire, MCP, ``PendingInterrupt.deny()``) with "" — one decision
+    read back two ways."""
+    clock = FakeClock()
+    calls = [tool_call("deploy", {"target": "a"}), tool_call("deploy", {"target": "b"})]
+    agent, _ = expiring_agent(store, [calls, "done"], clock)
+    chat = agent.chat()
+    first, second = (await chat.send("go")).interrupts
+    await chat.resume(respond=[first.deny(), ToolResponse(second.ref, second.name, decision="deny")])
+    denials = [entry for entry in await chat.audit_trail() if entry.decision == "deny"]
+    assert [(e.reason, e.output) for e in denials] == [("", {"denied": True, "reason": ""})] * 2
 
 
 async def test_pauses_carry_their_expiry(store):

@@ -328,6 +328,21 @@ async def test_a_reply_that_cannot_be_kept_is_a_model_output_error_and_nothing_i
     assert (await chat.send("again")).text == "still fine"
 
 
+async def test_a_streamed_reply_that_cannot_be_kept_never_shows_the_text_it_cannot_keep(sqlite, tmp_path):
+    """Found by a probe: the stream sent "\\ud800 " (no UTF-8; strict JSON parsers refuse it)
+    before the turn failed with ModelOutputError, nothing of the reply written."""
+    agent, _ = data_agent(sqlite, ["hello", "fine \ud800 then \udc00 more", "still fine"], ledger=[])
+    chat = agent.chat()
+    await chat.send("hi")
+    shown: list[str] = []
+    with pytest.raises(ModelOutputError):
+        async for chunk in chat.send_stream("again"):
+            shown += [chunk.text] if chunk.kind == "text" else []
+    assert shown and all(text.encode() for text in shown), shown  # the keepable pieces only
+    assert "".join(shown).startswith("fine ")
+    assert (await chat.send("again")).text == "still fine"
+
+
 # -- tools --------------------------------------------------------------------------------------------
 
 

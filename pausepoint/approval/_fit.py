@@ -247,8 +247,8 @@ def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: A
         return claim
     claim.decision = answer.decision
     if answer.decision == "deny":
-        claim.reason = answer.reason
-        claim.output = {"denied": True, "reason": answer.reason or ""}
+        claim.reason = answer.reason or ""  # one record for a denial without a reason, however given
+        claim.output = {"denied": True, "reason": claim.reason}
         return claim
     if isinstance(pause.record, ApprovalPaused) and pause.record.approval.gated:  # paused before it ran: it
         claim.output = _kept(answer.output, ctx.limits, ref, f"the answer to {name!r}")  # takes no result

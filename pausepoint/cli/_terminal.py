@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from ..content._jsondata import read_json_text
 from ..errors import InterruptExpired, PausepointError, PendingInterrupts
 from ..runtime._agent import Agent
 from ..runtime._chat import Chat
@@ -514,14 +515,16 @@ class TerminalChat:
                 return _NOTHING
             text += line + "\n"
             try:
-                return json.loads(text)
+                return read_json_text(text)  # as every surface reads it: a name given twice is refused
             except json.JSONDecodeError as exc:
                 if exc.pos < len(text.rstrip()):
                     self.say(self._style(f"not JSON: {exc.msg} (line {exc.lineno}); try again", "31"))
                     text = ""
             except (ValueError, RecursionError) as exc:  # as the server refuses them, never a traceback
-                deep = isinstance(exc, RecursionError)
-                why = "nested too deeply to read" if deep else "an integer of over 4,300 digits"
+                if isinstance(exc, RecursionError):
+                    why = "nested too deeply to read"
+                else:
+                    why = "an integer of over 4,300 digits" if "integer string conversion" in str(exc) else str(exc)
                 self.say(self._style(f"not JSON this chat can read: {why}; try again", "31"))
                 text = ""
 

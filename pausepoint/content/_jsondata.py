@@ -44,6 +44,7 @@ __all__ = [
     "json_text",
     "key_text",
     "printable",
+    "read_json_text",
 ]
 
 #: the deepest ``max_depth`` allowed: jiter's 200 levels less the deepest wrapping of a value
@@ -209,6 +210,30 @@ def printable(text: str, max_bytes: int = 16 * 1024) -> str:
 
 
 # -- the walk -------------------------------------------------------------------------------------
+
+
+def read_json_text(text: str) -> Any:
+    """``text``'s JSON value, read as every surface reads what a person or client sends:
+    ``ValueError`` for what is no JSON, ``NaN`` and ``Infinity``, and a name given twice in one
+    object (a proxy or log in front may read the first one: an approval it took for a denial);
+    ``RecursionError`` for nesting too deep to read."""
+    return _DECODER.decode(text)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(name for name, _ in pairs if name in seen or seen.add(name))  # type: ignore[func-returns-value]
+        raise ValueError(f"the name {twice!r} is given twice in one object")
+    return found
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json, object_pairs_hook=_object)
 
 
 class _Foreign(Exception):

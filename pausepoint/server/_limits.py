@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from ..content._jsondata import read_json_text
 from ..errors import DefinitionError, HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
 from ._params import ascii_int
@@ -75,8 +76,8 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
 def parse_json(body: bytes) -> Any:
     """``body``'s JSON value, read as every surface reads a request (a name given twice in one
     object, ``NaN``, an integer of more than 4,300 digits: ``InvalidRequest``)."""
-    try:  # what json.loads(body, parse_constant=...) does, without building a decoder per request
-        value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
+    try:
+        value = read_json_text(body.decode(json.detect_encoding(body), "surrogatepass"))
     except RecursionError:
         raise InvalidRequest("the request body is nested too deeply to parse") from None
     except ValueError as exc:
@@ -102,25 +103,6 @@ async def read_body(request: Request, limits: Limits) -> bytes:
                 f"the request body exceeds the limit of {limits.max_body_bytes} bytes", limit=limits.max_body_bytes
             )
     return bytes(body)
-
-
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not a JSON number")
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose names are all different: a name given twice is refused, not read as
-    its last value (a proxy or log in front may read the first one: an approval it took for a
-    denial)."""
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        seen: set[str] = set()
-        twice = next(name for name, _ in pairs if name in seen or seen.add(name))  # type: ignore[func-returns-value]
-        raise ValueError(f"the name {twice!r} is given twice in one object")
-    return found
-
-
-_DECODER = json.JSONDecoder(parse_constant=_not_json, object_pairs_hook=_object)
 
 
 def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Literal
@@ -40,6 +41,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from ..content._jsondata import MAX_DEPTH, MAX_INT_DIGITS, JsonLimits, NotJsonData, json_data
 from ..errors import (
     Forbidden,
     InvalidAnswer,
@@ -470,8 +472,10 @@ class McpEndpoint:
                 raise InvalidRequest(f"an MCP request is JSON (Content-Type: application/json), not {kind or 'none'}")
             body = await read_body(request, self.service.limits)  # the app's limit, as on every route
             # read as REST reads it: a name given twice is refused, not the last one taken
-            if isinstance(parse_json(body), list):
+            if isinstance(message := parse_json(body), list):
                 raise InvalidRequest("an MCP request is one JSON-RPC message, not a batch (a list of them)")
+            if _MAY_HOLD_SURROGATE.search(body):  # the SDK's parser says "unexpected end of hex escape"
+                _refuse_lone_surrogates(message)
         except PausepointError as exc:
             await _refusal(exc)(scope, receive, send)
             return
@@ -522,6 +526,21 @@ def _replayed(body: bytes, receive: Any) -> Any:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
+
+
+# a \\uD800-\\uDFFF escape, or the raw bytes of a surrogate (read with surrogatepass)
+_MAY_HOLD_SURROGATE = re.compile(rb"\\[uU][dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_ANY_SIZE = JsonLimits(max_depth=MAX_DEPTH, max_int_digits=MAX_INT_DIGITS, max_string_bytes=2**62)
+
+
+def _refuse_lone_surrogates(message: Any) -> None:
+    """``InvalidRequest`` naming where ``message`` holds a lone surrogate: text no session keeps
+    (REST refuses it in a message or an answer as ``invalid_message``/``invalid_answer``, by path)."""
+    try:
+        json_data(message, _ANY_SIZE)
+    except NotJsonData as exc:
+        if exc.rule == "unpaired_surrogate":
+            raise InvalidRequest(f"the request holds text no session keeps: {exc}", **exc.details()) from None
 
 
 def _refusal(exc: PausepointError) -> Any:

@@ -157,7 +157,7 @@ class TurnStream:
             self._queue.put_nowait(_END)
 
     def _emit(self, chunk: TurnChunk) -> None:
-        if self._listening:
+        if self._listening and not _unkeepable(chunk):
             self._queue.put_nowait(chunk)
 
     @property
@@ -194,3 +194,17 @@ class TurnStream:
             raise StopAsyncIteration
         chunk: TurnChunk = item
         return chunk
+
+
+def _unkeepable(chunk: TurnChunk) -> bool:
+    """Whether ``chunk`` streams a model's text no session keeps (a lone surrogate: no UTF-8, and
+    JSON parsers refuse or alter it): the reply is refused once it ends (``ModelOutputError``,
+    nothing of it written), and that piece is never shown on any surface."""
+    text = chunk.text if isinstance(chunk, TextChunk) else getattr(chunk, "arguments_delta", None)
+    if text is None or text.isascii():
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False

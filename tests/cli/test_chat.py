@@ -199,8 +199,9 @@ def test_json_no_reader_could_read_is_refused_and_asked_again(tmp_path):
     again as the server refuses them (found by a probe: the chat died with a traceback)."""
     huge = '{"approved": false, "feedback": "x", "n": ' + "1" * 5000 + "}"
     deep = "[" * 3000 + "]" * 3000
+    twice = '{"approved": true, "feedback": "go", "approved": false}'  # every HTTP surface refuses it (a probe)
     answer = '{"approved": false, "feedback": "ask Bob first"}'
-    lines = f"Transfer $7 to alice.\nr\n{huge}\n{deep}\n{answer}\ny\n"
+    lines = f"Transfer $7 to alice.\nr\n{huge}\n{deep}\n{twice}\n{answer}\ny\n"
     done = subprocess.run(
         [sys.executable, "-m", "pausepoint", "chat", BANK, "--db", str(tmp_path / "chat.db")],
         input=lines, capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=60,
@@ -209,6 +210,7 @@ def test_json_no_reader_could_read_is_refused_and_asked_again(tmp_path):
     assert "Traceback" not in done.stderr
     assert "not JSON this chat can read: an integer of over 4,300 digits; try again" in done.stdout
     assert "not JSON this chat can read: nested too deeply to read; try again" in done.stdout
+    assert "not JSON this chat can read: the name 'approved' is given twice in one object; try again" in done.stdout
     assert "agent> I did not transfer anything: ask Bob first." in done.stdout
 
 

@@ -211,6 +211,27 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
         assert done["text"] == "Transferred $500.00 to savings."
 
 
+async def test_a_lone_surrogate_is_refused_naming_where_it_is_not_as_a_parse_error(served: str) -> None:
+    """Found by a probe: REST refuses "hi \\ud800" by its path and rule; MCP answered the SDK's
+    parse error "unexpected end of hex escape", with no path. A pair (an emoji) is text."""
+
+    def message(text_escaped: str) -> str:
+        arguments = f'{{"agent": "{AGENT}", "text": "{text_escaped}"}}'
+        params = f'{{"name": "send_message", "arguments": {arguments}}}'
+        return f'{{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {params}}}'
+
+    headers = {"Authorization": "Bearer alice-token", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}  # fmt: skip
+    async with httpx2.AsyncClient(timeout=30, headers=headers) as raw:
+        lone = await raw.post(f"{served}/mcp", content=message("hi \\ud800"))
+        pair = await raw.post(f"{served}/mcp", content=message("hi \\ud83d\\ude00"))
+    assert lone.status_code == 400 and lone.json()["error"]["code"] == -32600, lone.text
+    refused = lone.json()["error"]["data"]
+    assert refused["code"] == "invalid_request" and "lone surrogate" in refused["message"], refused
+    assert (refused["details"]["path"], refused["details"]["rule"]) == ("$.params.arguments.text", "unpaired_surrogate")
+    assert pair.status_code == 200 and "result" in pair.json(), pair.text
+
+
 async def test_the_mcp_endpoint_holds_requests_to_the_apps_limits(served: str) -> None:
     """As REST does (found by a probe: MCP took a 300 KB message, and read a 2 MB body): a
     message over ``max_message_bytes`` (256 KiB) is refused and nothing is recorded; a body over
