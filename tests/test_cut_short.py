@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pausepoint import Agent, AgentFinishReason, Pausepoint
+from pausepoint import Agent, AgentFinishReason, Pausepoint, ToolRestart
 from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
@@ -152,7 +152,7 @@ async def test_results_the_store_failed_to_write_are_recorded_by_the_next_call_h
     assert transfers.ledger == ["start:9", "done:9"]  # once
 
 
-@pytest.mark.parametrize("retry", ["keyed", "unkeyed", "empty resume"])
+@pytest.mark.parametrize("retry", ["keyed", "unkeyed", "empty resume", "a restart with the input shown"])
 async def test_an_approval_the_store_kept_though_it_said_it_failed_runs_its_call_on_the_retry(tmp_path, retry):
     """The approval's append is written, then the store reports a failure (a connection dropped
     after the commit): the tool never started. The retry here runs the approved call once, as
@@ -171,10 +171,47 @@ async def test_an_approval_the_store_kept_though_it_said_it_failed_runs_its_call
     with pytest.raises(StoreError):
         await chat.approve(ref, idempotency_key=key)
     assert transfers.ledger == []
-    retried = await (chat.resume() if retry == "empty resume" else chat.approve(ref, idempotency_key=key))
+    if retry == "a restart with the input shown":  # as Genkit's client sends an approval (a probe: refused)
+        again = ToolRestart(ref, "transfer", replace_input={"amount": 9}, resumed_metadata={"tool_approved": True})
+        retried = await chat.resume(restart=[again])
+    else:
+        retried = await (chat.resume() if retry == "empty resume" else chat.approve(ref, idempotency_key=key))
     assert (retried.finish_reason, retried.text) == (AgentFinishReason.STOP, "Moved 9.")
     assert transfers.ledger == ["start:9", "done:9"]  # once
     assert (await chat.history())[-2].tool_responses[0].output == "moved 9"
+
+
+@pytest.mark.parametrize(
+    "next_call", ["keyed retry", "unkeyed retry", "empty resume", "the other approved", "the other denied"]
+)
+async def test_an_approval_the_store_kept_beside_a_pause_still_open_runs_its_call_once(tmp_path, next_call):
+    """As above, with another call of the batch still paused (found by a probe: every next call
+    recorded the approved one as of unknown outcome, "the process stopped", and it never ran)."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    steps = [[tool_call("transfer", {"amount": 1}), tool_call("transfer", {"amount": 2})], "Done."]
+    agent = bank(store, transfers, steps, approval=True)
+    paused = await agent.chat().send("move 1 and 2")
+    first, second = paused.interrupts
+    transfers.gate.set()
+    store.fail(1, "after")
+    chat = agent.chat(paused.session_id)
+    key = "k1" if next_call == "keyed retry" else None
+    with pytest.raises(StoreError):
+        await chat.approve(first.ref, idempotency_key=key)
+    if next_call.endswith("retry"):
+        reply = await chat.approve(first.ref, idempotency_key=key)
+    elif next_call == "empty resume":
+        reply = await chat.resume()
+    else:
+        decided = second.restart() if next_call == "the other approved" else second.deny("no")
+        reply = await chat.resume(**{"restart" if next_call == "the other approved" else "respond": [decided]})
+    assert transfers.ledger[:2] == ["start:1", "done:1"]  # run, once
+    if reply.interrupts:  # the other still paused: answering it ends the turn
+        assert [p.ref for p in reply.interrupts] == [second.ref]
+        reply = await chat.approve(second.ref)
+    assert reply.text == "Done." and transfers.ledger.count("start:1") == 1
+    outputs = [r.output for r in (await chat.history())[2].tool_responses]
+    assert outputs[0] == "moved 1" and outputs[1] in ("moved 2", {"denied": True, "reason": "no"})
 
 
 async def test_a_message_after_an_approval_the_store_kept_runs_the_approved_call_first(tmp_path):

@@ -97,8 +97,8 @@ def abandoned_calls(
     process — or at once, if a call in this process started them and stopped short (with the
     outcomes it knows of them); raises ``TurnInProgress`` while they may still be running
     somewhere."""
-    if not state.running:
-        return [], {}
+    if not state.running or stopped.unstarted(state):  # approved here, never started: whoever finds
+        return [], {}  # them runs them, as their claim said (``SessionCalls``), none is lost
     lost = state.abandoned(now, abandon_after)
     left = stopped.left(state)
     if lost is None and left is not None and left.calls.issuperset(state.running):

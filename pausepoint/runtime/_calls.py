@@ -222,8 +222,7 @@ class SessionCalls:
         """Answer paused calls: the answers given, or — ``by_ref`` — the one answer built for the
         call that ref names, from the session as the locked operation finds it (so a pause is
         never looked up in a read made before the lock)."""
-        limits, approvals = self.agent.json_limits, self.agent.approvals
-        actor = principal or self.principal
+        limits, approvals, actor = self.agent.json_limits, self.agent.approvals, principal or self.principal
         answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
         digest = request_hash(answers, metadata, actor) if key is not None else None
 
@@ -259,7 +258,8 @@ class SessionCalls:
                     if state.last_end is not None and state.last_end_version == state.version:  # it ended the turn
                         return _told(response_for(state, state.last_end, state.last_end_version), emit)
                     return await self._continue(state, principal, emit)  # it goes on from where it stopped
-                claims = [r for r in records if isinstance(r, CallAnswered)]
+                unstarted = self.agent.sessions.stopped.unstarted(state)  # claimed here, never started: run too
+                claims = [*unstarted, *(r for r in records if isinstance(r, CallAnswered))]
                 lost = lost_beside(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
                 end_lost_turn(turn, now, self.agent.abandon_after)
                 answered = {c.ref for c in claims}
@@ -298,6 +298,9 @@ class SessionCalls:
 
     async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
         now = self.agent.clock()
+        unstarted = self.agent.sessions.stopped.unstarted(state)
+        if unstarted:  # restarts claimed here whose tools never started: run them, as the claim said
+            return await self._turn(state, principal, emit).after_answers(unstarted)
         if state.open:
             # calls beside the pauses that died with their process are settled (a keyed retry of
             # the message that started them gets its turn's end); while they may run, TurnInProgress
@@ -313,9 +316,6 @@ class SessionCalls:
             end_lost_turn(turn, now, self.agent.abandon_after)
             return await turn.end(AgentFinishReason.INTERRUPTED)
         check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
-        unstarted = self.agent.sessions.stopped.unstarted(state)
-        if unstarted:  # restarts claimed here whose tools never started: run them, as the claim said
-            return await self._turn(state, principal, emit).after_answers(unstarted)
         lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise NothingToResume(f"nothing is paused in session {self.session_id!r}")

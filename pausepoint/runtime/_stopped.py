@@ -112,13 +112,16 @@ def _as_claimed(state: SessionState, left: Stopped, answer: ToolResponse | ToolR
     """Whether ``answer`` is the one the stopped call ``left`` gave its pause: claimed by that
     call, for ``principal``, with the same decision and what it carried."""
     try:
-        claim = locate(state, answer, "python").answer  # the pause it names, as answering it found it
+        pause = locate(state, answer, "python")  # the pause it names, as answering it found it
     except ResumeRefused:
         return False
+    claim = pause.answer
     if claim is None or claim.ref not in left.claimed or claim.principal != principal:
         return False
-    if isinstance(answer, ToolRestart):
-        return claim.decision == "restart" and claim.replace_input == answer.replace_input
+    if isinstance(answer, ToolRestart):  # the input it runs: the one shown, given again, is no edit
+        shown = pause.record.input
+        ran = shown if claim.replace_input is None else claim.replace_input
+        return claim.decision == "restart" and ran == (shown if answer.replace_input is None else answer.replace_input)
     if answer.decision == "deny":
         return claim.decision == "deny" and (claim.reason or None) == (answer.reason or None)
     return claim.decision == "respond" and claim.output == answer.output
