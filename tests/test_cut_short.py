@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pausepoint import Agent, AgentFinishReason, Pausepoint, ToolRestart
+from pausepoint import Agent, AgentFinishReason, ApprovalPolicy, Pausepoint, ToolRestart
 from pausepoint.errors import AlreadyResolved, StoreError
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
@@ -25,7 +25,9 @@ class Transfers:
         self.gate = asyncio.Event()
 
 
-def bank(store: SqliteSessionStore, transfers: Transfers, steps: list[Any], *, approval: bool = False) -> Agent:
+def bank(
+    store: SqliteSessionStore, transfers: Transfers, steps: list[Any], *, approval: bool = False, quorum: int = 1
+) -> Agent:
     ai = Pausepoint()
 
     @ai.tool(requires_approval=approval)
@@ -37,7 +39,8 @@ def bank(store: SqliteSessionStore, transfers: Transfers, steps: list[Any], *, a
         transfers.ledger.append(f"done:{amount}")
         return f"moved {amount}"
 
-    return ai.define_agent(name="bank", model=ScriptedModel(steps), tools=[transfer], store=store)
+    policy = ApprovalPolicy(quorum={"transfer": quorum}) if quorum > 1 else None
+    return ai.define_agent(name="bank", model=ScriptedModel(steps), tools=[transfer], store=store, approval=policy)
 
 
 class FailingStore(SqliteSessionStore):
@@ -212,6 +215,27 @@ async def test_an_approval_the_store_kept_beside_a_pause_still_open_runs_its_cal
     assert reply.text == "Done." and transfers.ledger.count("start:1") == 1
     outputs = [r.output for r in (await chat.history())[2].tool_responses]
     assert outputs[0] == "moved 1" and outputs[1] in ("moved 2", {"denied": True, "reason": "no"})
+
+
+async def test_a_keyed_approval_of_a_quorum_the_store_kept_gets_its_turns_end_on_the_retry(tmp_path):
+    """One approval of two, counted (its append written), then the store reports a failure: its
+    keyed retry was told ResumeInProgress for good (nothing ran it), and once presumed lost,
+    NothingToResume. The retry gets the turn's end, the pause still open, counted once."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    agent = bank(store, transfers, [[tool_call("transfer", {"amount": 9})], "Moved 9."], approval=True, quorum=2)
+    paused = await agent.chat().send("move 9")
+    ref = paused.interrupts[0].ref
+    store.fail(1, "after")
+    chat = agent.chat(paused.session_id)
+    with pytest.raises(StoreError):
+        await chat.approve(ref, principal="alice", idempotency_key="a1")
+    for _ in range(2):  # and again: the same end
+        retried = await chat.approve(ref, principal="alice", idempotency_key="a1")
+        assert retried.finish_reason == AgentFinishReason.INTERRUPTED and [p.ref for p in retried.interrupts] == [ref]
+    [still] = await chat.interrupts()
+    assert still.approval is not None and still.approval.approved_by == ["alice"]
+    transfers.gate.set()
+    assert (await chat.approve(ref, principal="bob")).text == "Moved 9." and transfers.ledger == ["start:9", "done:9"]
 
 
 async def test_a_message_after_an_approval_the_store_kept_runs_the_approved_call_first(tmp_path):

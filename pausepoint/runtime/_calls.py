@@ -297,14 +297,18 @@ class SessionCalls:
         return build
 
     async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
-        now = self.agent.clock()
-        unstarted = self.agent.sessions.stopped.unstarted(state)
+        now, stopped = self.agent.clock(), self.agent.sessions.stopped
+        unstarted = stopped.unstarted(state)
         if unstarted:  # restarts claimed here whose tools never started: run them, as the claim said
             return await self._turn(state, principal, emit).after_answers(unstarted)
         if state.open:
             # calls beside the pauses that died with their process are settled (a keyed retry of
             # the message that started them gets its turn's end); while they may run, TurnInProgress
-            lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
+            lost, known = abandoned_calls(state, now, self.agent.abandon_after, stopped)
+            if not lost and state.unended_keys and (stopped.left(state) or state.still(now, self.agent.abandon_after)):
+                # a keyed answer's turn that stopped short once its answer was written (a quorum's
+                # approval, counted): it ends as it would have, its pauses still open
+                return await self._turn(state, principal, emit).end(AgentFinishReason.INTERRUPTED)
             if not lost:
                 raise NothingToResume(
                     f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..approval._fit import locate
 from ..errors import ResumeRefused
 from ..session._interrupts import ToolResponse, ToolRestart
-from ..session._records import CallAnswered, MessageAdded, Record
+from ..session._records import ApprovalGiven, CallAnswered, MessageAdded, Record
 from ..session._state import SessionState
 from ..turn._cut_short import started_by, unwritten_outcomes
 from ..turn._journal import Journal
@@ -64,7 +64,9 @@ class StoppedCalls:
         state, records = journal.state, [*journal.written, *journal.pending]
         calls = frozenset(started_by(records))
         keys = frozenset(
-            r.idempotency_key for r in records if isinstance(r, CallAnswered | MessageAdded) and r.idempotency_key
+            r.idempotency_key
+            for r in records
+            if isinstance(r, CallAnswered | ApprovalGiven | MessageAdded) and r.idempotency_key
         )
         if not calls and not keys and not state.mid_turn:
             return  # it started nothing a later call could wait for (nor left its turn waiting for the model)
