@@ -44,11 +44,13 @@ def bank(
 
 
 class FailingStore(SqliteSessionStore):
-    """A real SQLite store whose n-th append from now fails: before writing, or after (it committed)."""
+    """A real SQLite store whose n-th append from now fails: before writing, or after (it
+    committed) — and then, unless ``reads_back``, the read that follows fails too (the
+    connection is down a moment: the writer cannot tell it was written)."""
 
     def __init__(self, path: Any) -> None:
         super().__init__(path)
-        self._countdown, self._how = 0, ""
+        self._countdown, self._how, self._down = 0, "", False
 
     def fail(self, nth: int, how: str) -> None:
         self._countdown, self._how = nth, how
@@ -60,8 +62,40 @@ class FailingStore(SqliteSessionStore):
             raise StoreError("the database is unreachable")
         version = await super().append(*args, **kwargs)
         if failing:
+            self._down = self._how == "after"  # "read back": the read that follows sees it written
             raise StoreError("the connection dropped after the commit")
         return version
+
+    async def read(self, *args: Any, **kwargs: Any) -> Any:
+        if self._down:
+            self._down = False
+            raise StoreError("the database is unreachable")
+        return await super().read(*args, **kwargs)
+
+
+@pytest.mark.parametrize("call", ["approval", "detached approval", "detached message", "message"])
+async def test_an_append_the_store_reported_failed_but_kept_is_read_back_and_the_call_goes_on(tmp_path, call):
+    """The store reports a failure after its commit, and the read that follows shows the append
+    written: the call goes on as if told so — the caller never sees the failure, the tool runs
+    once (found by a probe: a detached turn whose start was kept left the session refusing every
+    call as "a detached turn is running", an abort included, with nothing running it)."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    transfers.gate.set()
+    steps = [[tool_call("transfer", {"amount": 9})], "Moved 9.", "You're welcome."]
+    agent = bank(store, transfers, steps, approval=call.endswith("approval"))
+    chat = agent.chat()
+    if call.endswith("approval"):
+        ref = (await chat.send("move 9")).interrupts[0].ref
+        store.fail(1, "read back")  # the approval's claim
+        detached = call.startswith("detached")
+        done = await (chat.detach(restart=[ToolRestart(ref, "transfer")]) if detached else chat.approve(ref))
+    else:
+        store.fail(1, "read back")  # the message's first append (the detached turn's start)
+        done = await (chat.detach("move 9") if call.startswith("detached") else chat.send("move 9"))
+    reply = await done.wait() if call.startswith("detached") else done
+    assert (reply.finish_reason, reply.text) == (AgentFinishReason.STOP, "Moved 9.")
+    assert transfers.ledger == ["start:9", "done:9"]  # once
+    assert (await chat.send("thanks")).text == "You're welcome."  # the session takes the next call at once
 
 
 async def test_a_send_cancelled_while_its_tool_runs_leaves_the_session_free_at_once(tmp_path):

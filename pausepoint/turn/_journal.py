@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 
 from ..content._messages import Message
-from ..errors import ConcurrentUpdate, VersionConflict
+from ..errors import ConcurrentUpdate, StoreError, VersionConflict
 from ..session._records import (
     CallAnswered,
     CallCompleted,
@@ -195,11 +195,29 @@ class Journal:
                     ) from exc
                 await self.refresh()
                 continue
+            except StoreError:
+                if not await self._kept(entries):
+                    raise
             state.durable_version = state.version
             self._telemetry.recorded(state, self.pending)
             self.written.extend(self.pending)
             self.pending.clear()
             self._remember(state)
+
+    async def _kept(self, entries: Sequence[LogEntry]) -> bool:
+        """Whether an append whose store reported a failure wrote ``entries`` all the same (its
+        connection dropped after the commit, say): read back, the session holds exactly them
+        where they were appended, so they are written — the call goes on as if told so. A read
+        that fails too tells nothing (False: the failure stands; ``runtime._stopped`` then keeps
+        what this process knows for its next call)."""
+        try:
+            found = await self.store.read(self.state.session_id, after_version=entries[0].version - 1)
+        except StoreError:
+            return False
+        read = found.entries[: len(entries)] if found is not None else []
+        return [(e.version, e.kind, decode_record(e.data)) for e in read] == [
+            (e.version, e.kind, decode_record(e.data)) for e in entries
+        ]
 
     async def absorb_unrelated(self) -> bool:
         """Take in what other writers appended since our last write if it changes nothing our
