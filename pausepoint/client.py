@@ -40,7 +40,7 @@ from pydantic_core import to_jsonable_python
 from . import errors as core_errors
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
 from .approval._fit import ANSWER_THEM, BY_PAUSE_ID
-from .content._jsondata import NotJsonData, json_data
+from .content._jsondata import NotJsonData, json_data, key_text
 from .content._messages import MediaPart, Message, Part, TextPart
 from .session._grants import Grant, GrantInfo
 from .session._ids import check_session_id
@@ -286,6 +286,17 @@ def _unkeepable(body: BaseModel, data: dict[str, Any]) -> core_errors.Pausepoint
     return core_errors.InvalidRequest("the request holds a value JSON cannot carry")
 
 
+def _key_header(key: str | None, refused: type[core_errors.UsageError]) -> dict[str, str]:
+    """The ``Idempotency-Key`` header for ``key`` (None: a fresh one). A key no surface takes
+    (``key_text``: 1 to 200 characters, visible ASCII and spaces between them) is refused with
+    the ``path`` and ``rule`` a local ``Chat`` names, as ``refused`` (``InvalidMessage`` for a
+    send, ``InvalidAnswer`` for a resume): not sent, to fail in httpx or come back changed."""
+    try:
+        return {"Idempotency-Key": secrets.token_urlsafe(16) if key is None else key_text(key)}
+    except NotJsonData as exc:
+        raise refused(f"the idempotency key cannot be recorded: {exc}", **exc.details()) from None
+
+
 class RemoteChat:
     """One session on the server, with the calls of a local ``Chat``."""
 
@@ -321,7 +332,7 @@ class RemoteChat:
     def send_stream(self, message: str | Message | Sequence[Part], *, idempotency_key: str | None = None) -> TurnStream:
         """``send``, streamed: iterate for chunks; ``await stream.response``."""
         body = SendBody(message=_user_message(message))
-        headers = {"Idempotency-Key": idempotency_key or secrets.token_urlsafe(16)}
+        headers = _key_header(idempotency_key, core_errors.InvalidMessage)
 
         async def run(emit: Emit) -> AgentResponse:
             if self.session_id is None:
@@ -371,7 +382,7 @@ class RemoteChat:
             )
         except ValidationError as exc:
             raise core_errors.InvalidRequest(f"not a resume the server can take: {exc}") from exc
-        headers = {"Idempotency-Key": idempotency_key or secrets.token_urlsafe(16)}
+        headers = _key_header(idempotency_key, core_errors.InvalidAnswer)
 
         async def run(emit: Emit) -> AgentResponse:
             return await self.agent.client._stream(f"{self._path}/resume", body, emit, headers=headers, retry="all")
@@ -422,7 +433,7 @@ class RemoteChat:
             body = ApproveBody(pause_id=pause_id, metadata=metadata, grant=GrantBody.of(grant), **edit)
         except ValidationError as exc:
             raise core_errors.InvalidRequest(f"not an approval the server can take: {exc}") from exc
-        headers = {"Idempotency-Key": idempotency_key or secrets.token_urlsafe(16)}
+        headers = _key_header(idempotency_key, core_errors.InvalidAnswer)
 
         async def run(emit: Emit) -> AgentResponse:
             path = f"{self._path}/interrupts/{quote(ref, safe='')}/approve"

@@ -57,21 +57,47 @@ async def test_a_keyed_retry_of_a_turn_that_failed_after_its_call_ran_gets_that_
     assert ledger == ["5->savings"] and model.remaining == 1  # the tool ran once; the model was not asked again
 
 
+#: keys no surface takes, and the rule each breaks: an HTTP header carries visible ASCII and
+#: spaces between them as they are (found by a probe: "é" failed in the client with httpx's
+#: UnicodeEncodeError, REST recorded a UTF-8 "é" as "Ã©", and HTTP dropped the space of " ab")
+REFUSED_KEYS = [
+    ("", "key_length"),
+    ("k" * 201, "key_length"),
+    ("a\nb", "control_in_name"),
+    ("a\tb", "control_in_name"),
+    ("é", "key_chars"),
+    ("…", "key_chars"),
+    ("a\u202eb", "key_chars"),
+    ("a\xa0b", "key_chars"),
+    ("\U0001f600" * 200, "key_chars"),
+    (" ab", "key_chars"),
+    ("ab ", "key_chars"),
+    (" ", "key_chars"),
+]
+#: the widest key every surface takes: each visible ASCII character, and spaces between them
+WIDEST_KEY = "".join(map(chr, range(0x21, 0x7F))) + " a  b"
+
+
 async def test_a_key_every_surface_takes_is_the_only_key_python_takes(store):
-    """1 to 200 characters, none a control character: what REST's header and MCP's argument take
-    (found by a probe: Python kept "", 100,000 characters and "a\\nb", keys no HTTP client could
-    send again to replay). Refused before anything is written."""
+    """1 to 200 characters, each visible ASCII or a space between them: what REST's header and
+    MCP's argument take (found by probes: Python kept "", 100,000 characters and "a\\nb", then
+    "é" and " ab", keys no HTTP client could send again to replay). Refused before anything is
+    written, with the same path on a send and an answer's call."""
     from pausepoint.errors import InvalidAnswer, InvalidMessage
 
     agent, _, ledger = build(store, treasury())
     chat = agent.chat(principal="dave")
     [pause] = (await chat.send("pay 5 to savings", idempotency_key="k" * 200)).interrupts  # the longest
     before = await chat.audit_trail()
-    for key, rule in (("", "key_length"), ("k" * 201, "key_length"), ("a\nb", "control_in_name")):
+    for key, rule in REFUSED_KEYS:
         with pytest.raises(InvalidMessage) as sent:
             await chat.send("hello", idempotency_key=key)
-        assert sent.value.details["rule"] == rule
+        assert (sent.value.details["rule"], sent.value.details["path"]) == (rule, "$.idempotency_key"), key
         with pytest.raises(InvalidAnswer) as answered:
             await chat.approve(pause.ref, principal="alice", idempotency_key=key)
-        assert answered.value.details["rule"] == rule
+        assert answered.value.details["rule"] == rule, key
     assert await chat.audit_trail() == before and ledger == []
+
+    done = await chat.approve(pause.ref, principal="alice", idempotency_key=WIDEST_KEY)
+    assert await chat.approve(pause.ref, principal="alice", idempotency_key=WIDEST_KEY) == done
+    assert (await chat.audit_trail())[-1].idempotency_key == WIDEST_KEY and ledger == ["5->savings"]

@@ -177,7 +177,7 @@ async def test_answers_that_cannot_be_kept_are_refused_with_the_path_and_nothing
             ("$.respond[0].reason", "unpaired_surrogate", {"respond": [ask.deny(text)]}),
             ("$.principal", "unpaired_surrogate", {"respond": [ask.respond("yes")], "principal": text}),
             ("$.via", "unpaired_surrogate", {"respond": [ask.respond("yes")], "via": text}),
-            ("$.key", "unpaired_surrogate", {"respond": [ask.respond("yes")], "idempotency_key": text}),
+            ("$.idempotency_key", "unpaired_surrogate", {"respond": [ask.respond("yes")], "idempotency_key": text}),
             ("$.respond[0].ref", "unpaired_surrogate", {"respond": [ToolResponse(text, "ask", "yes")]}),
         ]
     attempts.append(("$.principal", "nul_in_name", {"respond": [ask.respond("yes")], "principal": "a\x00b"}))

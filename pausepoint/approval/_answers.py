@@ -57,7 +57,7 @@ def prepare_answers(
         for key, value in strings.items():
             if value is not None:
                 at = (key,)
-                if key == "key":
+                if key == "idempotency_key":
                     key_text(value, limits)
                 else:
                     json_text(value, limits, name=True)

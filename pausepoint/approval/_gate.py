@@ -300,7 +300,13 @@ def _grant(
         raise InvalidGrant(f"a grant names {target!r}, which is no tool of this agent", ref=claim.call_ref)
     if not policy.may_grant(target):
         raise InvalidGrant(f"the approval policy lets nobody grant calls of {target!r}", ref=claim.call_ref)
-    if request.required > 1 or policy.required(target) > 1:
+    if request.required > 1:  # whichever tool it names: one approval of a quorum gives no grant
+        raise InvalidGrant(
+            f"this call of {paused_tool!r} needs several approvals ({request.required}): an approval of it gives "
+            "no grant, for any tool (a grant never stands in for a quorum)",
+            ref=claim.call_ref,
+        )
+    if policy.required(target) > 1:
         raise InvalidGrant(
             f"calls of {target!r} need several approvals: no grant stands in for them", ref=claim.call_ref
         )

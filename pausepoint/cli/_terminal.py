@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from ..content._jsondata import read_json_text
-from ..errors import InterruptExpired, PausepointError, PendingInterrupts
+from ..errors import ApprovalForbidden, InterruptExpired, PausepointError, PendingInterrupts
 from ..runtime._agent import Agent
 from ..runtime._chat import Chat
 from ..session._grants import Grant
@@ -323,9 +323,26 @@ class TerminalChat:
                 self.chat.resume_stream(respond=respond, restart=restart, principal=self.principal, via=VIA)
             )
         except PausepointError as exc:
-            self.say(self._style(_plain(f"refused: {exc}"), "31"))
+            answered = {a.name for a in respond} | {a.name for a in restart}
+            self.say(self._style(_plain(self._refusal(exc, answered)), "31"))
             return await (self._settle_expired() if isinstance(exc, InterruptExpired) else self.chat.interrupts())
         return self._after(response)
+
+    def _refusal(self, exc: PausepointError, answered: set[str]) -> str:
+        """How a refused answer (to pauses of the tools ``answered``) reads. A policy that names
+        no ``members`` knows nobody's roles here (a server gives them: its config file, ``serve
+        --approver``), so a refusal for want of a role says that, not that the person holds none."""
+        roles = exc.details.get("roles")
+        unknown = isinstance(exc, ApprovalForbidden) and exc.details.get("reason") == "role"
+        if not unknown or self.agent.approval_policy.members is not None or not isinstance(roles, list):
+            return f"refused: {exc}"
+        who = self.principal or "an unnamed caller"
+        tools = " or ".join(map(repr, sorted(answered)))
+        return (
+            f"refused: this chat knows no one's roles, so {who!r} cannot decide {tools} here: the roles that "
+            f"decide it ({', '.join(map(str, roles))}) are given to people where the agent is served (a config "
+            "file's [principals], serve --approver); answer it there (the console, the REST API)"
+        )
 
     async def _settle_expired(self) -> list[PendingInterrupt]:
         """Settle the pauses whose time ran out by the agent's expiry policy (what the model then

@@ -37,6 +37,7 @@ from ..stores._base import DEFAULT_MAX_RECORD_BYTES
 __all__ = [
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "KEY_PATH",
     "MAX_KEY_CHARS",
     "JsonLimits",
     "NotJsonData",
@@ -180,19 +181,41 @@ def json_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$
 
 #: the longest idempotency key, on every surface (REST's header, MCP's argument, Python's keyword)
 MAX_KEY_CHARS = 200
+#: the name a refused key's error gives it, on every surface (``key_text``'s default ``path``)
+KEY_PATH = "$.idempotency_key"
+#: what a key holds: the characters an HTTP header carries as they are (visible ASCII), and spaces
+#: between them (HTTP drops a header's leading and trailing spaces), so any client can replay it
+_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
+_NOT_KEY = re.compile(r"[^ -~]")
 
 
-def key_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = "$") -> str:
-    """``value`` if it is an idempotency key every surface takes: 1 to 200 characters a name may
-    hold (``json_text(name=True)``); ``NotJsonData`` otherwise (``key_length``)."""
+def key_text(value: Any, limits: JsonLimits = DEFAULT_LIMITS, *, path: str = KEY_PATH) -> str:
+    """``value`` if it is an idempotency key every surface takes, HTTP headers included: a string
+    a name may hold (``json_text(name=True)``: ``json_type``, ``unpaired_surrogate``,
+    ``nul_in_name``, ``control_in_name``) of 1 to 200 characters (``key_length``), each visible
+    ASCII or a space between them (``key_chars``); ``NotJsonData`` naming the rule otherwise."""
     json_text(value, limits, path=path, name=True)
     if not 0 < len(value) <= MAX_KEY_CHARS:
         problem = NotJsonData(
             f"an idempotency key has 1 to {MAX_KEY_CHARS} characters, not {len(value)}", "key_length", MAX_KEY_CHARS
         )
-        problem.root = path
-        raise problem
-    return str(value)
+    elif not _KEY.fullmatch(value):
+        problem = NotJsonData(_not_key(value), "key_chars")
+    else:
+        return str(value)
+    problem.root = path
+    raise problem
+
+
+def _not_key(value: str) -> str:
+    """What makes ``value`` (1 to 200 characters) no key, for ``key_text``'s refusal."""
+    bad = _NOT_KEY.search(value)
+    if bad is not None:
+        return (
+            f"an idempotency key holds visible ASCII characters and spaces between them only, "
+            f"not {bad.group()!r} (character {bad.start()})"
+        )
+    return "an idempotency key cannot start or end with a space (HTTP drops it from a header)"
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")

@@ -29,8 +29,9 @@ from typing import Any, Literal, TypeVar
 import httpx2
 import mcp.types as types
 from anyio import EndOfStream
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.message import SessionMessage
 
 from ..errors import DefinitionError, McpError, McpTimeout, McpUnavailable
@@ -43,6 +44,13 @@ T = TypeVar("T")
 
 #: more pages than any server's listing of tools has: a listing that goes on is refused
 MAX_PAGES = 1000
+
+#: how long a ``subscriptions/listen`` that ended waits before it is opened again, at first
+#: and at most (doubling while it cannot be)
+_RELISTEN_FIRST = 0.1
+_RELISTEN_MOST = 5.0
+#: a server's refusal of ``subscriptions/listen``: it is not asked again on this connection
+_REFUSED = (types.METHOD_NOT_FOUND, types.INVALID_REQUEST, types.INVALID_PARAMS)
 
 
 @dataclass(slots=True)
@@ -394,7 +402,7 @@ class McpConnection:
                     self.name, self._named = client.server_info.name, True
                 if not ready.done():
                     ready.set_result(None)
-                listening = asyncio.ensure_future(self._listen(client))
+                listening = asyncio.ensure_future(self._listen(live, client))
                 try:
                     await live.stop.wait()
                 finally:
@@ -411,15 +419,36 @@ class McpConnection:
             if self._live is live:
                 self._live = None
 
-    async def _listen(self, client: Client) -> None:
+    async def _listen(self, live: _Live, client: Client) -> None:
         """Hear the server say its tools changed on a 2026 connection, which tells only the
         subscribers of ``subscriptions/listen`` (an earlier one sends the notice to every client:
         ``_on_message``). A server that takes no subscription is compared when calls need it
-        (``_tools._Catalog``)."""
-        with contextlib.suppress(Exception):  # an earlier protocol, a refusal, the connection gone
-            async with client.listen(tools_list_changed=True) as changes:
-                async for _ in changes:
-                    self._tools_changed()
+        (``_tools._Catalog``).
+
+        A subscription that ends while the connection is open — an HTTP server restarted
+        behind it, whose requests still succeed — is opened again (after a pause that grows
+        while it cannot be), and the listing is compared again, both when it ends and when it
+        is back: a notice sent meanwhile went to nobody."""
+        again, wait = False, _RELISTEN_FIRST
+        while not live.ended:
+            opened = False
+            try:
+                async with client.listen(tools_list_changed=True) as changes:
+                    opened = True
+                    if again:  # back: a notice sent while it was not went to nobody
+                        self._tools_changed()
+                    async for _ in changes:
+                        self._tools_changed()
+            except ListenNotSupportedError:
+                return  # an earlier protocol: the notice comes to every client
+            except MCPError as exc:
+                if exc.code in _REFUSED:
+                    return  # a server that takes no subscription
+            except Exception:  # noqa: S110 - lost, or not answered: opened again below
+                pass
+            self._tools_changed()  # notices may go unheard until it is back
+            again, wait = True, _RELISTEN_FIRST if opened else min(wait * 2, _RELISTEN_MOST)
+            await asyncio.sleep(wait)
 
     def _tools_changed(self) -> None:
         for listener in list(self.on_tools_changed):

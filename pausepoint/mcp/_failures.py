@@ -41,10 +41,14 @@ __all__ = [
     "opening_error",
     "timed_out",
     "unreadable_line",
+    "unusable_result",
 ]
 
 #: what a tool call that was sent but not answered readably may have done
 _UNSURE = "; it may or may not have taken effect"
+
+#: how much of a problem with a result is said (its first line)
+_PROBLEM_SIZE = 300
 
 #: what the SDK's dispatcher wakes its waiters with when the transport ends
 _SDK_CLOSED = "Connection closed"
@@ -159,11 +163,7 @@ def failure(server: str, doing: str, effects: bool, exc: Exception, reply: HttpR
             **outcome,
         )
     if isinstance(exc, RuntimeError):  # a result the SDK refused: not the tool's output schema, say
-        return McpError(
-            f"MCP server {server!r} answered {doing} with a result that cannot be used ({exc}){unsure}",
-            server=server,
-            **outcome,
-        )
+        return unusable_result(server, doing, effects, exc)
     if isinstance(
         exc, OSError | httpx2.HTTPError | anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream
     ):
@@ -173,6 +173,23 @@ def failure(server: str, doing: str, effects: bool, exc: Exception, reply: HttpR
             **outcome,
         )
     return exc
+
+
+def unusable_result(server: str, doing: str, effects: bool, exc: RuntimeError) -> McpError:
+    """A result the SDK refused after the server answered (it does not fit the tool's output
+    schema, say): a tool call ran — what it did took effect — but its result cannot be used.
+    Only the first problem is said, on one line (not the validator's report)."""
+    problem = " ".join(str(exc).strip().split("\n", 1)[0].split())
+    problem = problem if len(problem) <= _PROBLEM_SIZE else problem[:_PROBLEM_SIZE] + "..."
+    if not effects:
+        return McpError(f"MCP server {server!r} answered {doing} with a result that cannot be used: {problem}",
+                        server=server)  # fmt: skip
+    return McpError(
+        f"MCP server {server!r} answered {doing}: the call ran (what it did took effect), but returned a result "
+        f"that cannot be used: {problem}",
+        server=server,
+        outcome="ran",
+    )
 
 
 def _rpc_failure(server: str, doing: str, effects: bool, exc: MCPError, reply: HttpReply, *, ended: bool) -> McpError:

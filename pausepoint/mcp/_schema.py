@@ -30,6 +30,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from referencing.exceptions import Unresolvable
 
 from ..errors import DefinitionError
+from ._bounds import bound_type
 
 __all__ = ["check_against", "output_validator", "schema_model"]
 
@@ -56,12 +57,7 @@ def _validator(schema: dict[str, Any], what: str) -> Any:
 def _check_references(schema: dict[str, Any], what: str) -> None:
     """Refuse a schema with a reference that does not resolve without fetching anything (its
     dialect read as ``jsonschema`` reads it: its ``$schema``, 2020-12 by default)."""
-    dialect = schema.get("$schema")
-    specification = referencing.jsonschema.specification_with(
-        dialect if isinstance(dialect, str) else "", default=referencing.jsonschema.DRAFT202012
-    )
-    root = specification.create_resource(schema)
-    resolver = DIALECTS.combine(_NOTHING_FETCHED).resolver_with_root(root)
+    root, resolver = _root(schema)
     for keyword, ref, at in _references(root, resolver):
         try:
             at.lookup(ref)
@@ -70,6 +66,17 @@ def _check_references(schema: dict[str, Any], what: str) -> None:
                 f"{what}: the {keyword} {ref!r} cannot be resolved: a reference must lead within the schema "
                 "(remote references are never fetched)"
             ) from None
+
+
+def _root(schema: dict[str, Any]) -> tuple[referencing.jsonschema.SchemaResource, Any]:
+    """The schema as a resource (its dialect read as ``jsonschema`` reads it: its ``$schema``,
+    2020-12 by default) and a resolver that fetches nothing."""
+    dialect = schema.get("$schema")
+    specification = referencing.jsonschema.specification_with(
+        dialect if isinstance(dialect, str) else "", default=referencing.jsonschema.DRAFT202012
+    )
+    root = specification.create_resource(schema)
+    return root, DIALECTS.combine(_NOTHING_FETCHED).resolver_with_root(root)
 
 
 def _references(resource: referencing.jsonschema.SchemaResource, resolver: Any) -> Iterator[tuple[str, str, Any]]:
@@ -147,20 +154,40 @@ def schema_model(schema: dict[str, Any], *, title: str, what: str | None = None)
     return SchemaInput
 
 
-_SIMPLE: dict[str, Any] = {"integer": int, "number": float, "string": str, "boolean": bool}
-
-
 def _property_types(schema: dict[str, Any]) -> dict[str, Any]:
-    """Each top-level property of an object schema with the Python type its values read as
-    (``Any`` for anything but one simple JSON type)."""
+    """Each top-level property of an object schema with the type grant bounds read its values
+    as (``_bounds``): its one simple JSON type — found through the local ``$ref``s that lead
+    to it — or ``Any``."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return {}
+    _, resolver = _root(schema)
     found: dict[str, Any] = {}
     for name, spec in properties.items():
-        kind = spec.get("type") if isinstance(spec, dict) else None
-        found[name] = _SIMPLE.get(kind, Any) if isinstance(kind, str) else Any
+        kind = _type_of(spec, resolver)
+        found[name] = bound_type(kind) if isinstance(kind, str) else Any
     return found
+
+
+def _type_of(spec: Any, resolver: Any) -> Any:
+    """The ``type`` a property's schema names, itself or through the references it leads by
+    (None: it names none, or a reference that cannot be followed)."""
+    for _ in range(_MOST_REFERENCES):
+        if not isinstance(spec, dict):
+            return None
+        ref = spec.get("$ref")
+        if "type" in spec or not isinstance(ref, str):
+            return spec.get("type")
+        try:
+            resolved = resolver.lookup(ref)
+        except Unresolvable:
+            return None
+        spec, resolver = resolved.contents, resolved.resolver
+    return None
+
+
+#: how many references in a row a property's type is looked for through
+_MOST_REFERENCES = 32
 
 
 def output_validator(schema: dict[str, Any], what: str) -> Any:

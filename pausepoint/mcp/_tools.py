@@ -7,13 +7,18 @@ validates arguments with it, and every pause's fingerprint covers it. A call:
 1. checks that the server still offers the tool as it was defined (after every new connection
    and every ``tools/list_changed`` notice; and, for a call that paused — approved, say —
    always, by listing the tools again: a server redeployed behind the same HTTP connection
-   says nothing, and the call must reach the definition it was approved on): a tool that
-   changed fails the call without sending it, and its fingerprint becomes the new
-   definition's, so pauses taken on the old one are refused when answered
-   (``ToolDefinitionChanged``);
+   says nothing, and the call must reach the definition it was approved on; a tool last seen
+   changed is listed again too, as the server may have gone back): a tool that changed fails
+   the call without sending it, and while it is changed its fingerprint is the offered
+   definition's, so pauses taken on the agent's are refused when answered
+   (``ToolDefinitionChanged``) — and accepted again once the server offers the agent's
+   definition again;
 2. (before it runs at all, the runtime's approval gate has paused it if it needs approval —
    ``Tool.requires_approval``, from ``mcp_tools(requires_approval=...)``, and the agent's
-   ``ApprovalPolicy`` — so nothing reached the server before it was approved);
+   ``ApprovalPolicy`` — so nothing reached the server before it was approved; a tool known to
+   be changed needs no approval there (``_unless_changed``): its call fails at once, unsent,
+   rather than ask a person for an approval that could never be sent — so every pause records
+   the agent's definition's fingerprint);
 3. sends one ``tools/call`` round; a question from the server becomes a pause (``_elicitation``),
    and its answer sends the next round;
 4. hands the result to the model: the text the server wrote for models (``content``), or
@@ -27,7 +32,7 @@ import contextlib
 import json
 import weakref
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import mcp.types as types
@@ -82,7 +87,6 @@ class _Catalog:
                 tool._compare(offered.get(name))
             self._checked, self._checked_at = self.connection._live, loop.time()
 
-
     def _current(self, again: bool, within: float, now: float) -> bool:
         compared = self._checked is not None and self._checked is self.connection._live
         return compared and (not again or now - self._checked_at < within)
@@ -111,6 +115,7 @@ class McpTool(Tool):
         self.connection = catalog.connection
         self._catalog = catalog
         self._changed: str | None = None
+        gated = requires_approval if requires_approval is False else self._unless_changed(requires_approval)
         about = f"MCP server {catalog.connection.name!r}, tool {spec.name!r}"
         model = schema_model(spec.input_schema, title=_title(name), what=f"{about}, input schema")
         if spec.output_schema is not None:  # the SDK checks results against it: it must be usable too
@@ -123,7 +128,7 @@ class McpTool(Tool):
             allow_input_edits=allow_input_edits,
             idempotent=idempotent,
             input_model=model,
-            requires_approval=requires_approval,
+            requires_approval=gated,
         )
         # What the model sees is the text the server wrote for models (see _result), so the tool
         # declares no output schema of its own; the fingerprint covers the server's anyway.
@@ -143,13 +148,34 @@ class McpTool(Tool):
         with contextlib.suppress(McpError):
             await self._catalog.check(again=True)
 
+    def _unless_changed(self, required: bool | Callable[[BaseModel], bool]) -> Callable[[BaseModel], Awaitable[bool]]:
+        """``required`` as the approval gate asks it, for a tool the server still offers as it
+        was defined; for one it changed, no approval: ``run`` fails the call at once, unsent."""
+
+        async def check(validated: BaseModel) -> bool:
+            with contextlib.suppress(McpError):  # not reachable now: ``run`` says so, unsent
+                await self._compared(again=False, within=0.0)
+            if self._changed is not None:
+                return False
+            return required if isinstance(required, bool) else required(validated)
+
+        return check
+
+    async def _compared(self, *, again: bool, within: float = _JUST_COMPARED) -> None:
+        """Compare the server's listing with the definition (``again``, ``within``: see
+        ``_Catalog.check``); a tool last seen changed is listed again (unless it was less than
+        ``within`` seconds ago), as the server may offer the agent's definition again."""
+        await self._catalog.check(again=again, within=_JUST_COMPARED)
+        if self._changed is not None:
+            await self._catalog.check(again=True, within=within)
+
     async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
         assert isinstance(validated, RootModel)
         arguments: dict[str, Any] = validated.model_dump(mode="json")
         # A call that paused (for approval, or to ask) goes on against what the pause showed:
         # the server's definition now is listed again, whatever the connection has heard (or was
         # a moment ago, when its answer was taken: ``refresh_definition``).
-        await self._catalog.check(again=bool(ctx.is_resumed), within=_JUST_COMPARED)
+        await self._compared(again=bool(ctx.is_resumed))
         if self._changed is not None:
             raise McpError(self._changed, server=self.connection.name, tool=self.mcp_name, outcome="not_sent")
         about = {"server": self.connection.name, "tool": self.mcp_name}

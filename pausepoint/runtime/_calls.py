@@ -219,11 +219,11 @@ class SessionCalls:
         *,
         by_ref: tuple[str, BuildAnswer] | None = None,
     ) -> AgentResponse:
-        """Answer paused calls: the answers given, or — ``by_ref`` — the one answer built for the
-        call that ref names, from the session as the locked operation finds it (so a pause is
-        never looked up in a read made before the lock)."""
+        """Answer paused calls: the answers given, or (``by_ref``) the one built for the call that
+        ref names from the session as the locked operation finds it (never from an earlier read)."""
         limits, approvals, actor = self.agent.json_limits, self.agent.approvals, principal or self.principal
-        answers, metadata = prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, key=key)
+        strings = {"principal": actor, "via": via, "idempotency_key": key}
+        answers, metadata = prepare_answers(respond, restart, metadata, limits, **strings)
         digest = request_hash(answers, metadata, actor) if key is not None else None
 
         def resolved(state: SessionState) -> tuple[list[ToolResponse | ToolRestart], str | None]:

@@ -1,6 +1,11 @@
 """What a request writes in its headers, query string and path: integers, flags, the
 ``Idempotency-Key``.
 
+An idempotency key is read as UTF-8 and checked as a Python caller's is (``key_text``: 1 to 200
+characters, visible ASCII and spaces between them, what any HTTP client sends as it is), so a key
+taken on one surface can be replayed on every other; a refusal is ``InvalidRequest`` (400) naming
+the same ``path``, ``rule`` and ``limit``.
+
 Integers are ASCII digits, nothing else.
 
 Python's ``int`` and ``str.isdigit`` also take the digits of other scripts: ``int`` reads an
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from ..content._jsondata import MAX_KEY_CHARS
+from ..content._jsondata import KEY_PATH, MAX_KEY_CHARS, NotJsonData, key_text
 from ..errors import InvalidRequest
 
 __all__ = [
@@ -73,20 +78,44 @@ def flag(request: Request, name: str) -> bool | None:
 
 
 def idempotency_key(request: Request) -> str | None:
-    """The ``Idempotency-Key`` header (1 to 200 characters), or None; ``InvalidRequest`` otherwise
-    (two of them too: which one a retry would repeat cannot be known)."""
+    """The ``Idempotency-Key`` header as ``checked_key`` takes it, or None; ``InvalidRequest``
+    otherwise (two of them too: which one a retry would repeat cannot be known)."""
     given = request.headers.getlist("idempotency-key")
     if len(given) > 1:
         raise InvalidRequest("a request takes one Idempotency-Key header, not several")
-    return checked_key(given[0] if given else None, "the Idempotency-Key header")
+    return checked_key(_header_text(given[0]) if given else None, "the Idempotency-Key header")
+
+
+def _header_text(value: str) -> str:
+    """A header's bytes read as UTF-8, not as the Latin-1 starlette reads (where a UTF-8 "é"
+    would be "Ã©", and "…" a control character), so a refusal names what the client sent;
+    ``InvalidRequest`` (rule ``key_chars``) for bytes that are no UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest(
+            "the Idempotency-Key header is not UTF-8 text: an idempotency key holds visible ASCII "
+            "characters and spaces between them only",
+            path=KEY_PATH,
+            rule="key_chars",
+            limit=None,
+        ) from None
 
 
 def checked_key(key: str | None, what: str) -> str | None:
-    """An idempotency key as every surface takes it (1 to 200 characters); ``InvalidRequest``
-    naming ``what`` carried it otherwise."""
-    if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
-        raise InvalidRequest(f"{what} must have 1 to {MAX_KEY_CHARS} characters")
-    return key
+    """An idempotency key as every surface takes it (``key_text``: 1 to 200 characters, each
+    visible ASCII or a space between them); ``InvalidRequest`` naming ``what`` carried it
+    otherwise, with the ``path``, ``rule`` and ``limit`` a Python caller's refusal names."""
+    if key is None:
+        return None
+    try:
+        return key_text(key)
+    except NotJsonData as exc:
+        raise InvalidRequest(
+            f"{what} must have 1 to {MAX_KEY_CHARS} characters, each visible ASCII or a space between them: "
+            f"{exc.problem}",
+            **exc.details(),
+        ) from None
 
 
 def no_key_unless_named(key: str | None, how: str) -> None:

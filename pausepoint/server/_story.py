@@ -72,26 +72,36 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
         return Standing("superseded", shown, view, entry, message)
     if entry is not None:
         if entry.decision == "expire":
-            return Standing("expired", shown, view, entry, f"{said} expired unanswered at {moment(entry.at)}.")
+            message = f"{said} expired unanswered at {moment(entry.at)}{_quorum(pause, entry)}."
+            return Standing("expired", shown, view, entry, message)
         message = f"{said} was decided already: {decided(entry)}{_quorum(pause, entry)}."
         return Standing("used", shown, view, entry, message)
     if link.expired(now):
         message = f"This link to {said} expired at {moment(link.expires_at)}; open the request from your inbox."
         return Standing("expired", shown, view, None, message)
     if shown.expires_at is not None and shown.expires_at <= now:
-        message = f"{said} expired at {moment(shown.expires_at)}. {view.on_expiry or ''}".strip()
+        counted = _approvals_in(len(shown.approval.approved_by), shown.approval.required) if shown.approval else ""
+        message = f"{said} expired at {moment(shown.expires_at)}{counted}. {view.on_expiry or ''}".strip()
         return Standing("expired", shown, view, None, message)
     waiting = view.approval.waiting_for if view.approval is not None and view.approval.waiting_for else ""
     return Standing("open", shown, view, None, f"{said} waits for a decision. {waiting}".strip())
 
 
 def _quorum(pause: Pause, entry: AuditEntry) -> str:
-    """Who approved an approval that completed a quorum ("" for any other answer): the last
-    approver alone is not who decided it."""
+    """How far a quorum got, for the line of the entry that settled its pause: who approved an
+    approval that completed one (the last approver alone is not who decided it); how many had
+    approved a call cancelled or expired under one (as the console says it); "" otherwise."""
+    if entry.decision in ("cancel", "expire"):
+        return _approvals_in(entry.approvals, entry.required)
     approvers = pause.answer.approvals if pause.answer is not None and entry.decision == "approve" else None
     if not approvers or len(approvers) < 2:
         return ""
     return f" ({len(approvers)} approvals: {', '.join(a.principal for a in approvers)})"
+
+
+def _approvals_in(approvals: int, required: int) -> str:
+    """ " (1 of 2 approvals in)" for a call under a quorum; "" for one that needs one approval."""
+    return f" ({approvals} of {required} approvals in)" if required > 1 else ""
 
 
 def decided(entry: AuditEntry) -> str:

@@ -17,6 +17,8 @@ can break the protocol in ways the SDK's server never would): it offers one tool
 - ``list-twice``: ``tools/list`` lists ``pay`` twice, with two different schemas;
 - ``list-same-cursor``: every page of ``tools/list`` says the next is at the cursor ``same``;
 - ``list-endless``: every page of ``tools/list`` has a next one, at a new cursor;
+- ``call-off-schema``: ``pay`` declares an output schema (an integer ``total``), and
+  ``tools/call`` answers structured content that fails it (``total`` is a string);
 - ``list-ref``: ``pay``'s ``amount`` is ``{"$ref": REF}``; ``list-ref-cycle``: references that
   only lead to each other.
 
@@ -47,6 +49,9 @@ PAY = {
     "description": "Pay someone.",
     "inputSchema": {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]},
 }
+
+#: the output schema ``pay`` declares with ``call-off-schema``
+OFF_SCHEMA = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
 
 
 def answer(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -87,6 +92,8 @@ def listing(params: dict[str, Any]) -> dict[str, Any] | None:
         listed["nextCursor"] = "same"
     elif BROKEN == "list-endless":
         listed["nextCursor"] = str(int(params.get("cursor") or 0) + 1)
+    elif BROKEN == "call-off-schema":
+        listed["tools"] = [{**PAY, "outputSchema": OFF_SCHEMA}]
     elif BROKEN in ("list-ref", "list-ref-cycle"):
         listed["tools"] = [{**PAY, "inputSchema": schema_with_ref()}]
     return listed
@@ -112,6 +119,8 @@ def call(message: dict[str, Any]) -> dict[str, Any] | None:
         params = {"mode": "form", "message": "Who?", "requestedSchema": schema}
         asked = {"method": "elicitation/create", "params": params}
         return {"resultType": "input_required", "inputRequests": {"q": asked}, "requestState": "s"}
+    if BROKEN == "call-off-schema":
+        return {"content": [], "structuredContent": {"total": "not a number"}, "resultType": "complete"}
     if BROKEN == "call-garbage":
         return {"content": 42, "isError": "maybe"}
     if BROKEN == "call-hang":

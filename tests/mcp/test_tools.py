@@ -239,10 +239,9 @@ async def test_an_approved_call_is_not_sent_to_a_server_redeployed_with_another_
     assert [p.pause_id for p in await chat.interrupts()] == [pause.pause_id]  # nothing recorded
     assert [e.decision for e in await chat.audit_trail()] == ["message"]
     await chat.cancel_pending("the server changed")
-    later = (await chat.send("Move $500 to savings.")).interrupts[0]
-    res = await chat.resume(restart=[agent.approval(later)])
+    res = await chat.send("Move $500 to savings.")  # known changed: it fails at once, nobody asked
     assert ledger.entries() == []  # nothing reached the new server
-    assert res.finish_reason == AgentFinishReason.STOP
+    assert res.finish_reason == AgentFinishReason.STOP and res.interrupts == []
     assert "McpError: MCP server 'bank' changed tool 'transfer' since" in res.text
     assert "was not sent" in res.text
     await connection.aclose()
