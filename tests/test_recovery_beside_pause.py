@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from pausepoint import AgentFinishReason, Pausepoint
+from pausepoint import AgentFinishReason, ApprovalPolicy, Pausepoint
 from pausepoint.errors import NothingToResume, PendingInterrupts, TurnInProgress
 from pausepoint.testing import ScriptedModel, tool_call
 from tests.test_recovery import Clock, Hang, Mortal, dies
@@ -16,7 +16,7 @@ from tests.test_recovery import Clock, Hang, Mortal, dies
 BATCH = [tool_call("pay", {"amount": 4}), tool_call("transfer", {"amount": 5})]
 
 
-def make_agent(store, clock, steps, ledger, hang: Hang | None = None):
+def make_agent(store, clock, steps, ledger, hang: Hang | None = None, approval: ApprovalPolicy | None = None):
     """``pay`` pauses for approval; ``transfer`` runs at once (and never twice)."""
     ai = Pausepoint(clock=clock)
 
@@ -34,7 +34,8 @@ def make_agent(store, clock, steps, ledger, hang: Hang | None = None):
             await hang()  # the process "dies" here
         return "moved"
 
-    return ai.define_agent(name="bank", model=ScriptedModel(steps), tools=[pay, transfer], store=store)
+    model = ScriptedModel(steps)
+    return ai.define_agent(name="bank", model=model, tools=[pay, transfer], store=store, approval=approval)
 
 
 async def dies_beside_a_pause(store, clock, ledger, key: str | None = None) -> str:
@@ -102,3 +103,46 @@ async def test_cancelling_while_another_process_runs_the_turn_says_so(store):
     clock.now += timedelta(minutes=16)
     with pytest.raises(NothingToResume):  # presumed lost, and nothing was paused
         await other.cancel_pending("stop")
+
+
+async def test_an_answer_waiting_for_the_writer_of_a_call_that_died_beside_it_settles_it_once_presumed_lost(store):
+    """Answered before ``abandon_after``, the approval runs its call and waits for the writer
+    running the other call of its batch (found by a probe: it waited ``wait_timeout``, two
+    minutes, then said ResumeInProgress, nothing settled though that process was presumed lost
+    meanwhile). Once that call started ``abandon_after`` ago, the waiter settles it and goes on."""
+    clock, ledger = Clock(), []
+    session_id = await dies_beside_a_pause(store, clock, ledger)
+    chat = make_agent(store, clock, ["Paid; the transfer may not have gone through."], ledger).chat(session_id)
+    [pause] = await chat.interrupts()
+    answering = asyncio.create_task(chat.approve(pause.ref))
+    for _ in range(500):
+        if "pay:4" in ledger:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    assert not answering.done()  # the transfer's writer may still be running it: waited for
+    clock.now += timedelta(minutes=16)
+    res = await asyncio.wait_for(answering, 10)
+    assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "Paid; the transfer may not have gone through.")
+    assert ledger == ["transfer:5", "pay:4"]  # the lost transfer not run again
+    [transfer] = [p for p in (await chat.history())[-2].tool_responses if p.name == "transfer"]
+    assert transfer.is_error and transfer.output["outcome"] == "unknown"
+
+
+async def test_the_expiry_sweep_waits_for_no_writer_and_goes_on_to_the_other_sessions(store):
+    """An expired pause beside a call another process runs (found by a probe: the sweep waited
+    two minutes on that session, then raised, and no other session's expiry was settled)."""
+    clock, ledger = Clock(), []
+    policy = ApprovalPolicy(ttl={"pay": timedelta(minutes=5)})
+    hang, mortal = Hang(), Mortal(store)
+    running = make_agent(mortal, clock, [BATCH], ledger, hang, approval=policy).chat()
+    sending = asyncio.create_task(running.send("pay 4, move 5"))
+    await hang.all_arrived.wait()  # its transfer runs (in "another process")
+    agent = make_agent(store, clock, [[tool_call("pay", {"amount": 1})], "Not paid."], ledger, approval=policy)
+    ordinary = agent.chat()
+    await ordinary.send("pay 1")
+    clock.now += timedelta(minutes=6)  # both pauses expired; the transfer started 6 minutes ago
+    settled = await asyncio.wait_for(agent.settle_expired(), 10)
+    assert [r.text for r in settled] == ["Not paid."]  # the busy session's turn is its writer's to end
+    assert [e.decision for e in await agent.chat(running.session_id).audit_trail()][-1] == "expire"
+    sending.cancel()

@@ -9,6 +9,7 @@ locks, checkpoint writes, background tasks, detached turns running here — is a
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -16,7 +17,7 @@ from typing import Any, Literal
 from ..approval._approvals import Approvals
 from ..approval._policy import ApprovalPolicy
 from ..content._jsondata import JsonLimits
-from ..errors import DefinitionError
+from ..errors import DefinitionError, PausepointError
 from ..models._model import Model, ToolDefinition
 from ..session._grants import Grant
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
@@ -47,6 +48,8 @@ def deny_on_expiry(interrupt: PendingInterrupt) -> Any:
         return {"denied": True, "reason": f"expired: it had {had} by {when}"}
     return {"denied": True, "reason": f"expired: nobody answered before {when}"}
 
+
+log = logging.getLogger("pausepoint")
 
 class Agent:
     """An agent definition. Create with ``Pausepoint.define_agent``; talk to it with ``chat()``.
@@ -277,11 +280,17 @@ class Agent:
         )
 
     async def settle_expired(self, *, limit: int = 100) -> list[AgentResponse]:
-        """Resolve expired pauses of this agent's sessions by the expiry policy (for a periodic job)."""
+        """Resolve expired pauses of this agent's sessions by the expiry policy (for a periodic job).
+        A session that cannot be settled now (busy in another process, its store failing) is
+        logged and left for the next pass: it never holds up the others."""
         due = await self.list_sessions(expiring_before=self.clock(), limit=limit)
         responses = []
         for summary in due:
-            response = await self.chat(summary.session_id).settle_expired()
+            try:
+                response = await self.chat(summary.session_id).settle_expired()
+            except PausepointError as exc:
+                log.warning("agent %r: session %r not settled this time: %s", self.name, summary.session_id, exc)
+                continue
             if response is not None:
                 responses.append(response)
         return responses

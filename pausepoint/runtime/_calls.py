@@ -533,8 +533,8 @@ class SessionCalls:
             return turn
 
         async def op(state: SessionState) -> AgentResponse | None:
-            turn = await self._claimed(state, claim)
-            return None if turn is None else await turn.proceed()
+            turn = await self._claimed(state, claim)  # calls of the batch running elsewhere: their writer
+            return None if turn is None or turn.state.running else await turn.proceed()  # ends it (none waited for)
 
         return await self.locked(op, operation="settle_expired")
 

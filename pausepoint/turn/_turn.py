@@ -31,7 +31,7 @@ from ..approval._approvals import Approvals
 from ..content._intake import adopted, model_message
 from ..content._jsondata import JsonLimits
 from ..content._messages import Message, ToolRequestPart
-from ..errors import ConcurrentUpdate, ModelError, PausepointError, ResumeInProgress
+from ..errors import ConcurrentUpdate, ModelError, PausepointError
 from ..models._model import Model, ModelChunk, ModelRequest, ModelResponse, PairedText, TextDelta, ToolDefinition
 from ..session._records import (
     ApprovalPaused,
@@ -64,6 +64,7 @@ from ._streaming import (
     TurnEndChunk,
 )
 from ._telemetry import Telemetry
+from ._waiting import other_writers_end
 
 __all__ = ["Turn", "TurnHost"]
 
@@ -110,6 +111,8 @@ class TurnHost(Protocol):
     def telemetry(self) -> Telemetry: ...
     @property
     def wait_timeout(self) -> float: ...
+    @property
+    def abandon_after(self) -> timedelta: ...
 
 
 class _Aborted(Exception):
@@ -286,7 +289,7 @@ class Turn:
             return await self.run_model()
         if self.state.open:
             return await self.end(AgentFinishReason.INTERRUPTED)
-        return await self._wait_for_other_writer(since)
+        return await other_writers_end(self, since)
 
     async def stop(self) -> AgentResponse:
         """End a detached turn that was asked to abort. A user message the model has not
@@ -315,7 +318,7 @@ class Turn:
             state = journal.state
             ended = self._ended_elsewhere()
             if ended is not None:
-                return self._finished(ended)
+                return self.finished(ended)
             now = self.agent.clock()
             record = TurnEnded(
                 turn=state.turn,
@@ -344,12 +347,13 @@ class Turn:
                     # continue if our unwritten results complete its batch, else theirs to finish.
                     if journal.pending:
                         return await self.proceed(since)
-                    return await self._wait_for_other_writer(since)
+                    return await other_writers_end(self, since)
                 continue
-            return self._finished(response_for(journal.state, record, journal.state.version))
+            return self.finished(response_for(journal.state, record, journal.state.version))
         raise ConcurrentUpdate(f"session {self.state.session_id!r} kept changing; the turn's end was not recorded")
 
-    def _finished(self, response: AgentResponse) -> AgentResponse:
+    def finished(self, response: AgentResponse) -> AgentResponse:
+        """``response``, streamed as the turn's end (``TurnEndChunk``) to a streaming caller."""
         if self.emit is not None:
             self.emit(TurnEndChunk(response))
         return response
@@ -570,31 +574,3 @@ class Turn:
     def _on_progress(self, job: CallJob, data: Any) -> None:
         assert self.emit is not None
         self.emit(ToolProgressChunk(job.request.ref, job.request.name, data))
-
-    async def _wait_for_other_writer(self, since: int) -> AgentResponse:
-        """Our answers are in, but another process claimed the rest of the turn (a restart it
-        runs, or the answer that completed a quorum after ours).
-
-        That process finishes the turn; wait for its end — the first turn end after version
-        ``since``, the session as it stood before the append that brought that writer's records
-        in (its end may be among them already: then it is returned at once). Later ends are
-        other turns': a message's, after a process that presumed this turn lost ended it.
-        """
-        await self.journal.flush(self.agent.clock())
-        state = self.state
-        deadline = asyncio.get_running_loop().time() + self.agent.wait_timeout
-        delay = 0.005
-        while True:
-            ended = await self.journal.end_after(since)  # the first: later ones are other turns'
-            if ended is not None:
-                return self._finished(response_for(state, *ended))
-            if asyncio.get_running_loop().time() >= deadline:
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
-            state = await self.reread(self.state.session_id)
-            self.journal.state = state
-        raise ResumeInProgress(
-            f"another process is still finishing this turn of session {self.state.session_id!r}",
-            session_id=self.state.session_id,
-        )
