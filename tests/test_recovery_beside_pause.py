@@ -146,3 +146,22 @@ async def test_the_expiry_sweep_waits_for_no_writer_and_goes_on_to_the_other_ses
     assert [r.text for r in settled] == ["Not paid."]  # the busy session's turn is its writer's to end
     assert [e.decision for e in await agent.chat(running.session_id).audit_trail()][-1] == "expire"
     sending.cancel()
+
+
+async def test_cancelling_beside_a_call_another_process_runs_answers_with_the_turns_real_end(store):
+    """Found by a probe: ``cancel_pending`` said the turn ended ``aborted`` while another process
+    ran a call of its batch — and that process then ended the same turn ``stop``, its model
+    reading the cancellation. The cancellation waits for that writer's end, as an answer does."""
+    clock, ledger, hang, mortal = Clock(), [], Hang(), Mortal(store)
+    running = make_agent(mortal, clock, [BATCH, "Moved 5; the payment was cancelled."], ledger, hang).chat()
+    sending = asyncio.create_task(running.send("pay 4, move 5"))
+    await hang.all_arrived.wait()
+    other = make_agent(store, clock, [], ledger).chat(running.session_id)
+    cancelling = asyncio.create_task(other.cancel_pending("not now"))
+    await asyncio.sleep(0.2)
+    assert not cancelling.done()  # the transfer still runs there
+    hang._never.set()  # it finishes, and its process ends the turn
+    cancelled, sent = await asyncio.wait_for(asyncio.gather(cancelling, sending), 10)
+    assert cancelled.finish_reason == sent.finish_reason == AgentFinishReason.STOP
+    assert cancelled.text == sent.text == "Moved 5; the payment was cancelled."
+    assert ledger == ["transfer:5"]

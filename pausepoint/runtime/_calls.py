@@ -510,7 +510,9 @@ class SessionCalls:
             return turn
 
         async def op(state: SessionState) -> AgentResponse:
-            return await (await self._claimed(state, claim)).end(AgentFinishReason.ABORTED)
+            turn = await self._claimed(state, claim)  # calls of its batch running elsewhere: their writer
+            elsewhere = turn.state.abandoned(self.agent.clock(), self.agent.abandon_after) is None  # ends it
+            return await (turn.proceed() if elsewhere else turn.end(AgentFinishReason.ABORTED))
 
         return await self.locked(op, operation="cancel")
 

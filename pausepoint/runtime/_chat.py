@@ -217,7 +217,9 @@ class Chat:
 
         The model sees ``{"cancelled": True, "reason": reason}`` as each call's result; the audit
         trail records ``principal`` and the channel ``via``. A pause whose time ran out is
-        resolved by the agent's expiry policy instead (``via="expiry"``). Raises
+        resolved by the agent's expiry policy instead (``via="expiry"``). The turn ends ``aborted``,
+        unless another process still runs a call of the batch: that process ends it, and its end
+        is returned. Raises
         ``NothingToResume`` when nothing is paused, ``InvalidAnswer`` for a reason (or principal) a
         session cannot keep.
         """
