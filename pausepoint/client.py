@@ -13,7 +13,10 @@ picks the class from ``pausepoint.errors``.
 Retries. Reads are retried on connection failures. A send, a resume (or approve) always carries
 an idempotency key (``idempotency_key=`` or a fresh one), so it is retried on connection
 failures, timeouts and "still in progress" replies: the server returns the first outcome
-instead of sending or answering twice. A new chat names its session before its first send (a key
+instead of sending or answering twice. A "still in progress" reply (``ResumeInProgress``: the
+first request's turn runs, in this server process or another behind the same address) is asked
+again until that turn ends, for up to ``timeout`` seconds, whatever ``retries`` says (unless 0).
+A new chat names its session before its first send (a key
 is the session's), so a send whose retries were spent leaves a chat that can read the session
 (``last_response()``) to learn whether the server took it.
 A server that cannot be reached (connection refused, a host name that does not resolve, a
@@ -35,13 +38,12 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_jsonable_python
 
 from . import errors as core_errors
+from ._outgoing import encoded, key_header, user_message
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
 from .approval._fit import ANSWER_THEM, BY_PAUSE_ID
-from .content._jsondata import NotJsonData, json_data, key_text
-from .content._messages import MediaPart, Message, Part, TextPart
+from .content._messages import Message, Part
 from .session._grants import Grant, GrantInfo
 from .session._ids import check_session_id
 from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart, answers_given
@@ -96,6 +98,7 @@ class Client:
             base_url=base_url.rstrip("/"), headers=all_headers, timeout=timeout, transport=transport
         )
         self.retries = retries
+        self.timeout = timeout
         self._background: set[asyncio.Task[Any]] = set()
 
     def agent(self, name: str) -> RemoteAgent:
@@ -129,7 +132,7 @@ class Client:
         retry: Retry,
     ) -> Any:
         """One request, retried as ``retry`` allows; the JSON reply."""
-        payload = None if body is None else _encoded(body)
+        payload = None if body is None else encoded(body)
         sent = headers if payload is None else {**_JSON, **(headers or {})}
 
         async def attempt() -> Any:
@@ -150,7 +153,7 @@ class Client:
         ``turn_end`` then comes after an ``interrupt`` chunk for each open pause the broken
         stream had not marked (``_unmarked``).
         """
-        payload = _encoded(body)
+        payload = encoded(body)
         received = False
         marked: set[str] = set()  # the refs of the interrupt chunks emitted
 
@@ -199,7 +202,8 @@ class Client:
         as a typed error: the server's own, or ``ServerUnreachable`` / ``ServerTimeout`` for
         transport failures, chained to httpx's."""
         failure: BaseException
-        for number in range(self.retries + 1):
+        loop, number, waiting_since = asyncio.get_running_loop(), 0, None
+        while True:
             try:
                 return await attempt()
             except _Final as final:
@@ -207,9 +211,17 @@ class Client:
                 break
             except (httpx.TransportError, core_errors.PausepointError) as error:
                 failure = error
-                if number == self.retries or not _may_retry(error, retry):
+                if not _may_retry(error, retry):
                     break
-            await asyncio.sleep(min(0.05 * 2**number, 1.0))
+                if isinstance(error, core_errors.ResumeInProgress) and self.retries:  # its turn runs, here
+                    waiting_since = loop.time() if waiting_since is None else waiting_since  # or in another
+                    if loop.time() - waiting_since >= self.timeout:  # server process: asked again until
+                        break  # it ends, for as long as one request may take
+                elif number == self.retries:
+                    break
+                else:
+                    number += 1
+            await asyncio.sleep(min(0.05 * 2**number, 1.0) if waiting_since is None else 0.25)
         if isinstance(failure, httpx.TransportError):
             raise _transport_error(failure, method, self._http.base_url.join(path)) from failure
         raise failure
@@ -243,58 +255,6 @@ def _unmarked(response: AgentResponse, marked: set[str]) -> list[InterruptChunk]
     bring, so that a consumer acting on them sees every pause before the turn ends. (The text,
     requests and results the break cut off are not made up again: the history holds them.)"""
     return [InterruptChunk(i, i.ref) for i in response.interrupts if i.ref not in marked]
-
-
-def _encoded(body: BaseModel) -> bytes:
-    """``body`` as the JSON a request carries, in UTF-8 (a field left out is not the same as
-    null). What a session cannot keep and JSON text cannot carry as it is — NaN, an infinity, a
-    surrogate code point (lone, or two making what would read back as another character) — is
-    refused here with the typed error a local ``Chat`` raises (``InvalidMessage``,
-    ``InvalidAnswer``), not sent to come back changed."""
-    data = body.model_dump(mode="python", exclude_unset=True)
-    try:
-        text = json.dumps(data, default=to_jsonable_python, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-        return text.encode("utf-8")  # a surrogate code point cannot be: UnicodeEncodeError, a ValueError
-    except ValueError:
-        raise _unkeepable(body, data) from None
-
-
-def _unkeepable(body: BaseModel, data: dict[str, Any]) -> core_errors.PausepointError:
-    """The typed error a local ``Chat`` raises for the value in ``body`` (``data``, its dump)
-    JSON cannot carry, found by the check a session makes (``json_data``): ``InvalidMessage`` naming its
-    path in the message, else ``InvalidAnswer`` naming its path in the resume (and its answer's
-    ``ref``)."""
-    if isinstance(body, SendBody):
-        message = data["message"]
-        try:
-            json_data([{"text": message}] if isinstance(message, str) else message)  # a text: one text part
-        except NotJsonData as exc:
-            exc.root = "$.parts"  # a message's parts, as a local Chat names them
-            return core_errors.InvalidMessage(f"the message cannot be recorded: {exc}", **exc.details())
-    for kind in ("respond", "restart"):
-        for index, answer in enumerate(data.get(kind) or ()):
-            try:
-                json_data(answer)
-            except NotJsonData as exc:
-                exc.root = f"$.{kind}[{index}]"
-                ref = {"ref": answer["ref"]} if isinstance(answer.get("ref"), str) else {}
-                return core_errors.InvalidAnswer(f"the resume cannot be recorded: {exc}", **ref, **exc.details())
-    try:
-        json_data(data)
-    except NotJsonData as exc:
-        return core_errors.InvalidAnswer(f"the resume cannot be recorded: {exc}", **exc.details())
-    return core_errors.InvalidRequest("the request holds a value JSON cannot carry")
-
-
-def _key_header(key: str | None, refused: type[core_errors.UsageError]) -> dict[str, str]:
-    """The ``Idempotency-Key`` header for ``key`` (None: a fresh one). A key no surface takes
-    (``key_text``: 1 to 200 characters, visible ASCII and spaces between them) is refused with
-    the ``path`` and ``rule`` a local ``Chat`` names, as ``refused`` (``InvalidMessage`` for a
-    send, ``InvalidAnswer`` for a resume): not sent, to fail in httpx or come back changed."""
-    try:
-        return {"Idempotency-Key": secrets.token_urlsafe(16) if key is None else key_text(key)}
-    except NotJsonData as exc:
-        raise refused(f"the idempotency key cannot be recorded: {exc}", **exc.details()) from None
 
 
 class RemoteChat:
@@ -331,8 +291,8 @@ class RemoteChat:
 
     def send_stream(self, message: str | Message | Sequence[Part], *, idempotency_key: str | None = None) -> TurnStream:
         """``send``, streamed: iterate for chunks; ``await stream.response``."""
-        body = SendBody(message=_user_message(message))
-        headers = _key_header(idempotency_key, core_errors.InvalidMessage)
+        body = SendBody(message=user_message(message))
+        headers = key_header(idempotency_key, core_errors.InvalidMessage)
 
         async def run(emit: Emit) -> AgentResponse:
             if self.session_id is None:
@@ -382,7 +342,7 @@ class RemoteChat:
             )
         except ValidationError as exc:
             raise core_errors.InvalidRequest(f"not a resume the server can take: {exc}") from exc
-        headers = _key_header(idempotency_key, core_errors.InvalidAnswer)
+        headers = key_header(idempotency_key, core_errors.InvalidAnswer)
 
         async def run(emit: Emit) -> AgentResponse:
             return await self.agent.client._stream(f"{self._path}/resume", body, emit, headers=headers, retry="all")
@@ -433,7 +393,7 @@ class RemoteChat:
             body = ApproveBody(pause_id=pause_id, metadata=metadata, grant=GrantBody.of(grant), **edit)
         except ValidationError as exc:
             raise core_errors.InvalidRequest(f"not an approval the server can take: {exc}") from exc
-        headers = _key_header(idempotency_key, core_errors.InvalidAnswer)
+        headers = key_header(idempotency_key, core_errors.InvalidAnswer)
 
         async def run(emit: Emit) -> AgentResponse:
             path = f"{self._path}/interrupts/{quote(ref, safe='')}/approve"
@@ -494,19 +454,6 @@ class RemoteChat:
 
     def _start(self, run: Callable[[Emit], Any]) -> TurnStream:
         return TurnStream(run, self.agent.client._background)
-
-
-def _user_message(message: str | Message | Sequence[Part]) -> str | list[TextPart | MediaPart]:
-    """A user message as ``SendBody`` takes it; other parts raise ``InvalidMessage`` (as a local chat does)."""
-    if isinstance(message, str):
-        return message
-    if not isinstance(message, Message | list | tuple):
-        raise core_errors.InvalidMessage(f"a user message is text, a Message or a list of parts, not {message!r}")
-    parts = message.parts if isinstance(message, Message) else list(message)
-    for part in parts:
-        if not isinstance(part, TextPart | MediaPart):
-            raise core_errors.InvalidMessage(f"a user message holds text and media parts, not {part!r}")
-    return list(parts)  # type: ignore[arg-type]  # checked above
 
 
 class _Final(Exception):
