@@ -5,15 +5,15 @@ still answered once, and an answer built for an old pause of a call that paused 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from pausepoint import AgentFinishReason, Message, ToolResponse, ToolRestart, TurnChunk
+from pausepoint import AgentFinishReason, Interrupt, Message, Pausepoint, ToolResponse, ToolRestart, TurnChunk
 from pausepoint.errors import AlreadyResolved, DuplicateAnswer, SessionNotFound, UnknownInterrupt
 from pausepoint.stores import LogEntry, SessionSummary
-from pausepoint.testing import tool_call
+from pausepoint.testing import ScriptedModel, tool_call
 
 from .helpers import approvals_agent
 
@@ -222,3 +222,26 @@ async def test_a_log_written_with_pause_refs_still_takes_answers_by_the_old_paus
         await chat.resume(respond=[old])
     with pytest.raises(AlreadyResolved):
         await chat.resume(respond=[ToolResponse("call0000000000000000000a", "ask", {"approved": True})])
+
+
+async def test_a_refused_answer_to_an_old_pause_names_no_new_pause_once_that_one_expired(store):
+    """Found by a probe: the refusal named the call's new pause as the one to answer though it
+    had expired (not settled yet), and answering it was then refused as expired."""
+    now = [datetime(2026, 1, 1, 9, 0, tzinfo=UTC)]
+    ai = Pausepoint(clock=lambda: now[0])
+
+    @ai.tool()
+    async def confirm(step: str) -> str:
+        """Asks, every time it runs, for a minute."""
+        raise Interrupt({"step": step}, ttl=60)
+
+    model = ScriptedModel([[tool_call("confirm", {"step": "x"})], "done"])
+    chat = ai.define_agent(name="asks", model=model, tools=[confirm], store=store).chat()
+    first = (await chat.send("go")).interrupts[0]
+    second = (await chat.resume(restart=[first.restart()])).interrupts[0]
+    assert second.pause_id != first.pause_id
+    now[0] += timedelta(minutes=2)  # the new pause expired; nothing settled it yet
+    with pytest.raises(AlreadyResolved) as refused:
+        await chat.resume(restart=[first.restart(resumed_metadata={"ok": True})])
+    assert "live_pause_id" not in refused.value.details
+    assert "paused again since, and that pause expired at 2026-01-01T09:01:00" in refused.value.message

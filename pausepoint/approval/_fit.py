@@ -178,11 +178,14 @@ def _live(
             raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {expired.isoformat()}", ref=ref)
         latest = state.calls[ref].pause
         newer = state.pauses.get(latest) if latest is not None and latest != paused.ref else None
-        live = newer is not None and newer.answer is None  # named only while it can be answered
+        # named only while it can be answered: not answered, nor expired (unsettled yet)
+        live = newer is not None and newer.answer is None and not (newer.expires_at and newer.expires_at <= ctx.now)
         if newer is None:
             again = ""
         elif live:
             again = f"; the call paused again since: answer its new pause {latest!r}"
+        elif newer.answer is None and newer.expires_at is not None:
+            again = f"; the call paused again since, and that pause expired at {newer.expires_at.isoformat()}"
         else:
             again = f"; the call paused again since, and that pause was resolved too ({_decided(newer)})"
         raise AlreadyResolved(

@@ -386,8 +386,10 @@ class SyncChat:
 class DetachedTurn:
     """A handle on a detached turn (``Chat.detach``).
 
-    ``turn_id`` names the turn in its session; ``status()``, ``wait()`` and ``abort()`` work from
-    this process whether the turn runs here or in another one.
+    ``turn_id`` names the detached turn in its session: the place of its start in the session's
+    log (an id, not ``AgentResponse.turn``'s count of turns; the Genkit wire's snapshot id ends
+    in it). ``status()``, ``wait()`` and ``abort()`` work from this process whether the turn runs
+    here or in another one.
     """
 
     def __init__(self, chat: Chat, turn_id: int, task: asyncio.Task[AgentResponse] | None = None) -> None:

@@ -33,9 +33,9 @@ _KEEP_ALIVE = 15.0
 _RECHECK = 1.0  # seconds: how long a check of the caller's credentials holds for the events after it
 
 FEED: Operation[Any] = Operation(
-    "Server-sent events of the sessions the caller may see — 'pause', 'answer', 'expiry', "
-    "'turn_end', 'approval', 'decision', 'grant', 'escalation' — each with an id: reconnect with "
-    "Last-Event-ID to get exactly the events missed",
+    "Server-sent events of the sessions the caller may see, named 'pause', 'answer' (an expiry too: "
+    "its data's type is 'expiry'), 'turn_end', 'approval', 'decision', 'grant', 'escalation' — each "
+    "with an id: reconnect with Last-Event-ID to get exactly the events missed",
     params=[header("Last-Event-ID", {"type": "string"})],
     responses={
         "200": {"description": "an event stream", "content": {"text/event-stream": {}}},

@@ -57,6 +57,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import urllib.parse
 from collections.abc import AsyncIterator, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -122,11 +123,26 @@ async def _close_client(client: aioredis.Redis) -> None:
         await client.aclose()
 
 
+def _prefix_in(url: str, prefix: str | None) -> tuple[str, str | None]:
+    """``url`` without a ``prefix=`` in its query (no option of redis-py's: its connections would
+    refuse it), and the prefix: the one it named, unless ``prefix`` is given too and names another."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for key, value in query if key == "prefix"]
+    if not named:
+        return url, prefix
+    if len(set(named)) > 1 or (prefix is not None and prefix != named[0]):
+        raise ValueError(f"the URL names prefix {named[-1]!r}, and prefix={prefix!r} another: name one")
+    rest = urllib.parse.urlencode([(key, value) for key, value in query if key != "prefix"])
+    return urllib.parse.urlunsplit(parts._replace(query=rest)), named[0]
+
+
 class RedisSessionStore:
     """Sessions in Redis, under the key ``prefix`` (see the module docstring for the layout).
 
     ``connection`` is a ``redis://`` URL (the store makes, and on ``close`` closes, its own
-    client) or an existing ``redis.asyncio.Redis`` client created with
+    client; a ``?prefix=`` in its query is the key prefix, as ``pausepoint serve --store`` reads
+    it — ``ValueError`` if ``prefix=`` names another) or an existing ``redis.asyncio.Redis`` client created with
     ``decode_responses=False`` (which stays the caller's to close). The schema version key is
     checked on first use: a prefix holding a newer or unknown layout raises
     ``SchemaVersionError``. Any Redis failure raises ``StoreError`` with the redis-py error as
@@ -137,9 +153,12 @@ class RedisSessionStore:
         self,
         connection: str | aioredis.Redis,
         *,
-        prefix: str = "pausepoint:",
+        prefix: str | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
+        if isinstance(connection, str):
+            connection, prefix = _prefix_in(connection, prefix)
+        prefix = "pausepoint:" if prefix is None else prefix
         self._url = connection if isinstance(connection, str) else None
         if isinstance(connection, str):
             self._client: aioredis.Redis | None = aioredis.Redis.from_url(connection, decode_responses=False)

@@ -32,6 +32,20 @@ async def test_uses_a_client_it_is_given_and_leaves_it_open(place):
         assert await client.llen(place.prefix + "log:s1") == 1
 
 
+async def test_a_prefix_in_the_url_is_the_key_prefix_as_the_cli_reads_it(place):
+    """Found by a probe: ``?prefix=`` (what ``serve --store`` takes) went to redis-py's connection,
+    a raw TypeError on the first call."""
+    store = RedisSessionStore(f"{place.url}?prefix={place.prefix}")
+    try:
+        await store.append("s1", 0, [LogEntry(1, "message", b"{}")], summary("s1", 1))
+    finally:
+        await store.close()
+    async with aioredis.Redis.from_url(place.url) as client:
+        assert await client.llen(place.prefix + "log:s1") == 1
+    with pytest.raises(ValueError, match="names prefix"):
+        RedisSessionStore(f"{place.url}?prefix={place.prefix}", prefix="other:")
+
+
 async def test_a_decoding_client_is_refused(place):
     async with aioredis.Redis.from_url(place.url, decode_responses=True) as client:
         with pytest.raises(ValueError, match="decode_responses"):
