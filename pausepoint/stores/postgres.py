@@ -41,7 +41,6 @@ import contextlib
 import functools
 import hashlib
 import secrets
-import urllib.parse
 from collections.abc import AsyncIterator, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -68,6 +67,7 @@ from ._partial import PREFIX_BYTES, BlockingLoop, PartialBase
 from ._postgres_schema import SCHEMA_VERSION as SCHEMA_VERSION  # the schema's version, named beside its store
 from ._postgres_schema import create_schema
 from ._signal import Signal
+from ._url import option_in
 
 try:
     import asyncpg
@@ -85,20 +85,6 @@ def _quote_identifier(name: str) -> str:
     if not name or "\x00" in name or len(name.encode()) > 63:
         raise ValueError(f"{name!r} is not a usable PostgreSQL schema name")
     return '"' + name.replace('"', '""') + '"'
-
-
-def _schema_in(url: str, schema: str | None) -> tuple[str, str | None]:
-    """``url`` without a ``schema=`` in its query (no option of libpq's: the server would refuse
-    it), and the schema: the one it named, unless ``schema`` is given too and names another."""
-    parts = urllib.parse.urlsplit(url)
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    named = [value for key, value in query if key == "schema"]
-    if not named:
-        return url, schema
-    if len(set(named)) > 1 or (schema is not None and schema != named[0]):
-        raise ValueError(f"the URL names schema {named[-1]!r}, and schema={schema!r} another: name one")
-    rest = urllib.parse.urlencode([(key, value) for key, value in query if key != "schema"])
-    return urllib.parse.urlunsplit(parts._replace(query=rest)), named[0]
 
 
 class PostgresSessionStore:
@@ -124,7 +110,7 @@ class PostgresSessionStore:
         max_size: int = 10,
     ) -> None:
         if isinstance(connection, str):
-            connection, schema = _schema_in(connection, schema)
+            connection, schema = option_in(connection, "schema", schema)
             self._dsn: str | None = connection
             self._pool: asyncpg.Pool | None = None
         else:

@@ -57,7 +57,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import urllib.parse
 from collections.abc import AsyncIterator, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -86,6 +85,7 @@ from ._redis_log import APPEND, DELETE, LIST, READ, append_args, listing
 from ._redis_outbox import CLAIM, LIST_DELIVERIES, PRUNE, REQUEUE, SETTLE
 from ._redis_rows import us
 from ._signal import Signal, wait_after
+from ._url import option_in
 
 try:
     import redis.asyncio as aioredis
@@ -123,20 +123,6 @@ async def _close_client(client: aioredis.Redis) -> None:
         await client.aclose()
 
 
-def _prefix_in(url: str, prefix: str | None) -> tuple[str, str | None]:
-    """``url`` without a ``prefix=`` in its query (no option of redis-py's: its connections would
-    refuse it), and the prefix: the one it named, unless ``prefix`` is given too and names another."""
-    parts = urllib.parse.urlsplit(url)
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    named = [value for key, value in query if key == "prefix"]
-    if not named:
-        return url, prefix
-    if len(set(named)) > 1 or (prefix is not None and prefix != named[0]):
-        raise ValueError(f"the URL names prefix {named[-1]!r}, and prefix={prefix!r} another: name one")
-    rest = urllib.parse.urlencode([(key, value) for key, value in query if key != "prefix"])
-    return urllib.parse.urlunsplit(parts._replace(query=rest)), named[0]
-
-
 class RedisSessionStore:
     """Sessions in Redis, under the key ``prefix`` (see the module docstring for the layout).
 
@@ -157,7 +143,7 @@ class RedisSessionStore:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
         if isinstance(connection, str):
-            connection, prefix = _prefix_in(connection, prefix)
+            connection, prefix = option_in(connection, "prefix", prefix)
         prefix = "pausepoint:" if prefix is None else prefix
         self._url = connection if isinstance(connection, str) else None
         if isinstance(connection, str):
