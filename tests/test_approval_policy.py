@@ -436,6 +436,11 @@ async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
     clock.advance(timedelta(hours=9))
     assert (await chat.send("pay 6 to a")).finish_reason == AgentFinishReason.INTERRUPTED
     assert [g.status for g in await chat.grants()] == ["used", "expired"]
+    # revoking one that ended keeps its end, and writes nothing (found by a probe: it read "revoked")
+    entries = len(await chat.audit_trail())
+    ended = await chat.grants()
+    assert [(await chat.revoke_grant(g.id)).status for g in ended] == ["used", "expired"]
+    assert len(await chat.audit_trail()) == entries
 
 
 @pytest.mark.parametrize(
@@ -451,6 +456,11 @@ async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
             r"the condition 'max' on 'amount' cannot be applied: Input should be a valid decimal$",
         ),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(uses=0), "approve", "uses"),
+        # bounds that approve more, or nothing, than they say (found by a probe: kept as given)
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"to_account": {"max": "z"}}), "approve",
+         "text and booleans have no order"),
+        (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"amount": {"min": 100, "max": 10}}), "approve",
+         "'min' is above 'max'"),
         (
             ApprovalPolicy(grantable={"transfer_money": timedelta(hours=1)}),
             Grant(ttl=timedelta(hours=2)),

@@ -467,6 +467,10 @@ def test_limits_beyond_what_can_be_read_back_cannot_be_configured():
     for options in ({"max_depth": 193}, {"max_depth": 0}, {"max_int_digits": 4301}, {"max_string_bytes": 0}):
         with pytest.raises(DefinitionError):
             JsonLimits(**options)
+    # nor limits no count is (found by a probe: 2.5 let 3 through, True said "more than True deep")
+    for options in ({"max_depth": 2.5}, {"max_depth": True}, {"max_int_digits": 2.5}, {"max_string_bytes": 2.5}):
+        with pytest.raises(DefinitionError, match="whole number"):
+            JsonLimits(**options)
 
 
 # -- senders ------------------------------------------------------------------------------------------

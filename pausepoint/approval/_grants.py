@@ -61,6 +61,8 @@ def check_bounds(model: type[BaseModel], bounds: Any, tool: str) -> dict[str, di
                     if op in ("min", "max"):
                         _ordered(model, name)
                         _ = read <= read  # raises TypeError when the field's values do not compare
+                        if isinstance(read, str | bool):  # "max": "z" takes nearly every name
+                            raise TypeError("text and booleans have no order to bound: use 'equals' or 'one_of'")
             except (ValidationError, TypeError) as exc:
                 # a person's words: what is wrong, not pydantic's report (the model, the input, a URL)
                 errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else None
@@ -68,6 +70,11 @@ def check_bounds(model: type[BaseModel], bounds: Any, tool: str) -> dict[str, di
                 raise InvalidGrant(
                     f"the condition {op!r} on {name!r} cannot be applied: {why}", tool=tool, field=name
                 ) from None
+        if {"min", "max"} <= conditions.keys() and _read(model, name, conditions["min"]) > _read(
+            model, name, conditions["max"]
+        ):
+            why = f"on {name!r}, 'min' is above 'max': the grant would approve nothing"
+            raise InvalidGrant(why, tool=tool, field=name)
         checked[name] = dict(conditions)
     return checked
 

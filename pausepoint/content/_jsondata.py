@@ -69,6 +69,12 @@ class JsonLimits:
     max_string_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("max_depth", "max_int_digits", "max_string_bytes"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
+                raise DefinitionError(f"{name} must be a whole number, not {value!r}")
+        if self.max_depth is None or self.max_int_digits is None:
+            raise DefinitionError("max_depth and max_int_digits must be whole numbers, not None")
         if not 1 <= self.max_depth <= MAX_DEPTH:
             raise DefinitionError(
                 f"max_depth must be from 1 to {MAX_DEPTH} (deeper JSON cannot be read back), not {self.max_depth}"

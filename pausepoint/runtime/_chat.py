@@ -328,7 +328,8 @@ class Chat:
         self, grant_id: str, *, reason: str = "", principal: str | None = None, via: str = "python"
     ) -> GrantInfo:
         """Make the grant ``grant_id`` approve nothing more, from any process; returns it as it
-        now stands. Revoking a grant revoked already changes nothing. A turn using the grant
+        now stands. Revoking a grant that ended already (revoked, expired, used up) changes nothing:
+        it keeps its end. A turn using the grant
         at this moment either wrote its approval first (that call was approved: it runs, and its
         turn goes on) or fails with ``ConcurrentUpdate`` before its call runs. Raises
         ``GrantNotFound``; ``InvalidAnswer`` for a reason or principal a session cannot keep."""

@@ -30,7 +30,7 @@ async def revoke_grant(calls: SessionCalls, grant_id: str, reason: str, principa
         if grant is None:
             raise GrantNotFound(f"no grant {grant_id!r} in session {calls.session_id!r}", grant_id=str(grant_id))
         now = agent.clock()
-        if grant.revoked is None:
+        if grant.status(now) == "active":  # one that ended (revoked, expired, used up) keeps its end
             record = GrantRevoked(grant_id, now, actor, via, reason)
             entry = LogEntry(state.version + 1, record.kind, encode_record(record))
             state.apply(record)
