@@ -293,6 +293,29 @@ async def test_a_message_after_an_approval_the_store_kept_runs_the_approved_call
     assert history[2].tool_responses[0].output == "moved 9" and history[3].text == "Moved 9."
 
 
+@pytest.mark.parametrize("failure", ["before", "after"])
+async def test_a_message_after_an_approval_whose_result_the_store_refused_lets_its_turn_end_first(tmp_path, failure):
+    """The approved call ran; the store refused its result (before its commit, or after with the
+    read-back failing too). A message here records it and the approval's turn goes on — its model
+    answers the result — before the message (found by a probe: the message ended that turn
+    "failed", "lost: the process running this turn stopped", its process alive, and the
+    approval's keyed retry said so)."""
+    store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
+    steps = [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Hello."]
+    agent = bank(store, transfers, steps, approval=True)
+    paused = await agent.chat().send("move 9")
+    transfers.gate.set()
+    store.fail(2, failure)  # the approval's claim, then the call's result (the tool ran)
+    chat = agent.chat(paused.session_id)
+    with pytest.raises(StoreError):
+        await chat.approve(paused.interrupts[0].ref, idempotency_key="a1")
+    assert (await chat.send("hi")).text == "Hello."
+    retried = await chat.approve(paused.interrupts[0].ref, idempotency_key="a1")
+    assert (retried.finish_reason, retried.text) == (AgentFinishReason.STOP, "Moved 9.")
+    assert transfers.ledger == ["start:9", "done:9"]  # once
+    assert [m.role for m in await chat.history()] == ["user", "model", "tool", "model", "user", "model"]
+
+
 async def test_another_answer_to_a_pause_the_store_kept_answered_is_still_refused(tmp_path):
     """Only the same answer by the same principal is a retry: a denial, or another person's
     approval, after the approval the store kept is told the pause is resolved, and writes nothing."""
@@ -335,7 +358,8 @@ async def test_a_new_chat_whose_first_send_failed_in_the_store_reads_the_session
     next call reads the store rather than writing the session anew (which the store refused as
     a concurrent update, on every later call of that chat)."""
     store, transfers = FailingStore(tmp_path / "s.db"), Transfers()
-    agent = bank(store, transfers, [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Hello again."])
+    steps = [[tool_call("transfer", {"amount": 9})], "Moved 9.", "Moved 9, said again.", "Hello again."]
+    agent = bank(store, transfers, steps)
     transfers.gate.set()
     store.fail(2, "before")
     chat = agent.chat()
@@ -343,6 +367,11 @@ async def test_a_new_chat_whose_first_send_failed_in_the_store_reads_the_session
         await chat.send("move 9")
     reply = await chat.send("hello")  # the call left running is settled with its result, at once
     assert reply.text == "Hello again." and transfers.ledger == ["start:9", "done:9"]
+    # its turn went on first: the model read the result (its answer was not kept) before the message
+    history = [(m.role, m.text) for m in await chat.history()]
+    assert history[-4:] == [
+        ("tool", ""), ("model", "Moved 9, said again."), ("user", "hello"), ("model", "Hello again.")
+    ]  # fmt: skip
 
 
 async def test_a_new_chat_whose_first_send_failed_before_writing_still_reads_as_empty(tmp_path):

@@ -61,6 +61,7 @@ from ._busy import (
 )
 from ._launch import Launch, lost_turn_end
 from ._sessions import LocalSessions, OthersSession
+from ._stopped import earlier_turn_first
 
 __all__ = ["CLAIM_ATTEMPTS", "BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
 
@@ -163,10 +164,9 @@ class SessionCalls:
             now = self.agent.clock()
             check_free(state, now, self.agent.abandon_after)
             check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
-            if unstarted := self.agent.sessions.stopped.unstarted(state):  # approved here, never started: their
-                earlier = self._turn(state, principal, None)  # turn goes on first, as a resume would go on
-                await earlier.after_answers(unstarted)
-                state, now = earlier.state, self.agent.clock()
+            stopped, earlier = self.agent.sessions.stopped, lambda s: self._turn(s, principal, None)
+            state = await earlier_turn_first(stopped, state, earlier)  # what a call here cut short goes on first
+            now = self.agent.clock()
             handed = self.agent.approvals.escalations(state, now)
             if handed:  # recorded even when the send is refused: the pauses have new deciders now
                 journal = self.agent.sessions.journal(state)

@@ -7,7 +7,7 @@ it has them — rather than waiting ``abandon_after`` for a process that may be 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..approval._fit import locate
@@ -17,8 +17,9 @@ from ..session._records import ApprovalGiven, CallAnswered, MessageAdded, Record
 from ..session._state import SessionState
 from ..turn._cut_short import started_by, unwritten_outcomes
 from ..turn._journal import Journal
+from ..turn._turn import Turn
 
-__all__ = ["Stopped", "StoppedCalls"]
+__all__ = ["Stopped", "StoppedCalls", "earlier_turn_first"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,31 @@ class StoppedCalls:
         that call stopped instead of being told the pauses are resolved."""
         left = self.left(state)
         return left is not None and bool(answers) and all(_as_claimed(state, left, a, principal) for a in answers)
+
+
+async def earlier_turn_first(
+    stopped: StoppedCalls, state: SessionState, turn: Callable[[SessionState], Turn]
+) -> SessionState:
+    """Before a message: the session's turn a call here cut short goes on first, as its retry
+    would — the restarts it claimed and never started run, as their claim said; the results it
+    kept (its store refused them) are recorded as they were, and its model answers them — so the
+    model reads them before the message, and that turn's idempotency key gets its real end (not
+    "lost", its process alive). Returns the session as that leaves it."""
+    left = stopped.left(state)
+    if left is None:
+        return state
+    if unstarted := stopped.unstarted(state):
+        earlier = turn(state)
+        await earlier.after_answers(unstarted)
+        return earlier.state
+    kept = bool(state.running) and left.calls.issuperset(state.running)
+    if not (kept or state.awaiting_model):
+        return state
+    earlier = turn(state)
+    if kept:
+        await earlier.recover([state.calls[ref] for ref in state.running], left.outcomes)
+    await earlier.proceed()
+    return earlier.state
 
 
 def _as_claimed(state: SessionState, left: Stopped, answer: ToolResponse | ToolRestart, principal: str | None) -> bool:
