@@ -875,11 +875,11 @@ def test_policies_that_cannot_work_are_refused_when_defined():
     with pytest.raises(DefinitionError, match="give it a ttl"):
         ApprovalPolicy(escalation={"deploy": [Escalation(to=["leads"], ttl=timedelta(hours=1))]})
     for endless in (timedelta.max, timedelta(days=365 * 9000)):  # no date is that far ahead (found by a probe)
-        with pytest.raises(DefinitionError, match=r"ttl\[.*at most 10\*\*9 seconds"):
+        with pytest.raises(DefinitionError, match=r"ttl\[.*to 10\*\*9 seconds"):
             ApprovalPolicy(ttl=endless)
-        with pytest.raises(DefinitionError, match=r"grantable\[.*at most 10\*\*9 seconds"):
+        with pytest.raises(DefinitionError, match=r"grantable\[.*to 10\*\*9 seconds"):
             ApprovalPolicy(grantable={"transfer_money": endless})
-        with pytest.raises(DefinitionError, match=r"Escalation.ttl must be a positive timedelta of at most"):
+        with pytest.raises(DefinitionError, match=r"Escalation.ttl must be a timedelta from a microsecond to"):
             Escalation(to=["leads"], ttl=endless)
     with pytest.raises(DefinitionError):
         ApprovalPolicy(quorum={"deploy": 0})

@@ -20,6 +20,7 @@ import functools
 import json
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -167,12 +168,18 @@ def error_response(exc: BaseException) -> Response:
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON, as the reference's handlers write it (UTF-8; a string that is not valid
-    Unicode, which only an error message echoing bad input can hold, is written escaped)."""
+    """Compact JSON, as the reference's handlers write it (UTF-8). A string that is not valid
+    Unicode — which only an error echoing bad input can hold, a lone surrogate — is written with
+    U+FFFD in its place: its escape is JSON no strict parser reads, and the whole reply would be
+    lost to such a client."""
     try:
         return to_json(value, fallback=str, inf_nan_mode="constants")
     except (PydanticSerializationError, ValueError, TypeError):
-        return json.dumps(value, separators=(",", ":"), default=str).encode()
+        text = json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
+        return _LONE_SURROGATE.sub("\ufffd", text).encode()
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def sse_json(value: Any) -> bytes:

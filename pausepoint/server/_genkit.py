@@ -209,6 +209,8 @@ def _respond(part: _Part) -> ToolResponse:
     # Python's ``pause.respond(..., metadata=m)`` is, its keys winning over the part's others.
     metadata = {k: v for k, v in (part.metadata or {}).items() if k not in ("interrupt", "interruptResponse")}
     said = (part.metadata or {}).get("interruptResponse")
+    if said is not None and said is not True and not isinstance(said, dict):  # taken, it would be dropped
+        raise InvalidRequest("metadata.interruptResponse must be an object (the answer's metadata) or true")
     if isinstance(said, dict):
         metadata |= said
     # A denial: what a call paused for approval takes beside a restart, said in that metadata.

@@ -476,6 +476,8 @@ class McpEndpoint:
                 raise InvalidRequest("an MCP request is one JSON-RPC message, not a batch (a list of them)")
             if _MAY_HOLD_SURROGATE.search(body):  # the SDK's parser says "unexpected end of hex escape"
                 _refuse_lone_surrogates(message)
+            if isinstance(message, dict):
+                _refuse_unanswerable(message)
         except PausepointError as exc:
             await _refusal(exc)(scope, receive, send)
             return
@@ -541,6 +543,18 @@ def _refuse_lone_surrogates(message: Any) -> None:
     except NotJsonData as exc:
         if exc.rule == "unpaired_surrogate":
             raise InvalidRequest(f"the request holds text no session keeps: {exc}", **exc.details()) from None
+
+
+def _refuse_unanswerable(message: dict[str, Any]) -> None:
+    """``InvalidRequest`` for a message the SDK would drop or refuse in its own words: one of
+    another JSON-RPC version, or a request whose ``id`` a reply cannot name (MCP: a string or an
+    integer) — the SDK took such a request for a notification, 202 and no answer, ever."""
+    if message.get("jsonrpc") != "2.0":
+        raise InvalidRequest(f"an MCP message is JSON-RPC 2.0 ('jsonrpc': '2.0'), not {message.get('jsonrpc')!r}")
+    if "method" in message and "id" in message:
+        given = message["id"]
+        if isinstance(given, bool) or not isinstance(given, str | int):
+            raise InvalidRequest(f"a request's id is a string or an integer, not {json.dumps(given)[:40]}")
 
 
 def _refusal(exc: PausepointError) -> Any:

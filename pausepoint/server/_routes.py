@@ -69,7 +69,9 @@ def header(name: str, schema: Schema) -> Schema:
 
 
 #: the header that makes a retried message or answer safe (the first outcome is returned)
-IDEMPOTENCY_KEY = header("Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 200})
+IDEMPOTENCY_KEY = header(  # visible ASCII, spaces only between (``content._jsondata.key_text``)
+    "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from datetime import timedelta
 __all__ = ["MAX_DURATION", "SAID", "duration"]
 
 MAX_DURATION = timedelta(seconds=10**9)
-SAID = "a positive timedelta of at most 10**9 seconds (about 31 years)"
+SAID = "a timedelta from a microsecond to 10**9 seconds (about 31 years)"
 
 
 def duration(value: object, *, seconds: bool = False) -> timedelta | None:

@@ -232,6 +232,21 @@ async def test_a_lone_surrogate_is_refused_naming_where_it_is_not_as_a_parse_err
     assert pair.status_code == 200 and "result" in pair.json(), pair.text
 
 
+async def test_a_request_a_reply_could_not_name_is_refused_not_dropped(served: str) -> None:
+    """Found by a probe: an id of 1.5, true, null, {} was taken for a notification — 202, no
+    answer ever, nothing run; another JSON-RPC version got the SDK's pydantic dump."""
+    headers = {"Authorization": "Bearer alice-token", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}  # fmt: skip
+    async with httpx2.AsyncClient(timeout=30, headers=headers) as raw:
+        for version, given in (("2.0", "1.5"), ("2.0", "true"), ("2.0", "null"), ("2.0", "{}"), ("1.0", "1")):
+            body = f'{{"jsonrpc": "{version}", "id": {given}, "method": "tools/list"}}'
+            reply = await raw.post(f"{served}/mcp", content=body)
+            assert reply.status_code == 400 and reply.json()["error"]["code"] == -32600, (body, reply.text)
+            assert reply.json()["error"]["data"]["code"] == "invalid_request"
+        listed = await raw.post(f"{served}/mcp", content='{"jsonrpc": "2.0", "id": "a", "method": "tools/list"}')
+    assert listed.status_code == 200 and listed.json()["id"] == "a"
+
+
 async def test_the_mcp_endpoint_holds_requests_to_the_apps_limits(served: str) -> None:
     """As REST does (found by a probe: MCP took a 300 KB message, and read a 2 MB body): a
     message over ``max_message_bytes`` (256 KiB) is refused and nothing is recorded; a body over

@@ -338,6 +338,12 @@ async def test_abort_and_get_snapshot_of_ids_never_issued_are_404(served, http):
         for route in ("/abort", "/getSnapshot"):
             reply = await http.post(url + route, json={"data": {"snapshotId": snap}}, headers=ALICE)
             assert reply.status_code == 404, (route, snap, reply.text)  # Genkit's client reads a 404 as None
+    # an id holding a lone surrogate is echoed as text strict parsers read (a probe: its escape)
+    lone = ('{"data": {"snapshotId": "' + session + '.8\\udc80"}}').encode()
+    reply = await http.post(url + "/getSnapshot", content=lone, headers={**ALICE, "Content-Type": "application/json"})
+    assert reply.status_code == 404
+    json.dumps(reply.json(), ensure_ascii=False).encode()  # no lone surrogate read back: UnicodeEncodeError
+    assert reply.json()["error"]["details"]["snapshot_id"] == f"{session}.8\ufffd"
     reply = await http.post(url + "/abort", json={"data": {"snapshotId": out["snapshotId"]}}, headers=ALICE)
     assert reply.json() == {"result": {"snapshotId": out["snapshotId"], "status": "completed"}}
 

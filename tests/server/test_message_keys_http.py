@@ -5,6 +5,8 @@ would start another session), which the OpenAPI document says too."""
 
 from __future__ import annotations
 
+import re
+
 from tests.server.conftest import ALICE
 from tests.server.test_display import sse
 
@@ -48,5 +50,9 @@ async def test_a_message_to_a_session_the_server_names_takes_no_key(served, http
     paths = (await http.get(f"{served.bank}/openapi.json")).json()["paths"]
     keyed = paths["/v1/agents/{agent}/sessions/{session_id}/messages"]["post"]["parameters"]
     assert "Idempotency-Key" in [p["name"] for p in keyed]
+    # the document says the key rule the server holds (a probe: a tab passed its schema, got a 400)
+    [described] = [p["schema"] for p in keyed if p["name"] == "Idempotency-Key"]
+    for key, taken in (("m1", True), ("a b", True), ("a\tb", False), (" ab", False), ("é", False)):
+        assert bool(re.fullmatch(described["pattern"], key)) is taken, key
     unkeyed = paths["/v1/agents/{agent}/sessions"]["post"].get("parameters", [])
     assert "Idempotency-Key" not in [p["name"] for p in unkeyed]

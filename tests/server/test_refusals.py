@@ -109,6 +109,10 @@ async def test_refusals_leave_the_session_unchanged(served, http):
          {"data": {"resume": {"respond": [{"toolResponse": {"ref": ref, "name": name, "output": {"approved": True},
                                                             "content": [{"text": "extra"}]}}]}},
           "init": {"sessionId": session_id}}, 400, "invalid_request"),
+        ("genkit interruptResponse that is no object", genkit, ALICE,  # was taken and dropped (a probe)
+         {"data": {"resume": {"respond": [{"toolResponse": {"ref": ref, "name": name, "output": {"approved": True}},
+                                           "metadata": {"interruptResponse": "yes"}}]}},
+          "init": {"sessionId": session_id}}, 400, "invalid_request"),
         ("genkit user message with a tool request", genkit, ALICE,
          {"data": {"message": {"role": "user", "content": [{"toolRequest": {"name": name, "ref": ref}}]}},
           "init": {"sessionId": session_id}}, 422, "invalid_message"),
