@@ -153,8 +153,10 @@ class McpTool(Tool):
         was defined; for one it changed, no approval: ``run`` fails the call at once, unsent."""
 
         async def check(validated: BaseModel) -> bool:
+            # Listed again, whatever the connection heard: an approval — a person's, or a rule's
+            # or a grant's, given without a pause — must reach the definition it was given on.
             with contextlib.suppress(McpError):  # not reachable now: ``run`` says so, unsent
-                await self._compared(again=False, within=0.0)
+                await self._catalog.check(again=True, within=0.0)
             if self._changed is not None:
                 return False
             return required if isinstance(required, bool) else required(validated)

@@ -6,7 +6,8 @@ to the file named by ``BANK_LEDGER`` (one JSON line), so tests count what reache
 ``BANK_VERSION=2`` changes ``transfer``'s schema (a required ``memo``); ``BANK_VERSION=currency``
 adds a ``currency`` that defaults to euros (so a call made for the first version still runs);
 ``BANK_VERSION=untyped`` leaves ``amount``'s type out of its schema; ``BANK_VERSION=changing`` has a
-``require_memos`` tool that changes ``transfer`` and tells the listening clients so. With ``BANK_KEY`` set,
+``require_memos`` tool that changes ``transfer`` and tells the listening clients so (and
+``require_memos_quietly`` that tells nobody). With ``BANK_KEY`` set,
 the server seals its questions' state with that key, so a restarted server accepts them.
 """
 
@@ -77,6 +78,14 @@ elif os.environ.get("BANK_VERSION") == "changing":
         mcp.remove_tool("transfer")
         mcp.add_tool(transfer_with_memo, name="transfer")
         await ctx.notify_tools_changed()
+        return "Transfers need a memo now."
+
+    @mcp.tool()
+    def require_memos_quietly() -> str:
+        """From now on, a transfer needs a memo, and the server tells nobody (a redeploy would)."""
+        record("require_memos_quietly")
+        mcp.remove_tool("transfer")
+        mcp.add_tool(transfer_with_memo, name="transfer")
         return "Transfers need a memo now."
 
 elif os.environ.get("BANK_VERSION") == "untyped":

@@ -16,7 +16,7 @@ from pausepoint.mcp import McpConnection
 from pausepoint.stores import InMemorySessionStore
 from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
 
-from .conftest import HttpBank, Ledger, script
+from .conftest import HttpBank, Ledger, script, stdio_bank
 from .test_errors import broken, what_the_model_sees
 
 MOVE = [tool_call("transfer", {"amount": 500, "to_account": "savings"})]
@@ -50,6 +50,29 @@ async def test_a_tool_changed_and_changed_back_fails_calls_at_once_then_pauses_a
     assert res.text == "Moved."
     assert ledger.entries() == [{"tool": "transfer", "amount": 500, "to_account": "savings"}]
     await connection.aclose()
+
+
+async def test_a_call_a_grant_approves_reaches_the_definition_the_grant_was_given_on(ledger: Ledger) -> None:
+    """Found by a probe: a grant is an approval given on the tool as it was; a later call it
+    approved was sent to a tool the server had changed, quietly, since (a paused call's approval
+    compares the listing again; a grant's did not)."""
+    ai = Pausepoint()
+    changing = stdio_bank(ledger, BANK_VERSION="changing")
+    tools = await ai.mcp_tools_async(
+        changing, include=["transfer", "require_memos_quietly"], requires_approval={"transfer"}
+    )
+    quietly = [tool_call("require_memos_quietly", {})]
+    model = script(MOVE, "Moved.", quietly, "Noted.", MOVE, lambda req: str(last_tool_results(req)))
+    policy = ApprovalPolicy(grantable=["transfer"])
+    agent = ai.define_agent(name="teller", model=model, tools=tools, store=InMemorySessionStore(), approval=policy)
+    chat = agent.chat()
+    [pause] = (await chat.send("Move $500 to savings.")).interrupts
+    assert (await chat.resume(restart=[agent.approval(pause, grant=Grant())])).text == "Moved."
+    assert (await chat.send("Memos from now on.")).text == "Noted."
+    res = await chat.send("Move $500 to savings.")  # within the grant: approved by it
+    assert "changed tool 'transfer' since" in res.text and "was not sent" in res.text
+    assert [e["tool"] for e in ledger.entries()] == ["transfer", "require_memos_quietly"]  # not sent again
+    await changing.aclose()
 
 
 async def test_a_notice_after_the_http_server_restarted_is_heard_and_the_changed_tool_not_sent(
