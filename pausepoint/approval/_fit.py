@@ -238,7 +238,7 @@ def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: A
     try:
         handed = tool.answer_restart(paused.metadata, answer)
     except ValueError as exc:
-        raise InvalidAnswer(f"the answer to {name!r} is not valid for its question: {exc}", ref=ref) from exc
+        raise InvalidAnswer(f"the answer to {name!r} is not valid for its question: {_why(exc)}", ref=ref) from exc
     if handed is not None:  # the call asked a question mid-way: the answer goes back to it
         claim.resumed_metadata = _kept(handed, ctx.limits, ref, f"the answer to {name!r}")
         claim.reason = answer.reason if isinstance(answer, ToolResponse) else None

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Any
 
 import mcp.types as types
-from pydantic import ValidationError
 
 from ..errors import DefinitionError
 from ..session._interrupts import ToolResponse, ToolRestart
@@ -112,10 +111,8 @@ def handed_answer(pause_metadata: dict[str, Any] | None, answer: Any) -> dict[st
     else:
         if not isinstance(content, dict):
             raise ValueError(f"the answer must be an object with the fields asked for, not {type(content).__name__}")
-        try:
-            check_against(output_validator(asked.get("requested_schema") or {}, "the question"), content, "answer")
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
+        # a ValidationError (a ValueError): the answer's refusal names each field's problem
+        check_against(output_validator(asked.get("requested_schema") or {}, "the question"), content, "answer")
     reply: dict[str, Any] = {"action": action}
     if content is not None:
         reply["content"] = content

@@ -41,8 +41,10 @@ async def test_a_question_pauses_the_call_and_the_answer_completes_it(bank: McpC
     assert ledger.entries() == []  # the tool body has not run: the server is waiting for the answer
     with pytest.raises(InvalidAnswer, match="holder"):
         await chat.resume(respond=[pause.respond({"overdraft": True})])  # the required field is missing
-    with pytest.raises(InvalidAnswer):
+    with pytest.raises(InvalidAnswer) as wrong:
         await chat.resume(respond=[pause.respond({"holder": 7})])
+    # one line, each field's problem: not the validator's report (found by a probe)
+    assert wrong.value.message.endswith("not valid for its question: holder: 7 is not of type 'string'")
     res = await chat.resume(respond=[pause.respond({"holder": "Ada"})], principal="ada", idempotency_key="once")
     assert res.finish_reason == AgentFinishReason.STOP
     assert res.text == "Opened a savings account for Ada."
