@@ -7,11 +7,17 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from pydantic import BaseModel
 
 from pausepoint import AgentFinishReason, ApprovalPolicy, Pausepoint
 from pausepoint.errors import NothingToResume, PendingInterrupts, TurnInProgress
 from pausepoint.testing import ScriptedModel, tool_call
 from tests.test_recovery import Clock, Hang, Mortal, dies
+
+
+class Question(BaseModel):
+    question: str
+
 
 BATCH = [tool_call("pay", {"amount": 4}), tool_call("transfer", {"amount": 5})]
 
@@ -165,3 +171,48 @@ async def test_cancelling_beside_a_call_another_process_runs_answers_with_the_tu
     assert cancelled.finish_reason == sent.finish_reason == AgentFinishReason.STOP
     assert cancelled.text == sent.text == "Moved 5; the payment was cancelled."
     assert ledger == ["transfer:5"]
+
+
+def asking_agent(store, clock, steps, ledger, hang: Hang | None = None):
+    """``ask`` is an interrupt (its pause is written with its batch's results); ``transfer`` runs."""
+    ai = Pausepoint(clock=clock)
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Question, output_schema=str)
+
+    @ai.tool()
+    async def transfer(amount: int) -> str:
+        """Moves money: must never run twice."""
+        ledger.append(f"transfer:{amount}")
+        if hang is not None:
+            await hang()  # the process "dies" here
+        return "moved"
+
+    return ai.define_agent(name="bank", model=ScriptedModel(steps), tools=[ask, transfer], store=store)
+
+
+@pytest.mark.parametrize("next_call", ["empty resume", "message"])
+async def test_an_interrupt_beside_a_call_that_died_asks_again_once_the_process_is_presumed_lost(store, next_call):
+    """Found by a probe: the interrupt's pause, written with its batch, died with the process;
+    once presumed lost, an empty resume failed on an assertion (a 500 over REST), and a message
+    went through, the model asked with two calls unanswered, the question then unanswerable."""
+    clock, ledger, hang, mortal = Clock(), [], Hang(), Mortal(store)
+    batch = [tool_call("ask", {"question": "Sure?"}), tool_call("transfer", {"amount": 5})]
+    chat = asking_agent(mortal, clock, [batch], ledger, hang).chat()
+    sending = asyncio.create_task(chat.send("ask, move 5"))
+    await hang.all_arrived.wait()
+    await dies(mortal)
+    clock.now += timedelta(minutes=16)  # presumed lost
+    other = asking_agent(store, clock, ["Moved, maybe; you said yes."], ledger).chat(chat.session_id)
+    if next_call == "message":
+        with pytest.raises(PendingInterrupts):  # the question is asked again, before any message
+            await other.send("hello?")
+        [asked] = await other.interrupts()
+    else:
+        res = await other.resume()
+        assert res.finish_reason == AgentFinishReason.INTERRUPTED
+        [asked] = res.interrupts
+    assert asked.name == "ask" and ledger == ["transfer:5"]  # the lost transfer not run again
+    done = await other.resume(respond=[asked.respond("yes")])
+    assert done.text == "Moved, maybe; you said yes."
+    results = {r.name: r.output for r in (await other.history())[2].tool_responses}
+    assert results["ask"] == "yes" and results["transfer"]["outcome"] == "unknown"
+    assert sending.cancelled()

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from ..errors import ResumeInProgress, TurnInProgress
+from ..approval._fit import ANSWER_THEM
+from ..errors import PendingInterrupts, ResumeInProgress, TurnInProgress
 from ..session._records import Record
 from ..session._state import Call, SessionState
 from ..turn._turn import Turn
@@ -25,6 +26,7 @@ __all__ = [
     "abandoned_calls",
     "check_free",
     "check_model_free",
+    "check_not_paused",
     "check_not_running_here",
     "end_lost_turn",
     "lost_beside",
@@ -60,6 +62,20 @@ def check_free(state: SessionState, now: datetime, abandon_after: timedelta) -> 
         )
         raise TurnInProgress(
             f"a detached turn is running in session {state.session_id!r}: {what}", turn_id=running.version
+        )
+
+
+def check_not_paused(state: SessionState, now: datetime, via: str) -> None:
+    """Refuse a message (``PendingInterrupts``) while calls of the session are paused — those
+    whose time ran out aside (the expiry policy answers them first) — saying how to answer them
+    on the surface ``via``."""
+    expired = {p.record.ref for p in state.expired(now)}
+    live = [p.record.call_ref for p in state.open_in_call_order() if p.record.ref not in expired]
+    if live:
+        raise PendingInterrupts(
+            f"{len(live)} call(s) are paused in session {state.session_id!r}: "
+            + ANSWER_THEM.get(via, ANSWER_THEM["python"]),
+            refs=live,
         )
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..approval._answers import message_hash, prepare_answers, request_hash
 from ..approval._context import AnswerContext
-from ..approval._fit import ANSWER_THEM, call_name
+from ..approval._fit import call_name
 from ..content._intake import user_message
 from ..content._jsondata import NotJsonData, json_text, key_text
 from ..content._messages import Message, Part
@@ -28,7 +28,6 @@ from ..errors import (
     InvalidMessage,
     NothingToResume,
     PausepointError,
-    PendingInterrupts,
     ResumeInProgress,
     SessionNotFound,
 )
@@ -55,6 +54,7 @@ from ._busy import (
     check_free,
     check_model_free,
     check_no_turn_elsewhere,
+    check_not_paused,
     check_not_running_here,
     end_lost_turn,
     lost_beside,
@@ -172,20 +172,16 @@ class SessionCalls:
                 journal = self.agent.sessions.journal(state)
                 journal.add(*handed)
                 await journal.flush(now, rebase=False, durable=False)
-            expired = {p.record.ref for p in state.expired(now)}
-            live = [p.record.call_ref for p in state.open_in_call_order() if p.record.ref not in expired]
-            if live:
-                raise PendingInterrupts(
-                    f"{len(live)} call(s) are paused in session {self.session_id!r}: "
-                    + ANSWER_THEM.get(via, ANSWER_THEM["python"]),
-                    refs=live,
-                )
+            check_not_paused(state, now, via)
             lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
             turn = self._turn(state, principal, emit, key)
             if state.version == 0:
                 turn.journal.add(SessionStarted(self.agent.name, principal or self.principal, now, self.tenant))
             turn.journal.add(*self.agent.approvals.expiries(state, now, self.agent.on_expiry, self.agent.json_limits))
             await turn.recover(lost, known)
+            if turn.state.open:  # a lost call of an interrupt, run again, asked its question again:
+                await turn.end(AgentFinishReason.INTERRUPTED)  # answered before any message
+                check_not_paused(turn.state, now, via)
             end_lost_turn(turn, now, self.agent.abandon_after)
             if turn.state.awaiting_model and turn.state.unended_keys:  # a keyed call's turn, lost
                 turn.journal.add(lost_turn_end(turn.state, now))
@@ -326,7 +322,7 @@ class SessionCalls:
         turn = self._turn(state, principal, emit)
         await turn.recover(lost, known)
         end_lost_turn(turn, now, self.agent.abandon_after)
-        if turn.state.awaiting_model:
+        if turn.state.awaiting_model or turn.state.open:  # (a lost interrupt's call asked again)
             return await turn.proceed()
         await turn.journal.flush(now)  # only a lost detached turn to settle: its end is the answer
         ended = turn.state
