@@ -216,3 +216,20 @@ async def test_an_interrupt_beside_a_call_that_died_asks_again_once_the_process_
     results = {r.name: r.output for r in (await other.history())[2].tool_responses}
     assert results["ask"] == "yes" and results["transfer"]["outcome"] == "unknown"
     assert sending.cancelled()
+
+
+async def test_cancelling_beside_a_call_whose_process_died_ends_the_turn_once_it_is_presumed_lost(store):
+    """Waiting for the writer of a call that died, the cancellation settles that call once
+    presumed lost and ends the turn ``aborted`` (found by a probe: it asked the model, which ran
+    a new tool, in the cancelling process)."""
+    clock, ledger = Clock(), []
+    session_id = await dies_beside_a_pause(store, clock, ledger)
+    other = make_agent(store, clock, [], ledger).chat(session_id)  # a model call would fail: none is made
+    cancelling = asyncio.create_task(other.cancel_pending("not now"))
+    await asyncio.sleep(0.2)
+    assert not cancelling.done()  # the transfer's process may still be running it
+    clock.now += timedelta(minutes=16)
+    res = await asyncio.wait_for(cancelling, 10)
+    assert res.finish_reason == AgentFinishReason.ABORTED and ledger == ["transfer:5"]
+    results = {r.name: r.output for r in (await other.history())[-1].tool_responses}
+    assert results["pay"] == {"cancelled": True, "reason": "not now"} and results["transfer"]["outcome"] == "unknown"

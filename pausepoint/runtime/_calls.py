@@ -49,6 +49,7 @@ from ..stores import SessionStore, SessionSummary
 from ..tools._tool import refresh_definitions
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn, TurnHost
+from ..turn._waiting import other_writers_end
 from ._busy import (
     abandoned_calls,
     check_free,
@@ -508,7 +509,8 @@ class SessionCalls:
         async def op(state: SessionState) -> AgentResponse:
             turn = await self._claimed(state, claim)  # calls of its batch running elsewhere: their writer
             elsewhere = turn.state.abandoned(self.agent.clock(), self.agent.abandon_after) is None  # ends it
-            return await (turn.proceed() if elsewhere else turn.end(AgentFinishReason.ABORTED))
+            aborted = functools.partial(turn.end, AgentFinishReason.ABORTED)  # (or, presumed lost, this does)
+            return await (other_writers_end(turn, turn.state.version, aborted) if elsewhere else aborted())
 
         return await self.locked(op, operation="cancel")
 

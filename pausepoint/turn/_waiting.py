@@ -43,7 +43,9 @@ class _Waiting(Protocol):
     async def proceed(self) -> AgentResponse: ...
 
 
-async def other_writers_end(turn: _Waiting, since: int) -> AgentResponse:
+async def other_writers_end(
+    turn: _Waiting, since: int, go_on: Callable[[], Awaitable[AgentResponse]] | None = None
+) -> AgentResponse:
     """The first turn end after version ``since`` — the session as it stood before the append
     that brought that writer's records in (its end may be among them already: then it is
     returned at once); later ends are other turns' (a message's, after a process that presumed
@@ -51,8 +53,8 @@ async def other_writers_end(turn: _Waiting, since: int) -> AgentResponse:
 
     While we wait, the calls that writer runs may come to be presumed lost (each started
     ``abandon_after`` ago, their process gone): they are settled here by the usual rules
-    (``Turn.recover``) and the turn goes on from here, rather than wait on a writer that will
-    never end it. ``ResumeInProgress`` after ``wait_timeout`` (a retry with the same
+    (``Turn.recover``) and the turn goes on from here (``go_on``, by default ``Turn.proceed``: a
+    cancellation ends it instead), rather than wait on a writer that will never end it. ``ResumeInProgress`` after ``wait_timeout`` (a retry with the same
     idempotency key gets the turn's end once there is one)."""
     agent, journal = turn.agent, turn.journal
     await journal.flush(agent.clock())
@@ -65,7 +67,7 @@ async def other_writers_end(turn: _Waiting, since: int) -> AgentResponse:
         lost = journal.state.abandoned(agent.clock(), agent.abandon_after)
         if lost:
             await turn.recover(lost)
-            return await turn.proceed()
+            return await (go_on() if go_on is not None else turn.proceed())
         if loop.time() >= deadline:
             break
         await asyncio.sleep(delay)
