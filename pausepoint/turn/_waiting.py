@@ -54,8 +54,9 @@ async def other_writers_end(
     While we wait, the calls that writer runs may come to be presumed lost (each started
     ``abandon_after`` ago, their process gone): they are settled here by the usual rules
     (``Turn.recover``) and the turn goes on from here (``go_on``, by default ``Turn.proceed``: a
-    cancellation ends it instead), rather than wait on a writer that will never end it. ``ResumeInProgress`` after ``wait_timeout`` (a retry with the same
-    idempotency key gets the turn's end once there is one)."""
+    cancellation ends it instead), rather than wait on a writer that will never end it.
+    ``ResumeInProgress`` after ``wait_timeout`` (a retry with the same idempotency key gets the
+    turn's end once there is one)."""
     agent, journal = turn.agent, turn.journal
     await journal.flush(agent.clock())
     loop = asyncio.get_running_loop()
