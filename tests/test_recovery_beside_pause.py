@@ -5,6 +5,7 @@ another process ran the turn."""
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -22,6 +23,18 @@ class Question(BaseModel):
 BATCH = [tool_call("pay", {"amount": 4}), tool_call("transfer", {"amount": 5})]
 
 
+def transfer_tool(ai: Pausepoint, ledger: list[str], hang: Hang | None) -> Any:
+    @ai.tool()
+    async def transfer(amount: int) -> str:
+        """Moves money: must never run twice."""
+        ledger.append(f"transfer:{amount}")
+        if hang is not None:
+            await hang()  # the process "dies" here
+        return "moved"
+
+    return transfer
+
+
 def make_agent(store, clock, steps, ledger, hang: Hang | None = None, approval: ApprovalPolicy | None = None):
     """``pay`` pauses for approval; ``transfer`` runs at once (and never twice)."""
     ai = Pausepoint(clock=clock)
@@ -32,14 +45,7 @@ def make_agent(store, clock, steps, ledger, hang: Hang | None = None, approval: 
         ledger.append(f"pay:{amount}")
         return "paid"
 
-    @ai.tool()
-    async def transfer(amount: int) -> str:
-        """Moves money: must never run twice."""
-        ledger.append(f"transfer:{amount}")
-        if hang is not None:
-            await hang()  # the process "dies" here
-        return "moved"
-
+    transfer = transfer_tool(ai, ledger, hang)
     model = ScriptedModel(steps)
     return ai.define_agent(name="bank", model=model, tools=[pay, transfer], store=store, approval=approval)
 
@@ -178,14 +184,7 @@ def asking_agent(store, clock, steps, ledger, hang: Hang | None = None):
     ai = Pausepoint(clock=clock)
     ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Question, output_schema=str)
 
-    @ai.tool()
-    async def transfer(amount: int) -> str:
-        """Moves money: must never run twice."""
-        ledger.append(f"transfer:{amount}")
-        if hang is not None:
-            await hang()  # the process "dies" here
-        return "moved"
-
+    transfer = transfer_tool(ai, ledger, hang)
     return ai.define_agent(name="bank", model=ScriptedModel(steps), tools=[ask, transfer], store=store)
 
 
