@@ -47,8 +47,9 @@ from ..session._state import Call, SessionState
 from ..session._views import response_for
 from ..stores import SessionStore, SessionSummary
 from ..tools._tool import refresh_definitions
+from ..turn._host import TurnHost
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
-from ..turn._turn import Turn, TurnHost
+from ..turn._turn import Turn
 from ..turn._waiting import other_writers_end
 from ._busy import (
     abandoned_calls,

@@ -25,14 +25,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from ..approval._approvals import Approvals
 from ..content._intake import adopted, model_message
-from ..content._jsondata import JsonLimits
 from ..content._messages import Message, ToolRequestPart
 from ..errors import ConcurrentUpdate, ModelError, PausepointError
-from ..models._model import Model, ModelChunk, ModelRequest, ModelResponse, PairedText, TextDelta, ToolDefinition
+from ..models._model import ModelChunk, ModelRequest, ModelResponse, PairedText, TextDelta
 from ..session._records import (
     ApprovalPaused,
     ApprovalRequest,
@@ -48,10 +46,10 @@ from ..session._records import (
 from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, HistoryView, SessionState
 from ..session._views import pending_interrupt, response_for
-from ..stores import SessionStore
 from ..tools._dispatch import CallJob, Completed, Outcome, Paused, dispatch
-from ..tools._tool import Interrupt, Tool
+from ..tools._tool import Interrupt
 from ._cut_short import CANCELLED, UNKNOWN_OUTCOME, written_running
+from ._host import TurnHost
 from ._journal import Journal
 from ._streaming import (
     Emit,
@@ -63,7 +61,6 @@ from ._streaming import (
     ToolResultChunk,
     TurnEndChunk,
 )
-from ._telemetry import Telemetry
 from ._waiting import other_writers_end
 
 __all__ = ["Turn", "TurnHost"]
@@ -78,41 +75,6 @@ _MODEL_FINISH = {
     "blocked": AgentFinishReason.BLOCKED,
     "other": AgentFinishReason.STOP,
 }
-
-
-class TurnHost(Protocol):
-    """What a turn reads of the agent it runs for (an ``Agent`` is one)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def model(self) -> Model: ...
-    @property
-    def system(self) -> str | None: ...
-    @property
-    def config(self) -> dict[str, Any]: ...
-    @property
-    def max_turns(self) -> int: ...
-    @property
-    def tool_errors(self) -> Literal["model", "fail"]: ...
-    @property
-    def tools(self) -> dict[str, Tool]: ...
-    @property
-    def tool_definitions(self) -> list[ToolDefinition]: ...
-    @property
-    def approvals(self) -> Approvals: ...
-    @property
-    def json_limits(self) -> JsonLimits: ...
-    @property
-    def store(self) -> SessionStore: ...
-    @property
-    def clock(self) -> Callable[[], datetime]: ...
-    @property
-    def telemetry(self) -> Telemetry: ...
-    @property
-    def wait_timeout(self) -> float: ...
-    @property
-    def abandon_after(self) -> timedelta: ...
 
 
 class _Aborted(Exception):

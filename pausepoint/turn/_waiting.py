@@ -7,32 +7,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
 from typing import Protocol
 
 from ..errors import ResumeInProgress
 from ..session._response import AgentResponse
 from ..session._state import Call, SessionState
 from ..session._views import response_for
+from ._host import TurnHost
 from ._journal import Journal
 
 __all__ = ["other_writers_end"]
-
-
-class _Host(Protocol):
-    @property
-    def clock(self) -> Callable[[], datetime]: ...
-    @property
-    def wait_timeout(self) -> float: ...
-    @property
-    def abandon_after(self) -> timedelta: ...
 
 
 class _Waiting(Protocol):
     """What of a ``Turn`` the wait uses."""
 
     @property
-    def agent(self) -> _Host: ...
+    def agent(self) -> TurnHost: ...
     @property
     def journal(self) -> Journal: ...
     @property
