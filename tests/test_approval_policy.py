@@ -34,6 +34,7 @@ from pausepoint.errors import (
     InterruptExpired,
     InvalidAnswer,
     InvalidGrant,
+    InvalidRequest,
     PausepointError,
     PendingInterrupts,
 )
@@ -405,6 +406,19 @@ async def test_a_grant_for_the_session_approves_later_calls_until_revoked(store)
     assert (await chat.audit_trail())[-2].decision == "revoke"
     with pytest.raises(GrantNotFound):
         await chat.revoke_grant("nope")
+
+
+async def test_a_revocation_that_cannot_be_recorded_is_a_bad_request_not_an_answer(store):
+    agent, _, _ = build(store, ApprovalPolicy(grantable=["transfer_money"]))
+    chat = agent.chat(principal="alice")
+    [pause] = (await chat.send("pay 5 to a")).interrupts
+    await chat.resume(restart=[agent.approval(pause, grant=Grant())])
+    [grant] = await chat.grants()
+    with pytest.raises(InvalidRequest, match=r"revocation cannot be recorded") as refused:
+        await chat.revoke_grant(grant.id, reason="\ud800")
+    assert not isinstance(refused.value, InvalidAnswer) and refused.value.code == "invalid_request"
+    [still] = await chat.grants()
+    assert still.status == "active"  # nothing written
 
 
 async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):

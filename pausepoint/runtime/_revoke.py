@@ -4,7 +4,7 @@ for a turn running here (it may be the one the revocation is meant to stop)."""
 from __future__ import annotations
 
 from ..content._jsondata import NotJsonData, json_text
-from ..errors import ConcurrentUpdate, GrantNotFound, InvalidAnswer, VersionConflict
+from ..errors import ConcurrentUpdate, GrantNotFound, InvalidRequest, VersionConflict
 from ..session._grants import GrantInfo
 from ..session._records import GrantRevoked, encode_record
 from ..session._views import grant_info
@@ -23,7 +23,7 @@ async def revoke_grant(calls: SessionCalls, grant_id: str, reason: str, principa
         if actor is not None:
             json_text(actor, agent.json_limits, path="$.principal", name=True)
     except NotJsonData as exc:
-        raise InvalidAnswer(f"the revocation cannot be recorded: {exc}", **exc.details()) from None
+        raise InvalidRequest(f"the revocation cannot be recorded: {exc}", **exc.details()) from None
     for _ in range(CLAIM_ATTEMPTS):
         state = await calls.peek_state()  # never waits for a turn running here: it may be the one to stop
         grant = state.grants.get(grant_id) if isinstance(grant_id, str) else None
