@@ -507,3 +507,38 @@ async def test_unusual_definitions_work_or_are_refused_when_defined():
     assert (await agent.chat().send("go")).text == "done"
     told = {"scaled": "abab", "plus_one": 3, "genkit_style": "hi (first run)"}
     assert last_tool_results(model.requests[-1]) == told
+
+
+async def test_a_genkit_context_named_ctx_is_the_context_whatever_the_input_is():
+    """Found by a probe: ``async def weather(city: str, ctx)`` (and ``(data: dict, ctx)``,
+    ``(input, ctx)``) made ``ctx`` a required input field the model was asked for, and every
+    call failed validation. Genkit's second parameter is always the context."""
+
+    async def weather(city: str, ctx) -> str:
+        return f"sunny in {city} ({'resumed' if ctx.is_resumed else 'first run'})"
+
+    def tagged(data: dict, context):
+        return {"keys": sorted(data), "resumed": bool(context.is_resumed)}
+
+    def untyped(input, ctx):
+        return input
+
+    def two_fields(city: str, country):  # another name: an input field, as before
+        return f"{city}, {country}"
+
+    schemas = {t.name: t.input_schema for t in map(Tool, (weather, tagged, untyped, two_fields))}
+    assert {name: schema.get("required") for name, schema in schemas.items()} == {
+        "weather": ["city"],
+        "tagged": ["data"],
+        "untyped": ["input"],
+        "two_fields": ["city", "country"],
+    }
+    model = ScriptedModel(
+        [[tool_call("weather", {"city": "Paris"}), tool_call("tagged", {"data": {"b": 1, "a": 2}})], "ok"]
+    )
+    agent = Pausepoint().define_agent(name="a", model=model, tools=[Tool(weather), Tool(tagged)])
+    assert (await agent.chat().send("go")).text == "ok"
+    assert last_tool_results(model.requests[-1]) == {
+        "weather": "sunny in Paris (first run)",
+        "tagged": {"keys": ["a", "b"], "resumed": False},
+    }

@@ -350,13 +350,19 @@ def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel
         raise DefinitionError(f"tool {tool_name!r}: cannot build an input schema: {exc}") from exc
 
 
+# What Genkit's examples call a tool's context: a second parameter so named is never an input field.
+_CONTEXT_NAMES = frozenset({"ctx", "context"})
+
+
 def _genkit_context(params: list[inspect.Parameter], param: inspect.Parameter, hints: dict[str, Any]) -> bool:
-    """Whether ``param`` is the context as Genkit passes it: ``(input: Model, ctx)``, the second
-    of two parameters, unannotated, after a pydantic model."""
+    """Whether ``param`` is the context as Genkit passes it: the second of two parameters,
+    unannotated, after a pydantic model (``(input: Model, ctx)``) or named ``ctx`` or ``context``
+    whatever comes first (``(city: str, ctx)``, ``(input, ctx)``: Genkit's second parameter is
+    always the context)."""
     if len(params) != 2 or param is not params[1] or param.name in hints:
         return False
     first = hints.get(params[0].name)
-    return inspect.isclass(first) and issubclass(first, BaseModel)
+    return param.name in _CONTEXT_NAMES or (inspect.isclass(first) and issubclass(first, BaseModel))
 
 
 async def call_check(check: Check, validated: Any, ctx: ToolRunContext) -> bool:
