@@ -708,6 +708,7 @@ async def test_only_the_deciding_roles_answer_with_the_decisions_their_role_allo
     assert (view.may_approve, view.may_deny) == (["alice", "bob", "carol"], ["alice", "bob", "carol", "olga"])
     # it waits for treasury's approval: on-call may stop it, but gives no approval to wait for
     assert view.waiting_for == "Waiting for an approval from treasury (alice, bob or carol)."
+    assert (view.roles, view.approving_roles) == (["oncall", "treasury"], ["treasury"])  # what a surface names
     for who, reason in (("dave", "role"), (None, "role"), ("olga", "decision")):
         with pytest.raises(ApprovalForbidden) as refused:
             await chat.resume(restart=[pause.restart()], principal=who)
@@ -739,6 +740,7 @@ async def test_roles_from_a_function_and_on_pauses_a_tool_made_itself(store):
     [pause] = (await chat.send("go")).interrupts
     assert pause.approval is not None and not pause.approval.gated and pause.approval.roles == ["legal"]
     assert agent.view(pause).approval.may_approve is None  # members come from a function: not listed
+    assert agent.view(pause).approval.approving_roles == ["legal"]  # a question's: who answers it
     with pytest.raises(ApprovalForbidden):
         await chat.resume(respond=[pause.respond({"approved": True})], principal="sam@sales")
     assert (await chat.resume(respond=[pause.respond({"approved": True})], principal="lou@legal")).text == "ok"

@@ -43,6 +43,7 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
         progress=progress,
         approved_by=counted,
         roles=status.roles,
+        approving_roles=waiting_on,
         may_approve=may_approve,
         may_deny=may_deny,
         excluded=excluded,

@@ -167,21 +167,22 @@ export class InterruptCard {
     // Who may deny is the policy's too (an approver without the role may not: the server says 403).
     this.mayDeny = !(shown && principal && Array.isArray(shown.may_deny) && !shown.may_deny.includes(principal));
     const stillDeny = this.mayDeny ? " (you may still deny)." : ".";
+    // the roles that may give what the pause waits for (not one that may only deny it)
+    const approvers = shown && shown.approving_roles && shown.approving_roles.length ? shown.approving_roles.join(" or ") : "";
     this.el.dataset.state = counted ? "counted" : "open";
     this.renderApproval(shown, false);
     this.badge.className = "badge badge-wait";
     this.badge.textContent = !this.ctx.canAnswer ? "Waiting for an answer"
       : counted ? "Waiting for others"
-      : excluded || outsider ? `Waiting for ${shown && shown.roles && shown.roles.length ? shown.roles.join(" or ") : "someone else"}`
+      : excluded || outsider ? `Waiting for ${approvers || "someone else"}`
       : "Waiting for you";
     if (!this.ctx.canAnswer) this.effectLine.textContent = "You may see this pause, but not answer it.";
     else if (counted) this.effectLine.textContent = `Your approval is counted: the others decide now${stillDeny}`;
     else if (excluded || outsider) {
       // why not this person: separation of duties (they asked for it), or a role they do not hold
-      const roles = shown && shown.roles && shown.roles.length ? shown.roles.join(" or ") : "";
       this.effectLine.textContent = excluded && shown && shown.requested_by === principal
         ? `You asked for this call: someone else approves it${stillDeny}`
-        : roles ? `Approving this call takes ${roles}, which you do not hold${stillDeny}`
+        : approvers ? `Approving this call takes ${approvers}, which you do not hold${stillDeny}`
         : `Someone else approves this call${stillDeny}`;
     } else if (this.effects.approve) {
       this.effectLine.replaceChildren(h("strong", { text: "If you approve: " }), this.effects.approve);

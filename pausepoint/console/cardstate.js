@@ -48,6 +48,20 @@ export function countedFor(pause, principal) {
 }
 
 /**
+ * Whether the open `pause` waits for `principal`: their approval is not counted yet, and they may
+ * approve it or deny it (not the requester under separation of duties, nor someone whose roles
+ * decide nothing of it). @param {any} pause @param {string} principal
+ */
+export function waitsFor(pause, principal) {
+  const shown = pause && pause.view && pause.view.approval;
+  if (!shown || !principal) return true;
+  if (shown.approved_by.includes(principal)) return false;
+  const mayApprove = !shown.excluded.includes(principal)
+    && (!Array.isArray(shown.may_approve) || shown.may_approve.includes(principal));
+  return mayApprove || !Array.isArray(shown.may_deny) || shown.may_deny.includes(principal);
+}
+
+/**
  * The state of each pause in `keys`. A key neither open nor settled in what was read (its answer
  * is being written) has no state: its card stays as it is.
  * @param {string[]} keys

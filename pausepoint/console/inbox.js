@@ -4,15 +4,16 @@
 // browser: the pause still waits, and anyone may still answer it) and restored.
 
 import { Api } from "./api.js";
-import { answers, countedFor } from "./cardstate.js";
+import { answers, countedFor, waitsFor } from "./cardstate.js";
 import { decisionSentence, pauseKey } from "./decisions.js";
 import { h, localTime, relativeTime, shortId } from "./dom.js";
 import { expiresText } from "./lists.js";
 
 /** @typedef {"waiting" | "decided" | "expired" | "failed" | "dismissed"} Filter */
 /**
- * An item; `waiting`: how many of its pauses wait for this person (a quorum's pause with their
- * approval counted waits for others: an item of only those is `counted`, and not counted in).
+ * An item; `waiting`: how many of its pauses wait for this person (`waitsFor`: theirs to approve
+ * or deny, their approval not counted yet); `counted`: each of its pauses has their approval
+ * counted (a quorum's: it waits for others). An item waits for them if `waiting` is above 0.
  * @typedef {{key: string, agent: string, session: any, title: string, keys: string[], pauses: any[],
  *   asker: string | null, at: string, line: string, risky: boolean, expires: string | null,
  *   waiting: number, counted: boolean}} Item
@@ -82,9 +83,9 @@ export class Inbox {
     return `pausepoint.dismissed.${this.principal}`;
   }
 
-  /** The number of items waiting for the person (not dismissed, not only counted). */
+  /** The number of items waiting for the person (not dismissed, with a pause they may still decide). */
   get count() {
-    return this.waitingItems().filter((item) => !this.isDismissed(item) && !item.counted).length;
+    return this.waitingItems().filter((item) => !this.isDismissed(item) && item.waiting > 0).length;
   }
 
   /** Read every session with open pauses, of every agent (page after page: none is left out). */
@@ -219,7 +220,8 @@ export class Inbox {
       const title = first ? (first.view ? first.view.title : first.name) : `Session ${shortId(session.session_id)}`;
       const expires = interrupts.filter((/** @type {any} */ p) => p.expires_at).map((/** @type {any} */ p) => p.expires_at).sort()[0];
       const more = interrupts.length > 1 ? `+${interrupts.length - 1} more · ` : "";
-      const waiting = interrupts.filter((/** @type {any} */ p) => !countedFor(p, this.principal)).length;
+      const waiting = interrupts.filter((/** @type {any} */ p) => waitsFor(p, this.principal)).length;
+      const counted = interrupts.length > 0 && interrupts.every((/** @type {any} */ p) => countedFor(p, this.principal));
       return this.item(agent, session, {
         key: `${agent}/${session.session_id}`, title, pauses: interrupts,
         keys: interrupts.map((/** @type {any} */ p) => `${agent}/${session.session_id}/${pauseKey(p)}`),
@@ -227,7 +229,7 @@ export class Inbox {
         at: (first && first.paused_at) || session.updated_at,
         line: first && first.view && first.view.summary !== title ? `${more}${first.view.summary}` : more.replace(/ · $/, ""),
         risky: interrupts.some((/** @type {any} */ p) => p.view && p.view.risk === "high"), expires: expires || null,
-        waiting, counted: interrupts.length > 0 && waiting === 0,
+        waiting, counted,
       });
     }).sort((a, b) => b.at.localeCompare(a.at));
   }
@@ -251,7 +253,7 @@ export class Inbox {
     const waiting = this.waitingItems();
     const shown = waiting.filter((item) => !this.isDismissed(item));
     const dismissed = waiting.filter((item) => this.isDismissed(item));
-    const forYou = shown.filter((item) => !item.counted).length;
+    const forYou = shown.filter((item) => item.waiting > 0).length;
     /** @type {Record<Filter, Item[] | null>} */
     const lists = {
       waiting: shown, dismissed,

@@ -115,8 +115,10 @@ class ApprovalView:
     """Where a pause's approval stands, as every surface shows it (``PauseView.approval``).
 
     ``progress`` reads "Needs approval" or "1 of 2 approvals"; ``approved_by`` are the
-    approvals counted; ``may_approve`` / ``may_deny`` who may still give them (None: anyone who
-    may answer the session, or members the policy cannot list); ``excluded`` who may not
+    approvals counted; ``roles`` the roles that decide it, ``approving_roles`` those of them
+    that may give what it waits for (an approval; an answer, for a question) — a role that may
+    only deny is in the first, not the second; ``may_approve`` / ``may_deny`` who may still give
+    them (None: anyone who may answer the session, or members the policy cannot list); ``excluded`` who may not
     approve (the requester under separation of duties, those counted already); ``waiting_for``
     says it in a sentence. ``grantable``: an approval may grant later calls (``grant_note``
     says which); ``offer`` says what a yes also approves; ``rule`` names the rule that asked
@@ -128,6 +130,7 @@ class ApprovalView:
     progress: str
     approved_by: list[str] = field(default_factory=list)
     roles: list[str] | None = None
+    approving_roles: list[str] | None = None
     may_approve: list[str] | None = None
     may_deny: list[str] | None = None
     excluded: list[str] = field(default_factory=list)

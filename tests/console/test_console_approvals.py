@@ -18,10 +18,10 @@ from playwright.sync_api import Page, expect
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from pausepoint import Pausepoint
+from pausepoint import ApprovalPolicy, Pausepoint, Role
 from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from pausepoint.stores import SqliteSessionStore
-from tests.approval_apps import build, treasury
+from tests.approval_apps import MEMBERS, build, treasury
 from tests.console.conftest import Shots
 from tests.server.harness import serve_in_thread
 
@@ -49,22 +49,31 @@ class Bank:
 def bank(tmp_path: Path) -> Iterator[Bank]:
     """/quorum: two of treasury (alice, bob, carol) approve each transfer (a tool that takes
     edits, which a quorum does not). /grants: one of
-    treasury who did not ask for it, who may approve later transfers for the session."""
+    treasury who did not ask for it, who may approve later transfers for the session. /audited:
+    treasury approves; dave's role, auditor, may only deny."""
     ledger: list[str] = []
 
     def factory() -> Starlette:
         store = SqliteSessionStore(tmp_path / "sessions.db")
-        quorum, grants = Pausepoint(), Pausepoint()
+        quorum, grants, audited = Pausepoint(), Pausepoint(), Pausepoint()
         build(store, treasury(quorum={"transfer_money": 2}), ledger=ledger, app=quorum, edits=True)
         build(store, treasury(grantable={"transfer_money": timedelta(days=1)}, separation_of_duties=True),
               ledger=ledger, app=grants)  # fmt: skip
+        deny_only = ApprovalPolicy(
+            roles={"auditor": Role(tools=["transfer_money"], decisions=["deny"])}, members=MEMBERS
+        )
+        build(store, treasury() + deny_only, ledger=ledger, app=audited)
         options: dict[str, Any] = {
             "auth": BearerTokens(TOKENS),
             "policy": OwnerPolicy({"alice", "bob", "carol"}),
             "feed_interval": 0.2,
         }
         return Starlette(
-            routes=[Mount("/quorum", create_app(quorum, **options)), Mount("/grants", create_app(grants, **options))]
+            routes=[
+                Mount("/quorum", create_app(quorum, **options)),
+                Mount("/grants", create_app(grants, **options)),
+                Mount("/audited", create_app(audited, **options)),
+            ]
         )
 
     with serve_in_thread(factory) as url:
@@ -205,6 +214,35 @@ def test_the_requester_is_not_told_the_card_waits_for_them(bank: Bank, browser, 
     expect(card.locator(".badge").first).to_have_text("Waiting for treasury")
     expect(card).not_to_contain_text("Waiting for you")
     shots(dave, "requester")
+    # nor does his inbox (found by a probe: "1 waiting for you", though he may neither approve nor deny)
+    dave.goto(f"{bank.url}/grants/console/#token=dave-token&agent=bank")
+    expect(dave.locator("#feed-state")).to_have_text("live")
+    expect(dave.locator("#inbox .session-item")).to_have_count(1)
+    expect(dave.locator("#inbox-count")).to_have_text("0")
+    expect(dave.locator("#inbox .pending-pill")).to_have_count(0)
+
+
+def test_a_role_that_may_only_deny_is_not_named_as_the_one_that_approves(bank: Bank, browser):
+    """Found by a probe: dave, whose role (auditor) may only deny, was told "Approving this call
+    takes auditor or treasury, which you do not hold" — the roles deciding the call, not those
+    approving it; the REST view's words named treasury alone."""
+    paused = bank.ask("audited", "pay 500 to savings")
+    [pause] = paused["interrupts"]
+    assert (pause["view"]["approval"]["roles"], pause["view"]["approval"]["approving_roles"]) == (
+        ["auditor", "treasury"],
+        ["treasury"],
+    )
+    dave = browser.new_page()
+    open_session(dave, bank, "audited", "dave", paused["session_id"])
+    card = dave.locator(".card")
+    expect(card.locator(".badge").first).to_have_text("Waiting for treasury")
+    expect(card.locator(".card-effect")).to_have_text(
+        "Approving this call takes treasury, which you do not hold (you may still deny)."
+    )
+    expect(card.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    dave.goto(f"{bank.url}/audited/console/#token=dave-token&agent=bank")
+    expect(dave.locator("#feed-state")).to_have_text("live")
+    expect(dave.locator("#inbox-count")).to_have_text("1")  # his to deny: it waits for him too
 
 
 def test_the_requester_without_the_role_is_told_the_role_not_separation_of_duties(bank: Bank, browser):
