@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -113,7 +114,7 @@ def create_app(
     middleware = [Middleware(_StoppedMidReply), Middleware(_NoSniff)]
     if request_log or prometheus is not None:
         middleware.append(Middleware(RequestLog, log=request_log, metrics=prometheus))
-    middleware.append(Middleware(_OnlyChunked))
+    middleware += [Middleware(_OnlyChunked), Middleware(_OneValueEach)]
     app = Starlette(
         routes=starlette_routes(table),
         exception_handlers={HTTPException: _http_error},
@@ -229,6 +230,25 @@ class _NoSniff:
             await send(message)
 
         await self.app(scope, receive, send_with_header)
+
+
+class _OneValueEach:
+    """Refuses a request whose query string gives one name twice (400 ``invalid_request``):
+    which value it meant cannot be known, and a proxy in front of the server may have read the
+    other one (``?session_id=a&session_id=b``), as for a JSON object's names and the headers."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("query_string"):
+            names = [name for name, _ in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)]
+            twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
+            if twice is not None:
+                refusal = InvalidRequest(f"query parameter {twice[:100]!r} is given more than once: give it once")
+                await error_response(refusal)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _OnlyChunked:

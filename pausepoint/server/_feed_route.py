@@ -23,6 +23,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ..errors import Unauthenticated
 from ._errors import error_body, feed_shutting_down
+from ._params import last_event_id
 from ._routes import Operation, header, schema_ref
 from ._service import service_of
 from ._turns import SSE_HEADERS, event
@@ -50,7 +51,7 @@ FEED: Operation[Any] = Operation(
 async def feed(request: Request) -> Response:
     service = service_of(request)
     principal = await service.principal(request)
-    positions = await service.feed.start(request.headers.get("last-event-id"))
+    positions = await service.feed.start(last_event_id(request))
     if request.method == "HEAD":  # the stream's head alone: nothing to follow
         return Response(media_type="text/event-stream", headers=SSE_HEADERS)
     followed = service.feed.follow(positions, lambda s: service.policy.can_view(principal, s))

@@ -152,11 +152,18 @@ def parse_turn(body: dict[str, Any], query: Mapping[str, str] | None = None) -> 
     """Translate ``{"data": AgentInput, "init": AgentInit}``; ``InvalidRequest`` if malformed.
     A session named in the ``query`` (``?session_id=`` or ``?thread_id=``, as genkit-fastapi
     takes it) is the turn's when ``init`` names none."""
+    init_given = body.get("init")
+    if isinstance(init_given, dict):
+        for name in ("session_id", "snapshot_id"):
+            _one_spelling(init_given, name, "init")
+    query = query or {}
+    if "session_id" in query and "thread_id" in query:
+        raise InvalidRequest("the query names the session twice (session_id and thread_id): give one")
     envelope = parse_body(_Envelope, body)
     data, init = envelope.data, envelope.init or _Init()
-    named = (query or {}).get("session_id") or (query or {}).get("thread_id")
+    named = query.get("session_id") or query.get("thread_id")
     # An empty id is not "no id": a client that meant a session must not get a new one.
-    if init.session_id == "" or any((query or {}).get(name) == "" for name in ("session_id", "thread_id")):
+    if init.session_id == "" or any(query.get(name) == "" for name in ("session_id", "thread_id")):
         raise InvalidSessionId("session id '' is not valid: leave it out to start a session", session_id="")
     if init.snapshot_id == "":
         raise InvalidRequest("snapshot id '' names no snapshot: leave it out to start a session")
@@ -256,8 +263,8 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
             if need_one
             else "the body must be {'data': {'snapshotId': ...}}: an abort names the turn to stop by its snapshot"
         )
-    snap = data.get("snapshotId", data.get("snapshot_id"))  # either spelling, as genkit-fastapi takes them
-    session = data.get("sessionId", data.get("session_id"))
+    snap = _one_spelling(data, "snapshot_id", "data")  # either spelling, as genkit-fastapi takes them
+    session = _one_spelling(data, "session_id", "data")
     for value in (snap, session):
         if value is not None and not isinstance(value, str):
             raise InvalidRequest("snapshotId and sessionId must be strings")
@@ -266,6 +273,15 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
     if not need_one and not snap:
         raise InvalidRequest("'snapshotId' is required: an abort names the turn to stop by its snapshot")
     return snap or None, session or None
+
+
+def _one_spelling(given: dict[str, Any], name: str, where: str) -> Any:
+    """``given``'s ``name`` in either spelling (``session_id`` or ``sessionId``); ``InvalidRequest``
+    when it has both: one name given twice, whichever one it meant."""
+    camel = to_camel(name)
+    if name in given and camel in given:
+        raise InvalidRequest(f"{where} names its {name.replace('_', ' ')} twice ({camel} and {name}): give one")
+    return given.get(camel, given.get(name))
 
 
 # -- replies --------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ __all__ = [
     "checked_key",
     "flag",
     "idempotency_key",
+    "last_event_id",
     "no_key_unless_named",
     "query_int",
 ]
@@ -80,10 +81,29 @@ def flag(request: Request, name: str) -> bool | None:
 def idempotency_key(request: Request) -> str | None:
     """The ``Idempotency-Key`` header as ``checked_key`` takes it, or None; ``InvalidRequest``
     otherwise (two of them too: which one a retry would repeat cannot be known)."""
-    given = request.headers.getlist("idempotency-key")
+    given = _one_header(request, "Idempotency-Key")
+    return checked_key(_header_text(given) if given is not None else None, "the Idempotency-Key header")
+
+
+def last_event_id(request: Request) -> str | None:
+    """The ``Last-Event-ID`` header as sent (its bytes read as UTF-8), or None; ``InvalidRequest``
+    for two of them (which events were missed cannot be known) or bytes that are no UTF-8."""
+    given = _one_header(request, "Last-Event-ID")
+    if given is None:
+        return None
+    try:
+        return given.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest("the Last-Event-ID header is not UTF-8 text: send an id this feed sent") from None
+
+
+def _one_header(request: Request, name: str) -> str | None:
+    """The header ``name`` as starlette reads it (Latin-1), or None; ``InvalidRequest`` when a
+    request gives it more than once."""
+    given = request.headers.getlist(name.lower())
     if len(given) > 1:
-        raise InvalidRequest("a request takes one Idempotency-Key header, not several")
-    return checked_key(_header_text(given[0]) if given else None, "the Idempotency-Key header")
+        raise InvalidRequest(f"a request takes one {name} header, not several")
+    return given[0] if given else None
 
 
 def _header_text(value: str) -> str:

@@ -207,6 +207,45 @@ async def test_genkit_fastapis_other_spellings_name_the_session(served, http):
     assert (await http.get(sessions, headers=ALICE)).json()["sessions"] == before
 
 
+async def test_a_session_or_snapshot_named_twice_is_refused_wherever_it_is_named(served, http):
+    """Found by a probe: ``getSnapshot`` and ``abort`` took ``sessionId`` beside ``session_id``
+    (naming another session) and read the camelCase one; a query giving ``session_id`` twice, or
+    ``session_id`` and ``thread_id``, ran the turn in the last one; ``init`` naming the session in
+    both spellings was refused as "Extra inputs are not permitted". Each is one name given twice:
+    400, nothing read, run or written."""
+    url = served.lab + "/agents/labAgent"
+    one = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
+    two = (await http.post(url, json={"data": user("hello")}, headers=ALICE)).json()["result"]
+    sessions = served.lab + "/v1/agents/labAgent/sessions?limit=500"
+    before = (await http.get(sessions, headers=ALICE)).json()["sessions"]
+    both = {
+        "getSnapshot": {"sessionId": one["sessionId"], "session_id": two["sessionId"]},
+        "abort": {"snapshotId": one["snapshotId"], "snapshot_id": two["snapshotId"]},
+    }
+    for route, data in both.items():
+        reply = await http.post(f"{url}/{route}", json={"data": data}, headers=ALICE)
+        assert (reply.status_code, reply.json()["error"]["code"]) == (400, "invalid_request"), route
+        assert "twice" in reply.json()["error"]["message"], route
+    for init in ({"sessionId": one["sessionId"], "session_id": one["sessionId"]},
+                 {"snapshotId": one["snapshotId"], "snapshot_id": one["snapshotId"]}):  # fmt: skip
+        reply = await http.post(url, json={"data": user("again"), "init": init}, headers=ALICE)
+        assert reply.status_code == 400, init
+        assert "twice" in reply.json()["error"]["message"] and "Extra inputs" not in reply.text, init
+    for query in (
+        f"?session_id={one['sessionId']}&session_id={two['sessionId']}",
+        f"?session_id={two['sessionId']}&thread_id={one['sessionId']}",
+        f"?session_id=&session_id={one['sessionId']}",
+    ):
+        reply = await http.post(url + query, json={"data": user("again")}, headers=ALICE)
+        assert (reply.status_code, reply.json()["error"]["code"]) == (400, "invalid_request"), query
+    assert (await http.get(sessions, headers=ALICE)).json()["sessions"] == before  # nothing ran
+    # REST's query parameters too: a filter or a bound given twice is not read as its last value
+    for query in ("?pending=true&pending=false", "?limit=1&limit=100000"):
+        reply = await http.get(served.lab + "/v1/agents/labAgent/sessions" + query, headers=ALICE)
+        assert (reply.status_code, reply.json()["error"]["code"]) == (400, "invalid_request"), query
+        assert "given more than once" in reply.json()["error"]["message"]
+
+
 async def test_a_refused_streamed_resume_is_a_4xx_not_a_broken_stream(served, http):
     url = served.bank + "/agents/bankingAgent"
     out = (await http.post(url, json={"data": user("Transfer $1 to a.")}, headers=ALICE)).json()["result"]

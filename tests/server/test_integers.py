@@ -61,6 +61,22 @@ async def test_a_last_event_id_in_other_digits_is_refused(base, digits):
     assert_refused(reply, "Last-Event-ID")
 
 
+async def test_a_last_event_id_given_twice_is_refused_and_one_in_utf_8_is_named_as_sent(base):
+    """Found by a probe: two ``Last-Event-ID`` headers were taken (the first, even where the second
+    alone is refused), and a UTF-8 one was named back as its Latin-1 reading ("Ã©" for "é")."""
+    twice = [*ALICE.items(), ("Last-Event-ID", "0"), ("Last-Event-ID", "not-an-id")]
+    async with httpx.AsyncClient(timeout=30) as http:
+        async with http.stream("GET", base + "/v1/feed", headers=twice) as reply:
+            if reply.status_code != 200:
+                await reply.aread()
+        assert_refused(reply, "one Last-Event-ID header")
+        accented = {**ALICE, "Last-Event-ID": "é.0".encode()}
+        async with http.stream("GET", base + "/v1/feed", headers=accented) as reply:
+            if reply.status_code != 200:
+                await reply.aread()
+        assert_refused(reply, "Last-Event-ID 'é.0'")
+
+
 @pytest.mark.parametrize("value", [*NOT_ASCII, "1" * 5000, "-1", "+5", " 5", "5_0"])
 async def test_a_limit_in_other_digits_or_out_of_range_is_refused(base, value):
     async with httpx.AsyncClient(timeout=30) as http:
