@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import sys
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -137,11 +138,12 @@ class McpConnection:
         mode: Mode = "auto",
         errlog: Any = None,
     ) -> None:
-        if connect_timeout <= 0 or (call_timeout is not None and call_timeout <= 0):
-            raise DefinitionError(f"MCP server {name!r}: timeouts must be positive")
         self.target = target
         #: names the server in errors and pauses: given, or the server's own name once connected
         self.name = name or (Path(target.command).name if isinstance(target, StdioServerParameters) else target)
+        _check_timeout(self.name, "connect_timeout", connect_timeout)
+        if call_timeout is not None:
+            _check_timeout(self.name, "call_timeout", call_timeout, " (or None: no bound)")
         self._named = bool(name)
         self.headers = dict(headers or {})
         self.connect_timeout = connect_timeout
@@ -385,7 +387,12 @@ class McpConnection:
             return live
 
     async def _own(self, live: _Live, ready: asyncio.Future[None]) -> None:
-        """Enter the SDK client, hand it out, and hold it until asked to stop (or it breaks)."""
+        """Enter the SDK client, hand it out, and hold it until asked to stop (or it breaks).
+
+        The handshake's requests are sent from here: what the HTTP layer saw of their answers is
+        noted in ``reply`` (as ``_send_once`` does for a request), which says what came back when
+        the handshake fails."""
+        reply = HttpReply()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
@@ -396,7 +403,11 @@ class McpConnection:
                     elicitation_callback=_refuse_push_elicitation,
                     list_roots_callback=_no_roots,
                 )
-                await stack.enter_async_context(client)
+                token = REPLY.set(reply)
+                try:
+                    await stack.enter_async_context(client)
+                finally:
+                    REPLY.reset(token)
                 live.client = client
                 if not self._named and client.server_info is not None and client.server_info.name:
                     self.name, self._named = client.server_info.name, True
@@ -411,7 +422,7 @@ class McpConnection:
         except BaseException as exc:  # the transport failed, or the server died
             live.broken = True
             if not ready.done():
-                ready.set_exception(self._opening_error(live, exc))
+                ready.set_exception(self._opening_error(live, exc, reply))
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise
         finally:
@@ -480,13 +491,22 @@ class McpConnection:
         )
         return streamable_http_client(self.target, http_client=http)
 
-    def _opening_error(self, live: _Live, exc: BaseException) -> McpError:
+    def _opening_error(self, live: _Live, exc: BaseException, reply: HttpReply) -> McpError:
         where = (
             f"{self.target.command} {' '.join(self.target.args)}".strip()
             if isinstance(self.target, StdioServerParameters)
             else self.target
         )
-        return opening_error(self.name, where, exc, ended=live.ended)
+        return opening_error(self.name, where, exc, ended=live.ended, reply=reply)
+
+
+def _check_timeout(server: str, which: str, seconds: object, unbounded: str = "") -> None:
+    """A timeout is a positive, finite number of seconds: anything else (0, NaN, infinity, a
+    string, a bool) is refused where the connection is defined, not where it is first used."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds <= 0:
+        raise DefinitionError(
+            f"MCP server {server!r}: {which} must be a positive, finite number of seconds{unbounded}, not {seconds!r}"
+        )
 
 
 async def _no_roots(context: Any) -> types.ListRootsResult:

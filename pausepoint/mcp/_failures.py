@@ -13,12 +13,17 @@ code alone never says the connection closed: ``closed_by_sdk`` asks where the er
 (the transport had ended; a write found it gone; the HTTP transport's stand-in for an event
 stream that ended without an answer). Timeouts are pausepoint's own (the SDK is given none),
 so a ``REQUEST_TIMEOUT`` (-32001) is always the server's answer.
+
+Importing this module puts a filter on the SDK's HTTP transport's logger: an answer it cannot
+read, for a request pausepoint sends, is logged on one line, without pydantic's report as a
+traceback (``_without_traceback``) — the typed error says what came back.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +99,23 @@ class HttpReply:
 #: the request being sent from this context: the HTTP client's response hook notes its answer
 #: there (the SDK runs each POST in a copy of the sender's context)
 REPLY: contextvars.ContextVar[HttpReply | None] = contextvars.ContextVar("pausepoint_mcp_reply", default=None)
+
+
+#: what the SDK's HTTP transport logs, with a traceback, about an answer it cannot read before
+#: it fails the request with a stand-in error that pausepoint reports (``HttpReply.unread``)
+_SDK_UNREAD_LOGS = frozenset({"Error parsing JSON response", "Error parsing SSE message"})
+
+
+def _without_traceback(record: logging.LogRecord) -> bool:
+    """A filter on the SDK's HTTP transport's logger: its record of an answer that cannot be read,
+    logged for a request pausepoint sends (``REPLY`` is set), keeps its line but loses its
+    traceback (pydantic's report, dozens of lines): the typed error says what came back."""
+    if REPLY.get() is not None and record.msg in _SDK_UNREAD_LOGS:
+        record.exc_info, record.exc_text = None, None
+    return True
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_without_traceback)
 
 
 async def note_reply(response: httpx2.Response) -> None:
@@ -222,11 +244,35 @@ def _rpc_failure(server: str, doing: str, effects: bool, exc: MCPError, reply: H
     )
 
 
-def opening_error(server: str, where: str, exc: BaseException, *, ended: bool) -> McpError:
+def opening_error(
+    server: str, where: str, exc: BaseException, *, ended: bool, reply: HttpReply | None = None
+) -> McpError:
     """Why a connection could not be opened: ``where`` names the command or URL; ``ended``,
-    whether the transport had ended (a stdio server that exited, say)."""
+    whether the transport had ended (a stdio server that exited, say); ``reply``, what the HTTP
+    layer saw of the handshake's last answer. An HTTP answer that was no JSON-RPC message reads
+    as a request's does (``_rpc_failure``): a 4xx refused the connection, a gateway's 502, 503
+    or 504 is ``McpUnavailable``, anything else is an answer that cannot be read. It is chained
+    to the SDK's exception (its ``__cause__``), as a request's failure is."""
     detail = root(exc)  # inside the task group's ExceptionGroup, as often as not
+    error = _opening_error(server, where, detail, ended=ended, reply=reply)
+    error.__cause__ = detail
+    return error
+
+
+def _opening_error(server: str, where: str, detail: BaseException, *, ended: bool, reply: HttpReply | None) -> McpError:
+    """``opening_error`` of ``detail``, the exception itself (not its group)."""
     if isinstance(detail, MCPError):
+        unread = reply.unread(detail) if reply is not None else None
+        if reply is not None and unread is not None:
+            if 400 <= reply.status < 500:
+                return McpError(f"MCP server {server!r} refused the connection: {unread}",
+                                server=server, http_status=reply.status)  # fmt: skip
+            gone = reply.status in (502, 503, 504)  # a gateway that could not reach it
+            return (McpUnavailable if gone else McpError)(
+                f"MCP server {server!r} answered the handshake with {unread}, not an MCP answer",
+                server=server,
+                http_status=reply.status,
+            )
         if closed_by_sdk(detail, ended=ended):
             return McpUnavailable(
                 f"MCP server {server!r} could not be started or reached ({where}): it closed the connection "
