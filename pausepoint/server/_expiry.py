@@ -86,10 +86,12 @@ class ExpirySweep:
 
     async def _run(self, interval: float) -> None:
         stores = stores_of(self._ai)
-        positions = [await store.last_event() for store in stores]
+        positions: list[int] | None = None  # read once a store answers (it may be starting still)
         while True:
             wait = interval
             try:
+                if positions is None:
+                    positions = [await store.last_event() for store in stores]
                 if await self.sweep():  # else what failed is due still: try again after interval
                     wait = await self.next_due(interval)
                 positions = await _until_written(stores, positions, wait + 0.001)  # just past: run out by then

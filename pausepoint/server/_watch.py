@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from collections.abc import Awaitable
 
 from ..stores import Event, SessionStore
 
 __all__ = ["StoreWatch", "first_of", "stopped"]
+
+log = logging.getLogger("pausepoint.server")
 
 _PAGES = 16  # pages kept for readers behind the newest (a reconnect replaying what it missed)
 
@@ -114,10 +117,15 @@ async def first_of(waits: list[Awaitable[None]], max_wait: float | None = None) 
 
 
 async def stopped(*tasks: asyncio.Task[None] | None) -> None:
-    """Cancel the background ``tasks`` (None: none there) and wait until each has ended."""
+    """Cancel the background ``tasks`` (None: none there) and wait until each has ended. One
+    that had ended with an error is logged, not raised: what is stopped after it still is."""
     running = [task for task in tasks if task is not None]
     for task in running:
         task.cancel()
     for task in running:
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await task
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("a background task of the server had failed")

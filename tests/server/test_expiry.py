@@ -10,11 +10,11 @@ from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from pausepoint import AgentFinishReason, Pausepoint
+from pausepoint import AgentFinishReason, ModelRequest, Pausepoint
 from pausepoint.client import Client
 from pausepoint.errors import InterruptExpired
 from pausepoint.server import BearerTokens, create_app
-from pausepoint.testing import ScriptedModel, tool_call
+from pausepoint.testing import ScriptedModel, Step, tool_call
 from tests.server.harness import TOKENS, serve_in_thread
 
 
@@ -185,3 +185,50 @@ async def test_an_answer_on_the_genkit_wire_to_a_pause_the_sweep_settled_says_it
             )
     assert late.status_code == 409, late.text
     assert late.json()["error"]["code"] == "interrupt_expired" and "expired at 2026-05-01T12:05:00" in late.text
+
+
+async def test_a_store_down_when_the_sweep_starts_does_not_stop_it(tmp_path):
+    """Found by a probe: a store that did not answer yet when the sweep started (a database still
+    starting, which ``serve`` supports) ended the sweep on its first read; expired pauses then
+    waited for the next request to that server, and shutting it down failed with the error."""
+    from pausepoint.errors import StoreError
+    from pausepoint.stores import SqliteSessionStore
+
+    class StartingStore(SqliteSessionStore):
+        down = 2  # its first reads of the event log fail
+
+        async def last_event(self) -> int:
+            if self.down:
+                self.down -= 1
+                raise StoreError("the database is starting up")
+            return await super().last_event()
+
+    clock, path = Clock(), tmp_path / "sessions.db"
+
+    def deployer(ai: Pausepoint, store: SqliteSessionStore) -> None:
+        ask = ai.define_interrupt(name="ask", description="Ask.", input_schema=Question, ttl=timedelta(minutes=5))
+
+        def script(request: ModelRequest) -> Step:  # the same in both processes: asks, then says it did not
+            return "Not deployed." if request.messages[-1].role == "tool" else [tool_call("ask", {"question": "?"})]
+
+        ai.define_agent(name="deployer", model=ScriptedModel(script), tools=[ask], store=store)
+
+    def app() -> Starlette:
+        ai = Pausepoint(clock=clock)
+        deployer(ai, StartingStore(path))
+        return create_app(ai, auth=BearerTokens(TOKENS), expiry_interval=0.05)
+
+    elsewhere = Pausepoint(clock=clock)  # another process, writing to the same file
+    deployer(elsewhere, SqliteSessionStore(path))
+    with serve_in_thread(app) as url:
+        async with Client(url, token="alice-token") as client:
+            await client.agents()  # the one request: the sweep starts, on a store that does not answer yet
+        chat = elsewhere.agents["deployer"].chat(principal="alice")
+        assert (await chat.send("Deploy the release.")).finish_reason == AgentFinishReason.INTERRUPTED
+        clock.now += timedelta(minutes=6)
+        for _ in range(200):  # no request reaches the server meanwhile: its sweep alone settles it
+            if not await chat.interrupts():
+                break
+            await asyncio.sleep(0.05)
+        assert await chat.interrupts() == []
+        assert [e.decision for e in await chat.audit_trail()] == ["message", "expire"]
