@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             scheme = args.db.split(":", 1)[0]
             raise CliError(f"--db takes a SQLite file's path, not a URL: for a {scheme}:// store, use --store URL")
         replace_stores([agent], SqliteSessionStore(args.db))
-    elif args.store:
+    elif args.store is not None:
         replace_stores([agent], open_store(parse_store(args.store)))
     if args.principal is not None and (problem := name_problem(args.principal)) is not None:
         raise CliError(f"--principal names who you are: {problem}")  # as serve's --token NAME=... is checked

@@ -157,7 +157,15 @@ def _banner(settings: ServeSettings, base: str, agents: str, served_app: bool) -
 def asgi_only(settings: ServeSettings, args: argparse.Namespace) -> None:
     """An ASGI app brings its own store, auth and routes: refuse what would set them. Raises
     ``CliError`` naming every problem (with those ``settings.problems`` holds)."""
-    given = args.store or args.token or args.approver or args.no_console or args.metrics or args.operator or args.mcp
+    given = (
+        args.store is not None
+        or args.token
+        or args.approver
+        or args.no_console
+        or args.metrics
+        or args.operator
+        or args.mcp
+    )
     if given:
         raise CliError(
             "--store, --token and --no-console apply to a Pausepoint app (so do --approver, --metrics, "

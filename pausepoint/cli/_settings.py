@@ -180,7 +180,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
 def _store(
     args: argparse.Namespace, loaded: LoadedConfig | None, env: Mapping[str, str], problems: Problems
 ) -> StoreSpec | None:
-    if args.store:
+    if args.store is not None:  # "" too: an unset variable ($DATABASE_URL) is no store to serve from
         return parse_store(args.store)
     if loaded is None or loaded.config.store is None:
         return None

@@ -94,8 +94,17 @@ def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreS
             raise CliError(f"{what}: a {backend} store takes no {name!r} option (the options: {takes})")
         if not value:
             raise CliError(f"{what}: {name} is empty")
-    if backend == "sqlite" and "://" in url and not url.split("://", 1)[1].lstrip("/"):
-        raise CliError(f"{what}: no file in {url!r}: use sqlite:///path/to/file.db")  # as serve would
+    if backend == "sqlite" and "://" in url:
+        rest = url.split("://", 1)[1]
+        if not rest.lstrip("/"):
+            raise CliError(f"{what}: no file in {url!r}: use sqlite:///path/to/file.db")  # as serve would
+        if not rest.startswith("/"):  # sqlite://name.db: a host, in a URL (a file here, until now)
+            raise CliError(
+                f"{what}: {url!r} has two slashes: use sqlite:///{rest} (relative to the working directory) "
+                f"or sqlite:////abs/path/{rest.rsplit('/', 1)[-1]} (absolute)"
+            )
+    if backend == "memory" and text.lower() != "memory:":
+        raise CliError(f"{what}: memory: takes nothing after it (sessions die with the process), not {text!r}")
     synchronous = options.get("synchronous")
     if synchronous is not None and synchronous.upper() not in ("FULL", "NORMAL"):
         raise CliError(f"{what}: synchronous must be FULL or NORMAL, not {synchronous!r}")
@@ -130,6 +139,9 @@ def check_store(spec: StoreSpec) -> None:
         extra = "postgres" if spec.backend == "postgresql" else "redis"
         raise CliError(f"a {spec.backend} store needs its driver: pip install 'pausepoint[{extra}]'") from None
     if spec.backend == "redis":
+        database = urlsplit(spec.url).path.strip("/")
+        if database and not (database.isascii() and database.isdigit()):  # the driver would use 0
+            raise CliError(f"a Redis URL's path is its database's number (redis://host:6379/0), not {database!r}")
         _check_redis_url(spec.url)
     if spec.backend == "sqlite":
         folder = os.path.dirname(os.path.abspath(_sqlite_path(spec.url)))

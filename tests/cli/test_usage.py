@@ -59,6 +59,17 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["serve", "tests.cli.apps:bank_ai", "--token", "=s3cret-t0ken"], "--token wants NAME=TOKEN: no NAME before"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", ":s3cret-t0ken"], "wants NAME:TOKEN or NAME:TOKEN:ROLE"),
         (["serve", "tests.cli.apps:bank_ai", "--store", "ftp://x"], "unknown store URL 'ftp://x'"),
+        # found by a probe: an empty URL ("$DATABASE_URL" unset) served from the app's own store, in memory
+        (["serve", "tests.cli.apps:bank_ai", "--store", ""], "unknown store URL ''"),
+        (["chat", "tests.cli.apps:bank_agent", "--store", ""], "unknown store URL ''"),
+        (["serve", "tests.cli.apps:asgi", "--store", ""], "--store, --token and --no-console apply to a Pausepoint"),
+        # ... a host where a file was meant, made ./other.db; memory:x and a database named in words were taken
+        (["serve", "tests.cli.apps:bank_ai", "--store", "sqlite://other.db"], "use sqlite:///other.db (relative"),
+        (["serve", "tests.cli.apps:bank_ai", "--store", "memory:x"], "memory: takes nothing after it"),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "redis://127.0.0.1:1/notanumber"],
+            "a Redis URL's path is its database's number (redis://host:6379/0), not 'notanumber'",
+        ),
         (
             ["serve", "tests.cli.apps:bank_ai", "--store", "mysql://u:hunter2@h/x"],
             "unknown store URL 'mysql://u:****@h/x'",
