@@ -275,6 +275,34 @@ async def test_a_call_short_of_its_quorum_at_expiry_is_denied_saying_how_many_ap
     clock.advance(timedelta(minutes=11))
     await agent.settle_expired()
     [result] = told(model)
-    deadline = pause.expires_at.isoformat()
+    deadline = pause.expires_at.isoformat().replace("+00:00", "Z")  # as every surface writes a time
     assert result == {"denied": True, "reason": f"expired: it had 1 of the 2 approvals it needs by {deadline}"}
     assert ledger == []
+
+
+async def test_a_time_in_words_is_written_as_in_the_bodies(store):
+    """Found by a probe: REST's times end in Z, but the times written into words — the expiry's
+    reason in the audit trail, what the model is told, the refusals of a late answer — ended in
+    +00:00: two spellings of one time on one surface."""
+    from pausepoint.errors import AlreadyResolved, InterruptExpired
+    from tests.approval_apps import Clock, build, told, treasury
+
+    clock = Clock()
+    agent, model, _ = build(store, treasury(ttl={"transfer_money": timedelta(minutes=10)}), clock=clock)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    clock.advance(timedelta(minutes=11))
+    with pytest.raises(InterruptExpired) as late:
+        await chat.approve(pause.ref, principal="alice")
+    deadline = pause.expires_at.isoformat().replace("+00:00", "Z")
+    assert str(late.value).endswith(f"expired at {deadline}")
+    await agent.settle_expired()
+    [expired] = [e for e in await chat.audit_trail() if e.decision == "expire"]
+    assert expired.reason == f"no answer before {deadline}"
+    assert deadline in told(model)[0]["reason"]
+    [second] = (await chat.send("pay 7 to savings")).interrupts
+    await chat.resume(respond=[second.deny("not today")], principal="alice")
+    with pytest.raises(AlreadyResolved) as again:
+        await chat.approve(second.ref, principal="bob")
+    denied_at = clock().isoformat().replace("+00:00", "Z")
+    assert f"deny by alice at {denied_at}" in str(again.value), str(again.value)

@@ -9,7 +9,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, printable
+from ..content._jsondata import DEFAULT_LIMITS, JsonLimits, NotJsonData, json_data, printable, time_text
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..session._records import ApprovalPaused, CallAnswered, Decision, PauseEscalated
 from ..session._state import Pause, SessionState
@@ -83,7 +83,7 @@ def expiry_claims(
             principal,
             "expiry",
             _expiry_output(policy, pending_interrupt(pause.record, pause), limits),
-            f"no answer before {pause.expires_at.isoformat() if pause.expires_at else '?'}",
+            f"no answer before {time_text(pause.expires_at) if pause.expires_at else '?'}",
         )
         for pause in state.expired(now)
         if not escalates(pause)

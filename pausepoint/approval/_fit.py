@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..content._jsondata import JsonLimits, NotJsonData, json_data
+from ..content._jsondata import JsonLimits, NotJsonData, json_data, time_text
 from ..errors import (
     AlreadyResolved,
     InputEditNotAllowed,
@@ -124,7 +124,7 @@ def _decided(pause: Pause) -> str:
     assert done is not None
     decision = "approve" if approving(pause, done) else done.decision
     by = f" by {done.principal}" if done.principal else ""
-    return f"{decision}{by} at {done.at.isoformat()}"
+    return f"{decision}{by} at {time_text(done.at)}"
 
 
 def _changed(pause: Pause, via: str) -> PauseChanged:
@@ -175,7 +175,7 @@ def _live(
         done = pause.answer
         if done.decision == "expire":  # settled by the expiry sweep: the same refusal as before it ran
             expired = pause.expires_at or done.at
-            raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {expired.isoformat()}", ref=ref)
+            raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {time_text(expired)}", ref=ref)
         latest = state.calls[ref].pause
         newer = state.pauses.get(latest) if latest is not None and latest != paused.ref else None
         # named only while it can be answered: not answered, nor expired (unsettled yet)
@@ -185,7 +185,7 @@ def _live(
         elif live:
             again = f"; the call paused again since: answer its new pause {latest!r}"
         elif newer.answer is None and newer.expires_at is not None:
-            again = f"; the call paused again since, and that pause expired at {newer.expires_at.isoformat()}"
+            again = f"; the call paused again since, and that pause expired at {time_text(newer.expires_at)}"
         else:
             again = f"; the call paused again since, and that pause was resolved too ({_decided(newer)})"
         raise AlreadyResolved(
@@ -200,7 +200,7 @@ def _live(
             f"the pause of call {ref!r} belongs to turn {paused.turn}; the session is at turn {state.turn}", ref=ref
         )
     if pause.expires_at is not None and pause.expires_at <= ctx.now:
-        raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {pause.expires_at.isoformat()}", ref=ref)
+        raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {time_text(pause.expires_at)}", ref=ref)
     tool = tools.get(name)
     if tool is None:
         raise ToolDefinitionChanged(

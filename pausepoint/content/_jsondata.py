@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -46,6 +47,7 @@ __all__ = [
     "key_text",
     "printable",
     "read_json_text",
+    "time_text",
 ]
 
 #: the deepest ``max_depth`` allowed: jiter's 200 levels less the deepest wrapping of a value
@@ -239,6 +241,12 @@ def printable(text: str, max_bytes: int = 16 * 1024) -> str:
 
 
 # -- the walk -------------------------------------------------------------------------------------
+
+
+def time_text(at: datetime) -> str:
+    """A time as every surface writes it, in a body or in words: ISO 8601, UTC as ``Z``
+    ("2026-05-01T12:05:00Z", as pydantic writes the bodies' times; not ``+00:00``)."""
+    return str(to_jsonable_python(at))
 
 
 def read_json_text(text: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from ..approval._approvals import Approvals
 from ..approval._policy import ApprovalPolicy
-from ..content._jsondata import JsonLimits
+from ..content._jsondata import JsonLimits, time_text
 from ..errors import DefinitionError, PausepointError
 from ..models._model import Model, ToolDefinition
 from ..session._grants import Grant
@@ -41,7 +41,7 @@ ExpiryPolicy = Callable[[PendingInterrupt], Any]
 def deny_on_expiry(interrupt: PendingInterrupt) -> Any:
     """The default expiry policy: the model sees a denial explaining that nobody answered in
     time — or, for a call short of its quorum, how many approvals it had by then."""
-    when = interrupt.expires_at.isoformat() if interrupt.expires_at else "its deadline"
+    when = time_text(interrupt.expires_at) if interrupt.expires_at else "its deadline"
     approval = interrupt.approval
     if approval is not None and approval.approved_by:
         had = f"{len(approval.approved_by)} of the {approval.required} approvals it needs"

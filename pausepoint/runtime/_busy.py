@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from ..approval._fit import ANSWER_THEM
+from ..content._jsondata import time_text
 from ..errors import PendingInterrupts, ResumeInProgress, TurnInProgress
 from ..session._records import Record
 from ..session._state import Call, SessionState
@@ -54,7 +55,7 @@ def check_free(state: SessionState, now: datetime, abandon_after: timedelta) -> 
     if running is not None and not state.lost(now, abandon_after):
         asked = running.abort
         what = (
-            f"an abort was asked at {asked.at.isoformat()}: it stops once the process running it sees that (a tool "
+            f"an abort was asked at {time_text(asked.at)}: it stops once the process running it sees that (a tool "
             f"it runs finishes first), or, that process gone, ends once presumed lost ({abandon_after} after "
             "the session's last record)"
             if asked is not None
