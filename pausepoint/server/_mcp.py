@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import re
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Literal
@@ -41,7 +40,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from ..content._jsondata import MAX_DEPTH, MAX_INT_DIGITS, JsonLimits, NotJsonData, json_data
 from ..errors import (
     Forbidden,
     InvalidAnswer,
@@ -61,6 +59,7 @@ from ..tools._display import ApprovalView
 from ._auth import current_tenant, inbox_filters
 from ._limits import Limits, check_message_size, parse_json, read_body
 from ._mcp_ask import can_ask, carried_state, decision_of, dismissed, questions
+from ._mcp_refusals import refusal, refuse_unanswerable, unkeepable_text
 from ._params import checked_key
 
 __all__ = ["mcp_server"]
@@ -459,7 +458,7 @@ class McpEndpoint:
         try:
             await self.service.principal(request)
             if request.method != "POST":  # stateless: no stream to open (GET), no session to end (DELETE)
-                refused = _refusal(
+                refused = refusal(
                     InvalidRequest(
                         "the MCP endpoint streams no server messages and keeps no sessions to end: POST each request"
                     )
@@ -474,12 +473,14 @@ class McpEndpoint:
             # read as REST reads it: a name given twice is refused, not the last one taken
             if isinstance(message := parse_json(body), list):
                 raise InvalidRequest("an MCP request is one JSON-RPC message, not a batch (a list of them)")
-            if _MAY_HOLD_SURROGATE.search(body):  # the SDK's parser says "unexpected end of hex escape"
-                _refuse_lone_surrogates(message)
             if isinstance(message, dict):
-                _refuse_unanswerable(message)
+                refuse_unanswerable(message)
+            # the SDK's parser says "unexpected end of hex escape"
+            if (unkept := unkeepable_text(body, message)) is not None:
+                await unkept(scope, receive, send)
+                return
         except PausepointError as exc:
-            await _refusal(exc)(scope, receive, send)
+            await refusal(exc)(scope, receive, send)
             return
         await self._ensure_running()
         await self.server.session_manager.handle_request(scope, _replayed(body, receive), send)
@@ -528,47 +529,3 @@ def _replayed(body: bytes, receive: Any) -> Any:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
-
-
-# a \\uD800-\\uDFFF escape, or the raw bytes of a surrogate (read with surrogatepass)
-_MAY_HOLD_SURROGATE = re.compile(rb"\\[uU][dD][89a-fA-F]|\xed[\xa0-\xbf]")
-_ANY_SIZE = JsonLimits(max_depth=MAX_DEPTH, max_int_digits=MAX_INT_DIGITS, max_string_bytes=2**62)
-
-
-def _refuse_lone_surrogates(message: Any) -> None:
-    """``InvalidRequest`` naming where ``message`` holds a lone surrogate: text no session keeps
-    (REST refuses it in a message or an answer as ``invalid_message``/``invalid_answer``, by path)."""
-    try:
-        json_data(message, _ANY_SIZE)
-    except NotJsonData as exc:
-        if exc.rule == "unpaired_surrogate":
-            raise InvalidRequest(f"the request holds text no session keeps: {exc}", **exc.details()) from None
-
-
-def _refuse_unanswerable(message: dict[str, Any]) -> None:
-    """``InvalidRequest`` for a message the SDK would drop or refuse in its own words: one of
-    another JSON-RPC version, or a request whose ``id`` a reply cannot name (MCP: a string or an
-    integer) — the SDK took such a request for a notification, 202 and no answer, ever."""
-    if message.get("jsonrpc") != "2.0":
-        raise InvalidRequest(f"an MCP message is JSON-RPC 2.0 ('jsonrpc': '2.0'), not {message.get('jsonrpc')!r}")
-    if "method" in message and "id" in message:
-        given = message["id"]
-        if isinstance(given, bool) or not isinstance(given, str | int):
-            raise InvalidRequest(f"a request's id is a string or an integer, not {json.dumps(given)[:40]}")
-
-
-def _refusal(exc: PausepointError) -> Any:
-    """The app's error response for a request refused before the MCP server saw it (401 with
-    its ``WWW-Authenticate``, say), its body a JSON-RPC error: an MCP client reads the reason
-    from that (the SDK's client replaces any other body at an error status with "Server returned
-    an error response"). The app's error body is the error's ``data``; the id is null, as for
-    a request not read (an unauthenticated body is not read)."""
-    from starlette.responses import Response
-
-    from ._errors import dumps, error_body, error_response
-
-    app = error_response(exc)
-    error = {"code": types.INVALID_REQUEST, "message": f"{exc.code}: {exc.message}", "data": error_body(exc)["error"]}
-    headers = {k: v for k, v in app.headers.items() if k.lower() not in ("content-length", "content-type")}
-    body = dumps({"jsonrpc": "2.0", "id": None, "error": error})
-    return Response(body, status_code=app.status_code, media_type="application/json", headers=headers)

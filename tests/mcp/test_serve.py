@@ -213,22 +213,35 @@ async def test_the_mcp_endpoint_uses_the_apps_tokens_and_policy(served: str) -> 
 
 async def test_a_lone_surrogate_is_refused_naming_where_it_is_not_as_a_parse_error(served: str) -> None:
     """Found by a probe: REST refuses "hi \\ud800" by its path and rule; MCP answered the SDK's
-    parse error "unexpected end of hex escape", with no path. A pair (an emoji) is text."""
+    parse error "unexpected end of hex escape", with no path. Then (a second probe) an HTTP 400
+    JSON-RPC error with a null id, ``invalid_request``: a tool's refusal is now its tool error, as
+    REST's is (``invalid_message`` for a message, ``invalid_answer`` for an answer), naming the
+    argument and the rule; any other request keeps its id. A pair (an emoji) is text."""
 
-    def message(text_escaped: str) -> str:
-        arguments = f'{{"agent": "{AGENT}", "text": "{text_escaped}"}}'
-        params = f'{{"name": "send_message", "arguments": {arguments}}}'
-        return f'{{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {params}}}'
+    def request(tool: str, arguments: str, method: str = "tools/call") -> str:
+        params = f'{{"name": "{tool}", "arguments": {arguments}}}'
+        return f'{{"jsonrpc": "2.0", "id": 9, "method": "{method}", "params": {params}}}'
 
+    def sent(text_escaped: str) -> str:
+        return request("send_message", f'{{"agent": "{AGENT}", "text": "{text_escaped}"}}')
+
+    answer = request("answer_pause", f'{{"agent": "{AGENT}", "session_id": "s", "ref": "r", "decision": "deny", '
+                                     '"reason": "no \\udc00"}')  # fmt: skip
     headers = {"Authorization": "Bearer alice-token", "Content-Type": "application/json",
                "Accept": "application/json, text/event-stream"}  # fmt: skip
     async with httpx2.AsyncClient(timeout=30, headers=headers) as raw:
-        lone = await raw.post(f"{served}/mcp", content=message("hi \\ud800"))
-        pair = await raw.post(f"{served}/mcp", content=message("hi \\ud83d\\ude00"))
-    assert lone.status_code == 400 and lone.json()["error"]["code"] == -32600, lone.text
-    refused = lone.json()["error"]["data"]
-    assert refused["code"] == "invalid_request" and "lone surrogate" in refused["message"], refused
-    assert (refused["details"]["path"], refused["details"]["rule"]) == ("$.params.arguments.text", "unpaired_surrogate")
+        lone = await raw.post(f"{served}/mcp", content=sent("hi \\ud800"))
+        denied = await raw.post(f"{served}/mcp", content=answer)
+        other = await raw.post(f"{served}/mcp", content=request("x", '{"q": "\\ud800"}', method="prompts/get"))
+        pair = await raw.post(f"{served}/mcp", content=sent("hi \\ud83d\\ude00"))
+    for reply, code, path in ((lone, "invalid_message", "$.text"), (denied, "invalid_answer", "$.reason")):
+        assert reply.status_code == 200 and reply.json()["id"] == 9, reply.text
+        result = reply.json()["result"]
+        assert result["isError"] and result["content"][0]["text"].startswith(f"{code}: "), result
+        assert f"{path}: a lone surrogate" in result["content"][0]["text"], result
+    assert other.status_code == 400 and other.json()["id"] == 9 and other.json()["error"]["code"] == -32600, other.text
+    refused = other.json()["error"]["data"]
+    assert (refused["details"]["path"], refused["details"]["rule"]) == ("$.params.arguments.q", "unpaired_surrogate")
     assert pair.status_code == 200 and "result" in pair.json(), pair.text
 
 
