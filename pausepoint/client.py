@@ -383,7 +383,8 @@ class RemoteChat:
     ) -> TurnStream:
         """``approve``, streamed."""
         if not isinstance(ref, str):
-            raise core_errors.InvalidAnswer(f"ref must be a string, not {type(ref).__name__}")
+            said = f"ref must be a string (the paused call's: pause.ref), not {type(ref).__name__}"
+            raise core_errors.InvalidAnswer(said)
         if not ref:  # a path with an empty segment is no route at all: refuse it as the server would
             raise core_errors.UnknownInterrupt("no paused call with ref ''", ref=ref)
         if grant is not None and not isinstance(grant, Grant):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..content._messages import Message, Part
-from ..errors import IdempotencyKeyReused, TurnLost
+from ..errors import IdempotencyKeyReused, InvalidAnswer, TurnLost
 from ..session._grants import Grant, GrantInfo
 from ..session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
@@ -191,7 +191,7 @@ class Chat:
         ``InputEditNotAllowed`` for an edited input of a tool that only asks a question.
         ``resume(restart=[pause.restart(...)])`` remains the Genkit-compatible way to answer.
         """
-        by_ref = (ref, self.calls.approval(ref, replace_input, grant, pause_id))
+        by_ref = (_ref(ref), self.calls.approval(ref, replace_input, grant, pause_id))
         return await self.calls.resume_turn((), (), metadata, idempotency_key, principal, via, None, by_ref=by_ref)
 
     def approve_stream(
@@ -207,7 +207,7 @@ class Chat:
         via: str = "python",
     ) -> TurnStream:
         """``approve``, streamed (see ``send_stream``)."""
-        by_ref = (ref, self.calls.approval(ref, replace_input, grant, pause_id))
+        by_ref = (_ref(ref), self.calls.approval(ref, replace_input, grant, pause_id))
         return self.calls.stream(
             lambda emit: self.calls.resume_turn((), (), metadata, idempotency_key, principal, via, emit, by_ref=by_ref)
         )
@@ -431,3 +431,11 @@ class DetachedTurn:
         """Stop the turn; returns its status before this call (``pending``: this call stops it;
         anything else: it had already ended and nothing changes)."""
         return await abort_turn(self.chat.calls, self.turn_id, principal, via)
+
+
+def _ref(ref: object) -> str:
+    """``approve``'s ``ref``; ``InvalidAnswer`` for anything but a string, said as the client
+    says it (a pause given for its ref, say: the caller wrote no respond list to name)."""
+    if not isinstance(ref, str):
+        raise InvalidAnswer(f"ref must be a string (the paused call's: pause.ref), not {type(ref).__name__}")
+    return ref

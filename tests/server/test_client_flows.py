@@ -180,6 +180,26 @@ async def test_what_a_session_cannot_keep_is_refused_with_the_local_chats_typed_
         assert [e.output for e in await chat.audit_trail() if e.decision == "respond"] == [answer]
 
 
+async def test_a_pause_given_to_approve_for_its_ref_is_refused_in_the_same_words_everywhere(served):
+    """Found by a probe: ``chat.approve(pause)`` (the pause, not ``pause.ref``) was refused by the
+    local chat naming ``$.respond[0].ref`` — a list the caller never wrote — and by the client in
+    other words. Both now say what ``ref`` is, in one sentence; nothing is recorded."""
+    _, agent = banking.build(InMemorySessionStore(), [])
+    here_chat = agent.chat()
+    [here_pause] = (await here_chat.send("Transfer $1 to x.")).interrupts
+    with pytest.raises(InvalidAnswer) as here:
+        await here_chat.approve(here_pause)  # type: ignore[arg-type]
+    async with Client(served.bank, token="alice-token") as client:
+        chat = client.agent("bankingAgent").chat()
+        [pause] = (await chat.send("Transfer $1 to x.")).interrupts
+        with pytest.raises(InvalidAnswer) as there:
+            await chat.approve(pause)  # type: ignore[arg-type]
+        assert [e.decision for e in await chat.audit_trail()] == ["message"]
+    said = "ref must be a string (the paused call's: pause.ref), not PendingInterrupt"
+    assert str(here.value) == str(there.value) == said
+    assert [e.decision for e in await here_chat.audit_trail()] == ["message"]
+
+
 async def test_nan_and_infinity_are_refused_with_the_local_chats_typed_errors_and_details(served):
     """JSON cannot carry them, so the client refuses them before sending, as a local ``Chat``
     refuses them: the same error class, path, rule and ref (not the server's 400 for bad JSON)."""
