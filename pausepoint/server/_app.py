@@ -110,7 +110,7 @@ def create_app(
     service.mcp = _mcp_endpoint(ai, service) if mcp else None
     reach = {"links": links is not None, "slack": slack is not None}
     table = route_table(mcp=service.mcp, metrics=prometheus is not None, console=console, **reach)
-    service.openapi = dumps(openapi_document(table))
+    service.openapi = dumps(openapi_document(table, max_page=service.limits.max_page))
     middleware = [Middleware(_StoppedMidReply), Middleware(_NoSniff)]
     if request_log or prometheus is not None:
         middleware.append(Middleware(RequestLog, log=request_log, metrics=prometheus))

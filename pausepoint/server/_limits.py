@@ -27,6 +27,7 @@ __all__ = [
     "Limits",
     "check_history",
     "check_message_size",
+    "json_kind",
     "parse_body",
     "parse_json",
     "read_body",
@@ -36,7 +37,7 @@ __all__ = [
 M = TypeVar("M", bound=BaseModel)
 
 
-#: ``Limits.max_page``'s default, which the OpenAPI document states as a listing's maximum
+#: ``Limits.max_page``'s default
 MAX_PAGE = 500
 #: the furthest offset a listing takes
 MAX_OFFSET = 10**9
@@ -69,7 +70,7 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
         return {}
     value = parse_json(body)
     if not isinstance(value, dict):
-        raise InvalidRequest(f"the request body must be a JSON object, not {type(value).__name__}")
+        raise InvalidRequest(f"the request body must be a JSON object, not {json_kind(value)}")
     return value
 
 
@@ -111,10 +112,46 @@ def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:
         return model.model_validate(value)
     except ValidationError as exc:
         problems = [
-            {"loc": [where, *(str(p) for p in e["loc"])], "message": e["msg"], "type": e["type"]} for e in exc.errors()
+            {"loc": [where, *(str(p) for p in e["loc"])], "message": _wire_message(e), "type": e["type"]}
+            for e in exc.errors(include_url=False)
         ]
         summary = "; ".join(f"{'.'.join(p['loc'])}: {p['message']}" for p in problems[:5])
         raise InvalidRequest(f"invalid request: {summary}", problems=problems) from None
+
+
+def json_kind(value: Any) -> str:
+    """What ``value`` is in JSON's words: ``null``, ``true``, ``a string``, ``an array``, ..."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return "an object" if isinstance(value, dict) else "a value of another kind"
+
+
+# What pydantic would say in Python's words ("a valid dictionary or instance of _Message",
+# "a valid list", "None"), said in JSON's, for every model a surface parses.
+_JSON_WANTED = {
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+    "dataclass_type": "a JSON object",
+    "dict_type": "a JSON object",
+    "list_type": "a JSON array",
+    "tuple_type": "a JSON array",
+    "set_type": "a JSON array",
+    "frozen_set_type": "a JSON array",
+    "none_required": "null",
+}
+
+
+def _wire_message(error: Any) -> str:
+    wanted = _JSON_WANTED.get(error["type"])
+    if wanted is None:
+        return str(error["msg"])
+    return f"Input should be {wanted}, not {json_kind(error.get('input'))}"
 
 
 def check_message_size(parts: Any, limits: Limits) -> None:

@@ -21,7 +21,8 @@ from ..session._interrupts import AuditEntry, PendingInterrupt
 from ..session._response import AgentResponse
 from ..stores import SessionSummary
 from ..tools._display import PauseView
-from ._routes import Endpoint, Operation, path_parameters, schema_ref
+from ._limits import MAX_PAGE
+from ._routes import PAGE_SIZE, Endpoint, Operation, page_size, path_parameters, schema_ref
 from ._service import service_of
 
 __all__ = ["openapi", "openapi_document"]
@@ -37,9 +38,10 @@ async def openapi(request: Request) -> Response:
     return Response(service_of(request).openapi, media_type="application/json")
 
 
-def openapi_document(table: Sequence[Endpoint]) -> dict[str, Any]:
+def openapi_document(table: Sequence[Endpoint], *, max_page: int = MAX_PAGE) -> dict[str, Any]:
     """The document served at ``/openapi.json``: every route of ``table`` that has a ``doc``,
-    its request bodies the models those routes parse (``Operation.body``)."""
+    its request bodies the models those routes parse (``Operation.body``); a listing's ``limit``
+    (``PAGE_SIZE``) is at most ``max_page``, the app's ``Limits.max_page``, as its handler enforces."""
     documented = [(endpoint.method, path, op) for endpoint in table for path, op in endpoint.documented()]
     models = list(dict.fromkeys(op.body for _, _, op in documented if op.body is not None))
     refs, found = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
@@ -48,7 +50,7 @@ def openapi_document(table: Sequence[Endpoint]) -> dict[str, Any]:
     for method, path, operation in documented:
         assert method is not None, path
         body = None if operation.body is None else bodies[operation.body]
-        paths.setdefault(path, {})[method.lower()] = _operation(path, operation, body)
+        paths.setdefault(path, {})[method.lower()] = _operation(path, operation, body, max_page)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -164,7 +166,7 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def _operation(path: str, operation: Operation[Any], body: dict[str, Any] | None) -> dict[str, Any]:
+def _operation(path: str, operation: Operation[Any], body: dict[str, Any] | None, max_page: int) -> dict[str, Any]:
     """``operation`` of ``path`` as the document writes it."""
     if operation.responses is not None:
         responses = operation.responses
@@ -178,7 +180,8 @@ def _operation(path: str, operation: Operation[Any], body: dict[str, Any] | None
     if operation.public:
         written["security"] = []
     written["responses"] = responses
-    parameters = [*path_parameters(path), *operation.params]
+    params = [page_size(max_page) if param == PAGE_SIZE else param for param in operation.params]
+    parameters = [*path_parameters(path), *params]
     if parameters:
         written["parameters"] = parameters
     if body is not None:

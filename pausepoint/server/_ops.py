@@ -20,10 +20,9 @@ from starlette.responses import Response
 from ..errors import Forbidden, InvalidRequest, NotFound
 from ..stores import Delivery, SessionStore
 from ._auth import current_tenant, qualified
-from ._limits import MAX_PAGE
 from ._params import ascii_int, query_int
 from ._replies import json_response
-from ._routes import Operation, query
+from ._routes import PAGE_SIZE, Operation, query
 from ._service import Service, service_of
 
 __all__ = [
@@ -85,7 +84,7 @@ DELIVERIES: Operation[Any] = Operation(
     params=[
         query("state", {"enum": list(_STATES)}),
         query("webhook", {"type": "string"}),
-        query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}),
+        PAGE_SIZE,
         query("offset", {"type": "integer", "minimum": 0, "maximum": _MAX_OFFSET}),
     ],
 )

@@ -16,10 +16,10 @@ from starlette.responses import Response
 from ..session._json import MESSAGES, SUMMARY, dump
 from ._auth import current_tenant, inbox_filters
 from ._display import audit_json, describe_agent, interrupts_json, permissions, response_json
-from ._limits import MAX_OFFSET, MAX_PAGE
+from ._limits import MAX_OFFSET
 from ._params import flag, query_int
 from ._replies import json_response
-from ._routes import Operation, json_array, json_object, query, schema_ref
+from ._routes import PAGE_SIZE, Operation, json_array, json_object, query, schema_ref
 from ._service import service_of
 
 __all__ = [
@@ -72,7 +72,7 @@ SESSIONS: Operation[Any] = Operation(
     json_object(sessions=json_array(schema_ref("SessionSummary"))),
     params=[
         query("pending", {"type": "boolean"}),
-        query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}),
+        PAGE_SIZE,
         query("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}),
     ],
 )

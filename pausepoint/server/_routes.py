@@ -21,15 +21,17 @@ from pydantic import BaseModel
 from starlette.routing import BaseRoute, Mount, Route
 
 from ._errors import guarded
-from ._limits import parse_body
+from ._limits import MAX_PAGE, parse_body
 
 __all__ = [
     "IDEMPOTENCY_KEY",
+    "PAGE_SIZE",
     "Endpoint",
     "Operation",
     "header",
     "json_array",
     "json_object",
+    "page_size",
     "path_parameters",
     "query",
     "schema_ref",
@@ -72,6 +74,16 @@ def header(name: str, schema: Schema) -> Schema:
 IDEMPOTENCY_KEY = header(  # visible ASCII, spaces only between (``content._jsondata.key_text``)
     "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
 )
+
+
+def page_size(max_page: int) -> Schema:
+    """The ``limit`` of a listing, whose pages hold at most ``Limits.max_page``."""
+    return query("limit", {"type": "integer", "minimum": 1, "maximum": max_page})
+
+
+#: ``limit`` as a listing's operation declares it: the document states the app's own
+#: ``Limits.max_page`` in its place (``_openapi``), the bound the handler enforces
+PAGE_SIZE = page_size(MAX_PAGE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,9 +125,7 @@ class Service:
             raise Forbidden(f"{principal!r} may not answer pauses of session {session_id!r}", session_id=session_id)
         return summary
 
-    async def conversable(
-        self, agent: Agent, session_id: str, principal: str, act: str = "send to"
-    ) -> SessionSummary:
+    async def conversable(self, agent: Agent, session_id: str, principal: str, act: str = "send to") -> SessionSummary:
         """``visible``, and ``principal`` may converse in it: send, cancel, abort (``Forbidden``
         otherwise, saying what it may not do: ``act``)."""
         summary = await self.visible(agent, session_id, principal)

@@ -271,6 +271,70 @@ async def test_a_listing_without_a_limit_is_a_page_of_at_most_max_page(tmp_path,
         assert len(later.json()["sessions"]) == 2
 
 
+async def test_the_openapi_document_states_the_page_size_the_server_enforces(tmp_path, http):
+    """Every listing's ``limit`` is described as at most ``limits.max_page``, the bound its route
+    enforces (found by a probe: with max_page=10 the document said 500, and ?limit=50 was a 400)."""
+    spec = {"backend": "sqlite", "path": str(tmp_path / "sessions.db")}
+    with serve_in_thread(lambda: build_app(spec, limits=Limits(max_page=10))) as url:
+        doc = (await http.get(url + "/bank/openapi.json")).json()
+        bounds = {
+            (method, path): param["schema"]["maximum"]
+            for path, item in doc["paths"].items()
+            for method, operation in item.items()
+            for param in operation.get("parameters", [])
+            if param["in"] == "query" and param["name"] == "limit"
+        }
+        assert bounds == {("get", "/v1/agents/{agent}/sessions"): 10, ("get", "/v1/ops/deliveries"): 10}
+        sessions = url + "/bank/v1/agents/bankingAgent/sessions"
+        assert (await http.get(sessions + "?limit=10", headers=ALICE)).status_code == 200
+        assert_error(await http.get(sessions + "?limit=11", headers=ALICE), 400, "invalid_request")
+    with serve_in_thread(lambda: build_app(spec)) as url:  # the default, as before
+        doc = (await http.get(url + "/bank/openapi.json")).json()
+        limit = [p for p in doc["paths"]["/v1/agents/{agent}/sessions"]["get"]["parameters"] if p["name"] == "limit"]
+        assert limit[0]["schema"] == {"type": "integer", "minimum": 1, "maximum": 500}
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [(b"null", "null"), (b"[]", "an array"), (b'"x"', "a string"), (b"1", "a number"), (b"1.5", "a number"),
+     (b"true", "true"), (b"false", "false")],
+)  # fmt: skip
+async def test_a_body_that_is_no_object_is_refused_in_jsons_words(served, http, body: bytes, kind: str):
+    """Not Python's (found by a probe: "not NoneType", "not list")."""
+    session_id, ref, _ = await paused_session(served, http)
+    path = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}/interrupts/{ref}/approve"
+    for url in (path, served.bank + "/agents/bankingAgent"):
+        reply = await http.post(url, content=body, headers={**ALICE, "content-type": "application/json"})
+        assert_error(reply, 400, "invalid_request")
+        assert reply.json()["error"]["message"] == f"the request body must be a JSON object, not {kind}"
+
+
+async def test_a_field_of_the_wrong_kind_is_named_by_its_path_in_jsons_words(served, http):
+    """For every model a surface parses, not pydantic's "a valid dictionary or instance of
+    _Message", which names a private class (found by a probe)."""
+    session_id, ref, _ = await paused_session(served, http)
+    base = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}"
+    cases = [
+        (served.bank + "/agents/bankingAgent", {"data": {"message": "hi"}},
+         "body.data.message: Input should be a JSON object, not a string"),
+        (served.bank + "/agents/bankingAgent", {"data": {"message": {"role": "user", "content": {"text": "x"}}}},
+         "body.data.message.content: Input should be a JSON array, not an object"),
+        (served.bank + "/agents/bankingAgent", {"data": [], "init": 1},
+         "body.data: Input should be a JSON object, not an array; "
+         "body.init: Input should be a JSON object, not a number"),
+        (base + "/resume", {"respond": [None]}, "body.respond.0: Input should be a JSON object, not null"),
+        (base + f"/interrupts/{ref}/respond", {"output": {}, "grant": True},
+         "body.grant: Input should be a JSON object, not true"),
+    ]  # fmt: skip
+    for url, body, said in cases:
+        reply = await http.post(url, json=body, headers=ALICE)
+        assert_error(reply, 400, "invalid_request")
+        error = reply.json()["error"]
+        assert error["message"] == f"invalid request: {said}"
+        problems = error["details"]["problems"]
+        assert all("instance of" not in p["message"] and "dictionary" not in p["message"] for p in problems)
+
+
 @pytest.mark.parametrize("field", ["max_body_bytes", "max_message_bytes", "max_history", "max_page"])
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "100"])
 def test_limits_that_cannot_work_are_refused_when_made(field, value):
@@ -340,4 +404,3 @@ def test_an_app_without_an_authenticator_is_refused_when_it_is_built():
     for auth in (None, "alice-token", {"t": "alice"}):
         with pytest.raises(DefinitionError, match="auth must be a callable from a request to its principal"):
             create_app(Pausepoint(), auth=auth)  # type: ignore[arg-type]
-

@@ -108,7 +108,6 @@ async def test_without_a_token_no_route_tells_an_agent_that_exists_from_one_that
                 assert said == {(401, "unauthenticated")}, (method, path, said)
 
 
-
 async def test_a_body_whose_every_field_is_optional_may_be_left_out_as_the_document_says():
     """Found by a probe (schemathesis): every body was documented as required, while a cancel or
     an approval with no body is taken."""
