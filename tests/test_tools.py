@@ -526,12 +526,16 @@ async def test_a_genkit_context_named_ctx_is_the_context_whatever_the_input_is()
     def two_fields(city: str, country):  # another name: an input field, as before
         return f"{city}, {country}"
 
-    schemas = {t.name: t.input_schema for t in map(Tool, (weather, tagged, untyped, two_fields))}
+    def forecast(city: str, days: int, ctx):  # found by a second probe: ctx after two fields
+        return f"{days} days in {city}"
+
+    schemas = {t.name: t.input_schema for t in map(Tool, (weather, tagged, untyped, two_fields, forecast))}
     assert {name: schema.get("required") for name, schema in schemas.items()} == {
         "weather": ["city"],
         "tagged": ["data"],
         "untyped": ["input"],
         "two_fields": ["city", "country"],
+        "forecast": ["city", "days"],
     }
     model = ScriptedModel(
         [[tool_call("weather", {"city": "Paris"}), tool_call("tagged", {"data": {"b": 1, "a": 2}})], "ok"]

@@ -355,14 +355,16 @@ _CONTEXT_NAMES = frozenset({"ctx", "context"})
 
 
 def _genkit_context(params: list[inspect.Parameter], param: inspect.Parameter, hints: dict[str, Any]) -> bool:
-    """Whether ``param`` is the context as Genkit passes it: the second of two parameters,
-    unannotated, after a pydantic model (``(input: Model, ctx)``) or named ``ctx`` or ``context``
-    whatever comes first (``(city: str, ctx)``, ``(input, ctx)``: Genkit's second parameter is
-    always the context)."""
-    if len(params) != 2 or param is not params[1] or param.name in hints:
+    """Whether ``param`` is the context as Genkit passes it: the last parameter, unannotated,
+    named ``ctx`` or ``context`` whatever comes before it (``(city: str, ctx)``, ``(input, ctx)``,
+    ``(city: str, days: int, ctx)``: Genkit's parameter after the input is always the context), or
+    any name after a pydantic model alone (``(input: Model, c)``)."""
+    if len(params) < 2 or param is not params[-1] or param.name in hints:
         return False
     first = hints.get(params[0].name)
-    return param.name in _CONTEXT_NAMES or (inspect.isclass(first) and issubclass(first, BaseModel))
+    return param.name in _CONTEXT_NAMES or (
+        len(params) == 2 and inspect.isclass(first) and issubclass(first, BaseModel)
+    )
 
 
 async def call_check(check: Check, validated: Any, ctx: ToolRunContext) -> bool:
