@@ -77,8 +77,18 @@ async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
 def parse_json(body: bytes) -> Any:
     """``body``'s JSON value, read as every surface reads a request (a name given twice in one
     object, ``NaN``, an integer of more than 4,300 digits: ``InvalidRequest``)."""
+    encoding = json.detect_encoding(body)
+    if encoding != "utf-8":  # json.loads would read UTF-16 and UTF-32 too, and skip a BOM: not every surface
+        shown = "UTF-8 with a byte-order mark" if encoding == "utf-8-sig" else encoding.upper()
+        raise InvalidRequest(f"the request body must be JSON in UTF-8 without a byte-order mark, not {shown}")
     try:
-        value = read_json_text(body.decode(json.detect_encoding(body), "surrogatepass"))
+        text = body.decode("utf-8", "surrogatepass")  # a surrogate's bytes: refused later, by path
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(
+            f"the request body is not UTF-8: byte {body[exc.start]:#04x} at offset {exc.start} (JSON is UTF-8)"
+        ) from None
+    try:
+        value = read_json_text(text)
     except RecursionError:
         raise InvalidRequest("the request body is nested too deeply to parse") from None
     except ValueError as exc:

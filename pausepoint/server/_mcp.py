@@ -473,8 +473,7 @@ class McpEndpoint:
             # read as REST reads it: a name given twice is refused, not the last one taken
             if isinstance(message := parse_json(body), list):
                 raise InvalidRequest("an MCP request is one JSON-RPC message, not a batch (a list of them)")
-            if isinstance(message, dict):
-                refuse_unanswerable(message)
+            refuse_unanswerable(message)
             # the SDK's parser says "unexpected end of hex escape"
             if (unkept := unkeepable_text(body, message)) is not None:
                 await unkept(scope, receive, send)

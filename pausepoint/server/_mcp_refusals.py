@@ -21,6 +21,7 @@ from starlette.responses import Response
 from ..content._jsondata import MAX_DEPTH, MAX_INT_DIGITS, JsonLimits, NotJsonData, json_data
 from ..errors import InvalidAnswer, InvalidMessage, InvalidRequest, PausepointError
 from ._errors import dumps, error_body, error_response
+from ._limits import json_kind
 
 __all__ = ["refusal", "refuse_unanswerable", "unkeepable_text"]
 
@@ -34,12 +35,22 @@ _RECORDED: dict[str, tuple[type[PausepointError], str]] = {
 }
 
 
-def refuse_unanswerable(message: dict[str, Any]) -> None:
-    """``InvalidRequest`` for a message the SDK would drop or refuse in its own words: one of
-    another JSON-RPC version, or a request whose ``id`` a reply cannot name (MCP: a string or an
-    integer) — the SDK took such a request for a notification, 202 and no answer, ever."""
+def refuse_unanswerable(message: Any) -> None:
+    """``InvalidRequest`` for a message the SDK would drop or refuse in its own words (pydantic's,
+    naming its classes): no JSON object, one of another JSON-RPC version, a method that is no
+    string, params that are no object, or a request whose ``id`` a reply cannot name (MCP: a
+    string or an integer) — the SDK took such a request for a notification, 202 and no answer."""
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"an MCP request is one JSON-RPC message, a JSON object, not {json_kind(message)}")
     if message.get("jsonrpc") != "2.0":
-        raise InvalidRequest(f"an MCP message is JSON-RPC 2.0 ('jsonrpc': '2.0'), not {message.get('jsonrpc')!r}")
+        given = json.dumps(message["jsonrpc"])[:40] if "jsonrpc" in message else "missing"
+        raise InvalidRequest(f"an MCP message is JSON-RPC 2.0 ('jsonrpc': '2.0'), not {given}")
+    if "method" not in message and not ("id" in message and ("result" in message or "error" in message)):
+        raise InvalidRequest("an MCP message has a method (a request, a notification) or an id and a result or error")
+    if "method" in message and not isinstance(message["method"], str):
+        raise InvalidRequest(f"a message's method is a string, not {json_kind(message['method'])}")
+    if "params" in message and not isinstance(message["params"], dict):
+        raise InvalidRequest(f"a message's params are a JSON object, not {json_kind(message['params'])}")
     if "method" in message and "id" in message:
         given = message["id"]
         if isinstance(given, bool) or not isinstance(given, str | int):

@@ -256,6 +256,27 @@ async def test_a_request_a_reply_could_not_name_is_refused_not_dropped(served: s
             reply = await raw.post(f"{served}/mcp", content=body)
             assert reply.status_code == 400 and reply.json()["error"]["code"] == -32600, (body, reply.text)
             assert reply.json()["error"]["data"]["code"] == "invalid_request"
+        # found by a second probe: JSON that is no JSON-RPC object got the SDK's pydantic text (naming
+        # its classes), code -32602 and no app error; another encoding than UTF-8, an untyped -32700
+        for body, said in (
+            ("null", "a JSON object, not null"),
+            ('"x"', "a JSON object, not a string"),
+            ("1", "a JSON object, not a number"),
+            ('{"jsonrpc": "2.0"}', "has a method (a request, a notification) or an id and a result or error"),
+            (
+                '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": []}',
+                "params are a JSON object, not an array",
+            ),
+            ('{"jsonrpc": "2.0", "id": 1, "method": 5}', "method is a string, not a number"),
+            ("{}", "('jsonrpc': '2.0'), not missing"),
+        ):
+            reply = await raw.post(f"{served}/mcp", content=body)
+            assert reply.status_code == 400 and reply.json()["error"]["code"] == -32600, (body, reply.text)
+            assert reply.json()["error"]["data"]["code"] == "invalid_request" and said in reply.text, (body, reply.text)
+            assert "JSONRPC" not in reply.text and "pydantic" not in reply.text, reply.text
+        utf16 = '{"jsonrpc": "2.0", "id": "a", "method": "tools/list"}'.encode("utf-16")
+        reply = await raw.post(f"{served}/mcp", content=utf16)
+        assert reply.status_code == 400 and reply.json()["error"]["data"]["code"] == "invalid_request", reply.text
         listed = await raw.post(f"{served}/mcp", content='{"jsonrpc": "2.0", "id": "a", "method": "tools/list"}')
     assert listed.status_code == 200 and listed.json()["id"] == "a"
 

@@ -309,6 +309,29 @@ async def test_a_body_that_is_no_object_is_refused_in_jsons_words(served, http, 
         assert reply.json()["error"]["message"] == f"the request body must be a JSON object, not {kind}"
 
 
+async def test_a_body_in_another_encoding_than_utf_8_is_refused_on_every_surface(served, http):
+    """Found by a probe: REST and the Genkit wire read UTF-16, UTF-32 and a byte-order mark (and
+    acted on them) while MCP refused them with an untyped parse error; a Latin-1 body got Python's
+    codec message. JSON is UTF-8 (RFC 8259): anything else is one refusal, nothing recorded."""
+    session_id, ref, _ = await paused_session(served, http)
+    path = f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}/interrupts/{ref}/approve"
+    answer = '{"reason": "caf\u00e9"}'
+    bodies = {
+        "UTF-16": (answer.encode("utf-16"), "not UTF-16"),
+        "UTF-16-LE": (answer.encode("utf-16-le"), "not UTF-16-LE"),
+        "UTF-32": (answer.encode("utf-32"), "not UTF-32"),
+        "a BOM": (b"\xef\xbb\xbf" + answer.encode(), "not UTF-8 with a byte-order mark"),
+        "Latin-1": ('{"reason": "caf\u00e9"}'.encode("latin-1"), "is not UTF-8: byte 0xe9 at offset 15"),
+    }
+    for name, (body, said) in bodies.items():
+        for url in (path, served.bank + "/agents/bankingAgent"):
+            reply = await http.post(url, content=body, headers={**ALICE, "content-type": "application/json"})
+            assert_error(reply, 400, "invalid_request")
+            assert said in reply.json()["error"]["message"], (name, url, reply.text)
+    pending = await http.get(f"{served.bank}/v1/agents/bankingAgent/sessions/{session_id}/interrupts", headers=ALICE)
+    assert [p["ref"] for p in pending.json()["interrupts"]] == [ref]  # nothing was answered
+
+
 async def test_a_field_of_the_wrong_kind_is_named_by_its_path_in_jsons_words(served, http):
     """For every model a surface parses, not pydantic's "a valid dictionary or instance of
     _Message", which names a private class (found by a probe)."""
