@@ -11,10 +11,9 @@ from typing import Any
 from ..errors import InvalidSessionId, SessionNotFound, StoreError
 from ..runtime._agent import Agent
 from ..session._ids import check_session_id
-from ..stores import SqliteSessionStore
 from ._config import name_problem
 from ._errors import CliError
-from ._store_url import FORMS, open_store, parse_store
+from ._store_url import FORMS, StoreSpec, open_store, parse_store
 from ._targets import load_target, pick_agent, prepare_model, replace_stores
 from ._terminal import TerminalChat
 
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         if _URL.match(args.db):
             scheme = args.db.split(":", 1)[0]
             raise CliError(f"--db takes a SQLite file's path, not a URL: for a {scheme}:// store, use --store URL")
-        replace_stores([agent], SqliteSessionStore(args.db))
+        replace_stores([agent], open_store(StoreSpec(args.db, "sqlite")))  # checked as --store's file is
     elif args.store is not None:
         replace_stores([agent], open_store(parse_store(args.store)))
     if args.principal is not None and (problem := name_problem(args.principal)) is not None:

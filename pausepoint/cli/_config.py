@@ -35,6 +35,7 @@ from ..server._limits import Limits
 from ..server._oidc import OidcSettings
 from ..webhooks import EVENT_KINDS
 from ._logging import LEVELS
+from ._store_url import synchronous_level
 
 __all__ = [
     "NAME_RULE",
@@ -220,7 +221,7 @@ class Store(Section):
     url_env: EnvName | None = None
     schema_: Annotated[str | None, Field(alias="schema", min_length=1)] = None
     prefix: Annotated[str | None, Field(min_length=1)] = None
-    synchronous: Literal["FULL", "NORMAL"] | None = None
+    synchronous: Annotated[Literal["FULL", "NORMAL"] | None, BeforeValidator(synchronous_level)] = None
 
     @field_validator("url")
     @classmethod

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..runtime._app import Pausepoint
+from ._errors import named_at
 from ._serve import asgi_only, check_agents
 from ._serve_app import check_extras, prepare
 from ._settings import ServeSettings, resolve
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         no_console=False, metrics=False, mcp=False, log_level=None, log_format=None,
     )  # fmt: skip
     settings = resolve(flags, os.environ)
-    with settings.problems.last():  # the file's problems are named with the app's
+    with settings.problems.last(), named_at(settings.app_at):  # the file's problems are named with the app's
         target = load_target(settings.target)
     if isinstance(target, Pausepoint):
         with settings.problems.last():
@@ -67,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
             f"log        {settings.log_level}, {settings.log_format}",
         ]
     else:
-        raise not_an_app(settings.target, target)
+        with named_at(settings.app_at):
+            raise not_an_app(settings.target, target)
     print(f"{args.file}: ok — 'pausepoint serve --config {args.file}' would run:")
     for line in lines:
         print("  " + line)

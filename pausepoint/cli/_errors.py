@@ -9,11 +9,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["CliError", "Problems"]
+__all__ = ["CliError", "Problems", "named_at"]
 
 
 class CliError(Exception):
     """Bad usage or a missing prerequisite the person can fix (a key, an extra, a free port)."""
+
+
+@contextmanager
+def named_at(where: str | None) -> Iterator[None]:
+    """Run the block; a ``CliError`` it raises is raised named at ``where`` (a config file's
+    ``FILE:LINE: key``), or as it is where ``where`` is None (the value came from a flag)."""
+    try:
+        yield
+    except CliError as exc:
+        if where is None:
+            raise
+        raise CliError(f"{where}: {exc}") from exc
 
 
 class Problems:

@@ -10,7 +10,7 @@ from typing import Any
 from ..runtime._app import Pausepoint
 from . import _logging
 from ._config import name_problem
-from ._errors import CliError
+from ._errors import CliError, named_at
 from ._serve_app import build_app, prepare
 from ._serving import listen, port_number, serve_until_stopped
 from ._settings import GENERATED, ServeSettings, resolve
@@ -99,7 +99,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = resolve(args, os.environ)
     _logging.configure(settings.log_level, settings.log_format)
-    with settings.problems.last():  # the file's problems are named with the app's
+    with settings.problems.last(), named_at(settings.app_at):  # the file's problems are named with the app's
         target = load_target(settings.target)
     if args.mcp_stdio is not None:
         return _serve_stdio(target, settings, args)
@@ -114,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         asgi_only(settings, args)
         app, agents = target, "an ASGI app"
     else:
-        raise not_an_app(settings.target, target)
+        with named_at(settings.app_at):
+            raise not_an_app(settings.target, target)
     sock = listen(settings.host, settings.port)
     base = f"http://{settings.host}:{sock.getsockname()[1]}"
     try:
@@ -196,7 +197,8 @@ def _serve_stdio(target: Any, settings: ServeSettings, args: argparse.Namespace)
     check_agents(target)
     need_mcp()
     if settings.store is not None:
-        replace_stores(list(target.agents.values()), open_store(settings.store))
+        with named_at(settings.store_at):
+            replace_stores(list(target.agents.values()), open_store(settings.store))
     from ..server._mcp import mcp_server
 
     mcp_server(target, principal=args.mcp_stdio).run("stdio")

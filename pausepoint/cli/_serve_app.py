@@ -16,7 +16,7 @@ from typing import Any
 from ..approval._policy import ApprovalPolicy
 from ..runtime._app import Pausepoint
 from ..server._auth import tenant_members
-from ._errors import CliError, Problems
+from ._errors import CliError, Problems, named_at
 from ._settings import FileWebhook, ServeSettings
 from ._store_url import check_store, open_store
 from ._targets import replace_stores
@@ -46,7 +46,7 @@ def prepare(ai: Pausepoint, settings: ServeSettings, *, check_only: bool = False
                     problems)  # fmt: skip
     check_webhooks(ai, settings.webhooks, problems)
     if settings.store is not None:
-        with problems.each():
+        with problems.each(), named_at(settings.store_at):
             check_store(settings.store)
     problems.raise_found()
     for webhook in settings.webhooks:

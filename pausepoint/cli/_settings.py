@@ -106,6 +106,8 @@ class ServeSettings:
     generated: str | None = None  # the token made up for GENERATED
     tenants: list[str] = field(default_factory=list)  # the tenants the file names
     problems: Problems = field(default_factory=Problems)  # found so far, raised by prepare / asgi_only
+    app_at: str | None = None  # the file's app key, where the file names the app (None: a TARGET)
+    store_at: str | None = None  # the file's store.url (or url_env) key, where the file names the store
 
     @property
     def tokens(self) -> dict[str, str]:
@@ -157,10 +159,12 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
         problems=Problems(loaded.path if loaded is not None else None),
     )
     problems = settings.problems
+    if not args.target and loaded is not None and file.app is not None:
+        settings.app_at = loaded.where(("app",))
     for problem in loaded.problems if loaded is not None else ():  # the schema's first, each at its line
         problems.add(CliError(problem))
     with problems.each():
-        settings.store = _store(args, loaded, env, problems)
+        settings.store, settings.store_at = _store(args, loaded, env, problems)
     _principals(settings, args, loaded, env)
     if loaded is not None:
         made = [_webhook(hook, loaded.index(("webhooks",), i), loaded, env, problems)
@@ -179,11 +183,12 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ServeSettings:
 
 def _store(
     args: argparse.Namespace, loaded: LoadedConfig | None, env: Mapping[str, str], problems: Problems
-) -> StoreSpec | None:
+) -> tuple[StoreSpec | None, str | None]:
+    """The store to serve from, and where the file names it (None: the flag, or no store)."""
     if args.store is not None:  # "" too: an unset variable ($DATABASE_URL) is no store to serve from
-        return parse_store(args.store)
+        return parse_store(args.store), None
     if loaded is None or loaded.config.store is None:
-        return None
+        return None, None
     store = loaded.config.store
     if (store.url is None) == (store.url_env is None):
         raise loaded.problem(("store",), "give the store's URL as url or url_env (one of them)")
@@ -198,7 +203,7 @@ def _store(
     for name in wrong:  # each of them, not the first only
         takes = f"a {backend} store takes no {name!r} option (it is {OPTIONS[name]}'s)"
         problems.add(loaded.problem(("store", name), takes))
-    return None if wrong else parse_store(url, where, **options)
+    return (None if wrong else parse_store(url, where, **options)), where
 
 
 def _principals(

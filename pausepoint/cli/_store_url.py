@@ -37,6 +37,7 @@ __all__ = [
     "parse_store",
     "redacted",
     "store_from_url",
+    "synchronous_level",
 ]
 
 Backend = Literal["sqlite", "postgresql", "redis", "memory"]
@@ -105,16 +106,25 @@ def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreS
             )
     if backend == "memory" and text.lower() != "memory:":
         raise CliError(f"{what}: memory: takes nothing after it (sessions die with the process), not {text!r}")
-    synchronous = options.get("synchronous")
-    if synchronous is not None and synchronous.upper() not in ("FULL", "NORMAL"):
-        raise CliError(f"{what}: synchronous must be FULL or NORMAL, not {synchronous!r}")
-    return StoreSpec(
-        url,
-        backend,
-        schema=options.get("schema"),
-        prefix=options.get("prefix"),
-        synchronous="NORMAL" if synchronous and synchronous.upper() == "NORMAL" else "FULL" if synchronous else None,
-    )
+    try:
+        synchronous = synchronous_level(options.get("synchronous"))
+    except ValueError as exc:
+        raise CliError(f"{what}: synchronous {exc}") from None
+    return StoreSpec(url, backend, schema=options.get("schema"), prefix=options.get("prefix"), synchronous=synchronous)
+
+
+def synchronous_level(value: object) -> Literal["FULL", "NORMAL"] | None:
+    """A SQLite store's ``synchronous`` as pausepoint takes it wherever it is written (a URL's
+    query, the config file's key): FULL or NORMAL in any case. Raises ``ValueError`` for any
+    other value."""
+    if value is None:
+        return None
+    level = value.upper() if isinstance(value, str) else None
+    if level == "FULL":
+        return "FULL"
+    if level == "NORMAL":
+        return "NORMAL"
+    raise ValueError(f"must be FULL or NORMAL, not {value!r}")
 
 
 def store_from_url(url: str) -> SessionStore:
@@ -144,7 +154,10 @@ def check_store(spec: StoreSpec) -> None:
             raise CliError(f"a Redis URL's path is its database's number (redis://host:6379/0), not {database!r}")
         _check_redis_url(spec.url)
     if spec.backend == "sqlite":
-        folder = os.path.dirname(os.path.abspath(_sqlite_path(spec.url)))
+        path = os.path.abspath(_sqlite_path(spec.url))
+        if os.path.isdir(path):
+            raise CliError(f"{path} is a folder, not a SQLite file: name a file in it, like {path}/sessions.db")
+        folder = os.path.dirname(path)
         if not os.path.isdir(folder):  # SQLite makes the file, not its folder: every request would fail
             raise CliError(
                 f"the SQLite file's folder {folder} does not exist (sqlite:///name.db is relative to the working "

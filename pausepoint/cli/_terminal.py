@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from pydantic import ValidationError
@@ -207,7 +207,12 @@ class TerminalChat:
             if pending:
                 pending = await self._answer(pending)
                 continue
-            line = queued.pop(0) if queued else await self.ask(self._style("you> ", "1;36"))
+            line: str | None
+            if queued:  # a -m message: shown as a typed one is
+                line = queued.pop(0)
+                self.say(self._style("you> ", "1;36") + _plain(line))
+            else:
+                line = await self.ask(self._style("you> ", "1;36"))
             if line is None:
                 break
             line = line.strip()
@@ -245,7 +250,10 @@ class TerminalChat:
         try:
             response = await self._play(self.chat.send_stream(text, principal=self.principal, via=VIA))
         except PendingInterrupts:
-            self.say("Some pauses are still open: /pending answers them, /cancel cancels them.")
+            self.say(
+                f"Some pauses are still open, so “{_plain(text)}” was not sent: /pending answers them, "
+                "/cancel cancels them; then send it again."
+            )
             return []
         except PausepointError as exc:
             self.say(self._style(_plain(f"error: {exc}"), "31"))
@@ -457,16 +465,20 @@ class TerminalChat:
             elif choice == "r" and self._respondable(interrupt):
                 tool = self.agent.tools.get(interrupt.name)
                 self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
-                output = await self._read_json("answer JSON> ")
-                if output is _NOTHING or self._refused(tool.validate_output if tool else None, output):
-                    continue  # asked again now, not once every pause of the turn is answered
+                output = await self._read_checked(
+                    self._read_json, "answer JSON> ", tool.validate_output if tool else None
+                )
+                if output is _NOTHING:
+                    continue  # an empty line: back to the choices
                 if await self._confirmed(self.agent.view(interrupt), "answer"):
                     return interrupt.respond(output)
             elif choice == "e" and self._editable(interrupt):  # the console's edit: approve the edited input
                 self.note(f"current input: {_json(interrupt.input, None)}")
-                new_input = await self._read_edit()
                 tool = self.agent.tools.get(interrupt.name)
-                if new_input is _NOTHING or self._refused(tool.validate_input if tool else None, new_input):
+                new_input = await self._read_checked(
+                    self._read_edit, "new input JSON> ", tool.validate_input if tool else None
+                )
+                if new_input is _NOTHING:
                     continue
                 edited = self.agent.view(dataclasses.replace(interrupt, input=new_input))  # what runs
                 if await self._confirmed(edited, "approve", f" (your edit of “{self.agent.view(interrupt).title}”)"):
@@ -507,10 +519,21 @@ class TerminalChat:
             return True
         return False
 
-    async def _read_edit(self) -> Any:
+    async def _read_checked(
+        self, read: Callable[[str], Awaitable[Any]], prompt: str, check: Callable[[Any], Any] | None
+    ) -> Any:
+        """A JSON value ``read`` gets at ``prompt`` that ``check`` takes: one it refuses is asked
+        again now (as malformed JSON is), not once every pause of the turn is answered;
+        ``_NOTHING`` to give up (an empty line: back to the choices)."""
+        while True:
+            value = await read(prompt)
+            if value is _NOTHING or not self._refused(check, value):
+                return value
+
+    async def _read_edit(self, prompt: str) -> Any:
         """The edited input, a JSON value that is not null (asked again); ``_NOTHING`` to give up."""
         while True:
-            new_input = await self._read_json("new input JSON> ")
+            new_input = await self._read_json(prompt)
             if new_input is not None:
                 return new_input
             self.say(self._style("null is no input: type the edited input, a JSON object", "31"))

@@ -135,7 +135,9 @@ async def test_an_invalid_answer_is_refused_and_asked_again(tmp_path, terminals)
     child.expect_exact("answer JSON> ")
     child.sendline('{"approved": "maybe"}')  # not the output schema: refused at once, nothing written
     child.expect_exact("refused: approved: Input should be a valid boolean")
-    child.expect_exact("choice> ")  # the same pause, asked again
+    child.expect_exact("answer JSON> ")  # the JSON asked again, as after malformed JSON (found by a probe)
+    child.sendline("")  # an empty line: back to the choices, for the same pause
+    child.expect_exact("choice> ")
     child.sendline("a")
     child.expect_exact("[y/N] ")
     child.sendline("y")
@@ -546,7 +548,7 @@ agent = ai.define_agent(name="asker", model=ScriptedModel(script), tools=[count,
 def test_a_bad_answer_among_several_pauses_is_refused_when_given_and_the_others_kept(tmp_path):
     """Found by a probe: the first pause's bad answer was refused only once the last pause was
     answered, and the good answers given meanwhile were thrown away."""
-    done = chat_with_app(tmp_path, BATCH_APP, 'go\nr\n{"n": "many"}\nr\n{"n": 2}\nr\n"tea"\n')
+    done = chat_with_app(tmp_path, BATCH_APP, 'go\nr\n{"n": "many"}\n{"n": 2}\nr\n"tea"\n')
     out = done.stdout
     assert "refused: n: Input should be a valid integer" in out
     assert out.count("paused: count") == 1 and out.count("paused: drink") == 1  # nothing asked twice

@@ -193,3 +193,32 @@ def test_a_reader_that_goes_away_ends_the_chat_without_a_traceback():
     )  # fmt: skip
     assert done.stdout.startswith("you> Hello") and "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1  # the chat's status: it could not say all it had to
+
+
+@pytest.mark.parametrize(
+    ("app", "lines", "done"),
+    [
+        (BANK, 'Transfer $6 to bob.\nr\n{"approved": 5}\n{"approved": true}\ny\n', "agent> Transferred $6 to bob."),
+        ("tests.cli.apps:shell_ai", 'Run: rm -rf build/\ne\n{"command": 5}\n{"command": "ls"}\n',
+         "(simulated) ran 'ls'"),
+    ],
+)  # fmt: skip
+def test_json_the_schema_refuses_is_asked_for_again_not_read_as_a_choice(app, lines, done):
+    """Found by a probe: after "refused: ...; try again" the chat went back to choice>, so the
+    corrected JSON a script sent next was read as a choice and the pause was left open."""
+    out = chat(app, "--store", "memory:", stdin=lines).stdout
+    assert "refused: " in out and "; try again" in out, out
+    assert "type one of" not in out and "left open" not in out, out
+    assert done in out, out
+
+
+def test_messages_given_with_m_are_shown_and_one_not_sent_is_named():
+    """Found by a probe: ``-m`` messages were not in the transcript, and one that could not go
+    (a pause left open) was dropped without a word."""
+    done = chat("tests.cli.apps:shell_agent", "--store", "memory:", "-m", "Run: rm -rf build/", "-m", "Run: ls",
+                stdin="s\n")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "you> Run: rm -rf build/\n" in out and out.index("you> Run: rm -rf build/") < out.index("paused: run_shell")
+    assert "you> Run: ls\n" in out, out
+    assert "Some pauses are still open, so “Run: ls” was not sent: /pending answers them" in out, out

@@ -82,3 +82,21 @@ def test_a_store_option_or_url_it_cannot_take_is_a_usage_error(args, message):
     assert f"pausepoint chat: error: {message}" in done.stderr
     assert "Traceback" not in done.stderr
     assert "you>" not in done.stdout and "--session" not in done.stdout
+
+
+def test_db_in_a_folder_that_does_not_exist_says_what_to_fix_as_store_does(tmp_path):
+    """Found by a probe: ``--db nodir/x.db`` said "unable to open database file" naming the file's
+    last part only, where ``--store sqlite:///nodir/x.db`` names the missing folder."""
+    missing = tmp_path / "nodir" / "x.db"
+    said = []
+    for args in (["--db", str(missing)], ["--store", f"sqlite:///{missing}"]):
+        done = pausepoint("chat", BANK, *args, "-m", "Hello")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "you>" not in done.stdout and "Traceback" not in done.stderr
+        said.append(done.stderr)
+    assert said[0] == said[1]
+    assert f"pausepoint chat: error: the SQLite file's folder {tmp_path / 'nodir'} does not exist" in said[0]
+    done = pausepoint("chat", BANK, "--db", str(tmp_path), "-m", "Hello")  # a folder, not a file
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"pausepoint chat: error: {tmp_path} is a folder, not a SQLite file" in done.stderr
+    assert "you>" not in done.stdout

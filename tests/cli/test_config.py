@@ -296,3 +296,16 @@ def test_a_slack_user_mapped_to_no_principal_is_one_problem_named_once(tmp_path)
     assert done.returncode == 2, done.stdout
     assert "notifiers.slack.users.U5: 'acme/' is no principal of this file" in done.stderr, done.stderr
     assert "'acme/'" not in done.stderr.replace("notifiers.slack.users.U5: 'acme/'", ""), done.stderr
+
+
+def test_synchronous_takes_the_same_values_as_the_url_query(tmp_path):
+    """Found by a probe: ``synchronous = "normal"`` was refused where ``?synchronous=normal`` in
+    the URL was taken: one rule for both places (any case, shown as NORMAL)."""
+    for store in ('url = "sqlite:///x.db"\nsynchronous = "normal"\n', 'url = "sqlite:///x.db?synchronous=normal"\n'):
+        done = pausepoint("config", "check", str(write(tmp_path / "s.toml", GOOD_HEAD + "[store]\n" + store)))
+        assert done.returncode == 0, done.stderr
+        assert "store      sqlite:///x.db (synchronous 'NORMAL')" in done.stdout
+    config = write(tmp_path / "s.toml", GOOD_HEAD + '[store]\nurl = "sqlite:///x.db"\nsynchronous = "off"\n')
+    done = pausepoint("config", "check", str(config))
+    assert done.returncode == 2
+    assert f"{config}:4: store.synchronous: must be FULL or NORMAL, not 'off'" in done.stderr, done.stderr

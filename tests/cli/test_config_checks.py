@@ -302,3 +302,24 @@ def test_a_key_with_a_control_character_is_named_with_it_escaped(tmp_path):
     assert done.returncode == 2, done.stdout
     assert 'tenants.acme.principals."al\\nice"' in done.stderr and "\x07" not in done.stderr, done.stderr
     assert all(line.startswith(("pausepoint", str(config), " ")) for line in done.stderr.splitlines()), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('app = "nomod:ai"\n[listen]\nprot = 1\n', "1: app: no module named 'nomod'"),
+        ('app = "tests.cli.apps:bank_agent"\n', "1: app: tests.cli.apps:bank_agent is an Agent ('bankingAgent')"),
+        (HEAD + '\n[store]\nurl = "sqlite:///nodir/x.db"\n', "4: store.url: the SQLite file's folder "),
+        (HEAD + '[store]\nurl = "redis://127.0.0.1:1/zero"\n',
+         "3: store.url: a Redis URL's path is its database's number (redis://host:6379/0), not 'zero'"),
+        (HEAD + '[store]\nurl_env = "STORE_URL"\n', "3: store.url_env: the Redis driver takes no 'bogus' option"),
+    ],
+)  # fmt: skip
+def test_the_app_and_the_store_are_named_at_their_keys(tmp_path, text, said):
+    """docs/config.md: every problem is named at its key and line — an app that cannot be
+    imported, a store the store check refuses too (found by a probe: neither was)."""
+    config = write(tmp_path / "team.toml", text)
+    for command in (["config", "check"], ["serve", "--config"]):
+        done = pausepoint(*command, str(config), env={"STORE_URL": "redis://127.0.0.1:1/0?bogus=1"})
+        assert done.returncode == 2, done.stdout
+        assert f"{config}:{said}" in done.stderr, done.stderr
