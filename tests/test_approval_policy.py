@@ -471,10 +471,18 @@ async def test_a_grant_approves_only_within_its_bounds_uses_and_time(store):
         ),
         (ApprovalPolicy(grantable=["transfer_money"]), Grant(uses=0), "approve", "uses"),
         # bounds that approve more, or nothing, than they say (found by a probe: kept as given)
-        (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"to_account": {"max": "z"}}), "approve",
-         "text and booleans have no order"),
-        (ApprovalPolicy(grantable=["transfer_money"]), Grant(bounds={"amount": {"min": 100, "max": 10}}), "approve",
-         "'min' is above 'max'"),
+        (
+            ApprovalPolicy(grantable=["transfer_money"]),
+            Grant(bounds={"to_account": {"max": "z"}}),
+            "approve",
+            "text and booleans have no order",
+        ),
+        (
+            ApprovalPolicy(grantable=["transfer_money"]),
+            Grant(bounds={"amount": {"min": 100, "max": 10}}),
+            "approve",
+            "'min' is above 'max'",
+        ),
         (
             ApprovalPolicy(grantable={"transfer_money": timedelta(hours=1)}),
             Grant(ttl=timedelta(hours=2)),
@@ -715,6 +723,26 @@ async def test_only_the_deciding_roles_answer_with_the_decisions_their_role_allo
         assert refused.value.details["reason"] == reason
     await chat.resume(respond=[pause.deny("on call says no")], principal="olga")
     assert ledger == []
+
+
+async def test_the_same_input_spelled_otherwise_is_no_edit_for_a_role_that_may_only_edit(store):
+    """Found by a probe: ed, whose role may edit transfers but not approve them, was refused the
+    paused input sent back as it was, yet "500.0" for "500" — the same Decimal to the tool — was
+    taken for an edit, and the unchanged transfer ran on his word. The input as the tool reads it
+    decides; an approver's "500.0" runs the call as it paused."""
+    roles = {"treasury": Role(tools=["transfer_money"]), "editors": Role(tools=["transfer_money"], decisions=["edit"])}
+    policy = ApprovalPolicy(roles=roles, members={"alice": ["treasury"], "ed": ["editors"]})
+    agent, _, ledger = build(store, policy, edits=True)
+    chat = agent.chat(principal="dave")
+    [pause] = (await chat.send("pay 500 to savings")).interrupts
+    for spelled in ({"amount": "500", "to_account": "savings"}, {"amount": "500.0", "to_account": "savings"},
+                    {"amount": 500, "to_account": "savings"}):  # fmt: skip
+        with pytest.raises(ApprovalForbidden, match="may not approve"):
+            await chat.approve(pause.ref, principal="ed", replace_input=spelled)
+    assert ledger == [] and [e.decision for e in await chat.audit_trail()] == ["message"]
+    res = await chat.approve(pause.ref, principal="alice", replace_input={"amount": "500.00", "to_account": "savings"})
+    assert res.text == "sent 500 to savings" and ledger == ["500->savings"]  # as it paused: no edit recorded
+    assert [(e.decision, e.replace_input) for e in await chat.audit_trail()][-1] == ("approve", None)
 
 
 def test_a_quorum_counts_only_members_whose_role_may_approve():

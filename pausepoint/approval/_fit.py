@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..content._jsondata import JsonLimits, NotJsonData, json_data, time_text
 from ..errors import (
@@ -284,14 +284,15 @@ def _edit(state: SessionState, pause: Pause, answer: ToolRestart, tool: Tool, ct
     paused = pause.record
     ref, name = paused.call_ref, answer.name
     try:
-        replaced = tool.validate_input(answer.replace_input).model_dump(mode="json")
+        validated = tool.validate_input(answer.replace_input)
     except ValidationError as exc:
         if not tool.allow_input_edits:
             raise InputEditNotAllowed(
                 f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
             ) from None
         raise InvalidAnswer(f"replacement input for {name!r} is invalid: {_why(exc)}", ref=ref) from exc
-    if replaced == paused.input or answer.replace_input == paused.input:
+    replaced = validated.model_dump(mode="json")
+    if replaced == paused.input or answer.replace_input == paused.input or _reads_as(tool, paused.input, validated):
         return None  # the same input again is no edit (Genkit's clients send it that way)
     if not tool.allow_input_edits:
         if answer.pause_id is None and state.calls[ref].changed:
@@ -300,6 +301,15 @@ def _edit(state: SessionState, pause: Pause, answer: ToolRestart, tool: Tool, ct
             f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
         )
     return _kept(replaced, ctx.limits, ref, f"replacement input for {name!r}")
+
+
+def _reads_as(tool: Tool, given: Any, validated: BaseModel) -> bool:
+    """Whether the tool reads ``given`` as the values ``validated`` holds ("500.0" as "500": the
+    same Decimal) — the same input spelled otherwise is no edit either."""
+    try:
+        return bool(tool.validate_input(given) == validated)
+    except ValidationError:
+        return False
 
 
 def _kept(value: Any, limits: JsonLimits, ref: str, what: str) -> Any:
