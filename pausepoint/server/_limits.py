@@ -154,6 +154,10 @@ _JSON_WANTED = {
     "set_type": "a JSON array",
     "frozen_set_type": "a JSON array",
     "none_required": "null",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "int_type": "an integer",
+    "float_type": "a number",
 }
 
 

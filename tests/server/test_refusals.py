@@ -345,6 +345,11 @@ async def test_a_field_of_the_wrong_kind_is_named_by_its_path_in_jsons_words(ser
         (served.bank + "/agents/bankingAgent", {"data": [], "init": 1},
          "body.data: Input should be a JSON object, not an array; "
          "body.init: Input should be a JSON object, not a number"),
+        # found by a second probe: a string, a boolean given as something else, said as pydantic says it
+        (served.bank + "/agents/bankingAgent", {"data": {"message": {"role": "user", "content": [{"text": 5}]}}},
+         "body.data.message.content.0.text: Input should be a string, not a number"),
+        (served.bank + "/agents/bankingAgent", {"data": {"message": {"role": "user", "content": []}, "detach": "yes"}},
+         "body.data.detach: Input should be true or false, not a string"),
         (base + "/resume", {"respond": [None]}, "body.respond.0: Input should be a JSON object, not null"),
         (base + f"/interrupts/{ref}/respond", {"output": {}, "grant": True},
          "body.grant: Input should be a JSON object, not true"),
