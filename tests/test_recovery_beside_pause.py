@@ -232,3 +232,20 @@ async def test_cancelling_beside_a_call_whose_process_died_ends_the_turn_once_it
     assert res.finish_reason == AgentFinishReason.ABORTED and ledger == ["transfer:5"]
     results = {r.name: r.output for r in (await other.history())[-1].tool_responses}
     assert results["pay"] == {"cancelled": True, "reason": "not now"} and results["transfer"]["outcome"] == "unknown"
+
+
+async def test_cancelling_once_the_call_beside_it_is_presumed_lost_settles_it_before_the_turn_ends(store):
+    """Found by a probe: cancelled after ``abandon_after`` had run out, the turn ended ``aborted``
+    with the lost call unsettled and the cancellation not in the history (its batch had no tool
+    message); a process that did not presume the call lost yet then refused the next message
+    with ``TurnInProgress`` for a turn that had ended."""
+    clock, ledger = Clock(), []
+    session_id = await dies_beside_a_pause(store, clock, ledger)
+    clock.now += timedelta(minutes=16)  # presumed lost before anyone looks
+    other = make_agent(store, clock, ["Noted."], ledger).chat(session_id)  # no model call for the cancel
+    res = await other.cancel_pending("not now")
+    assert res.finish_reason == AgentFinishReason.ABORTED and ledger == ["transfer:5"]
+    results = {r.name: r.output for r in (await other.history())[-1].tool_responses}
+    assert results["pay"] == {"cancelled": True, "reason": "not now"} and results["transfer"]["outcome"] == "unknown"
+    clock.now -= timedelta(minutes=16)  # a process whose clock would not presume it lost yet: nothing runs
+    assert (await other.send("hello")).text == "Noted." and ledger == ["transfer:5"]

@@ -102,14 +102,9 @@ class SessionCalls:
     """
 
     def __init__(
-        self,
-        agent: SessionHost,
-        session_id: str | None,
-        principal: str | None,
-        *,
-        new: bool = False,
+        self, agent: SessionHost, session_id: str | None, principal: str | None, *, new: bool = False,
         tenant: str | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.agent = agent
         self.tenant = tenant  # a new session's (``SessionStarted.tenant``)
         # A new session: nothing to read before the first append (at version 0, which fails if
@@ -509,9 +504,12 @@ class SessionCalls:
 
         async def op(state: SessionState) -> AgentResponse:
             turn = await self._claimed(state, claim)  # calls of its batch running elsewhere: their writer
-            elsewhere = turn.state.abandoned(self.agent.clock(), self.agent.abandon_after) is None  # ends it
-            aborted = functools.partial(turn.end, AgentFinishReason.ABORTED)  # (or, presumed lost, this does)
-            return await (other_writers_end(turn, turn.state.version, aborted) if elsewhere else aborted())
+            now, after = self.agent.clock(), self.agent.abandon_after  # ends it (presumed lost: this does,
+            aborted = functools.partial(turn.end, AgentFinishReason.ABORTED)  # settling them as any call would)
+            if turn.state.abandoned(now, after) is None:
+                return await other_writers_end(turn, turn.state.version, aborted)
+            await turn.recover(*lost_beside(turn.state, now, after, self.agent.sessions.stopped))
+            return await aborted()
 
         return await self.locked(op, operation="cancel")
 
