@@ -72,17 +72,24 @@ def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreS
     """The store ``text`` names, with the options in its query and those ``given`` (the config
     file's keys; saying one in both places is refused). Raises ``CliError`` naming ``what``."""
     backend = backend_of(text)
+    if backend == "sqlite" and "://" not in text and text.lower().startswith("sqlite:"):
+        # a URL without its slashes: not a file named "sqlite:name.db" in the working directory
+        named = text.split(":", 1)[1].lstrip("/")
+        raise CliError(f"{what}: {text!r} lacks the slashes of a URL: use sqlite:///{named}")
     url, options = text, {k: v for k, v in given.items() if v is not None}
     if backend in ("sqlite", "postgresql", "redis") and "?" in text:
         parts = urlsplit(text)
         kept = []
+        in_url: set[str] = set()
         for name, value in parse_qsl(parts.query, keep_blank_values=True):
             if name not in OPTIONS:
                 kept.append((name, value))
             elif name in options:
-                raise CliError(f"{what}: {name} is given twice (in the URL and beside it): say it once")
+                where = "in the URL" if name in in_url else "in the URL and beside it"
+                raise CliError(f"{what}: {name} is given twice ({where}): say it once")
             else:
                 options[name] = value
+                in_url.add(name)
         if backend == "sqlite":
             if kept:  # SQLite has no driver URL: the rest of the URL is a file's path
                 raise CliError(f"{what}: a sqlite store takes no {kept[0][0]!r} option (its one option: synchronous)")
@@ -148,6 +155,11 @@ def check_store(spec: StoreSpec) -> None:
     except ImportError:
         extra = "postgres" if spec.backend == "postgresql" else "redis"
         raise CliError(f"a {spec.backend} store needs its driver: pip install 'pausepoint[{extra}]'") from None
+    if spec.backend == "postgresql" and spec.schema is not None:
+        from ..stores.postgres import schema_problem
+
+        if (problem := schema_problem(spec.schema)) is not None:
+            raise CliError(f"the store's schema {spec.schema[:80]!r} cannot be used: {problem}")
     if spec.backend == "redis":
         database = urlsplit(spec.url).path.strip("/")
         if database and not (database.isascii() and database.isdigit()):  # the driver would use 0

@@ -81,9 +81,20 @@ __all__ = ["PostgresSessionStore"]
 _HELD_BACK_POLL = 0.02
 
 
+def schema_problem(name: str) -> str | None:
+    """Why ``name`` cannot name the store's schema (None: it can): PostgreSQL takes 1 to 63
+    bytes of UTF-8 (a longer name is cut, and two schemas would be one), without NUL."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if not 1 <= size <= 63:
+        return f"a PostgreSQL schema's name has 1 to 63 bytes in UTF-8, not {size}"
+    if "\x00" in name:
+        return "a PostgreSQL schema's name holds no NUL character"
+    return None
+
+
 def _quote_identifier(name: str) -> str:
-    if not name or "\x00" in name or len(name.encode()) > 63:
-        raise ValueError(f"{name!r} is not a usable PostgreSQL schema name")
+    if (problem := schema_problem(name)) is not None:
+        raise ValueError(f"{name[:80]!r} is not a usable PostgreSQL schema name: {problem}")
     return '"' + name.replace('"', '""') + '"'
 
 

@@ -66,6 +66,24 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         # ... a host where a file was meant, made ./other.db; memory:x and a database named in words were taken
         (["serve", "tests.cli.apps:bank_ai", "--store", "sqlite://other.db"], "use sqlite:///other.db (relative"),
         (["serve", "tests.cli.apps:bank_ai", "--store", "memory:x"], "memory: takes nothing after it"),
+        # found by a second probe: a file named "sqlite:ok.db" made; a schema PostgreSQL cannot take was a
+        # traceback at the first use (config check said ok); an option twice in the URL said "beside it"
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "sqlite:ok.db"],
+            "lacks the slashes of a URL: use sqlite:///ok.db",
+        ),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", f"postgresql://127.0.0.1:1/db?schema={'x' * 70}"],
+            "a PostgreSQL schema's name has 1 to 63 bytes in UTF-8, not 70",
+        ),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?schema=%00"],
+            "a PostgreSQL schema's name holds no NUL character",
+        ),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?schema=a&schema=b"],
+            "schema is given twice (in the URL): say it once",
+        ),
         (
             ["serve", "tests.cli.apps:bank_ai", "--store", "redis://127.0.0.1:1/notanumber"],
             "a Redis URL's path is its database's number (redis://host:6379/0), not 'notanumber'",
