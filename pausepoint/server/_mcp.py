@@ -40,6 +40,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from ..content._jsondata import JsonLimits, NotJsonData, json_data, json_text
 from ..errors import (
     Forbidden,
     InvalidAnswer,
@@ -301,6 +302,7 @@ class _Doors:
                 raise Forbidden(f"{who!r} may not answer pauses of session {session_id!r}", session_id=session_id)
             if (output is not None and decision != "respond") or (reason and decision != "deny"):  # as REST
                 raise InvalidRequest(f"{decision!r} takes {_TAKES.get(decision, 'neither')}: no more is recorded")
+            _keepable(output, reason, found.json_limits)  # named by the argument, as a lone surrogate is
             chat = found.chat(session_id, principal=who)
             key = checked_key(idempotency_key, "idempotency_key")  # as REST's header: 1 to 200 characters
             options: dict[str, Any] = {"principal": who, "via": VIA, "idempotency_key": key}
@@ -345,6 +347,16 @@ class _Doors:
         if not self.policy.can_converse(who, summary):
             raise Forbidden(f"{who!r} may not send to session {session_id!r}", session_id=session_id)
         return summary
+
+
+def _keepable(output: Any, reason: str, limits: JsonLimits) -> None:
+    """``InvalidAnswer`` naming the argument (``$.output...``, ``$.reason``) that holds what no
+    session keeps — not the list of answers the core makes of it, which the caller never wrote."""
+    try:
+        json_data(output, limits, path="$.output")
+        json_text(reason, limits, path="$.reason")
+    except NotJsonData as exc:
+        raise InvalidAnswer(f"the answer cannot be recorded: {exc}", **exc.details()) from None
 
 
 @contextlib.asynccontextmanager

@@ -71,7 +71,8 @@ def unkeepable_text(body: bytes, message: Any) -> Response | None:
         if found is not None:
             kind, what = recorded
             error = kind(f"the {what} cannot be recorded: {found}", **found.details())
-            result = {"content": [{"type": "text", "text": f"{error.code}: {error.message}"}], "isError": True}
+            said = f"Error executing tool {tool}: {error.code}: {error.message}"  # as the SDK's server says one
+            result = {"content": [{"type": "text", "text": said}], "isError": True}
             answer = {"jsonrpc": "2.0", "id": request["id"], "result": result}
             return Response(dumps(answer), media_type="application/json")
     found = _lone_surrogate(message)

@@ -234,15 +234,39 @@ async def test_a_lone_surrogate_is_refused_naming_where_it_is_not_as_a_parse_err
         denied = await raw.post(f"{served}/mcp", content=answer)
         other = await raw.post(f"{served}/mcp", content=request("x", '{"q": "\\ud800"}', method="prompts/get"))
         pair = await raw.post(f"{served}/mcp", content=sent("hi \\ud83d\\ude00"))
-    for reply, code, path in ((lone, "invalid_message", "$.text"), (denied, "invalid_answer", "$.reason")):
+    for reply, tool, code, path in (
+        (lone, "send_message", "invalid_message", "$.text"),
+        (denied, "answer_pause", "invalid_answer", "$.reason"),
+    ):
         assert reply.status_code == 200 and reply.json()["id"] == 9, reply.text
-        result = reply.json()["result"]
-        assert result["isError"] and result["content"][0]["text"].startswith(f"{code}: "), result
+        result = reply.json()["result"]  # as every tool error reads (the SDK's server's prefix)
+        assert result["isError"] and result["content"][0]["text"].startswith(f"Error executing tool {tool}: {code}: ")
         assert f"{path}: a lone surrogate" in result["content"][0]["text"], result
     assert other.status_code == 400 and other.json()["id"] == 9 and other.json()["error"]["code"] == -32600, other.text
     refused = other.json()["error"]["data"]
     assert (refused["details"]["path"], refused["details"]["rule"]) == ("$.params.arguments.q", "unpaired_surrogate")
     assert pair.status_code == 200 and "result" in pair.json(), pair.text
+
+
+async def test_an_answer_no_session_keeps_is_named_by_the_tools_own_argument(served: str) -> None:
+    """Found by a probe: a lone surrogate in ``output`` was named ``$.output...``, but a number past
+    a double's range, a value nested too deep or a 700-digit integer in the same argument were named
+    ``$.respond[0].output...``, a list the MCP caller never wrote. Each is ``$.output...`` now."""
+    async with http_client(served, "alice-token") as alice:
+        reply = await call(alice, "send_message", agent=AGENT, text="Open a savings account.")
+        (pause,) = reply["pauses"]
+        where = {"agent": AGENT, "session_id": reply["session_id"], "ref": pause["ref"]}
+        deep: Any = []
+        for _ in range(110):  # deeper than a session keeps
+            deep = [deep]
+        for output, said in (
+            ({"account": "x", "n": 7 * 10**700}, "$.output.n: an integer of more than 640 digits"),
+            ({"account": "x", "n": deep}, "$.output.n[0][0]"),
+        ):
+            refused = await call(alice, "answer_pause", decision="respond", output=output, **where)
+            assert refused[0] == "error" and "invalid_answer: the answer cannot be recorded: " in refused[1], refused
+            assert said in refused[1] and "$.respond" not in refused[1], refused
+        assert await call(alice, "list_pending", agent=AGENT) != []  # nothing answered
 
 
 async def test_a_request_a_reply_could_not_name_is_refused_not_dropped(served: str) -> None:
