@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..content._jsondata import read_json_text
 from ..errors import (
     ConcurrentUpdate,
     InvalidRequest,
@@ -254,12 +254,18 @@ def _parse(raw: bytes, slack: SlackApp) -> _Callback:
     try:
         form = parse_qs(raw.decode("utf-8"), strict_parsing=True, max_num_fields=20)
         [text] = form["payload"]
-        payload = json.loads(text)
+        payload = read_json_text(text)  # as every surface reads JSON: a name given twice is refused
+    except (ValueError, KeyError, RecursionError) as exc:  # nested too deep: not Slack's
+        raise InvalidRequest(f"{_NOT_A_CALLBACK}: {exc}" if "twice" in str(exc) else _NOT_A_CALLBACK) from None
+    try:
         user = payload["user"]
         team = (payload.get("team") or {}).get("id") or user.get("team_id")
         [action] = payload["actions"][:1]
         fields = (payload["type"], team, user["id"], action["action_id"], payload["response_url"])
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # nested too deep: not Slack's
+        for field in (*fields, action.get("value")):  # a lone surrogate: text no reply could carry
+            if isinstance(field, str):
+                field.encode("utf-8")
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise InvalidRequest(_NOT_A_CALLBACK) from None
     kind, team, user_id, action_id, response_url = fields
     if kind != "block_actions" or not all(isinstance(f, str) and f for f in fields):

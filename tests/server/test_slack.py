@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import httpx
 import pytest
@@ -214,6 +214,10 @@ async def test_malformed_callbacks_are_typed_refusals(served, http):
         "a response_url that is not Slack's": good_payload.replace(b"http%3A%2F%2F127.0.0.1", b"http%3A%2F%2Fevil"),
         "not UTF-8": b"payload=\xff\xfe",
         "nested too deep to parse": urlencode({"payload": "[" * 5000 + "]" * 5000}).encode(),
+        # found by a probe: the last of two users was taken as the one deciding (every other surface
+        # refuses a name given twice), and a lone surrogate passed, failing the reply with a traceback
+        "a name given twice": edited(good_payload, '{"type"', '{"user": {"id": "UBOB"}, "type"'),
+        "a lone surrogate": edited(good_payload, '"id": "UALICE"', '"id": "\\ud800"'),
     }.items():
         reply = await press(served, http, body, slack_headers(body))
         assert reply.status_code in (400, 401), why
@@ -221,6 +225,13 @@ async def test_malformed_callbacks_are_typed_refusals(served, http):
         if why != "not UTF-8":
             assert (reply.status_code, reply.json()["error"]["code"]) == (400, "invalid_request"), why
     assert served.ledger == []
+
+
+def edited(body: bytes, old: str, new: str) -> bytes:
+    """A callback's form body with ``old`` replaced by ``new`` in its payload's JSON text."""
+    [text] = parse_qs(body.decode())["payload"]
+    assert old in text
+    return urlencode({"payload": text.replace(old, new, 1)}).encode()
 
 
 async def test_an_expired_link_in_a_button_is_refused_and_the_card_says_so(served, http):
