@@ -33,6 +33,7 @@ from pydantic import (
 from ..server._auth import is_principal_name, is_tenant_name
 from ..server._limits import Limits
 from ..server._oidc import OidcSettings
+from ..stores._url import schema_problem
 from ..webhooks import EVENT_KINDS
 from ._logging import LEVELS
 from ._store_url import synchronous_level
@@ -79,6 +80,13 @@ def _env_is_set(name: str, info: ValidationInfo) -> str:
 
 #: the name of an environment variable that holds a secret, and is set
 EnvName = Annotated[str, AfterValidator(_env_is_set)]
+
+
+def _usable_schema(name: str | None) -> str | None:
+    """A PostgreSQL schema's name the store can take (``stores._url.schema_problem``)."""
+    if name is not None and (problem := schema_problem(name)) is not None:
+        raise ValueError(problem)
+    return name
 
 
 def _secret_here(use: str) -> BeforeValidator:
@@ -219,7 +227,7 @@ class Store(Section):
 
     url: str | None = None
     url_env: EnvName | None = None
-    schema_: Annotated[str | None, Field(alias="schema", min_length=1)] = None
+    schema_: Annotated[str | None, Field(alias="schema", min_length=1), AfterValidator(_usable_schema)] = None
     prefix: Annotated[str | None, Field(min_length=1)] = None
     synchronous: Annotated[Literal["FULL", "NORMAL"] | None, BeforeValidator(synchronous_level)] = None
 

@@ -25,6 +25,7 @@ from typing import Literal, assert_never
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..stores import InMemorySessionStore, SessionStore, SqliteSessionStore
+from ..stores._url import schema_problem
 from ._errors import CliError
 
 __all__ = [
@@ -155,11 +156,8 @@ def check_store(spec: StoreSpec) -> None:
     except ImportError:
         extra = "postgres" if spec.backend == "postgresql" else "redis"
         raise CliError(f"a {spec.backend} store needs its driver: pip install 'pausepoint[{extra}]'") from None
-    if spec.backend == "postgresql" and spec.schema is not None:
-        from ..stores.postgres import schema_problem
-
-        if (problem := schema_problem(spec.schema)) is not None:
-            raise CliError(f"the store's schema {spec.schema[:80]!r} cannot be used: {problem}")
+    if spec.backend == "postgresql" and spec.schema is not None and (problem := schema_problem(spec.schema)):
+        raise CliError(f"the store's schema {spec.schema[:80]!r} cannot be used: {problem}")
     if spec.backend == "redis":
         database = urlsplit(spec.url).path.strip("/")
         if database and not (database.isascii() and database.isdigit()):  # the driver would use 0

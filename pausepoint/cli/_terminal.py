@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from ..content._jsondata import read_json_text
+from ..content._jsondata import read_json_text, time_text
 from ..errors import ApprovalForbidden, InterruptExpired, PausepointError, PendingInterrupts
 from ..runtime._agent import Agent
 from ..runtime._chat import Chat
@@ -385,7 +385,7 @@ class TerminalChat:
                 lines.append(f"{side} {self._style(label, '1')}")
                 lines.extend(f"{side}   {row}" for row in _json(value).splitlines())
         if interrupt.expires_at is not None:
-            when = interrupt.expires_at.astimezone().isoformat(sep=" ", timespec="seconds")
+            when = time_text(interrupt.expires_at.astimezone().replace(microsecond=0))  # ...Z, as everywhere
             lines.append(f"{side} expires {when}: {view.on_expiry}")
         lines.extend(f"{side} {row}" for row in self._approval_lines(view))
         lines.append(f"{bottom} {self._choices(interrupt)}")

@@ -259,9 +259,9 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
         return data, None
     if not isinstance(data, dict):
         raise InvalidRequest(
-            "the body must be {'data': {'snapshotId': ...}}, {'data': {'sessionId': ...}} or {'data': '<snapshot id>'}"
+            'the body must be {"data": {"snapshotId": ...}}, {"data": {"sessionId": ...}} or {"data": "<snapshot id>"}'
             if need_one
-            else "the body must be {'data': {'snapshotId': ...}} or {'data': '<snapshot id>'}: an abort names the turn "
+            else 'the body must be {"data": {"snapshotId": ...}} or {"data": "<snapshot id>"}: an abort names the turn '
             "to stop by its snapshot"
         )
     snap = _one_spelling(data, "snapshot_id", "data")  # either spelling, as genkit-fastapi takes them
@@ -271,9 +271,9 @@ def lookup_ids(body: dict[str, Any], *, need_one: bool) -> tuple[str | None, str
             said = "snapshotId and sessionId must be strings" if need_one else "snapshotId must be a string"
             raise InvalidRequest(said)
     if need_one and bool(snap) == bool(session):
-        raise InvalidRequest("give exactly one of 'snapshotId' or 'sessionId'")
+        raise InvalidRequest('give exactly one of "snapshotId" or "sessionId"')
     if not need_one and not snap:
-        raise InvalidRequest("'snapshotId' is required: an abort names the turn to stop by its snapshot")
+        raise InvalidRequest('"snapshotId" is required: an abort names the turn to stop by its snapshot')
     return snap or None, session or None
 
 

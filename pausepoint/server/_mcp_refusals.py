@@ -44,7 +44,7 @@ def refuse_unanswerable(message: Any) -> None:
         raise InvalidRequest(f"an MCP request is one JSON-RPC message, a JSON object, not {json_kind(message)}")
     if message.get("jsonrpc") != "2.0":
         given = json.dumps(message["jsonrpc"])[:40] if "jsonrpc" in message else "missing"
-        raise InvalidRequest(f"an MCP message is JSON-RPC 2.0 ('jsonrpc': '2.0'), not {given}")
+        raise InvalidRequest(f'an MCP message is JSON-RPC 2.0 ("jsonrpc": "2.0"), not {given}')
     if "method" not in message and not ("id" in message and ("result" in message or "error" in message)):
         raise InvalidRequest("an MCP message has a method (a request, a notification) or an id and a result or error")
     if "method" in message and not isinstance(message["method"], str):

@@ -67,7 +67,7 @@ from ._partial import PREFIX_BYTES, BlockingLoop, PartialBase
 from ._postgres_schema import SCHEMA_VERSION as SCHEMA_VERSION  # the schema's version, named beside its store
 from ._postgres_schema import create_schema
 from ._signal import Signal
-from ._url import option_in
+from ._url import option_in, schema_problem
 
 try:
     import asyncpg
@@ -79,17 +79,6 @@ __all__ = ["PostgresSessionStore"]
 
 # While events of a transaction still running are held back, readers look again this often.
 _HELD_BACK_POLL = 0.02
-
-
-def schema_problem(name: str) -> str | None:
-    """Why ``name`` cannot name the store's schema (None: it can): PostgreSQL takes 1 to 63
-    bytes of UTF-8 (a longer name is cut, and two schemas would be one), without NUL."""
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if not 1 <= size <= 63:
-        return f"a PostgreSQL schema's name has 1 to 63 bytes in UTF-8, not {size}"
-    if "\x00" in name:
-        return "a PostgreSQL schema's name holds no NUL character"
-    return None
 
 
 def _quote_identifier(name: str) -> str:

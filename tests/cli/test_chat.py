@@ -250,6 +250,8 @@ def test_an_expired_pause_is_settled_not_offered(tmp_path):
     db = str(tmp_path / "chat.db")
     first = chat("go\ns\ns\n")
     assert "paused: hold" in first and "paused: note" in first
+    # its deadline as every surface writes a time (found by a probe: "2026-12-07 01:38:14+00:00")
+    assert re.search(r"expires \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d): ", first), first
     time.sleep(1.2)  # hold's pause expires
     again = chat("s\n/quit\n", "--session", session_of(first))
     assert "a pause expired unanswered: the agent's expiry policy settled it" in again, again

@@ -313,6 +313,9 @@ def test_a_key_with_a_control_character_is_named_with_it_escaped(tmp_path):
         (HEAD + '[store]\nurl = "redis://127.0.0.1:1/zero"\n',
          "3: store.url: a Redis URL's path is its database's number (redis://host:6379/0), not 'zero'"),
         (HEAD + '[store]\nurl_env = "STORE_URL"\n', "3: store.url_env: the Redis driver takes no 'bogus' option"),
+        # found by a second probe: a schema PostgreSQL cannot take was named at store.url, not at its own key
+        (HEAD + '[store]\nurl = "postgresql://127.0.0.1:1/pp"\nschema = "' + "s" * 64 + '"\n',
+         "4: store.schema: a PostgreSQL schema's name has 1 to 63 bytes in UTF-8, not 64"),
     ],
 )  # fmt: skip
 def test_the_app_and_the_store_are_named_at_their_keys(tmp_path, text, said):

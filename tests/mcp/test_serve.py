@@ -292,11 +292,12 @@ async def test_a_request_a_reply_could_not_name_is_refused_not_dropped(served: s
                 "params are a JSON object, not an array",
             ),
             ('{"jsonrpc": "2.0", "id": 1, "method": 5}', "method is a string, not a number"),
-            ("{}", "('jsonrpc': '2.0'), not missing"),
+            ("{}", '("jsonrpc": "2.0"), not missing'),
         ):
             reply = await raw.post(f"{served}/mcp", content=body)
             assert reply.status_code == 400 and reply.json()["error"]["code"] == -32600, (body, reply.text)
-            assert reply.json()["error"]["data"]["code"] == "invalid_request" and said in reply.text, (body, reply.text)
+            assert reply.json()["error"]["data"]["code"] == "invalid_request", (body, reply.text)
+            assert said in reply.json()["error"]["message"], (body, reply.text)
             assert "JSONRPC" not in reply.text and "pydantic" not in reply.text, reply.text
         utf16 = '{"jsonrpc": "2.0", "id": "a", "method": "tools/list"}'.encode("utf-16")
         reply = await raw.post(f"{served}/mcp", content=utf16)

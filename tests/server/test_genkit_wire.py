@@ -239,6 +239,9 @@ async def test_a_session_or_snapshot_named_twice_is_refused_wherever_it_is_named
         reply = await http.post(url + query, json={"data": user("again")}, headers=ALICE)
         assert (reply.status_code, reply.json()["error"]["code"]) == (400, "invalid_request"), query
     assert (await http.get(sessions, headers=ALICE)).json()["sessions"] == before  # nothing ran
+    # the shape a refusal shows is JSON a curl user can copy (found by a probe: Python's quotes)
+    shapeless = await http.post(f"{url}/getSnapshot", json={"data": 5}, headers=ALICE)
+    assert '{"data": {"snapshotId": ...}}' in shapeless.json()["error"]["message"], shapeless.text
     # REST's query parameters too: a filter or a bound given twice is not read as its last value
     for query in ("?pending=true&pending=false", "?limit=1&limit=100000"):
         reply = await http.get(served.lab + "/v1/agents/labAgent/sessions" + query, headers=ALICE)
