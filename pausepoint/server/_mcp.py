@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -100,10 +101,15 @@ def mcp_server(
             "value). list_pending shows every pause waiting for you."
         ),
     )
-    server.add_tool(doors.list_agents, name="list_agents")
-    server.add_tool(doors.send_message, name="send_message")
-    server.add_tool(doors.list_pending, name="list_pending")
-    server.add_tool(doors.answer_pause, name="answer_pause")
+    tools: dict[str, Callable[..., Any]] = {
+        "list_agents": doors.list_agents,
+        "send_message": doors.send_message,
+        "list_pending": doors.list_pending,
+        "answer_pause": doors.answer_pause,
+    }
+    for tool_name, door in tools.items():
+        server.add_tool(door, name=tool_name)
+        server.arguments[tool_name] = frozenset(inspect.signature(door).parameters) - {"ctx"}
     return server
 
 
@@ -112,7 +118,23 @@ class _Server(MCPServer):
     the three) reads as every other refusal: ``invalid_request: <argument>: <why>``, not
     pydantic's report with its links."""
 
+    #: each tool's arguments: one it does not take is refused, not dropped (a misspelled
+    #: ``idempotencyKey`` would record a retried message twice, a ``sessionId`` start a new session)
+    arguments: dict[str, frozenset[str]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments = {}
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = self.arguments.get(name)
+        unknown = sorted(set(arguments or {}) - known) if known is not None else []
+        if unknown:
+            takes = ", ".join(sorted(known or ()))
+            raise ToolError(
+                f"Error executing tool {name}: invalid_request: {name} takes no argument {unknown[0][:80]!r} "
+                f"(it takes {takes})"
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

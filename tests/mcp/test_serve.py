@@ -269,6 +269,24 @@ async def test_an_answer_no_session_keeps_is_named_by_the_tools_own_argument(ser
         assert await call(alice, "list_pending", agent=AGENT) != []  # nothing answered
 
 
+async def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(served: str) -> None:
+    """Found by a probe: unknown arguments were dropped — ``sessionId`` sent the message into a
+    new session, a misspelled ``idempotencyKey`` let a retry record the message twice, ``pauseId``
+    lost the check that the answer goes to that pause. REST refuses the same mistakes."""
+    async with http_client(served, "alice-token") as alice:
+        before = await call(alice, "list_pending", agent=AGENT)
+        for tool, arguments, named in (
+            ("send_message", {"agent": AGENT, "text": "Hello", "sessionId": "s-1"}, "sessionId"),
+            ("send_message", {"agent": AGENT, "text": "Hello", "idempotencyKey": "k-1"}, "idempotencyKey"),
+            ("answer_pause", {"agent": AGENT, "session_id": "s", "ref": "r", "decision": "approve", "pauseId": "p"},
+             "pauseId"),
+            ("list_agents", {"verbose": True}, "verbose"),
+        ):  # fmt: skip
+            refused = await call(alice, tool, **arguments)
+            assert refused[0] == "error" and f"invalid_request: {tool} takes no argument '{named}'" in refused[1]
+        assert await call(alice, "list_pending", agent=AGENT) == before  # nothing sent, nothing answered
+
+
 async def test_a_request_a_reply_could_not_name_is_refused_not_dropped(served: str) -> None:
     """Found by a probe: an id of 1.5, true, null, {} was taken for a notification — 202, no
     answer ever, nothing run; another JSON-RPC version got the SDK's pydantic dump."""
