@@ -32,7 +32,7 @@ import contextlib
 import json
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import mcp.types as types
@@ -298,11 +298,7 @@ async def load_tools(
     """The server's tools as ``McpTool``s (see ``Pausepoint.mcp_tools`` for the options)."""
     if not isinstance(connection, McpConnection):
         raise DefinitionError(f"mcp_tools() takes an McpConnection (McpConnection.stdio/.http), not {connection!r}")
-    given: dict[str, object] = {"include": include, "exclude": exclude, "idempotent": idempotent}
-    given["allow_input_edits"] = allow_input_edits
-    for option_name, value in given.items():
-        if isinstance(value, str):
-            raise DefinitionError(f"{option_name} takes a collection of tool names, not one string")
+    _check_options(prefix, include, exclude, requires_approval, idempotent, allow_input_edits)
     offered = await connection.list_tools()
     _check_names(connection, offered, include, exclude, requires_approval, idempotent, allow_input_edits)
     catalog = _Catalog(connection)
@@ -323,6 +319,33 @@ async def load_tools(
     catalog.listen()  # every tool defined: only now does the connection know the catalog
     catalog._checked = connection._live
     return tools
+
+
+def _check_options(
+    prefix: object, include: object, exclude: object, requires_approval: object, idempotent: object, edits: object
+) -> None:
+    """Refuse options of the wrong kind where they are given (``DefinitionError`` naming the
+    option), before the server is asked anything: not a ``TypeError`` from inside, nor one
+    string read as a collection of one-letter names."""
+    if not isinstance(prefix, str):
+        raise DefinitionError(f"prefix takes a string (put before each tool's name), not {prefix!r}")
+    shapes = {
+        "include": (include, "a collection of tool names, a predicate on the SDK's Tool, or None", True, False),
+        "exclude": (exclude, "a collection of tool names", False, False),
+        "requires_approval": (requires_approval, "True, False, tool names, a mapping or a predicate", True, True),
+        "idempotent": (idempotent, "True, False or a collection of tool names", False, True),
+        "allow_input_edits": (edits, "True, False or a collection of tool names", False, True),
+    }
+    for option_name, (value, takes, callable_ok, bool_ok) in shapes.items():
+        a_predicate = callable(value) and not isinstance(value, Mapping)
+        if (value is None and option_name == "include") or (isinstance(value, bool) and bool_ok):
+            continue
+        if a_predicate and callable_ok:
+            continue
+        if isinstance(value, str):
+            raise DefinitionError(f"{option_name} takes a collection of tool names, not one string")
+        if isinstance(value, bool) or not isinstance(value, Collection) or not all(isinstance(n, str) for n in value):
+            raise DefinitionError(f"{option_name} takes {takes}, not {value!r}"[:300])
 
 
 def _check_names(

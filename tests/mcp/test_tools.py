@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 
 import pytest
@@ -17,7 +18,7 @@ from pausepoint.errors import (
 )
 from pausepoint.mcp import McpConnection, McpTool
 from pausepoint.stores import InMemorySessionStore, SqliteSessionStore
-from pausepoint.testing import last_tool_results, tool_call
+from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
 
 from .conftest import HttpBank, Ledger, script, stdio_bank
 
@@ -79,6 +80,23 @@ async def test_bad_definitions_are_refused_with_a_typed_error(bank: McpConnectio
         await ai.mcp_tools_async(bank, include=["balance"])
     with pytest.raises(DefinitionError, match="McpConnection"):
         await ai.mcp_tools_async("http://example.invalid/mcp")  # type: ignore[arg-type]
+    # found by a probe: one string was read letter by letter ("has no tool 'a', 'p', 'y'"), and
+    # None or a number was a TypeError from inside; each names its option now, defining nothing
+    for option, value, said in (
+        ("requires_approval", "pay", "requires_approval takes a collection of tool names, not one string"),
+        ("requires_approval", None, "requires_approval takes True, False, tool names, a mapping or a predicate"),
+        ("idempotent", None, "idempotent takes True, False or a collection of tool names, not None"),
+        ("allow_input_edits", 3, "allow_input_edits takes True, False or a collection of tool names, not 3"),
+        ("include", 42, "include takes a collection of tool names, a predicate on the SDK's Tool, or None"),
+        ("exclude", True, "exclude takes a collection of tool names, not True"),
+        ("prefix", None, "prefix takes a string"),
+    ):
+        with pytest.raises(DefinitionError, match=re.escape(said)):
+            await ai.mcp_tools_async(bank, **{"include": ["transfer"], option: value})
+    agent = ai.define_agent(name="a", model=ScriptedModel(["ok"]), tools=["balance"])
+    with pytest.raises(DefinitionError):  # nothing of the refused listings was defined
+        ai.define_agent(name="b", model=ScriptedModel(["ok"]), tools=["transfer"])
+    assert list(agent.tools) == ["balance"]
 
 
 async def test_a_server_that_cannot_be_started_is_mcp_unavailable(tmp_path: object) -> None:
