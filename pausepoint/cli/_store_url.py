@@ -160,8 +160,9 @@ def check_store(spec: StoreSpec) -> None:
         raise CliError(f"the store's schema {spec.schema[:80]!r} cannot be used: {problem}")
     if spec.backend == "redis":
         database = urlsplit(spec.url).path.strip("/")
-        if database and not (database.isascii() and database.isdigit()):  # the driver would use 0
-            raise CliError(f"a Redis URL's path is its database's number (redis://host:6379/0), not {database!r}")
+        # the driver would use 0 for words; Redis refuses a number past a 32-bit one at every use
+        if database and not (database.isascii() and database.isdigit() and int(database[:12]) < 2**31):
+            raise CliError(f"a Redis URL's path is its database's number (redis://host:6379/0), not {database[:40]!r}")
         _check_redis_url(spec.url)
     if spec.backend == "sqlite":
         path = os.path.abspath(_sqlite_path(spec.url))

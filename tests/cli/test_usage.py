@@ -88,6 +88,10 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
             ["serve", "tests.cli.apps:bank_ai", "--store", "redis://127.0.0.1:1/notanumber"],
             "a Redis URL's path is its database's number (redis://host:6379/0), not 'notanumber'",
         ),
+        (  # found by a second probe: served, /readyz 503 for ever, a traceback every 30 s
+            ["serve", "tests.cli.apps:bank_ai", "--store", "redis://127.0.0.1:1/99999999999999999999"],
+            "a Redis URL's path is its database's number (redis://host:6379/0), not '99999999999999999999'",
+        ),
         (
             ["serve", "tests.cli.apps:bank_ai", "--store", "mysql://u:hunter2@h/x"],
             "unknown store URL 'mysql://u:****@h/x'",
