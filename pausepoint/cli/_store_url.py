@@ -161,7 +161,8 @@ def check_store(spec: StoreSpec) -> None:
     if spec.backend == "redis":
         database = urlsplit(spec.url).path.strip("/")
         # the driver would use 0 for words; Redis refuses a number past a 32-bit one at every use
-        if database and not (database.isascii() and database.isdigit() and int(database[:12]) < 2**31):
+        digits = database.lstrip("0") or "0"
+        if database and not (database.isascii() and database.isdigit() and len(digits) <= 10 and int(digits) < 2**31):
             raise CliError(f"a Redis URL's path is its database's number (redis://host:6379/0), not {database[:40]!r}")
         _check_redis_url(spec.url)
     if spec.backend == "sqlite":

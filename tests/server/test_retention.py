@@ -48,7 +48,10 @@ async def pause(http: httpx.AsyncClient, base: str) -> str:
 
 
 async def deliveries(http: httpx.AsyncClient, base: str, query: str = "") -> list[dict]:
-    reply = await http.get(f"{base}/v1/ops/deliveries?limit=500{query}", headers=OPERATOR)
+    """The deliveries listed with ``query`` (``&name=value...``), 500 a page unless it says (a
+    parameter given twice is refused: the server cannot know which one was meant)."""
+    page = "" if "&limit=" in query else "&limit=500"
+    reply = await http.get(f"{base}/v1/ops/deliveries?{(page + query).lstrip('&')}", headers=OPERATOR)
     assert reply.status_code == 200, reply.text
     return list(reply.json()["deliveries"])
 
