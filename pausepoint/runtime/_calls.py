@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from ..approval._answers import message_hash, prepare_answers, request_hash
@@ -45,7 +45,7 @@ from ..session._records import (
 from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, SessionState
 from ..session._views import response_for
-from ..stores import SessionStore, SessionSummary
+from ..stores import SessionSummary
 from ..tools._tool import refresh_definitions
 from ..turn._host import TurnHost
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
@@ -80,10 +80,6 @@ class SessionHost(TurnHost, Protocol):
 
     @property
     def sessions(self) -> LocalSessions: ...
-    @property
-    def store(self) -> SessionStore: ...
-    @property
-    def abandon_after(self) -> timedelta: ...
     @property
     def on_expiry(self) -> Callable[[PendingInterrupt], Any]: ...
     @property

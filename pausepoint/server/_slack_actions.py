@@ -255,8 +255,10 @@ def _parse(raw: bytes, slack: SlackApp) -> _Callback:
         form = parse_qs(raw.decode("utf-8"), strict_parsing=True, max_num_fields=20)
         [text] = form["payload"]
         payload = read_json_text(text)  # as every surface reads JSON: a name given twice is refused
-    except (ValueError, KeyError, RecursionError) as exc:  # nested too deep: not Slack's
-        raise InvalidRequest(f"{_NOT_A_CALLBACK}: {exc}" if "twice" in str(exc) else _NOT_A_CALLBACK) from None
+    except ValueError as exc:  # no JSON, or a name given twice: said which
+        raise InvalidRequest(f"{_NOT_A_CALLBACK}: {exc}") from None
+    except (KeyError, RecursionError):  # no payload; nested too deep: not Slack's
+        raise InvalidRequest(_NOT_A_CALLBACK) from None
     try:
         user = payload["user"]
         team = (payload.get("team") or {}).get("id") or user.get("team_id")
