@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictFloat, StrictInt, Tag, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictFloat,
+    StrictInt,
+    Tag,
+    WithJsonSchema,
+)
 
 from .content._messages import MediaPart, Message, TextPart
 from .errors import InvalidGrant
@@ -30,6 +40,7 @@ __all__ = [
     "user_message",
 ]
 
+
 def _part_kind(part: Any) -> str | None:
     """A part's ``kind``: as given, or — since the schema gives it a default — what it holds
     (``text``; a ``url``)."""
@@ -46,13 +57,18 @@ UserPart: TypeAlias = Annotated[
     Discriminator(
         _part_kind,
         custom_error_type="invalid_part",
-        custom_error_message="a part is {\"kind\": \"text\", \"text\"} or {\"kind\": \"media\", \"url\"}",
+        custom_error_message='a part is {"kind": "text", "text"} or {"kind": "media", "url"}',
     ),
 ]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def error_path(cls, loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+        """Where a validation error of ``loc`` is in the body as the client wrote it."""
+        return loc
 
 
 class SendBody(_Body):
@@ -68,6 +84,22 @@ class SendBody(_Body):
         ),
     ]
 
+    @classmethod
+    def error_path(cls, loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+        """Without the tags pydantic puts in ``loc`` for which kind of message (``text`` or
+        ``parts``) and of part (``text`` or ``media``) it validated: ``message.0.extra``, not
+        ``message.parts.0.text.extra``."""
+        if loc[:1] != ("message",) or len(loc) < 2:
+            return loc
+        if loc[1] != "parts":
+            return loc[:1] + loc[2:]
+        return loc[:1] + loc[2:3] + loc[4:]
+
+
+def _whole_number(value: Any) -> Any:
+    """A JSON number with nothing after its point (``2.0``) as the integer it is."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
 
 def _bounded(*kinds: dict[str, Any]) -> dict[str, Any]:
     """A JSON schema: one of ``kinds`` of number, each at most 10**9, or null (none)."""
@@ -82,10 +114,13 @@ class GrantBody(_Body):
 
     tool: str | None = None
     bounds: dict[str, dict[str, Any]] | None = None
-    # Strict: a JSON true is no count and "60" no duration (lax would read them as 1 and 60). The
-    # ranges are the schema's to say and the core's to check (InvalidGrant, 422, as a local chat's
-    # grant is refused): a microsecond at least, as a duration is kept to the microsecond.
-    uses: Annotated[StrictInt | None, WithJsonSchema(_bounded({"type": "integer", "minimum": 1}))] = None
+    # Strict: a JSON true is no count and "60" no duration (lax would read them as 1 and 60); 2.0
+    # is the count 2, as JSON (and its Schema's "integer") has one kind of number. The ranges are
+    # the schema's to say and the core's to check (InvalidGrant, 422, as a local chat's grant is
+    # refused): a microsecond at least, as a duration is kept to the microsecond.
+    uses: Annotated[
+        StrictInt | None, BeforeValidator(_whole_number), WithJsonSchema(_bounded({"type": "integer", "minimum": 1}))
+    ] = None
     ttl_seconds: Annotated[
         StrictFloat | StrictInt | None,
         WithJsonSchema(_bounded({"type": "number", "minimum": 1e-6}, {"type": "integer", "exclusiveMinimum": 0})),

@@ -121,8 +121,9 @@ def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:
     try:
         return model.model_validate(value)
     except ValidationError as exc:
+        path = getattr(model, "error_path", tuple)
         problems = [
-            {"loc": [where, *(str(p) for p in e["loc"])], "message": _wire_message(e), "type": e["type"]}
+            {"loc": [where, *(str(p) for p in path(e["loc"]))], "message": _wire_message(e), "type": e["type"]}
             for e in exc.errors(include_url=False)
         ]
         summary = "; ".join(f"{'.'.join(p['loc'])}: {p['message']}" for p in problems[:5])
@@ -162,6 +163,8 @@ _JSON_WANTED = {
 
 
 def _wire_message(error: Any) -> str:
+    if error["type"] == "unexpected_keyword_argument":  # a dataclass's words for a key not expected
+        return "Extra inputs are not permitted"
     wanted = _JSON_WANTED.get(error["type"])
     if wanted is None:
         return str(error["msg"])

@@ -83,6 +83,9 @@ def _reply_schemas() -> dict[str, Any]:
         schema = TypeAdapter(kind).json_schema(mode="serialization", ref_template=_REF)
         schemas.update(schema.pop("$defs", {}))
         schemas[name] = schema
+    # A part of a message is what its dataclass takes, nothing else (a client's other keys are refused).
+    for name in ("TextPart", "MediaPart"):
+        schemas[name]["additionalProperties"] = False
     # The server adds to each pause and audit entry how it reads to a person (``_display``).
     schemas["PendingInterrupt"]["properties"]["view"] = schema_ref("PauseView")
     schemas["AuditEntry"]["properties"]["view"] = {"anyOf": [schema_ref("PauseView"), {"type": "null"}]}

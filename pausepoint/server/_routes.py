@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 from starlette.routing import BaseRoute, Mount, Route
 
+from ..session._ids import SESSION_ID_PATTERN
 from ._errors import guarded
 from ._limits import MAX_PAGE, parse_body
 
@@ -147,11 +148,15 @@ class Endpoint:
 
 
 def path_parameters(path: str) -> list[Schema]:
-    """The parameters of ``path`` (``{name}`` or ``{name:convertor}``), in order."""
+    """The parameters of ``path`` (``{name}`` or ``{name:convertor}``), in order; a session id
+    as ``check_session_id`` takes it."""
     return [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {"name": name, "in": "path", "required": True, "schema": _PATH_SCHEMAS.get(name, {"type": "string"})}
         for name in _PARAMETER.findall(path)
     ]
+
+
+_PATH_SCHEMAS: dict[str, Schema] = {"session_id": {"type": "string", "pattern": SESSION_ID_PATTERN}}
 
 
 def starlette_routes(table: Sequence[Endpoint]) -> list[BaseRoute]:

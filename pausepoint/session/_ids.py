@@ -8,9 +8,11 @@ import re
 
 from ..errors import InvalidSessionId
 
-__all__ = ["check_session_id"]
+__all__ = ["SESSION_ID_PATTERN", "check_session_id"]
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+#: the ids ``check_session_id`` takes, as a JSON Schema ``pattern`` (anchored: patterns search)
+SESSION_ID_PATTERN = f"^{_SESSION_ID.pattern}$"
 
 
 def check_session_id(session_id: str) -> str:

@@ -321,3 +321,21 @@ async def test_a_grant_out_of_range_is_the_same_refusal_through_the_client_as_in
         assert bank.ledger == []
         done = await chat.approve(asked.interrupts[0].ref, grant=Grant(uses=2))
     assert done.finish_reason == "stop" and bank.ledger == ["500->savings"]
+
+
+async def test_a_grants_uses_is_a_json_number_with_nothing_after_its_point(bank):
+    """JSON has one kind of number and its Schema's ``integer`` takes ``2.0`` (found by a probe:
+    the document allowed it and the server refused it); ``2.5``, ``"2"`` and ``true`` stay no count."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        sessions = bank.sessions("grants")
+        sent = (await http.post(sessions, json={"message": "pay 500 to savings"}, headers=DAVE)).json()
+        session = f"{sessions}/{sent['session_id']}"
+        approve = f"{session}/interrupts/{sent['interrupts'][0]['ref']}/approve"
+        for uses in (2.5, "2", True):
+            refused = await http.post(approve, json={"grant": {"uses": uses}}, headers=ALICE)
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request", uses
+        assert bank.ledger == []
+        granted = await http.post(approve, json={"grant": {"uses": 2.0}}, headers=ALICE)
+        assert granted.status_code == 200 and bank.ledger == ["500->savings"], granted.text
+        [grant] = (await http.get(f"{session}/grants", headers=DAVE)).json()["grants"]
+        assert grant["uses"] == 2 and type(grant["uses"]) is int

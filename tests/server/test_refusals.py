@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -432,3 +433,42 @@ def test_an_app_without_an_authenticator_is_refused_when_it_is_built():
     for auth in (None, "alice-token", {"t": "alice"}):
         with pytest.raises(DefinitionError, match="auth must be a callable from a request to its principal"):
             create_app(Pausepoint(), auth=auth)  # type: ignore[arg-type]
+
+
+async def test_a_message_part_takes_no_other_keys_and_the_document_says_so(served, http):
+    """Found by a probe: the document let a part carry any key while the server refused one,
+    naming the key by a path with pydantic's tags in it (``body.message.parts.0.text.extra``)."""
+    schemas = (await http.get(served.bank + "/openapi.json")).json()["components"]["schemas"]
+    assert schemas["TextPart"]["additionalProperties"] is False
+    assert schemas["MediaPart"]["additionalProperties"] is False
+    url = served.bank + "/v1/agents/bankingAgent/sessions"
+    before = (await http.get(url, headers=ALICE)).json()
+    cases = [
+        ([{"text": "hi", "extra": 1}], "body.message.0.extra: Extra inputs are not permitted"),
+        ([{"text": "a"}, {"url": "https://x", "content_type": 3}],
+         "body.message.1.content_type: Input should be a string, not a number"),
+        ([{"text": 3}], "body.message.0.text: Input should be a string, not a number"),
+    ]  # fmt: skip
+    for message, said in cases:
+        reply = await http.post(url, json={"message": message}, headers=ALICE)
+        assert_error(reply, 400, "invalid_request")
+        assert reply.json()["error"]["message"] == f"invalid request: {said}"
+    assert (await http.get(url, headers=ALICE)).json() == before  # no session started
+
+
+async def test_the_documents_session_id_pattern_is_the_ids_the_server_takes(served, http):
+    """Found by a probe: the document took any string as a session id."""
+    doc = (await http.get(served.bank + "/openapi.json")).json()
+    patterns = {
+        param["schema"].get("pattern")
+        for item in doc["paths"].values()
+        for operation in item.values()
+        for param in operation.get("parameters", [])
+        if param["name"] == "session_id"
+    }
+    [pattern] = patterns
+    sessions = served.bank + "/v1/agents/bankingAgent/sessions"
+    for session_id in ("a", "chat-1", "x" * 128, "x" * 129, "-a", ".a", "a b", "é", "a+b", "a@b.c:d_e"):
+        reply = await http.post(f"{sessions}/{session_id}/messages", json={"message": "Hello!"}, headers=ALICE)
+        taken = reply.status_code != 400 or reply.json()["error"]["code"] != "invalid_session_id"
+        assert taken == bool(re.search(pattern, session_id)), (session_id, reply.text)
