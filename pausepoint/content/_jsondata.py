@@ -43,6 +43,7 @@ __all__ = [
     "JsonLimits",
     "NotJsonData",
     "json_data",
+    "json_kind",
     "json_text",
     "key_text",
     "printable",
@@ -241,6 +242,19 @@ def printable(text: str, max_bytes: int = 16 * 1024) -> str:
 
 
 # -- the walk -------------------------------------------------------------------------------------
+
+
+def json_kind(value: Any) -> str:
+    """What ``value`` is in JSON's words: ``null``, ``true``, ``a string``, ``an array``, ..."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return "an object" if isinstance(value, dict) else "a value of another kind"
 
 
 def time_text(at: datetime) -> str:

@@ -17,6 +17,8 @@ validator's own exception.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,6 +31,7 @@ from pydantic import RootModel, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from referencing.exceptions import Unresolvable
 
+from ..content._jsondata import json_kind
 from ..errors import DefinitionError
 from ._bounds import bound_type
 
@@ -109,13 +112,61 @@ def check_against(validator: Any, value: Any, title: str) -> None:
         title,
         [
             InitErrorDetails(
-                type=PydanticCustomError("json_schema", "{message}", {"message": error.message}),
-                loc=tuple(error.absolute_path),
+                type=PydanticCustomError("json_schema", "{message}", {"message": message}),
+                loc=tuple(error.absolute_path) + at,
                 input=error.instance,
             )
             for error in errors
+            for at, message in _in_json_words(error)
         ],
     )
+
+
+_TYPES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
+          "object": "a JSON object", "array": "a JSON array", "null": "null"}  # fmt: skip
+_SIZES = {"minLength": ("at least", "characters"), "maxLength": ("at most", "characters"),
+          "minItems": ("at least", "items"), "maxItems": ("at most", "items"),
+          "minProperties": ("at least", "fields"), "maxProperties": ("at most", "fields")}  # fmt: skip
+_BOUNDS = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "greater than",
+           "exclusiveMaximum": "less than", "multipleOf": "a multiple of"}  # fmt: skip
+
+
+def _in_json_words(error: jsonschema.ValidationError) -> list[tuple[tuple[str, ...], str]]:
+    """What ``error`` says, in JSON's words as pydantic's own messages put them (jsonschema's
+    quote values as Python writes them: ``True``, ``None``, ``'x'``), each with where it is
+    below the error's path (the field missing or not expected)."""
+    wanted: Any = error.validator_value
+    given: Any = error.instance
+    schema: Any = error.schema
+    match error.validator:
+        case "type":
+            kinds = [str(k) for k in (wanted if isinstance(wanted, list) else [wanted])]
+            return [((), f"Input should be {' or '.join(_TYPES.get(k, k) for k in kinds)}, not {json_kind(given)}")]
+        case "enum" if isinstance(wanted, list):
+            return [((), f"Input should be one of {', '.join(_json(v) for v in wanted)}, not {_json(given)}")]
+        case "const":
+            return [((), f"Input should be {_json(wanted)}, not {_json(given)}")]
+        case "required" if isinstance(given, dict) and isinstance(wanted, list):  # one error per field missing
+            said = [name for name in wanted if error.message == f"{name!r} is a required property"]
+            return [((name,), "Field required") for name in said[:1]] or [((), error.message)]
+        case "additionalProperties" if wanted is False and isinstance(given, dict) and isinstance(schema, dict):
+            known, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
+            extra = [k for k in given if k not in known and not any(re.search(p, k) for p in patterns)]
+            return [((name,), "Extra inputs are not permitted") for name in extra] or [((), error.message)]
+        case "pattern":
+            return [((), f"Input should match the pattern {_json(wanted)}")]
+        case keyword if keyword in _SIZES:
+            bound, unit = _SIZES[keyword]
+            return [((), f"Input should have {bound} {wanted} {unit if wanted != 1 else unit[:-1]}")]
+        case keyword if keyword in _BOUNDS:
+            return [((), f"Input should be {_BOUNDS[keyword]} {_json(wanted)}")]
+    return [((), error.message)]
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON writes it (shortened past 80 characters)."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def schema_model(schema: dict[str, Any], *, title: str, what: str | None = None) -> type[RootModel[dict[str, Any]]]:

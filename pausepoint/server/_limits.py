@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from ..content._jsondata import read_json_text
+from ..content._jsondata import json_kind, read_json_text
 from ..errors import DefinitionError, HistoryTooLong, InvalidRequest, RequestTooLarge
 from ..stores import SessionSummary
 from ._params import ascii_int
@@ -27,7 +27,6 @@ __all__ = [
     "Limits",
     "check_history",
     "check_message_size",
-    "json_kind",
     "parse_body",
     "parse_json",
     "read_body",
@@ -128,19 +127,6 @@ def parse_body(model: type[M], value: Any, *, where: str = "body") -> M:
         ]
         summary = "; ".join(f"{'.'.join(p['loc'])}: {p['message']}" for p in problems[:5])
         raise InvalidRequest(f"invalid request: {summary}", problems=problems) from None
-
-
-def json_kind(value: Any) -> str:
-    """What ``value`` is in JSON's words: ``null``, ``true``, ``a string``, ``an array``, ..."""
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    return "an object" if isinstance(value, dict) else "a value of another kind"
 
 
 # What pydantic would say in Python's words ("a valid dictionary or instance of _Message",

@@ -18,10 +18,9 @@ from typing import Any
 import mcp.types as types
 from starlette.responses import Response
 
-from ..content._jsondata import MAX_DEPTH, MAX_INT_DIGITS, JsonLimits, NotJsonData, json_data
+from ..content._jsondata import MAX_DEPTH, MAX_INT_DIGITS, JsonLimits, NotJsonData, json_data, json_kind
 from ..errors import InvalidAnswer, InvalidMessage, InvalidRequest, PausepointError
 from ._errors import dumps, error_body, error_response
-from ._limits import json_kind
 
 __all__ = ["refusal", "refuse_unanswerable", "unkeepable_text"]
 

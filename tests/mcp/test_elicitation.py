@@ -43,8 +43,13 @@ async def test_a_question_pauses_the_call_and_the_answer_completes_it(bank: McpC
         await chat.resume(respond=[pause.respond({"overdraft": True})])  # the required field is missing
     with pytest.raises(InvalidAnswer) as wrong:
         await chat.resume(respond=[pause.respond({"holder": 7})])
-    # one line, each field's problem: not the validator's report (found by a probe)
-    assert wrong.value.message.endswith("not valid for its question: holder: 7 is not of type 'string'")
+    # one line, each field's problem: not the validator's report (found by a probe), in JSON's
+    # words as a pausepoint tool's input says them, not Python's ("7 is not of type 'string'")
+    assert wrong.value.message.endswith("not valid for its question: holder: Input should be a string, not a number")
+    with pytest.raises(InvalidAnswer) as wrong:
+        await chat.resume(respond=[pause.respond({"holder": None, "overdraft": "no"})])
+    assert "holder: Input should be a string, not null" in wrong.value.message
+    assert "overdraft: Input should be true or false, not a string" in wrong.value.message
     res = await chat.resume(respond=[pause.respond({"holder": "Ada"})], principal="ada", idempotency_key="once")
     assert res.finish_reason == AgentFinishReason.STOP
     assert res.text == "Opened a savings account for Ada."
