@@ -77,6 +77,10 @@ _MODEL_FINISH = {
 }
 
 
+# The result of a call out of a reply the provider blocked (its safety filter, a refusal): not run.
+_BLOCKED_CALL = {"error": "not run: the model provider blocked the reply that asked for this call"}
+
+
 class _Aborted(Exception):
     """A detached turn's model call was cancelled because the turn was asked to abort."""
 
@@ -157,6 +161,9 @@ class Turn:
                     self.emit(ToolRequestChunk(request_part.ref, request_part.name, request_part.input))
             if not requests:
                 return await self.end(_MODEL_FINISH[response.finish_reason])
+            blocked = response.finish_reason == "blocked"
+            if blocked:  # the provider's filter stopped this reply: none of its calls runs, each is told so
+                refused = dict.fromkeys((r.ref for r in requests), _BLOCKED_CALL)
             batch = [CallJob(r, r.input, refusal=refused.get(r.ref)) for r in requests]
             jobs = await self.gate(batch)
             if any(self._must_not_repeat(j.request) for j in jobs) or self._decided():
@@ -165,6 +172,8 @@ class Turn:
                 # The policy's approvals are written before the calls they let run, too.
                 await self.journal.flush(agent.clock())
             failed = await self.run_calls(jobs, batch)
+            if blocked:
+                return await self.end(AgentFinishReason.BLOCKED)
             if failed is not None and agent.tool_errors == "fail":
                 return await self.end(AgentFinishReason.FAILED, error=failed)
             if self.state.open:

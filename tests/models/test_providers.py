@@ -31,6 +31,7 @@ from pausepoint import (
     ToolCallDeltaChunk,
     ToolDefinition,
     ToolRequestPart,
+    ToolResponsePart,
     TurnEndChunk,
 )
 from pausepoint.errors import (
@@ -518,6 +519,28 @@ async def test_a_reply_cut_off_inside_a_call_ends_the_turn_as_length(provider: P
         assert res.finish_reason == AgentFinishReason.LENGTH and ledger == []
         assert len(server.requests) == 1
         assert [m.role for m in await chat.history()] == ["user", "model", "tool"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_blocked_reply_runs_none_of_its_calls_and_ends_the_turn_blocked(
+    provider: Provider, stream: bool
+) -> None:
+    """The provider's filter (OpenAI ``content_filter``, Anthropic ``refusal``, Gemini ``SAFETY``)
+    stopped a reply that asks for a call: the call is not run, its result says so (the history
+    stays whole) and the turn ends ``blocked`` — found by a probe: the tool ran, the model was
+    asked again and the turn ended ``stop``."""
+    wire = next(w for w, e in provider.finish_reasons if e == "blocked")
+    flagged = provider.reply(None, [Call("call_flagged", "pay", {"amount": 5})], stream=stream, finish=wire)
+    ledger: list[int] = []
+    with provider.serve(scripted([flagged, provider.reply("never", stream=stream)])) as server:
+        chat = pay_agent(provider.plugin(server), ledger, provider.model_name).chat()
+        res = await (chat.send_stream("Pay 5.") if stream else chat.send("Pay 5."))
+        assert res.finish_reason == AgentFinishReason.BLOCKED and ledger == []
+        assert len(server.requests) == 1
+        history = await chat.history()
+        assert [m.role for m in history] == ["user", "model", "tool"]
+        [result] = [p for p in history[-1].parts if isinstance(p, ToolResponsePart)]
+        assert "blocked" in result.output["error"]
 
 
 def banking_model(provider: Provider) -> Callable[[WireRequest], Reply]:
