@@ -10,7 +10,11 @@ Before a call runs (``judge``)::
                              ask     ── pause for a person (no grant stands in)
         none, approval required: a grant covers it ── CallDecided(grant), run
                                  otherwise        ── pause for a person (ApprovalPaused, gated)
+    a grant covers it (a tool that pauses itself) ── CallDecided(grant), run approved
     otherwise ── run
+
+An approval by a rule or a grant is what a person's Approve is (``Verdict``): the call runs with
+``tool_approved``, and an interrupt-only tool is answered with its yes.
 
 A predicate or a rule that raises makes a person decide: a broken check never approves.
 
@@ -47,14 +51,14 @@ from ..session._records import (
 )
 from ..session._state import Pause, SessionState
 from ..tools._tool import Tool, ToolRunContext, call_check
-from ._approve import yes_or_no
+from ._approve import APPROVED_METADATA, approving_output, yes_or_no
 from ._grants import check_bounds, within
 from ._policy import ApprovalPolicy, DecisionKind
 
 if TYPE_CHECKING:
     from ..tools._dispatch import CallJob
 
-__all__ = ["Verdict", "counted", "judge", "offer_for", "request_for_pause", "review"]
+__all__ = ["Verdict", "counted", "judge", "mark_approved", "offer_for", "request_for_pause", "review"]
 
 log = logging.getLogger("pausepoint")
 
@@ -62,7 +66,12 @@ log = logging.getLogger("pausepoint")
 @dataclass(slots=True)
 class Verdict:
     """The gate's say on one call: ``run`` it, ``approve`` / ``deny`` it without a person (by
-    ``rule`` or ``grant``), or ``ask`` a person (``request``; the pause shows ``input``)."""
+    ``rule`` or ``grant``), or ``ask`` a person (``request``; the pause shows ``input``).
+
+    An approval means for the call what a person's Approve means for its pause (``_approve``):
+    a tool that does work runs with ``resumed_metadata={"tool_approved": True}`` (so one that
+    pauses itself until approved runs, not pauses again: ``mark_approved``); an interrupt-only
+    tool is answered with its yes (``yes``) and never runs."""
 
     kind: Literal["run", "approve", "deny", "ask"]
     rule: str | None = None
@@ -71,6 +80,7 @@ class Verdict:
     request: ApprovalRequest | None = None
     input: Any = None
     ttl: timedelta | None = None
+    yes: Any = None
 
 
 _RUN = Verdict("run")
@@ -92,7 +102,16 @@ async def judge(
     if call is not None and call.approved is not None and call.approved == job.input:
         return _RUN
     required = tool.requires_approval
-    if required is False and not policy.asks_about(tool.name):
+    # A tool that pauses itself until approved (``raise Interrupt``) is approved by a grant as by
+    # a person, before it first runs (a restart is a person's answer already): it runs with
+    # tool_approved (``mark_approved``).
+    granted = (
+        bool(state.live_grants)
+        and job.resumed_metadata is None
+        and not tool.pauses_only
+        and policy.may_grant(tool.name)
+    )
+    if required is False and not policy.asks_about(tool.name) and not granted:
         return _RUN
     try:
         validated = tool.validate_input(job.input)
@@ -112,12 +131,13 @@ async def judge(
     rule, broken = await policy.rule_for(tool.name, validated, ctx, bool(required))
     problem = problem or broken
     if rule is not None and rule.then == "approve" and problem is None:
-        return Verdict("approve", rule=rule.name)
+        return _approval(tool, rule.name, limits)
     if rule is not None and rule.then == "deny":
         return Verdict("deny", rule=rule.name, reason=rule.reason or rule.name)
     asked = rule is not None and rule.then == "ask"
     if not (required or asked or problem):
-        return _RUN
+        grant = find_grant(policy, state, tool, validated, now) if granted and rule is None else None
+        return _RUN if grant is None else Verdict("approve", grant=grant)
     if not asked and problem is None:
         grant = find_grant(policy, state, tool, validated, now)
         if grant is not None:
@@ -133,6 +153,24 @@ async def judge(
         input=_shown(validated, job.input, limits),
         ttl=policy.pause_ttl(tool.name),
     )
+
+
+def _approval(tool: Tool, rule: str, limits: JsonLimits) -> Verdict:
+    """A rule's approval of a call of ``tool``; for an interrupt-only tool, with the yes that
+    answers it — or, when no yes can (its output has no yes/no field), no say: the tool asks."""
+    if not tool.pauses_only:
+        return Verdict("approve", rule=rule)
+    try:
+        return Verdict("approve", rule=rule, yes=json_data(approving_output(tool), limits))
+    except (ValueError, NotJsonData):
+        log.warning("the rule %r approves %r, which a yes cannot answer: a person answers it", rule, tool.name)
+        return _RUN
+
+
+def mark_approved(job: CallJob) -> None:
+    """Make ``job`` run as an approval runs it: with ``tool_approved`` in its ``resumed_metadata``
+    (the same job: its batch knows it by identity)."""
+    job.resumed_metadata = {**(job.resumed_metadata or {}), **APPROVED_METADATA}
 
 
 def _shown(validated: BaseModel, raw: Any, limits: JsonLimits) -> Any:
@@ -300,6 +338,10 @@ def _grant(
         raise InvalidGrant(f"a grant names {target!r}, which is no tool of this agent", ref=claim.call_ref)
     if not policy.may_grant(target):
         raise InvalidGrant(f"the approval policy lets nobody grant calls of {target!r}", ref=claim.call_ref)
+    if tool.pauses_only:
+        raise InvalidGrant(
+            f"{target!r} only asks a question: a grant approves calls that do work, not answers", ref=claim.call_ref
+        )
     if request.required > 1:  # whichever tool it names: one approval of a quorum gives no grant
         raise InvalidGrant(
             f"this call of {paused_tool!r} needs several approvals ({request.required}): an approval of it gives "

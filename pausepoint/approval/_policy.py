@@ -425,7 +425,8 @@ class ApprovalPolicy:
             separate=separate,
             gated=gated,
             decisions=decisions,
-            grantable=gated and required == 1 and self.may_grant(name),
+            # a grant approves later calls a person would approve: gated ones, and a tool's own pauses
+            grantable=required == 1 and self.may_grant(name) and (gated or not tool.pauses_only),
             offer=offer,
             rule=rule,
             escalation=[EscalationStep(sorted(s.to), s.ttl.total_seconds()) for s in steps],

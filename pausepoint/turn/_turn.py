@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..approval._gate import mark_approved
 from ..content._intake import adopted, model_message
 from ..content._messages import Message, ToolRequestPart
 from ..errors import ConcurrentUpdate, ModelError, PausepointError
@@ -345,9 +346,13 @@ class Turn:
             verdict = await agent.approvals.before(self.state, job, self.principal, now, agent.json_limits)
             if verdict.kind == "run":
                 kept.append(job)
-            elif verdict.kind == "approve":
+            elif verdict.kind == "approve":  # as a person's Approve: see Verdict
                 self.journal.add(CallDecided(request.ref, request.name, "approve", now, verdict.rule, verdict.grant))
-                kept.append(job)
+                if verdict.yes is not None:
+                    self.journal.add(CallCompleted(request.ref, request.name, verdict.yes))
+                else:
+                    mark_approved(job)
+                    kept.append(job)
             elif verdict.kind == "deny":
                 denial = {"denied": True, "reason": verdict.reason or ""}
                 self.journal.add(
