@@ -18,7 +18,7 @@
 
 import { CONFIRM_KEYS, Confirmation } from "./confirm.js";
 import { decisionComment, decisionLabel, decisionSentence, decisionTone, editedFields } from "./decisions.js";
-import { effectsOf, fieldText } from "./effects.js";
+import { effectsOf, fieldText, questionOf } from "./effects.js";
 import { SchemaForm } from "./forms.js";
 import { countdown, h, jsonView, localTime, plainText, visible } from "./dom.js";
 import { unreachable } from "./api.js";
@@ -83,7 +83,10 @@ export class InterruptCard {
       h("button", { type: "submit", class: "btn btn-deny" }, "Deny"));
 
     // -- respond with a value (a form from the output schema) -----------------------------------
-    this.respondSchema = new SchemaForm(tool ? tool.output_schema : null, undefined, `${id}-out`, "Answer (JSON)");
+    // an MCP server's question is answered by what it asks for (its requested_schema), not the tool's result
+    this.question = questionOf(pause);
+    const answerSchema = this.question ? this.question.requested_schema || null : tool ? tool.output_schema : null;
+    this.respondSchema = new SchemaForm(answerSchema, undefined, `${id}-out`, "Answer (JSON)");
     this.respondForm = this.form("respond", `Respond to “${view.title}”`, `Your answer to “${view.title}”`, null,
       this.respondSchema.el, h("p", { class: "form-effect", text: this.effects.respond }),
       h("button", { type: "submit", class: "btn btn-primary" }, "Send answer"));
@@ -157,7 +160,7 @@ export class InterruptCard {
     if (pause.view) this.view = pause.view;
     const shown = this.view.approval || null;
     const principal = this.ctx.principal || "";
-    const approval = this.tool ? this.tool.approval : null;
+    const approval = this.question ? null : this.tool ? this.tool.approval : null;
     this.effects = effectsOf(pause, this.view, this.tool);
     const counted = !!(shown && principal && shown.approved_by.includes(principal));
     const excluded = !!(shown && principal && shown.excluded.includes(principal));
@@ -193,7 +196,8 @@ export class InterruptCard {
   renderActions() {
     const approval = this.view.approval;
     const grantable = !!(approval && approval.grantable);
-    const canRespond = !(this.tool && this.tool.approval);  // a yes is Approve: one way to say it
+    // a yes is Approve: one way to say it (a question takes an answer, never a yes)
+    const canRespond = !!this.question || !(this.tool && this.tool.approval);
     // An edit is an approval of another input: only where the approval policy takes one (its
     // decisions say "edit"), and never under a quorum (every approver approves the same input).
     const mayEdit = !!(this.editForm && this.mayApprove)
@@ -276,6 +280,9 @@ export class InterruptCard {
       form.showErrors(problems);
       return undefined;
     }
+    // the tool's schemas say nothing of an answer to the server's question: the server checks
+    // it against the question's own schema when it is sent (a refusal shows on the card)
+    if (this.question && form === this.respondSchema) return value;
     let result;
     try {
       result = await this.ctx.validate(this.pause.name, kind, value);

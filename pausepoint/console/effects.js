@@ -150,6 +150,17 @@ export function toolWords(name) {
 }
 
 /**
+ * The question a pause puts to a person for an MCP server (its `metadata.elicitation`: `message`,
+ * and `requested_schema` or `url`), or null. Such a pause takes an answer, never a yes: whatever
+ * the tool's `approval` says, Approve cannot answer it (the server refuses it, 422).
+ * @param {any} pause @returns {{message: string, requested_schema?: any, url?: string} | null}
+ */
+export function questionOf(pause) {
+  const asked = pause && pause.metadata ? pause.metadata.elicitation : null;
+  return asked && typeof asked === "object" && !Array.isArray(asked) ? asked : null;
+}
+
+/**
  * @typedef {{approve: string, grant: string, edit: string, respond: string, deny: string,
  *   money: boolean, editedApprove: (input: any) => string, grantNote: string, offerNote: string}} Effects
  */
@@ -162,7 +173,8 @@ export function toolWords(name) {
  */
 export function effectsOf(pause, view, tool) {
   const subject = `“${view.title}”`;
-  const approval = tool ? tool.approval : null;
+  const question = questionOf(pause);
+  const approval = question ? null : tool ? tool.approval : null;
   const shown = view.approval || null;
   const status = pause.approval || null;
   const selfPaused = !!(tool && !tool.pauses_only);
@@ -188,7 +200,8 @@ export function effectsOf(pause, view, tool) {
     approve,
     grant: shown && shown.grantable ? `${approve} ${later}` : "",
     edit: `${subject} runs now, with your changes.`,
-    respond: selfPaused ? `${subject} does not run: the agent gets your answer instead.`
+    respond: question ? `The server asks: “${question.message}” ${subject} goes on with your answer.`
+      : selfPaused ? `${subject} does not run: the agent gets your answer instead.`
       : `Answer ${subject}: the agent goes on with your answer.`,
     deny: money ? "Nothing is sent: the agent is told you said no, and why."
       : selfPaused || runs ? `${subject} does not run: the agent is told you said no, and why.`
