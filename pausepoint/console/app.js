@@ -22,7 +22,7 @@ import { h, shortId } from "./dom.js";
 import { Inbox } from "./inbox.js";
 import { showLink } from "./link.js";
 import { expiresText, renderAudit, renderSessions } from "./lists.js";
-import { Reach } from "./reach.js";
+import { Reach, sendAgainWhenBack } from "./reach.js";
 import { SignInError, expiresAt, finishSignIn, isReturn, loadProvider, offerProvider, readClaims, startSignIn } from "./signin.js";
 
 const TOKEN_KEY = "pausepoint.token";
@@ -411,7 +411,7 @@ async function applyRoute() {
     $("app").hidden = true;
     if (state.feed) state.feed.stop();
     state.feed = null;
-    await showLink(state.api, link, state.principal, agentInfo);
+    await showLink(state.api, link, state.principal, agentInfo, reach);
     return;
   }
   if ($("app").hidden && !$("link-page").hidden) {
@@ -883,21 +883,9 @@ async function deliver(card, action, body, key) {
     await runTurn(path, answered, key, { answered: pauseKey(card.pause) });
   } catch (error) {
     if (unreachable(error)) {
-      const name = pauseKey(card.pause);
-      const what = { approve: "approval", respond: "answer", deny: "denial" }[action];
-      card.setBusy(false);
       // The request may have reached the server before the connection broke: never say it did not.
-      card.waitForServer(`The console cannot reach the server: your ${what} is sent again once it is back `
-        + "(it can never count twice). If it reached the server already, it stands.",
-        () => { reach.drop(name); reach.queue(`read:${name}`, sync); }); // then show what the server holds
-      reach.queue(name, async () => {
-        card.setBusy(true, "Sending…");
-        try {
-          await deliver(card, action, body, key);
-        } catch (refused) { // e.g. an answer the server finds does not fit: said on its card, by its fields
-          card.refused(refused instanceof Error ? refused.message : String(refused));
-        }
-      });
+      sendAgainWhenBack(reach, card, action,
+        { name: pauseKey(card.pause), resend: () => deliver(card, action, body, key), reread: sync });
       return;
     }
     card.setBusy(false);

@@ -14,13 +14,20 @@
 // own credentials read the session's events from the feed (GET /v1/feed); each event of the
 // session reads the session again, and the card and the words above it show its state
 // (cardstate.js) — approvals counted by others, an answer given elsewhere, a cancel, an expiry.
-// Its countdown ticks every second.
+// Its countdown ticks every second. A call that paused again once its pause was answered makes
+// the link superseded: the page then says what GET /v1/links/{token} and a reload say — a new
+// request waits — unless the answer was this person's own (it stands, and the new request waits).
+//
+// An answer whose reply was lost may have been decided: the page never says it was not. It is
+// sent again under the same idempotency key once the server answers (reach.js, as the console's
+// cards do), and the card then shows what the server holds.
 
-import { Api, ApiError, explain, newKey } from "./api.js";
+import { Api, ApiError, explain, newKey, unreachable } from "./api.js";
 import { InterruptCard } from "./cards.js";
 import { cardStates } from "./cardstate.js";
 import { pauseKey } from "./decisions.js";
 import { localTime, shortId } from "./dom.js";
+import { sendAgainWhenBack } from "./reach.js";
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 /** Refusals that mean the pause moved on while the page was open: the page is shown afresh. */
@@ -44,8 +51,9 @@ let following = null;
  * Show the link's page for `token`, as `principal` sees it.
  * @param {Api} api @param {string} token @param {string} principal
  * @param {(agent: string) => Promise<any>} agentInfo the agent's description (its tools)
+ * @param {import("./reach.js").Reach} reach what waits for the server (an answer whose reply was lost)
  */
-export async function showLink(api, token, principal, agentInfo) {
+export async function showLink(api, token, principal, agentInfo, reach) {
   if (following) following.stop();
   following = null;
   $("link-page").hidden = false;
@@ -64,7 +72,8 @@ export async function showLink(api, token, principal, agentInfo) {
   $("link-page").dataset.state = "open";
   const info = await agentInfo(link.agent);
   const tool = info.tools.find((/** @type {any} */ t) => t.name === pause.name) || null;
-  const follower = new LinkFollower(api, token, principal, link, () => showLink(api, token, principal, agentInfo));
+  const follower = new LinkFollower(api, reach, token, principal, link,
+    () => showLink(api, token, principal, agentInfo, reach));
   follower.card = new InterruptCard(pause, tool, {
     answer: (c, action, body) => follower.answer(c, action, body),
     validate: (toolName, kind, value) => api.post(
@@ -118,11 +127,13 @@ function showClosed(link, pause) {
  */
 class LinkFollower {
   /**
-   * @param {Api} api @param {string} token @param {string} principal @param {any} link GET /v1/links/{token}
-   * @param {() => Promise<void>} reshow shows the link afresh (it no longer answers its pause)
+   * @param {Api} api @param {import("./reach.js").Reach} reach @param {string} token @param {string} principal
+   * @param {any} link GET /v1/links/{token} @param {() => Promise<void>} reshow shows the link afresh (it no
+   *   longer answers its pause)
    */
-  constructor(api, token, principal, link, reshow) {
+  constructor(api, reach, token, principal, link, reshow) {
     this.api = api;
+    this.reach = reach;
     this.token = token;
     this.principal = principal;
     this.link = link;
@@ -141,6 +152,8 @@ class LinkFollower {
     /** @type {ReturnType<typeof setTimeout> | undefined} the next look at a pause whose time ran out */
     this.expiryLook = undefined;
     this.expiryLooks = 0;
+    /** what this page's answer waits under in `reach` while the server is out of reach */
+    this.waitName = `link:${pauseKey(link.pause)}`;
   }
 
   start() {
@@ -158,6 +171,8 @@ class LinkFollower {
     clearInterval(this.clock);
     clearTimeout(this.expiryLook);
     if (this.feed) this.feed.stop();
+    this.reach.drop(this.waitName); // the link is shown afresh (or signed out): it answers nothing now
+    this.reach.drop(`read:${this.waitName}`);
   }
 
   /** Something happened to the session: read it again (unless this page's own answer is under way). */
@@ -175,12 +190,19 @@ class LinkFollower {
       return; // out of reach, or signed out (said by the console): the next news reads it again
     }
     if (read !== this.reads || this.stopped) return;
-    if (!this.show(detail, entries)) await this.superseded();
+    const state = this.show(detail, entries);
+    if (state && state.kind !== "answered") return;
+    // Answered, or gone unanswered: the call may have paused again since (the link superseded).
+    const again = await this.askedAgain();
+    if (read !== this.reads || this.stopped) return;
+    if (again && !(state && ownAnswer(state, this.principal))) await this.reshow(); // as a reload says it
+    else if (state) say(stateWords(state, this.principal, again));
   }
 
   /**
-   * Show the card's state as `detail` and `entries` give it, and what it means for the person;
-   * false when they give none (the pause is neither open nor settled in what was read).
+   * Show the card's state as `detail` and `entries` give it, and what it means for the person (an
+   * answer's words once the link's state is known: `refresh`); undefined when they give none (the
+   * pause is neither open nor settled in what was read).
    * @param {{interrupts: any[]}} detail @param {any[]} entries
    */
   show(detail, entries) {
@@ -188,20 +210,21 @@ class LinkFollower {
     const state = cardStates([key], detail, entries, {
       principal: this.principal, now: Date.now(), ours: (e) => this.sent.has(e.idempotency_key), seenOpen: () => true,
     }).get(key);
-    if (!state) return false;
+    if (!state) return undefined;
     this.card.apply(state);
     if (this.card.el.dataset.state === "expiring") this.expired();
-    else say(stateWords(state, this.principal));
-    return true;
+    else if (state.kind === "open" && this.reach.waiting.has(this.waitName)) say(WAITING);
+    else if (state.kind !== "answered") say(stateWords(state, this.principal, false));
+    return state;
   }
 
-  /** The call paused again since (the link's pause is gone, unanswered): show the link afresh. */
-  async superseded() {
+  /** Whether the call paused again since the link's pause (GET /v1/links says "superseded"); false when unknown. */
+  async askedAgain() {
     try {
       const now = await this.api.get(`/v1/links/${encodeURIComponent(this.token)}`);
-      if (now.state === "superseded" && !this.stopped) await this.reshow();
+      return now.state === "superseded";
     } catch {
-      /* the next news reads it again */
+      return false; // the next news reads it again
     }
   }
 
@@ -217,34 +240,64 @@ class LinkFollower {
   }
 
   /**
-   * The card's answer, through the link, with an idempotency key of its own.
+   * The card's answer, through the link, with an idempotency key of its own (a retry gets the
+   * first outcome, never a second decision).
    * @param {InterruptCard} card @param {"approve" | "respond" | "deny"} action @param {any} body
    */
   async answer(card, action, body) {
     const key = newKey();
     this.sent.add(key);
+    await this.deliver(card, action, body, key);
+  }
+
+  /**
+   * Send the answer under `key`; a lost reply is sent again under it once the server answers.
+   * @param {InterruptCard} card @param {"approve" | "respond" | "deny"} action @param {any} body @param {string} key
+   */
+  async deliver(card, action, body, key) {
     const path = `${this.session}/interrupts/${encodeURIComponent(card.pause.ref)}/${action}`;
     try {
       await this.api.post(path, { ...body, pause_id: card.pause.pause_id, link: this.token }, { idempotencyKey: key });
     } catch (error) {
+      if (unreachable(error)) { // it may have been decided: never said otherwise
+        say(WAITING);
+        sendAgainWhenBack(this.reach, card, action,
+          { name: this.waitName, resend: () => this.deliver(card, action, body, key), reread: () => this.refresh() });
+        return;
+      }
       if (error instanceof ApiError && error.status === 401) return;
       if (error instanceof ApiError && MOVED_ON.has(error.code)) {
         await this.reshow(); // what the link is now: used, expired, superseded
         return;
       }
-      throw new Error(`${explain(error)} Nothing was decided.`);
+      // a refusal (4xx) decided nothing; a server's failure may have come after it decided
+      const refused = error instanceof ApiError && error.status >= 400 && error.status < 500;
+      throw new Error(refused ? `${explain(error)} Nothing was decided.` : explain(error));
     }
     card.setBusy(false);
     await this.refresh();
   }
 }
 
+/** Said above a card whose answer waits for the server (it may have been decided already). */
+const WAITING = "The server did not answer: the card below says what becomes of your answer.";
+
 /**
- * What the card's state means for the person who opened the link.
- * @param {import("./cardstate.js").CardState} state @param {string} principal
+ * Whether the card's answer was this person's: given on this page, or their approval counted in
+ * a quorum others completed. @param {import("./cardstate.js").CardState} state @param {string} principal
  */
-function stateWords(state, principal) {
+function ownAnswer(state, principal) {
+  return !state.elsewhere || state.approvers.includes(principal);
+}
+
+/**
+ * What the card's state means for the person who opened the link; `again`: the call paused again
+ * since (a new request waits for them).
+ * @param {import("./cardstate.js").CardState} state @param {string} principal @param {boolean} again
+ */
+function stateWords(state, principal, again) {
   const theirs = state.approvers.includes(principal);
+  const done = again ? "The agent asked again: the new request is in your inbox." : "You can close this tab.";
   switch (state.kind) {
     case "open":
       return "Decide on it below: nothing happens until you confirm on the card.";
@@ -253,9 +306,9 @@ function stateWords(state, principal) {
     case "expiring":
       return "Its time ran out: it can no longer be answered. Nothing was decided through this link.";
     case "answered":
-      if (!state.elsewhere) return "Recorded. You can close this tab.";
-      return theirs ? "The others completed the approvals: your approval counted. You can close this tab."
-        : "Someone answered it first: nothing was decided through this link. You can close this tab.";
+      if (!state.elsewhere) return `Recorded. ${done}`;
+      return theirs ? `The others completed the approvals: your approval counted. ${done}`
+        : `Someone answered it first: nothing was decided through this link. ${done}`;
     case "cancelled":
       return "It was cancelled: it can no longer be answered. You can close this tab.";
     case "expired":

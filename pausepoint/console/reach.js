@@ -72,3 +72,32 @@ export class Reach {
     this.waiting.delete(name);
   }
 }
+
+/**
+ * A card's answer whose reply never came (the server out of reach, or the connection broke on
+ * the way back). It may have reached the server and been decided, so the card never says it was
+ * not: it says the answer is sent again once the server is back — with the same idempotency key,
+ * so the retry gets the first outcome and can never count twice — and "Don't send it" only reads
+ * what the server holds. One telling for the console's cards and an approval link's page.
+ * @param {Reach} reach
+ * @param {import("./cards.js").InterruptCard} card
+ * @param {"approve" | "respond" | "deny"} action
+ * @param {{name: string, resend: () => Promise<void>, reread: () => Promise<void>}} how name: what waits
+ *   (one per card); resend: the same answer under the same key; reread: show what the server holds
+ */
+export function sendAgainWhenBack(reach, card, action, { name, resend, reread }) {
+  const what = { approve: "approval", respond: "answer", deny: "denial" }[action];
+  card.setBusy(false);
+  card.waitForServer(`The console cannot reach the server: your ${what} is sent again once it is back `
+    + "(it can never count twice). If it reached the server already, it stands.",
+    () => { reach.drop(name); reach.queue(`read:${name}`, reread); });
+  reach.queue(name, async () => {
+    if (!card.open) return reread(); // it shows what the server holds already: nothing to send
+    card.setBusy(true, "Sending…");
+    try {
+      await resend();
+    } catch (refused) { // e.g. an answer the server finds does not fit: said on its card, by its fields
+      card.refused(refused instanceof Error ? refused.message : String(refused));
+    }
+  });
+}
