@@ -43,8 +43,15 @@ async def test_another_agents_session_is_not_this_agents(store):
         other.approve(pause.ref),
         other.cancel_pending("no"),
     ):
-        with pytest.raises(SessionNotFound):
+        with pytest.raises(SessionNotFound) as refused:
             await call
+        # said as the REST API's 404 says it: whose session the id names (found by a probe: "no
+        # session 'x'", from an exception whose class printed as a private name)
+        assert type(refused.value) is SessionNotFound
+        assert str(refused.value).startswith(
+            f"no session {session!r} of agent 'second': the id names a session of agent 'first'"
+        )
+        assert refused.value.details == {"session_id": session, "agent": "first"}
     assert [s.session_id for s in await second.list_sessions()] == []
     assert await first.chat(session).history() == before
     assert (await first.chat(session).approve(pause.ref)).text == "done"  # still the first agent's to go on

@@ -62,7 +62,7 @@ from ._busy import (
     lost_beside,
 )
 from ._launch import Launch, lost_turn_end
-from ._sessions import LocalSessions, OthersSession
+from ._sessions import LocalSessions, of_another_agent
 from ._stopped import earlier_turn_first
 
 __all__ = ["CLAIM_ATTEMPTS", "BuildAnswer", "SessionCalls", "SessionHost", "answer_by_ref"]
@@ -396,7 +396,7 @@ class SessionCalls:
                 try:
                     state = await sessions.refresh(self.session_id)
                 except SessionNotFound as exc:  # a caller-chosen id: the first send creates the session
-                    if isinstance(exc, OthersSession):
+                    if of_another_agent(exc):
                         raise
                     check_session_id(self.session_id)
                     state = SessionState(self.session_id)

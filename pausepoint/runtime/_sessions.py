@@ -47,12 +47,25 @@ from ..turn._journal import Appender, Journal
 from ..turn._telemetry import Telemetry
 from ._stopped import StoppedCalls
 
-__all__ = ["LocalSessions", "OthersSession", "Running"]
+__all__ = ["LocalSessions", "Running", "of_another_agent", "others_session"]
 
 
-class OthersSession(SessionNotFound):
-    """A session of another agent on the same store: not this agent's to read or continue (as
-    the REST API says, 404). A message never makes it this agent's either."""
+def others_session(session_id: str, agent: str, owner: str) -> SessionNotFound:
+    """A session of another agent (``owner``) on the same store: not ``agent``'s to read or
+    continue, said as the REST API says it (404); ``details["agent"]`` names whose it is. A
+    message never makes it this agent's either (``of_another_agent``)."""
+    return SessionNotFound(
+        f"no session {session_id!r} of agent {agent!r}: the id names a session of agent {owner!r} "
+        "(ids are unique per store)",
+        session_id=session_id,
+        agent=owner,
+    )
+
+
+def of_another_agent(exc: SessionNotFound) -> bool:
+    """Whether ``exc`` says the session is another agent's (``others_session``)."""
+    return "agent" in exc.details
+
 
 log = logging.getLogger("pausepoint")
 
@@ -136,14 +149,14 @@ class LocalSessions:
 
     async def refresh(self, session_id: str) -> SessionState:
         """The session's state, brought up to date with the store. Raises ``SessionNotFound``
-        (``OthersSession`` for a session of another agent)."""
+        (``others_session`` for a session of another agent)."""
         return self.owned(await self._refresh(session_id))
 
     def owned(self, state: SessionState) -> SessionState:
-        """``state``, if it is a session of this agent; ``OthersSession`` otherwise."""
+        """``state``, if it is a session of this agent; ``others_session`` otherwise."""
         if self.agent and state.agent and state.agent != self.agent:
             self.forget(state.session_id)
-            raise OthersSession(f"no session {state.session_id!r}", session_id=state.session_id)
+            raise others_session(state.session_id, self.agent, state.agent)
         return state
 
     async def _refresh(self, session_id: str) -> SessionState:
