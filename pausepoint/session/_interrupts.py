@@ -179,7 +179,8 @@ class AuditEntry:
     Most entries are answers to a pause: ``ref`` is the call's ref (the tool request's in the
     history; ``call_ref`` is the same ref, as on ``PendingInterrupt``), ``pause_id`` the pause
     of that call the answer resolved, ``name`` the tool, ``input`` the paused call's input as it
-    was shown to whoever answered, and ``paused_at`` when it paused. A user message is an entry
+    was shown to whoever answered, ``paused_at`` when it paused and ``expires_at`` when it would
+    have expired (None: no TTL). A user message is an entry
     too, with ``decision="message"``: ``principal`` sent ``message`` (``ref`` and ``name`` are
     empty; ``via`` is ``"unknown"`` for messages recorded before senders were).
 
@@ -222,3 +223,4 @@ class AuditEntry:
     scope: dict[str, Any] | None = None
     escalated_to: list[str] | None = None
     paused_at: datetime | None = None  # an entry about a pause: when it paused
+    expires_at: datetime | None = None  # ... and when it would have expired (None: it had no TTL)

@@ -188,6 +188,7 @@ def _about_a_pause(record: PauseEscalated | ApprovalGiven | CallAnswered, state:
             pause_id=record.ref,
             required=required,
             paused_at=paused.record.at if paused is not None else None,
+            expires_at=paused.expires_at if paused is not None else None,
             **fields,
         )
 
@@ -249,7 +250,14 @@ def approving(paused: Pause | None, record: CallAnswered) -> bool:
 def answered_pause(entry: AuditEntry) -> PendingInterrupt:
     """The pause an audit entry answered, as it was shown then (to render its view)."""
     return PendingInterrupt(
-        entry.name, entry.ref, entry.input, entry.metadata, entry.at, call_ref=entry.ref, pause_id=entry.pause_id
+        entry.name,
+        entry.ref,
+        entry.input,
+        entry.metadata,
+        entry.at,
+        expires_at=entry.expires_at,
+        call_ref=entry.ref,
+        pause_id=entry.pause_id,
     )
 
 

@@ -102,6 +102,7 @@ class _Envelope:
     approves: bool = False  # an answer's: whether it approved the call (the audit's "approve")
     grantor: str | None = None  # a decision by a grant's: who granted it
     paused_at: datetime | None = None  # what happened to a pause: when it paused
+    expires_at: datetime | None = None  # ... and when it would expire (only when it had a TTL)
 
 
 _ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
@@ -178,6 +179,8 @@ def _about_a_pause(record: CallAnswered | ApprovalGiven | PauseEscalated, state:
     approved the call, and a quorum's count (the audit trail's story, without the state)."""
     pause = state.pauses[record.ref]
     tail = b',"input":' + _INPUT(pause.record.input) + b',"paused_at":' + _INPUT(pause.record.at)
+    if pause.expires_at is not None:
+        tail += b',"expires_at":' + _INPUT(pause.expires_at)
     if isinstance(record, CallAnswered) and approving(pause, record):
         tail += b',"approves":true'
     if isinstance(pause.record, ApprovalPaused):
@@ -214,7 +217,7 @@ def _entry_json(
     if envelope.grantor is not None:
         entry = replace(entry, principal=envelope.grantor)
     if envelope.paused_at is not None:
-        entry = replace(entry, paused_at=envelope.paused_at)
+        entry = replace(entry, paused_at=envelope.paused_at, expires_at=envelope.expires_at)
     shown: dict[str, Any] = dump(AUDIT, [entry])[0]
     shown["view"] = None
     if view is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):

@@ -15,6 +15,7 @@ from examples import payments
 from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from pausepoint.stores import SessionSummary
 from tests.server.conftest import ALICE, BOB
+from tests.server.harness import serve_in_thread
 from tests.server.test_feed import read_events
 
 TRANSFER_VIEW = {
@@ -295,7 +296,6 @@ async def test_a_tool_whose_name_holds_a_slash_is_validated_too():
     from pausepoint import Pausepoint, Tool
     from pausepoint.server import BearerTokens, create_app
     from pausepoint.testing import ScriptedModel
-    from tests.server.harness import serve_in_thread
 
     class Amount(BaseModel):
         amount: int
@@ -315,3 +315,31 @@ async def test_a_tool_whose_name_holds_a_slash_is_validated_too():
                 assert ok.json()["valid"] is True and bad.json()["valid"] is False
             nope = await http.post("/v1/agents/odd/tools/bank/nope/validate", json={"input": {}})
     assert nope.status_code == 404 and nope.json()["error"]["code"] == "not_found"
+
+
+async def test_an_answers_audit_entry_says_its_pause_had_a_ttl_on_every_surface():
+    """The entry's view says what would have happened had nobody answered in time, as the pause's
+    view did while it waited (found by a probe: ``on_expiry`` was null, which says "no TTL", in
+    the trail and in the feed's and webhooks' answer events)."""
+
+    def build() -> Any:
+        return create_app(payments.build(ledger=[])[0], auth=BearerTokens({"alice-token": "alice"}))
+
+    body = {"message": "Pay 1250.50 EUR to ACME GmbH (DE00000000000000000000) for INV-117."}
+    with serve_in_thread(build) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            feed: list[tuple[str, Any]] = []
+            connected = asyncio.Event()
+            listening = asyncio.create_task(read_events(http, url + "/v1/feed", ALICE, 3, feed, connected))
+            await asyncio.wait_for(connected.wait(), 10)
+            paused = (await http.post("/v1/agents/paymentsAgent/sessions", json=body, headers=ALICE)).json()
+            [pause] = paused["interrupts"]
+            assert pause["expires_at"] and pause["view"]["on_expiry"].startswith("It is denied automatically")
+            session = f"/v1/agents/paymentsAgent/sessions/{paused['session_id']}"
+            denied = await http.post(f"{session}/interrupts/{pause['ref']}/deny", json={"reason": "no"}, headers=ALICE)
+            assert denied.status_code == 200, denied.text
+            _, entry = (await http.get(session + "/audit", headers=ALICE)).json()["entries"]
+            await asyncio.wait_for(listening, 10)
+    assert (entry["expires_at"], entry["view"]["on_expiry"]) == (pause["expires_at"], pause["view"]["on_expiry"])
+    [answered] = [data["entry"] for name, data in feed if name == "answer"]
+    assert answered == entry  # the feed's event holds the trail's entry, view and all
