@@ -65,9 +65,10 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
     said = f"“{view.title}”"
     if call.pause != link.pause_id:
         told = f"{decided(entry)}, and" if entry is not None else "Since this link was sent,"
+        # an answer through an approval link of this pause was given here (each names the pause)
+        here = "" if entry is not None and entry.via == "link" else "; nothing was decided here"
         message = (
-            f"{said} is no longer the question: {told} the agent asked again. "
-            "The new request is in your inbox; nothing was decided here."
+            f"{said} is no longer the question: {told} the agent asked again. The new request is in your inbox{here}."
         )
         return Standing("superseded", shown, view, entry, message)
     if entry is not None:

@@ -259,6 +259,7 @@ async def test_a_link_to_a_call_that_paused_again_is_superseded(served, http):
     read = (await http.get(f"{served.base}/v1/links/{token}", headers=auth("alice"))).json()
     assert read["state"] == "superseded" and read["pause"]["pause_id"] == pause["pause_id"]
     assert "Run again by bob via the API" in read["message"] and "asked again" in read["message"]
+    assert read["message"].endswith("The new request is in your inbox; nothing was decided here.")
     before = await served.state(http, session_id)
     refused = await http.post(answer_url(served, session_id, pause), json={"link": token}, headers=auth("alice"))
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "link_superseded")
@@ -268,6 +269,22 @@ async def test_a_link_to_a_call_that_paused_again_is_superseded(served, http):
     assert fresh != token
     ok = await http.post(answer_url(served, session_id, again), json={"link": fresh}, headers=auth("alice"))
     assert ok.status_code == 200 and served.ledger == ["deploy web"]
+
+
+async def test_a_link_whose_own_answer_made_the_call_ask_again_does_not_say_nothing_was_decided(served, http):
+    """Found by a probe: after a person's answer through the link made the call pause again, the
+    link's page (and GET /v1/links) told them "nothing was decided here"."""
+    session_id, pause, token = await paused(served, http, "Deploy web")
+    restarted = await http.post(
+        answer_url(served, session_id, pause, "restart"),
+        json={"pause_id": pause["pause_id"], "resumed_metadata": {}, "link": token},
+        headers=auth("alice"),
+    )
+    assert restarted.status_code == 200 and restarted.json()["finish_reason"] == "interrupted", restarted.text
+    read = (await http.get(f"{served.base}/v1/links/{token}", headers=auth("alice"))).json()
+    assert read["state"] == "superseded"
+    assert "Run again by alice via an approval link" in read["message"]
+    assert read["message"].endswith("the agent asked again. The new request is in your inbox.")
 
 
 async def test_a_link_answered_elsewhere_says_who_decided_through_what(served, http):
