@@ -134,3 +134,20 @@ async def test_an_interrupt_only_tool_is_granted_nothing(store):
     with pytest.raises(InvalidGrant, match="only asks a question"):
         await chat.resume(respond=[pause.respond({"approved": True}, grant=Grant())])
     assert [p.ref for p in await chat.interrupts()] == [pause.ref]  # nothing answered
+
+
+async def test_a_policy_that_only_makes_a_tool_grantable_offers_and_honours_its_grants(store):
+    """No roles, no rules: the pause still says a grant may go with its approval, on every surface
+    (found by a probe: the pause had no approval status, so neither the console nor the terminal
+    offered a grant the server took), and the grant approves the next call."""
+    paid: list[str] = []
+    agent = app(ApprovalPolicy(grantable=["pay_invoice"]), store, paid)
+    chat = agent.chat(principal="alice")
+    [pause] = (await chat.send("pay 5")).interrupts
+    assert pause.approval is not None and pause.approval.grantable and not pause.approval.gated
+    assert agent.view(pause).approval.grant_note
+    await chat.approve(pause.ref, grant=Grant())
+    res = await chat.send("pay 6")
+    assert (res.finish_reason, paid) == (AgentFinishReason.STOP, ["5", "6"])
+    [grant] = await chat.grants()
+    assert grant.used == 1

@@ -356,6 +356,7 @@ class ApprovalPolicy:
             self.rules
             or self.roles
             or self._separate_tools
+            or self.grantable  # a grant approves later calls: the gate looks for one
             or any(t.requires_approval is not False or t.approves is not None for t in tools.values())
         )
 
@@ -408,7 +409,9 @@ class ApprovalPolicy:
         roles = self.roles_deciding(name)
         # A tool's own pause is for approval too (a yes runs the call); an interrupt's is a question.
         separate = self.separates(name, gated or not tool.pauses_only)
-        if not gated and roles is None and not separate and offer is None:
+        # a grant approves later calls a person would approve: gated ones, and a tool's own pauses
+        grantable = self.may_grant(name) and (gated or not tool.pauses_only)
+        if not gated and roles is None and not separate and offer is None and not grantable:
             return None
         if gated:
             decisions = ["approve", "edit", "deny"] if tool.allow_input_edits else ["approve", "deny"]
@@ -425,8 +428,7 @@ class ApprovalPolicy:
             separate=separate,
             gated=gated,
             decisions=decisions,
-            # a grant approves later calls a person would approve: gated ones, and a tool's own pauses
-            grantable=required == 1 and self.may_grant(name) and (gated or not tool.pauses_only),
+            grantable=required == 1 and grantable,
             offer=offer,
             rule=rule,
             escalation=[EscalationStep(sorted(s.to), s.ttl.total_seconds()) for s in steps],
