@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_chat(agent, terminal, args.message))
     except SessionNotFound as exc:
+        if "agent" in exc.details:  # there is one, of another agent: say whose (as REST does)
+            raise CliError(exc.message) from exc
         raise CliError(f"no session {args.session!r} in the agent's store") from exc
 
 

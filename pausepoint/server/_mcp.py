@@ -63,6 +63,7 @@ from ._limits import Limits, check_message_size, parse_json, read_body
 from ._mcp_ask import can_ask, carried_state, decision_of, dismissed, questions
 from ._mcp_refusals import refusal, refuse_unanswerable, unkeepable_text
 from ._params import checked_key
+from ._service import visible_to
 
 __all__ = ["mcp_server"]
 
@@ -357,10 +358,7 @@ class _Doors:
         return found
 
     async def _visible(self, agent: Agent, session_id: str, who: str) -> SessionSummary:
-        summary = await agent.store.get_summary(session_id) if isinstance(session_id, str) else None
-        if summary is None or summary.agent != agent.name or not self.policy.can_view(who, summary):
-            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
-        return summary
+        return await visible_to(self.policy, agent, session_id, who)
 
     async def _to_message(self, agent: Agent, session_id: str, who: str) -> SessionSummary | None:
         if await agent.store.get_summary(session_id) is None:

@@ -23,6 +23,7 @@ from ..content._jsondata import NotJsonData, json_text
 from ..errors import Forbidden, NotFound, SessionNotFound
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
+from ..runtime._sessions import others_session
 from ..session._ids import check_session_id
 from ..stores import SessionStore, SessionSummary
 from ..webhooks import ApprovalLinks, SlackApp
@@ -105,18 +106,7 @@ class Service:
 
     async def visible(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
         """The session's summary if ``principal`` may see it; ``SessionNotFound`` otherwise."""
-        if not _storable(session_id):  # no session can have this id (and no store could look it up)
-            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
-        summary = await agent.store.get_summary(session_id)
-        if summary is None or not self.policy.can_view(principal, summary):
-            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
-        if summary.agent != agent.name:  # one the caller may see, of another agent: say so
-            raise SessionNotFound(
-                f"no session {session_id!r} of agent {agent.name!r}: the id names a session of agent "
-                f"{summary.agent!r} (ids are unique per store)",
-                session_id=session_id,
-            )
-        return summary
+        return await visible_to(self.policy, agent, session_id, principal)
 
     async def answerable(self, agent: Agent, session_id: str, principal: str) -> SessionSummary:
         """``visible``, and ``principal`` may answer its pauses (``Forbidden`` otherwise)."""
@@ -179,6 +169,20 @@ def service_of(request: Request) -> Service:
     """The service of the app answering ``request`` (``create_app`` keeps it on ``app.state``)."""
     service: Service = request.app.state.pausepoint
     return service
+
+
+async def visible_to(policy: AccessPolicy, agent: Agent, session_id: str, principal: str) -> SessionSummary:
+    """The session's summary if ``principal`` may see it under ``policy``; ``SessionNotFound``
+    otherwise — saying whose it is when it is one they may see, of another agent (every surface
+    says it so: REST, the Genkit wire, MCP, Python)."""
+    if not isinstance(session_id, str) or not _storable(session_id):  # no session can have this id
+        raise SessionNotFound(f"no session {session_id!r}", session_id=str(session_id))
+    summary = await agent.store.get_summary(session_id)
+    if summary is None or not policy.can_view(principal, summary):
+        raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+    if summary.agent != agent.name:  # one the caller may see, of another agent: say so
+        raise others_session(session_id, agent.name, summary.agent)
+    return summary
 
 
 def _storable(text: str) -> bool:

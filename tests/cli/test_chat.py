@@ -555,3 +555,31 @@ def test_a_bad_answer_among_several_pauses_is_refused_when_given_and_the_others_
     assert "refused: n: Input should be a valid integer" in out
     assert out.count("paused: count") == 1 and out.count("paused: drink") == 1  # nothing asked twice
     assert "[('count', \"{'n': 2}\"), ('drink', 'tea')]" in out
+
+
+def test_a_session_of_another_agent_says_whose_it_is(tmp_path):
+    """As the REST API's 404 does (found by a probe: "no session 'x' in the agent's store", which
+    the store did hold, and read as an id that exists nowhere)."""
+    import asyncio
+
+    from examples import banking
+    from pausepoint.stores import SqliteSessionStore
+
+    async def bank_session() -> str:
+        store = SqliteSessionStore(tmp_path / "shared.db")
+        _, agent = banking.build(store)
+        session = (await agent.chat().send("Hello")).session_id
+        await store.close()
+        return session
+
+    session = asyncio.run(bank_session())
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", "tests.cli.apps:shell_agent", "--db", str(tmp_path / "shared.db"),
+         "--session", session],
+        input="", capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert (
+        f"pausepoint chat: error: no session {session!r} of agent 'shellAgent': the id names a session of agent "
+        "'bankingAgent'" in done.stderr
+    ), done.stderr

@@ -459,3 +459,30 @@ async def test_a_pauses_time_reads_as_it_does_on_rest() -> None:
         ).json()
     [pause] = reply["pauses"]
     assert pause["expires_at"].endswith("Z") and pause["expires_at"] == rest["interrupts"][0]["expires_at"]
+
+
+async def test_a_session_of_another_agent_says_whose_it_is_over_mcp() -> None:
+    """As the REST API's 404 does (found by a probe: MCP said only "no session 'x'")."""
+    from pausepoint.demo import build
+    from pausepoint.stores import InMemorySessionStore
+    from pausepoint.testing import ScriptedModel
+
+    def factory() -> Any:
+        store = InMemorySessionStore()
+        ai, _ = build(store)
+        ai.define_agent(name="other", model=ScriptedModel(["hi"]), store=store)
+        return create_app(ai, auth=BearerTokens({"alice-token": "alice"}), mcp=True)
+
+    with serve_in_thread(factory) as url:
+        async with http_client(url, "alice-token") as alice:
+            reply = await call(alice, "send_message", agent=AGENT, text="Hello")
+            session = reply["session_id"]
+            for tool, arguments in (
+                ("send_message", {"text": "hi"}),
+                ("answer_pause", {"ref": "r", "decision": "approve"}),
+            ):
+                refused = await call(alice, tool, agent="other", session_id=session, **arguments)
+                assert refused[0] == "error", refused
+                assert (
+                    f"no session {session!r} of agent 'other': the id names a session of agent {AGENT!r}" in refused[1]
+                ), refused
