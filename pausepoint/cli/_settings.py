@@ -246,6 +246,13 @@ def _principals(
         settings.generated = secrets.token_urlsafe(18)
         found[GENERATED] = Principal(settings.generated, "the generated token", "generated")
         settings.operators = settings.operators or [GENERATED]
+    if settings.oidc is None:  # without a sign-in provider, only those given a token sign in
+        for name in args.operator:
+            if name not in found:
+                raise CliError(
+                    f"--operator {name}: nobody signs in as {name!r}: give them a token (--token {name}=..., or "
+                    "[principals] in the config file)"
+                )
 
 
 def _file_principals(settings: ServeSettings, loaded: LoadedConfig, env: Mapping[str, str]) -> None:

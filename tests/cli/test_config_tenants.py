@@ -128,3 +128,15 @@ def test_a_flag_names_a_tenants_principal_as_tenant_slash_name(tmp_path):
     assert unknown.returncode == 2 and "'initech/bob': no tenant 'initech' (tenants: acme)" in unknown.stderr
     spanning = pausepoint("serve", "--config", str(config), "--operator", "acme/bob", "--token", "acme/bob=t0k")
     assert spanning.returncode == 2 and "--operator acme/bob: an operator spans tenants" in spanning.stderr
+
+
+def test_an_operator_flag_names_someone_who_signs_in(tmp_path):
+    """Found by a probe: ``--operator alcie`` (a typo, no token) served, nobody could reach
+    /v1/ops, and the generated token's principal was no operator any more; the config file's
+    equivalent is refused. Refused alike now, naming the flag (one given a token is taken:
+    ``test_operate``)."""
+    typo = pausepoint("serve", "tests.cli.apps:bank_ai", "--operator", "alcie", "--token", "alice=t0ken-a")
+    assert typo.returncode == 2
+    assert "--operator alcie: nobody signs in as 'alcie': give them a token (--token alcie=..." in typo.stderr
+    alone = pausepoint("serve", "tests.cli.apps:bank_ai", "--operator", "alcie")
+    assert alone.returncode == 2 and "nobody signs in as 'alcie'" in alone.stderr
