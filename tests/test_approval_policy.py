@@ -986,10 +986,12 @@ async def test_two_processes_sweeping_at_once_hand_a_pause_on_once(tmp_path):
     assert [e.kind for e in events].count("escalation") == 1
 
 
-async def test_separation_of_duties_covers_a_tool_that_pauses_itself_for_approval(store):
+@pytest.mark.parametrize("with_roles", [True, False])
+async def test_separation_of_duties_covers_a_tool_that_pauses_itself_for_approval(store, with_roles: bool):
     """``True`` is every call paused for approval: by ``requires_approval``, and by the tool
     itself (a yes runs it, as in examples/payments.py) — not an interrupt's question (found by a
-    probe: the requester approved their own payment)."""
+    probe: the requester approved their own payment; found again by another, with no setting but
+    ``separation_of_duties=True``: the policy had no say at all)."""
     ai = Pausepoint()
     paid: list[str] = []
 
@@ -1001,7 +1003,8 @@ async def test_separation_of_duties_covers_a_tool_that_pauses_itself_for_approva
         paid.append(str(amount))
         return "paid"
 
-    policy = ApprovalPolicy(roles={"treasury": Role(tools=["pay_self"])}, members=MEMBERS, separation_of_duties=True)
+    roles: dict[str, Any] = {"roles": {"treasury": Role(tools=["pay_self"])}, "members": MEMBERS} if with_roles else {}
+    policy = ApprovalPolicy(**roles, separation_of_duties=True)
     agent = ai.define_agent(
         name="payer", model=ScriptedModel([[tool_call("pay_self", {"amount": 5})], "done"]), tools=[pay_self],
         store=store, approval=policy,

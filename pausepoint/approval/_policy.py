@@ -356,6 +356,7 @@ class ApprovalPolicy:
             self.rules
             or self.roles
             or self._separate_tools
+            or self._separate_gated  # every pause for approval is reviewed: its requester may not approve it
             or self.grantable  # a grant approves later calls: the gate looks for one
             or any(t.requires_approval is not False or t.approves is not None for t in tools.values())
         )
@@ -366,7 +367,7 @@ class ApprovalPolicy:
             return True
         if any(role.names(tool) for role in self.roles.values()):
             return True
-        return tool in self._separate_tools
+        return self._separate_gated or tool in self._separate_tools
 
     def asks_about(self, tool: str) -> bool:
         """Whether a rule names ``tool``: its calls are judged even when it requires no approval."""
