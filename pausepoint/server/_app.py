@@ -26,7 +26,14 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._extras import missing_extra
-from ..errors import DefinitionError, InvalidRequest, NotFound, UnsupportedContentCoding, UnsupportedTransferCoding
+from ..errors import (
+    DefinitionError,
+    InvalidRequest,
+    NotFound,
+    PausepointError,
+    UnsupportedContentCoding,
+    UnsupportedTransferCoding,
+)
 from ..runtime._app import Pausepoint
 from ..webhooks import ApprovalLinks, SlackApp
 from ._auth import AccessPolicy, Authenticator, OwnerPolicy
@@ -246,7 +253,7 @@ class _OneValueEach:
             twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
             if twice is not None:
                 refusal = InvalidRequest(f"query parameter {twice[:100]!r} is given more than once: give it once")
-                await error_response(refusal)(scope, receive, send)
+                await refused(refusal, scope)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -272,12 +279,13 @@ class _OnlyChunked:
             codings = [value for name, value in scope["headers"] if name == b"transfer-encoding"]
             if codings and [c.strip().lower() for v in codings for c in v.split(b",")] != [b"chunked"]:
                 said = ", ".join(v.decode("latin-1") for v in codings)
-                refusal = error_response(
+                refusal = refused(
                     UnsupportedTransferCoding(
                         f"Transfer-Encoding {said[:100]!r} is not supported: send the body with Content-Length, "
                         "or with Transfer-Encoding: chunked alone",
                         transfer_encoding=said[:100],
-                    )
+                    ),
+                    scope,
                 )
                 refusal.headers["Connection"] = "close"  # what follows the head is no request we can read
                 await refusal(scope, receive, send)
@@ -285,15 +293,40 @@ class _OnlyChunked:
             coded = [value for name, value in scope["headers"] if name == b"content-encoding"]
             if any(c.strip().lower() not in (b"", b"identity") for v in coded for c in v.split(b",")):
                 said = ", ".join(v.decode("latin-1") for v in coded)
-                refusal = error_response(
+                refusal = refused(
                     UnsupportedContentCoding(
                         f"Content-Encoding {said[:100]!r} is not supported: send the body uncoded",
                         content_encoding=said[:100],
-                    )
+                    ),
+                    scope,
                 )
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def refused(error: PausepointError, scope: Scope) -> Response:
+    """The response refusing a request before any route saw it: the app's error body, or at
+    ``/mcp`` a JSON-RPC error carrying it (``_mcp_refusals.refusal``), as every refusal there
+    is — an MCP client shows only that shape's message."""
+    if not _to_mcp(scope):
+        return error_response(error)
+    from ._mcp_refusals import refusal  # the mcp extra is installed: the app serves /mcp
+
+    return refusal(error)
+
+
+def _to_mcp(scope: Scope) -> bool:
+    """Whether the request goes to the app's MCP endpoint (wherever the app is mounted)."""
+    app = scope.get("app")
+    service = getattr(getattr(app, "state", None), "pausepoint", None)
+    endpoint = getattr(service, "mcp", None)
+    if endpoint is None:
+        return False
+    return any(
+        getattr(route, "endpoint", None) is endpoint and route.matches(scope)[0] is Match.FULL
+        for route in app.router.routes  # type: ignore[union-attr]
+    )
 
 
 def _mcp_endpoint(ai: Pausepoint, service: Service) -> Any:

@@ -31,6 +31,7 @@ from starlette.responses import Response
 from .. import errors as core
 
 __all__ = [
+    "UnknownWebhook",
     "as_pausepoint_error",
     "dumps",
     "error_body",
@@ -45,6 +46,14 @@ __all__ = [
 
 log = logging.getLogger("pausepoint.server")
 
+
+class UnknownWebhook(core.UsageError):
+    """A failed delivery retried whose webhook this server does not have (removed from its
+    configuration): nothing would send it, so it stays failed (409)."""
+
+    code = "unknown_webhook"
+
+
 # Most specific class first: the first match in an error's MRO wins.
 _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.UnsupportedTransferCoding: (501, "UNIMPLEMENTED"),
@@ -55,6 +64,7 @@ _STATUS: dict[type[core.PausepointError], tuple[int, str]] = {
     core.NotFound: (404, "NOT_FOUND"),
     core.RequestTooLarge: (413, "RESOURCE_EXHAUSTED"),
     core.HistoryTooLong: (422, "RESOURCE_EXHAUSTED"),
+    UnknownWebhook: (409, "FAILED_PRECONDITION"),
     core.StaleSnapshot: (409, "INVALID_ARGUMENT"),  # the reference: a snapshot it cannot resume
     core.ClientStateRefused: (400, "FAILED_PRECONDITION"),
     core.ServerError: (500, "INTERNAL"),

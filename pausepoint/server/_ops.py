@@ -19,8 +19,11 @@ from starlette.responses import Response
 
 from ..errors import Forbidden, InvalidRequest, NotFound
 from ..stores import Delivery, SessionStore
+from ..stores._base import event_stream
 from ._auth import current_tenant, qualified
+from ._errors import UnknownWebhook
 from ._params import ascii_int, query_int
+from ._removed_webhooks import webhooks_by_stream
 from ._replies import json_response
 from ._routes import PAGE_SIZE, Operation, query
 from ._service import Service, service_of
@@ -40,6 +43,7 @@ __all__ = [
 _READY_TIMEOUT = 5.0
 _STATES = ("pending", "delivered", "failed")
 _MAX_OFFSET = 100_000  # deliveries skipped by one listing: past that, narrow it by state or webhook
+_SCAN_PAGE = 500  # failed deliveries read a query while a retry looks for the one it names
 
 
 _JSON = {"application/json": {"schema": {"type": "object"}}}
@@ -112,7 +116,7 @@ async def deliveries(request: Request) -> Response:
 
 
 RETRY: Operation[Any] = Operation(
-    "Send a failed delivery again (operators only)",
+    "Send a failed delivery again (operators only; 409 unknown_webhook when no webhook of its name is configured)",
     {"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"}}},
 )
 
@@ -124,9 +128,33 @@ async def retry(request: Request) -> Response:
     index, number = _delivery_id(key)
     if index >= len(service.stores):
         raise NotFound(f"no delivery {key!r}")
-    if not await service.stores[index].requeue_delivery(number, service.ai.clock()):
+    store = service.stores[index]
+    target = await _failed_target(store, number)
+    if target is not None and target not in webhooks_by_stream(service.ai)[event_stream(store)]:
+        raise UnknownWebhook(
+            f"delivery {key!r} is to the webhook {target!r}, which is not configured here (removed from the "
+            "configuration?): nothing would send it, so it stays failed. Configure the webhook again to retry it",
+            delivery=key,
+            webhook=target,
+        )
+    if not await store.requeue_delivery(number, service.ai.clock()):
         raise NotFound(f"no failed delivery {key!r}")
     return json_response({"id": key, "state": "pending"})
+
+
+async def _failed_target(store: SessionStore, number: int) -> str | None:
+    """The webhook of ``store``'s failed delivery ``number``, or None when it is not one of those
+    read. The store's protocol reads deliveries by listing only: the failed ones are read newest
+    first until it comes, stopping at the first page past it (every built-in store numbers
+    deliveries as it writes them, and lists the greater number first) or after ``_MAX_OFFSET``."""
+    offset = 0
+    while offset <= _MAX_OFFSET:
+        page = await store.list_deliveries(state="failed", limit=_SCAN_PAGE, offset=offset)
+        found = next((d.target for d in page if d.id == number), None)
+        if found is not None or len(page) < _SCAN_PAGE or page[-1].id < number:
+            return found
+        offset += len(page)
+    return None
 
 
 async def _operator(request: Request, service: Service) -> str:

@@ -251,13 +251,12 @@ def _verify(slack: SlackApp, raw: bytes, headers: Mapping[str, str]) -> None:
 
 def _parse(raw: bytes, slack: SlackApp) -> _Callback:
     """The callback's team, user, button and response URL (``InvalidRequest``, ``SlackTeamRefused``)."""
+    text = _payload_text(raw)
     try:
-        form = parse_qs(raw.decode("utf-8"), strict_parsing=True, max_num_fields=20)
-        [text] = form["payload"]
         payload = read_json_text(text)  # as every surface reads JSON: a name given twice is refused
     except ValueError as exc:  # no JSON, or a name given twice: said which
         raise InvalidRequest(f"{_NOT_A_CALLBACK}: {exc}") from None
-    except (KeyError, RecursionError):  # no payload; nested too deep: not Slack's
+    except RecursionError:  # nested too deep: not Slack's
         raise InvalidRequest(_NOT_A_CALLBACK) from None
     try:
         user = payload["user"]
@@ -282,6 +281,22 @@ def _parse(raw: bytes, slack: SlackApp) -> _Callback:
     if action_id != OPEN and not isinstance(value, str):
         raise InvalidRequest("the button carries no approval link")
     return _Callback(team, user_id, action_id, value or "", response_url)
+
+
+def _payload_text(raw: bytes) -> str:
+    """The form's one ``payload`` value, or ``InvalidRequest`` said in the API's words (not
+    Python's: a form that is none, a payload missing or given twice, which one was meant cannot
+    be known, as for a JSON object's names and a query string's)."""
+    try:
+        form = parse_qs(raw.decode("utf-8"), strict_parsing=True, max_num_fields=20)
+    except ValueError:  # not UTF-8 (the signature check let no such body through), no form, over 20 fields
+        raise InvalidRequest(f"{_NOT_A_CALLBACK}: the body is no form of name=value pairs (at most 20)") from None
+    given = form.get("payload", [])
+    if len(given) != 1:
+        times = "twice" if len(given) == 2 else f"{len(given)} times"
+        said = f"'payload' is given {times}: give it once" if given else "it has no 'payload'"
+        raise InvalidRequest(f"{_NOT_A_CALLBACK}: {said}")
+    return given[0]
 
 
 def _ephemeral(text: str) -> dict[str, Any]:

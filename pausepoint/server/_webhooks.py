@@ -5,7 +5,9 @@ leases its deliveries, so processes never send the same delivery at the same tim
 that dies mid-delivery leaves its lease to run out, and the delivery is sent again by whoever
 claims it next (at least once; receivers de-duplicate on the event id). A failed attempt is due
 again after the webhook's backoff; after ``max_attempts`` the delivery is ``failed`` and stays
-in the outbox (``GET /v1/ops/deliveries?state=failed``, ``POST .../retry``).
+in the outbox (``GET /v1/ops/deliveries?state=failed``, ``POST .../retry``). A delivery to a
+webhook the app does not have (removed from the configuration) is failed once it has been due
+``removed_after`` seconds, as nothing would ever send it (``_removed_webhooks``).
 
 It wakes when the store announces new events (any process), when a retry it scheduled is due,
 and every ``interval`` seconds (for retries scheduled by other processes).
@@ -35,10 +37,13 @@ from ..approval._approve import approving_output
 from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
 from ..stores import Delivery, Event, SessionStore
+from ..stores._base import event_stream
 from ..turn._events import event_body
 from ..webhooks import ApprovalLinks, EmailNotifier, Webhook, sign, slack_text
 from . import _email
+from ._feed import stores_of
 from ._links import Link, link_expiry, make_token
+from ._removed_webhooks import REMOVED_AFTER, RemovedWebhooks, webhooks_by_stream
 from ._slack import card_message
 from ._watch import stopped
 
@@ -59,6 +64,8 @@ class WebhookSender:
     timeout); ``batch`` how many deliveries one claim takes; ``interval`` the longest sleep.
     ``transport`` replaces httpx's network transport (tests, proxies). ``links`` signs the
     approval links pauses are announced with (``create_app(links=...)`` gives its own).
+    ``removed_after``: how long a delivery to a webhook the app does not have stays due before
+    it is failed (every process must have the same webhooks; a rolling deploy may not, a while).
     """
 
     def __init__(
@@ -70,8 +77,13 @@ class WebhookSender:
         interval: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
         links: ApprovalLinks | None = None,
+        removed_after: float = REMOVED_AFTER,
     ) -> None:
-        for name, value, low in (("lease", lease, 0.01), ("interval", interval, 0.01)):
+        for name, value, low in (
+            ("lease", lease, 0.01),
+            ("interval", interval, 0.01),
+            ("removed_after", removed_after, 0),
+        ):
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= 86_400:
                 raise DefinitionError(
                     f"WebhookSender: {name} must be seconds from {low} to 86400 (a day), not {value!r}"
@@ -88,21 +100,31 @@ class WebhookSender:
             if names:
                 targets.setdefault(id(agent.store), (agent.store, set()))[1].update(names)
         self._stores = [(store, sorted(names)) for store, names in targets.values()]
+        known = webhooks_by_stream(ai)
+        after = timedelta(seconds=removed_after)
+        self._removed = [
+            RemovedWebhooks(
+                store, known[event_stream(store)], ai.clock, removed_after=after, lease=self.lease, batch=batch
+            )
+            for store in stores_of(ai)
+        ]
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._retries: list[float] = []  # monotonic times of retries this sender scheduled
 
     def ensure_running(self) -> None:
-        """Start sending in the running loop, unless there is nothing to send or it runs already.
+        """Start sending in the running loop, unless it runs already (or the app has no agents).
         Each webhook of each store has a loop of its own: a receiver that hangs or fails holds
-        up its own deliveries, never another webhook's."""
-        if not self._stores or any(not t.done() for t in self._tasks):
+        up its own deliveries, never another webhook's. Each store has one more, failing the
+        deliveries to webhooks the app does not have (``_removed_webhooks``)."""
+        if any(not t.done() for t in self._tasks):
             return
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._run(store, [target])) for store, targets in self._stores for target in targets
         ]
+        self._tasks += [loop.create_task(self._fail_removed(removed)) for removed in self._removed]
 
     async def close(self) -> None:
         tasks, self._tasks = self._tasks, []
@@ -128,6 +150,22 @@ class WebhookSender:
             except Exception:  # a store or network hiccup must not end the sending for good
                 log.exception("sending webhooks failed; trying again in %ss", self.interval)
                 await asyncio.sleep(self.interval)
+
+    async def _fail_removed(self, removed: RemovedWebhooks) -> None:
+        """When it starts, then every tenth of ``removed_after`` (``interval`` at least), fail the
+        overdue deliveries to webhooks the app does not have. A store that fails is said in one
+        line once a streak, not every pass (a server with no webhooks runs this loop alone)."""
+        spacing = max(self.interval, removed.removed_after.total_seconds() / 10)
+        failing = False
+        while True:
+            try:
+                await removed.sweep()
+                failing = False
+            except Exception as exc:  # a store or network hiccup: tried again next time
+                if not failing:
+                    log.warning("looking for deliveries to removed webhooks failed (%s); trying again", exc)
+                failing = True
+            await asyncio.sleep(spacing)
 
     def _next_wait(self) -> float:
         now = time.monotonic()

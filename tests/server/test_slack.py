@@ -277,3 +277,25 @@ def test_slack_settings_are_checked():
         "U1": "acme/alice",
         "U2": "alice",
     }
+
+
+async def test_a_form_giving_payload_twice_is_refused_in_the_apis_words_and_decides_nothing(served, http):
+    """Found by a probe: a signed callback whose form gave ``payload`` twice was refused with
+    Python's "too many values to unpack (expected 1)"; which one was meant cannot be known, so it
+    is refused as a JSON object's name or a query parameter given twice is."""
+    session_id, _, message = await card(served, http)
+    before = await served.state(http, session_id)
+    approve, deny = served.slack.callback(message, "approve")[0], served.slack.callback(message, "deny")[0]
+    for body, said in {
+        approve + b"&" + deny: "'payload' is given twice: give it once",
+        b"&".join([approve] * 3): "'payload' is given 3 times: give it once",
+        urlencode({"other": "x"}).encode(): "it has no 'payload'",
+        b"{}": "the body is no form of name=value pairs",
+    }.items():
+        reply = await press(served, http, body, slack_headers(body))
+        error = reply.json()["error"]
+        assert (reply.status_code, error["code"]) == (400, "invalid_request"), body[:40]
+        assert error["message"].startswith("not a Slack block_actions callback") and said in error["message"]
+        assert "unpack" not in error["message"] and "query field" not in error["message"]
+    assert served.ledger == [] and await served.state(http, session_id) == before
+    assert served.slack.responses == []  # nobody was told anything: nothing was taken
