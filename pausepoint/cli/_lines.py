@@ -16,9 +16,11 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
-from typing import TextIO
+from typing import BinaryIO, TextIO, TypeVar
 
 __all__ = ["LineReader"]
+
+T = TypeVar("T")
 
 
 class LineReader:
@@ -31,6 +33,8 @@ class LineReader:
             self._fd = stream.fileno()
         encoding = getattr(stream, "encoding", None) or "utf-8"
         self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        # its bytes, decoded as a pipe's are (a text stream's own errors handler may differ)
+        self._bytes: BinaryIO | None = getattr(stream, "buffer", None)
         self._buffer = ""
         self._ended = False
 
@@ -56,6 +60,9 @@ class LineReader:
                 self._fd = None  # a regular file (epoll refuses it) or no add_reader here
             else:
                 return None if not chunk else self._decoder.decode(chunk)
+        if self._bytes is not None:
+            raw = await _in_daemon_thread(self._bytes.readline)
+            return self._decoder.decode(raw) if raw else None
         line = await _in_daemon_thread(self._stream.readline)
         return line or None
 
@@ -77,21 +84,22 @@ async def _read_when_ready(fd: int) -> bytes:
     return os.read(fd, 65536)
 
 
-async def _in_daemon_thread(read: Callable[[], str]) -> str:
+async def _in_daemon_thread(read: Callable[[], T]) -> T:
     """``read()`` in a daemon thread: cancelling the wait abandons the thread instead of joining it."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[str] = loop.create_future()
+    done: asyncio.Future[T] = loop.create_future()
 
-    def deliver(result: str | None, error: BaseException | None) -> None:
+    def deliver(result: T | None, error: BaseException | None) -> None:
         if done.done():
             return
         if error is not None:
             done.set_exception(error)
         else:
-            done.set_result(result or "")
+            assert result is not None
+            done.set_result(result)
 
     def work() -> None:
-        result: str | None = None
+        result: T | None = None
         error: BaseException | None = None
         try:
             result = read()

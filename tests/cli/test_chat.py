@@ -583,3 +583,19 @@ def test_a_session_of_another_agent_says_whose_it_is(tmp_path):
         f"pausepoint chat: error: no session {session!r} of agent 'shellAgent': the id names a session of agent "
         "'bankingAgent'" in done.stderr
     ), done.stderr
+
+
+def test_bytes_that_are_no_utf8_read_the_same_from_a_pipe_and_from_a_file(tmp_path):
+    """Found by a probe: piped, a stray byte became U+FFFD and the message was sent; redirected
+    from a file, it became a lone surrogate and the message was refused."""
+    data = "Hello \udcff there\n".encode("utf-8", "surrogateescape")
+    (tmp_path / "in.txt").write_bytes(data)
+    command = [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:"]
+    env = {**cli_env(), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    piped = subprocess.run(command, input=data, capture_output=True, cwd=ROOT, env=env, timeout=60)
+    with (tmp_path / "in.txt").open("rb") as redirected:
+        filed = subprocess.run(command, stdin=redirected, capture_output=True, cwd=ROOT, env=env, timeout=60)
+    for done in (piped, filed):
+        out = done.stdout.decode("utf-8", "backslashreplace")
+        assert done.returncode == 0 and "cannot be recorded" not in out, out
+    assert piped.stdout == filed.stdout
