@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import ModelBadRequest
 from ._model import ToolDefinition
+from ._portable import OUTPUT_LIMIT_KEYS, output_limit, output_limit_given, stop_sequences
 
 __all__ = ["Settings"]
 
@@ -30,21 +31,24 @@ class Settings:
     parallel_tool_calls: bool = False
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], tools: list[ToolDefinition]) -> Settings:
-        """The settings of ``config`` (unknown keys are ignored). Raises ``ModelBadRequest``."""
+    def from_config(
+        cls, config: Mapping[str, Any], tools: list[ToolDefinition], *, defaults: Mapping[str, Any] | None = None
+    ) -> Settings:
+        """The settings of ``config`` over the plugin's ``defaults`` (unknown keys are ignored).
+        Raises ``ModelBadRequest``."""
+        config = _over(defaults or {}, config)
         values: dict[str, Any] = {}
         for key, kind in (("temperature", float), ("top_p", float), ("min_p", float), ("repeat_penalty", float)):
             if config.get(key) is not None:
                 values[key] = _number(config, key, kind, 0.0)
-        for key in ("top_k", "max_tokens", "max_output_tokens"):
-            if config.get(key) is not None:
-                values["max_tokens" if key == "max_output_tokens" else key] = _number(config, key, int, 1)
+        if config.get("top_k") is not None:
+            values["top_k"] = _number(config, "top_k", int, 1)
         if config.get("seed") is not None:
             values["seed"] = _number(config, "seed", int, 0)
-        stop = config.get("stop_sequences")
-        if stop is not None:
-            if not isinstance(stop, list | tuple) or not all(isinstance(s, str) and s for s in stop):
-                raise ModelBadRequest(f"config 'stop_sequences' must be a list of non-empty strings, not {stop!r}")
+        # the output limit and the stop sequences are read as every provider reads them
+        if (max_tokens := output_limit(config)) is not None:
+            values["max_tokens"] = max_tokens
+        if (stop := stop_sequences(config)) is not None:
             values["stop"] = tuple(stop)
         choice = config.get("tool_choice", "auto")
         choices = tuple(choice) if isinstance(choice, list | tuple) else (choice,)
@@ -59,6 +63,14 @@ class Settings:
         values["tool_choice"] = choices
         values["parallel_tool_calls"] = bool(config.get("parallel_tool_calls", False))
         return cls(**values)
+
+
+def _over(defaults: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` over ``defaults``. The output limit has two names, and giving both is refused
+    (``output_limit``): a limit in ``config`` under either name replaces the defaults' under both."""
+    if output_limit_given(config):
+        defaults = {key: value for key, value in defaults.items() if key not in OUTPUT_LIMIT_KEYS}
+    return {**defaults, **config}
 
 
 def _number(config: Mapping[str, Any], key: str, kind: type[int] | type[float], minimum: float) -> Any:

@@ -7,15 +7,17 @@ What maps to what:
 
 - ``ModelRequest.system`` → the top-level ``system``; ``config['max_tokens']`` (or
   ``max_output_tokens``; default 1024, the API requires one), ``stop_sequences``,
-  ``temperature``, ``top_p`` and ``top_k`` → the request fields of those names (the last three
-  as extra body fields: the SDK's ``create`` no longer lists them). Any other config key is sent
+  ``temperature``, ``top_p`` (checked as on every provider: ``_portable.SharedConfig``) and
+  ``top_k`` → the request fields of those names (the last three as extra body fields: the
+  SDK's ``create`` no longer lists them). Any other config key is sent
   in the body as given: the API refuses what it does not know (``ModelBadRequest``). A value JSON
   cannot carry is a ``ModelBadRequest`` before sending (``_http.refuse_unsendable``).
 - ``user`` messages → ``user`` text and image blocks; ``model`` messages → ``assistant`` text
   and ``tool_use`` blocks (``id`` = the call's ``call_id or ref``); ``tool`` messages → a
   ``user`` message of ``tool_result`` blocks (``tool_use_id``, content as text, ``is_error``).
   An id the API would refuse (it takes ``^[a-zA-Z0-9_-]+$``; another provider's may be
-  ``functions.lookup:0``) goes as ``toolu_`` and a hash of it, on the call and on its result.
+  ``functions.lookup:0``) goes as ``toolu_`` and a hash of it, on the call and on its result;
+  an id an earlier call of the request has goes as the call's ref (``_portable.CallIds``).
   Consecutive messages of one role are merged, as the API requires user/assistant to alternate
   (a tool-result message followed by a new user text becomes one user message).
 - A tool input that is not a JSON object (a malformed argument string the model produced, kept
@@ -79,6 +81,7 @@ from ._model import (
     ToolDefinition,
     Usage,
 )
+from ._portable import SHARED_KEYS, CallIds, SharedConfig
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -92,8 +95,6 @@ __all__ = ["Anthropic", "AnthropicModel"]
 
 PROVIDER = "anthropic"
 DEFAULT_MAX_TOKENS = 1024
-#: config keys the adapter translates; every other key goes in the request body as given
-_TRANSLATED_CONFIG = frozenset({"max_tokens", "max_output_tokens", "stop_sequences"})
 #: keys of the request body the adapter sets; config may not override them
 _RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
 #: a tool input that is not a JSON object is sent back under this key
@@ -223,20 +224,21 @@ def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
     config = request.config
     refuse_reserved(config, _RESERVED)
     refuse_unsendable(config)
+    shared = SharedConfig.read(config).named()
     params: dict[str, Any] = {
         "model": model,
-        "max_tokens": int(config.get("max_tokens") or config.get("max_output_tokens") or DEFAULT_MAX_TOKENS),
+        "max_tokens": shared.pop("max_tokens", DEFAULT_MAX_TOKENS),
         "messages": _map_messages(request.messages),
     }
     if request.system:
         params["system"] = request.system
     if request.tools:
         params["tools"] = [_map_tool_definition(tool) for tool in request.tools]
-    if config.get("stop_sequences"):
-        params["stop_sequences"] = list(config["stop_sequences"])
-    # Sampling keys (temperature, top_p, top_k) and any key of Anthropic's own go in the body as
-    # given, through ``extra_body``: the API decides what it takes.
-    extra = {key: value for key, value in config.items() if key not in _TRANSLATED_CONFIG and value is not None}
+    if "stop_sequences" in shared:
+        params["stop_sequences"] = shared.pop("stop_sequences")
+    # Sampling keys (temperature, top_p, top_k) and any key of Anthropic's own go in the body,
+    # through ``extra_body``: the API decides what it takes.
+    extra = {key: value for key, value in config.items() if key not in SHARED_KEYS and value is not None} | shared
     if extra:
         params["extra_body"] = extra
     return params
@@ -244,6 +246,7 @@ def _request_params(model: str, request: ModelRequest) -> dict[str, Any]:
 
 def _map_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Anthropic messages for pausepoint's: roles alternate, empty messages are left out."""
+    ids = CallIds(messages, _wire_call_id)
     mapped: list[dict[str, Any]] = []
     for message in messages:
         role = "assistant" if message.role == "model" else "user"
@@ -251,7 +254,7 @@ def _map_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         for part in message.parts:
             if isinstance(part, TextPart | ToolRequestPart) and part.provider_metadata:
                 blocks.extend(part.provider_metadata.get(_THINKING) or ())  # as they came, before the part
-            block = _map_part(part)
+            block = _map_part(part, ids)
             if block is not None:
                 blocks.append(block)
         if not blocks:
@@ -263,19 +266,18 @@ def _map_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return mapped
 
 
-def _map_part(part: Part) -> dict[str, Any] | None:
+def _map_part(part: Part, ids: CallIds) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
         # the API refuses empty text blocks
         return {"type": "text", "text": part.text} if part.text else None
     if isinstance(part, MediaPart):
         return _map_media(part)
     if isinstance(part, ToolRequestPart):
-        call_id = _wire_call_id(part.call_id or part.ref)
-        return {"type": "tool_use", "id": call_id, "name": part.name, "input": _tool_input(part.input)}
+        return {"type": "tool_use", "id": ids.sent_id(part), "name": part.name, "input": _tool_input(part.input)}
     assert isinstance(part, ToolResponsePart)
     block: dict[str, Any] = {
         "type": "tool_result",
-        "tool_use_id": _wire_call_id(part.call_id or part.ref),
+        "tool_use_id": ids.sent_id(part),
         "content": part.output if isinstance(part.output, str) else json.dumps(part.output, default=str),
     }
     if part.is_error:

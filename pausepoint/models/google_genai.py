@@ -10,13 +10,15 @@ What maps to what:
 - ``ModelRequest.system`` → ``system_instruction``; ``ModelRequest.config`` → ``GenerateContentConfig``
   fields (``temperature``, ``top_p``, ``top_k``, ``max_output_tokens`` (alias ``max_tokens``),
   ``stop_sequences``, ``seed``, ...; an unknown key, or a value JSON cannot carry, is a
-  ``ModelBadRequest``).
+  ``ModelBadRequest``). The keys agents share are checked as on every provider
+  (``_portable.SharedConfig``).
 - Messages → ``contents``: user → ``user``, model → ``model``, tool → ``user`` content of
   ``functionResponse`` parts. Consecutive contents of one role are merged (a tool result followed
   by a new user message becomes one ``user`` content), and empty messages are dropped.
 - Tools → one ``Tool`` of ``function_declarations``, each with its pydantic JSON schema as
   ``parameters_json_schema`` (sent as is).
-- Tool requests in history → ``functionCall`` parts: ``id`` is ``call_id or ref``, ``args`` the
+- Tool requests in history → ``functionCall`` parts: ``id`` is ``call_id or ref`` (the ref when an
+  earlier call of the request has that id: ``_portable.CallIds``), ``args`` the
   input (a non-object input, e.g. a raw malformed argument string from another provider, is sent
   as ``{"raw_arguments": ...}``, since Gemini takes only objects). Gemini 3 models refuse history
   whose function calls lack their thought signature: the signatures Gemini sends are kept in
@@ -24,7 +26,7 @@ What maps to what:
   scripted model) has none, so its first call carries the validator-skipping signature Google
   documents for history the client rebuilt. A signed text part stays a part of its own, an empty
   one too (a stream's last part may carry only the signature), to go back as it came.
-- Tool results → ``functionResponse`` parts (``id`` is ``call_id or ref``, so they pair with their
+- Tool results → ``functionResponse`` parts (``id`` is their call's, so they pair with their
   calls): a dict output is sent as the response object, anything else (or a dict with an ``error``
   key, which Gemini would read as a failure) as ``{"output": ...}``; an ``is_error`` result as
   ``{"error": ...}``, or as is when it is a dict that already has an ``error`` key.
@@ -82,6 +84,7 @@ from ._model import (
     ToolDefinition,
     Usage,
 )
+from ._portable import SHARED_KEYS, CallIds, SharedConfig
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -226,10 +229,11 @@ class GoogleAIModel:
 
 def _map_messages(messages: Sequence[Message]) -> list[types.Content]:
     """pausepoint messages as Gemini contents (roles ``user`` / ``model``, merged per run)."""
+    ids = CallIds(messages)
     contents: list[types.Content] = []
     for message in messages:
         role = "model" if message.role == "model" else "user"
-        parts = _map_parts(message)
+        parts = _map_parts(message, ids)
         if not parts:
             continue
         last = contents[-1] if contents else None
@@ -240,7 +244,7 @@ def _map_messages(messages: Sequence[Message]) -> list[types.Content]:
     return contents
 
 
-def _map_parts(message: Message) -> list[types.Part]:
+def _map_parts(message: Message, ids: CallIds) -> list[types.Part]:
     parts: list[types.Part] = []
     signed = False
     for part in message.parts:
@@ -251,14 +255,14 @@ def _map_parts(message: Message) -> list[types.Part]:
         elif isinstance(part, MediaPart):
             parts.append(_map_media(part))
         elif isinstance(part, ToolRequestPart):
-            call = types.FunctionCall(id=part.call_id or part.ref or None, name=part.name, args=_call_args(part.input))
+            call = types.FunctionCall(id=ids.sent_id(part) or None, name=part.name, args=_call_args(part.input))
             signature = _signature(part.provider_metadata)
             if signature is None and not signed:
                 signature = _SKIP_SIGNATURE
             parts.append(types.Part(function_call=call, thought_signature=signature))
             signed = True
         else:
-            parts.append(types.Part(function_response=_map_tool_response(part)))
+            parts.append(types.Part(function_response=_map_tool_response(part, ids.sent_id(part))))
     return parts
 
 
@@ -281,13 +285,13 @@ def _call_args(value: Any) -> dict[str, Any]:
     return {"raw_arguments": value if isinstance(value, str) else json.dumps(value)}
 
 
-def _map_tool_response(part: ToolResponsePart) -> types.FunctionResponse:
+def _map_tool_response(part: ToolResponsePart, call_id: str) -> types.FunctionResponse:
     output = part.output
     if part.is_error:
         response = output if isinstance(output, dict) and "error" in output else {"error": output}
     else:
         response = output if isinstance(output, dict) and "error" not in output else {"output": output}
-    return types.FunctionResponse(id=part.call_id or part.ref or None, name=part.name, response=response)
+    return types.FunctionResponse(id=call_id or None, name=part.name, response=response)
 
 
 def _map_media(part: MediaPart) -> types.Part:
@@ -310,11 +314,11 @@ def _map_tool_definition(tool: ToolDefinition) -> types.FunctionDeclaration:
 
 def _map_config(request: ModelRequest) -> types.GenerateContentConfig:
     """The request's system prompt, tools and generation options as one SDK config."""
-    options = dict(request.config)
-    if "max_tokens" in options:
-        options.setdefault("max_output_tokens", options.pop("max_tokens"))
-    refuse_reserved(options, ("system_instruction", "tools", "automatic_function_calling"))
-    refuse_unsendable(options, sdk_kinds=(type, GenericAlias))  # schema classes: the SDK translates them
+    config = request.config
+    refuse_reserved(config, ("system_instruction", "tools", "automatic_function_calling"))
+    refuse_unsendable(config, sdk_kinds=(type, GenericAlias))  # schema classes: the SDK translates them
+    shared = SharedConfig.read(config).named(max_tokens="max_output_tokens")
+    options = {key: value for key, value in config.items() if key not in SHARED_KEYS} | shared
     tools = [types.Tool(function_declarations=[_map_tool_definition(t) for t in request.tools])]
     try:
         return types.GenerateContentConfig(

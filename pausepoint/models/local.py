@@ -202,7 +202,7 @@ class LocalModel:
 
     async def generate(self, request: ModelRequest, on_chunk: ChunkSink | None = None) -> ModelResponse:
         """Run the model on ``request``; see the module docstring. Raises ``ModelError`` subclasses."""
-        settings = Settings.from_config({**self.plugin._config, **request.config}, request.tools)
+        settings = Settings.from_config(request.config, request.tools, defaults=self.plugin._config)
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         queue: asyncio.Queue[ModelChunk | None] = asyncio.Queue()

@@ -13,8 +13,8 @@ What is mapped, both ways, on ``POST /chat/completions``:
 - model messages → ``assistant`` messages with ``tool_calls`` (``function.arguments`` as a JSON
   string; a malformed string the model sent earlier goes back verbatim);
 - tool messages → one ``tool`` message per result, ``tool_call_id`` = the provider's call id (or the
-  runtime ref when the call came from elsewhere); error results are marked ``Error:`` in the text,
-  as the API has no error flag;
+  runtime ref when the call came from elsewhere, or an earlier call has that id: ``CallIds``);
+  error results are marked ``Error:`` in the text, as the API has no error flag;
 - tool definitions → ``{"type": "function", "function": {name, description, parameters}}``;
 - responses, JSON or SSE (``stream: true`` with ``stream_options.include_usage``) → text (content
   as a string, or as a list of parts whose text parts are read), tool requests (parallel calls
@@ -25,7 +25,8 @@ What is mapped, both ways, on ``POST /chat/completions``:
   of the wrong shape is a ``ModelOutputError`` naming the field;
 - ``ModelRequest.config``: ``temperature``, ``top_p``, ``seed`` as they are; ``max_output_tokens``
   (or ``max_tokens``) → ``max_completion_tokens`` (``max_tokens`` on compatible servers);
-  ``stop_sequences`` → ``stop``; ``top_k`` only to compatible servers (OpenAI rejects it); any
+  ``stop_sequences`` → ``stop`` (the shared keys checked as on every provider:
+  ``_portable.SharedConfig``); ``top_k`` only to compatible servers (OpenAI rejects it); any
   other key is sent in the request body unchanged (e.g. ``reasoning_effort``); a value JSON cannot
   carry is a ``ModelBadRequest`` before sending (``_http.refuse_unsendable``);
 - SDK errors → ``pausepoint.errors`` in ``_map_errors``; retries follow the plugin's ``RetryPolicy``
@@ -62,6 +63,7 @@ from ._model import (
     Usage,
     tool_output_text,
 )
+from ._portable import SHARED_KEYS, CallIds, SharedConfig
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -271,17 +273,18 @@ def _map_system(system: str | None) -> list[ChatCompletionMessageParam]:
 
 
 def _map_messages(messages: Sequence[Message]) -> list[ChatCompletionMessageParam]:
-    """The conversation as Chat Completions messages."""
+    """The conversation as Chat Completions messages, each call id used once (``CallIds``)."""
+    ids = CallIds(messages)
     out: list[ChatCompletionMessageParam] = []
     for message in messages:
         if message.role == "user":
             out.append(_user_message(message.parts))
         elif message.role == "model":
-            out.append(_assistant_message(message))
+            out.append(_assistant_message(message, ids))
         else:
             for part in message.tool_responses:
                 out.append(
-                    {"role": "tool", "tool_call_id": part.call_id or part.ref, "content": tool_output_text(part, _json)}
+                    {"role": "tool", "tool_call_id": ids.sent_id(part), "content": tool_output_text(part, _json)}
                 )
             others = [p for p in message.parts if not isinstance(p, ToolResponsePart)]
             if others:
@@ -315,10 +318,10 @@ def _media(part: MediaPart) -> ChatCompletionContentPartParam:
     )
 
 
-def _assistant_message(message: Message) -> ChatCompletionAssistantMessageParam:
+def _assistant_message(message: Message, ids: CallIds) -> ChatCompletionAssistantMessageParam:
     calls: list[ChatCompletionMessageFunctionToolCallParam] = [
         {
-            "id": part.call_id or part.ref,
+            "id": ids.sent_id(part),
             "type": "function",
             "function": {"name": part.name, "arguments": _arguments(part.input)},
         }
@@ -348,17 +351,16 @@ def _map_tool_definition(tool: ToolDefinition) -> ChatCompletionFunctionToolPara
 def _map_config(config: Mapping[str, Any], output_limit_field: str, unsupported: frozenset[str]) -> dict[str, Any]:
     """The request's config as extra request-body fields (see the module docstring).
 
-    The keys agents share across providers are translated, so an agent runs unchanged whichever
-    provider serves it; ``unsupported`` ones are left out; the rest is the caller's to choose.
+    The keys agents share are checked and translated as on every provider (``SharedConfig``), so
+    an agent runs unchanged on any; ``unsupported`` ones are left out; the rest go as given.
     """
-    renames = {"max_output_tokens": output_limit_field, "max_tokens": output_limit_field, "stop_sequences": "stop"}
-    body: dict[str, Any] = {}
     refuse_reserved(config, _RESERVED)
     refuse_unsendable(config)
-    for key, value in config.items():
-        if value is not None and key not in unsupported:
-            body[renames.get(key, key)] = value
-    return body
+    shared = SharedConfig.read(config)
+    given = {key: value for key, value in config.items() if value is not None and key not in SHARED_KEYS}
+    return {key: value for key, value in given.items() if key not in unsupported} | shared.named(
+        max_tokens=output_limit_field, stop_sequences="stop"
+    )
 
 
 # -- responses ------------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 ``message(...)`` is a ``/v1/messages`` JSON body; ``events(...)`` the same message as the SSE
 event stream the API sends with ``stream: true``. ``check_request`` applies the API's rules on
-the request body (alternating roles, call ids of ``^[a-zA-Z0-9_-]+$`` only, every ``tool_use``
-answered by a ``tool_result`` with its id in the next user message), so a fake that uses it
-refuses what the real API would refuse.
+the request body (alternating roles, call ids of ``^[a-zA-Z0-9_-]+$`` only, each used by one
+``tool_use`` in the whole request, every ``tool_use`` answered by a ``tool_result`` with its id
+in the next user message), so a fake that uses it refuses what the real API would refuse.
 """
 
 from __future__ import annotations
@@ -129,11 +129,16 @@ def check_request(body: dict[str, Any]) -> str | None:
     for before, after in pairwise(messages):
         if before["role"] == after["role"]:
             return "messages: roles must alternate between user and assistant"
+    used_ids: set[str] = set()  # the API refuses a tool_use id used twice anywhere in the request
     for i, msg in enumerate(messages):
         content = msg["content"]
         if isinstance(content, str):
             continue
         for j, block in enumerate(content):
+            if block["type"] == "tool_use":
+                if block["id"] in used_ids:
+                    return f"messages.{i}.content.{j}: `tool_use` ids must be unique"
+                used_ids.add(block["id"])
             if block["type"] == "text" and not block["text"]:
                 return f"messages.{i}: text content blocks must be non-empty"
             if block["type"] == "tool_use" and not isinstance(block["input"], dict):
@@ -143,8 +148,6 @@ def check_request(body: dict[str, Any]) -> str | None:
                 where = f"messages.{i}.content.{j}.{block['type']}.{id_field}"
                 return f"{where}: String should match pattern '^[a-zA-Z0-9_-]+$'"
         calls = [b["id"] for b in content if b["type"] == "tool_use"]
-        if len(set(calls)) != len(calls):
-            return f"messages.{i}: tool_use ids must be unique"
         if not calls or i + 1 == len(messages):
             continue
         if body.get("thinking") and content[0]["type"] not in ("thinking", "redacted_thinking"):

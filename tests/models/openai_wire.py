@@ -4,7 +4,8 @@
 SSE stream the API sends with ``stream: true`` (text in words, tool-call arguments in small
 pieces, a usage chunk when asked, then ``[DONE]``). ``check_request`` applies the API's rules on
 the request body (every assistant ``tool_calls`` entry answered by a ``tool`` message with its id,
-right after it), so a fake that uses it refuses what the real API would refuse.
+right after it, each ``tool_call_id`` used once in the whole request), so a fake that uses it
+refuses what the real API would refuse.
 """
 
 from __future__ import annotations
@@ -110,11 +111,16 @@ def check_request(body: Any) -> str | None:
     if not messages:
         return "messages: must not be empty"
     open_ids: list[str] = []
+    answered: dict[str, int] = {}  # tool_call_id → the message that answered it
     for i, msg in enumerate(messages):
         role = msg.get("role")
         if role == "tool":
+            if msg.get("tool_call_id") in answered:
+                where = f"in messages[{answered[msg['tool_call_id']]}] and messages[{i}]"
+                return f"Invalid parameter: Duplicate value for 'tool_call_id' of '{msg['tool_call_id']}' {where}."
             if msg.get("tool_call_id") not in open_ids:
                 return f"messages.[{i}].role: 'tool' must answer a preceding message with 'tool_calls'"
+            answered[msg["tool_call_id"]] = i
             if not isinstance(msg.get("content"), str):
                 return f"messages.[{i}].content: expected a string"
             open_ids.remove(msg["tool_call_id"])

@@ -169,6 +169,10 @@ class Provider:
         """The tool results that end the conversation sent, in order (none: it ends otherwise)."""
         raise NotImplementedError
 
+    def call_ids(self, request: WireRequest) -> tuple[list[str], list[str]]:
+        """The ids of every call and of every result in the whole conversation sent, in order."""
+        raise NotImplementedError
+
     def last_user_text(self, request: WireRequest) -> str:
         raise NotImplementedError
 
@@ -290,6 +294,11 @@ class OpenAIProvider(Provider):
             error = message["content"].startswith("Error: ")
             found.insert(0, Result(message["tool_call_id"], message["content"], error))
         return found
+
+    def call_ids(self, request: WireRequest) -> tuple[list[str], list[str]]:
+        messages = request.body["messages"]
+        calls = [c["id"] for m in messages for c in m.get("tool_calls") or []]
+        return calls, [m["tool_call_id"] for m in messages if m["role"] == "tool"]
 
     def last_user_text(self, request: WireRequest) -> str:
         return str([m for m in request.body["messages"] if m["role"] == "user"][-1]["content"])
@@ -414,6 +423,12 @@ class AnthropicProvider(Provider):
             if b["type"] == "tool_result"
         ]
 
+    def call_ids(self, request: WireRequest) -> tuple[list[str], list[str]]:
+        blocks = [b for m in request.body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        return [b["id"] for b in blocks if b["type"] == "tool_use"], [
+            b["tool_use_id"] for b in blocks if b["type"] == "tool_result"
+        ]
+
     def last_user_text(self, request: WireRequest) -> str:
         last = [m for m in request.body["messages"] if m["role"] == "user"][-1]
         return "".join(b.get("text", "") for b in last["content"])
@@ -533,6 +548,11 @@ class GeminiProvider(Provider):
         last = request.body["contents"][-1]
         found = [p["functionResponse"] for p in last["parts"] if "functionResponse" in p]
         return [Result(r.get("id", ""), r["response"], "error" in r["response"]) for r in found]
+
+    def call_ids(self, request: WireRequest) -> tuple[list[str], list[str]]:
+        parts = [p for c in request.body["contents"] for p in c["parts"]]
+        calls = [p["functionCall"].get("id", "") for p in parts if "functionCall" in p]
+        return calls, [p["functionResponse"].get("id", "") for p in parts if "functionResponse" in p]
 
     def last_user_text(self, request: WireRequest) -> str:
         return gemini_wire.content_text(request.body["contents"][-1])

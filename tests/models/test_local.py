@@ -451,6 +451,7 @@ def test_tool_choice_list_gives_each_call_of_a_turn_its_choice():
         {"seed": True},
         {"stop_sequences": "END"},
         {"stop_sequences": [""]},
+        {"max_tokens": 5, "max_output_tokens": 9},  # one limit under two names: refused, as on every provider
     ],
 )
 def test_bad_config_is_a_bad_request(config):
@@ -466,6 +467,9 @@ def test_settings_read_the_config():
     assert settings.tool_choice == ("auto",)
     other = local.Settings.from_config({"max_output_tokens": 7, "stop_sequences": ["END"]}, [])
     assert (other.max_tokens, other.stop) == (7, ("END",))
+    # the request's limit, under either name, replaces the plugin's: not both names given
+    over = local.Settings.from_config({"max_output_tokens": 9}, [], defaults={"max_tokens": 256, "seed": 1})
+    assert (over.max_tokens, over.seed) == (9, 1)
 
 
 # -- names, files, the CPU and the missing runtime (no model) -----------------------------------
