@@ -13,6 +13,7 @@ the approver roles added: the server checks tokens with exactly the settings val
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -207,10 +208,25 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 
 
+# A host name as RFC 1123 writes one (labels of letters, digits and inner hyphens), or an address.
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?")
+
+
+def _host(value: str) -> str:
+    """``value`` if it reads as a host name or an IP address (what ``serve`` then resolves)."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is no host name or IP address") from None
+    return value
+
+
 class Listen(Section):
     """``[listen]``: where ``serve`` listens (``--host``, ``--port``)."""
 
-    host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    host: Annotated[str, Field(min_length=1), AfterValidator(_host)] = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
 
 

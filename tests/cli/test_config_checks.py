@@ -46,8 +46,9 @@ def test_a_flag_names_only_a_principal_the_file_could_name(tmp_path, flags, said
     assert done.returncode == 2 and f"pausepoint serve: error: {said}" in done.stderr, done.stderr
     # the names the file takes, the flags take
     settings = resolved("--config", str(config), "--token", "acme/dana@example.com=t", "--token", "a b=u",
-                        "--approver", "acme/Zoë:v", "--operator", "on call")  # fmt: skip
-    assert sorted(settings.principals) == ["a b", "acme/Zoë", "acme/dana@example.com"]
+                        "--approver", "acme/Zoë:v", "--token", "on call=w", "--operator", "on call")  # fmt: skip
+    assert sorted(settings.principals) == ["a b", "acme/Zoë", "acme/dana@example.com", "on call"]
+    assert settings.operators == ["on call"]  # an operator signs in: one with no token is refused
 
 
 @pytest.mark.parametrize(
@@ -326,3 +327,19 @@ def test_the_app_and_the_store_are_named_at_their_keys(tmp_path, text, said):
         done = pausepoint(*command, str(config), env={"STORE_URL": "redis://127.0.0.1:1/0?bogus=1"})
         assert done.returncode == 2, done.stdout
         assert f"{config}:{said}" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "taken"),
+    [("not a host!!", False), ("-x.example", False), ("a..b", False), ("localhost", True), ("0.0.0.0", True),
+     ("::1", True), ("api.example.com", True)],
+)  # fmt: skip
+def test_a_listen_host_that_is_no_host_is_named_at_its_key(tmp_path, host, taken):
+    """Found by a probe: ``config check`` said it would run, then ``serve`` could not resolve it."""
+    config = write(tmp_path / "h.toml", f'{HEAD}[listen]\nhost = "{host}"\n')
+    done = pausepoint("config", "check", str(config), env={"TOKEN": "t0ken"})
+    if taken:
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode == 2
+        assert f"listen.host: {host!r} is no host name or IP address" in done.stderr, done.stderr
