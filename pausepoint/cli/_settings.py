@@ -248,11 +248,11 @@ def _principals(
         settings.operators = settings.operators or [GENERATED]
     if settings.oidc is None:  # without a sign-in provider, only those given a token sign in
         for name in args.operator:
-            if name not in found:
-                raise CliError(
+            if name not in found:  # said with the file's problems (an ASGI app refuses the flag first)
+                settings.problems.add(CliError(
                     f"--operator {name}: nobody signs in as {name!r}: give them a token (--token {name}=..., or "
                     "[principals] in the config file)"
-                )
+                ))  # fmt: skip
 
 
 def _file_principals(settings: ServeSettings, loaded: LoadedConfig, env: Mapping[str, str]) -> None:
