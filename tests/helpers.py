@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,3 +86,15 @@ def late_and_early_pauses(ai: Pausepoint) -> tuple[list[Any], list[Step]]:
         raise Interrupt({"what": what})
 
     return [slow_check, quick_check], [tool_call("slow_check", {"what": "a"}), tool_call("quick_check", {"what": "b"})]
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """End a process a test started: SIGTERM, then SIGKILL if it is still there after 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

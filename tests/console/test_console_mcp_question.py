@@ -20,6 +20,7 @@ from playwright.sync_api import expect
 
 from tests.console.conftest import Shots
 from tests.console.steps import confirm
+from tests.helpers import stop
 from tests.server.harness import ROOT
 
 TOKEN = "alice-s3cret"
@@ -48,12 +49,7 @@ def bank_over_mcp(tmp_path: Path) -> Iterator[str]:
             time.sleep(0.25)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def test_the_console_answers_an_mcp_servers_question_with_what_it_asks_for(bank_over_mcp: str, browser, shots: Shots):

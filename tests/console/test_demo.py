@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from tests.console.conftest import Shots
 from tests.console.steps import hold
+from tests.helpers import stop
 from tests.server.harness import ROOT
 
 
@@ -47,12 +48,7 @@ def run_demo(tmp_path: Path, *args: str) -> Iterator[str]:
         else:
             pytest.fail("pausepoint demo printed no console URL:\n" + "".join(seen))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def test_the_demo_serves_a_console_that_approves_a_transfer(demo_console: str, browser, shots: Shots):

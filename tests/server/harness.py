@@ -25,6 +25,7 @@ from starlette.routing import Mount
 from examples import banking, shell
 from pausepoint.server import AccessPolicy, BearerTokens, Limits, create_app
 from pausepoint.stores import InMemorySessionStore, SessionStore
+from tests.helpers import stop
 from tests.server import lab
 from tests.stores.backends import open_store
 
@@ -133,13 +134,7 @@ def serve_module(module: str, config: dict[str, Any]) -> Iterator[tuple[str, sub
             raise RuntimeError(f"the server process did not start: {line!r}")
         yield line.strip(), proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
 
 
 def run_forever(spec: dict[str, Any]) -> None:
