@@ -151,3 +151,20 @@ async def test_a_policy_that_only_makes_a_tool_grantable_offers_and_honours_its_
     assert (res.finish_reason, paid) == (AgentFinishReason.STOP, ["5", "6"])
     [grant] = await chat.grants()
     assert grant.used == 1
+
+
+async def test_a_grant_goes_only_with_an_answer_that_approves_the_call(store):
+    """Found by a probe: a plain restart (no ``tool_approved``) of a tool that paused itself ran it
+    again to pause again, approving nothing, yet its grant was stored and approved the requester's
+    next call; a grant naming the tool ``""`` was read as the paused tool."""
+    paid: list[str] = []
+    agent = app(ApprovalPolicy(grantable=["pay_invoice"], **TREASURY), store, paid)
+    chat = agent.chat(principal="alice")
+    [pause] = (await chat.send("pay 5")).interrupts
+    before = await chat.audit_trail()
+    with pytest.raises(InvalidGrant, match="a grant goes with an approval"):
+        await chat.resume(restart=[pause.restart(grant=Grant())], principal="dana")
+    with pytest.raises(InvalidGrant, match="names '', which is no tool"):
+        await chat.approve(pause.ref, principal="dana", grant=Grant(tool=""))
+    assert await chat.grants() == [] and await chat.audit_trail() == before and paid == []
+    assert [p.ref for p in await chat.interrupts()] == [pause.ref]  # nothing answered

@@ -50,6 +50,7 @@ from ..session._records import (
     new_ref,
 )
 from ..session._state import Pause, SessionState
+from ..session._views import approving as approves_call
 from ..tools._tool import Tool, ToolRunContext, call_check
 from ._approve import APPROVED_METADATA, approving_output, yes_or_no
 from ._grants import check_bounds, within
@@ -286,6 +287,12 @@ def review(
     if answer.grant is not None:
         if not approving:
             raise InvalidGrant("a grant goes with an approval: it approves later calls too", ref=claim.call_ref)
+        if claim.decision == "restart" and not approves_call(pause, claim):  # it runs the call, not approved
+            raise InvalidGrant(
+                "a grant goes with an approval: a restart of a tool that paused itself approves it with "
+                'resumed_metadata={"tool_approved": true}, and this one has none',
+                ref=claim.call_ref,
+            )
         records.append(_grant(policy, answer.grant, tool.name, tools, claim, request, limits))
     if approving and request.offer is not None:
         offered = Grant.from_scope(request.offer)
@@ -332,7 +339,7 @@ def _grant(
     """A grant a person asked for, checked against the policy and the tool (``InvalidGrant``)."""
     if not isinstance(grant, Grant):
         raise InvalidGrant(f"a grant is a Grant, not {grant!r}", ref=claim.call_ref)
-    target = grant.tool or paused_tool
+    target = paused_tool if grant.tool is None else grant.tool  # "" names no tool
     tool = tools.get(target)
     if tool is None:
         raise InvalidGrant(f"a grant names {target!r}, which is no tool of this agent", ref=claim.call_ref)
