@@ -168,3 +168,33 @@ async def test_a_grant_goes_only_with_an_answer_that_approves_the_call(store):
         await chat.approve(pause.ref, principal="dana", grant=Grant(tool=""))
     assert await chat.grants() == [] and await chat.audit_trail() == before and paid == []
     assert [p.ref for p in await chat.interrupts()] == [pause.ref]  # nothing answered
+
+
+async def test_a_call_that_requires_approval_approved_by_the_policy_runs_as_a_first_run(store):
+    """SPEC: ``resumed_metadata`` is None on a first run. A call the runtime gates never ran, so
+    a rule's or a grant's approval runs it with None, as before it was approved by the policy;
+    only a tool that pauses itself needs ``tool_approved`` to run."""
+    seen: list[object] = []
+    ai = Pausepoint()
+
+    @ai.tool(requires_approval=True)
+    async def wire(amount: int, ctx: ToolRunContext) -> str:
+        """Wire money once approved."""
+        seen.append(ctx.resumed_metadata)
+        return f"wired {amount}"
+
+    def model(request: ModelRequest) -> Step:
+        last = request.messages[-1]
+        return [tool_call("wire", {"amount": int(a)}) for a in PAY.findall(last.text)] if last.role == "user" else "ok"
+
+    small = Rule.approve("small wires", ["wire"], when=lambda w: w.amount <= 10)
+    agent = ai.define_agent(
+        name="wirer", model=ScriptedModel(model), tools=[wire], store=store,
+        approval=ApprovalPolicy(rules=[small], grantable=["wire"]),
+    )  # fmt: skip
+    chat = agent.chat()
+    assert (await chat.send("pay 5")).finish_reason == AgentFinishReason.STOP  # by the rule
+    [pause] = (await chat.send("pay 50")).interrupts
+    await chat.approve(pause.ref, grant=Grant())  # a person's approval: a restart, tool_approved
+    assert (await chat.send("pay 60")).finish_reason == AgentFinishReason.STOP  # by the grant
+    assert seen == [None, {"tool_approved": True}, None]

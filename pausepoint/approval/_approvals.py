@@ -52,12 +52,9 @@ class Approvals:
     def request(self, tool: Tool, state: SessionState, paused_input: Any) -> ApprovalRequest | None:
         """What answering a pause ``tool`` made itself takes, when the policy (or the tool's
         ``approves``) has a say on it; None when anyone who may answer the session decides."""
-        policy = self.policy
-        if not self.has_say or (
-            tool.approves is None and not policy.governs(tool.name) and not policy.may_grant(tool.name)
-        ):
+        if not self.has_say or (tool.approves is None and not self.policy.governs(tool.name)):
             return None
-        return request_for_pause(policy, tool, state, paused_input)
+        return request_for_pause(self.policy, tool, state, paused_input)
 
     def check(
         self, state: SessionState, answers: Sequence[Answer], ctx: AnswerContext, *, allow_changed_tools: bool

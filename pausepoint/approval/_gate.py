@@ -13,8 +13,8 @@ Before a call runs (``judge``)::
     a grant covers it (a tool that pauses itself) ── CallDecided(grant), run approved
     otherwise ── run
 
-An approval by a rule or a grant is what a person's Approve is (``Verdict``): the call runs with
-``tool_approved``, and an interrupt-only tool is answered with its yes.
+An approval by a rule or a grant is what a person's Approve is (``Verdict``): a tool that pauses
+itself runs with ``tool_approved``, and an interrupt-only tool is answered with its yes.
 
 A predicate or a rule that raises makes a person decide: a broken check never approves.
 
@@ -70,9 +70,11 @@ class Verdict:
     ``rule`` or ``grant``), or ``ask`` a person (``request``; the pause shows ``input``).
 
     An approval means for the call what a person's Approve means for its pause (``_approve``):
-    a tool that does work runs with ``resumed_metadata={"tool_approved": True}`` (so one that
-    pauses itself until approved runs, not pauses again: ``mark_approved``); an interrupt-only
-    tool is answered with its yes (``yes``) and never runs."""
+    a call the runtime would not pause (a tool that pauses itself until approved) runs with
+    ``resumed_metadata={"tool_approved": True}`` (``as_approved``: it runs, not pauses again;
+    ``mark_approved``) — one it would pause is gated already, and its first run keeps None, as the
+    SPEC says a first run's is; an interrupt-only tool is answered with its yes (``yes``) and never
+    runs."""
 
     kind: Literal["run", "approve", "deny", "ask"]
     rule: str | None = None
@@ -82,6 +84,7 @@ class Verdict:
     input: Any = None
     ttl: timedelta | None = None
     yes: Any = None
+    as_approved: bool = False
 
 
 _RUN = Verdict("run")
@@ -132,13 +135,13 @@ async def judge(
     rule, broken = await policy.rule_for(tool.name, validated, ctx, bool(required))
     problem = problem or broken
     if rule is not None and rule.then == "approve" and problem is None:
-        return _approval(tool, rule.name, limits)
+        return _approval(tool, rule.name, limits, as_approved=not required)
     if rule is not None and rule.then == "deny":
         return Verdict("deny", rule=rule.name, reason=rule.reason or rule.name)
     asked = rule is not None and rule.then == "ask"
     if not (required or asked or problem):
         grant = find_grant(policy, state, tool, validated, now) if granted and rule is None else None
-        return _RUN if grant is None else Verdict("approve", grant=grant)
+        return _RUN if grant is None else Verdict("approve", grant=grant, as_approved=True)
     if not asked and problem is None:
         grant = find_grant(policy, state, tool, validated, now)
         if grant is not None:
@@ -156,11 +159,11 @@ async def judge(
     )
 
 
-def _approval(tool: Tool, rule: str, limits: JsonLimits) -> Verdict:
+def _approval(tool: Tool, rule: str, limits: JsonLimits, *, as_approved: bool) -> Verdict:
     """A rule's approval of a call of ``tool``; for an interrupt-only tool, with the yes that
     answers it — or, when no yes can (its output has no yes/no field), no say: the tool asks."""
     if not tool.pauses_only:
-        return Verdict("approve", rule=rule)
+        return Verdict("approve", rule=rule, as_approved=as_approved)
     try:
         return Verdict("approve", rule=rule, yes=json_data(approving_output(tool), limits))
     except (ValueError, NotJsonData):

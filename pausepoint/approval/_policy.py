@@ -362,12 +362,13 @@ class ApprovalPolicy:
         )
 
     def governs(self, tool: str) -> bool:
-        """Whether any setting names ``tool`` (or every tool): its pauses need the policy's review."""
+        """Whether any setting names ``tool`` (or every tool): its pauses need the policy's review
+        (a grant given with an answer too)."""
         if any(r.tools is not None and tool in r.tools for r in self.rules):
             return True
         if any(role.names(tool) for role in self.roles.values()):
             return True
-        return self._separate_gated or tool in self._separate_tools
+        return self._separate_gated or tool in self._separate_tools or self.may_grant(tool)
 
     def asks_about(self, tool: str) -> bool:
         """Whether a rule names ``tool``: its calls are judged even when it requires no approval."""

@@ -351,7 +351,8 @@ class Turn:
                 if verdict.yes is not None:
                     self.journal.add(CallCompleted(request.ref, request.name, verdict.yes))
                 else:
-                    mark_approved(job)
+                    if verdict.as_approved:
+                        mark_approved(job)
                     kept.append(job)
             elif verdict.kind == "deny":
                 denial = {"denied": True, "reason": verdict.reason or ""}

@@ -25,14 +25,15 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
-from pausepoint import TextDelta, ToolCallDelta
+from pausepoint import Message, ModelRequest, TextDelta, TextPart, ToolCallDelta
+from pausepoint.errors import ModelBadRequest, ModelError
 from pausepoint.models import RetryPolicy
 from pausepoint.models.anthropic import Anthropic
 from pausepoint.models.google_genai import GoogleAI
 from pausepoint.models.openai import OpenAI
 
 from . import anthropic_wire, gemini_wire, openai_wire
-from .wire_server import Handler, Json, Reply, Sse, WireRequest, WireServer
+from .wire_server import Handler, Json, Reply, Sse, WireRequest, WireServer, scripted
 
 __all__ = ["ALL", "FAST", "Call", "Deltas", "Provider", "Result", "provider_named"]
 
@@ -587,3 +588,16 @@ class Deltas(list[TextDelta | ToolCallDelta]):
     @property
     def texts(self) -> list[str]:
         return [d.text for d in self if isinstance(d, TextDelta)]
+
+
+async def refused_before_sending(provider: Provider, config: dict[str, Any], stream: bool) -> ModelBadRequest:
+    """The ``ModelBadRequest`` a request with ``config`` raises on ``provider`` — typed as such,
+    not as another ``ModelError`` — with nothing reaching its server."""
+    with provider.serve(scripted([provider.reply("never", stream=stream)])) as server:
+        with pytest.raises(ModelError) as caught:
+            await provider.model(server).generate(
+                ModelRequest([Message("user", [TextPart("Hello")])], config=config), Deltas() if stream else None
+            )
+        assert server.requests == []
+    assert type(caught.value) is ModelBadRequest, repr(caught.value)
+    return caught.value

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from pausepoint import Message, ModelRequest, TextPart
-from pausepoint.errors import ModelBadRequest, ModelError, ModelOutputError
+from pausepoint.errors import ModelError, ModelOutputError
 
-from .providers import Deltas, Provider
+from .providers import Deltas, Provider, refused_before_sending
 from .wire_server import Raw, Reply, scripted
 
 USER = [Message("user", [TextPart("Hello")])]
@@ -66,13 +66,7 @@ async def test_a_config_value_json_cannot_carry_is_a_bad_request_naming_its_key_
 ) -> None:
     """Not an internal error of the SDK's encoder (found by a probe: OpenAI's ``ValueError``,
     with a traceback in the log), nor ``NaN`` sent as if it were JSON (Gemini's)."""
-    with (
-        provider.serve(scripted([provider.reply("never", stream=stream)])) as server,
-        pytest.raises(ModelError) as caught,
-    ):
-        await provider.model(server).generate(ModelRequest(USER, config=config), Deltas() if stream else None)
-    assert type(caught.value) is ModelBadRequest, repr(caught.value)
-    assert caught.value.details["key"] == key
-    assert caught.value.message.startswith(f"config key {key!r} cannot be sent as JSON: ")
-    assert said in caught.value.message
-    assert server.requests == []
+    refused = await refused_before_sending(provider, config, stream)
+    assert refused.details["key"] == key
+    assert refused.message.startswith(f"config key {key!r} cannot be sent as JSON: ")
+    assert said in refused.message

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from pausepoint import Message, ModelRequest, Pausepoint, TextPart, ToolRequestPart
-from pausepoint.errors import ModelBadRequest, ModelError
+from pausepoint.errors import ModelBadRequest
 from pausepoint.models.openai import OpenAI
 from pausepoint.stores import InMemorySessionStore
 
-from .providers import ALL, FAST, Call, Deltas, Provider
+from .providers import ALL, FAST, Call, Provider, refused_before_sending
 from .wire_server import Reply, WireRequest, WireServer, scripted
 
 USER = [Message("user", [TextPart("Hello")])]
@@ -92,15 +92,9 @@ async def test_a_shared_config_value_no_provider_takes_is_a_bad_request_naming_i
     ``stop_sequences`` string into characters, sent 1024 for ``max_tokens=0``, 2 for 2.7, and
     failed on ``"abc"`` with an untyped ``ModelError``; OpenAI sent each as given; Gemini refused
     some). Neither coerced, nor an untyped error, nor sent."""
-    with (
-        provider.serve(scripted([provider.reply("never", stream=stream)])) as server,
-        pytest.raises(ModelError) as caught,
-    ):
-        await provider.model(server).generate(ModelRequest(USER, config=config), Deltas() if stream else None)
-    assert type(caught.value) is ModelBadRequest, repr(caught.value)
-    assert caught.value.details["key"] == key
-    assert caught.value.message.startswith(f"config {key!r} ") and said in caught.value.message
-    assert server.requests == []
+    refused = await refused_before_sending(provider, config, stream)
+    assert refused.details["key"] == key
+    assert refused.message.startswith(f"config {key!r} ") and said in refused.message
 
 
 @pytest.mark.parametrize("order", [("max_tokens", "max_output_tokens"), ("max_output_tokens", "max_tokens")])
