@@ -4,12 +4,21 @@ looked up under the session's lock (on the in-memory store and a real SQLite fil
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from examples import banking, shell
-from pausepoint import AgentFinishReason, Grant, Pausepoint, ToolResultChunk, TurnEndChunk
+from pausepoint import (
+    AgentFinishReason,
+    Grant,
+    Interrupt,
+    Pausepoint,
+    ToolResultChunk,
+    ToolRunContext,
+    TurnEndChunk,
+)
 from pausepoint.errors import (
     AlreadyApproved,
     AlreadyResolved,
@@ -88,6 +97,57 @@ async def test_approve_restarts_a_self_pausing_tool_and_may_approve_an_edited_in
     await chat.approve(again_paused.ref, pause_id=again_paused.pause_id)  # the live pause, which changed
     assert executed[-1]["command"] == "rm -rf out/tmp"
     assert executed[-1]["original_input"] == {"command": "rm -rf out/"}
+
+
+class Order(BaseModel):
+    item: str
+    qty: int = 1
+
+
+async def test_original_input_is_set_only_when_a_restart_replaced_the_input(store):
+    # The model leaves out a field with a default: the pause shows the input as the tool read it
+    # ({"qty": 1} filled in), and a restart that replaces nothing is no edit (found by a probe:
+    # ctx.original_input held the model's input, as Genkit's never does then).
+    seen: list[tuple[str, Any, Any]] = []
+    ai = Pausepoint()
+
+    @ai.tool(allow_input_edits=True)
+    async def order_self(input: Order, ctx: ToolRunContext) -> str:
+        """Order, asking first."""
+        if not (ctx.resumed_metadata or {}).get("tool_approved"):
+            raise Interrupt()
+        seen.append(("self", input.model_dump(), ctx.original_input))
+        return "ordered"
+
+    @ai.tool(requires_approval=True, allow_input_edits=True)
+    async def order_gated(input: Order, ctx: ToolRunContext) -> str:
+        """Order, gated."""
+        seen.append(("gated", input.model_dump(), ctx.original_input))
+        return "ordered"
+
+    def script(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done"
+        return [tool_call(name, {"item": "pen"}) for name in ("order_self", "order_gated")]
+
+    agent = ai.define_agent(name="shop", model=ScriptedModel(script), tools=[order_self, order_gated], store=store)
+    chat = agent.chat()
+    paused = (await chat.send("order")).interrupts
+    assert [p.input for p in paused] == [{"item": "pen", "qty": 1}] * 2
+    await chat.resume(restart=[p.restart(resumed_metadata={"tool_approved": True}) for p in paused])
+    assert sorted(seen) == [("gated", {"item": "pen", "qty": 1}, None), ("self", {"item": "pen", "qty": 1}, None)]
+
+    # replaced in one restart (the tool pauses again), approved in the next: the model's input
+    seen.clear()
+    self_paused, gated = (await chat.send("order again")).interrupts
+    edited = await chat.resume(restart=[self_paused.restart(replace_input={"item": "pen", "qty": 3})])
+    [again] = [p for p in edited.interrupts if p.ref == self_paused.ref]
+    await chat.approve(again.ref, pause_id=again.pause_id)
+    await chat.approve(gated.ref, replace_input={"item": "ink"})
+    assert sorted(seen) == [
+        ("gated", {"item": "ink", "qty": 1}, {"item": "pen"}),
+        ("self", {"item": "pen", "qty": 3}, {"item": "pen"}),
+    ]
 
 
 async def test_an_edit_of_a_question_is_refused_and_nothing_is_written(store):

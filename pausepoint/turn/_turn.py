@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..approval._gate import mark_approved
 from ..content._intake import adopted, model_message
 from ..content._messages import Message, ToolRequestPart
@@ -217,7 +219,8 @@ class Turn:
             request = state.calls[claim.call_ref].request
             given = paused.input if claim.replace_input is None else claim.replace_input
             # Replaced now, or by an earlier restart of the call (which paused again): the model's.
-            original = request.input if claim.replace_input is not None or given != request.input else None
+            replaced = claim.replace_input is not None or self._replaced_before(request, given)
+            original = request.input if replaced else None
             jobs.append(CallJob(request, given, resumed_metadata=claim.resumed_metadata or {}, original_input=original))
         batch, failed = jobs, None
         if batch:
@@ -228,6 +231,18 @@ class Turn:
         if failed is not None and self.agent.tool_errors == "fail":
             return await self.end(AgentFinishReason.FAILED, error=failed)
         return await self.proceed()
+
+    def _replaced_before(self, request: ToolRequestPart, paused_input: Any) -> bool:
+        """Whether a pause's input is other than the model's as the tool read it (defaults filled
+        in): an earlier restart of the call replaced it, and the call paused again."""
+        if paused_input == request.input:
+            return False
+        tool = self.agent.tools.get(request.name)
+        try:
+            as_read = None if tool is None else tool.validate_input(request.input).model_dump(mode="json")
+        except ValidationError:
+            return True  # the tool could not have run the model's input: a person's replaced it
+        return bool(as_read != paused_input)
 
     async def recover(self, calls: list[Call], known: Mapping[str, Record] | None = None) -> None:
         """Settle calls whose process died while running them (``SessionState.abandoned``), or
