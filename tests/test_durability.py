@@ -6,14 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic import BaseModel
 
 from examples import banking
-from pausepoint import AgentFinishReason, Pausepoint
-from pausepoint.errors import ToolDefinitionChanged
+from pausepoint import AgentFinishReason, ApprovalPolicy, Pausepoint, Role, ToolResponse
+from pausepoint.errors import ApprovalForbidden, ToolDefinitionChanged
+from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
-from pausepoint.testing import ScriptedModel
+from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
+from tests.server.harness import serve_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,14 +99,42 @@ async def test_a_denial_of_a_pause_whose_tool_changed_is_taken(tmp_path):
     assert [(e.decision, e.reason) for e in await chat.audit_trail()][-1] == ("deny", "not any more")
 
 
-async def test_a_tool_removed_since_the_pause_is_refused(tmp_path):
+async def test_a_tool_removed_since_the_pause_is_refused_but_for_a_denial(tmp_path):
+    """A deploy removed (or renamed) the paused tool: no answer can run it, allow_changed_tools
+    or not — but a denial runs nothing, and is taken, over Python and REST (found by a probe: it
+    was refused too, and only cancel_pending, of every open pause, was left)."""
     db = tmp_path / "s.db"
     paused = pause_in_another_process(db, tmp_path / "ledger.txt")
-    agent = Pausepoint().define_agent(name="bankingAgent", model=ScriptedModel([]), store=SqliteSessionStore(db))
+    _, before = banking.build(SqliteSessionStore(db), [])  # the deploy before, for a session of alice's
+    other = before.chat(principal="alice")
+    [other_pause] = (await other.send("Transfer $5 to savings.")).interrupts
+    ai = Pausepoint()
+    agent = ai.define_agent(
+        name="bankingAgent",
+        model=ScriptedModel(["denied, then"] * 2),
+        store=SqliteSessionStore(db),
+        allow_changed_tools=True,
+    )
     chat = agent.chat(paused["session_id"])
     [pending] = await chat.interrupts()
-    with pytest.raises(ToolDefinitionChanged, match="no longer defined"):
-        await chat.resume(respond=[pending.respond({"approved": True})])
+    for answer in (pending.respond({"approved": True}), pending.restart()):
+        with pytest.raises(ToolDefinitionChanged, match="no longer defined") as refused:
+            await chat.resume(**({"respond": [answer]} if isinstance(answer, ToolResponse) else {"restart": [answer]}))
+        assert "deny the pause" in str(refused.value)
+    assert [i.ref for i in await chat.interrupts()] == [pending.ref]
+
+    res = await chat.resume(respond=[pending.deny("the tool is gone")])
+    assert (res.finish_reason, res.text, await chat.interrupts()) == (AgentFinishReason.STOP, "denied, then", [])
+    assert [(e.decision, e.reason) for e in await chat.audit_trail()][-1] == ("deny", "the tool is gone")
+
+    with serve_in_thread(lambda: create_app(ai, auth=BearerTokens({"t": "alice"}))) as url:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer t"}) as http:
+            base = f"/v1/agents/bankingAgent/sessions/{other.session_id}/interrupts/{other_pause.ref}"
+            approved = await http.post(f"{base}/approve", json={})
+            assert (approved.status_code, approved.json()["error"]["code"]) == (409, "tool_definition_changed")
+            denied = await http.post(f"{base}/deny", json={"reason": "gone"})
+            assert denied.status_code == 200, denied.text
+            assert denied.json()["finish_reason"] == "stop" and denied.json()["interrupts"] == []
 
 
 async def test_unchanged_schema_with_new_description_is_still_accepted(tmp_path):
@@ -184,3 +215,29 @@ async def test_a_log_missing_a_record_is_a_store_error_on_every_read(tmp_path):
         with pytest.raises(StoreError, match=r"cannot be read at record \d+ \(a damaged store"):
             await read(fresh.chat(torn.session_id))
     assert [m.text for m in await fresh.chat(whole.session_id).history()] == ["hi", "two"]
+
+
+class Amount(BaseModel):
+    amount: int
+
+
+async def test_a_denial_of_a_removed_tools_approval_keeps_to_the_roles_it_paused_under(tmp_path):
+    policy = ApprovalPolicy(roles={"ops": Role(tools=["*"])}, members={"bob": ["ops"]})
+    store = SqliteSessionStore(tmp_path / "s.db")
+    ai = Pausepoint()
+
+    @ai.tool(requires_approval=True)
+    async def pay(input: Amount) -> str:
+        """Pay."""
+        return "paid"
+
+    script = ScriptedModel(lambda r: "done" if last_tool_results(r) else [tool_call("pay", {"amount": 3})])
+    asked = ai.define_agent(name="a", model=script, tools=[pay], store=store, approval=policy).chat(principal="alice")
+    [pause] = (await asked.send("pay 3")).interrupts
+
+    after = Pausepoint().define_agent(name="a", model=ScriptedModel(["not paid"]), store=store, approval=policy)
+    with pytest.raises(ApprovalForbidden, match="none of the roles"):
+        await after.chat(asked.session_id, principal="alice").resume(respond=[pause.deny("gone")])
+    res = await after.chat(asked.session_id, principal="bob").resume(respond=[pause.deny("gone")])
+    assert (res.finish_reason, res.text) == (AgentFinishReason.STOP, "not paid")
+    assert [(e.decision, e.principal) for e in await after.chat(asked.session_id).audit_trail()][-1] == ("deny", "bob")

@@ -162,9 +162,10 @@ def _live(
     tools: Mapping[str, Tool],
     ctx: AnswerContext,
     allow_changed_tools: bool,
-) -> Tool:
+) -> Tool | None:
     """The tool of ``pause``, if the pause may be answered now by an answer of that name: not
-    answered yet, of this turn, not expired, its tool defined as it was when it paused."""
+    answered yet, of this turn, not expired, its tool defined as it was when it paused — or, for
+    a denial (which runs nothing), None when the tool is no longer defined."""
     paused = pause.record
     ref, name = paused.call_ref, answer.name
     if paused.name != name:
@@ -202,13 +203,15 @@ def _live(
     if pause.expires_at is not None and pause.expires_at <= ctx.now:
         raise InterruptExpired(f"the pause of {name!r} {ref!r} expired at {time_text(pause.expires_at)}", ref=ref)
     tool = tools.get(name)
+    denial = isinstance(answer, ToolResponse) and answer.decision == "deny"  # runs nothing, checks no output
     if tool is None:
+        if denial:
+            return None  # a deploy removed the tool: its pause may still be denied, one by one
         raise ToolDefinitionChanged(
-            f"tool {name!r} paused in this session is no longer defined on the agent; cancel_pending drops the "
-            "pause",
+            f"tool {name!r} paused in this session is no longer defined on the agent; deny the pause, or "
+            "cancel_pending drops every open one",
             ref=ref,
         )
-    denial = isinstance(answer, ToolResponse) and answer.decision == "deny"  # runs nothing, checks no output
     if tool.fingerprint != paused.fingerprint and not allow_changed_tools and not denial:
         raise ToolDefinitionChanged(
             f"tool {name!r} changed since it paused (its name or schemas differ); define the agent with "
@@ -218,7 +221,7 @@ def _live(
     return tool
 
 
-def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: AnswerContext) -> CallAnswered:
+def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool | None, ctx: AnswerContext) -> CallAnswered:
     """The claim ``answer`` makes of the live ``pause``: an answer handed back to a question the
     call asked mid-way, a restart (perhaps of an edited input), a denial, or a result."""
     paused = pause.record
@@ -236,7 +239,7 @@ def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: A
         request_hash=ctx.request_hash,
     )
     try:
-        handed = tool.answer_restart(paused.metadata, answer)
+        handed = None if tool is None else tool.answer_restart(paused.metadata, answer)
     except ValueError as exc:
         raise InvalidAnswer(f"the answer to {name!r} is not valid for its question: {_why(exc)}", ref=ref) from exc
     if handed is not None:  # the call asked a question mid-way: the answer goes back to it
@@ -244,12 +247,13 @@ def _claim(state: SessionState, pause: Pause, answer: Answer, tool: Tool, ctx: A
         claim.reason = answer.reason if isinstance(answer, ToolResponse) else None
         return claim
     if isinstance(answer, ToolRestart):
+        assert tool is not None  # only a denial goes on without its tool (``_live``)
         claim.resumed_metadata = dict(answer.resumed_metadata or {})
         if answer.replace_input is not None:
             claim.replace_input = _edit(state, pause, answer, tool, ctx)
         return claim
     claim.decision = answer.decision
-    if answer.decision == "deny":
+    if answer.decision == "deny" or tool is None:
         claim.reason = answer.reason or ""  # one record for a denial without a reason, however given
         claim.output = {"denied": True, "reason": claim.reason}
         return claim

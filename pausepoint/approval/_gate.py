@@ -247,13 +247,13 @@ def offer_for(policy: ApprovalPolicy, tool: Tool, paused_input: Any) -> dict[str
 # -- answers ------------------------------------------------------------------------------------
 
 
-def decision_kind(tool: Tool, answer: ToolResponse | ToolRestart, claim: CallAnswered) -> DecisionKind:
+def decision_kind(tool: Tool | None, answer: ToolResponse | ToolRestart, claim: CallAnswered) -> DecisionKind:
     """What kind of decision an answer is: an approval, an edit, a denial, or a made-up result."""
     if claim.decision == "restart":
         return "edit" if claim.replace_input is not None else "approve"
     if claim.decision == "deny":
         return "deny"
-    if tool.pauses_only:
+    if tool is not None and tool.pauses_only:
         said = yes_or_no(tool, claim.output)
         if said is not None:
             return "approve" if said else "deny"
@@ -272,12 +272,12 @@ def review(
     """The records an answer the policy governs makes: the claim (a quorum's approvals listed
     on it), or an ``ApprovalGiven`` until the quorum is reached; and the grants it gives.
     Raises the ``ResumeRefused`` that says why the answer cannot be given."""
-    tool: Tool = tools[claim.name]
+    tool: Tool | None = tools.get(claim.name)  # None: a denial of a pause whose tool is gone (``_fit``)
     paused = pause.record
     if isinstance(paused, ApprovalPaused):
         request, roles = paused.approval, pause.roles
     else:  # paused before the policy named this tool: its current rules apply
-        fresh = policy.request(tool, None, gated=False)
+        fresh = policy.request(tool, None, gated=False) if tool is not None else _deciders(policy, claim.name)
         if fresh is None and answer.grant is None:
             return [claim]
         request = fresh or ApprovalRequest()
@@ -296,7 +296,7 @@ def review(
                 'resumed_metadata={"tool_approved": true}, and this one has none',
                 ref=claim.call_ref,
             )
-        records.append(_grant(policy, answer.grant, tool.name, tools, claim, request, limits))
+        records.append(_grant(policy, answer.grant, claim.name, tools, claim, request, limits))
     if approving and request.offer is not None:
         offered = Grant.from_scope(request.offer)
         if offered.tool is not None and offered.tool in tools:
@@ -320,6 +320,13 @@ def review(
         this = [Approver(claim.principal or "", claim.at, claim.via)] if approving else []
         claim.approvals = [*(counted(pause) or ()), *this]
     return [claim, *records]
+
+
+def _deciders(policy: ApprovalPolicy, tool: str) -> ApprovalRequest | None:
+    """What denying a pause of ``tool`` takes now that the agent no longer defines the tool: the
+    roles that decide its calls, if any name it."""
+    roles = policy.roles_deciding(tool)
+    return None if roles is None else ApprovalRequest(roles=sorted(roles))
 
 
 def counted(pause: Pause) -> list[Approver] | None:
