@@ -198,3 +198,18 @@ async def test_a_call_that_requires_approval_approved_by_the_policy_runs_as_a_fi
     await chat.approve(pause.ref, grant=Grant())  # a person's approval: a restart, tool_approved
     assert (await chat.send("pay 60")).finish_reason == AgentFinishReason.STOP  # by the grant
     assert seen == [None, {"tool_approved": True}, None]
+
+
+async def test_a_restart_without_tool_approved_counts_no_approval(store):
+    # The tool runs again, pauses again: nothing was approved, and the trail's count says so
+    # (found by a probe: it read 1 of 1 beside the decision "restart"); the approval that follows
+    # counts one.
+    paid: list[str] = []
+    agent = app(ApprovalPolicy(**TREASURY), store, paid)
+    chat = agent.chat(principal="alice")
+    [pause] = (await chat.send("pay 5")).interrupts
+    [again] = (await chat.resume(restart=[pause.restart()], principal="dana")).interrupts
+    await chat.approve(again.ref, pause_id=again.pause_id, principal="dana")
+    assert paid == ["5"]
+    trail = [(e.decision, e.approvals, e.required) for e in await chat.audit_trail() if e.decision != "message"]
+    assert trail == [("restart", 0, 1), ("approve", 1, 1)]

@@ -17,7 +17,8 @@ from starlette.responses import Response
 
 from ..errors import InvalidLink, SessionNotFound
 from ..runtime._agent import Agent
-from ._display import interrupts_json
+from ..session._json import INTERRUPTS, dump
+from ._display import view_json
 from ._links import Link, read_token, refusal
 from ._replies import json_response
 from ._routes import Operation, json_object, schema_ref
@@ -48,12 +49,14 @@ async def link(request: Request) -> Response:
     found = read_token(service.links, request.path_params["token"])
     agent = await answerable_link(service, found, principal)
     now = await standing(agent, found)
+    pause: dict[str, Any] = dump(INTERRUPTS, [now.pause])[0]
+    pause["view"] = view_json(now.view)  # a settled pause's waits for nobody (``_story``)
     return json_response(
         {
             "state": now.state,
             "agent": agent.name,
             "session_id": found.session_id,
-            "pause": interrupts_json(agent, [now.pause])[0],
+            "pause": pause,
             "message": now.message,
         }
     )

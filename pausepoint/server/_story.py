@@ -9,7 +9,7 @@ decision ("Approved by alice via Slack"), from the same audit entry the console 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..errors import InvalidLink
@@ -59,8 +59,8 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
     if call is None or pause is None or pause.record.call_ref != link.ref:
         raise InvalidLink("this link names no pause of the session")
     shown = pending_interrupt(pause.record, pause)
-    view = agent.view(shown)
     entry = audit_entry(pause.answer, state) if pause.answer is not None else None
+    view = agent.view(shown)
     now = agent.clock()
     said = f"“{view.title}”"
     if call.pause != link.pause_id:
@@ -70,22 +70,30 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
         message = (
             f"{said} is no longer the question: {told} the agent asked again. The new request is in your inbox{here}."
         )
-        return Standing("superseded", shown, view, entry, message)
+        return Standing("superseded", shown, _settled(view), entry, message)
     if entry is not None:
         if entry.decision == "expire":
             message = f"{said} expired unanswered at {moment(entry.at)}{_quorum(pause, entry)}."
-            return Standing("expired", shown, view, entry, message)
+            return Standing("expired", shown, _settled(view), entry, message)
         message = f"{said} was decided already: {decided(entry)}{_quorum(pause, entry)}."
-        return Standing("used", shown, view, entry, message)
+        return Standing("used", shown, _settled(view), entry, message)
     if link.expired(now):
         message = f"This link to {said} expired at {moment(link.expires_at)}; open the request from your inbox."
         return Standing("expired", shown, view, None, message)
     if shown.expires_at is not None and shown.expires_at <= now:
         counted = _approvals_in(len(shown.approval.approved_by), shown.approval.required) if shown.approval else ""
         message = f"{said} expired at {moment(shown.expires_at)}{counted}. {view.on_expiry or ''}".strip()
-        return Standing("expired", shown, view, None, message)
+        return Standing("expired", shown, _settled(view), None, message)
     waiting = view.approval.waiting_for if view.approval is not None and view.approval.waiting_for else ""
     return Standing("open", shown, view, None, f"{said} waits for a decision. {waiting}".strip())
+
+
+def _settled(view: PauseView) -> PauseView:
+    """The view of a pause nobody can decide any more: nobody is waited for, nobody may approve
+    or deny it (found by a probe: a used link said "Waiting for 0 more approvals from carol")."""
+    if view.approval is None:
+        return view
+    return replace(view, approval=replace(view.approval, waiting_for="", may_approve=[], may_deny=[]))
 
 
 def _quorum(pause: Pause, entry: AuditEntry) -> str:

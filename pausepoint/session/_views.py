@@ -94,10 +94,11 @@ def response_for(state: SessionState, end: TurnEnded, version: int) -> AgentResp
     )
 
 
-def approvals_counted(answer: CallAnswered) -> int:
+def approvals_counted(answer: CallAnswered, paused: Pause | None) -> int:
     """How many approvals the call paused for approval had with ``answer``: those it lists, or
-    (one approval was enough) the restart itself."""
-    return len(answer.approvals) if answer.approvals is not None else int(answer.decision == "restart")
+    (one approval was enough) the answer itself if it approved the call (a restart of a tool
+    that paused itself, without ``tool_approved``, approves nothing)."""
+    return len(answer.approvals) if answer.approvals is not None else int(approving(paused, answer))
 
 
 def audit_entry(record: AuditRecord, state: SessionState | None = None) -> AuditEntry:
@@ -207,7 +208,7 @@ def _about_a_pause(record: PauseEscalated | ApprovalGiven | CallAnswered, state:
             idempotency_key=record.idempotency_key,
             approvals=counted,
         )
-    approvals = approvals_counted(record) if required else 0
+    approvals = approvals_counted(record, paused) if required else 0
     return entry(
         decision="approve" if approving(paused, record) else record.decision,
         principal=record.principal,

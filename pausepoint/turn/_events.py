@@ -103,6 +103,7 @@ class _Envelope:
     grantor: str | None = None  # a decision by a grant's: who granted it
     paused_at: datetime | None = None  # what happened to a pause: when it paused
     expires_at: datetime | None = None  # ... and when it would expire (only when it had a TTL)
+    tool: str | None = None  # a revocation's: the tool of the grant it revokes
 
 
 _ENVELOPE: TypeAdapter[_Envelope] = TypeAdapter(_Envelope)
@@ -166,8 +167,15 @@ def _announced(record: Record, state: SessionState, now: datetime) -> tuple[Even
             if record.grant is not None and record.grant in state.grants:
                 tail += b',"grantor":' + _INPUT(state.grants[record.grant].record.principal)
             return "decision", record.at, tail + b"}"
-        case GrantAdded() | GrantRevoked():
+        case GrantAdded():
             return "grant", record.at, b"}"
+        case GrantRevoked():  # named by the tool of the grant it revokes, as the trail names it
+            granted = state.grants.get(record.id)
+            return (
+                "grant",
+                record.at,
+                (b"}" if granted is None else b',"tool":' + _json_string(granted.record.tool) + b"}"),
+            )
         case SessionStarted() | TurnStarted() | AbortRequested():
             return None
         case _:
@@ -184,7 +192,7 @@ def _about_a_pause(record: CallAnswered | ApprovalGiven | PauseEscalated, state:
     if isinstance(record, CallAnswered) and approving(pause, record):
         tail += b',"approves":true'
     if isinstance(pause.record, ApprovalPaused):
-        count = approvals_counted(record) if isinstance(record, CallAnswered) else len(pause.approvals)
+        count = approvals_counted(record, pause) if isinstance(record, CallAnswered) else len(pause.approvals)
         tail += f',"count":{count},"required":{pause.record.approval.required}'.encode()
     return tail + b"}"
 
@@ -218,6 +226,8 @@ def _entry_json(
         entry = replace(entry, principal=envelope.grantor)
     if envelope.paused_at is not None:
         entry = replace(entry, paused_at=envelope.paused_at, expires_at=envelope.expires_at)
+    if envelope.tool is not None:
+        entry = replace(entry, name=envelope.tool)
     shown: dict[str, Any] = dump(AUDIT, [entry])[0]
     shown["view"] = None
     if view is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
@@ -254,4 +264,3 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
         case _:  # no other record is announced (``_announced``)
             raise ValueError(f"an event of a {record.kind} record")
     return body
-

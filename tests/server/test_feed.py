@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from pausepoint import Interrupt, Pausepoint
+from pausepoint import ApprovalPolicy, Interrupt, Pausepoint
 from pausepoint.errors import Unauthenticated
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
@@ -115,6 +115,41 @@ async def test_an_approval_one_approver_is_enough_for_reads_one_of_one_in_the_fe
     [event] = [data for _, data in seen if "entry" in data]
     assert event["at"].endswith("Z") and told["at"].endswith("Z")
     assert {k: v for k, v in told.items() if k != "view"} == {k: v for k, v in trail[-1].items() if k != "view"}
+
+
+async def test_a_grants_revocation_reads_in_the_feed_as_in_the_audit(tmp_path, http):
+    """A revocation names the tool of the grant it revokes, in the feed as in the trail (found
+    by a probe: the feed's entry, and so webhooks' and Slack's, had an empty name)."""
+    ai = Pausepoint()
+
+    @ai.tool(requires_approval=True)
+    async def refund(amount: int) -> str:
+        """Refund."""
+        return f"refunded {amount}"
+
+    steps = [[tool_call("refund", {"amount": 5})], "Refunded."]
+    policy = ApprovalPolicy(grantable=["refund"])
+    store = SqliteSessionStore(tmp_path / "f.db")
+    ai.define_agent(name="shop", model=ScriptedModel(steps), tools=[refund], store=store, approval=policy)
+    tokens = BearerTokens({"alice-token": "alice"})
+    with serve_in_thread(lambda: create_app(ai, auth=tokens, feed_interval=0.05)) as url:
+        seen: list = []
+        connected = asyncio.Event()
+        reader = asyncio.create_task(read_events(http, url + "/v1/feed", ALICE, 6, seen, connected))
+        await asyncio.wait_for(connected.wait(), 10)
+        body = (await http.post(url + "/v1/agents/shop/sessions", json={"message": "refund"}, headers=ALICE)).json()
+        base = f"{url}/v1/agents/shop/sessions/{body['session_id']}"
+        approve = base + f"/interrupts/{body['interrupts'][0]['ref']}/approve"
+        assert (await http.post(approve, json={"grant": {"uses": 3}}, headers=ALICE)).status_code == 200
+        [grant] = (await http.get(base + "/grants", headers=ALICE)).json()["grants"]
+        revoked = await http.post(base + f"/grants/{grant['id']}/revoke", json={"reason": "stop"}, headers=ALICE)
+        assert revoked.status_code == 200
+        await asyncio.wait_for(reader, 10)
+        trail = (await http.get(base + "/audit", headers=ALICE)).json()["entries"]
+    [told] = [data["entry"] for _, data in seen if data.get("entry", {}).get("decision") == "revoke"]
+    [kept] = [entry for entry in trail if entry["decision"] == "revoke"]
+    assert told["name"] == kept["name"] == "refund"
+    assert {k: v for k, v in told.items() if k != "view"} == {k: v for k, v in kept.items() if k != "view"}
 
 
 async def test_agents_with_store_objects_of_their_own_on_one_file_feed_each_event_once(tmp_path, http):

@@ -114,3 +114,21 @@ async def test_a_link_to_a_call_expired_under_a_quorum_says_how_many_had_approve
         read = await read_link(http, base, token)
     assert read["state"] == "expired" and "expired unanswered at" in read["message"]
     assert read["message"].endswith(" UTC (1 of 2 approvals in).")
+
+
+async def test_a_used_link_waits_for_nobody(served):
+    # Found by a probe: after the quorum's last approval, the link said "used" and still "Waiting
+    # for 0 more approvals from treasury (carol)", with carol among who may approve.
+    base, _ = served
+    async with httpx.AsyncClient(timeout=30) as http:
+        session, token = await paid_with_one_approval(http, base)
+        before = (await read_link(http, base, token))["pause"]["view"]["approval"]
+        [pause] = (await http.get(session, headers=auth("dave"))).json()["interrupts"]
+        approved = await http.post(f"{session}/interrupts/{pause['ref']}/approve", json={}, headers=auth("bob"))
+        assert approved.status_code == 200, approved.text
+        read = await read_link(http, base, token)
+    assert before["waiting_for"] and set(before["may_approve"]) == {"bob", "carol"}
+    assert read["state"] == "used" and "(2 approvals: alice, bob)" in read["message"]
+    after = read["pause"]["view"]["approval"]
+    assert (after["waiting_for"], after["may_approve"], after["may_deny"]) == ("", [], [])
+    assert (before["progress"], after["progress"]) == ("1 of 2 approvals", "2 of 2 approvals")
