@@ -34,6 +34,7 @@ from pausepoint import (
     ToolRunContext,
 )
 from pausepoint.errors import (
+    AlreadyResolved,
     DefinitionError,
     InvalidAnswer,
     InvalidMessage,
@@ -326,6 +327,46 @@ async def test_a_reply_that_cannot_be_kept_is_a_model_output_error_and_nothing_i
     assert await fresh_view(tmp_path, chat.session_id) == before
     assert read_elsewhere(db_of(tmp_path), [chat.session_id]) == {chat.session_id: before}
     assert (await chat.send("again")).text == "still fine"
+
+
+class Asked(BaseModel):
+    question: str
+
+
+async def test_a_reply_whose_record_would_not_fit_is_a_model_output_error_before_and_after_a_tool_ran(tmp_path):
+    """Each string under the store's limit, the reply over it (two long calls, found by a probe):
+    as for a string over it, a ``ModelOutputError`` with nothing written — not the store's
+    ``PayloadTooLarge``, a caller's error (413) — and, once an answer was recorded, a turn that
+    ends ``failed`` (it was left unended: no pause open, the last response still interrupted)."""
+    (tmp_path / "small").mkdir()
+    store = SqliteSessionStore(db_of(tmp_path / "small"), max_record_bytes=20_000)
+    ai = Pausepoint()
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Asked)
+
+    @ai.tool()
+    def note(text: str) -> str:
+        """Take a note."""
+        return "noted"
+
+    long_calls = [tool_call("note", {"text": "n" * 12_000}), tool_call("note", {"text": "m" * 12_000})]
+    model = ScriptedModel(["hello", long_calls, [tool_call("ask", {"question": "go?"})], long_calls, "fine"])
+    agent = ai.define_agent(name="noter", model=model, tools=[note, ask], store=store)
+    chat = agent.chat()
+    await chat.send("hi")
+    before = await fresh_view(tmp_path / "small", chat.session_id)
+    with pytest.raises(ModelOutputError) as refused:
+        await chat.send("note twice")
+    assert refused.value.details == {"path": "$", "rule": "max_record_bytes", "limit": 20_000}
+    assert await fresh_view(tmp_path / "small", chat.session_id) == before
+
+    [pause] = (await chat.send("ask me")).interrupts
+    res = await chat.resume(respond=[pause.respond({"answer": "yes"})])
+    assert res.finish_reason == AgentFinishReason.FAILED and "exceeds the store's limit" in (res.error or "")
+    assert await chat.interrupts() == [] and (await chat.last_response()).finish_reason == AgentFinishReason.FAILED
+    with pytest.raises(AlreadyResolved):
+        await chat.resume(respond=[pause.respond({"answer": "yes"})])
+    assert (await chat.send("again")).text == "fine"
+    await store.close()
 
 
 async def test_a_streamed_reply_that_cannot_be_kept_never_shows_the_text_it_cannot_keep(sqlite, tmp_path):

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import Field, TypeAdapter
 
 from ..content._messages import Message
+from ..errors import ModelOutputError
 
 __all__ = [
     "AbortRequested",
@@ -40,6 +41,7 @@ __all__ = [
     "TurnStarted",
     "decode_record",
     "encode_record",
+    "encoded_reply",
     "new_ref",
 ]
 
@@ -390,6 +392,22 @@ def encode_record(record: Record) -> bytes:
     not use them are byte for byte what earlier versions wrote.
     """
     return _ENCODE[type(record)](record)
+
+
+def encoded_reply(record: MessageAdded, max_record_bytes: int) -> bytes:
+    """The model's reply, encoded — or a ``ModelOutputError`` when its record would not fit the
+    store's limit (each string under it, the whole over it: many long tool calls), so that the
+    turn fails as on any reply it cannot record, before anything of it is written."""
+    data = encode_record(record)
+    if len(data) > max_record_bytes:
+        raise ModelOutputError(
+            f"the model's reply cannot be recorded: its record of {len(data)} bytes exceeds the store's limit "
+            f"of {max_record_bytes} bytes",
+            path="$",
+            rule="max_record_bytes",
+            limit=max_record_bytes,
+        )
+    return data
 
 
 _NO_SENDER = {"principal", "via", "idempotency_key", "request_hash"}

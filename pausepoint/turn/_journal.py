@@ -150,6 +150,9 @@ class Journal:
         self.written: list[Record] = []  # what its flushes wrote
         self.dispatched: set[str] = set()  # the calls whose tools this call started (``runtime._stopped``)
         self.on_message: Callable[[Message], None] | None = None
+        # records added already encoded (``add_encoded``), by id, beside the record (kept alive,
+        # so that its id is never another's): their bytes are written as they are
+        self._encoded: dict[int, tuple[Record, bytes]] = {}
         self._appender = appender
         self._reload = reload
         self._remember = remember
@@ -165,6 +168,16 @@ class Journal:
                 for message in messages[before:]:
                     self.on_message(message)
 
+    def add_encoded(self, record: Record, data: bytes) -> None:
+        """``add``, for a record already encoded as ``encode_record`` encodes it (to measure it
+        before it is added): nothing is encoded twice."""
+        self._encoded[id(record)] = (record, data)
+        self.add(record)
+
+    def _bytes(self, record: Record) -> bytes:
+        kept = self._encoded.get(id(record))
+        return kept[1] if kept is not None and kept[0] is record else encode_record(record)
+
     async def flush(self, now: datetime, *, rebase: bool = True, durable: bool = True) -> None:
         """Append pending records with a conditional append on the session's version (durably,
         unless ``durable`` is False: see the class docstring).
@@ -179,9 +192,7 @@ class Journal:
         while self.pending:
             state = self.state
             base = state.durable_version
-            entries = [
-                LogEntry(base + i, record.kind, encode_record(record)) for i, record in enumerate(self.pending, 1)
-            ]
+            entries = [LogEntry(base + i, record.kind, self._bytes(record)) for i, record in enumerate(self.pending, 1)]
             try:
                 with self._telemetry.store_call(self.store, "append"):
                     await self._appender.append(state, base, self.pending, entries, now, durable=durable)
@@ -202,6 +213,7 @@ class Journal:
             self._telemetry.recorded(state, self.pending)
             self.written.extend(self.pending)
             self.pending.clear()
+            self._encoded.clear()
             self._remember(state)
 
     async def _kept(self, entries: Sequence[LogEntry]) -> bool:

@@ -44,6 +44,7 @@ from ..session._records import (
     MessageAdded,
     Record,
     TurnEnded,
+    encoded_reply,
     new_ref,
 )
 from ..session._response import AgentFinishReason, AgentResponse
@@ -148,6 +149,8 @@ class Turn:
                 message, refused = model_message(
                     adopted(response.message, new_ref), response.finish_reason, agent.json_limits
                 )
+                added = MessageAdded(message, at=agent.clock())
+                encoded = encoded_reply(added, agent.store.max_record_bytes)
             except _Aborted:
                 return await self.stop()
             except BaseException as exc:
@@ -155,7 +158,7 @@ class Turn:
                 if ended is not None:
                     return ended
                 raise
-            self.journal.add(MessageAdded(message, at=agent.clock()))
+            self.journal.add_encoded(added, encoded)
             requests = message.tool_requests
             if self.emit is not None:
                 if not self._text_streamed and message.text:
