@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
+from .._extras import installed_version
 from . import _chat, _config_cmd, _demo, _serve
 from ._errors import CliError
 from ._store_url import store_from_url
@@ -29,19 +29,11 @@ def parser() -> argparse.ArgumentParser:
         description="LLM agents whose tools pause for people and resume later, exactly once.",
         epilog="Run 'pausepoint <command> --help' for a command's options.",
     )
-    top.add_argument("--version", action="version", version=f"pausepoint {_version()}")
+    top.add_argument("--version", action="version", version=f"pausepoint {installed_version()}")
     subparsers = top.add_subparsers(dest="command", metavar="<command>", required=True)
     for command in _COMMANDS:
         command.add_parser(subparsers)
     return top
-
-
-def _version() -> str:
-    """This installation's version (``unknown`` for a source tree that was never installed)."""
-    try:
-        return metadata.version("pausepoint")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import ModelError, ModelNotFound
 from ..models._model import ChunkSink, Model, ModelRequest, ModelResponse, Plugin
 from ..testing import last_tool_results
 from ._errors import CliError
@@ -78,7 +78,10 @@ def _local(name: str, threads: int | None) -> ModelChoice:
     module = _import_provider("local")
     # Greedy decoding keeps the demo repeatable.
     plugin = module.Local(n_threads=threads, config={"temperature": 0, "seed": 0}, progress=_say)
-    model = plugin.resolve_model(name)
+    try:
+        model = plugin.resolve_model(name)
+    except ModelNotFound:
+        model = None
     if model is None:
         raise CliError(f"no local model {name!r}: use local, {DEFAULT_LOCAL}, {GUIDED} or local/<file.gguf>")
     try:

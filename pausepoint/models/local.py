@@ -66,7 +66,7 @@ from typing import Any, Literal
 
 from .._extras import missing_extra
 from ..content._messages import MediaPart, Message, Part, TextPart, ToolRequestPart, ToolResponsePart
-from ..errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
+from ..errors import ModelBadRequest, ModelError, ModelNotFound, ModelOutputError, ModelTimeout
 from ._gguf import GgufError, GgufInfo, read_gguf
 from ._local_files import BUNDLED, Progress, locate_bundled, smollm2_path
 from ._local_grammar import OutputEvent, OutputParser, build_grammar, parse_arguments, render_call
@@ -129,17 +129,24 @@ class Local:
         self._lock = threading.Lock()
 
     def resolve_model(self, name: str) -> LocalModel | None:
-        """The model for ``local/<bundled name>``, ``local/<alias>`` or ``local/<path>.gguf``; else None."""
+        """The model for ``local/<bundled name>``, ``local/<alias>`` or ``local/<path>.gguf``; None
+        for another prefix's; ``ModelNotFound``, naming what it serves, for another name under its own."""
         head, _, rest = name.partition("/")
-        if head != self.prefix or not rest:
+        if head != self.prefix:
             return None
         if rest in self._models:
             return LocalModel(self, rest, lambda: _read_file(self._models[rest]))
         if rest in BUNDLED:
             return LocalModel(self, rest, lambda: locate_bundled(rest, self._progress))
-        if rest.endswith(".gguf"):
+        if rest.endswith(".gguf") and rest != ".gguf":
             return LocalModel(self, rest, lambda: _read_file(Path(rest).expanduser()))
-        return None
+        # A name under this plugin's prefix that it does not know: a typo, most likely. Say what
+        # it serves, rather than let the app say no plugin serves it.
+        served = ", ".join(f"{self.prefix}/{known}" for known in [*BUNDLED, *self._models])
+        raise ModelNotFound(
+            f"no local model {name!r}: this Local plugin serves {served}, and {self.prefix}/<path>.gguf",
+            model=name,
+        )
 
     def _load(self, name: str, locate: Callable[[], tuple[Path, GgufInfo]]) -> _Loaded:
         """The loaded model of the file ``locate()`` names, loading it on first use (thread-safe)."""

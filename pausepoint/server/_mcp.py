@@ -41,6 +41,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from .._extras import installed_version
 from ..content._jsondata import JsonLimits, NotJsonData, json_data, json_text
 from ..errors import (
     Forbidden,
@@ -96,6 +97,7 @@ def mcp_server(
     doors = _Doors(ai, principal, policy, limits)
     server = _Server(
         name,
+        version=installed_version(),
         instructions=(
             "Talk to the agents with send_message. When a reply lists pauses, a tool call waits for a person: "
             "show it to the user and answer it with answer_pause (approve, deny with a reason, or respond with a "

@@ -34,6 +34,7 @@ from datetime import datetime
 from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._extras import installed_version
 from ..session._records import CallAnswered, CallPaused, Record
 
 if TYPE_CHECKING:
@@ -371,13 +372,8 @@ def _make_tracer(provider: Any) -> Any:
         from opentelemetry import trace
     except ImportError:
         return None
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        own = version("pausepoint")
-    except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-        own = None
-    return trace.get_tracer("pausepoint", own, tracer_provider=provider)
+    own = installed_version()
+    return trace.get_tracer("pausepoint", None if own == "unknown" else own, tracer_provider=provider)
 
 
 def _traceparent(span: Any) -> str | None:

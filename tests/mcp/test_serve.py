@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from typing import Any
 
 import httpx2
@@ -370,6 +371,8 @@ async def test_served_over_stdio_by_the_cli() -> None:
         env={"PYTHONPATH": str(ROOT)},
     )
     async with Client(params) as client:
+        # named with the installed version, as `pausepoint --version` (found by a probe: an empty one)
+        assert (client.server_info.name, client.server_info.version) == ("pausepoint", metadata.version("pausepoint"))
         reply = await call(client, "send_message", agent=AGENT, text="Transfer $500 to savings.")
         (pause,) = reply["pauses"]
         done = await call(

@@ -29,6 +29,7 @@ from pausepoint import (
     MediaPart,
     Message,
     ModelRequest,
+    Pausepoint,
     TextChunk,
     TextDelta,
     TextPart,
@@ -37,7 +38,7 @@ from pausepoint import (
     ToolRequestPart,
     ToolResponsePart,
 )
-from pausepoint.errors import ModelBadRequest, ModelError, ModelOutputError, ModelTimeout
+from pausepoint.errors import ModelBadRequest, ModelError, ModelNotFound, ModelOutputError, ModelTimeout
 
 pytest.importorskip("xllamacpp")
 
@@ -477,9 +478,14 @@ def test_settings_read_the_config():
 
 def test_resolve_model_names(tmp_path):
     plugin = Local(models={"mine": tmp_path / "mine.gguf"})
-    assert plugin.resolve_model("openai/gpt-4o-mini") is None
-    assert plugin.resolve_model("local/unknown") is None
-    assert plugin.resolve_model("local/") is None
+    assert plugin.resolve_model("openai/gpt-4o-mini") is None  # another plugin's
+    # a name under its own prefix it does not serve (a typo) is told what it serves (found by a
+    # probe: the app said "add the plugin that serves it", the plugin being there)
+    for typo in ("local/unknown", "local/", "local/qwen"):
+        with pytest.raises(ModelNotFound, match=r"serves local/smollm2, local/qwen2.5-coder-1.5b, local/mine, and"):
+            plugin.resolve_model(typo)
+    with pytest.raises(ModelNotFound, match="no local model 'local/qwen'"):
+        Pausepoint(plugins=[plugin]).define_agent(name="a", model="local/qwen")
     for name in ("local/smollm2", "local/qwen2.5-coder-1.5b", "local/mine", "local/some/file.gguf"):
         model = plugin.resolve_model(name)
         assert isinstance(model, LocalModel) and model.name == name
