@@ -33,7 +33,7 @@ def test_subpackages_export_what_they_list():
         "Checkpoint", "CheckpointStore",
         "Delivery", "DeliveryState", "Event", "InMemorySessionStore", "LogEntry", "LogSlice", "PARTIAL_BASE_KEPT",
         "PostgresSessionStore", "REPLACED_BASES_KEPT", "RedisSessionStore",
-        "SessionStore", "SessionSummary", "SqliteSessionStore", "check_entries", "version_conflict",
+        "SessionStore", "SessionSummary", "SqliteSessionStore", "StoreSecret", "check_entries", "version_conflict",
     ]  # fmt: skip
     assert sorted(pausepoint.models.__all__) == ["RetryPolicy", "call_with_retries", "stream_with_retries"]
     assert {"ScriptedModel", "tool_call", "reply"} <= set(pausepoint.testing.__all__)

@@ -7,15 +7,16 @@ gives, and nothing that was not written. It learns of new events through the sto
 checked every 50 ms (a change counter, no query); ``interval`` bounds every wait. The store is
 asked once for every follower in the process (``_watch``), however many feeds are open.
 
-Every SSE event carries an ``id``: the stream positions after it (one per store, dot-joined).
+Every SSE event carries an ``id``: the stream positions after it (one per store, dot-joined),
+each sealed with its store's secret (``_feed_ids``: a position counts every tenant's events).
 A client that reconnects with ``Last-Event-ID`` gets exactly the events it missed (while the
 store still keeps them: see ``prune_events``); without it the feed starts from now (read the
 inbox for what was already waiting)::
 
-    id: 1742   event: pause     data: {"id", "type": "pause", "agent", "session_id", "owner", "tenant", "interrupt"}
-    id: 1745   event: answer    data: {... "type": "answer" or "expiry", "entry": AuditEntry}
+    id: 3f0c…   event: pause     data: {"id", "type": "pause", "agent", "session_id", "owner", "tenant", "interrupt"}
+    id: 91a2…   event: answer    data: {... "type": "answer" or "expiry", "entry": AuditEntry}
     (each interrupt and entry with its ``view``, as everywhere in the REST API)
-    id: 1746   event: turn_end  data: {... "turn", "finish_reason", "open_refs", "error"}
+    id: 07be…   event: turn_end  data: {... "turn", "finish_reason", "open_refs", "error"}
 
 A subscriber sees only the sessions its principal may view (with tenants: its tenant's, by the
 session's tenant in its summary; an operator's, every tenant's it may view).
@@ -32,7 +33,7 @@ from ..runtime._app import Pausepoint
 from ..stores import Event, SessionStore, SessionSummary
 from ..stores._base import event_stream
 from ..turn._events import event_body
-from ._params import ascii_int
+from ._feed_ids import IdSeal, seal_of
 from ._turns import event as sse_event
 from ._watch import StoreWatch, first_of
 
@@ -56,12 +57,14 @@ class Feed:
         # Shared by every follower: who may see a session does not change, nor how an event reads.
         self._summaries: OrderedDict[tuple[int, str], SessionSummary | None] = OrderedDict()
         self._frames: OrderedDict[tuple[int, int], bytes | None] = OrderedDict()
+        self._seals: list[IdSeal] | None = None  # each store's, read once (``_feed_ids``)
 
     def notify(self, agent: str, session_id: str) -> None:
         """Kept for callers of the polling feed: the stores now wake the feed themselves."""
 
     async def start(self, last_event_id: str | None) -> list[int]:
         """The positions to follow from: after ``last_event_id``, or from now."""
+        seals = await self._sealed()
         if last_event_id is None:
             return [await store.last_event() for store in self.stores]
         parts = last_event_id.strip().split(".")
@@ -72,16 +75,24 @@ class Feed:
                 "stores changed is none of its ids): reconnect without it to follow from now",
                 last_event_id=last_event_id,
             )
-        positions = [ascii_int(p, "each position in Last-Event-ID") for p in parts]
-        for position, store in zip(positions, self.stores, strict=True):
-            newest = await store.last_event()
-            if position > newest:  # an id from another store, or from before the store was reset
+        positions = []
+        for part, seal, store in zip(parts, seals, self.stores, strict=True):
+            position = seal.open(part)
+            # One refusal, whatever the reason (made up, from another store, from before the store
+            # was reset): how it fails tells nothing of the stream
+            if position is None or position > await store.last_event():
                 raise InvalidRequest(
-                    f"Last-Event-ID {last_event_id!r} is past the newest event this feed has sent: "
-                    "reconnect without it to follow from now",
+                    f"Last-Event-ID {last_event_id!r} is no id this feed has sent: reconnect without it to "
+                    "follow from now",
                     last_event_id=last_event_id,
                 )
+            positions.append(position)
         return positions
+
+    async def _sealed(self) -> list[IdSeal]:
+        if self._seals is None:
+            self._seals = [await seal_of(store) for store in self.stores]
+        return self._seals
 
     async def follow(
         self, positions: list[int], visible: Callable[[SessionSummary], bool]
@@ -89,6 +100,7 @@ class Feed:
         """``(id, frame)`` for every visible event after ``positions``, as they come: its SSE
         ``event:`` and ``data:`` lines, made once for every follower."""
         positions = list(positions)
+        seals = await self._sealed()
         while True:
             quiet = True
             for index, watch in enumerate(self._watches):
@@ -102,7 +114,7 @@ class Feed:
                         continue
                     frame = self._frame(index, event)
                     if frame is not None:
-                        yield ".".join(map(str, positions)), frame
+                        yield ".".join(seal.seal(p) for seal, p in zip(seals, positions, strict=True)), frame
                 quiet = quiet and len(events) < _PAGE
             if quiet:
                 await self._wait(positions)

@@ -24,6 +24,7 @@ from ._base import (
     LogSlice,
     SessionStore,
     SessionSummary,
+    StoreSecret,
     check_entries,
     version_conflict,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SqliteSessionStore",
+    "StoreSecret",
     "check_entries",
     "version_conflict",
 ]

@@ -60,6 +60,7 @@ __all__ = [
     "LogSlice",
     "SessionStore",
     "SessionSummary",
+    "StoreSecret",
     "Checkpoint",
     "CheckpointStore",
     "PARTIAL_BASE_KEPT",
@@ -275,6 +276,19 @@ class SessionStore(Protocol):
         """Delete events from before ``before`` with no delivery still pending or failed, and
         their settled deliveries. Returns how many events went. (A store may keep the latest
         event whatever its age: positions are never handed out twice.)"""
+        ...
+
+
+@runtime_checkable
+class StoreSecret(Protocol):
+    """A store that keeps a secret with its data (every built-in store does; a store of your own
+    may leave it out)."""
+
+    async def secret(self) -> bytes:
+        """32 random bytes made once with the store's data, the same for every process and store
+        object that opens it. The feed seals its event positions with them, so that an SSE id
+        tells a reader nothing of how many events other sessions made; a store without it gets
+        ids sealed with a key of the serving process, which only that process reads back."""
         ...
 
 

@@ -58,6 +58,9 @@ def outbox_statements(s: str) -> dict[str, str]:
         f"AND event_pos IN (SELECT pos FROM {s}.pausepoint_events WHERE at < $1)",
         "prune_events": f"DELETE FROM {s}.pausepoint_events AS e WHERE e.at < $1 AND NOT EXISTS "
         f"(SELECT 1 FROM {s}.pausepoint_deliveries AS d WHERE d.event_pos = e.pos)",
+        # the schema's secret (``StoreSecret``), made by the first process that asks for it
+        "make_secret": f"INSERT INTO {s}.pausepoint_meta (key, value) VALUES ('secret', $1) ON CONFLICT DO NOTHING",
+        "secret": f"SELECT value FROM {s}.pausepoint_meta WHERE key = 'secret'",
     }
 
 

@@ -9,6 +9,7 @@ stable storage.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -27,6 +28,7 @@ __all__ = [
     "prune",
     "read_events",
     "requeue",
+    "secret",
     "settle",
 ]
 
@@ -67,6 +69,13 @@ def read_events(conn: sqlite3.Connection, after: int, limit: int) -> list[Event]
 def last_event(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT max(seq) FROM pausepoint_events").fetchone()
     return 0 if row is None or row[0] is None else int(row[0])
+
+
+def secret(conn: sqlite3.Connection) -> bytes:
+    """The file's secret (``StoreSecret``), made by the first process that asks for it."""
+    conn.execute("INSERT OR IGNORE INTO pausepoint_meta VALUES ('secret', ?)", (secrets.token_hex(32),))
+    row = conn.execute("SELECT value FROM pausepoint_meta WHERE key = 'secret'").fetchone()
+    return bytes.fromhex(row[0])
 
 
 def data_version(conn: sqlite3.Connection) -> int:

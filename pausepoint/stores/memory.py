@@ -60,6 +60,7 @@ class InMemorySessionStore:
         self._events: list[_Kept] = []
         self._deliveries: dict[int, Delivery] = {}
         self._event_seq = 0
+        self._secret = secrets.token_bytes(32)
         self._delivery_seq = 0
         self._signal = Signal()
 
@@ -153,6 +154,9 @@ class InMemorySessionStore:
 
     async def last_event(self) -> int:
         return self._event_seq
+
+    async def secret(self) -> bytes:
+        return self._secret
 
     async def wait_for_events(self, after: int, max_wait: float) -> None:
         await wait_after(self._signal, after, max_wait, self.last_event)

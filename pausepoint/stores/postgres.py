@@ -135,6 +135,7 @@ class PostgresSessionStore:
         }
         self._ready = False
         self._ready_lock = asyncio.Lock()
+        self._secret: bytes | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # where its connections were made
 
     @property
@@ -349,6 +350,14 @@ class PostgresSessionStore:
 
     async def last_event(self) -> int:
         return (await self._heads())[0]
+
+    async def secret(self) -> bytes:
+        if self._secret is None:
+            pool = await self._ready_pool()
+            async with self._translated("reading the store's secret"):
+                await pool.execute(self._sql["make_secret"], secrets.token_hex(32))
+                self._secret = bytes.fromhex(await pool.fetchval(self._sql["secret"]))
+        return self._secret
 
     async def _heads(self) -> tuple[int, int]:
         """The latest position readers may take, and the latest written (possibly held back)."""

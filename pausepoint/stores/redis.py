@@ -156,6 +156,7 @@ class RedisSessionStore:
             self._owns_client = False
         self.prefix = prefix
         self.max_record_bytes = max_record_bytes
+        self._secret: bytes | None = None
         self._scripts = {
             name: self._client.register_script(source)
             for name, source in (
@@ -420,6 +421,18 @@ class RedisSessionStore:
             client = await self._ready_client()
             found = await client.get(f"{self.prefix}event_seq")
         return 0 if found is None else int(found)
+
+    async def secret(self) -> bytes:
+        if self._secret is None:
+            key = f"{self.prefix}secret"  # made by the first process that asks for it
+            async with self._translated("reading the store's secret"):
+                client = await self._ready_client()
+                await client.set(key, secrets.token_hex(32), nx=True)
+                found = await client.get(key)
+            if found is None:  # evicted between the two calls: asked again next time
+                raise StoreError("the store's secret could not be read back (was the key evicted?)")
+            self._secret = bytes.fromhex(found.decode() if isinstance(found, bytes) else str(found))
+        return self._secret
 
     async def wait_for_events(self, after: int, max_wait: float) -> None:
         try:

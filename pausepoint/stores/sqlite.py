@@ -139,6 +139,7 @@ class SqliteSessionStore:
         # Set on connecting: the group fsync of the WAL, when writes must reach stable storage.
         self._group: GroupSync | None = None
         self._synced_directory = False
+        self._secret: bytes | None = None
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -358,6 +359,11 @@ class SqliteSessionStore:
 
     async def last_event(self) -> int:
         return await self._run(_sqlite_outbox.last_event)
+
+    async def secret(self) -> bytes:
+        if self._secret is None:
+            self._secret = await self._run(_sqlite_outbox.secret)
+        return self._secret
 
     async def wait_for_events(self, after: int, max_wait: float) -> None:
         # Another process's commit shows as a change of data_version: cheap to poll, no I/O.

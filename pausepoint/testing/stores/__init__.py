@@ -88,6 +88,7 @@ from ._events import (  # noqa: E402 - after the rewrite is registered
     test_prune_keeps_what_is_still_to_be_delivered,
     test_racing_claimers_share_nothing,
     test_retry_then_fail_then_requeue,
+    test_the_secret_is_made_once_and_shared,
     test_unicode_and_binary_data,
     visible,
 )
@@ -186,6 +187,7 @@ __all__ = [
     "test_racing_merges_from_the_same_head_keep_one",
     "test_read_after_a_version_keeps_kinds_and_bytes",
     "test_retry_then_fail_then_requeue",
+    "test_the_secret_is_made_once_and_shared",
     "test_tenant_listing_follows_the_latest_summary",
     "test_ties_are_ordered_by_id_bytewise",
     "test_unicode",

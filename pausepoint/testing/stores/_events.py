@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from ...errors import PayloadTooLarge, VersionConflict
-from ...stores import Event, LogEntry, SessionStore
+from ...stores import Event, LogEntry, SessionStore, StoreSecret
 from ._fixtures import OpenStore, at, entries, summary
 
 __all__ = [
@@ -153,6 +153,27 @@ async def test_a_waiter_is_woken_by_another_writer(open_store: OpenStore) -> Non
         await reader.close()
         if writer is not reader:
             await writer.close()
+
+
+async def test_the_secret_is_made_once_and_shared(open_store: OpenStore) -> None:
+    """A store that keeps a secret (``StoreSecret``) gives every store object on its data the
+    same 32 bytes, made once however many ask at once (the feed seals its ids with it)."""
+    first, second = await open_store(), await open_store()
+    try:
+        if not isinstance(first, StoreSecret):
+            pytest.skip("this store keeps no secret: the feed's ids then read back in their process only")
+        assert isinstance(second, StoreSecret)
+        found = await asyncio.gather(first.secret(), second.secret(), first.secret())
+        assert len(found[0]) == 32 and found[0] == found[1] == found[2]
+        third = await open_store()
+        try:
+            assert isinstance(third, StoreSecret) and await third.secret() == found[0]
+        finally:
+            await third.close()
+    finally:
+        await first.close()
+        if second is not first:
+            await second.close()
 
 
 async def test_prune_keeps_what_is_still_to_be_delivered(store: SessionStore) -> None:
