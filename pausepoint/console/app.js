@@ -1013,7 +1013,7 @@ function watchExpired(card) {
     if (view !== state.view || tries++ > 40) return;
     if (card.el.dataset.state === "expiring") await sync();
     if (card.el.dataset.state !== "expiring") {
-      await catchUp();
+      if (!card.open) await catchUp(); // settled: what the agent did next (one handed on still waits)
       return;
     }
     setTimeout(look, 2000);
@@ -1068,7 +1068,15 @@ function startFeed() {
   });
 }
 
-/** @param {string} name @param {any} data */
+/** The feed's events that change what waits in a session (for whom, until when): the inbox reads it again. */
+const CHANGES_WHAT_WAITS = new Set(["approval", "answer", "expiry", "escalation"]);
+
+/**
+ * The feed's news. Of the session shown, every kind (pause, answer, approval, expiry, escalation,
+ * decision, grant, turn_end) is read again: whatever happened, the cards, notes and the audit
+ * trail show the session as it is now. Of another session, what changes what waits.
+ * @param {string} name @param {any} data
+ */
 async function onFeedEvent(name, data) {
   const isHere = () => data.agent === state.agent && data.session_id === state.sessionId;
   if (name === "pause") {
@@ -1082,20 +1090,28 @@ async function onFeedEvent(name, data) {
       // paused by another client while we watch: show that turn and its card (without taking focus)
       await catchUp();
     }
-  } else if (name === "approval" || name === "answer") {
-    if (!isHere()) {
-      await inbox.refreshOne(data.agent, data.session_id);
-      return;
-    }
-    if (state.busy) return; // our own turn: it reads the session once it ends
-    const card = state.cards.get(pauseKey(data.entry));
-    const ours = state.sent.has(data.entry.idempotency_key); // this page's answer: its turn showed what followed
-    const wasOpen = !ours && !!(card && (card.open || card.el.dataset.state === "expiring") && !card.answering);
-    await sync();
-    if (name === "answer" && wasOpen && card && !card.open) await catchUp(); // what the agent did next
-  } else if (name === "turn_end" && isHere() && !state.busy) {
-    await sync();
+  } else if (!isHere()) {
+    if (CHANGES_WHAT_WAITS.has(name)) await inbox.refreshOne(data.agent, data.session_id);
+  } else if (!state.busy) { // (our own turn reads the session once it ends)
+    await newsHere(name, data);
   }
+}
+
+/**
+ * News of the session shown, other than a pause: read it again. An answer or an expiry from
+ * elsewhere settles an open card, and the agent goes on: show what it did next.
+ * @param {string} name @param {any} data
+ */
+async function newsHere(name, data) {
+  if (name !== "answer" && name !== "expiry") {
+    await sync(); // an approval counted, a turn's end, an escalation, a call the policy decided, a grant given or revoked
+    return;
+  }
+  const card = state.cards.get(pauseKey(data.entry));
+  const ours = state.sent.has(data.entry.idempotency_key); // this page's answer: its turn showed what followed
+  const wasOpen = !ours && !!(card && (card.open || card.el.dataset.state === "expiring") && !card.answering);
+  await sync();
+  if (wasOpen && card && !card.open) await catchUp();
 }
 
 /** @param {string} text */

@@ -32,6 +32,7 @@ let counter = 0;
  *   confirmAll: () => boolean, canAnswer: boolean, principal?: string,
  *   asker: {who: string | null, at: string | null}}} CardContext
  * @typedef {import("./cardstate.js").CardState} CardState
+ * @typedef {"approve" | "grant" | "respond" | "edit" | "deny"} Decision what a card's step decides
  */
 
 export class InterruptCard {
@@ -59,6 +60,10 @@ export class InterruptCard {
     this.mayDeny = true;
     /** @type {Record<string, boolean>} which single-key shortcuts this card takes now */
     this.shortcuts = {};
+    /** @type {Record<Decision, boolean>} what this person may decide on the card now (its buttons) */
+    this.offered = { approve: false, grant: false, respond: false, edit: false, deny: false };
+    /** @type {Decision | null} what the open step (a form, a confirmation) decides */
+    this.deciding = null;
     /** @type {{form: SchemaForm, kind: "input" | "output"} | null} the form the last answer was made on */
     this.answeredFrom = null;
 
@@ -211,6 +216,8 @@ export class InterruptCard {
       this.mayDeny ? h("button", { type: "button", class: "btn btn-deny", onclick: () => this.openPanel("deny") }, "Deny…") : null,
     ];
     this.actionsRow.replaceChildren(...buttons.filter((b) => b !== null));
+    this.offered = { approve: this.mayApprove, grant: this.mayApprove && grantable, respond: canRespond, edit: mayEdit,
+      deny: this.mayDeny };
     this.shortcuts = { a: this.mayApprove, r: canRespond, e: mayEdit, d: this.mayDeny };
     const keys = [["a", "approve"], ["r", "respond"], ["e", "edit"], ["d", "deny"]].filter(([key]) => this.shortcuts[key]);
     this.keysHint.replaceChildren("Selected · ", ...keys.flatMap(([key, word]) => [h("kbd", { text: key }), ` ${word} · `]),
@@ -329,6 +336,7 @@ export class InterruptCard {
   /** @param {"deny" | "respond" | "edit"} kind */
   openPanel(kind) {
     if (!this.open || this.answering || !this.ctx.canAnswer) return;
+    this.deciding = kind;
     this.show(kind);
     const target = kind === "deny" ? this.reason : kind === "respond" ? this.respondSchema.first() : this.editSchema && this.editSchema.first();
     if (target) target.focus();
@@ -367,6 +375,7 @@ export class InterruptCard {
    */
   approve({ fromKey = false, grant = false } = {}) {
     if (!this.open || this.answering || !this.mayApprove) return;
+    this.deciding = grant ? "grant" : "approve";
     if (grant) {
       // a grant always asks first: it approves more than the call in front of the person
       this.decide(`Approve “${this.view.title}” and later calls for this session?`, this.effects.grant, [],
@@ -531,12 +540,16 @@ export class InterruptCard {
     if (!state) return;
     const settled = !this.open && this.el.dataset.state !== "expiring";
     if (state.kind === "open" || state.kind === "counted") {
-      if (settled || this.answering || this.el.dataset.state === "expiring") return;
+      if (settled || this.answering) return;
       const was = this.el.dataset.state;
+      if (was === "expiring" && !this.handedOn(state.pause)) return;
       this.reopen(state.pause);
-      if (state.kind === "counted" && was !== "counted" && this.view.approval) {
+      if (was === "expiring") this.unexpire();
+      const counted = state.kind === "counted" && was !== "counted" && !!this.view.approval;
+      if (counted) {
         this.setStatus(`Your approval is counted: ${this.view.approval.progress}. ${this.view.approval.waiting_for}`, "note");
       }
+      if (this.panel && this.deciding && !this.offered[this.deciding]) this.withdraw(counted);
       return;
     }
     if (state.kind === "expiring") {
@@ -555,6 +568,39 @@ export class InterruptCard {
       return;
     }
     this.settle(state);
+  }
+
+  /**
+   * Whether `pause` (read from the server) waits past the time this card ran out at: an
+   * escalation handed it to other approvers with a time of their own. @param {any} pause
+   */
+  handedOn(pause) {
+    const until = pause && pause.expires_at ? new Date(pause.expires_at).getTime() : Infinity;
+    return until > (this.pause.expires_at ? new Date(this.pause.expires_at).getTime() : Infinity);
+  }
+
+  /** The pause was handed on rather than expired: put back what the expired card took away. */
+  unexpire() {
+    (this.expiry || this.approvalBox).after(this.effectLine);
+    if (this.ctx.canAnswer) {
+      this.effectLine.after(this.commentBox, this.actionsRow);
+      this.status.after(this.keysHint);
+    }
+    this.tick(Date.now());
+  }
+
+  /**
+   * The open step decides something this person may no longer decide (their approval is counted
+   * from another tab, the pause went to other approvers): close it with nothing decided, as an
+   * expiry or an answer from elsewhere closes it, rather than leave a yes the server would refuse.
+   * Focus in the step stays on the card. @param {boolean} counted the card says why already
+   */
+  withdraw(counted) {
+    const focused = document.activeElement;
+    const inStep = !!focused && focused !== this.el && this.el.contains(focused);
+    this.show(null);
+    if (!counted) this.setStatus("This is no longer yours to decide: the pause changed meanwhile. Nothing was decided.", "note");
+    if (inStep) this.el.focus({ preventScroll: true });
   }
 
   /** @param {CardState} state */
