@@ -49,12 +49,15 @@ class Approvals:
         (a rule, a grant), or pause it for one (``_gate.judge``)."""
         return await judge(self.policy, self.tools.get(job.request.name), state, job, principal, now, limits)
 
-    def request(self, tool: Tool, state: SessionState, paused_input: Any) -> ApprovalRequest | None:
-        """What answering a pause ``tool`` made itself takes, when the policy (or the tool's
-        ``approves``) has a say on it; None when anyone who may answer the session decides."""
+    def request(
+        self, tool: Tool, state: SessionState, paused_input: Any, metadata: dict[str, Any] | None
+    ) -> ApprovalRequest | None:
+        """What answering a pause ``tool`` made itself (on ``paused_input``, with ``metadata``)
+        takes, when the policy (or the tool's ``approves``) has a say on it; None when anyone who
+        may answer the session decides."""
         if not self.has_say or (tool.approves is None and not self.policy.governs(tool.name)):
             return None
-        return request_for_pause(self.policy, tool, state, paused_input)
+        return request_for_pause(self.policy, tool, state, paused_input, metadata)
 
     def check(
         self, state: SessionState, answers: Sequence[Answer], ctx: AnswerContext, *, allow_changed_tools: bool

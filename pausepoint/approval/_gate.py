@@ -218,11 +218,12 @@ def _still_approves(policy: ApprovalPolicy, principal: str | None, tool: str, ro
 
 
 def request_for_pause(
-    policy: ApprovalPolicy, tool: Tool, state: SessionState, paused_input: Any
+    policy: ApprovalPolicy, tool: Tool, state: SessionState, paused_input: Any, metadata: dict[str, Any] | None
 ) -> ApprovalRequest | None:
-    """What answering a pause a tool made itself (an interrupt, ``raise Interrupt``) takes."""
+    """What answering a pause a tool made itself (an interrupt, ``raise Interrupt``, a question
+    it asked mid-way) takes."""
     offer = offer_for(policy, tool, paused_input)
-    return policy.request(tool, state.requester, gated=False, offer=offer)
+    return policy.request(tool, state.requester, gated=False, offer=offer, question=tool.asks(metadata))
 
 
 def offer_for(policy: ApprovalPolicy, tool: Tool, paused_input: Any) -> dict[str, Any] | None:
@@ -247,8 +248,13 @@ def offer_for(policy: ApprovalPolicy, tool: Tool, paused_input: Any) -> dict[str
 # -- answers ------------------------------------------------------------------------------------
 
 
-def decision_kind(tool: Tool | None, answer: ToolResponse | ToolRestart, claim: CallAnswered) -> DecisionKind:
-    """What kind of decision an answer is: an approval, an edit, a denial, or a made-up result."""
+def decision_kind(
+    tool: Tool | None, answer: ToolResponse | ToolRestart, claim: CallAnswered, pause_metadata: dict[str, Any] | None
+) -> DecisionKind:
+    """What kind of decision an answer is: an approval, an edit, a denial, or a made-up result
+    (an answer to a question the call asked mid-way, handed back to it, is an answer or a denial)."""
+    if tool is not None and tool.asks(pause_metadata):
+        return "deny" if isinstance(answer, ToolResponse) and answer.decision == "deny" else "respond"
     if claim.decision == "restart":
         return "edit" if claim.replace_input is not None else "approve"
     if claim.decision == "deny":
@@ -277,19 +283,29 @@ def review(
     if isinstance(paused, ApprovalPaused):
         request, roles = paused.approval, pause.roles
     else:  # paused before the policy named this tool: its current rules apply
-        fresh = policy.request(tool, None, gated=False) if tool is not None else _deciders(policy, claim.name)
+        fresh = (
+            policy.request(tool, None, gated=False, question=tool.asks(paused.metadata))
+            if tool is not None
+            else _deciders(policy, claim.name)
+        )
         if fresh is None and answer.grant is None:
             return [claim]
         request = fresh or ApprovalRequest()
         roles = request.roles
-    kind = decision_kind(tool, answer, claim)
+    kind = decision_kind(tool, answer, claim, paused.metadata)
     approved_by = pause.approved_by()
     policy.check(claim.principal, request, roles, kind, claim.name, approved_by)
     records: list[Record] = []
     approving = kind in ("approve", "edit")
     if answer.grant is not None:
         if not approving:
-            raise InvalidGrant("a grant goes with an approval: it approves later calls too", ref=claim.call_ref)
+            asked = tool is not None and tool.asks(paused.metadata)
+            why = (
+                f"an answer to the question {claim.name!r} asked approves nothing"
+                if asked
+                else "it approves later calls too"
+            )
+            raise InvalidGrant(f"a grant goes with an approval: {why}", ref=claim.call_ref)
         if claim.decision == "restart" and not approves_call(pause, claim):  # it runs the call, not approved
             raise InvalidGrant(
                 "a grant goes with an approval: a restart of a tool that paused itself approves it with "

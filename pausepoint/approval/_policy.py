@@ -405,18 +405,24 @@ class ApprovalPolicy:
         gated: bool,
         rule: str | None = None,
         offer: dict[str, Any] | None = None,
+        question: bool = False,
     ) -> ApprovalRequest | None:
-        """What deciding a pause of ``tool`` takes (None: nothing beyond the session's rights)."""
+        """What deciding a pause of ``tool`` takes (None: nothing beyond the session's rights).
+        ``question``: the pause is one the call asked mid-way (``Tool.asks``), answered or denied."""
         name = tool.name
         roles = self.roles_deciding(name)
-        # A tool's own pause is for approval too (a yes runs the call); an interrupt's is a question.
-        separate = self.separates(name, gated or not tool.pauses_only)
+        # A tool's own pause is for approval too (a yes runs the call); an interrupt's, or a
+        # question the call asked mid-way, is a question.
+        approval = gated or not (tool.pauses_only or question)
+        separate = self.separates(name, approval)
         # a grant approves later calls a person would approve: gated ones, and a tool's own pauses
-        grantable = self.may_grant(name) and (gated or not tool.pauses_only)
+        grantable = self.may_grant(name) and approval
         if not gated and roles is None and not separate and offer is None and not grantable:
             return None
         if gated:
             decisions = ["approve", "edit", "deny"] if tool.allow_input_edits else ["approve", "deny"]
+        elif question:
+            decisions = ["deny", "respond"]
         else:
             decisions = list(DECISIONS)
         required = self._setting(self.quorum, name) or 1 if gated else 1

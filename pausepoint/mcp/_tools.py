@@ -138,6 +138,9 @@ class McpTool(Tool):
     def __repr__(self) -> str:
         return f"<McpTool {self.name} ({self.connection.name}:{self.mcp_name})>"
 
+    def asks(self, pause_metadata: dict[str, Any] | None) -> bool:
+        return "mcp_round" in (pause_metadata or {})  # the server's question (``elicitation.question``)
+
     def answer_restart(self, pause_metadata: dict[str, Any] | None, answer: Any) -> dict[str, Any] | None:
         return elicitation.handed_answer(pause_metadata, answer)
 

@@ -249,6 +249,12 @@ class Tool:
             return raw
         return self.input_model.model_validate(raw)
 
+    def asks(self, pause_metadata: dict[str, Any] | None) -> bool:
+        """Whether a pause of this tool with ``pause_metadata`` is a question the call asked mid-way,
+        which only an answer or a denial answers (``answer_restart`` hands it back): an approval,
+        an edit or a grant has nothing to approve there. False, for every pause of an ordinary tool."""
+        return False
+
     def answer_restart(self, pause_metadata: dict[str, Any] | None, answer: Any) -> dict[str, Any] | None:
         """How an answer reaches a call that asked a question mid-way (an MCP elicitation).
 

@@ -472,7 +472,7 @@ class Turn:
         expires_at = None if ttl is None else now + ttl
         tool = agent.tools[request.name]
         if approval is None:
-            approval = agent.approvals.request(tool, self.state, outcome.input)
+            approval = agent.approvals.request(tool, self.state, outcome.input, outcome.signal.metadata)
         pause: dict[str, Any] = {
             "ref": ref,
             "call_ref": request.ref,

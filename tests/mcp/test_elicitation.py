@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pausepoint import AgentFinishReason, Pausepoint
-from pausepoint.errors import AlreadyResolved, InvalidAnswer
+from pausepoint import AgentFinishReason, ApprovalPolicy, Grant, Pausepoint, Role
+from pausepoint.errors import AlreadyResolved, ApprovalForbidden, InvalidAnswer, InvalidGrant
 from pausepoint.mcp import McpConnection
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import last_tool_results, tool_call
@@ -106,6 +106,40 @@ async def test_an_approved_call_that_then_asks_is_not_asked_for_approval_again(
     res = await chat.resume(respond=[question.respond({"holder": "Ada"})])
     assert res.text == "Opened a savings account for Ada."
     assert len(ledger.entries()) == 1
+
+
+async def test_under_a_policy_a_question_takes_an_answer_or_a_denial_and_the_requester_may_give_it(
+    bank: McpConnection, ledger: Ledger
+) -> None:
+    """The server's question is a question, not an approval (found by a probe): its pause lists
+    what answers it — an answer or a denial, never an approval, an edit or a grant — as the MCP
+    surface says; a grant with its answer is refused saying why; and under separation of duties
+    the requester answers the server's question about the call another person approved."""
+    ai = Pausepoint()
+    tools = await ai.mcp_tools_async(bank, include=["open_account"], requires_approval=True)
+    treasury = {"treasury": Role(tools=["open_account"])}
+    members = {"tess": ["treasury"], "ada": ["treasury"]}
+    policy = ApprovalPolicy(roles=treasury, members=members, separation_of_duties=True, grantable=["open_account"])
+    agent = ai.define_agent(
+        name="clerk",
+        model=script(
+            [tool_call("open_account", {"kind": "savings"})], lambda r: str(last_tool_results(r)["open_account"])
+        ),
+        tools=tools,
+        approval=policy,
+    )
+    chat = agent.chat(principal="ada")
+    pause = (await chat.send("Open a savings account.")).interrupts[0]
+    with pytest.raises(ApprovalForbidden):  # the call ada asked for: someone else approves it
+        await chat.resume(restart=[agent.approval(pause)], principal="ada")
+    question = (await chat.resume(restart=[agent.approval(pause)], principal="tess")).interrupts[0]
+    assert question.approval is not None
+    assert (question.approval.decisions, question.approval.grantable) == (["deny", "respond"], False)
+    assert agent.view(question).approval.grant_note is None
+    with pytest.raises(InvalidGrant, match="an answer to the question 'open_account' asked approves nothing"):
+        await chat.resume(respond=[question.respond({"holder": "Ada"}, grant=Grant())], principal="tess")
+    res = await chat.resume(respond=[question.respond({"holder": "Ada"})], principal="ada")
+    assert res.text == "Opened a savings account for Ada." and len(ledger.entries()) == 1
 
 
 # -- a process restart while a question waits -------------------------------------------------
