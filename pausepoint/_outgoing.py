@@ -1,14 +1,13 @@
-"""What ``pausepoint.client`` sends: a request's body as the server reads it, its
-``Idempotency-Key``, a user message — each refused before sending, with the typed error a local
-``Chat`` raises, where no surface could take it as it is (rather than sent to fail in httpx or
-come back changed).
+"""What ``pausepoint.client`` sends: a request's body as the server reads it, and its
+``Idempotency-Key`` — a body refused before sending, with the typed error a local ``Chat``
+raises, where JSON cannot carry it as it is (rather than sent to come back changed). The
+arguments themselves are checked before, as a local chat checks them (``runtime._arguments``).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,10 +15,9 @@ from pydantic_core import to_jsonable_python
 
 from . import errors as core_errors
 from ._rest import SendBody
-from .content._jsondata import NotJsonData, json_data, key_text
-from .content._messages import MediaPart, Message, Part, TextPart
+from .content._jsondata import NotJsonData, json_data
 
-__all__ = ["encoded", "key_header", "user_message"]
+__all__ = ["encoded", "key_header"]
 
 
 def encoded(body: BaseModel) -> bytes:
@@ -63,25 +61,7 @@ def _unkeepable(body: BaseModel, data: dict[str, Any]) -> core_errors.Pausepoint
     return core_errors.InvalidRequest("the request holds a value JSON cannot carry")
 
 
-def key_header(key: str | None, refused: type[core_errors.UsageError]) -> dict[str, str]:
-    """The ``Idempotency-Key`` header for ``key`` (None: a fresh one). A key no surface takes
-    (``key_text``: 1 to 200 characters, visible ASCII and spaces between them) is refused with
-    the ``path`` and ``rule`` a local ``Chat`` names, as ``refused`` (``InvalidMessage`` for a
-    send, ``InvalidAnswer`` for a resume): not sent, to fail in httpx or come back changed."""
-    try:
-        return {"Idempotency-Key": secrets.token_urlsafe(16) if key is None else key_text(key)}
-    except NotJsonData as exc:
-        raise refused(f"the idempotency key cannot be recorded: {exc}", **exc.details()) from None
-
-
-def user_message(message: str | Message | Sequence[Part]) -> str | list[TextPart | MediaPart]:
-    """A user message as ``SendBody`` takes it; other parts raise ``InvalidMessage`` (as a local chat does)."""
-    if isinstance(message, str):
-        return message
-    if not isinstance(message, Message | list | tuple):
-        raise core_errors.InvalidMessage(f"a user message is text, a Message or a list of parts, not {message!r}")
-    parts = message.parts if isinstance(message, Message) else list(message)
-    for part in parts:
-        if not isinstance(part, TextPart | MediaPart):
-            raise core_errors.InvalidMessage(f"a user message holds text and media parts, not {part!r}")
-    return list(parts)  # type: ignore[arg-type]  # checked above
+def key_header(key: str | None) -> dict[str, str]:
+    """The ``Idempotency-Key`` header for ``key`` (None: a fresh one), a key checked already as a
+    local ``Chat`` checks it (``key_text``: what an HTTP header carries as it is)."""
+    return {"Idempotency-Key": secrets.token_urlsafe(16) if key is None else key}

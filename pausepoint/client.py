@@ -7,8 +7,10 @@
         # or, in one call by ref: res = await chat.approve(res.interrupts[0].ref)
 
 Calls return the same objects a local ``Chat`` returns (``AgentResponse``, ``PendingInterrupt``,
-``AuditEntry``, the stream's chunks) and raise the same typed errors: an error reply's ``code``
-picks the class from ``pausepoint.errors``.
+``AuditEntry``, the stream's chunks) and raise the same typed errors: arguments are checked before
+anything is sent, by the checks a local chat makes (``runtime._arguments``: the same class, words
+and details, at the same moment — a streamed verb's when it is called), and an error reply's
+``code`` picks the class from ``pausepoint.errors``, its ``details`` kept.
 
 Retries. Reads are retried on connection failures. A send, a resume (or approve) always carries
 an idempotency key (``idempotency_key=`` or a fresh one), so it is retried on connection
@@ -16,7 +18,7 @@ failures, timeouts and "still in progress" replies: the server returns the first
 instead of sending or answering twice. A "still in progress" reply (``ResumeInProgress``: the
 first request's turn runs, in this server process or another behind the same address) is asked
 again until that turn ends, for up to ``timeout`` seconds, whatever ``retries`` says (unless 0).
-A new chat names its session before its first send (a key
+A new chat names its session when it is made, as a local one does (a key
 is the session's), so a send whose retries were spent leaves a chat that can read the session
 (``last_response()``) to learn whether the server took it.
 A server that cannot be reached (connection refused, a host name that does not resolve, a
@@ -33,20 +35,30 @@ import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Literal, NoReturn, TypeAlias, TypeVar
 from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
-from ._outgoing import encoded, key_header, user_message
+from ._outgoing import encoded, key_header
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
-from .approval._fit import ANSWER_THEM, BY_PAUSE_ID
+from .approval._answers import prepare_answers
+from .approval._fit import ANSWER_THEM, BY_PAUSE_ID, unknown_call
 from .content._messages import Message, Part
+from .runtime._arguments import (
+    WIDEST,
+    checked_approval,
+    checked_cancel,
+    checked_message,
+    checked_page,
+    checked_revocation,
+)
+from .runtime._revoke import no_grant
 from .session._grants import Grant, GrantInfo
 from .session._ids import check_session_id
-from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart, answers_given
+from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from .session._json import AUDIT, GRANTS, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from .session._response import AgentResponse
 from .stores import SessionSummary
@@ -55,6 +67,7 @@ from .turn._streaming import CHUNK, Emit, InterruptChunk, TurnEndChunk, TurnStre
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
 
 T = TypeVar("T")
+B = TypeVar("B", bound=BaseModel)
 #: what a request may be sent again after: ``"all"`` (a read, a keyed send or resume: any transport
 #: failure or a retryable reply), ``"connect"`` (a cancel: only a connection that never opened)
 Retry: TypeAlias = Literal["all", "connect"]
@@ -129,14 +142,16 @@ class Client:
         *,
         body: BaseModel | None = None,
         headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
         retry: Retry,
     ) -> Any:
-        """One request, retried as ``retry`` allows; the JSON reply."""
+        """One request, retried as ``retry`` allows; the JSON reply. ``params``: its query,
+        encoded by httpx."""
         payload = None if body is None else encoded(body)
         sent = headers if payload is None else {**_JSON, **(headers or {})}
 
         async def attempt() -> Any:
-            reply = await self._http.request(method, path, content=payload, headers=sent)
+            reply = await self._http.request(method, path, content=payload, headers=sent, params=params)
             if reply.status_code >= 400:
                 raise _error_from(reply.status_code, reply.content)
             return reply.json()
@@ -235,15 +250,21 @@ class RemoteAgent:
         self.name = name
 
     def chat(self, session_id: str | None = None) -> RemoteChat:
-        """A chat on a new session (created by the first ``send``) or on ``session_id``."""
+        """A chat on a new session (named now, created by the first ``send``) or on ``session_id``."""
         return RemoteChat(self, session_id)
 
     async def list_sessions(
         self, *, has_pending: bool | None = None, limit: int = 100, offset: int = 0
     ) -> list[SessionSummary]:
-        """The sessions the caller may see, most recently updated first (``has_pending=True``: the inbox)."""
-        query = f"?limit={limit}&offset={offset}" + ("" if has_pending is None else f"&pending={has_pending}".lower())
-        body = await self.client._call("GET", f"/v1/agents/{self.name}/sessions{query}", retry="all")
+        """The sessions the caller may see, most recently updated first (``has_pending=True``: the
+        inbox). Arguments are refused as ``Agent.list_sessions`` refuses them (``InvalidRequest``);
+        the server's page is at most its ``Limits.max_page`` (400 past it)."""
+        checked_page(limit, offset, has_pending)
+        query: dict[str, Any] = {"limit": limit, "offset": offset}
+        if has_pending is not None:
+            query["pending"] = has_pending  # true / false
+        path = f"/v1/agents/{quote(self.name, safe='')}/sessions"
+        body = await self.client._call("GET", path, params=query, retry="all")
         return [SUMMARY.validate_python(s) for s in body["sessions"]]
 
 
@@ -258,12 +279,18 @@ def _unmarked(response: AgentResponse, marked: set[str]) -> list[InterruptChunk]
 
 
 class RemoteChat:
-    """One session on the server, with the calls of a local ``Chat``."""
+    """One session on the server, with the calls of a local ``Chat``: their arguments checked as
+    a local chat checks them, before anything is sent (a streamed verb's when it is called)."""
 
     def __init__(self, agent: RemoteAgent, session_id: str | None) -> None:
         self.agent = agent
-        self.session_id = session_id
-        # A new chat (no id given): until a send made its session, it reads as empty.
+        # A new chat names its session now, as a local one does (128 random bits in hex: an id
+        # the server takes as a new session's, as Genkit's chat(session_id=...)): its id is known
+        # before anything is sent, and a first send that fails after the server took it — a
+        # timeout, a model that failed after a tool ran — leaves a chat that can still read the
+        # session, rather than one that starts another and runs the tool again.
+        self.session_id: str = secrets.token_hex(16) if session_id is None else session_id
+        # A new chat: until a send made its session, it reads as empty.
         self._fresh = session_id is None
 
     def __repr__(self) -> str:
@@ -271,8 +298,6 @@ class RemoteChat:
 
     @property
     def _path(self) -> str:
-        if self.session_id is None:
-            raise core_errors.SessionNotFound("this chat has no session yet: send a message first")
         session_id = self.session_id
         try:
             check_session_id(session_id)
@@ -291,17 +316,12 @@ class RemoteChat:
 
     def send_stream(self, message: str | Message | Sequence[Part], *, idempotency_key: str | None = None) -> TurnStream:
         """``send``, streamed: iterate for chunks; ``await stream.response``."""
-        body = SendBody(message=user_message(message))
-        headers = key_header(idempotency_key, core_errors.InvalidMessage)
+        checked = checked_message(message, WIDEST, idempotency_key)
+        text_or_parts = message if isinstance(message, str) else list(checked.parts)
+        body = _body("message", lambda: SendBody(message=text_or_parts))
+        headers = key_header(idempotency_key)
 
         async def run(emit: Emit) -> AgentResponse:
-            if self.session_id is None:
-                # The chat names its new session before sending (an id the server takes as a
-                # new session's, as Genkit's chat(session_id=...)): a send that fails after
-                # the server took it — a timeout, a model that failed after a tool ran —
-                # leaves a chat that can still read the session, rather than one that starts
-                # another and runs the tool again.
-                self.session_id = secrets.token_hex(16)
             check_session_id(self.session_id)  # a new session's id: InvalidSessionId, as a local Chat's send
             path = f"{self._path}/messages"
             response = await self.agent.client._stream(path, body, emit, headers=headers, retry="all")
@@ -332,17 +352,16 @@ class RemoteChat:
         idempotency_key: str | None = None,
     ) -> TurnStream:
         """``resume``, streamed."""
-        try:
-            responses = answers_given(respond, ToolResponse, "respond", "interrupt.respond(...)")
-            restarts = answers_given(restart, ToolRestart, "restart", "interrupt.restart(...)")
-            body = ResumeBody(
-                respond=[RespondItem.of(a) for a in responses],
-                restart=[RestartItem.of(a) for a in restarts],
-                metadata=metadata,
-            )
-        except ValidationError as exc:
-            raise core_errors.InvalidRequest(f"not a resume the server can take: {exc}") from exc
-        headers = key_header(idempotency_key, core_errors.InvalidAnswer)
+        answers, kept = prepare_answers(respond, restart, metadata, WIDEST, idempotency_key=idempotency_key)
+        body = _body(
+            "resume",
+            lambda: ResumeBody(
+                respond=[RespondItem.of(a) for a in answers if isinstance(a, ToolResponse)],
+                restart=[RestartItem.of(a) for a in answers if isinstance(a, ToolRestart)],
+                metadata=kept,
+            ),
+        )
+        headers = key_header(idempotency_key)
 
         async def run(emit: Emit) -> AgentResponse:
             return await self.agent.client._stream(f"{self._path}/resume", body, emit, headers=headers, retry="all")
@@ -382,21 +401,17 @@ class RemoteChat:
         idempotency_key: str | None = None,
     ) -> TurnStream:
         """``approve``, streamed."""
-        if not isinstance(ref, str):
-            said = f"ref must be a string (the paused call's: pause.ref), not {type(ref).__name__}"
-            raise core_errors.InvalidAnswer(said)
-        if not ref:  # a path with an empty segment is no route at all: refuse it as the server would
-            raise core_errors.UnknownInterrupt("no paused call with ref ''", ref=ref)
-        if grant is not None and not isinstance(grant, Grant):
-            raise core_errors.InvalidAnswer(f"grant must be a Grant, not {type(grant).__name__}")
+        checked_approval(ref, pause_id, grant, WIDEST)
+        _, kept = prepare_answers((), (), metadata, WIDEST, idempotency_key=idempotency_key)
         edit = {} if replace_input is ... else {"replace_input": replace_input}
-        try:
-            body = ApproveBody(pause_id=pause_id, metadata=metadata, grant=GrantBody.of(grant), **edit)
-        except ValidationError as exc:
-            raise core_errors.InvalidRequest(f"not an approval the server can take: {exc}") from exc
-        headers = key_header(idempotency_key, core_errors.InvalidAnswer)
+        body = _body(
+            "approval", lambda: ApproveBody(pause_id=pause_id, metadata=kept, grant=GrantBody.of(grant), **edit)
+        )
+        headers = key_header(idempotency_key)
 
         async def run(emit: Emit) -> AgentResponse:
+            if not _one_segment(ref):
+                await self._refused(unknown_call(ref, self.session_id))
             path = f"{self._path}/interrupts/{quote(ref, safe='')}/approve"
             return await self.agent.client._stream(path, body, emit, headers=headers, retry="all")
 
@@ -404,6 +419,7 @@ class RemoteChat:
 
     async def cancel_pending(self, reason: str) -> AgentResponse:
         """Resolve every paused call as cancelled (see ``Chat.cancel_pending``)."""
+        checked_cancel(reason, None, WIDEST)
         body = await self.agent.client._call(
             "POST", f"{self._path}/cancel", body=CancelBody(reason=reason), retry="connect"
         )
@@ -427,6 +443,10 @@ class RemoteChat:
     async def revoke_grant(self, grant_id: str, *, reason: str = "") -> GrantInfo:
         """Revoke a grant (see ``Chat.revoke_grant``; revoking it again changes nothing, so a
         retry is safe). Raises ``GrantNotFound``."""
+        checked_revocation(reason, WIDEST)
+        given: object = grant_id
+        if not isinstance(given, str) or not _one_segment(given):
+            await self._refused(no_grant(given, self.session_id))
         path = f"{self._path}/grants/{quote(grant_id, safe='')}/revoke"
         body = await self.agent.client._call("POST", path, body=RevokeBody(reason=reason), retry="all")
         return GRANTS.validate_python([body["grant"]])[0]
@@ -443,8 +463,6 @@ class RemoteChat:
     async def _read(self, what: str) -> dict[str, Any]:
         """``GET`` the session's ``what``; ``{}`` for a new chat whose first send has not made
         its session yet (it reads as empty, as a local chat's does)."""
-        if self._fresh and self.session_id is None:
-            return {}
         try:
             body: dict[str, Any] = await self.agent.client._call("GET", self._path + what, retry="all")
         except core_errors.SessionNotFound:
@@ -453,8 +471,38 @@ class RemoteChat:
             raise
         return body
 
+    async def _refused(self, error: core_errors.PausepointError) -> NoReturn:
+        """Raise ``error``, the refusal of a ref or grant id no request path can carry (no route
+        of the server takes it), as a local chat refuses it: once the session is read, so that
+        a chat on no session the caller may see gets ``SessionNotFound`` first, as it does there."""
+        await self.agent.client._call("GET", self._path + "/interrupts", retry="all")
+        raise error
+
     def _start(self, run: Callable[[Emit], Any]) -> TurnStream:
         return TurnStream(run, self.agent.client._background)
+
+
+def _one_segment(text: str) -> bool:
+    """Whether ``text`` reaches the server as one segment of a request's path, as it is: not
+    empty, no ``/`` (the server decodes ``%2F`` before it routes), not ``.`` or ``..`` (httpx
+    resolves them away), and text UTF-8 can carry."""
+    if not text or "/" in text or text in (".", ".."):
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _body(what: str, build: Callable[[], B]) -> B:
+    """The request body ``build`` makes of arguments checked already, as a local chat checks
+    them; one it cannot make even so is ``InvalidRequest`` in a sentence, never pydantic's error."""
+    try:
+        return build()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise core_errors.InvalidRequest(f"not a {what} the server can take: {problems}") from None
 
 
 class _Final(Exception):
@@ -509,8 +557,10 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
         message = message.replace(f"({BY_PAUSE_ID['http']})", f"({BY_PAUSE_ID['python']})")
     try:
         return cls(message, **details)
-    except TypeError:
-        return cls(message)
+    except TypeError:  # a detail named as a parameter of the class's own: kept all the same
+        error = cls(message)
+        error.details = details
+        return error
 
 
 async def _lines(text: AsyncIterator[str]) -> AsyncIterator[str]:

@@ -7,7 +7,8 @@ import pytest
 from pydantic import BaseModel
 
 from pausepoint import AgentFinishReason, Pausepoint, ToolRunContext
-from pausepoint.errors import ModelError
+from pausepoint.errors import ModelError, UsageError
+from pausepoint.stores import InMemorySessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 
 from .helpers import approvals_agent
@@ -282,3 +283,19 @@ async def test_a_call_paused_for_approval_streams_in_the_models_order_after_the_
     assert events.index("slow ended") < events.index("pay streamed")
     resumed = chat.resume_stream(restart=[agent.approval(res.interrupts[1])])
     assert [c.interrupt.name async for c in resumed if c.kind == "interrupt"] == []
+
+
+def test_a_stream_started_where_no_event_loop_runs_is_refused_at_once() -> None:
+    """Found by a probe: made at a module's top level, the turn's task waited for a loop that
+    never ran it, and reading the stream later in ``asyncio.run`` waited for ever. It is refused
+    when called, nothing started; the chat works as ever from async code."""
+    agent, _ = approvals_agent(InMemorySessionStore(), ["Hello."])
+    chat = agent.chat()
+    with pytest.raises(UsageError, match="none runs here"):
+        chat.send_stream("hello")
+
+    async def afterwards():
+        return await chat.history(), await chat.send_stream("hello")  # awaiting a stream: its response
+
+    history, response = asyncio.run(asyncio.wait_for(afterwards(), 10))
+    assert history == [] and response.text == "Hello."

@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import typing
 from pathlib import Path
 
 import pytest
 
-from pausepoint import AgentFinishReason, Chat, SyncChat, run_sync
+from pausepoint import AgentFinishReason, Chat, SyncChat, SyncTurnStream, TurnStream, run_sync
 from pausepoint.errors import PendingInterrupts, UnknownInterrupt
-from pausepoint.stores import PostgresSessionStore, SessionStore, SqliteSessionStore
+from pausepoint.stores import InMemorySessionStore, PostgresSessionStore, SessionStore, SqliteSessionStore
 from pausepoint.testing import tool_call
 
 from .helpers import approvals_agent
@@ -181,6 +182,26 @@ def test_the_sync_chat_mirrors_the_async_chat() -> None:
         assert [(p.name, p.kind, p.default) for p in sync_params] == [
             (p.name, p.kind, p.default) for p in async_params
         ], name
+    # and its properties (found by a probe: agent and principal were missing)
+    properties = {name for name in public if isinstance(inspect.getattr_static(Chat, name), property)}
+    assert properties == {"agent", "principal"}
+    assert all(isinstance(inspect.getattr_static(SyncChat, name), property) for name in properties)
+    agent, _ = approvals_agent(InMemorySessionStore(), STEPS)
+    chat = agent.chat(principal="alice")
+    assert (chat.sync.agent, chat.sync.principal, chat.sync.session_id) == (agent, "alice", chat.session_id)
+
+
+def test_the_sync_chats_streamed_verbs_say_they_return_a_sync_turn_stream() -> None:
+    """Found by a probe: ``inspect`` (and so the reference docs) said a ``TurnStream`` whose
+    ``response`` is awaited, where what comes back is a ``SyncTurnStream`` read with
+    ``response()``. The async verbs keep their own."""
+    for name in ("send_stream", "resume_stream", "approve_stream"):
+        verb = getattr(SyncChat, name)
+        assert inspect.signature(verb).return_annotation is SyncTurnStream, name
+        assert typing.get_type_hints(verb)["return"] is SyncTurnStream, name
+        said = verb.__doc__ or ""
+        assert "``stream.response()``" in said and "``await stream.response``" not in said, name
+        assert typing.get_type_hints(getattr(Chat, name))["return"] is TurnStream, name
 
 
 def test_a_detached_turn_runs_on_between_calls(tmp_path: Path) -> None:

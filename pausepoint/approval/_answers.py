@@ -30,7 +30,7 @@ from ._fit import fit
 from ._gate import review
 from ._policy import ApprovalPolicy
 
-__all__ = ["check_answers", "message_hash", "prepare_answers", "request_hash"]
+__all__ = ["check_answers", "check_approval", "message_hash", "prepare_answers", "request_hash"]
 
 
 def prepare_answers(
@@ -109,6 +109,21 @@ def prepare_answers(
         refs = {"ref": ref} if isinstance(ref, str) else {}
         raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **refs, **exc.details()) from None
     return answers, metadata
+
+
+def check_approval(ref: str, pause_id: Any, grant: Any, limits: JsonLimits) -> None:
+    """The ``ref``, ``pause_id`` and ``grant`` of an approval by ref, checked as ``prepare_answers``
+    checks the answer it becomes, but before the call's tool is known — so before anything is
+    read or sent, on every surface alike: ``InvalidAnswer`` naming them as the approval's own
+    (``$.ref``, ``$.pause_id``, ``$.grant``, as the REST API's approve body does), not as an
+    item of a respond or restart list the caller never wrote."""
+    _check_names(ToolResponse(ref, "", None, pause_id=pause_id), (), limits)
+    if grant is not None:
+        try:
+            _grant(grant, limits)
+        except NotJsonData as exc:
+            exc.root = "$.grant"
+            raise InvalidAnswer(f"the resume cannot be recorded: {exc}", ref=ref, **exc.details()) from None
 
 
 def _check_decision(response: ToolResponse, index: int) -> None:

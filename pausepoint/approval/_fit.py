@@ -35,7 +35,7 @@ from ..session._views import approving
 from ..tools._tool import Tool
 from ._context import Answer, AnswerContext
 
-__all__ = ["ANSWER_THEM", "BY_PAUSE_ID", "call_name", "fit", "locate"]
+__all__ = ["ANSWER_THEM", "BY_PAUSE_ID", "call_name", "fit", "locate", "unknown_call"]
 
 
 def call_name(state: SessionState, ref: Any) -> str:
@@ -51,6 +51,12 @@ def call_name(state: SessionState, ref: Any) -> str:
     return "" if legacy is None else legacy.record.name
 
 
+def unknown_call(ref: str, session_id: str) -> UnknownInterrupt:
+    """The refusal of an answer to ``ref``, a call session ``session_id`` does not have — also
+    ``pausepoint.client``'s for a ref no request path can carry, in the same words."""
+    return UnknownInterrupt(f"no paused call with ref {ref!r} in session {session_id!r}", ref=ref)
+
+
 def locate(state: SessionState, answer: Answer, via: str) -> Pause:
     """The pause ``answer`` names: by the call's ref (its ``pause_id``, or the live pause), or by
     the pause's own ref that logs written before refs were per call showed; a refusal otherwise."""
@@ -60,7 +66,7 @@ def locate(state: SessionState, answer: Answer, via: str) -> Pause:
         return legacy
     call = state.calls.get(ref)
     if call is None:
-        raise UnknownInterrupt(f"no paused call with ref {ref!r} in session {state.session_id!r}", ref=ref)
+        raise unknown_call(ref, state.session_id)
     if call.request.name != name:
         raise InterruptNameMismatch(
             f"ref {ref!r} is a call of {call.request.name!r}, not {name!r}", ref=ref, actual=call.request.name

@@ -29,6 +29,7 @@ from ..turn._events import EVENT_KINDS
 from ..turn._journal import Appender
 from ..turn._telemetry import Telemetry
 from ..webhooks import Webhook
+from ._arguments import checked_page
 from ._chat import Chat
 from ._sessions import LocalSessions
 
@@ -266,7 +267,10 @@ class Agent:
         tenant: str | None = None,
     ) -> list[SessionSummary]:
         """This agent's sessions, most recently updated first (an approval inbox: ``has_pending=True``;
-        ``tenant``: only that tenant's sessions)."""
+        ``tenant``: only that tenant's sessions). ``InvalidRequest`` for a ``limit`` or ``offset``
+        that is no integer from 0 up, or a ``has_pending`` that is no bool, before any store is
+        asked: every store answers the same arguments the same way."""
+        checked_page(limit, offset, has_pending)
         # Only asked of the store when given: a store of one's own written before tenants lists as before.
         narrowed = {"tenant": tenant} if tenant is not None else {}
         return await self.store.list_sessions(

@@ -17,15 +17,11 @@ from typing import Any, Protocol, TypeVar
 from ..approval._answers import message_hash, prepare_answers, request_hash
 from ..approval._context import AnswerContext
 from ..approval._fit import call_name
-from ..content._intake import user_message
-from ..content._jsondata import NotJsonData, json_text, key_text
 from ..content._messages import Message, Part
 from ..errors import (
     AlreadyResolved,
     ConcurrentUpdate,
     IdempotencyKeyReused,
-    InvalidAnswer,
-    InvalidMessage,
     NothingToResume,
     PausepointError,
     ResumeInProgress,
@@ -51,6 +47,7 @@ from ..turn._host import TurnHost
 from ..turn._streaming import Emit, TurnEndChunk, TurnStream
 from ..turn._turn import Turn
 from ..turn._waiting import other_writers_end
+from ._arguments import checked_cancel, checked_message
 from ._busy import (
     abandoned_calls,
     check_free,
@@ -123,20 +120,9 @@ class SessionCalls:
     def user_message(
         self, message: str | Message | Sequence[Part], principal: str | None, via: str, key: str | None = None
     ) -> Message:
-        limits = self.agent.json_limits
-        user = user_message(message, limits)
-        try:
-            for name, value in (("principal", principal or self.principal), ("via", via), ("tenant", self.tenant)):
-                if value is not None:
-                    json_text(value, limits, path=f"$.{name}", name=True)
-        except NotJsonData as exc:
-            raise InvalidMessage(f"the message's sender cannot be recorded: {exc}", **exc.details()) from None
-        try:
-            if key is not None:
-                key_text(key, limits, path="$.idempotency_key")
-        except NotJsonData as exc:
-            raise InvalidMessage(f"the message's idempotency key cannot be recorded: {exc}", **exc.details()) from None
-        return user
+        """The user message a send records (``checked_message``: ``InvalidMessage`` for one it cannot)."""
+        actor = principal or self.principal
+        return checked_message(message, self.agent.json_limits, key, principal=actor, via=via, tenant=self.tenant)
 
     async def send_turn(
         self,
@@ -480,12 +466,7 @@ class SessionCalls:
 
     async def cancel(self, reason: str, principal: str | None, via: str) -> AgentResponse:
         """Resolve every paused call as cancelled (``Chat.cancel_pending``)."""
-        try:
-            json_text(reason, self.agent.json_limits, path="$.reason")
-            if principal is not None:
-                json_text(principal, self.agent.json_limits, path="$.principal", name=True)
-        except NotJsonData as exc:
-            raise InvalidAnswer(f"the cancellation cannot be recorded: {exc}", **exc.details()) from None
+        checked_cancel(reason, principal, self.agent.json_limits)
 
         def claim(state: SessionState, now: datetime) -> Turn:
             check_free(state, now, self.agent.abandon_after)

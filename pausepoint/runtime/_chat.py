@@ -11,13 +11,15 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from ..approval._answers import prepare_answers
 from ..content._messages import Message, Part
-from ..errors import IdempotencyKeyReused, InvalidAnswer, TurnLost
+from ..errors import IdempotencyKeyReused, TurnLost
 from ..session._grants import Grant, GrantInfo
 from ..session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
 from ..session._views import audit_entry, grant_info, pending_interrupt, response_for
 from ..turn._streaming import TurnStream
+from ._arguments import checked_approval
 from ._calls import SessionCalls, SessionHost
 from ._detach import abort_turn, find_turn
 from ._launch import Launch, TurnStatus, end_status, status_of
@@ -151,6 +153,7 @@ class Chat:
         via: str = "python",
     ) -> TurnStream:
         """``resume``, streamed (see ``send_stream``)."""
+        self._check_answers(respond, restart, metadata, idempotency_key, principal, via)
         return self.calls.stream(
             lambda emit: self.calls.resume_turn(respond, restart, metadata, idempotency_key, principal, via, emit)
         )
@@ -191,7 +194,8 @@ class Chat:
         ``InputEditNotAllowed`` for an edited input of a tool that only asks a question.
         ``resume(restart=[pause.restart(...)])`` remains the Genkit-compatible way to answer.
         """
-        by_ref = (_ref(ref), self.calls.approval(ref, replace_input, grant, pause_id))
+        checked = checked_approval(ref, pause_id, grant, self.agent.json_limits)
+        by_ref = (checked, self.calls.approval(checked, replace_input, grant, pause_id))
         return await self.calls.resume_turn((), (), metadata, idempotency_key, principal, via, None, by_ref=by_ref)
 
     def approve_stream(
@@ -207,10 +211,27 @@ class Chat:
         via: str = "python",
     ) -> TurnStream:
         """``approve``, streamed (see ``send_stream``)."""
-        by_ref = (_ref(ref), self.calls.approval(ref, replace_input, grant, pause_id))
+        checked = checked_approval(ref, pause_id, grant, self.agent.json_limits)
+        self._check_answers((), (), metadata, idempotency_key, principal, via)
+        by_ref = (checked, self.calls.approval(checked, replace_input, grant, pause_id))
         return self.calls.stream(
             lambda emit: self.calls.resume_turn((), (), metadata, idempotency_key, principal, via, emit, by_ref=by_ref)
         )
+
+    def _check_answers(
+        self,
+        respond: Sequence[ToolResponse] | None,
+        restart: Sequence[ToolRestart] | None,
+        metadata: dict[str, Any] | None,
+        key: str | None,
+        principal: str | None,
+        via: str,
+    ) -> None:
+        """A streamed resume's (or approval's) arguments, checked when the verb is called — as
+        ``pausepoint.client`` checks them, and as a send's message is — not once its stream is
+        read: the turn checks them again as it starts (a second walk over the same values)."""
+        limits, actor = self.agent.json_limits, principal or self.principal
+        prepare_answers(respond, restart, metadata, limits, principal=actor, via=via, idempotency_key=key)
 
     async def cancel_pending(self, reason: str, *, principal: str | None = None, via: str = "python") -> AgentResponse:
         """Resolve every paused call as cancelled, so the history stays valid and ``send`` works.
@@ -332,7 +353,7 @@ class Chat:
         it keeps its end. A turn using the grant
         at this moment either wrote its approval first (that call was approved: it runs, and its
         turn goes on) or fails with ``ConcurrentUpdate`` before its call runs. Raises
-        ``GrantNotFound``; ``InvalidAnswer`` for a reason or principal a session cannot keep."""
+        ``GrantNotFound``; ``InvalidRequest`` for a reason or principal a session cannot keep."""
         return await revoke_grant(self.calls, grant_id, reason, principal, via)
 
     async def last_response(self) -> AgentResponse | None:
@@ -363,9 +384,19 @@ class SyncChat:
         return self.chat
 
     @property
+    def agent(self) -> SessionHost:
+        """The agent whose session this is (``Chat.agent``)."""
+        return self.chat.agent
+
+    @property
     def session_id(self) -> str:
         """The session's id (``Chat.session_id``)."""
         return self.chat.session_id
+
+    @property
+    def principal(self) -> str | None:
+        """Who is acting, unless a call names someone else (``Chat.principal``)."""
+        return self.chat.principal
 
     send = blocking(Chat.send)
     send_stream = blocking_stream(Chat.send_stream)
@@ -431,11 +462,3 @@ class DetachedTurn:
         """Stop the turn; returns its status before this call (``pending``: this call stops it;
         anything else: it had already ended and nothing changes)."""
         return await abort_turn(self.chat.calls, self.turn_id, principal, via)
-
-
-def _ref(ref: object) -> str:
-    """``approve``'s ``ref``; ``InvalidAnswer`` for anything but a string, said as the client
-    says it (a pause given for its ref, say: the caller wrote no respond list to name)."""
-    if not isinstance(ref, str):
-        raise InvalidAnswer(f"ref must be a string (the paused call's: pause.ref), not {type(ref).__name__}")
-    return ref

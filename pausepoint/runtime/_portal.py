@@ -159,7 +159,16 @@ def blocking_stream(
 
         return SyncTurnStream(_PORTAL.run(start()))
 
-    functools.update_wrapper(run, verb)
+    functools.update_wrapper(run, verb)  # its name and parameters
+    # What it returns is a SyncTurnStream, read without await: said so to inspect, typing and the
+    # reference docs (in a copy of the annotations: update_wrapper shares verb's own dict).
+    run.__annotations__ = {**verb.__annotations__, "return": SyncTurnStream}
+    run.__signature__ = inspect.signature(verb).replace(return_annotation=SyncTurnStream)  # type: ignore[attr-defined]
+    run.__doc__ = (
+        f"``{verb.__name__}`` without ``await``: returns a ``SyncTurnStream`` — iterate it for the "
+        "turn's chunks; ``stream.response()`` gives its outcome, once it ended (reading the chunks "
+        f"is not required). Arguments and errors are ``{verb.__qualname__}``'s."
+    )
     return run
 
 

@@ -3,32 +3,26 @@ for a turn running here (it may be the one the revocation is meant to stop)."""
 
 from __future__ import annotations
 
-from ..content._jsondata import NotJsonData, json_text
-from ..errors import ConcurrentUpdate, GrantNotFound, InvalidRequest, VersionConflict
+from ..errors import ConcurrentUpdate, GrantNotFound, VersionConflict
 from ..session._grants import GrantInfo
 from ..session._records import GrantRevoked, encode_record
 from ..session._views import grant_info
 from ..stores import LogEntry
+from ._arguments import checked_revocation
 from ._calls import CLAIM_ATTEMPTS, SessionCalls
 
-__all__ = ["revoke_grant"]
+__all__ = ["no_grant", "revoke_grant"]
 
 
 async def revoke_grant(calls: SessionCalls, grant_id: str, reason: str, principal: str | None, via: str) -> GrantInfo:
     """Revoke the grant ``grant_id`` of ``calls``' session; returns it as it now stands."""
     agent, actor = calls.agent, principal or calls.principal
-    try:
-        json_text(reason, agent.json_limits, path="$.reason")
-        json_text(via, agent.json_limits, path="$.via", name=True)
-        if actor is not None:
-            json_text(actor, agent.json_limits, path="$.principal", name=True)
-    except NotJsonData as exc:
-        raise InvalidRequest(f"the revocation cannot be recorded: {exc}", **exc.details()) from None
+    checked_revocation(reason, agent.json_limits, via=via, principal=actor)
     for _ in range(CLAIM_ATTEMPTS):
         state = await calls.peek_state()  # never waits for a turn running here: it may be the one to stop
         grant = state.grants.get(grant_id) if isinstance(grant_id, str) else None
         if grant is None:
-            raise GrantNotFound(f"no grant {grant_id!r} in session {calls.session_id!r}", grant_id=str(grant_id))
+            raise no_grant(grant_id, calls.session_id)
         now = agent.clock()
         if grant.status(now) == "active":  # one that ended (revoked, expired, used up) keeps its end
             record = GrantRevoked(grant_id, now, actor, via, reason)
@@ -41,3 +35,9 @@ async def revoke_grant(calls: SessionCalls, grant_id: str, reason: str, principa
                 continue
         return grant_info(grant, now)
     raise ConcurrentUpdate(f"session {calls.session_id!r} kept changing; the grant was not revoked")
+
+
+def no_grant(grant_id: object, session_id: str) -> GrantNotFound:
+    """The refusal of ``grant_id``, a grant session ``session_id`` does not have — also
+    ``pausepoint.client``'s for an id no request path can carry, in the same words."""
+    return GrantNotFound(f"no grant {grant_id!r} in session {session_id!r}", grant_id=str(grant_id))

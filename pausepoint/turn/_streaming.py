@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
+from ..errors import UsageError
 from ..session._interrupts import PendingInterrupt
 from ..session._response import AgentResponse
 
@@ -144,6 +145,7 @@ class TurnStream:
     """
 
     def __init__(self, run: Callable[[Emit], Awaitable[AgentResponse]], keep_alive: set[asyncio.Task[Any]]) -> None:
+        _check_loop()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._listening = True
         self._task: asyncio.Task[AgentResponse] = asyncio.ensure_future(self._drive(run))
@@ -194,6 +196,19 @@ class TurnStream:
             raise StopAsyncIteration
         chunk: TurnChunk = item
         return chunk
+
+
+def _check_loop() -> None:
+    """``UsageError`` where no event loop runs in this thread: the turn's task would be made for
+    a loop that never runs it, and a stream read later (in ``asyncio.run``, on another loop)
+    would wait for ever — refused at once instead, nothing started."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise UsageError(
+            "a streamed turn runs on the event loop it is started from, and none runs here: start it "
+            "in async code (a coroutine asyncio runs), or use a local chat's chat.sync, which needs none"
+        ) from None
 
 
 def _unkeepable(chunk: TurnChunk) -> bool:
