@@ -80,11 +80,63 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 SIGNATURE_HEADER = "Pausepoint-Signature"
 TIMESTAMP_HEADER = "Pausepoint-Timestamp"
 
+# A header's name, as HTTP writes one (RFC 9110's token).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# The headers the sender writes on every request itself (the body's, the connection's, its own;
+# every Pausepoint-* one too): one given beside them would be sent twice, or contradict the body.
+_SENDERS_HEADERS = frozenset(
+    {"content-type", "content-length", "content-encoding", "transfer-encoding", "host", "connection",
+     "keep-alive", "te", "trailer", "upgrade", "expect", "user-agent"}
+)  # fmt: skip
 
 
 def is_http_url(url: object) -> bool:
     """Whether ``url`` is an http(s) URL with a host, as a webhook's must be."""
     return isinstance(url, str) and re.match(r"https?://[^\s/]+", url) is not None
+
+
+def value_problem(value: str, *, ascii_only: bool = True) -> str | None:
+    """Why ``value`` — a header's value, or a secret read from the environment (a bearer token,
+    a key that signs) — would not work as it is (None: it would), in words that never show it.
+    HTTP strips white space at either end of a header's value (and a secret file's last line
+    break makes a key another key); no header carries a control character; HTTP clients (and
+    SMTP's login) send nothing beyond ASCII as it is (``ascii_only=False``: a key that only
+    signs may hold any character). The one check of every such value, wherever it comes from."""
+    if value != value.strip():
+        return "starts or ends with white space (a space, a line break)"
+    if any(char < " " or char == "\x7f" for char in value):
+        return "holds a control character (a line break, a tab)"
+    if ascii_only and not value.isascii():
+        return "holds a character beyond ASCII"
+    return None
+
+
+def header_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a header a webhook's ``headers`` give (None: it can): not a name
+    HTTP takes, or one the sender writes itself."""
+    if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+        return f"{name!r} is not a header's name (letters, digits and !#$%&'*+-.^_`|~)"
+    if name.lower() in _SENDERS_HEADERS or name.lower().startswith("pausepoint-"):
+        return f"the {name} header is one the sender writes itself, on every request: leave it out"
+    return None
+
+
+def _headers_problem(headers: Mapping[str, str]) -> str | None:
+    """What is wrong with a webhook's ``headers`` (None: nothing), never showing a value (one
+    may come from a secret)."""
+    seen: set[str] = set()
+    for name, value in headers.items():
+        problem = header_name_problem(name)
+        if problem is not None:
+            return problem
+        if name.lower() in seen:
+            return f"the {name} header is given twice (names are the same whatever their case)"
+        seen.add(name.lower())
+        why = value_problem(value) if isinstance(value, str) else "is not a string"
+        if why is not None:
+            return f"the value of the {name} header {why}: no request could carry it (not shown)"
+    return None
+
 
 @dataclass(frozen=True)
 class Webhook:
@@ -97,7 +149,10 @@ class Webhook:
     ``agents`` limits it to some agents' sessions (default: every agent it is configured for);
     ``tenants`` to the sessions of some tenants (default: every session, of any tenant or none);
     ``format`` is ``"json"`` (the event body) or ``"slack"`` (an incoming-webhook message);
-    email has a class of its own (``EmailNotifier``).
+    email has a class of its own (``EmailNotifier``). ``headers`` are sent with every request:
+    names HTTP takes, each once, none the sender writes itself (``Content-Type``,
+    ``Content-Length``, ``Host``, ``User-Agent``, ``Pausepoint-*``...), values of printable
+    ASCII with no white space at either end (else no request could carry them).
     A failed attempt (no 2xx reply within ``timeout`` seconds) is retried after ``backoff``
     seconds, doubling each time up to ``max_backoff``, for ``max_attempts`` attempts in all.
     Raises ``DefinitionError`` when a value is unusable.
@@ -143,6 +198,12 @@ class Webhook:
             raise DefinitionError(f"webhook {self.name!r}: timeout must be positive, 0 <= backoff <= max_backoff")
         if not (isinstance(self.max_attempts, int) and self.max_attempts >= 1):
             raise DefinitionError(f"webhook {self.name!r}: max_attempts must be at least 1")
+        if not isinstance(self.headers, Mapping):
+            raise DefinitionError(f"webhook {self.name!r}: headers maps header names to values")
+        object.__setattr__(self, "headers", dict(self.headers))  # a copy: checked once, sent as checked
+        problem = _headers_problem(self.headers)
+        if problem is not None:
+            raise DefinitionError(f"webhook {self.name!r}: {problem}")
 
     def wants(self, kind: str, agent: str) -> bool:
         """Whether this webhook is told about a ``kind`` event of ``agent``'s sessions (those of

@@ -5,7 +5,8 @@ Each section is a pydantic model that refuses keys it does not know. Secrets are
 in the file: a key ending in ``_env`` names the environment variable holding one (``token_env =
 "ALICE_TOKEN"``), and a secret written in the file (``token = "..."``) is refused, saying so.
 Validation reads the environment (``context={"env": ...}``): a variable named but not set is
-an error at its key.
+an error at its key, and so is a secret that could not work as it is (white space at either
+end, a control character: ``webhooks.value_problem``), named by its variable, never shown.
 
 The single sign-on section is the server's own ``OidcSettings`` (``pausepoint.server``), with
 the approver roles added: the server checks tokens with exactly the settings validated here.
@@ -34,8 +35,9 @@ from pydantic import (
 from ..server._auth import is_principal_name, is_tenant_name
 from ..server._limits import Limits
 from ..server._oidc import OidcSettings
+from ..server._retention import MAX_KEEP
 from ..stores._url import schema_problem
-from ..webhooks import EVENT_KINDS
+from ..webhooks import EVENT_KINDS, header_name_problem, value_problem
 from ._logging import LEVELS
 from ._store_url import synchronous_level
 
@@ -81,6 +83,31 @@ def _env_is_set(name: str, info: ValidationInfo) -> str:
 
 #: the name of an environment variable that holds a secret, and is set
 EnvName = Annotated[str, AfterValidator(_env_is_set)]
+
+
+def _works_as_it_is(fails: str, *, ascii_only: bool) -> AfterValidator:
+    """Refuses a variable whose secret would not work as it is (``value_problem``: white space
+    at either end, as a secret file's last line break, a control character...), saying what
+    would ``fail``, never showing it. Served, it would fail every time, and the error of a
+    request carrying it could show it in a log line."""
+
+    def check(name: str, info: ValidationInfo) -> str:
+        env: Mapping[str, str] | None = (info.context or {}).get("env")
+        value = env.get(name) if env is not None else None
+        why = value_problem(value, ascii_only=ascii_only) if value else None
+        if why is not None:
+            raise ValueError(f"${name} {why}: {fails} (what it holds is a secret: not shown)")
+        return name
+
+    return AfterValidator(check)
+
+
+#: a variable holding a header's value (a credential a request carries)
+HeaderEnv = Annotated[EnvName, _works_as_it_is("no request could carry it as it is", ascii_only=True)]
+#: a variable holding a key that signs or checks signatures (a webhook's, the links', Slack's)
+SigningEnv = Annotated[EnvName, _works_as_it_is("signatures would never match the real key's", ascii_only=False)]
+#: a variable holding a password (SMTP's login takes ASCII only)
+PasswordEnv = Annotated[EnvName, _works_as_it_is("the server would never take it", ascii_only=True)]
 
 
 def _usable_schema(name: str | None) -> str | None:
@@ -320,7 +347,7 @@ class WebhookSection(Section):
     name: str
     url: str | None = None
     url_env: EnvName | None = None
-    secret_env: EnvName | None = None
+    secret_env: SigningEnv | None = None
     secret: SecretHere = None
     events: Annotated[list[EventKindName], Field(min_length=1)] | None = None
     agents: Agents | None = None
@@ -331,7 +358,7 @@ class WebhookSection(Section):
     backoff_seconds: Wait = 2.0
     max_backoff_seconds: Wait = 600.0
     headers: dict[str, str] = Field(default_factory=dict)
-    headers_env: dict[str, EnvName] = Field(default_factory=dict)
+    headers_env: dict[str, HeaderEnv] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
@@ -342,12 +369,21 @@ class WebhookSection(Section):
             raise ValueError("a Slack incoming-webhook URL is a secret (anyone holding it posts): use url_env")
         return _no_password(value, _IN_ENV)
 
-    @field_validator("headers")
+    @field_validator("headers", "headers_env")
     @classmethod
-    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
+    def _headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        """Headers a request can carry, as ``Webhook`` takes them (``headers``: no credential)."""
+        for name, given in value.items():
+            problem = header_name_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+            if info.field_name == "headers_env":
+                continue
             if name.lower() in _SECRET_HEADERS:
                 raise ValueError(f"the {name} header carries a credential: give it in headers_env")
+            why = value_problem(given)
+            if why is not None:
+                raise ValueError(f"the value of the {name} header {why}: no request could carry it as it is")
         return value
 
 
@@ -366,7 +402,7 @@ class Tracing(Section):
     exporter: Literal["otlp"] = "otlp"
     endpoint: str | None = None
     protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
-    headers_env: dict[str, EnvName] = Field(default_factory=dict)
+    headers_env: dict[str, HeaderEnv] = Field(default_factory=dict)
     service_name: Annotated[str, Field(min_length=1)] = "pausepoint"
     sample_ratio: Annotated[float, Field(ge=0, le=1)] = 1.0
     capture_content: bool = False
@@ -422,8 +458,9 @@ class Retention(Section):
     @field_validator("events_days")
     @classmethod
     def _days(cls, value: float | None) -> float | None:
-        if value is not None and not 1 / 86_400 <= value <= 36_500:
-            raise ValueError("a number of days from a second's worth (0.0000116) to 36500")
+        """As ``create_app(keep_events=...)`` takes it (at most ``MAX_KEEP``), from a second."""
+        if value is not None and not 1 / 86_400 <= value <= MAX_KEEP.days:
+            raise ValueError(f"a number of days from a second's worth (0.0000116) to {MAX_KEEP.days}")
         return value
 
 
@@ -432,8 +469,10 @@ class Links(Section):
     notification to its pause's card in the console."""
 
     secret_env: Annotated[
-        EnvName | list[EnvName],
-        _one_or_list(EnvName, Annotated[list[EnvName], Field(min_length=1)], "the name of an environment variable"),
+        SigningEnv | list[SigningEnv],
+        _one_or_list(
+            SigningEnv, Annotated[list[SigningEnv], Field(min_length=1)], "the name of an environment variable"
+        ),
     ]
     secret: SecretHere = None
     console_url: str
@@ -454,7 +493,7 @@ class Slack(Section):
     """``[notifiers.slack]``: ``pausepoint.webhooks.SlackApp``, whose Approve / Deny buttons
     decide pauses (``POST /v1/slack/actions``)."""
 
-    signing_secret_env: EnvName
+    signing_secret_env: SigningEnv
     signing_secret: SigningSecretHere = None
     users: dict[str, Name]
     teams: list[str] | None = None
@@ -470,7 +509,7 @@ class Email(Section):
     sender: str
     to: Annotated[list[str], Field(min_length=1)]
     username: str | None = None
-    password_env: EnvName | None = None
+    password_env: PasswordEnv | None = None
     password: PasswordHere = None
     events: Annotated[list[EventKindName], Field(min_length=1)] | None = None
     agents: Agents | None = None

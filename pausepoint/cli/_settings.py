@@ -30,11 +30,11 @@ from typing import Any
 
 from ..errors import DefinitionError
 from ..server._limits import Limits
-from ..webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook, is_http_url
+from ..webhooks import ApprovalLinks, EmailNotifier, SlackApp, Webhook, is_http_url, value_problem
 from ._config import ConfigFile, Delivery, Email, Oidc, Tracing, WebhookSection, name_problem
 from ._config_file import LoadedConfig, load_config
 from ._errors import CliError, Problems
-from ._store_url import OPTIONS, StoreSpec, backend_of, parse_store, redacted
+from ._store_url import OPTIONS, StoreSpec, backend_of, check_trimmed, parse_store, redacted
 
 __all__ = [
     "GENERATED",
@@ -194,6 +194,7 @@ def _store(
         raise loaded.problem(("store",), "give the store's URL as url or url_env (one of them)")
     url = store.url if store.url is not None else env[store.url_env or ""]
     where = loaded.where(("store", "url" if store.url is not None else "url_env"))
+    check_trimmed(url, where)
     try:
         backend = backend_of(url)
     except CliError as exc:
@@ -306,17 +307,11 @@ def _flag_tenant(settings: ServeSettings, name: str, flag: str) -> str | None:
 
 def token_problem(name: str, token: str) -> str | None:
     """Why the token of the principal ``name`` could never sign in (None: it can), in words that
-    never show the token. The server strips the token a request sends, and a header carries
-    neither a control character (a line break) nor, as clients send it, one beyond ASCII."""
-    if token != token.strip():
-        why = "starts or ends with white space (a space, a line break), which the server strips from a request's token"
-    elif any(char < " " or char == "\x7f" for char in token):
-        why = "holds a control character (a line break, a tab), which no Authorization header can carry"
-    elif not token.isascii():
-        why = "holds a character beyond ASCII, which HTTP clients do not send in a header as it is"
-    else:
-        return None
-    return f"the token of {name!r} {why}: it could never sign in"
+    never show the token: the check of every value a header carries (``value_problem``) — the
+    server strips the token a request sends, and a header carries neither a control character
+    (a line break) nor, as clients send it, one beyond ASCII."""
+    why = value_problem(token)
+    return None if why is None else f"the token of {name!r} {why}: it could never sign in"
 
 
 def parse_tokens(values: list[str]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..stores import InMemorySessionStore, SessionStore, SqliteSessionStore
 from ..stores._url import schema_problem
+from ..webhooks import value_problem
 from ._errors import CliError
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "StoreSpec",
     "backend_of",
     "check_store",
+    "check_trimmed",
     "open_store",
     "parse_store",
     "redacted",
@@ -72,6 +74,7 @@ class StoreSpec:
 def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreSpec:
     """The store ``text`` names, with the options in its query and those ``given`` (the config
     file's keys; saying one in both places is refused). Raises ``CliError`` naming ``what``."""
+    check_trimmed(text, what)
     backend = backend_of(text)
     if backend == "sqlite" and "://" not in text and text.lower().startswith("sqlite:"):
         # a URL without its slashes: not a file named "sqlite:name.db" in the working directory
@@ -119,6 +122,17 @@ def parse_store(text: str, what: str = "--store", **given: str | None) -> StoreS
     except ValueError as exc:
         raise CliError(f"{what}: synchronous {exc}") from None
     return StoreSpec(url, backend, schema=options.get("schema"), prefix=options.get("prefix"), synchronous=synchronous)
+
+
+def check_trimmed(text: str, what: str) -> None:
+    """Raises ``CliError`` naming ``what`` for a URL with white space at either end (a variable
+    read from a file's line, a quoted flag) or a control character: taken as it is, it names
+    another store than the one meant (for SQLite, a file whose name ends in it), and the
+    processes whose URL differs so would each work alone. The URL is not shown (it may hold a
+    password)."""
+    why = value_problem(text, ascii_only=False)
+    if why is not None:
+        raise CliError(f"{what}: the store's URL {why}: it would name another store than the one meant; remove it")
 
 
 def synchronous_level(value: object) -> Literal["FULL", "NORMAL"] | None:

@@ -89,9 +89,9 @@ def create_app(
     request (``pausepoint.server.access`` logger); ``operators`` may read and retry webhook
     deliveries (``/v1/ops/deliveries``) and span tenants (the default policy's ``operators``);
     ``webhooks`` sends the app's webhooks from this process (``False``: another process does; or
-    a ``WebhookSender`` to tune it); ``keep_events`` (a ``timedelta``) prunes the stores' events
-    older than that, once delivered: the feed's replay and the webhooks' outbox (default: every
-    event is kept; the sessions' histories and audit trails are never pruned).
+    a ``WebhookSender`` to tune it); ``keep_events`` (a ``timedelta``, at most 36500 days) prunes
+    the stores' events older than that, once delivered: the feed's replay and the webhooks' outbox
+    (default: every event is kept; the sessions' histories and audit trails are never pruned).
     ``mcp=True`` serves the agents as an MCP server at ``/mcp`` (streamable HTTP; the same
     ``auth`` and ``policy``; needs ``pausepoint[mcp]``; see ``pausepoint.mcp``).
 

@@ -17,6 +17,10 @@ its approval ``link`` when ``links`` are configured), a ``slack`` one a Block Ki
 pause (``_slack``: Approve / Deny buttons carrying the link's token) and a line of text for
 anything else, an ``EmailNotifier`` a message through SMTP (``_email``). The link is made from
 the pause alone, so every attempt sends the same bytes.
+
+An attempt whose request cannot be made or written (a URL httpx cannot read, a header changed
+after its ``Webhook`` checked it) fails as any attempt does: counted, retried, at last failed.
+Its error (in the log, and ``last_error``) never quotes a header: one may hold a credential.
 """
 
 from __future__ import annotations
@@ -241,8 +245,17 @@ class WebhookSender:
         }
         if webhook.secret:
             headers["Pausepoint-Signature"] = sign(webhook.secret, content, stamp)
+        client = self._http()
         try:
-            reply = await self._http().post(webhook.url, content=content, headers=headers, timeout=webhook.timeout)
+            request = client.build_request(
+                "POST", webhook.url, content=content, headers=headers, timeout=webhook.timeout
+            )
+        except Exception as exc:  # a URL or a header httpx cannot write: this attempt fails, and is counted
+            return f"{type(exc).__name__}: the request could not be made (its URL or a header is unusable; not shown)"
+        try:
+            reply = await client.send(request)
+        except httpx.LocalProtocolError:  # its words would quote the header HTTP refused: a secret, maybe
+            return "LocalProtocolError: the request could not be written (a header HTTP refuses; not shown)"
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if 200 <= reply.status_code < 300:

@@ -147,3 +147,14 @@ async def _settled(http: httpx.AsyncClient, base: str, count: int) -> bool:
 
 async def _gone(http: httpx.AsyncClient, base: str, session_id: str) -> bool:
     return session_id not in sessions_of(await deliveries(http, base))
+
+
+def test_keep_events_takes_what_retention_events_days_takes():
+    """``[retention] events_days`` takes up to 36500 days, as docs/config.md says: so does
+    ``keep_events`` (found by a probe: 11575 days or more passed ``config check``, then ``serve``
+    died on create_app's 10**9-second limit)."""
+    ai = Pausepoint()
+    for kept in (timedelta(days=11_575), timedelta(days=36_500)):
+        assert isinstance(create_app(ai, auth=BearerTokens(TOKENS), keep_events=kept), Starlette)
+    with pytest.raises(DefinitionError, match="to 36500 days"):
+        create_app(ai, auth=BearerTokens(TOKENS), keep_events=timedelta(days=36_500, microseconds=1))

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import signal
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from examples import banking
-from pausepoint.errors import PayloadTooLarge, WebhookSignatureError
-from pausepoint.server import WebhookSender
+from pausepoint import TextPart
+from pausepoint.errors import DefinitionError, PayloadTooLarge, WebhookSignatureError
+from pausepoint.server import BearerTokens, WebhookSender, create_app
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.webhooks import Webhook, sign, verify_signature
 from tests.server.conftest import ALICE
-from tests.server.harness import serve_in_thread
+from tests.server.harness import TOKENS, make_store, serve_in_thread
 from tests.server.ops_harness import OPERATOR, SECRET, Receiver, build_ops_app, serve_ops_process, until_up
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -140,10 +144,10 @@ async def test_nothing_is_announced_for_an_append_that_failed(tmp_path):
         ai, agent = banking.build(store, webhooks=[hook])
         sender = WebhookSender(ai)
         try:
-            with pytest.raises(PayloadTooLarge):  # the pause's record is over the store's limit
-                # (a message a session can keep — each string within the record limit — in records that
-                # are not: the whole append fails)
-                await agent.chat(principal="alice").send("Transfer $5 to " + "q" * 540 + ".")
+            with pytest.raises(PayloadTooLarge):  # the user message's record is over the store's limit
+                # (a message a session can keep — each string within the record limit — in a record that
+                # is not: the whole append, the pause's with it, fails)
+                await agent.chat(principal="alice").send([TextPart("Transfer $5 to q."), TextPart("x" * 560)])
             assert await store.list_deliveries() == [] and await store.read_events() == []
             assert await sender.send_due() == 0
             res = await agent.chat(principal="alice").send("Transfer $5 to q.")  # the next turn is announced
@@ -196,3 +200,71 @@ async def test_a_receiver_that_hangs_holds_up_no_other_webhooks_deliveries(tmp_p
     assert sorted(int(r.json["interrupt"]["input"]["details"].split("$")[1].split()[0]) for r in told) == list(
         range(1, 16)
     )
+
+
+LEAK = "sk-live-TOPSECRET"
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({"X-Team": "équipe"}, "the value of the X-Team header holds a character beyond ASCII"),
+        ({"Authorization": f"Bearer {LEAK}\n"}, "the value of the Authorization header starts or ends with white"),
+        ({"X-Key": f"{LEAK}\r\nX-Injected: 1"}, "the value of the X-Key header holds a control character"),
+        ({"Content-Length": "5"}, "the Content-Length header is one the sender writes itself"),
+        ({"host": "elsewhere.example"}, "the host header is one the sender writes itself"),
+        ({"content-type": "text/plain"}, "the content-type header is one the sender writes itself"),
+        ({"Pausepoint-Attempt": "9"}, "the Pausepoint-Attempt header is one the sender writes itself"),
+        ({"Bad Name": "x"}, "'Bad Name' is not a header's name"),
+        ({"X-Key": "a", "x-key": "b"}, "the x-key header is given twice"),
+    ],
+)
+def test_a_header_no_request_could_carry_is_refused_when_the_webhook_is_defined(headers, said):
+    """Found by a probe: such a header left its deliveries pending for good (no attempt counted,
+    a traceback after every lease), sent a truncated body (Content-Length), or failed every
+    attempt with the header's value — a secret — in the log and in ``last_error``. Refused by
+    ``Webhook`` itself (so for Python, ``config check`` and ``serve`` alike), never showing it."""
+    with pytest.raises(DefinitionError, match=r"^webhook 'ops': ") as refused:
+        Webhook("ops", "https://ops.example.com/hook", secret=SECRET, headers=headers)
+    assert said in str(refused.value) and LEAK not in str(refused.value)
+    assert Webhook("ops", "https://o.example", secret=SECRET, headers={"X-Team": "a b", "X-Empty": ""}).headers
+
+
+async def test_a_request_that_cannot_be_made_is_a_failed_attempt_naming_no_header(tmp_path, caplog):
+    """A request httpx cannot make (a URL it cannot read, a header changed after its webhook
+    checked it) or write fails its attempt as a receiver's 500 does: counted, failed after
+    max_attempts, where it left the delivery pending with 0 attempts and a traceback after every
+    lease; and its error, logged and in ``last_error``, never quotes the header's value."""
+    receiver = Receiver()
+    with serve_in_thread(receiver.app) as hook_url:
+        targets = {"unreadable": "http://[::1/hook", "broken": hook_url + "/hook", "accented": hook_url + "/hook"}
+        hooks = [
+            Webhook(name, url, secret=SECRET, events=["pause"], max_attempts=2, backoff=0.01, headers={"X-Key": "k"})
+            for name, url in targets.items()
+        ]
+        hooks[1].headers["X-Key"] = f"Bearer {LEAK}\n"  # type: ignore[index]
+        hooks[2].headers["X-Key"] = f"Bearer {LEAK}é"  # type: ignore[index]
+        ai, _ = banking.build(make_store({"backend": "sqlite", "path": str(tmp_path / "s.db")}), webhooks=hooks)
+
+        def app() -> Starlette:
+            sender = WebhookSender(ai, interval=0.05)
+            return create_app(ai, auth=BearerTokens(TOKENS), operators={"desk"}, webhooks=sender)
+
+        with serve_in_thread(app) as base:
+            async with httpx.AsyncClient(timeout=30) as http:
+                await pause(http, base)
+                failed: list[dict] = []
+                for _ in range(600):  # a guard against a hang (30 s), not a timing
+                    reply = await http.get(base + "/v1/ops/deliveries?state=failed", headers=OPERATOR)
+                    failed = reply.json()["deliveries"]
+                    if len(failed) == 3:
+                        break
+                    await asyncio.sleep(0.05)
+    errors = {d["webhook"]: (d["attempts"], d["last_error"]) for d in failed}
+    assert sorted(errors) == ["accented", "broken", "unreadable"], failed
+    assert errors["unreadable"][1].startswith("InvalidURL: the request could not be made")
+    assert errors["accented"][1].startswith("UnicodeEncodeError: the request could not be made")
+    assert errors["broken"][1].startswith("LocalProtocolError: the request could not be written")
+    assert {attempts for attempts, _ in errors.values()} == {2}
+    assert LEAK not in json.dumps(failed) and LEAK not in caplog.text
+    assert "Traceback" not in caplog.text and receiver.received == []
