@@ -11,6 +11,11 @@ only between requests).
 - **The body** must have come whole within ``BODY_SECONDS`` of the head (at 1 MiB, the API's
   largest, that is 17 KB/s): a body trickled byte by byte is cut off, and the app sees the
   client gone.
+- **A chunked body's trailer fields** are dropped (RFC 9110 lets a server discard them): they
+  never join the request's headers — a trailer is no place for credentials, an encoding or an
+  idempotency key, which a proxy in front checked in the head. What a body sends besides its
+  data (its chunks' framing, its trailers) is bounded as a head is: past ``HEAD_BYTES`` (and a
+  few bytes a chunk), the connection is closed before it is kept.
 
 uvicorn's protocol for httptools (the ``server`` extra's parser) is extended here; without
 httptools, uvicorn's h11 protocol bounds the head by ``h11_max_incomplete_event_size``.
@@ -26,6 +31,9 @@ __all__ = ["BODY_SECONDS", "HEAD_BYTES", "HEAD_SECONDS", "guarded_protocol"]
 HEAD_BYTES = 64 * 1024
 HEAD_SECONDS = 10.0
 BODY_SECONDS = 60.0
+
+# The most a chunk's framing takes: its size in hex with extensions trimmed, and two line ends.
+_CHUNK_FRAMING = 32
 
 _REPLIES = {
     431: b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
@@ -55,11 +63,20 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            reading_head = False
             if self._head_bytes is not None:
                 self._head_bytes += len(data)
+                reading_head = True
             super().data_received(data)
-            if self._head_bytes is not None and self._head_bytes > HEAD_BYTES and not self.transport.is_closing():
+            if self.transport.is_closing():
+                return
+            if self._head_bytes is not None and self._head_bytes > HEAD_BYTES:
                 self._refuse(431)
+            elif not reading_head and self._head_bytes is None:
+                # a body's bytes beside its data: its chunks' framing and its trailers (never kept)
+                self._after_head += len(data)
+                if self._after_head - self._body_bytes > HEAD_BYTES + _CHUNK_FRAMING * self._chunks:
+                    self._refuse(None)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -71,6 +88,8 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
             super().on_url(url)
 
         def on_header(self, name: bytes, value: bytes) -> None:
+            if self._head_bytes is None:  # after the head: a chunked body's trailer field, dropped
+                return
             self._head_size += len(name) + len(value) + 4  # ": " and the line's end
             super().on_header(name, value)
 
@@ -79,11 +98,16 @@ def guarded_protocol() -> type[asyncio.Protocol] | None:
                 self._refuse(431)
                 return
             self._head_bytes = None
+            self._after_head, self._body_bytes, self._chunks = 0, 0, 0
             self._disarm()
             self._arm(BODY_SECONDS, None)
             super().on_headers_complete()
 
+        def on_chunk_header(self) -> None:
+            self._chunks += 1
+
         def on_body(self, body: bytes) -> None:
+            self._body_bytes += len(body)
             if not self.transport.is_closing():  # a refused head's body goes nowhere
                 super().on_body(body)
 

@@ -164,3 +164,43 @@ async def test_a_head_is_counted_from_its_first_byte_to_its_last_not_from_a_body
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
+
+
+async def test_a_chunked_bodys_trailers_never_join_the_headers_and_are_bounded():
+    """Found by a probe: a trailer field after a chunked body joined the request's headers (an
+    ``Authorization`` trailer ran a turn as its token's owner, past a proxy that checked the
+    head), and trailers without end took the server's memory (300 MiB held per connection)."""
+    proc = start("serve", "tests.cli.apps:bank_ai", "--port", "0", "--token", f"alice={TOKEN}")
+    try:
+        base = served_at(proc)
+        host, port = base.removeprefix("http://").split(":")
+        body = b'{"message": "Hello"}'
+        chunked = (
+            b"POST /v1/agents/bankingAgent/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n%s\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n%s\r\n"
+        )  # fmt: skip
+        auth = f"Authorization: Bearer {TOKEN}\r\n".encode()
+        as_trailer = await one_connection(host, int(port), chunked % (b"", auth), 1)
+        in_the_head = await one_connection(host, int(port), chunked % (auth, b""), 1)
+        assert [s[:12] for s in as_trailer + in_the_head] == [b"HTTP/1.1 401", b"HTTP/1.1 200"]
+
+        _, writer = await asyncio.open_connection(host, int(port))
+        sent, total = 0, 64 * 1024 * 1024
+        try:
+            writer.write((chunked % (auth, b"")).rsplit(b"\r\n\r\n", 1)[0] + b"\r\n")  # the body, then trailers
+            line = b"X-Trailer: " + b"t" * 90 + b"\r\n"
+            while sent < total:
+                writer.write(line * 640)
+                await writer.drain()
+                sent += len(line) * 640
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+        assert sent < total  # the server closed the connection long before
+        async with httpx.AsyncClient(timeout=30) as http:  # and serves on
+            reply = await http.get(base + "/v1/agents", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert reply.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
