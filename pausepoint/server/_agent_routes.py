@@ -33,6 +33,7 @@ from ._params import idempotency_key, no_key_unless_named
 from ._replies import json_response
 from ._service import Service, service_of
 from ._snapshots import (
+    SNAPSHOT_NOT_FOUND,
     check_continuable,
     latest_snapshot,
     parse_snapshot_id,
@@ -160,7 +161,7 @@ async def abort(request: Request) -> Response:
     chat = agent.chat(session_id, principal=principal)
     status = status_at(await read_state(chat), version, agent.clock(), agent.abandon_after)
     if status is None:
-        raise NotFound(f"no snapshot {snap!r}", snapshot_id=snap)
+        raise NotFound(f"no snapshot {snap!r}", snapshot_id=snap, reason=SNAPSHOT_NOT_FOUND)
     if status in (TurnStatus.PENDING, TurnStatus.EXPIRED):
         status = await DetachedTurn(chat, version).abort(principal=principal, via="genkit")
         service.feed.notify(agent.name, session_id)
@@ -183,6 +184,7 @@ async def _chat_for(
             raise InvalidRequest(
                 f"snapshot {wire.snapshot_id!r} does not belong to session {wire.session_id!r}",
                 snapshot_id=wire.snapshot_id,
+                reason="INVALID_SESSION_ID",  # Genkit's reason for it
             )
         summary = await _may_take(service, agent, session_id, principal, wire)
         chat = agent.chat(session_id, principal=principal)

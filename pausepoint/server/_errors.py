@@ -123,13 +123,11 @@ def failure_json(error: str) -> dict[str, Any]:
     ``details``, as for an error answered as such. A turn ends failed with the text of what
     failed it — ``"ModelError: ..."``, ``"StoreError: ..."`` (their code and status, as when
     they fail a call before anything was recorded) or ``"tool 'x' failed: ..."``
-    (``tool_failed``)."""
+    (``tool_failed``, with Genkit's reason for it)."""
     named = getattr(core, error.partition(":")[0], None)
     if isinstance(named, type) and issubclass(named, core.PausepointError):
-        status, code = http_status(named)[1], named.code
-    else:
-        status, code = "INTERNAL", "tool_failed"
-    return {"status": status, "message": error, "details": {"code": code}}
+        return {"status": http_status(named)[1], "message": error, "details": {"code": named.code}}
+    return {"status": "INTERNAL", "message": error, "details": {"code": "tool_failed", "reason": "TOOL_FAILED"}}
 
 
 def as_pausepoint_error(exc: BaseException) -> core.PausepointError:

@@ -26,6 +26,7 @@ from ..stores import SessionStore
 from ._params import ascii_digits
 
 __all__ = [
+    "SNAPSHOT_NOT_FOUND",
     "Snapshot",
     "check_continuable",
     "latest_snapshot",
@@ -37,6 +38,9 @@ __all__ = [
     "status_at",
 ]
 
+#: Genkit's reason for a snapshot id that names none (its client reads ``err.reason``)
+SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"
+
 
 def snapshot_id(session_id: str, version: int) -> str:
     return f"{session_id}.{version}"
@@ -47,7 +51,7 @@ def parse_snapshot_id(value: str) -> tuple[str, int]:
     session_id, dot, version = value.rpartition(".")
     canonical = ascii_digits(version) and len(version) <= 18 and (version == "0" or not version.startswith("0"))
     if not dot or not session_id or not canonical:  # one spelling per snapshot: "s.06" is no "s.6"
-        raise NotFound(f"no snapshot {value!r}", snapshot_id=value)
+        raise NotFound(f"no snapshot {value!r}", snapshot_id=value, reason=SNAPSHOT_NOT_FOUND)
     return session_id, int(version)
 
 
@@ -118,7 +122,7 @@ def _newest(
     if running is None and state.last_end is not None and end_version == state.last_end_version:
         return detached, False
     if detached is None and state.end_reason(version) is None:
-        raise NotFound(f"no snapshot {name!r}", snapshot_id=name)
+        raise NotFound(f"no snapshot {name!r}", snapshot_id=name, reason=SNAPSHOT_NOT_FOUND)
     if to_continue and busy:
         raise TurnInProgress(f"a detached turn is running in session {state.session_id!r}", snapshot_id=name)
     if to_continue and running is None and state.ended_unfinished_since(end_version):

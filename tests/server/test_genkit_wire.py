@@ -132,6 +132,16 @@ async def test_turn_interrupt_resume_and_snapshot_shapes(served, http):
     reply = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": snap}}, headers=ALICE)
     assert reply.status_code == 409
 
+    # Genkit's reasons, which its client reads as err.reason (found by a probe: they were missing)
+    for init in ({"snapshotId": session_id + ".999"}, {"snapshotId": "nope"}):
+        reply = await http.post(url, json={"data": user("again"), "init": init}, headers=ALICE)
+        assert (reply.status_code, reply.json()["error"]["details"]["reason"]) == (404, "SNAPSHOT_NOT_FOUND")
+    reply = await http.post(url + "/getSnapshot", json={"data": {"snapshotId": session_id + ".999"}}, headers=ALICE)
+    assert reply.json()["error"]["details"]["reason"] == "SNAPSHOT_NOT_FOUND"
+    paired = {"snapshotId": result["snapshotId"], "sessionId": "another-session"}
+    reply = await http.post(url, json={"data": user("again"), "init": paired}, headers=ALICE)
+    assert (reply.status_code, reply.json()["error"]["details"]["reason"]) == (400, "INVALID_SESSION_ID")
+
 
 async def test_a_paused_call_streams_once_and_the_output_marks_it(served, http):
     url = served.shell + "/agents/shellAgent"
@@ -581,3 +591,23 @@ async def test_answers_sent_with_a_snapshot_answer_the_pauses_it_showed_after_an
         assert done.json()["result"]["finishReason"] == "stop" and ran == ["staging", "prod"]
         message = await http.post(agent, json={"data": user("And?"), "init": {"snapshotId": held}}, headers=ALICE)
         assert (message.status_code, message.json()["error"]["code"]) == (409, "stale_snapshot")  # as ever
+
+
+async def test_a_tool_that_fails_the_turn_says_genkits_reason(tmp_path, http):
+    """``result.error`` of a turn a tool failed (``tool_errors="fail"``) carries Genkit's reason,
+    ``TOOL_FAILED``, beside pausepoint's code (found by a probe: it had the code only)."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    def explode(what: str) -> str:
+        """Explodes."""
+        raise RuntimeError(f"{what} exploded")
+
+    steps = [[tool_call("explode", {"what": "it"})], "unreached"]
+    store = SqliteSessionStore(tmp_path / "f.db")
+    ai.define_agent(name="boom", model=ScriptedModel(steps), tools=[explode], store=store, tool_errors="fail")
+    with serve_in_thread(lambda: create_app(ai, auth=BearerTokens({"alice-token": "alice"}))) as url:
+        reply = await http.post(url + "/agents/boom", json={"data": user("go")}, headers=ALICE)
+    out = reply.json()["result"]
+    assert (reply.status_code, out["finishReason"], out["error"]["status"]) == (200, "failed", "INTERNAL")
+    assert out["error"]["details"] == {"code": "tool_failed", "reason": "TOOL_FAILED"}
