@@ -11,8 +11,17 @@ from typing import Any
 
 import pytest
 
-from pausepoint import AgentFinishReason, Message, ModelRequest, ModelResponse, Pausepoint, TextPart, TurnStatus
-from pausepoint.errors import PendingInterrupts, TurnInProgress
+from pausepoint import (
+    AgentFinishReason,
+    DetachedTurn,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Pausepoint,
+    TextPart,
+    TurnStatus,
+)
+from pausepoint.errors import InvalidRequest, PendingInterrupts, TurnInProgress
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import tool_call
 
@@ -88,6 +97,23 @@ async def test_a_detached_turn_runs_in_the_background_and_lands_like_any_turn(st
     assert [m.text for m in await chat.history()] == ["summarise the logs", "released"]
     assert (await chat.last_response()) == response
     assert await chat.abort() == TurnStatus.COMPLETED  # nothing runs: the last turn's status, unchanged
+
+
+async def test_a_handle_with_a_turn_id_or_a_poll_it_cannot_use_is_refused_at_once(store):
+    """Found by a probe: ``DetachedTurn(chat, "2")`` said "no detached turn 2" of a turn that
+    runs; ``wait(poll="x")`` raised asyncio's TypeError; ``poll=-1`` or NaN read the store
+    without pause (12,000 reads a second)."""
+    model, ledger = SlowModel(["released"]), []
+    chat = slow_agent(store, model, ledger).chat(principal="alice")
+    turn = await chat.detach("summarise the logs")
+    for turn_id in ("2", 2.0, True, 0, -1, None):
+        with pytest.raises(InvalidRequest, match="turn_id must be a whole number"):
+            DetachedTurn(chat, turn_id)  # type: ignore[arg-type]
+    other = DetachedTurn(chat.agent.chat(chat.session_id), turn.turn_id)  # type: ignore[attr-defined]
+    for poll in ("x", -1, 0, float("nan"), float("inf"), True):
+        with pytest.raises(InvalidRequest, match="poll must be a positive number"):
+            await other.wait(poll=poll)  # type: ignore[arg-type]
+    assert (await other.wait(poll=0.01)).text == "released"
 
 
 async def test_abort_cancels_the_model_call_and_the_prompt_never_enters_the_history(store):

@@ -8,12 +8,13 @@ verbs are these, run on the portal's loop (``_portal.blocking``). The operations
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from ..approval._answers import prepare_answers
 from ..content._messages import Message, Part
-from ..errors import IdempotencyKeyReused, TurnLost
+from ..errors import IdempotencyKeyReused, InvalidRequest, TurnLost
 from ..session._grants import Grant, GrantInfo
 from ..session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
@@ -425,6 +426,8 @@ class DetachedTurn:
     """
 
     def __init__(self, chat: Chat, turn_id: int, task: asyncio.Task[AgentResponse] | None = None) -> None:
+        if not isinstance(turn_id, int) or isinstance(turn_id, bool) or turn_id < 1:
+            raise InvalidRequest(f"turn_id must be a whole number from 1 (DetachedTurn.turn_id), not {turn_id!r}")
         self.chat = chat
         self.session_id = chat.session_id
         self.turn_id = turn_id
@@ -442,7 +445,10 @@ class DetachedTurn:
     async def wait(self, *, poll: float = 0.2) -> AgentResponse:
         """The turn's response once it ended: awaited when it runs in this process, otherwise
         read from the store every ``poll`` seconds. Raises ``TurnLost`` when the turn is presumed
-        lost with its process (the next call on the session records its end)."""
+        lost with its process (the next call on the session records its end); ``InvalidRequest``
+        for a ``poll`` that is no positive number of seconds."""
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 < poll < math.inf:
+            raise InvalidRequest(f"poll must be a positive number of seconds, not {poll!r}")
         if self._task is not None:
             return await asyncio.shield(self._task)
         agent = self.chat.agent
