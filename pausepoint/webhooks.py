@@ -257,6 +257,14 @@ class EmailNotifier(Webhook):
             raise DefinitionError(f"{where}: port must be 1 to 65535")
         if self.format != "email":
             raise DefinitionError(f"{where}: its format is email")
+        # what only an HTTP webhook uses: given here, it would be taken and never used
+        http_only = (("url", self.url), ("secret", self.secret), ("headers", self.headers))
+        unused = [name for name, given in http_only if given]
+        if unused:
+            raise DefinitionError(
+                f"{where}: {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} an HTTP webhook's: an email "
+                "notifier sends through SMTP (host, port, security, username, password)"
+            )
         if self.security not in ("starttls", "ssl", "none"):
             raise DefinitionError(f"{where}: security must be 'starttls', 'ssl' or 'none'")
         to = [self.to] if isinstance(self.to, str) else list(self.to)

@@ -32,11 +32,11 @@ import smtplib
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
 
+from .._extras import installed_version
 from ..approval._approve import approving_output
 from ..errors import DefinitionError
 from ..runtime._app import Pausepoint
@@ -55,10 +55,7 @@ __all__ = ["WebhookSender"]
 
 log = logging.getLogger("pausepoint.webhooks")
 
-try:
-    _AGENT = f"pausepoint/{version('pausepoint')}"
-except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-    _AGENT = "pausepoint"
+_AGENT = f"pausepoint/{installed_version()}" if installed_version() != "unknown" else "pausepoint"
 
 
 class WebhookSender:

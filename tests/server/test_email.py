@@ -113,6 +113,10 @@ def test_email_settings_are_checked():
     ):
         with pytest.raises(DefinitionError):
             EmailNotifier("mail", **bad)
+    # an HTTP webhook's settings, taken and never used before (found by a probe)
+    for http_only in ({"url": "https://ops.example.com/hook"}, {"secret": "s3cret"}, {"headers": {"X-Team": "ops"}}):
+        with pytest.raises(DefinitionError, match=f"{next(iter(http_only))} is an HTTP webhook's"):
+            EmailNotifier("mail", **good, **http_only)
     with pytest.raises(DefinitionError):
         Webhook("mail", "https://example.com", secret="s", format="email")
     notifier = EmailNotifier("mail", **good, username="u", password="hunter2-password")
