@@ -12,9 +12,17 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ._errors import CliError
-from ._http_guard import HEAD_BYTES, guarded_protocol
+from ._http_guard import HEAD_BYTES
 
-__all__ = ["listen", "port_number", "run_event_loop", "serve", "serve_until_stopped", "tune_garbage_collector"]
+__all__ = [
+    "guarded_protocol",
+    "listen",
+    "port_number",
+    "run_event_loop",
+    "serve",
+    "serve_until_stopped",
+    "tune_garbage_collector",
+]
 
 T = TypeVar("T")
 
@@ -85,6 +93,15 @@ async def serve(app: Any, sock: socket.socket, on_ready: Callable[[], None], log
     )
     tune_garbage_collector()
     await Server(config).serve(sockets=[sock])
+
+
+def guarded_protocol() -> type[asyncio.Protocol] | None:
+    """uvicorn's httptools protocol with ``_http_guard``'s limits, or None without httptools."""
+    try:
+        from ._guarded import GuardedProtocol
+    except ImportError:  # no httptools: uvicorn's h11 (bounded by h11_max_incomplete_event_size)
+        return None
+    return GuardedProtocol
 
 
 def tune_garbage_collector() -> None:

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from pausepoint.cli import _http_guard
 from pausepoint.cli._http_guard import HEAD_SECONDS
+from pausepoint.cli._serving import guarded_protocol
 from tests.cli.test_operate import TOKEN, served_at, start
 from tests.server.harness import serve_in_thread
 
@@ -109,7 +110,7 @@ async def test_a_body_that_stops_coming_is_cut_off(monkeypatch):
         return Response(str(bodies[-1]))
 
     app = Starlette(routes=[Route("/echo", echo, methods=["POST"])])
-    with serve_in_thread(lambda: app, http=cast(str, _http_guard.guarded_protocol())) as url:
+    with serve_in_thread(lambda: app, http=cast(str, guarded_protocol())) as url:
         host, port = url.removeprefix("http://").split(":")
         head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
         took, _ = await closed_after(host, int(port), head + b"b" * 100, every=0.0)
