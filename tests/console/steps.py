@@ -100,3 +100,31 @@ def keep(page: Page, name: str) -> Path:
     if os.environ.get("PAUSEPOINT_UPDATE_DOCS_IMAGES") == "1":
         shutil.copyfile(path, IMAGES / f"console-{name}.png")
     return path
+
+
+class Bank:
+    """An app of the ``bank`` agent served at ``url`` under mounts named per case; ``ledger``
+    sees what its tools did."""
+
+    def __init__(self, url: str, ledger: list[str]) -> None:
+        self.url = url
+        self.ledger = ledger
+
+    def ask(self, app: str, text: str) -> dict[str, Any]:
+        """dave asks for something over HTTP (his own client)."""
+        reply = httpx.post(
+            f"{self.url}/{app}/v1/agents/bank/sessions",
+            json={"message": text},
+            headers={"Authorization": "Bearer dave-token"},
+        )
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+    def session(self, app: str, session_id: str) -> str:
+        return f"{self.url}/{app}/v1/agents/bank/sessions/{session_id}"
+
+
+def open_session(page: Page, bank: Bank, app: str, who: str, session_id: str) -> None:
+    page.goto(f"{bank.url}/{app}/console/#token={who}-token&agent=bank&session={session_id}")
+    expect(page.locator("#who")).to_have_text(who)
+    expect(page.locator("#feed-state")).to_have_text("live")

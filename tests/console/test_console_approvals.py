@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -23,26 +23,11 @@ from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from pausepoint.stores import SqliteSessionStore
 from tests.approval_apps import MEMBERS, build, treasury
 from tests.console.conftest import Shots
+from tests.console.steps import Bank, open_session
 from tests.server.harness import serve_in_thread
 
 PEOPLE = ("alice", "bob", "carol", "dave")
 TOKENS = {f"{who}-token": who for who in PEOPLE}
-
-
-class Bank:
-    def __init__(self, url: str, ledger: list[str]) -> None:
-        self.url = url
-        self.ledger = ledger
-
-    def ask(self, app: str, text: str) -> dict[str, Any]:
-        """dave asks for something over HTTP (his own client)."""
-        reply = httpx.post(
-            f"{self.url}/{app}/v1/agents/bank/sessions",
-            json={"message": text},
-            headers={"Authorization": "Bearer dave-token"},
-        )
-        assert reply.status_code == 200, reply.text
-        return dict(reply.json())
 
 
 @pytest.fixture
@@ -78,12 +63,6 @@ def bank(tmp_path: Path) -> Iterator[Bank]:
 
     with serve_in_thread(factory) as url:
         yield Bank(url, ledger)
-
-
-def open_session(page: Page, bank: Bank, app: str, who: str, session_id: str) -> None:
-    page.goto(f"{bank.url}/{app}/console/#token={who}-token&agent=bank&session={session_id}")
-    expect(page.locator("#who")).to_have_text(who)
-    expect(page.locator("#feed-state")).to_have_text("live")
 
 
 def test_a_quorum_shows_its_progress_and_who_still_needs_to_approve(bank: Bank, browser, shots: Shots):
