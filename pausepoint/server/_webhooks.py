@@ -55,7 +55,8 @@ __all__ = ["WebhookSender"]
 
 log = logging.getLogger("pausepoint.webhooks")
 
-_AGENT = f"pausepoint/{installed_version()}" if installed_version() != "unknown" else "pausepoint"
+_VERSION = installed_version()
+_AGENT = "pausepoint" if _VERSION == "unknown" else f"pausepoint/{_VERSION}"
 
 
 class WebhookSender:
