@@ -21,7 +21,7 @@ from pausepoint import (
     TextPart,
     TurnStatus,
 )
-from pausepoint.errors import InvalidRequest, PendingInterrupts, TurnInProgress
+from pausepoint.errors import InvalidMessage, InvalidRequest, PendingInterrupts, TurnInProgress
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import tool_call
 
@@ -199,6 +199,9 @@ async def test_a_detached_resume(store):
     pause = (await chat.send("pay 3")).interrupts[0]
     with pytest.raises(PendingInterrupts):  # refusals are raised by detach itself, nothing written
         await chat.detach("something else")
+    with pytest.raises(InvalidMessage) as odd:
+        await chat.detach(5)  # type: ignore[arg-type]
+    assert str(odd.value) == "a message sent is a string, a Message or a list of parts, not int"  # fits every verb
     turn = await chat.detach(respond=[pause.respond({"approved": True})], idempotency_key="k")
     response = await turn.wait()
     assert response.text == "paid" and ledger == ["pay:3"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pausepoint import AgentFinishReason, Chat, SyncChat, SyncTurnStream, TurnStream, run_sync
-from pausepoint.errors import PendingInterrupts, UnknownInterrupt
+from pausepoint.errors import NothingToResume, PendingInterrupts, UnknownInterrupt, UsageError
 from pausepoint.stores import InMemorySessionStore, PostgresSessionStore, SessionStore, SqliteSessionStore
 from pausepoint.testing import tool_call
 
@@ -70,7 +70,7 @@ def test_errors_are_the_async_apis(tmp_path: Path) -> None:
     sync_chat = agent.chat().sync
     async_chat = agent.chat()
     sync_chat.send("Pay 5, please.")
-    run_sync(async_chat.send("Pay 5, please."))
+    own = run_sync(async_chat.send("Pay 5, please.")).interrupts[0]
     foreign = sync_chat.interrupts()[0]  # a pause of another session: refused as unknown there
 
     with pytest.raises(UnknownInterrupt) as async_error:
@@ -82,8 +82,11 @@ def test_errors_are_the_async_apis(tmp_path: Path) -> None:
     with pytest.raises(PendingInterrupts) as pending:
         sync_chat.send("And 6?")
     assert pending.value.code == "pending_interrupts"
-    with pytest.raises(ValueError, match="not both or neither"):
+    with pytest.raises(NothingToResume) as empty:  # a detached resume that answers nothing, as resume()
         run_sync(async_chat.detach())
+    assert empty.value.code == "nothing_to_resume" and empty.value.details["refs"] == [own.ref]
+    with pytest.raises(UsageError, match="not both"):
+        run_sync(async_chat.detach("And 6?", respond=[foreign.respond({"approved": True})]))
 
 
 async def test_state_on_the_loop_lasts_from_call_to_call(tmp_path: Path) -> None:

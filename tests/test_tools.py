@@ -235,7 +235,8 @@ async def test_genkits_is_resumed_method_pauses_and_runs_the_restarted_call():
             raise Interrupt({"command": command})
         assert ctx.is_resumed and ctx.is_resumed == True  # noqa: E712 - as a value, too
         ran.append(command)
-        return {"ran": command, "resumed": ctx.is_resumed}  # and in a result, JSON's true
+        # and in a result, JSON's true; in text, as a bool reads
+        return {"ran": command, "resumed": ctx.is_resumed, "said": f"resumed={ctx.is_resumed}, {ctx.is_resumed!s}"}
 
     agent = ai.define_agent(
         name="shell",
@@ -249,7 +250,7 @@ async def test_genkits_is_resumed_method_pauses_and_runs_the_restarted_call():
     done = await chat.resume(restart=[paused.interrupts[0].restart()])
     assert (done.text, ran) == ("done", ["ls"])
     [result] = (await chat.history())[-2].tool_responses
-    assert result.output == {"ran": "ls", "resumed": True}
+    assert result.output == {"ran": "ls", "resumed": True, "said": "resumed=True, True"}
 
 
 async def test_a_batchs_pauses_and_results_keep_the_order_the_model_asked_for_them():

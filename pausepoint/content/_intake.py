@@ -32,12 +32,12 @@ def user_message(message: str | Message | Sequence[Part], limits: JsonLimits) ->
         parts: list[Any] = [TextPart(message)]
     elif isinstance(message, Message):
         if message.role != "user":
-            raise InvalidMessage(f"send() takes a user message, not a {message.role!r} one", role=message.role)
+            raise InvalidMessage(f"a message sent is a user message, not a {message.role!r} one", role=message.role)
         parts = list(message.parts)
     elif isinstance(message, Sequence) and not isinstance(message, bytes | bytearray):
         parts = list(message)
     else:
-        raise InvalidMessage(f"send() takes a string, a Message or a list of parts, not {type(message).__name__}")
+        raise InvalidMessage(f"a message sent is a string, a Message or a list of parts, not {type(message).__name__}")
     if not parts:  # a model is asked about something: a message of no parts says nothing
         raise InvalidMessage("a user message needs at least one part (a string is one text part)", path="$.parts")
     for index, part in enumerate(parts):

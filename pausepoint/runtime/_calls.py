@@ -271,6 +271,16 @@ class SessionCalls:
 
         return build
 
+    def nothing_to_resume(self, state: SessionState) -> NothingToResume:
+        """The refusal of a resume that answers nothing, when nothing is there to go on with."""
+        if state.open:
+            return NothingToResume(
+                f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
+                "at least one of them",
+                refs=state.open_refs(),
+            )
+        return NothingToResume(f"nothing is paused in session {self.session_id!r}")
+
     async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
         now, stopped = self.agent.clock(), self.agent.sessions.stopped
         unstarted = stopped.unstarted(state)
@@ -285,11 +295,7 @@ class SessionCalls:
                 # approval, counted): it ends as it would have, its pauses still open
                 return await self._turn(state, principal, emit).end(AgentFinishReason.INTERRUPTED)
             if not lost:
-                raise NothingToResume(
-                    f"{len(state.open)} call(s) are paused in session {self.session_id!r}: a resume must answer "
-                    "at least one of them",
-                    refs=state.open_refs(),
-                )
+                raise self.nothing_to_resume(state)
             turn = self._turn(state, principal, emit)
             await turn.recover(lost, known)
             end_lost_turn(turn, now, self.agent.abandon_after)
@@ -297,7 +303,7 @@ class SessionCalls:
         check_model_free(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
-            raise NothingToResume(f"nothing is paused in session {self.session_id!r}")
+            raise self.nothing_to_resume(state)
         turn = self._turn(state, principal, emit)
         await turn.recover(lost, known)
         end_lost_turn(turn, now, self.agent.abandon_after)

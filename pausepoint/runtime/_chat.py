@@ -14,7 +14,7 @@ from typing import Any
 
 from ..approval._answers import prepare_answers
 from ..content._messages import Message, Part
-from ..errors import IdempotencyKeyReused, InvalidRequest, TurnLost
+from ..errors import IdempotencyKeyReused, InvalidRequest, TurnLost, UsageError
 from ..session._grants import Grant, GrantInfo
 from ..session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentResponse
@@ -263,11 +263,15 @@ class Chat:
         Returns once the turn is recorded as running (every process sees it: ``status()`` is
         ``pending``, other calls on the session get ``TurnInProgress``); its result lands in the
         session like any turn's. Refusals (``PendingInterrupts``, a ``ResumeRefused``) are raised
-        here, with nothing written. ``DetachedTurn.abort()`` or ``chat.abort()`` stops it, from
-        any process. Needs a store shared by the processes that should see it.
+        here, with nothing written: ``NothingToResume`` when it answers nothing (a resume that
+        only goes on from a lost turn is ``resume()``'s), ``UsageError`` for a message and answers
+        both. ``DetachedTurn.abort()`` or ``chat.abort()`` stops it, from any process. Needs a
+        store shared by the processes that should see it.
         """
-        if (message is None) == (not respond and not restart):
-            raise ValueError("detach() takes a message, or answers (respond= / restart=), not both or neither")
+        if message is not None and (respond or restart):
+            raise UsageError("detach() takes a message or answers (respond= / restart=), not both")
+        if message is None and not respond and not restart:
+            raise self.calls.nothing_to_resume(await self.calls.read_state())
         launch = Launch(self.agent.sessions, self.agent.store, self.session_id, self.agent.abort_poll)
         launch.running.key = idempotency_key
         if message is not None:

@@ -243,7 +243,7 @@ def _restart(part: _Part) -> ToolRestart:
     request, metadata = part.tool_request, part.metadata or {}
     resumed = metadata.get("resumed")
     if resumed is not None and not isinstance(resumed, dict | bool):
-        raise InvalidRequest("metadata.resumed must be an object or true")
+        raise InvalidRequest("metadata.resumed must be an object or a boolean (a restart always runs as resumed)")
     return ToolRestart(
         request.ref or "",
         request.name,

@@ -102,6 +102,12 @@ class Resumed(Enum):
     def __repr__(self) -> str:
         return repr(bool(self.value))
 
+    def __str__(self) -> str:  # as a bool formats, in an f-string or a tool's text
+        return str(bool(self.value))
+
+    def __format__(self, spec: str) -> str:
+        return format(bool(self.value), spec)
+
 
 @dataclass(slots=True)
 class ToolRunContext:

@@ -160,6 +160,10 @@ async def test_a_paused_call_streams_once_and_the_output_marks_it(served, http):
                         "input": {"command": "rm -rf ./tmp"}},
         "metadata": {"resumed": {"tool_approved": True}, "replacedInput": {"command": "rm -rf ./build"}},
     }  # fmt: skip
+    odd = {**restart, "metadata": {**restart["metadata"], "resumed": 5}}
+    body = {"data": {"resume": {"restart": [odd]}}, "init": {"snapshotId": result["snapshotId"]}}
+    refused = await http.post(url, json=body, headers=ALICE)  # in words that say what it takes
+    assert refused.status_code == 400 and "an object or a boolean" in refused.json()["error"]["message"]
     body = {"data": {"resume": {"restart": [restart]}}, "init": {"snapshotId": result["snapshotId"]}}
     reply = await http.post(url, json=body, headers=ALICE)
     assert reply.json()["result"]["finishReason"] == "stop"

@@ -169,6 +169,25 @@ async def test_a_message_to_a_paused_session_says_how_to_answer_on_the_surface_i
     assert "a resume with a toolResponse or a restart" in message and "cancel" not in message
 
 
+async def test_a_detached_resume_that_answers_nothing_is_refused_as_a_resume_that_waits_is(served, http):
+    """The wire's ``detach: true`` with an empty resume: the same 409 as without it, with the
+    refs still paused, and nothing written (it was a 500: found by a probe)."""
+    session_id, ref, _ = await paused_session(served, http)
+    before = await state_of(served, http, session_id)
+    init = {"sessionId": session_id}
+    for resume in ({}, {"respond": [], "restart": []}):
+        waited = await http.post(served.bank + "/agents/bankingAgent", json={"data": {"resume": resume}, "init": init},
+                                 headers=ALICE)  # fmt: skip
+        detached = await http.post(
+            served.bank + "/agents/bankingAgent", json={"data": {"resume": resume, "detach": True}, "init": init},
+            headers=ALICE,
+        )  # fmt: skip
+        assert_error(detached, 409, "nothing_to_resume")
+        assert detached.json() == waited.json()
+        assert detached.json()["error"]["details"]["refs"] == [ref]
+    assert await state_of(served, http, session_id) == before
+
+
 async def test_a_message_part_is_known_by_its_kind_or_by_what_it_holds_as_the_schema_says(served, http):
     """OpenAPI gives a part's ``kind`` a default, so a part without one is read by what it holds
     (found by a probe: ``[{"text": "hi"}]`` was refused, naming pydantic's internal union); a
