@@ -8,7 +8,8 @@ connection open through proxies.
 The caller's credentials are checked again before an event is sent (at most once a second) and
 at each keep-alive: once they are no longer accepted — a token that expired, was revoked, or whose
 key the provider dropped — the stream ends with an ``error`` event (the 401's body), and nothing
-more is sent on it.
+more is sent on it. A store that fails while the stream is open ends it the same way (the 503's
+body, ``store_error``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,11 @@ async def feed(request: Request) -> Response:
                 event_id, frame = pending.result()
                 pending = None
                 yield b"id: " + event_id.encode() + b"\n" + frame
+        except Exception as exc:
+            # The store failed (a database restarted, say): the stream ends with the error a
+            # reply would have been (503 store_error), as a turn's stream does; the client
+            # reconnects with the last id it got and misses nothing.
+            yield event("error", error_body(exc))
         except asyncio.CancelledError:
             # The server is stopping past its grace period: the stream ends with the error a
             # reply would have been (503 shutting_down), as a turn's stream does (``_turns``),

@@ -66,3 +66,8 @@ class FeedReader:
 
         await asyncio.wait_for(arrived(), max_wait)
         return self.events[:count]
+
+    async def ended(self, max_wait: float = 30.0) -> None:
+        """Wait until the server ends the stream (``TimeoutError`` if it does not)."""
+        assert self._task is not None
+        await asyncio.wait_for(asyncio.shield(self._task), max_wait)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 from typing import Any
 
 import httpx
@@ -14,6 +16,7 @@ from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 from tests.server.conftest import ALICE, BOB
+from tests.server.feed_client import FeedReader
 from tests.server.harness import serve_in_thread
 
 
@@ -227,6 +230,46 @@ async def test_a_feed_whose_token_is_no_longer_accepted_ends_with_an_error_and_s
         await asyncio.wait_for(reader, 10)  # the stream ended
     assert [name for name, _ in seen] == ["pause", "turn_end", "error"]
     assert seen[-1][1]["error"]["code"] == "unauthenticated"
+
+
+async def test_a_feed_whose_store_fails_ends_with_the_stores_error_and_resumes_from_its_last_id(tmp_path, http):
+    """The store fails while a feed is open (its events table gone, as a database restarted
+    without it): the stream ends with an ``error`` event holding the 503's body, not a cut
+    connection and a traceback (found by a probe); once the store is back, a reconnect with the
+    last id it got gets exactly what came since."""
+
+    def app(path):
+        ai = Pausepoint()
+
+        @ai.tool()
+        async def ask(question: str) -> str:
+            """Asks a person."""
+            raise Interrupt({"question": question})
+
+        model = ScriptedModel([[tool_call("ask", {"question": "?"})]] * 2)
+        return ai, ai.define_agent(name="ops", model=model, tools=[ask], store=SqliteSessionStore(path))
+
+    path = tmp_path / "feed.db"
+    tokens = BearerTokens({"alice-token": "alice"})
+    with serve_in_thread(lambda: create_app(app(path)[0], auth=tokens, feed_interval=0.05)) as url:
+        async with FeedReader(url, ALICE) as feed:
+            await http.post(url + "/v1/agents/ops/sessions", json={"message": "first"}, headers=ALICE)
+            await feed.wait_for(2)  # its pause and its turn's end
+            with contextlib.closing(sqlite3.connect(path)) as db:
+                db.execute("ALTER TABLE pausepoint_events RENAME TO held_aside")  # the store loses its events
+                db.commit()
+                await feed.ended(10)  # the server ended the stream
+                ended = feed.events
+                db.execute("ALTER TABLE held_aside RENAME TO pausepoint_events")  # the store is back
+                db.commit()
+        assert [name for _, name, _ in ended] == ["pause", "turn_end", "error"]
+        assert ended[-1][2]["error"]["code"] == "store_error"
+        _, elsewhere = app(path)  # another process on the store: a second pause
+        await elsewhere.chat(principal="alice").send("second")
+        async with FeedReader(url, ALICE, last_event_id=ended[1][0]) as again:
+            missed = await again.wait_for(2, 10)
+        assert [name for _, name, _ in missed] == ["pause", "turn_end"]
+        assert missed[0][2]["session_id"] != ended[0][2]["session_id"]
 
 
 async def test_idle_feeds_ask_the_store_once_for_all_of_them(tmp_path, http):
