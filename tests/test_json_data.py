@@ -384,6 +384,29 @@ async def test_a_streamed_reply_that_cannot_be_kept_never_shows_the_text_it_cann
     assert (await chat.send("again")).text == "still fine"
 
 
+async def test_a_streamed_reply_that_outgrows_its_record_fails_there_not_after_streaming_all_of_it(tmp_path):
+    """Each part under the store's limit, the reply over it, streamed (found by a probe: all of it
+    streamed, then refused, the history keeping none of it): the call fails once what it streamed
+    passes the limit — a failure mid-stream, as the README's one exception says — nothing written."""
+    (tmp_path / "small").mkdir()
+    store = SqliteSessionStore(db_of(tmp_path / "small"), max_record_bytes=20_000)
+    ai = Pausepoint()
+    parts = [TextPart(text=letter * 9_000) for letter in "abcd"]  # each part under 20 KB, the four over it
+    agent = ai.define_agent(name="talker", model=ScriptedModel(["hello", parts, "still fine"]), store=store)
+    chat = agent.chat()
+    await chat.send("hi")
+    before = await fresh_view(tmp_path / "small", chat.session_id)
+    shown: list[str] = []
+    with pytest.raises(ModelOutputError) as refused:
+        async for chunk in chat.send_stream("talk"):
+            shown += [chunk.text] if chunk.kind == "text" else []
+    assert refused.value.details == {"path": "$", "rule": "max_record_bytes", "limit": 20_000}
+    assert "".join(shown) == "a" * 9_000 + "b" * 9_000  # up to the limit, not the 36 KB the model had
+    assert await fresh_view(tmp_path / "small", chat.session_id) == before
+    assert (await chat.send("again")).text == "still fine"
+    await store.close()
+
+
 # -- tools --------------------------------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from ..approval._gate import mark_approved
 from ..content._intake import adopted, model_message
 from ..content._messages import Message, ToolRequestPart
-from ..errors import ConcurrentUpdate, ModelError, PausepointError
+from ..errors import ConcurrentUpdate, ModelError, ModelOutputError, PausepointError
 from ..models._model import ModelChunk, ModelRequest, ModelResponse, PairedText, TextDelta
 from ..session._records import (
     ApprovalPaused,
@@ -114,6 +114,7 @@ class Turn:
         self.turn_id: int | None = None
         self.abort: asyncio.Event | None = None
         self._text_streamed = False
+        self._streamed_bytes = 0  # of the model call's chunks so far: past the store's limit, it fails
         # Whether the approval policy (or a tool) has any say at all: if not, ``gate`` skips it.
         self._judged = agent.approvals.has_say
         # Whether the pending records hold results of a batch this call ran (written later).
@@ -139,7 +140,7 @@ class Turn:
             if self._aborting():
                 return await self.stop()
             request = ModelRequest(HistoryView(self.state.messages), agent.system, agent.tool_definitions, agent.config)
-            self._text_streamed = False
+            self._text_streamed, self._streamed_bytes = False, 0
             try:
                 with agent.telemetry.model_call(agent.name, agent.model.name, request) as call:
                     response = await self._generate(request)
@@ -520,6 +521,8 @@ class Turn:
         except (PausepointError, _Aborted):
             raise
         except Exception as exc:
+            if isinstance(exc.__cause__, ModelOutputError):  # the stream outgrew the store (wrapped on its way)
+                raise exc.__cause__ from None
             name = self.agent.model.name
             log.warning("model %r failed in session %s", name, self.state.session_id, exc_info=True)
             raise ModelError(f"model {name!r} failed ({type(exc).__name__})", model=name) from exc
@@ -559,7 +562,20 @@ class Turn:
                 self.emit(ToolResultChunk(part.ref, part.name, part.output, part.is_error))
 
     def _on_model_chunk(self, chunk: ModelChunk) -> None:
+        """Stream a delta of the model's reply — unless the reply has outgrown what its record
+        may hold: then the call fails there (``ModelOutputError``), mid-stream, rather than
+        streaming all of a reply no session can keep."""
         assert self.emit is not None
+        text = chunk.text if isinstance(chunk, TextDelta) else (chunk.name or "") + (chunk.arguments_delta or "")
+        self._streamed_bytes += len(text.encode("utf-8", "surrogatepass"))
+        limit = self.agent.store.max_record_bytes
+        if self._streamed_bytes > limit:
+            raise ModelOutputError(
+                f"the model's reply cannot be recorded: it streamed more than the store's limit of {limit} bytes",
+                path="$",
+                rule="max_record_bytes",
+                limit=limit,
+            )
         if isinstance(chunk, TextDelta):
             self._text_streamed = True
             self.emit(TextChunk(chunk.text))
