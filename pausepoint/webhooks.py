@@ -121,6 +121,29 @@ def header_name_problem(name: object) -> str | None:
     return None
 
 
+def _times_problem(timeout: object, backoff: object, max_backoff: object) -> str | None:
+    """What is wrong with a webhook's seconds, as ``config check`` says it (None: nothing):
+    each a number of seconds up to a day — a timeout above 0, the waits from 0, the longest wait
+    no shorter than the first."""
+    seconds: dict[str, float] = {}
+    for name, value, least in (("timeout", timeout, None), ("backoff", backoff, 0), ("max_backoff", max_backoff, 0)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _within(value, least):
+            low = "above 0" if least is None else "from 0"
+            return f"{name} must be seconds {low} to {_DAY} (a day), not {value!r}"
+        seconds[name] = value
+    if seconds["max_backoff"] < seconds["backoff"]:
+        return f"max_backoff ({max_backoff!r}) must not be shorter than backoff ({backoff!r})"
+    return None
+
+
+def _within(value: float, least: float | None) -> bool:
+    """``value`` is above 0 (``least`` None) or at least ``least``, and at most a day (nan: neither)."""
+    return (value > 0 if least is None else value >= least) and value <= _DAY
+
+
+_DAY = 86_400
+
+
 def _headers_problem(headers: Mapping[str, str]) -> str | None:
     """What is wrong with a webhook's ``headers`` (None: nothing), never showing a value (one
     may come from a secret)."""
@@ -194,10 +217,11 @@ class Webhook:
             if isinstance(self.tenants, str) or not all(isinstance(t, str) and t for t in self.tenants):
                 raise DefinitionError(f"webhook {self.name!r}: tenants is a collection of tenant names, not a string")
             object.__setattr__(self, "tenants", frozenset(self.tenants))
-        if not (self.timeout > 0 and self.backoff >= 0 and self.max_backoff >= self.backoff):
-            raise DefinitionError(f"webhook {self.name!r}: timeout must be positive, 0 <= backoff <= max_backoff")
-        if not (isinstance(self.max_attempts, int) and self.max_attempts >= 1):
-            raise DefinitionError(f"webhook {self.name!r}: max_attempts must be at least 1")
+        problem = _times_problem(self.timeout, self.backoff, self.max_backoff)
+        if problem is not None:
+            raise DefinitionError(f"webhook {self.name!r}: {problem}")
+        if isinstance(self.max_attempts, bool) or not (isinstance(self.max_attempts, int) and self.max_attempts >= 1):
+            raise DefinitionError(f"webhook {self.name!r}: max_attempts must be a whole number, at least 1")
         if not isinstance(self.headers, Mapping):
             raise DefinitionError(f"webhook {self.name!r}: headers maps header names to values")
         object.__setattr__(self, "headers", dict(self.headers))  # a copy: checked once, sent as checked
@@ -446,6 +470,9 @@ def verify_signature(
     return parsed
 
 
+_ANSWER_MARKS = {"deny": ":no_entry:", "cancel": ":no_entry_sign:"}
+
+
 def slack_text(body: Mapping[str, Any]) -> str:
     """A one-message summary of an event body, in Slack's mrkdwn."""
     session = f"session `{body['session_id']}`"
@@ -470,7 +497,8 @@ def slack_text(body: Mapping[str, Any]) -> str:
         if kind == "expiry":
             return f":hourglass: `{entry['name']}` in {session} of *{body['agent']}* expired unanswered"
         who = entry.get("principal") or "someone"
-        return f":white_check_mark: `{entry['name']}` in {session} of *{body['agent']}*: {entry['decision']} by {who}"
+        mark = _ANSWER_MARKS.get(entry["decision"], ":white_check_mark:")  # as the Slack card's update marks it
+        return f"{mark} `{entry['name']}` in {session} of *{body['agent']}*: {entry['decision']} by {who}"
     if kind in ("approval", "decision", "grant", "escalation"):
         entry = body["entry"]
         where = f"`{entry['name']}` in {session} of *{body['agent']}*"

@@ -90,6 +90,10 @@ class WebhookSender:
                 raise DefinitionError(
                     f"WebhookSender: {name} must be seconds from {low} to 86400 (a day), not {value!r}"
                 )
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000:
+            raise DefinitionError(
+                f"WebhookSender: batch must be a whole number of deliveries from 1 to 1000, not {batch!r}"
+            )
         self.ai = ai
         self.links = links
         self.lease = timedelta(seconds=lease)

@@ -202,6 +202,58 @@ async def test_a_receiver_that_hangs_holds_up_no_other_webhooks_deliveries(tmp_p
     )
 
 
+async def test_a_slack_channels_line_marks_a_denial_as_the_cards_update_does(tmp_path):
+    """A ``format="slack"`` webhook's line for an answer: a denial is marked ``:no_entry:``, as the
+    Slack card's own update says it, not the approval's green tick (found by a probe)."""
+    receiver = Receiver()
+    with serve_in_thread(receiver.app) as hook_url:
+        desk = Webhook("desk", hook_url + "/hook", format="slack", events={"answer"}, backoff=0.01)
+        ai, _ = banking.build(make_store({"backend": "sqlite", "path": str(tmp_path / "s.db")}), webhooks=[desk])
+
+        def app() -> Starlette:
+            return create_app(ai, auth=BearerTokens(TOKENS), webhooks=WebhookSender(ai, interval=0.05))
+
+        with serve_in_thread(app) as base:
+            async with httpx.AsyncClient(timeout=30) as http:
+                for amount, answer in ((5, "deny"), (6, "respond")):
+                    body = await pause(http, base, amount)
+                    ref, session = body["interrupts"][0]["ref"], body["session_id"]
+                    route = f"{base}/v1/agents/bankingAgent/sessions/{session}/interrupts/{ref}/{answer}"
+                    sent = {"reason": "not today"} if answer == "deny" else {"output": {"approved": True}}
+                    assert (await http.post(route, json=sent, headers=ALICE)).status_code == 200
+                    await receiver.wait_for(1 if answer == "deny" else 2)
+    denied, approved = (json.loads(r.body)["text"] for r in receiver.received)
+    assert denied.startswith(":no_entry: `userApproval`") and "deny by alice" in denied
+    assert approved.startswith(":white_check_mark: `userApproval`") and "respond by alice" in approved
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"timeout": float("inf")}, "timeout must be seconds above 0 to 86400 (a day), not inf"),
+        ({"timeout": True}, "timeout must be seconds above 0 to 86400 (a day), not True"),
+        ({"backoff": float("nan")}, "backoff must be seconds from 0 to 86400 (a day), not nan"),
+        ({"max_backoff": 1e9}, "max_backoff must be seconds from 0 to 86400 (a day), not 1000000000.0"),
+        ({"backoff": 5, "max_backoff": 1}, "max_backoff (1) must not be shorter than backoff (5)"),
+        ({"max_attempts": 2.5}, "max_attempts must be a whole number, at least 1"),
+    ],
+)
+def test_a_webhooks_seconds_are_checked_in_python_as_config_check_does(settings, said):
+    """Python took what ``config check`` refuses (a timeout of inf: an attempt that never ends)."""
+    with pytest.raises(DefinitionError) as refused:
+        Webhook("ops", "https://ops.example.com/hook", secret=SECRET, **settings)
+    assert str(refused.value) == f"webhook 'ops': {said}"
+
+
+@pytest.mark.parametrize("batch", [0, -1, 2.5, True, 1001])
+def test_a_sender_claims_a_whole_number_of_deliveries(batch, tmp_path):
+    """Found by a probe: ``batch=0`` spun the sender at full CPU and froze the server's store calls;
+    2.5 failed every claim. Refused when made, as ``config check`` refuses ``[delivery] batch``."""
+    ai, _ = banking.build(SqliteSessionStore(tmp_path / "s.db"))
+    with pytest.raises(DefinitionError, match="batch must be a whole number of deliveries from 1 to 1000"):
+        WebhookSender(ai, batch=batch)
+
+
 LEAK = "sk-live-TOPSECRET"
 
 
