@@ -57,6 +57,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeAlias
+from urllib.parse import urlsplit
 
 from .errors import DefinitionError, WebhookSignatureError
 from .session._durations import SAID, duration
@@ -91,8 +92,16 @@ _SENDERS_HEADERS = frozenset(
 
 
 def is_http_url(url: object) -> bool:
-    """Whether ``url`` is an http(s) URL with a host, as a webhook's must be."""
-    return isinstance(url, str) and re.match(r"https?://[^\s/]+", url) is not None
+    """Whether ``url`` is an http(s) URL with a host, as a webhook's must be: one a request can go
+    to (no white space or control character in it, a port from 0 to 65535, brackets that close)."""
+    if not isinstance(url, str) or any(char.isspace() or char < " " or char == "\x7f" for char in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read for its check: ValueError for a port that is no number, or past 65535
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def value_problem(value: str, *, ascii_only: bool = True) -> str | None:

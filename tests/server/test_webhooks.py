@@ -228,6 +228,18 @@ async def test_a_slack_channels_line_marks_a_denial_as_the_cards_update_does(tmp
 
 
 @pytest.mark.parametrize(
+    "url", ["http://[::1/hook", "https://ops.example.com:99999/hook", "https://ops example.com/hook",
+            "https://ops.example.com/a hook", "https://ops.example.com:port/", "ftp://ops.example.com/", "https:///x"],
+)  # fmt: skip
+def test_a_webhook_url_no_request_could_go_to_is_refused_when_it_is_defined(url):
+    """Found by two probes: such a URL was taken (by ``config check`` too), and every attempt then
+    failed, the first time an event came."""
+    with pytest.raises(DefinitionError, match="url must be an http"):
+        Webhook("ops", url, secret=SECRET)
+    assert Webhook("ops", "https://[::1]:8443/hook?x=1", secret=SECRET).url
+
+
+@pytest.mark.parametrize(
     ("settings", "said"),
     [
         ({"timeout": float("inf")}, "timeout must be seconds above 0 to 86400 (a day), not inf"),
@@ -289,11 +301,12 @@ async def test_a_request_that_cannot_be_made_is_a_failed_attempt_naming_no_heade
     lease; and its error, logged and in ``last_error``, never quotes the header's value."""
     receiver = Receiver()
     with serve_in_thread(receiver.app) as hook_url:
-        targets = {"unreadable": "http://[::1/hook", "broken": hook_url + "/hook", "accented": hook_url + "/hook"}
         hooks = [
-            Webhook(name, url, secret=SECRET, events=["pause"], max_attempts=2, backoff=0.01, headers={"X-Key": "k"})
-            for name, url in targets.items()
-        ]
+            Webhook(name, hook_url + "/hook", secret=SECRET, events=["pause"], max_attempts=2, backoff=0.01,
+                    headers={"X-Key": "k"})
+            for name in ("unreadable", "broken", "accented")
+        ]  # fmt: skip
+        object.__setattr__(hooks[0], "url", "http://[::1/hook")  # changed after its webhook checked it
         hooks[1].headers["X-Key"] = f"Bearer {LEAK}\n"  # type: ignore[index]
         hooks[2].headers["X-Key"] = f"Bearer {LEAK}é"  # type: ignore[index]
         ai, _ = banking.build(make_store({"backend": "sqlite", "path": str(tmp_path / "s.db")}), webhooks=hooks)
