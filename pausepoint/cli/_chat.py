@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import os
 import re
 from typing import Any
 
-from ..errors import InvalidSessionId, SessionNotFound, StoreError
+from ..errors import SessionNotFound, StoreError
 from ..runtime._agent import Agent
-from ..session._ids import check_session_id
 from ._config import name_problem
 from ._errors import CliError
 from ._store_url import FORMS, StoreSpec, open_store, parse_store
-from ._targets import load_target, pick_agent, prepare_model, replace_stores
+from ._targets import load_target, pick_agent, prepare_model, replace_stores, session_to_continue, sqlite_file
 from ._terminal import TerminalChat
 
 __all__ = ["add_parser", "run"]
@@ -50,21 +50,16 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     agent = pick_agent(load_target(args.target), args.agent)
-    if args.db:
+    if args.db is not None:  # '' too (an unset variable): refused, never the agent's own store
         if _URL.match(args.db):
             scheme = args.db.split(":", 1)[0]
             raise CliError(f"--db takes a SQLite file's path, not a URL: for a {scheme}:// store, use --store URL")
-        replace_stores([agent], open_store(StoreSpec(args.db, "sqlite")))  # checked as --store's file is
+        path = sqlite_file(args.db, instead=" (--store memory: keeps sessions in memory)")
+        replace_stores([agent], open_store(StoreSpec(path, "sqlite")))  # checked as --store's file is
     elif args.store is not None:
         replace_stores([agent], open_store(parse_store(args.store)))
-    if args.principal is not None and (problem := name_problem(args.principal)) is not None:
-        raise CliError(f"--principal names who you are: {problem}")  # as serve's --token NAME=... is checked
-    principal = args.principal or _user()
-    if args.session is not None:
-        try:
-            check_session_id(args.session)  # else "no session" would hide why none can have that id
-        except InvalidSessionId as exc:
-            raise CliError(str(exc)) from None
+    principal = _principal(args.principal)
+    session_to_continue(args.session)
     prepare_model(agent)
     terminal = TerminalChat(agent, session_id=args.session, principal=principal)
     try:
@@ -87,8 +82,28 @@ async def _chat(agent: Agent, terminal: TerminalChat, first_messages: list[str])
         await agent.store.close()
 
 
-def _user() -> str:
+def _principal(given: str | None) -> str:
+    """Who is typing: ``--principal``, else the user's name, each checked by the rule a principal's
+    name keeps (as serve's ``--token NAME=...`` is), so a name no session could record is said
+    before any prompt, with where it came from — not refused at each message after it."""
+    if given is not None:
+        if (problem := name_problem(given)) is not None:
+            raise CliError(f"--principal names who you are: {problem}")
+        return given
+    name, source = _user()
+    if (problem := name_problem(name)) is not None:
+        raise CliError(f"your user name (from {source}) names who you are by default: {problem}; "
+                       "say who you are with --principal NAME")  # fmt: skip
+    return name
+
+
+def _user() -> tuple[str, str]:
+    """The user's name and where it came from, as ``getpass.getuser`` finds it: the first of its
+    environment variables set, else the system's user database ("terminal" where neither says)."""
+    for variable in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if name := os.environ.get(variable):
+            return name, f"${variable}"
     try:
-        return getpass.getuser()
+        return getpass.getuser(), "the system's user database"
     except (KeyError, OSError):
-        return "terminal"
+        return "terminal", "no user database"

@@ -24,6 +24,7 @@ from . import _logging
 from ._errors import CliError
 from ._models import choose_model
 from ._serving import listen, port_number, serve_until_stopped
+from ._targets import session_to_continue, sqlite_file
 from ._terminal import TerminalChat
 from ._web import http_app, open_browser
 
@@ -77,6 +78,8 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.session is not None and not args.terminal:
         raise CliError("--session continues a chat in the terminal: give --terminal too (the console lists sessions)")
+    sqlite_file(args.db)  # one the demo's end could not be continued from: refused before it starts
+    session_to_continue(args.session)  # as chat --session says it
     _logging.configure(args.log_level, args.log_format)
     try:  # the first read of the file: one that is no database, or in no folder, is said so here
         _earlier_pauses(args.db, fresh=args.fresh)

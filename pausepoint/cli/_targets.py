@@ -8,13 +8,22 @@ import sys
 import traceback
 from typing import Any
 
-from ..errors import ModelError, PausepointError
+from ..errors import InvalidSessionId, ModelError, PausepointError
 from ..runtime._agent import Agent
 from ..runtime._app import Pausepoint
+from ..session._ids import check_session_id
 from ..stores import SessionStore
 from ._errors import CliError
 
-__all__ = ["load_target", "not_an_app", "pick_agent", "prepare_model", "replace_stores"]
+__all__ = [
+    "load_target",
+    "not_an_app",
+    "pick_agent",
+    "prepare_model",
+    "replace_stores",
+    "session_to_continue",
+    "sqlite_file",
+]
 
 
 def load_target(target: str) -> Any:
@@ -82,6 +91,32 @@ def replace_stores(agents: list[Agent], store: SessionStore) -> None:
     """Give ``agents`` the store ``store`` (before any session is used: the agents cache none yet)."""
     for agent in agents:
         agent.store = store
+
+
+def sqlite_file(path: str, *, instead: str = "") -> str:
+    """``path``, the SQLite file ``--db`` names. An empty one (an unset variable: ``--db "$DB"``)
+    or ``:memory:`` names SQLite's in-memory database, which ends with the command: a session it
+    kept could not be continued (the chat's end offers ``--session``). Either is a ``CliError``
+    (as ``--store ''`` is), never a chat on a store nobody meant; ``instead`` adds what else may do."""
+    if path == "":
+        raise CliError(f"--db is empty: give a SQLite file's path{instead}")
+    if path == ":memory:":
+        raise CliError(
+            "--db ':memory:' is a database that ends with this command, so no --session could continue "
+            f"its sessions: give a SQLite file's path{instead}"
+        )
+    return path
+
+
+def session_to_continue(session_id: str | None) -> str | None:
+    """``--session``'s id, checked before anything is printed or opened: one no session can have
+    is a ``CliError`` saying why (else "no session" would hide it, as for an unknown id)."""
+    if session_id is not None:
+        try:
+            check_session_id(session_id)
+        except InvalidSessionId as exc:
+            raise CliError(str(exc)) from None
+    return session_id
 
 
 def prepare_model(agent: Agent) -> None:

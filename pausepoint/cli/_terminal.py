@@ -6,7 +6,9 @@ are printed. A pause reads as ``agent.view(interrupt)`` says (the console's titl
 fields), with where its approval stands under the agent's approval policy ("1 of 2 approvals",
 who still decides; a quorum the person approved already is not asked about again). "Approve" is
 ``agent.approval(interrupt)``: the same meaning as in the console; "grant" approves later calls of
-the tool in this session too, where the policy allows it. A choice
+the tool in this session too, where the policy allows it. A card offers only what the pause's
+view lets the person typing give, and an answer is checked as the resume checks it when it is
+given, so that one refused never drops the other answers of the turn (``_offers``). A choice
 is a whole line (``a`` or ``approve``), never the first letter of whatever was typed, and on a
 high-risk pause every decision takes a second step: approving, granting, editing or answering
 it a ``y`` to "are you sure", denying it a reason.
@@ -25,8 +27,6 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
 from ..content._jsondata import read_json_text, time_text
 from ..errors import ApprovalForbidden, InterruptExpired, PausepointError, PendingInterrupts
 from ..runtime._agent import Agent
@@ -38,6 +38,7 @@ from ..stores import InMemorySessionStore
 from ..tools._display import PauseView, unseen
 from ..turn._streaming import TurnStream
 from ._lines import LineReader
+from ._offers import Offer, offer_for, schema_refusal, unkept
 from ._shape import shape
 
 __all__ = ["TerminalChat"]
@@ -388,7 +389,10 @@ class TerminalChat:
             when = time_text(interrupt.expires_at.astimezone().replace(microsecond=0))  # ...Z, as everywhere
             lines.append(f"{side} expires {when}: {view.on_expiry}")
         lines.extend(f"{side} {row}" for row in self._approval_lines(view))
-        lines.append(f"{bottom} {self._choices(interrupt)}")
+        offer = self._offer(interrupt)
+        if offer.why_not:
+            lines.append(f"{side} {offer.why_not}")
+        lines.append(f"{bottom} {offer.choices()}")
         self.say("\n".join(lines))
 
     def _approval_lines(self, view: PauseView) -> list[str]:
@@ -413,82 +417,75 @@ class TerminalChat:
         self.note(f"{interrupt.name} ({interrupt.ref}): {view.approval.progress}. {view.approval.waiting_for}")
         return True
 
-    def _choices(self, interrupt: PendingInterrupt) -> str:
-        """The choices the card offers: only those that can answer this pause (as the console's
-        buttons), and ``_decide`` takes no other."""
-        choices = ["[a]pprove"] if self._approvable(interrupt) else []
-        if self._grantable(interrupt):
-            choices.append("[g]rant: approve for this session")
-        choices.append("[d]eny")
-        if self._respondable(interrupt):
-            choices.append("[r]espond with JSON")
-        if self._editable(interrupt):
-            choices.append("[e]dit input")
-        return "  ".join([*choices, "[s]kip"])
-
-    def _editable(self, interrupt: PendingInterrupt) -> bool:
-        tool = self.agent.tools.get(interrupt.name)
-        decisions = interrupt.approval.decisions if interrupt.approval is not None else ["edit"]
-        return tool is not None and tool.allow_input_edits and "edit" in decisions
-
-    def _grantable(self, interrupt: PendingInterrupt) -> bool:
-        """Whether a grant answers it: the policy allows one, and a yes answers the pause."""
-        return interrupt.approval is not None and interrupt.approval.grantable and self._approvable(interrupt)
-
-    def _approvable(self, interrupt: PendingInterrupt) -> bool:
-        """Whether a plain yes answers it (``agent.approval``: not a question asking for a value)."""
-        try:
-            self.agent.approval(interrupt)
-        except ValueError:
-            return False
-        return True
-
-    @staticmethod
-    def _respondable(interrupt: PendingInterrupt) -> bool:
-        return interrupt.approval is None or "respond" in interrupt.approval.decisions
+    def _offer(self, interrupt: PendingInterrupt) -> Offer:
+        """The choices that can answer this pause, given by the person typing (as the console's
+        buttons are): ``_decide`` takes no other."""
+        return offer_for(self.agent, interrupt, self.principal)
 
     async def _decide(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart | None:
         """The person's answer to one pause; None when skipped (or input ended)."""
+        offer = self._offer(interrupt)
         while True:
             line = await self.ask(self._style("choice> ", "1;33"))
             if line is None:
                 return None
             choice = _CHOICES.get(line.strip().lower(), "")
-            if (choice == "a" and self._approvable(interrupt)) or (choice == "g" and self._grantable(interrupt)):
+            answer: ToolResponse | ToolRestart | None = None
+            if (choice == "a" and offer.approve) or (choice == "g" and offer.grant):
                 # a grant "for this session": later calls of this tool, as the policy bounds it
                 approval = self.agent.approval(interrupt, grant=Grant() if choice == "g" else None)
                 if await self._confirmed(self.agent.view(interrupt), "approve"):
                     return approval
-            elif choice == "d":
-                reason = await self._read_reason()
-                return None if reason is None else interrupt.deny(reason)
-            elif choice == "r" and self._respondable(interrupt):
-                tool = self.agent.tools.get(interrupt.name)
-                self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
-                output = await self._read_checked(
-                    self._read_json, "answer JSON> ", tool.validate_output if tool else None
-                )
-                if output is _NOTHING:
-                    continue  # an empty line: back to the choices
-                if await self._confirmed(self.agent.view(interrupt), "answer"):
-                    return interrupt.respond(output)
-            elif choice == "e" and self._editable(interrupt):  # the console's edit: approve the edited input
-                self.note(f"current input: {_json(interrupt.input, None)}")
-                tool = self.agent.tools.get(interrupt.name)
-                new_input = await self._read_checked(
-                    self._read_edit, "new input JSON> ", tool.validate_input if tool else None
-                )
-                if new_input is _NOTHING:
-                    continue
-                edited = self.agent.view(dataclasses.replace(interrupt, input=new_input))  # what runs
-                if await self._confirmed(edited, "approve", f" (your edit of “{self.agent.view(interrupt).title}”)"):
-                    return self.agent.approvals.approval_by_ref(
-                        interrupt.ref, interrupt.name, pause_id=interrupt.pause_id, replace_input=new_input, grant=None
-                    )
+            elif choice == "d" and offer.deny:
+                return await self._read_reason(interrupt)
+            elif choice == "r" and offer.respond:
+                answer = await self._read_response(interrupt)
+            elif choice == "e" and offer.edit:  # the console's edit: approve the edited input
+                answer = await self._read_edited(interrupt)
             elif choice == "s":
                 return None
             else:
-                self.say(f"type one of: {self._choices(interrupt)}")
+                self.say(f"type one of: {offer.choices()}")
+            if answer is not None:
+                return answer
+
+    async def _read_response(self, interrupt: PendingInterrupt) -> ToolResponse | None:
+        """The answer given as JSON, checked as the resume checks it; None: none given (back to
+        the choices)."""
+        tool = self.agent.tools.get(interrupt.name)
+        self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
+        validate = tool.validate_output if tool else None
+
+        def refusal(output: Any) -> str | None:
+            return unkept(interrupt.respond(output), self.agent) or schema_refusal(validate, output)
+
+        output = await self._read_checked(self._read_json, "answer JSON> ", refusal)
+        if output is _NOTHING or not await self._confirmed(self.agent.view(interrupt), "answer"):
+            return None
+        return interrupt.respond(output)
+
+    async def _read_edited(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart | None:
+        """The approval of an edited input, checked as the resume checks it; None: none given
+        (back to the choices)."""
+        self.note(f"current input: {_json(interrupt.input, None)}")
+        tool = self.agent.tools.get(interrupt.name)
+        validate = tool.validate_input if tool else None
+
+        def approving(new_input: Any) -> ToolResponse | ToolRestart:
+            return self.agent.approvals.approval_by_ref(
+                interrupt.ref, interrupt.name, pause_id=interrupt.pause_id, replace_input=new_input, grant=None
+            )
+
+        def refusal(new_input: Any) -> str | None:
+            return unkept(approving(new_input), self.agent) or schema_refusal(validate, new_input)
+
+        new_input = await self._read_checked(self._read_edit, "new input JSON> ", refusal)
+        if new_input is _NOTHING:
+            return None
+        edited = self.agent.view(dataclasses.replace(interrupt, input=new_input))  # what runs
+        if await self._confirmed(edited, "approve", f" (your edit of “{self.agent.view(interrupt).title}”)"):
+            return approving(new_input)
+        return None
 
     async def _confirmed(self, view: PauseView, doing: str, edit: str = "") -> bool:
         """True when the pause is not high risk, or the person says yes to ``doing`` it (approve,
@@ -507,28 +504,22 @@ class TerminalChat:
             self.note("not decided: a decision on a high-risk pause needs y on the line after its JSON")
         return False
 
-    def _refused(self, check: Callable[[Any], Any] | None, value: Any) -> bool:
-        """Whether ``check`` (the tool's, as the resume runs it) refuses ``value``; says why."""
-        if check is None:
-            return False
-        try:
-            check(value)
-        except ValidationError as exc:
-            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}" for e in exc.errors())
-            self.say(self._style(_plain(f"refused: {why}; try again"), "31"))
-            return True
-        return False
-
     async def _read_checked(
-        self, read: Callable[[str], Awaitable[Any]], prompt: str, check: Callable[[Any], Any] | None
+        self, read: Callable[[str], Awaitable[Any]], prompt: str, refusal: Callable[[Any], str | None]
     ) -> Any:
-        """A JSON value ``read`` gets at ``prompt`` that ``check`` takes: one it refuses is asked
-        again now (as malformed JSON is), not once every pause of the turn is answered;
-        ``_NOTHING`` to give up (an empty line: back to the choices)."""
+        """A JSON value ``read`` gets at ``prompt`` that ``refusal`` finds nothing wrong with (the
+        checks the resume runs on it): one it refuses is asked again now (as malformed JSON is),
+        not once every pause of the turn is answered, when the resume would refuse the whole
+        batch and drop the good answers; ``_NOTHING`` to give up (an empty line: back to the
+        choices)."""
         while True:
             value = await read(prompt)
-            if value is _NOTHING or not self._refused(check, value):
+            if value is _NOTHING:
                 return value
+            why = refusal(value)
+            if why is None:
+                return value
+            self.say(self._style(_plain(f"refused: {why}; try again"), "31"))
 
     async def _read_edit(self, prompt: str) -> Any:
         """The edited input, a JSON value that is not null (asked again); ``_NOTHING`` to give up."""
@@ -538,13 +529,21 @@ class TerminalChat:
                 return new_input
             self.say(self._style("null is no input: type the edited input, a JSON object", "31"))
 
-    async def _read_reason(self) -> str | None:
-        """Why the pause is denied (the model is told): asked until it is not empty; None at end of input."""
+    async def _read_reason(self, interrupt: PendingInterrupt) -> ToolResponse | None:
+        """The denial, with why (the model is told): asked until the reason is not empty and one
+        the resume keeps; None at end of input."""
         while True:
             reason = await self.ask("reason> ")
-            if reason is None or reason.strip():
-                return None if reason is None else reason.strip()
-            self.say("a denial needs a reason: the model is told it")
+            if reason is None:
+                return None
+            if not reason.strip():
+                self.say("a denial needs a reason: the model is told it")
+                continue
+            denial = interrupt.deny(reason.strip())
+            why = unkept(denial, self.agent)
+            if why is None:
+                return denial
+            self.say(self._style(_plain(f"refused: {why}; try again"), "31"))
 
     async def _read_json(self, prompt: str) -> Any:
         """A JSON value, over as many lines as it takes; an empty line gives up (``_NOTHING``)."""

@@ -315,14 +315,14 @@ async def test_a_quorum_is_approved_from_two_terminals_and_shows_its_progress(tm
     asker.expect_exact("paused: transfer_money")
     asker.expect_exact("approval 0 of 2 approvals")
     asker.expect_exact("Waiting for 2 more approvals from treasury (alice, bob or carol).")
-    asker.expect_exact("[a]pprove  [d]eny  [s]kip")  # a call paused for approval takes no made-up result
+    asker.expect_exact("Approving this call takes treasury, which you do not hold.\r\n└─ [s]kip")  # an auditor
     asker.sendline("s")
     session = session_of(_quit(asker))
 
     alice = spawn("chat", "tests.cli.apps:quorum_agent", "--db", db, "--principal", "alice", "--session", session)
     terminals.append(alice)
     alice.expect_exact("approval 0 of 2 approvals")
-    alice.expect_exact("choice> ")
+    alice.expect_exact("└─ [a]pprove  [d]eny  [s]kip\r\nchoice> ")  # a call paused for approval: no made-up result
     alice.sendline("a")
     alice.expect_exact("transfer_money (")
     alice.expect_exact("): 1 of 2 approvals. Waiting for 1 more approval from treasury (bob or carol).")
@@ -357,16 +357,16 @@ async def test_grant_for_this_session_from_the_terminal(tmp_path, terminals):
     asker.sendline("pay 500 to savings")
     asker.expect_exact("not from dave, who asked for it.")
     asker.expect_exact("An approval may also approve later calls of transfer_money in this session.")
-    asker.expect_exact("[a]pprove  [g]rant: approve for this session  [d]eny  [s]kip")
-    asker.sendline("g")  # dave, an auditor who asked for it, may not approve it: he holds no deciding role
-    asker.expect_exact("refused: 'dave' holds none of the roles that decide 'transfer_money' (treasury)")
-    asker.expect_exact("choice> ")  # asked again: the pause is as it was
+    # dave, an auditor who asked for it, may not approve it (nor deny it): offered none, as in the console
+    asker.expect_exact("You asked for this call: someone else approves it.\r\n└─ [s]kip")
+    asker.sendline("g")
+    asker.expect_exact("type one of: [s]kip")
     asker.sendline("s")
     session = session_of(_quit(asker))
 
     alice = spawn("chat", "tests.cli.apps:grant_agent", "--db", db, "--principal", "alice", "--session", session)
     terminals.append(alice)
-    alice.expect_exact("choice> ")
+    alice.expect_exact("[a]pprove  [g]rant: approve for this session  [d]eny  [s]kip")
     alice.sendline("grant")
     alice.expect_exact("agent> sent 500 to savings")
     _quit(alice)

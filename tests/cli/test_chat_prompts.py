@@ -75,6 +75,55 @@ def test_a_store_that_cannot_be_reached_exits_2_before_prompting(url):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["chat", BANK, "--db", ""], "pausepoint chat: error: --db is empty: give a SQLite file's path"),
+        (["chat", BANK, "--db", ":memory:"], "pausepoint chat: error: --db ':memory:' is a database that ends"),
+        (["demo", "--terminal", "--model", "scripted", "--db", ""], "pausepoint demo: error: --db is empty"),
+        (["demo", "--terminal", "--model", "scripted", "--db", ":memory:"], "pausepoint demo: error: --db ':memory:'"),
+        (["demo", "--terminal", "--model", "scripted", "--session", "a b"],
+         "pausepoint demo: error: session id 'a b' is not valid: 1 to 128 characters"),
+    ],
+)  # fmt: skip
+def test_a_db_or_session_nothing_could_continue_is_refused_before_anything_is_printed(argv, said, tmp_path):
+    """Found by a probe: ``--db ''`` (an unset variable) ran the chat on the agent's own store, and
+    the demo on a database gone at its end, which offered a ``--session`` that then failed; the
+    demo's ``--session 'a b'`` said "no session" after its banner, where chat says why."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", *argv], input="Hello\n", capture_output=True, text=True,
+        cwd=tmp_path, env={**cli_env(), "PYTHONPATH": str(ROOT)}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
+    assert done.stdout == "" and not list(tmp_path.iterdir())  # no banner, no prompt, no file
+
+
+@pytest.mark.parametrize(
+    ("user", "logname", "said"),
+    [
+        ("bad\nname", "bad\nname", "your user name (from $LOGNAME) names who you are by default: 'bad\\nname' is not"),
+        ("u" * 129, "", "your user name (from $USER) names who you are by default: 'uuu"),
+    ],
+)
+def test_a_user_name_no_session_could_record_is_refused_as_principal_is(user, logname, said):
+    """Found by a probe: ``--principal`` was checked up front, the default (your user name) not:
+    the chat started and refused every message after it ("the message's sender cannot be
+    recorded"), and exited 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:"], input="Hello\n",
+        capture_output=True, text=True, cwd=ROOT, env={**cli_env(), "USER": user, "LOGNAME": logname}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"pausepoint chat: error: {said}" in done.stderr, done.stderr
+    assert done.stderr.rstrip().endswith("say who you are with --principal NAME") and done.stdout == ""
+    with_flag = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:", "--principal", "alice"],
+        input="Hello\n", capture_output=True, text=True, cwd=ROOT, env={**cli_env(), "USER": user}, timeout=60,
+    )  # fmt: skip
+    assert with_flag.returncode == 0 and "agent> " in with_flag.stdout, with_flag.stderr
+
+
 def test_a_failed_turn_does_not_offer_a_session_that_was_never_written():
     done = chat("tests.cli.apps:failing_agent")
     assert done.returncode == 0, done.stderr

@@ -141,14 +141,14 @@ def test_bad_usage_exits_2_with_a_clear_message(argv, message, capsys, monkeypat
     assert message in err and "s3cret-t0ken" not in err
 
 
-def test_a_taken_port_is_a_clear_error(capsys):
+def test_a_taken_port_is_a_clear_error(capsys, tmp_path):
     import socket
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        status = main(["demo", "--model", "scripted", "--port", str(port), "--no-open", "--db", ":memory:"])
+        status = main(["demo", "--model", "scripted", "--port", str(port), "--no-open", "--db", str(tmp_path / "d.db")])
     assert status == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
