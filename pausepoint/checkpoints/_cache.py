@@ -55,6 +55,7 @@ from collections.abc import Callable
 from typing import cast
 
 from ..errors import StoreError
+from ..session._lineage import note_last
 from ..session._records import decode_record
 from ..session._state import SessionState
 from ..stores import PARTIAL_BASE_KEPT, CheckpointStore
@@ -122,6 +123,7 @@ async def load(store: CheckpointStore, session_id: str) -> SessionState | None:
     except Exception:  # a checkpoint the records after it do not fit: fold the whole log instead
         log.warning("the checkpoint of session %s does not fit its log; folding the log", session_id, exc_info=True)
         return None
+    note_last(state, found.entries[-1])
     state.durable_version = state.version
     books(state).checkpointed = head.version
     return state
@@ -226,6 +228,7 @@ async def save(
     if loaded is None:
         return state
     books(loaded).checkpointed = version
+    note_last(loaded, found.entries[0])  # the record it was taken after: the last of its log
     return loaded
 
 

@@ -39,6 +39,7 @@ from typing import Any
 from ..checkpoints import _cache as _checkpoint
 from ..checkpoints._books import books, checkpointed, partial_base
 from ..errors import PausepointError, SessionNotFound, StoreError
+from ..session._lineage import continues, last_record, note_last
 from ..session._records import decode_record
 from ..session._response import AgentResponse
 from ..session._state import SessionState
@@ -176,19 +177,31 @@ class LocalSessions:
             if state is not None:
                 self.remember(state)
                 return state
+        # A cached state reads from the record at its version on, to see that it is the one it
+        # holds: else the session was deleted and made again under its id (``_lineage``).
+        checked = state is not None and last_record(state) is not None
+        after = 0 if state is None else state.durable_version - 1 if checked else state.durable_version
         with self.telemetry.store_call(store, "read"):
-            found = await store.read(session_id, after_version=state.durable_version if state else 0)
+            found = await store.read(session_id, after_version=after)
         if found is None:
-            self._cache.pop(session_id, None)
+            self.forget(session_id)
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        entries = found.entries
         if state is None:
             state = SessionState(session_id)
-        elif len(found.entries) > (self.checkpoint_every or _FOLD_ONTO_PARTIAL) and _reads_a_base(state):
-            # Other processes moved the session on, and may have written bases enough since
-            # that the store no longer holds this one (``stores.REPLACED_BASES_KEPT``): read it
-            # from its checkpoint again, which costs less than folding that many records.
-            return await self.reload(session_id)
-        _fold(state, found.entries)
+        elif not (continues(state, entries) if checked else found.version >= state.version):
+            self.forget(session_id)  # another log under this id: read it as a new process would
+            return await self._refresh(session_id)
+        else:
+            entries = entries[1:] if checked else entries
+            if len(entries) > (self.checkpoint_every or _FOLD_ONTO_PARTIAL) and _reads_a_base(state):
+                # Other processes moved the session on, and may have written bases enough since
+                # that the store no longer holds this one (``stores.REPLACED_BASES_KEPT``): read
+                # it from its checkpoint again, which costs less than folding that many records.
+                return await self.reload(session_id)
+        _fold(state, entries)
+        if entries:
+            note_last(state, entries[-1])
         state.durable_version = state.version
         self.remember(state)
         return state

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Hashable
+from dataclasses import dataclass, replace
 
 from ..errors import InvalidRequest
 from ..runtime._app import Pausepoint
@@ -48,15 +49,34 @@ _FRAMES = 1000
 _NAMES = {"pause": "pause", "answer": "answer", "expiry": "answer", "turn_end": "turn_end"}
 
 
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """An event as the feed sends it, and whose session it was when it was recorded."""
+
+    frame: bytes
+    owner: str | None
+    tenant: str | None
+
+
+def _as_recorded(summary: SessionSummary, made: _Frame) -> SessionSummary:
+    """``summary`` with the owner and tenant the event recorded: a session deleted and made again
+    under its id by someone else is another session, and each event is seen by whoever may see
+    the session it was recorded in, not by the first owner this feed read (found by a probe)."""
+    if (summary.owner, summary.tenant) == (made.owner, made.tenant):
+        return summary
+    return replace(summary, owner=made.owner, tenant=made.tenant)
+
+
 class Feed:
     def __init__(self, ai: Pausepoint, *, interval: float = 1.0) -> None:
         self.ai = ai
         self.interval = interval
         self.stores = stores_of(ai)
         self._watches = [StoreWatch(store, interval) for store in self.stores]
-        # Shared by every follower: who may see a session does not change, nor how an event reads.
+        # Shared by every follower: how an event reads, and a session's summary (who may see it is
+        # judged by its owner and tenant as each event recorded them: ``_as_recorded``).
         self._summaries: OrderedDict[tuple[int, str], SessionSummary | None] = OrderedDict()
-        self._frames: OrderedDict[tuple[int, int], bytes | None] = OrderedDict()
+        self._frames: OrderedDict[tuple[int, int], _Frame | None] = OrderedDict()
         self._seals: list[IdSeal] | None = None  # each store's, read once (``_feed_ids``)
 
     def notify(self, agent: str, session_id: str) -> None:
@@ -110,25 +130,24 @@ class Feed:
                     if event.agent not in self.ai.agents:
                         continue  # another app's agent sharing the store
                     summary = await self._summary(index, event.session_id)
-                    if summary is None or not visible(summary):
+                    made = self._frame(index, event)
+                    if summary is None or made is None or not visible(_as_recorded(summary, made)):
                         continue
-                    frame = self._frame(index, event)
-                    if frame is not None:
-                        yield ".".join(seal.seal(p) for seal, p in zip(seals, positions, strict=True)), frame
+                    yield ".".join(seal.seal(p) for seal, p in zip(seals, positions, strict=True)), made.frame
                 quiet = quiet and len(events) < _PAGE
             if quiet:
                 await self._wait(positions)
 
-    def _frame(self, index: int, event: Event) -> bytes | None:
-        """The event as the feed sends it, its name and body (made once for every follower);
-        None for one this version cannot read."""
+    def _frame(self, index: int, event: Event) -> _Frame | None:
+        """The event as the feed sends it, its name and body, and whose session it was when it
+        was recorded (made once for every follower); None for one this version cannot read."""
         key = (index, event.seq)
         if key in self._frames:
             return self._frames[key]
+        frame: _Frame | None
         try:
-            frame: bytes | None = sse_event(
-                _NAMES.get(event.kind, event.kind), event_body(event, self.ai.agents[event.agent].view)
-            )
+            body = event_body(event, self.ai.agents[event.agent].view)
+            frame = _Frame(sse_event(_NAMES.get(event.kind, event.kind), body), body["owner"], body["tenant"])
         except ValueError:  # pragma: no cover - written by a newer pausepoint
             log.warning("the feed skipped event %s, which it cannot read", event.id)
             frame = None

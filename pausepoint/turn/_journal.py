@@ -15,6 +15,7 @@ from datetime import datetime
 
 from ..content._messages import Message
 from ..errors import ConcurrentUpdate, StoreError, VersionConflict
+from ..session._lineage import note_last
 from ..session._records import (
     CallAnswered,
     CallCompleted,
@@ -86,6 +87,8 @@ class Appender:
             await self.store.append(session_id, base, entries, summary)
         else:
             await self.store.append(session_id, base, entries, summary, events)
+        if entries:
+            note_last(state, entries[-1])  # the log ``state`` is of ends with it (``session._lineage``)
 
 
 def _append_parameters(store: SessionStore) -> set[str]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from examples import banking
 from pausepoint import ApprovalPolicy, Interrupt, Pausepoint
 from pausepoint.errors import Unauthenticated
 from pausepoint.server import BearerTokens, create_app
@@ -17,7 +18,7 @@ from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
 from tests.server.conftest import ALICE, BOB
 from tests.server.feed_client import FeedReader
-from tests.server.harness import serve_in_thread
+from tests.server.harness import TOKENS, serve_in_thread
 
 
 async def read_events(http, url, headers, count, into, connected):
@@ -270,6 +271,37 @@ async def test_a_feed_whose_store_fails_ends_with_the_stores_error_and_resumes_f
             missed = await again.wait_for(2, 10)
         assert [name for _, name, _ in missed] == ["pause", "turn_end"]
         assert missed[0][2]["session_id"] != ended[0][2]["session_id"]
+
+
+async def test_a_session_made_again_under_its_id_by_someone_else_feeds_its_new_owner_not_the_old(tmp_path, http):
+    """Another process deletes alice's session and bob makes a new one under the same id: its
+    events go to bob's feed, not to alice's (found by a probe: the feed judged them by the owner
+    it had read first for that id); alice's later events, and her feed read again from her first
+    event's id, pass over bob's."""
+    path = tmp_path / "feed.db"
+    ai, _ = banking.build(SqliteSessionStore(path))
+    with serve_in_thread(lambda: create_app(ai, auth=BearerTokens(TOKENS), feed_interval=0.05)) as url:
+        sessions = url + "/v1/agents/bankingAgent/sessions/"
+        async with FeedReader(url, ALICE) as alices, FeedReader(url, BOB) as bobs:
+            sent = await http.post(sessions + "conv-1/messages", json={"message": "Transfer $5 to a."}, headers=ALICE)
+            assert sent.is_success
+            await alices.wait_for(2)
+            elsewhere = SqliteSessionStore(path)  # an admin's script, in a process of its own
+            assert await elsewhere.delete("conv-1")
+            await elsewhere.close()
+            sent = await http.post(sessions + "conv-1/messages", json={"message": "Transfer $9 to b."}, headers=BOB)
+            assert sent.is_success
+            bobs_events = await bobs.wait_for(2)
+            sent = await http.post(sessions + "conv-2/messages", json={"message": "Transfer $7 to c."}, headers=ALICE)
+            assert sent.is_success
+            alices_events = await alices.wait_for(4)  # after bob's, in the store's order
+            async with FeedReader(url, ALICE, last_event_id=alices.events[0][0]) as again:
+                replayed = await again.wait_for(3)
+    assert [(name, data["owner"]) for _, name, data in bobs_events] == [("pause", "bob"), ("turn_end", "bob")]
+    assert [(data["session_id"], data["owner"]) for _, _, data in alices_events] == [
+        ("conv-1", "alice"), ("conv-1", "alice"), ("conv-2", "alice"), ("conv-2", "alice")
+    ]  # fmt: skip
+    assert [data["owner"] for _, _, data in replayed] == ["alice"] * 3
 
 
 async def test_idle_feeds_ask_the_store_once_for_all_of_them(tmp_path, http):
