@@ -48,6 +48,7 @@ from .approval._answers import prepare_answers
 from .approval._fit import ANSWER_THEM, BY_PAUSE_ID, unknown_call
 from .content._messages import Message, Part
 from .runtime._arguments import (
+    MAX_OFFSET,
     WIDEST,
     checked_approval,
     checked_cancel,
@@ -260,6 +261,8 @@ class RemoteAgent:
         inbox). Arguments are refused as ``Agent.list_sessions`` refuses them (``InvalidRequest``);
         the server's page is at most its ``Limits.max_page`` (400 past it)."""
         checked_page(limit, offset, has_pending)
+        if limit == 0 or offset > MAX_OFFSET:  # a page that holds nothing: empty, as Agent.list_sessions answers
+            return []
         query: dict[str, Any] = {"limit": limit, "offset": offset}
         if has_pending is not None:
             query["pending"] = has_pending  # true / false

@@ -21,6 +21,7 @@ from ..content._messages import Message, Part
 from ..errors import InvalidAnswer, InvalidMessage, InvalidRequest
 
 __all__ = [
+    "MAX_OFFSET",
     "WIDEST",
     "checked_approval",
     "checked_cancel",
@@ -33,6 +34,9 @@ __all__ = [
 WIDEST = JsonLimits(max_depth=MAX_DEPTH, max_int_digits=MAX_INT_DIGITS, max_string_bytes=sys.maxsize)
 #: the biggest count a store takes (a signed 64-bit integer: SQLite's and PostgreSQL's ``bigint``)
 _BIGGEST = 2**63 - 1
+#: the furthest offset the server's listings take: no store holds that many sessions, so a page
+#: past it is empty (``RemoteAgent.list_sessions`` answers it so, as ``Agent.list_sessions`` does)
+MAX_OFFSET = 10**9
 
 
 def checked_message(

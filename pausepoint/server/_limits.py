@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from ..content._jsondata import json_kind, read_json_text
 from ..errors import DefinitionError, HistoryTooLong, InvalidRequest, RequestTooLarge
+from ..runtime._arguments import MAX_OFFSET
 from ..stores import SessionSummary
 from ._params import ascii_int
 
@@ -38,8 +39,6 @@ M = TypeVar("M", bound=BaseModel)
 
 #: ``Limits.max_page``'s default
 MAX_PAGE = 500
-#: the furthest offset a listing takes
-MAX_OFFSET = 10**9
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,4 +194,6 @@ async def test_list_sessions_refuses_what_stores_read_apart_in_the_same_words_ev
             await client.agent("bankingAgent?pending=false").list_sessions()
         assert [s.session_id for s in await remote.list_sessions(has_pending=True)] == [paused.session_id]
         assert paused.session_id not in [s.session_id for s in await remote.list_sessions(has_pending=False)]
+        for empty in ({"limit": 0}, {"offset": 2_000_000_000}):  # a page that holds nothing, everywhere
+            assert [await lister.list_sessions(**empty) for lister in (*agents, remote)] == [[], [], []], empty
     await stores[1].close()
