@@ -71,6 +71,7 @@ __all__ = [
     "MAX_EXTENSIONS",
     "MERGED_FROM_BYTES",
     "MERGED_SHARE",
+    "MIN_EXTENSIONS",
     "load",
     "save",
 ]
@@ -155,20 +156,24 @@ def _damage(session_id: str, base: Header, state: weakref.ref[SessionState]) -> 
 
 
 # A checkpoint is extended, rather than written again whole, while it has fewer extensions than
-# one per BYTES_PER_EXTENSION of its base (at most MAX_EXTENSIONS), and they add up to at most
-# EXTENSIONS_SHARE of the base; a small session's base (under a MiB) is cheap to write again
-# whole, each time. From a base of MERGED_FROM_BYTES (about 7,000 approval cycles), where a base
-# costs a serving process more than merging does, the extensions are merged as they go
-# (``_replaced``): a chain then rarely holds more than 4 or 5, and what ends it is their bytes,
-# MERGED_SHARE of the base. So what a base costs, spread over the checkpoints before the next
-# one, stops growing with the history (at 10,000 approval cycles, a base every 50 or so
-# checkpoints, against one every 17 unmerged). The share is small because every cold load folds
-# each byte of the extensions (about 0.7 µs a KB, besides 60 to 150 µs for each extension
-# however small). Below that size merging saves no base (the 4 to 16 extensions a base allows
-# add up to about 2 % of it too) and costs its rewrites: measured at 1,000 cycles, 5 to 10 %
-# more CPU a served cycle.
+# one per BYTES_PER_EXTENSION of its base (at least MIN_EXTENSIONS, at most MAX_EXTENSIONS), and
+# they add up to at most EXTENSIONS_SHARE of the base. A small session's base is not cheap to
+# write again at every checkpoint: it was most of what checkpoints cost a warm session (on
+# SQLite, a served cycle's CPU over none: +71 % at 10 prior cycles with a base each time, +29 %
+# with MIN_EXTENSIONS 4; +75 % against +48 % at 300), while a cold load of a base and 4 small
+# extensions costs about what one of the base alone does. From a base of MERGED_FROM_BYTES
+# (about 7,000 approval cycles), where a base costs a serving process more than merging does,
+# the extensions are merged as they go (``_replaced``): a chain then rarely holds more than 4 or
+# 5, and what ends it is their bytes, MERGED_SHARE of the base. So what a base costs, spread over
+# the checkpoints before the next one, stops growing with the history (at 10,000 approval cycles,
+# a base every 50 or so checkpoints, against one every 17 unmerged). The share is small because
+# every cold load folds each byte of the extensions (about 0.7 µs a KB, besides 60 to 150 µs for
+# each extension however small). Below that size merging saves no base (the 4 to 16 extensions a
+# base allows add up to about 2 % of it too) and costs its rewrites: measured at 1,000 cycles, 5
+# to 10 % more CPU a served cycle.
 BYTES_PER_EXTENSION = 1024 * 1024
 MAX_EXTENSIONS = 16
+MIN_EXTENSIONS = 4
 EXTENSIONS_SHARE = 0.5
 MERGED_FROM_BYTES = 32 * 1024 * 1024
 MERGED_SHARE = 0.02
@@ -240,7 +245,7 @@ def _extension(state: SessionState, digest: bytes, chain: Chain, merges: bool) -
     merging = merges and chain.base_bytes >= MERGED_FROM_BYTES
     replaces = _replaced(links, state.version - chain.version) if merging else 0
     kept = links[: len(links) - replaces]
-    if len(kept) >= min(MAX_EXTENSIONS, chain.base_bytes // BYTES_PER_EXTENSION):
+    if len(kept) >= min(MAX_EXTENSIONS, max(MIN_EXTENSIONS, chain.base_bytes // BYTES_PER_EXTENSION)):
         return None
     written = encode(state, digest, chain, replaces)
     share = MERGED_SHARE if merging else EXTENSIONS_SHARE

@@ -44,10 +44,12 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 @pytest.fixture(autouse=True, params=["bases", "extensions"])
 def extending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test twice: with checkpoints written whole each time (what a small session gets),
-    and extended whenever they can be, the extensions merged (what a long one gets), with a
-    dict's keys in as many buckets as it has keys (as a long session's are: a lookup parses one
+    """Every test twice: with checkpoints written whole each time (what a chain that is full
+    gets), and extended whenever they can be, the extensions merged (what a long one gets), with
+    a dict's keys in as many buckets as it has keys (as a long session's are: a lookup parses one
     of many)."""
+    if request.param == "bases":
+        monkeypatch.setattr(_checkpoint, "MIN_EXTENSIONS", 0)
     if request.param == "extensions":
         monkeypatch.setattr(_key_index, "KEYS_PER_BUCKET", 1)
         monkeypatch.setattr(_checkpoint, "BYTES_PER_EXTENSION", 1)

@@ -95,9 +95,12 @@ async def test_a_cold_agent_reads_a_long_base_in_part(backend: Backend) -> None:
     assert await seen(reader, session_id) == await seen(writer, session_id)
 
 
-async def test_a_pause_answered_at_once_by_agents_reading_in_part_runs_its_tool_once(backend: Backend) -> None:
+async def test_a_pause_answered_at_once_by_agents_reading_in_part_runs_its_tool_once(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Only live pauses are answerable, and each once, when the agents answering found the pause
     in a base given in part (its key index and the pause fetched as they are looked up)."""
+    monkeypatch.setattr(_checkpoint, "MIN_EXTENSIONS", 0)  # a base at each checkpoint: the pause in one
     ledger: list[str] = []
     writer, session_id = await grown(backend, ledger)
     writer.checkpoint_every = 1
