@@ -14,9 +14,10 @@ predicate of its validated input and run context). Such a call is paused by the 
     approval. The decision is in the audit trail with the rule's name.
 ``roles`` and ``members``
     which roles decide which tools' pauses, with which decisions (``Role(tools=[...],
-    decisions=["approve", "deny"])``), and who holds which role (a mapping, or a function of
-    the principal). A pause of a tool some role names may be decided only by that role's
-    members; a pause of a tool no role names by anyone who may answer the session.
+    decisions=["approve", "deny"])``), and who holds which role (a mapping, or a plain function
+    of the principal: not async, as roles are read while an answer is checked). A pause of a
+    tool some role names may be decided only by that role's members; a pause of a tool no role
+    names by anyone who may answer the session.
 ``quorum``
     distinct approvals a tool's calls need (``{"deploy": 2}``); one denial denies.
 ``separation_of_duties``
@@ -32,8 +33,11 @@ predicate of its validated input and run context). Such a call is paused by the 
     ttl=timedelta(hours=1))]}``) instead of the agent's expiry policy; after the last step, the
     expiry policy decides.
 
-Policies compose: ``agent_policy + app_policy`` keeps both rule lists (the left one's first),
-and per tool the left one's settings. Every mapping may use ``"*"`` for every tool.
+Every mapping may use ``"*"`` for every tool; a tool's own entry comes before it. Policies
+compose: ``agent_policy + app_policy`` keeps both rule lists (the left one's first), and per
+tool the left one's setting — its entry for the tool, else its ``"*"`` — and the right one's
+only where the left one has neither: an agent's ``quorum={"*": 2}`` holds for every tool, one
+the app's policy names too (``quorum``, ``ttl``, ``escalation`` and ``grantable`` alike).
 
 What the policy requires of a pause is recorded with it (``ApprovalRequest``), so every process
 answers it alike; who holds a role is read when someone answers.
@@ -51,7 +55,7 @@ from ..errors import AlreadyApproved, ApprovalForbidden, DecisionNotAllowed, Def
 from ..session._durations import SAID, duration
 from ..session._records import ApprovalRequest, EscalationStep
 from ..tools._tool import Check, Tool, ToolRunContext, call_check
-from ._roles import Need, together, unreachable
+from ._roles import Members, Need, both_members, held_roles, plain_members, together, unreachable
 
 __all__ = [
     "DECISIONS",
@@ -163,9 +167,6 @@ class Escalation:
             raise DefinitionError(f"Escalation.ttl must be {SAID}, not {self.ttl!r}")
 
 
-Members: TypeAlias = "Mapping[str, Collection[str]] | Callable[[str], Collection[str]]"
-
-
 def _per_tool(value: Any, what: str, check: Callable[[Any], bool], expected: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -205,7 +206,7 @@ class ApprovalPolicy:
         for name, role in self.roles.items():
             if not isinstance(role, Role):
                 raise DefinitionError(f"roles[{name!r}] must be a Role, not {role!r}")
-        self.members: Members | None = members
+        self.members: Members | None = plain_members(members)
         if members is not None and not callable(members):
             self.members = {p: frozenset(_names(r, f"members[{p!r}]") or ()) for p, r in members.items()}
         self.quorum: dict[str, int] = _per_tool(
@@ -240,19 +241,22 @@ class ApprovalPolicy:
     # -- composing ----------------------------------------------------------------------------------
 
     def __add__(self, other: ApprovalPolicy) -> ApprovalPolicy:
-        """Both policies: this one's rules first, then ``other``'s; per tool, this one's settings."""
+        """Both policies: this one's rules first, then ``other``'s; per tool, this one's setting
+        (its entry for the tool, else its ``"*"``), and ``other``'s only where this one has
+        neither (``_first_then``). Roles of both (this one's where both define a name), members
+        of both, and separation of duties where either asks for it."""
         if not isinstance(other, ApprovalPolicy):
             return NotImplemented
         combined = ApprovalPolicy.__new__(ApprovalPolicy)
         combined.rules = self.rules + other.rules
         combined.roles = {**other.roles, **self.roles}
-        combined.members = _both_members(self.members, other.members)
-        combined.quorum = {**other.quorum, **self.quorum}
+        combined.members = both_members(self.members, other.members)
+        combined.quorum = _first_then(self.quorum, other.quorum)
         combined._separate_gated = self._separate_gated or other._separate_gated
         combined._separate_tools = self._separate_tools | other._separate_tools
-        combined.grantable = {**other.grantable, **self.grantable}
-        combined.ttl = {**other.ttl, **self.ttl}
-        combined.escalation = {**other.escalation, **self.escalation}
+        combined.grantable = _first_then(self.grantable, other.grantable)
+        combined.ttl = _first_then(self.ttl, other.ttl)
+        combined.escalation = _first_then(self.escalation, other.escalation)
         return combined
 
     def with_members(self, members: Mapping[str, Collection[str]]) -> ApprovalPolicy:
@@ -467,7 +471,7 @@ class ApprovalPolicy:
         if not callable(self.members):
             return frozenset(self.members.get(principal, ()))
         try:
-            return frozenset(self.members(principal) or ())
+            return frozenset(held_roles(self.members(principal)))
         except Exception as exc:
             log.warning("the members function of the approval policy failed for %r", principal, exc_info=True)
             raise ApprovalForbidden(
@@ -579,13 +583,9 @@ class ApprovalPolicy:
         return table[tool] if tool in table else table.get(ANY)
 
 
-def _both_members(a: Members | None, b: Members | None) -> Members | None:
-    if a is None or b is None:
-        return a if b is None else b
-    if not callable(a) and not callable(b):
-        return together(a, b)
-
-    def lookup(members: Members, principal: str) -> frozenset[str]:
-        return frozenset(members(principal) if callable(members) else members.get(principal, ()))
-
-    return lambda principal: lookup(a, principal) | lookup(b, principal)
+def _first_then(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, Any]:
+    """One per-tool table of two policies', looked up as ``_setting`` does: for each tool,
+    ``first``'s entry, else ``first``'s ``"*"``, else ``then``'s entry, else ``then``'s ``"*"``.
+    A ``"*"`` in ``first`` is its setting for every tool, so ``then`` has no say left (merged
+    key by key, ``then``'s entry for a tool would come before ``first``'s ``"*"``)."""
+    return dict(first) if ANY in first else {**then, **first}

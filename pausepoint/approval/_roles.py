@@ -1,14 +1,57 @@
-"""Role holders, counted: what approving a tool's pauses takes of the members who hold an
-approval policy's roles (``Need``), members of a tenant taken together with the policy's own,
+"""Role holders: an approval policy's ``members`` (a mapping, or a plain function of the
+principal), read and composed; and counted: what approving a tool's pauses takes of the members
+who hold the policy's roles (``Need``), members of a tenant taken together with the policy's own,
 and why a need no members reach cannot work, in words. ``ApprovalPolicy.check_members`` counts
 with them when an agent is defined and when approvers are added (``pausepoint serve``)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import NamedTuple
+import inspect
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, NamedTuple, TypeAlias
 
-__all__ = ["Need", "together", "unreachable"]
+from ..errors import DefinitionError
+from ..tools._tool import is_async_callable
+
+__all__ = ["Members", "Need", "both_members", "held_roles", "plain_members", "together", "unreachable"]
+
+Members: TypeAlias = "Mapping[str, Collection[str]] | Callable[[str], Collection[str]]"
+
+
+def plain_members(members: Members | None) -> Members | None:
+    """``members``, unless it is an async function (``DefinitionError``): who holds a role is
+    read as an answer is checked, where nothing awaits it — an async one would refuse every
+    approval, as a lookup that failed."""
+    if is_async_callable(members):
+        raise DefinitionError(
+            f"members must be a mapping or a plain function of the principal (not async: the roles are read as "
+            f"an answer is checked), not {members!r}; look the roles up beforehand and pass a dict, or read "
+            "them from a cache in a plain function"
+        )
+    return members
+
+
+def held_roles(found: Any) -> Collection[str]:
+    """What a members function returned for a principal, as their roles. An awaitable (a plain
+    function handing on to an async one) is refused in words, a coroutine closed unawaited."""
+    if inspect.isawaitable(found):
+        if inspect.iscoroutine(found):
+            found.close()
+        raise TypeError("the members function returned an awaitable, not roles: it must be a plain function")
+    return found or ()
+
+
+def both_members(a: Members | None, b: Members | None) -> Members | None:
+    """The members of two policies: a principal holds the roles each gives them."""
+    if a is None or b is None:
+        return a if b is None else b
+    if not callable(a) and not callable(b):
+        return together(a, b)
+
+    def lookup(members: Members, principal: str) -> frozenset[str]:
+        return frozenset(held_roles(members(principal)) if callable(members) else members.get(principal, ()))
+
+    return lambda principal: lookup(a, principal) | lookup(b, principal)
 
 
 class Need(NamedTuple):
