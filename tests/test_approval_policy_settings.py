@@ -116,3 +116,32 @@ async def test_a_plain_members_function_handing_on_to_an_async_one_is_refused_in
     assert refused.value.details["reason"] == "members" and ledger == []
     assert "returned an awaitable, not roles: it must be a plain function" in caplog.text
     assert not [w for w in recwarn if "never awaited" in str(w.message)]  # closed, not left to the collector
+
+
+# -- a pause's view says the escalation it keeps ---------------------------------------------------
+
+
+async def test_a_pauses_view_says_the_escalation_recorded_with_it_not_the_deployed_policys(store: SessionStore):
+    """A pause keeps its escalation (README): after a deploy that changed it, the pause's view
+    said the new policy's step, or "denied automatically", while the pause was handed to the
+    step it recorded (found by a probe)."""
+    clock = Clock()
+
+    def deployed(*steps: str) -> ApprovalPolicy:
+        escalation = {"transfer_money": [Escalation(to=[step], ttl=timedelta(hours=1)) for step in steps]}
+        return ApprovalPolicy(roles=TREASURY, members={**MEMBERS, "sam": ["sre"]}, escalation=escalation,
+                              ttl={"transfer_money": timedelta(minutes=5)})  # fmt: skip
+
+    first, _, ledger = build(store, deployed("leads"), clock=clock)
+    paused = await first.chat(principal="dave").send("pay 500 to savings")
+    [pause] = paused.interrupts
+    assert pause.approval is not None and pause.approval.handed_to == ["leads"]
+    for steps in (("sre",), ()):  # the deploys after it: another step, none
+        later, _, _ = build(store, deployed(*steps), clock=clock, ledger=ledger)
+        [seen] = await later.chat(paused.session_id, principal="dave").interrupts()
+        assert later.view(seen).on_expiry == "It is handed to leads if nobody decides it in time."
+    clock.advance(timedelta(minutes=6))
+    await later.settle_expired()
+    [handed] = await later.chat(paused.session_id, principal="dave").interrupts()
+    assert handed.approval is not None and handed.approval.roles == ["leads"] and handed.approval.handed_to is None
+    assert ledger == []

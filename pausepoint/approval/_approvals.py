@@ -108,9 +108,9 @@ class Approvals:
         return approval_by_ref(self.tools, ref, name, pause_id=pause_id, replace_input=replace_input, grant=grant)
 
     def handed_on_note(self, interrupt: PendingInterrupt) -> str | None:
-        """What happens to ``interrupt`` if nobody decides it in time, when the approval policy
-        hands it on to other approvers then (None: the expiry policy answers it)."""
-        return handed_on_note(interrupt, self.policy)
+        """What happens to ``interrupt`` if nobody decides it in time, when the policy it paused
+        under hands it on to other approvers then (None: the expiry policy answers it)."""
+        return handed_on_note(interrupt)
 
     def view(self, interrupt: PendingInterrupt) -> ApprovalView:
         """How the approval of ``interrupt`` reads to the people deciding it."""

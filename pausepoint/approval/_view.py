@@ -59,16 +59,14 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
     )
 
 
-def handed_on_note(interrupt: PendingInterrupt, policy: ApprovalPolicy) -> str | None:
-    """What happens to ``interrupt`` if nobody decides it in time, when ``policy`` hands it on
-    to other approvers then (None: the expiry policy answers it)."""
+def handed_on_note(interrupt: PendingInterrupt) -> str | None:
+    """What happens to ``interrupt`` if nobody decides it in time, when the policy it paused
+    under hands it on to other approvers then (None: the expiry policy answers it). The pause's
+    own record says so, not the policy deployed now (a pause keeps its escalation)."""
     status = interrupt.approval
-    if status is None or not status.gated:
+    if status is None or not status.gated or not status.handed_to:
         return None
-    steps = policy.escalation_for(interrupt.name)
-    if status.escalated >= len(steps):
-        return None
-    return f"It is handed to {_or(sorted(steps[status.escalated].to))} if nobody decides it in time."
+    return f"It is handed to {_or(status.handed_to)} if nobody decides it in time."
 
 
 def _without(names: list[str] | None, excluded: list[str]) -> list[str] | None:
@@ -137,5 +135,3 @@ def _duration(seconds: float) -> str:
         minutes = int(seconds // 60)
         return "1 minute" if minutes == 1 else f"{minutes} minutes"
     return f"{seconds:g} seconds"
-
-

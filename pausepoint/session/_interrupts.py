@@ -100,7 +100,9 @@ class ApprovalStatus:
     ``escalated`` times); ``requested_by`` sent the message that led to the call and may not
     approve it when ``separate``; ``gated``: the call has not run, approving runs it;
     ``decisions`` the answers it takes; ``grantable``: an approval may grant later calls;
-    ``offer``: the grant a yes gives (``Grant.scope()`` JSON); ``rule``: the rule that asked.
+    ``offer``: the grant a yes gives (``Grant.scope()`` JSON); ``rule``: the rule that asked;
+    ``handed_to``: the roles it is handed to next if nobody decides it in time, as the policy
+    it paused under said (None: the expiry policy answers it then).
     """
 
     required: int = 1
@@ -114,6 +116,7 @@ class ApprovalStatus:
     offer: dict[str, Any] | None = None
     rule: str | None = None
     escalated: int = 0
+    handed_to: list[str] | None = None
 
     @property
     def remaining(self) -> int:

@@ -41,6 +41,7 @@ def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int
     approval = None
     if isinstance(record, ApprovalPaused):
         request = record.approval
+        level = pause.level if pause is not None else 0
         approval = ApprovalStatus(
             required=request.required,
             approved_by=_approved_by(pause, until),
@@ -52,7 +53,8 @@ def pending_interrupt(record: CallPaused, pause: Pause | None = None, until: int
             grantable=request.grantable,
             offer=request.offer,
             rule=request.rule,
-            escalated=pause.level if pause is not None else 0,
+            escalated=level,
+            handed_to=sorted(request.escalation[level].to) if level < len(request.escalation) else None,
         )
     return PendingInterrupt(
         name=record.name,
