@@ -301,7 +301,7 @@ def _edit(state: SessionState, pause: Pause, answer: ToolRestart, tool: Tool, ct
                 f"tool {name!r} does not accept edited input (define it with allow_input_edits=True)", ref=ref
             ) from None
         raise InvalidAnswer(f"replacement input for {name!r} is invalid: {_why(exc)}", ref=ref) from exc
-    replaced = validated.model_dump(mode="json")
+    replaced = tool.input_json(validated)
     if replaced == paused.input or answer.replace_input == paused.input or _reads_as(tool, paused.input, validated):
         return None  # the same input again is no edit (Genkit's clients send it that way)
     if not tool.allow_input_edits:

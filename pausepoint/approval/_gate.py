@@ -154,7 +154,7 @@ async def judge(
         rule=rule.name if asked and rule else None,
         reason=why or f"{tool.name} needs approval before it runs",
         request=request,
-        input=_shown(validated, job.input, limits),
+        input=_shown(tool, validated, job.input, limits),
         ttl=policy.pause_ttl(tool.name),
     )
 
@@ -177,10 +177,11 @@ def mark_approved(job: CallJob) -> None:
     job.resumed_metadata = {**(job.resumed_metadata or {}), **APPROVED_METADATA}
 
 
-def _shown(validated: BaseModel, raw: Any, limits: JsonLimits) -> Any:
-    """The input a pause shows (and an approval runs): the validated one, as JSON."""
+def _shown(tool: Tool, validated: BaseModel, raw: Any, limits: JsonLimits) -> Any:
+    """The input a pause shows (and an approval runs): the validated one, as JSON (by alias, as
+    the tool's schema names its fields: ``Tool.input_json``)."""
     try:
-        return json_data(validated.model_dump(mode="json"), limits)
+        return json_data(tool.input_json(validated), limits)
     except NotJsonData:
         return raw  # what the model sent passed the same rules on the way in
 

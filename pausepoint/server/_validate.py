@@ -79,7 +79,7 @@ async def validate(request: Request) -> Response:
         return json_response({"valid": False, "errors": [_problem(exc.segments, exc.problem, exc.rule)]})
     try:
         if "input" in given:
-            value = tool.validate_input(body.input).model_dump(mode="json")
+            value = tool.input_json(tool.validate_input(body.input))
         else:
             value = tool.validate_output(body.output)
     except ValidationError as exc:

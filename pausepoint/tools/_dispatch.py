@@ -72,10 +72,12 @@ async def dispatch(
 
     ``on_outcome`` is called as each call finishes (the turn records the outcomes in the
     jobs' order). Errors raised by tools become ``Completed(is_error=True)``; ``Interrupt`` becomes
-    ``Paused``. Cancellation propagates. ``traced(job)`` wraps each call (a span; its handle's
-    ``done`` gets the outcome), and ``on_outcome`` runs inside it. A result (or a pause's input
-    and metadata) that makes a record over ``max_record_bytes`` — the store's limit, past which
-    nothing of the batch could be written once its tools ran — is an error result instead.
+    ``Paused``. A cancellation of the caller propagates; a ``CancelledError`` the tool raised
+    itself (nothing cancelled this task) is the tool's failure, as any error. ``traced(job)``
+    wraps each call (a span; its handle's ``done`` gets the outcome), and ``on_outcome`` runs
+    inside it. A result (or a pause's input and metadata) that makes a record over
+    ``max_record_bytes`` — the store's limit, past which nothing of the batch could be written
+    once its tools ran — is an error result instead.
     """
     loop = asyncio.get_running_loop()
     thread = threading.get_ident()
@@ -136,18 +138,38 @@ async def _run_one(
     except Interrupt as signal:
         try:
             signal.metadata = json_data(signal.metadata, limits)
-            paused_input = json_data(validated.model_dump(mode="json"), limits)
+            paused_input = json_data(tool.input_json(validated), limits)
         except NotJsonData as exc:
             problem = f"tool {name!r} paused with data this session cannot keep ({exc})"
             return Completed(job, _error(problem, exc), is_error=True, error=exc)
         return Paused(job, paused_input, signal)
+    except asyncio.CancelledError as exc:
+        if _cancelled_here():
+            raise  # the caller (its timeout, a shutdown) cut the call short: the turn records that
+        return _failed(job, exc, str(exc) or "something the tool awaited was cancelled")  # the tool's own
     except Exception as exc:  # a tool's failure is data for the model (or fails the turn)
-        return Completed(job, {"error": printable(f"{type(exc).__name__}: {exc}")}, is_error=True, error=exc)
+        return _failed(job, exc)
     try:
         return Completed(job, json_data(output, limits))
     except NotJsonData as exc:
         problem = f"tool {name!r} ran (what it did took effect), but returned a result this session cannot keep ({exc})"
         return Completed(job, _error(problem, exc), is_error=True, error=exc)
+
+
+def _failed(job: CallJob, exc: BaseException, said: str | None = None) -> Completed:
+    """A tool's failure: data for the model (or, under ``tool_errors="fail"``, the turn's end)."""
+    text = f"{type(exc).__name__}: {exc if said is None else said}"
+    return Completed(job, {"error": printable(text)}, is_error=True, error=exc)
+
+
+def _cancelled_here() -> bool:
+    """Whether a ``CancelledError`` out of a tool is this task being cancelled — a caller's
+    timeout, a shutdown, ``gather`` cancelling the batch — and not the tool's own: a tool that
+    awaits a task something else cancelled gets one too, and that is the tool failing, which
+    taken for the caller's cancellation answered a running server's request 503
+    ``shutting_down`` and raised ``CancelledError`` into a caller nobody cancelled."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 # What a call's record holds besides its result (its ref, name, kind; a pause's fingerprint,

@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeAlias, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from ..errors import DefinitionError
+from ._inputs import validated_model
 
 __all__ = [
     "field_words",
@@ -215,14 +216,14 @@ def render(
     validated: BaseModel | None = None
     values: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     if model is not None:
-        try:
-            validated = model.model_validate(raw_input)
-            values = validated.model_dump(mode="json")
-        except ValidationError:
-            validated = None
+        try:  # its values by field name, as the display's templates name them
+            validated = validated_model(model, raw_input, tool_name)
+            values = validated.model_dump(mode="json", by_alias=False)
+        except ValidationError:  # the input as it is, its keys read as the fields they name
+            validated, values = None, _by_field_name(model, values)
     texts = {name: _text(_facts(model, name), value, values) for name, value in values.items()}
-    every = [_field(model, name, texts[name]) for name in _ordered(model, values)]
-    shown = every if display.fields is None else [f for name in display.fields for f in every if f.name == name]
+    every = {name: _field(model, name, texts[name]) for name in _ordered(model, values)}  # by field name
+    shown = list(every.values()) if display.fields is None else [every[n] for n in display.fields if n in every]
     default_summary = " · ".join(f"{f.label}: {f.text}" for f in shown[:_DEFAULT_SUMMARY_FIELDS])
     title = _visible(_written(display.title, validated, texts, tool_name, "title")).strip() or humanize(tool_name)
     summary = _visible(_written(display.summary, validated, texts, tool_name, "summary")).strip() or default_summary
@@ -267,19 +268,31 @@ def _ordered(model: type[BaseModel] | None, values: dict[str, Any]) -> list[str]
 
 
 def _field(model: type[BaseModel] | None, name: str, text: str) -> PauseField:
+    """Field ``name`` as a view shows it, named as the input names it: by its alias (the key the
+    schema, the console's forms, the pause's input and an edit's audit entry use)."""
     facts = _facts(model, name)
-    return PauseField(name=name, label=facts.label, text=text, description=facts.description)
+    return PauseField(name=facts.key, label=facts.label, text=text, description=facts.description)
+
+
+def _by_field_name(model: type[BaseModel], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (an input that did not validate) keyed by field name where a key is a
+    field's alias, as a validated input's values are."""
+    names = {info.alias: name for name, info in model.model_fields.items() if info.alias and info.alias != name}
+    if not names:
+        return values
+    return {names.get(key, key): value for key, value in values.items()}
 
 
 @dataclass(frozen=True, slots=True)
 class _Facts:
     """What a field reads as, whatever its value: its ``label`` and ``description``, whether its
-    schema says ``decimal`` and its name ``amount``."""
+    schema says ``decimal`` and its name ``amount``; ``key``: its name in the input's JSON."""
 
     label: str
     description: str | None
     decimal: bool
     amount: bool
+    key: str
 
 
 @functools.lru_cache(maxsize=1024)
@@ -292,6 +305,7 @@ def _facts(model: type[BaseModel] | None, name: str) -> _Facts:
         description=info.description if info is not None else None,
         decimal=info is not None and _is_decimal(info.annotation),
         amount=_AMOUNT.search(name) is not None,
+        key=(info.serialization_alias if info is not None else None) or name,
     )
 
 

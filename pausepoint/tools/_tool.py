@@ -19,7 +19,7 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any, TypeAlias, get_type_hints
 
-from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from ..content._jsondata import json_data
@@ -28,6 +28,7 @@ from ..models._model import ToolDefinition
 from ..session._durations import SAID, duration
 from ..session._grants import Grant
 from ._display import PauseDisplay, PauseView, check_display, render
+from ._inputs import input_json, validated_model, validated_value
 
 __all__ = [
     "Check",
@@ -250,10 +251,16 @@ class Tool:
         return render(self.display, self.input_model, self.name, raw_input, on_expiry=on_expiry)
 
     def validate_input(self, raw: Any) -> BaseModel:
-        """The validated input model; raises ``pydantic.ValidationError``."""
+        """The validated input model, its fields read by alias or by name; raises
+        ``pydantic.ValidationError`` only — a validator's other exceptions too (see ``_inputs``)."""
         if isinstance(raw, self.input_model):
             return raw
-        return self.input_model.model_validate(raw)
+        return validated_model(self.input_model, raw, self.name)
+
+    def input_json(self, validated: BaseModel) -> Any:
+        """The JSON a pause keeps (and shows, and an approval runs) of a validated input: by
+        alias, as the input schema names its fields; ``validate_input`` reads it back."""
+        return input_json(validated)
 
     def asks(self, pause_metadata: dict[str, Any] | None) -> bool:
         """Whether a pause of this tool with ``pause_metadata`` is a question the call asked mid-way,
@@ -280,10 +287,11 @@ class Tool:
         MCP tool compares the server's listing again when the server said it changed."""
 
     def validate_output(self, raw: Any) -> Any:
-        """JSON data for an answer given in place of running the tool; raises ``ValidationError``."""
+        """JSON data for an answer given in place of running the tool; raises ``ValidationError``
+        only — a validator's other exceptions too (see ``_inputs``)."""
         if self.output_adapter is None:
             return jsonable(raw)
-        return jsonable(self.output_adapter.validate_python(raw))
+        return jsonable(validated_value(self.output_adapter, raw, self.name, f"{self.name} output"))
 
     async def run(self, validated: BaseModel, ctx: ToolRunContext) -> Any:
         """Run the function; returns what it returned (the caller makes it JSON data: see
@@ -328,6 +336,10 @@ def _return_type(fn: Callable[..., Any]) -> type[Any] | None:
     return annotation  # type: ignore[no-any-return]
 
 
+# A model built of plain parameters writes its JSON by alias, as its schema names the fields.
+_BY_ALIAS = ConfigDict(serialize_by_alias=True)
+
+
 def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel], bool, str | None]:
     """(input model, whether to unpack it into keyword arguments, the context parameter's name)."""
     hints = _hints(fn)
@@ -355,11 +367,32 @@ def _input_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel
             f"tool {tool_name!r}: {', '.join(map(repr, by_position))} is positional-only (before /): a tool's "
             "input fields and its context are passed by name"
         )
+    for name in fields:  # each becomes a field of the model built here (a lone model is passed as it is)
+        _check_field_name(name, tool_name)
     model_name = "".join(part.capitalize() for part in tool_name.replace("-", "_").split("_")) + "Input"
-    try:
-        return create_model(model_name, **fields), True, ctx_param
+    try:  # by alias, as the schema names a field (a parameter typed Annotated[str, Field(alias="from")])
+        return create_model(model_name, __config__=_BY_ALIAS, **fields), True, ctx_param
     except (TypeError, ValidationError, PydanticUserError) as exc:
         raise DefinitionError(f"tool {tool_name!r}: cannot build an input schema: {exc}") from exc
+
+
+def _check_field_name(name: str, tool_name: str) -> None:
+    """Raise ``DefinitionError`` for a parameter that cannot be an input field: pydantic keeps a
+    name starting with ``_`` private — left out of the schema, so every call missed it
+    (``TypeError``) — and a ``model_*`` name ``BaseModel`` defines (``model_config``,
+    ``model_extra``) is refused by pydantic or read back as pydantic's own value."""
+    if name.startswith("_"):
+        plain = name.lstrip("_") or "value"
+        raise DefinitionError(
+            f"tool {tool_name!r}: parameter {name!r} starts with '_', which pydantic keeps out of an "
+            f"input's fields, so the model could never send it: name it {plain!r} (or, to show the model "
+            f"{name!r}, `{plain}_: Annotated[..., Field(alias={name!r})]`)"
+        )
+    if name.startswith("model_") and hasattr(BaseModel, name):
+        raise DefinitionError(
+            f"tool {tool_name!r}: parameter {name!r} is the name of pydantic's BaseModel.{name}, which "
+            "an input field cannot take: give the parameter another name"
+        )
 
 
 # What Genkit's examples call a tool's context: a second parameter so named is never an input field.

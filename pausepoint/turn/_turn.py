@@ -242,11 +242,12 @@ class Turn:
         if paused_input == request.input:
             return False
         tool = self.agent.tools.get(request.name)
-        try:
-            as_read = None if tool is None else tool.validate_input(request.input).model_dump(mode="json")
+        if tool is None:
+            return True
+        try:  # as the tool reads each (by alias or by field name alike: a pause's input is either)
+            return bool(tool.validate_input(request.input) != tool.validate_input(paused_input))
         except ValidationError:
             return True  # the tool could not have run the model's input: a person's replaced it
-        return bool(as_read != paused_input)
 
     async def recover(self, calls: list[Call], known: Mapping[str, Record] | None = None) -> None:
         """Settle calls whose process died while running them (``SessionState.abandoned``), or
