@@ -101,3 +101,19 @@ async def test_a_key_every_surface_takes_is_the_only_key_python_takes(store):
     done = await chat.approve(pause.ref, principal="alice", idempotency_key=WIDEST_KEY)
     assert await chat.approve(pause.ref, principal="alice", idempotency_key=WIDEST_KEY) == done
     assert (await chat.audit_trail())[-1].idempotency_key == WIDEST_KEY and ledger == ["5->savings"]
+
+
+async def test_a_keyed_stream_sent_again_marks_the_pauses_its_turn_left_open_before_its_end(store):
+    """A stream whose first reply was lost before any chunk is sent again with its key: the
+    replay's chunks mark each pause the turn left open, then end it, as the first stream did (it
+    ended with ``turn_end`` alone, so a client reading pauses from the stream saw none: found by
+    a probe of retries over a connection cut before the reply)."""
+    agent, _, ledger = build(store, treasury())
+    chat = agent.chat(principal="dave")
+    first = [chunk async for chunk in chat.send_stream("pay 500 to savings", idempotency_key="k1")]
+    again = [chunk async for chunk in chat.send_stream("pay 500 to savings", idempotency_key="k1")]
+    [pause] = await chat.interrupts()
+    marks = [c.interrupt.ref for c in first if c.kind == "interrupt"]
+    assert marks == [pause.ref] and [c.kind for c in first][-2:] == ["interrupt", "turn_end"]
+    assert [c.kind for c in again] == ["interrupt", "turn_end"] and again[0].interrupt == pause
+    assert again[-1].response == first[-1].response and ledger == []

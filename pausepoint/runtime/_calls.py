@@ -44,7 +44,7 @@ from ..session._views import response_for
 from ..stores import SessionSummary
 from ..tools._tool import refresh_definitions
 from ..turn._host import TurnHost
-from ..turn._streaming import Emit, TurnEndChunk, TurnStream
+from ..turn._streaming import Emit, InterruptChunk, TurnEndChunk, TurnStream
 from ..turn._turn import Turn
 from ..turn._waiting import other_writers_end
 from ._arguments import checked_cancel, checked_message
@@ -539,8 +539,13 @@ class SessionCalls:
 
 
 def _told(response: AgentResponse, emit: Emit | None) -> AgentResponse:
-    """The outcome of an earlier call, for its retry: a stream of it ends as the first one's did."""
+    """The outcome of an earlier call, for its retry: a stream of it ends as the first one's did,
+    an ``interrupt`` chunk marking each pause it left open before its ``turn_end`` (a client
+    whose first reply was lost before any chunk reads its pauses from the stream, as ever). The
+    text and results the first stream carried are in the history, not made up again."""
     if emit is not None:
+        for interrupt in response.interrupts:
+            emit(InterruptChunk(interrupt, interrupt.ref))
         emit(TurnEndChunk(response))
     return response
 
