@@ -18,13 +18,19 @@ how long the recent ones took:
   each in its own.
 
 The choice follows the disk: every ``fsync``'s duration, wherever it ran, feeds a moving average.
+
+A process forked while a worker ran (``multiprocessing``'s default on Linux) has no worker, and
+perhaps a lock the worker held: each ``GroupSync`` starts again empty in the child, its next
+slow round starting a worker of the child's own (a child's first durable write waited for ever).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 __all__ = ["GroupSync"]
@@ -53,6 +59,16 @@ class GroupSync:
         self._requested = 0  # tickets handed out to the worker, in order
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._thread: threading.Thread | None = None
+        self._closed = False
+        _ALL.add(self)
+
+    def _start_again(self) -> None:
+        """In a forked child: no worker, no waiters (the parent's), a lock no thread holds."""
+        self._rounds = {}
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._waiters = []
+        self._thread = None
         self._closed = False
 
     @property
@@ -131,3 +147,15 @@ def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
         future.set_result(None)
     else:
         future.set_exception(error)
+
+
+_ALL: weakref.WeakSet[GroupSync] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for group in list(_ALL):
+        group._start_again()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)

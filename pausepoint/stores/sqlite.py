@@ -31,6 +31,7 @@ import secrets
 import sqlite3
 import sys
 import time
+import weakref
 from collections.abc import Callable, Collection, Hashable, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, TypeVar
@@ -140,6 +141,21 @@ class SqliteSessionStore:
         self._group: GroupSync | None = None
         self._synced_directory = False
         self._secret: bytes | None = None
+        _STORES.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: the parent's connection is never used (SQLite's rule: a connection
+        does not cross ``fork()``; its locks are the parent's), nor closed (closing it could end
+        the WAL the parent writes): it is set aside, and the child opens its own on first use.
+        An in-memory database is the connection itself: the child keeps its copy."""
+        if self._files is None:
+            return
+        if self._conn is not None:
+            _INHERITED.append(self._conn)
+        self._conn = None
+        self._numbers = {}
+        self._group = None
+        self._signal = Signal()
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -431,6 +447,19 @@ class SqliteSessionStore:
             raise StoreError(f"SQLite error on {self._name}: {exc}") from exc
         finally:
             conn.close()
+
+
+_STORES: weakref.WeakSet[SqliteSessionStore] = weakref.WeakSet()
+_INHERITED: list[sqlite3.Connection] = []  # the parent's, in a forked child: never used, never closed
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_STORES):
+        store._forked()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _fsync(fd: int) -> None:
