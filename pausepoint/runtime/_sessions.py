@@ -13,8 +13,8 @@ grows with the history, unless the store gives the base as a view). Once a sessi
 or a new one (off the turn's path; a failed write changes nothing): an extension holds what the
 session added and changed since (for a long base, merged with the last ones of no more
 records), so its cost does not grow with the history; a new base, written once the base has as
-many extensions as its size allows (``_checkpoint.MIN_EXTENSIONS``, ``BYTES_PER_EXTENSION``, ``MERGED_SHARE``),
-does. The state loaded back from a new base is cheaper
+many extensions as its size allows (``_checkpoint.MIN_EXTENSIONS``, ``BYTES_PER_EXTENSION``,
+``MERGED_SHARE``), does. The state loaded back from a new base is cheaper
 to keep and to checkpoint next (its items stay encoded until read): it takes the place of the
 cached state once the write ends, or, if a call took the session on meanwhile, the next call
 starts from it and the records after it.

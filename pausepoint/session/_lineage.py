@@ -5,7 +5,7 @@ A session deleted and made again under its id — by another process, the store'
 a new first message — has a new log, at versions the old one had. Versions alone cannot tell the
 two apart: a state cached from the old log would take the new log's records as its own, or
 answer for the old session's pauses in the new one. So a cached state is brought up to date from
-the record at its own version on (``SessionCache``): when that record is not the one it holds,
+the record at its own version on (``runtime._sessions``): when that record is not the one it holds,
 the log is another, and the session is read again from the store.
 """
 
