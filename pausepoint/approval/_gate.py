@@ -201,21 +201,33 @@ def find_grant(
             continue
         if separate and (added.principal is None or added.principal == state.requester):
             continue  # the grantor cannot approve a call they asked for, even by a grant
-        if roles is not None and not _still_approves(policy, added.principal, tool.name, roles):
+        if roles is not None and not _still_approves(policy, added, tool.name, roles):
             continue  # the grantor no longer holds a role that approves it
         if within(tool.input_model, added.bounds, validated):
             return grant_id
     return None
 
 
-def _still_approves(policy: ApprovalPolicy, principal: str | None, tool: str, roles: set[str]) -> bool:
-    """Whether ``principal`` holds one of ``roles`` that approves ``tool`` (a failed lookup of
-    their roles does not: a person decides)."""
+def _still_approves(policy: ApprovalPolicy, added: GrantAdded, tool: str, roles: set[str]) -> bool:
+    """Whether the grantor holds one of ``roles`` that approves ``tool`` (a failed lookup of
+    their roles does not: a person decides). Where the policy's members cannot say now (a
+    token's roles, the grantor not the caller), the roles that approved it when they gave it."""
     try:
-        held = policy.roles_of(principal)
+        held, whole = policy.known_roles(added.principal)
     except ApprovalForbidden:
         return False
+    if not whole:
+        held |= frozenset(added.roles or ())
     return policy.allows(tool, held & roles, "approve")
+
+
+def _approving_roles(policy: ApprovalPolicy, principal: str | None, tool: str) -> list[str] | None:
+    """Those of ``principal``'s roles that approve ``tool``, as a grant they give records them
+    (None: no role decides ``tool``)."""
+    deciding = policy.roles_deciding(tool)
+    if deciding is None:
+        return None
+    return sorted(r for r in policy.roles_of(principal) & deciding if policy.allows(tool, {r}, "approve"))
 
 
 def request_for_pause(
@@ -317,7 +329,8 @@ def review(
     if approving and request.offer is not None:
         offered = Grant.from_scope(request.offer)
         if offered.tool is not None and offered.tool in tools:
-            records.append(_added(offered, offered.tool, offered.bounds, offered.ttl, claim))
+            held = _approving_roles(policy, claim.principal, offered.tool)
+            records.append(_added(offered, offered.tool, offered.bounds, offered.ttl, claim, held))
     if request.gated and request.required > 1:
         if approving and len(approved_by) + 1 < request.required:
             assert claim.principal is not None  # checked: a quorum's approvals are named
@@ -407,10 +420,12 @@ def _grant(
         raise InvalidGrant(f"a grant's ttl is {SAID}, not {ttl!r}", ref=claim.call_ref)
     if ttl is not None and limit is not None and ttl > limit:
         raise InvalidGrant(f"grants of {target!r} last at most {limit}", ref=claim.call_ref, limit=str(limit))
-    return _added(grant, target, bounds, ttl or limit, claim)
+    return _added(grant, target, bounds, ttl or limit, claim, _approving_roles(policy, claim.principal, target))
 
 
-def _added(grant: Grant, tool: str, bounds: Any, ttl: timedelta | None, claim: CallAnswered) -> GrantAdded:
+def _added(
+    grant: Grant, tool: str, bounds: Any, ttl: timedelta | None, claim: CallAnswered, roles: list[str] | None
+) -> GrantAdded:
     return GrantAdded(
         id=new_ref(),
         tool=tool,
@@ -422,4 +437,5 @@ def _added(grant: Grant, tool: str, bounds: Any, ttl: timedelta | None, claim: C
         expires_at=None if ttl is None else claim.at + ttl,
         ref=claim.ref,
         call_ref=claim.call_ref,
+        roles=roles,
     )

@@ -55,7 +55,7 @@ from ..errors import AlreadyApproved, ApprovalForbidden, DecisionNotAllowed, Def
 from ..session._durations import SAID, duration
 from ..session._records import ApprovalRequest, EscalationStep
 from ..tools._tool import Check, Tool, ToolRunContext, call_check
-from ._roles import Members, Need, both_members, held_roles, plain_members, together, unreachable
+from ._roles import Members, Need, both_members, lookup_roles, plain_members, together, unreachable
 
 __all__ = [
     "DECISIONS",
@@ -466,12 +466,15 @@ class ApprovalPolicy:
     def roles_of(self, principal: str | None) -> frozenset[str]:
         """The roles ``principal`` holds. Raises ``ApprovalForbidden`` (``reason="members"``)
         when a ``members`` function fails: a lookup that failed never lets anyone decide."""
+        return self.known_roles(principal)[0]
+
+    def known_roles(self, principal: str | None) -> tuple[frozenset[str], bool]:
+        """``roles_of``, and whether those are all of them: a ``members`` function that returns
+        None cannot say for ``principal`` here (``token_roles``, for anyone but the caller)."""
         if principal is None or self.members is None:
-            return frozenset()
-        if not callable(self.members):
-            return frozenset(self.members.get(principal, ()))
+            return frozenset(), True
         try:
-            return frozenset(held_roles(self.members(principal)))
+            return lookup_roles(self.members, principal)
         except Exception as exc:
             log.warning("the members function of the approval policy failed for %r", principal, exc_info=True)
             raise ApprovalForbidden(

@@ -13,9 +13,20 @@ from typing import Any, NamedTuple, TypeAlias
 from ..errors import DefinitionError
 from ..tools._tool import is_async_callable
 
-__all__ = ["Members", "Need", "both_members", "held_roles", "plain_members", "together", "unreachable"]
+__all__ = [
+    "Members",
+    "Need",
+    "both_members",
+    "held_roles",
+    "lookup_roles",
+    "plain_members",
+    "together",
+    "unreachable",
+]
 
-Members: TypeAlias = "Mapping[str, Collection[str]] | Callable[[str], Collection[str]]"
+#: who holds which roles: a mapping, or a plain function of the principal (None: it cannot say
+#: for that principal here, as ``token_roles`` cannot for anyone but the caller)
+Members: TypeAlias = "Mapping[str, Collection[str]] | Callable[[str], Collection[str] | None]"
 
 
 def plain_members(members: Members | None) -> Members | None:
@@ -41,17 +52,40 @@ def held_roles(found: Any) -> Collection[str]:
     return found or ()
 
 
+def lookup_roles(members: Members, principal: str) -> tuple[frozenset[str], bool]:
+    """The roles ``members`` give ``principal``, and whether they are all of them: a function
+    that returns None cannot say for that principal here (composed members say what each knows)."""
+    if isinstance(members, _Both):
+        return members.lookup(principal)
+    if not callable(members):
+        return frozenset(members.get(principal, ())), True
+    found = members(principal)
+    if found is None:
+        return frozenset(), False
+    return frozenset(held_roles(found)), True
+
+
 def both_members(a: Members | None, b: Members | None) -> Members | None:
     """The members of two policies: a principal holds the roles each gives them."""
     if a is None or b is None:
         return a if b is None else b
     if not callable(a) and not callable(b):
         return together(a, b)
+    return _Both(a, b)
 
-    def lookup(members: Members, principal: str) -> frozenset[str]:
-        return frozenset(held_roles(members(principal)) if callable(members) else members.get(principal, ()))
 
-    return lambda principal: lookup(a, principal) | lookup(b, principal)
+class _Both:
+    """Two policies' members, one of them a function: a principal holds the roles either gives."""
+
+    def __init__(self, a: Members, b: Members) -> None:
+        self.a, self.b = a, b
+
+    def __call__(self, principal: str) -> frozenset[str]:
+        return self.lookup(principal)[0]
+
+    def lookup(self, principal: str) -> tuple[frozenset[str], bool]:
+        (first, whole), (second, all_of) = lookup_roles(self.a, principal), lookup_roles(self.b, principal)
+        return first | second, whole and all_of
 
 
 class Need(NamedTuple):

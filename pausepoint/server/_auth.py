@@ -160,15 +160,18 @@ def tenant_members(members: Mapping[str, Collection[str]]) -> Callable[[str], fr
     return roles_of
 
 
-def token_roles(principal: str) -> frozenset[str]:
-    """The roles the current request's credentials give ``principal``: empty when the request
-    is not ``principal``'s or its credentials carry none, and for a sign-in of no tenant whose
-    name reads like a tenant's (``acme/desk``), which is no one the configuration names. Give
-    it to an approval policy, and a token's roles decide who approves:
+def token_roles(principal: str) -> frozenset[str] | None:
+    """The roles the current request's credentials give ``principal``: None when the request
+    is not ``principal``'s (no one can say here: a grant they gave is judged by the roles they
+    held when they gave it), empty when its credentials carry none, and for a sign-in of no
+    tenant whose name reads like a tenant's (``acme/desk``), which is no one the configuration
+    names. Give it to an approval policy, and a token's roles decide who approves:
     ``ApprovalPolicy(members=token_roles)``."""
     identity = _IDENTITY.get()
-    if identity is None or identity.principal != principal:
+    if identity is None:
         return frozenset()
+    if identity.principal != principal:
+        return None
     if identity.tenant is None and "/" in principal:  # no one the configuration names: no role either
         return frozenset()
     return identity.roles
@@ -291,7 +294,7 @@ class OwnerPolicy:
     def is_approver(self, principal: str) -> bool:
         """Whether ``principal`` is named an approver, or the request's credentials make them one."""
         named = qualified(principal, current_tenant()) in self.approvers
-        return named or bool(self.approver_roles and token_roles(principal) & self.approver_roles)
+        return named or bool(self.approver_roles and (token_roles(principal) or frozenset()) & self.approver_roles)
 
     def spans_tenants(self, principal: str) -> bool:
         """Whether ``principal`` is an operator, who sees the sessions of every tenant."""

@@ -216,7 +216,10 @@ class CallDecided:
 class GrantAdded:
     """A person approved more than one call: later calls of ``tool`` in this session whose
     input is within ``bounds`` are approved by this grant (at most ``uses`` of them, until
-    ``expires_at``; None: no limit). ``ref`` / ``call_ref`` name the pause whose answer gave it."""
+    ``expires_at``; None: no limit). ``ref`` / ``call_ref`` name the pause whose answer gave it.
+    ``roles``: those of the grantor's roles that approved ``tool`` when they gave it (None: no
+    role decided it), read where who holds a role cannot be known later (a token's roles).
+    """
 
     id: str
     tool: str
@@ -228,6 +231,7 @@ class GrantAdded:
     expires_at: datetime | None = None
     ref: str = ""
     call_ref: str = ""
+    roles: list[str] | None = None
     kind: Literal["grant_added"] = "grant_added"
 
 
