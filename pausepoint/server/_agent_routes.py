@@ -13,13 +13,15 @@ in the background and answers at once with the snapshot to poll (``getSnapshot``
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import ClientStateRefused, InvalidRequest, NotFound, StaleSnapshot
+from ..errors import ClientStateRefused, InvalidRequest, NotFound, SessionNotFound, StaleSnapshot
 from ..runtime._agent import Agent
 from ..runtime._chat import Chat, DetachedTurn
 from ..runtime._launch import TurnStatus
@@ -139,8 +141,9 @@ async def get_snapshot(request: Request) -> Response:
     if snap is not None:
         session_id, version = parse_snapshot_id(snap)
     assert session_id is not None
-    summary = await service.visible(agent, session_id, principal)
-    state = await read_state(agent.chat(session_id, principal=principal))
+    with _snapshot_of(snap):
+        summary = await service.visible(agent, session_id, principal)
+        state = await read_state(agent.chat(session_id, principal=principal))
     now = agent.clock()
     if snap is not None:
         snapshot = snapshot_at(state, version, now, agent.abandon_after)
@@ -157,7 +160,8 @@ async def abort(request: Request) -> Response:
     snap, _ = genkit.lookup_ids(await read_json(request, service.limits), need_one=False)
     assert snap is not None
     session_id, version = parse_snapshot_id(snap)
-    await service.conversable(agent, session_id, principal, "abort the turns of")
+    with _snapshot_of(snap):
+        await service.conversable(agent, session_id, principal, "abort the turns of")
     chat = agent.chat(session_id, principal=principal)
     status = status_at(await read_state(chat), version, agent.clock(), agent.abandon_after)
     if status is None:
@@ -186,9 +190,10 @@ async def _chat_for(
                 snapshot_id=wire.snapshot_id,
                 reason="INVALID_SESSION_ID",  # Genkit's reason for it
             )
-        summary = await _may_take(service, agent, session_id, principal, wire)
-        chat = agent.chat(session_id, principal=principal)
-        state = await read_state(chat)
+        with _snapshot_of(wire.snapshot_id):
+            summary = await _may_take(service, agent, session_id, principal, wire)
+            chat = agent.chat(session_id, principal=principal)
+            state = await read_state(chat)
         if key is not None and key in state.keys:
             taken = (p for p in state.pauses.values() if p.answer is not None and p.answer.idempotency_key == key)
             return chat, {p.record.call_ref: p.record.ref for p in taken}
@@ -246,6 +251,19 @@ async def _may_take(
     if wire.message is not None:
         return await service.conversable(agent, session_id, principal)
     return await service.answerable(agent, session_id, principal)
+
+
+@contextlib.contextmanager
+def _snapshot_of(snapshot: str | None) -> Iterator[None]:
+    """A snapshot id whose session is not there (or not the caller's: the same 404) names no
+    snapshot, said as Genkit's server says it (``SNAPSHOT_NOT_FOUND``), not as a session the
+    client never named by itself."""
+    try:
+        yield
+    except (SessionNotFound, NotFound) as exc:
+        if snapshot is None or exc.details.get("reason") == SNAPSHOT_NOT_FOUND:
+            raise
+        raise NotFound(f"no snapshot {snapshot!r}", snapshot_id=snapshot, reason=SNAPSHOT_NOT_FOUND) from None
 
 
 def _notify_when_done(service: Service, agent: Agent, detached: DetachedTurn) -> None:

@@ -40,6 +40,8 @@ __all__ = [
 
 #: Genkit's reason for a snapshot id that names none (its client reads ``err.reason``)
 SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"
+#: Genkit's reason for a snapshot that cannot be continued (a turn of it still running)
+SNAPSHOT_NOT_RESUMABLE = "SNAPSHOT_NOT_RESUMABLE"
 
 
 def snapshot_id(session_id: str, version: int) -> str:
@@ -115,7 +117,9 @@ def _newest(
     if detached is not None and detached is running:
         if to_continue and busy:
             raise TurnInProgress(
-                f"snapshot {name!r} is a turn still running: wait for it, or abort it", snapshot_id=name
+                f"snapshot {name!r} is a turn still running: wait for it, or abort it",
+                snapshot_id=name,
+                reason=SNAPSHOT_NOT_RESUMABLE,
             )
         return detached, True
     end_version = detached.end_version if detached is not None else version
@@ -124,7 +128,11 @@ def _newest(
     if detached is None and state.end_reason(version) is None:
         raise NotFound(f"no snapshot {name!r}", snapshot_id=name, reason=SNAPSHOT_NOT_FOUND)
     if to_continue and busy:
-        raise TurnInProgress(f"a detached turn is running in session {state.session_id!r}", snapshot_id=name)
+        raise TurnInProgress(
+            f"a detached turn is running in session {state.session_id!r}",
+            snapshot_id=name,
+            reason=SNAPSHOT_NOT_RESUMABLE,
+        )
     if to_continue and running is None and state.ended_unfinished_since(end_version):
         # Only failed or aborted turns since: a Genkit client continues from the last turn that
         # finished (the reference rolls the failed ones back). Their records stay: the session

@@ -16,7 +16,7 @@ from pausepoint import Pausepoint
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
-from tests.server.conftest import ALICE
+from tests.server.conftest import ALICE, BOB
 from tests.server.harness import serve_in_thread
 
 GENKIT_PYTHON = os.environ.get("PAUSEPOINT_GENKIT_PYTHON", "/tmp/anchor-genkit-venv/bin/python")
@@ -344,6 +344,25 @@ async def test_a_model_failure_after_a_tool_ran_is_a_failed_response_on_rest_too
     assert served.events.lines.count("get_balance:B") == served.events.lines.count("get_balance:C") == 1
 
 
+async def test_a_message_to_a_running_detached_turns_snapshot_says_genkits_reason(served, http):
+    """Genkit's server refuses to continue a snapshot whose turn still runs with the reason
+    ``SNAPSHOT_NOT_RESUMABLE``, which its client reads as ``err.reason`` (found by a probe)."""
+    url = served.lab + "/agents/labAgent"
+    detached = (await http.post(url, json={"data": {**user("Slow: think"), "detach": True}}, headers=ALICE)).json()
+    snapshot = detached["result"]["snapshotId"]
+    assert await asyncio.to_thread(served.events.slow_started.wait, 60)
+    body = {"data": user("and now?"), "init": {"snapshotId": snapshot}}
+    refused = await http.post(url, json=body, headers=ALICE)
+    error = refused.json()["error"]
+    assert (refused.status_code, error["code"], error["details"]["reason"]) == (
+        409,
+        "turn_in_progress",
+        "SNAPSHOT_NOT_RESUMABLE",
+    )
+    aborted = await http.post(url + "/abort", json={"data": {"snapshotId": snapshot}}, headers=ALICE)
+    assert aborted.json()["result"]["status"] == "pending"  # it ran until now
+
+
 async def test_the_turn_after_a_detached_one_names_it_as_parent_by_the_id_it_was_issued(served, http):
     url = served.lab + "/agents/labAgent"
     detached = (await http.post(url, json={"data": {**user("hello"), "detach": True}}, headers=ALICE)).json()["result"]
@@ -394,6 +413,13 @@ async def test_abort_and_get_snapshot_of_ids_never_issued_are_404(served, http):
         for route in ("/abort", "/getSnapshot"):
             reply = await http.post(url + route, json={"data": {"snapshotId": snap}}, headers=ALICE)
             assert reply.status_code == 404, (route, snap, reply.text)  # Genkit's client reads a 404 as None
+    bobs = (await http.post(url, json={"data": user("hello")}, headers=BOB)).json()["result"]["snapshotId"]
+    for snap in (f"{session}.999", "nosuch.3", bobs):  # whatever the session part names: Genkit's words
+        turn = {"data": user("again"), "init": {"snapshotId": snap}}
+        for route, body in (("/getSnapshot", {"data": {"snapshotId": snap}}), ("", turn)):
+            error = (await http.post(url + route, json=body, headers=ALICE)).json()["error"]
+            assert (error["code"], error["details"]["reason"]) == ("not_found", "SNAPSHOT_NOT_FOUND"), (route, snap)
+            assert error["message"] == f"no snapshot {snap!r}"  # bob's reads as one never issued
     # an id holding a lone surrogate is echoed as text strict parsers read (a probe: its escape)
     lone = ('{"data": {"snapshotId": "' + session + '.8\\udc80"}}').encode()
     reply = await http.post(url + "/getSnapshot", content=lone, headers={**ALICE, "Content-Type": "application/json"})
