@@ -38,6 +38,20 @@ async def read_events(http, url, headers, count, into, connected):
                     return
 
 
+def asking_app(path):
+    """An app whose agent ``ops`` pauses each message on a question, on the SQLite file ``path``
+    (two of them on one file: two processes)."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def ask(question: str) -> str:
+        """Asks a person."""
+        raise Interrupt({"question": question})
+
+    model = ScriptedModel([[tool_call("ask", {"question": "?"})]] * 2)
+    return ai, ai.define_agent(name="ops", model=model, tools=[ask], store=SqliteSessionStore(path))
+
+
 async def test_feed_announces_pauses_and_answers_to_the_owner_only(served, http):
     alice_events: list = []
     bob_events: list = []
@@ -202,19 +216,8 @@ async def test_a_feed_whose_token_is_no_longer_accepted_ends_with_an_error_and_s
             raise Unauthenticated("the token was revoked")
         return "alice" if token == "alice-token" else None
 
-    def app(path):
-        ai = Pausepoint()
-
-        @ai.tool()
-        async def ask(question: str) -> str:
-            """Asks a person."""
-            raise Interrupt({"question": question})
-
-        model = ScriptedModel([[tool_call("ask", {"question": "?"})]] * 2)
-        return ai, ai.define_agent(name="ops", model=model, tools=[ask], store=SqliteSessionStore(path))
-
     path = tmp_path / "feed.db"
-    with serve_in_thread(lambda: create_app(app(path)[0], auth=tokens, feed_interval=0.05)) as url:
+    with serve_in_thread(lambda: create_app(asking_app(path)[0], auth=tokens, feed_interval=0.05)) as url:
         seen: list = []
         connected = asyncio.Event()
         reader = asyncio.create_task(read_events(http, url + "/v1/feed", ALICE, 10, seen, connected))
@@ -226,7 +229,7 @@ async def test_a_feed_whose_token_is_no_longer_accepted_ends_with_an_error_and_s
             await asyncio.sleep(0.05)
         revoked.add("alice-token")
         await asyncio.sleep(1.2)  # past the second a check of the credentials holds for
-        _, elsewhere = app(path)  # another process on the store: alice's session pauses there
+        _, elsewhere = asking_app(path)  # another process on the store: alice's session pauses there
         await elsewhere.chat(principal="alice").send("second")
         await asyncio.wait_for(reader, 10)  # the stream ended
     assert [name for name, _ in seen] == ["pause", "turn_end", "error"]
@@ -239,20 +242,9 @@ async def test_a_feed_whose_store_fails_ends_with_the_stores_error_and_resumes_f
     connection and a traceback (found by a probe); once the store is back, a reconnect with the
     last id it got gets exactly what came since."""
 
-    def app(path):
-        ai = Pausepoint()
-
-        @ai.tool()
-        async def ask(question: str) -> str:
-            """Asks a person."""
-            raise Interrupt({"question": question})
-
-        model = ScriptedModel([[tool_call("ask", {"question": "?"})]] * 2)
-        return ai, ai.define_agent(name="ops", model=model, tools=[ask], store=SqliteSessionStore(path))
-
     path = tmp_path / "feed.db"
     tokens = BearerTokens({"alice-token": "alice"})
-    with serve_in_thread(lambda: create_app(app(path)[0], auth=tokens, feed_interval=0.05)) as url:
+    with serve_in_thread(lambda: create_app(asking_app(path)[0], auth=tokens, feed_interval=0.05)) as url:
         async with FeedReader(url, ALICE) as feed:
             await http.post(url + "/v1/agents/ops/sessions", json={"message": "first"}, headers=ALICE)
             await feed.wait_for(2)  # its pause and its turn's end
@@ -265,7 +257,7 @@ async def test_a_feed_whose_store_fails_ends_with_the_stores_error_and_resumes_f
                 db.commit()
         assert [name for _, name, _ in ended] == ["pause", "turn_end", "error"]
         assert ended[-1][2]["error"]["code"] == "store_error"
-        _, elsewhere = app(path)  # another process on the store: a second pause
+        _, elsewhere = asking_app(path)  # another process on the store: a second pause
         await elsewhere.chat(principal="alice").send("second")
         async with FeedReader(url, ALICE, last_event_id=ended[1][0]) as again:
             missed = await again.wait_for(2, 10)
