@@ -345,3 +345,36 @@ def test_money_keeps_every_digit_however_many():
     assert ledger.view({"balance": "98765432109876543210987654321.123"}).fields[0].text == (
         "98,765,432,109,876,543,210,987,654,321.123"
     )
+
+
+class Fee(BaseModel):
+    from_: str = Field(alias="from", title="From account")
+    amount: Decimal
+
+
+@pytest.mark.parametrize("name", ["from", "from_"])
+async def test_a_display_names_an_aliased_field_by_its_alias_or_its_python_name(name):
+    """Found by a probe: ``{from}`` and ``fields=["from"]`` — the name the model sends and the
+    view shows — were refused at definition as "not an input field"; only ``from_`` was taken."""
+    ai = Pausepoint()
+    display = PauseDisplay(title=f"Fee {{amount}} from {{{name}}}", summary=f"Paid by {{{name}}}", fields=[name])
+
+    @ai.tool(requires_approval=True, display=display)
+    async def pay_fee(input: Fee) -> str:
+        """Pay a fee."""
+        return f"paid from {input.from_}"
+
+    model = ScriptedModel([[tool_call("pay_fee", {"from": "ops", "amount": "5"})], "Done."])
+    agent = ai.define_agent(name="fees", model=model, tools=[pay_fee])
+    res = await agent.chat().send("Pay the fee.")
+    view = agent.view(res.interrupts[0])
+    assert (view.title, view.summary) == ("Fee 5.00 from ops", "Paid by ops")
+    assert view.fields == [PauseField("from", "From account", "ops")]
+
+
+def test_a_display_naming_no_field_is_told_each_fields_alias_and_name():
+    ai = Pausepoint()
+    with pytest.raises(
+        DefinitionError, match=r"names 'frm', which is not an input field \(fields: amount, from \(from_\)\)"
+    ):
+        ai.define_interrupt(name="payFee", description="d", input_schema=Fee, display=PauseDisplay(title="{frm}"))

@@ -1,5 +1,5 @@
 """How an approval reads to the people deciding it (``ApprovalView``): where it stands ("1 of 2
-approvals"), who may still approve or deny it, who may not and why, what a yes also grants.
+approvals"), who may still approve, deny or answer it, who may not and why, what a yes also grants.
 Every surface shows it: the REST API, the console, the terminal chat, the Genkit wire.
 """
 
@@ -28,10 +28,15 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
         excluded.append(status.requested_by)
     may_approve = _without(policy.eligible(status.roles, name, "approve"), excluded)
     may_deny = policy.eligible(status.roles, name, "deny")
+    # a made-up result ends the pause as an approval would: not from the requester under
+    # separation of duties (``ApprovalPolicy.check``), though counted approvers may still give one
+    requester = [status.requested_by] if status.separate and status.requested_by is not None else []
+    may_respond = _without(policy.eligible(status.roles, name, "respond"), requester)
     progress = status.progress
     waiting_on = status.roles
-    if status.gated and waiting_on:  # an approval is waited for from the roles that may give one
-        waiting_on = [r for r in waiting_on if policy.allows(name, {r}, "approve")]
+    if waiting_on:  # an approval (an answer, ungated) is waited for from the roles that may give one
+        giving = ("approve",) if status.gated else ("approve", "respond")
+        waiting_on = [r for r in waiting_on if any(policy.allows(name, {r}, d) for d in giving)]
     waiting = _waiting(status, waiting_on, may_approve, excluded)
     grant_note = f"An approval may also approve later calls of {name} in this session." if status.grantable else None
     escalated = None
@@ -46,6 +51,7 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
         approving_roles=waiting_on,
         may_approve=may_approve,
         may_deny=may_deny,
+        may_respond=may_respond,
         excluded=excluded,
         requested_by=status.requested_by,
         waiting_for=waiting,

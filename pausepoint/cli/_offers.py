@@ -3,8 +3,9 @@ passes before the resume is sent.
 
 The choices are the console card's (``cards.js``), read from the pause's view: approve, grant
 and edit only for someone the approval may come from — not the requester under separation of
-duties, nor someone holding none of the roles the view names — and deny only for someone who
-may deny; the card says why (``Offer.why_not``). Offered anyway, each would be refused only
+duties, nor someone holding none of the roles the view names — deny only for someone who
+may deny, and a made-up result only for someone who may respond; the card says why
+(``Offer.why_not``). Offered anyway, each would be refused only
 after it was made (an edit after the whole input was typed), and with other pauses of the turn
 answered it would refuse their answers too.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -67,18 +68,18 @@ def offer_for(agent: Agent, interrupt: PendingInterrupt, principal: str | None) 
     """What ``principal`` may answer ``interrupt`` with: a yes where one answers it (a question
     asking for a value takes none) and the view lets them give it; a grant and an edit where the
     policy and the tool allow one besides; a made-up result where the pause takes one."""
-    may_approve, may_deny, why_not = _who_may(agent.view(interrupt).approval, principal)
+    may = _who_may(agent.view(interrupt).approval, principal)
     status = interrupt.approval
-    approve = may_approve and _yes_answers(agent, interrupt)
+    approve = may.approve and _yes_answers(agent, interrupt)
     tool = agent.tools.get(interrupt.name)
     decisions = status.decisions if status is not None else ["edit", "respond"]
     return Offer(
         approve=approve,
         grant=approve and status is not None and status.grantable,
-        deny=may_deny,
-        respond="respond" in decisions,
+        deny=may.deny,
+        respond=may.respond and "respond" in decisions,
         edit=approve and tool is not None and tool.allow_input_edits and "edit" in decisions,
-        why_not=why_not,
+        why_not=may.why_not,
     )
 
 
@@ -91,17 +92,27 @@ def _yes_answers(agent: Agent, interrupt: PendingInterrupt) -> bool:
     return True
 
 
-def _who_may(shown: ApprovalView | None, principal: str | None) -> tuple[bool, bool, str | None]:
-    """Whether ``principal`` may approve and may deny the pause ``shown`` is the approval view of,
-    and why not approve, in the console card's words (``reopen`` in ``cards.js``). Nothing is
-    known of an unnamed person, nor of a pause no policy governs: both are offered."""
+class _Allowed(NamedTuple):
+    """What the view lets the person typing give, and why not approve (None: they may)."""
+
+    approve: bool
+    deny: bool
+    respond: bool
+    why_not: str | None = None
+
+
+def _who_may(shown: ApprovalView | None, principal: str | None) -> _Allowed:
+    """Whether ``principal`` may approve, deny and respond to the pause ``shown`` is the approval
+    view of, and why not approve, in the console card's words (``reopen`` in ``cards.js``).
+    Nothing is known of an unnamed person, nor of a pause no policy governs: all are offered."""
     if shown is None or not principal:
-        return True, True, None
+        return _Allowed(True, True, True)
     excluded = principal in shown.excluded
     outsider = shown.may_approve is not None and principal not in shown.may_approve + shown.approved_by
     may_deny = shown.may_deny is None or principal in shown.may_deny
+    may_respond = _may_respond(shown, principal)
     if not (excluded or outsider):
-        return True, may_deny, None
+        return _Allowed(True, may_deny, may_respond)
     still = " (you may still deny)." if may_deny else "."
     approvers = " or ".join(shown.approving_roles or ())
     if excluded and shown.requested_by == principal:
@@ -110,7 +121,18 @@ def _who_may(shown: ApprovalView | None, principal: str | None) -> tuple[bool, b
         why = f"Approving this call takes {approvers}, which you do not hold{still}"
     else:
         why = f"Someone else approves this call{still}"
-    return False, may_deny, why
+    return _Allowed(False, may_deny, may_respond, why)
+
+
+def _may_respond(shown: ApprovalView, principal: str) -> bool:
+    """Whether the view lets ``principal`` answer in the tool's place (the server refuses anyone
+    else 403): one ``may_respond`` names; where it names nobody (members the policy cannot list),
+    anyone but the requester under separation of duties — excluded though no approval of theirs
+    is counted."""
+    if shown.may_respond is not None:
+        return principal in shown.may_respond
+    separated = principal == shown.requested_by and principal in shown.excluded and principal not in shown.approved_by
+    return not separated
 
 
 def unkept(answer: ToolResponse | ToolRestart, agent: Agent) -> str | None:

@@ -19,6 +19,7 @@
 import { CONFIRM_KEYS, Confirmation } from "./confirm.js";
 import { decisionComment, decisionLabel, decisionSentence, decisionTone, editedFields } from "./decisions.js";
 import { effectsOf, fieldText, questionOf } from "./effects.js";
+import { mayRespond } from "./cardstate.js";
 import { SchemaForm } from "./forms.js";
 import { countdown, h, jsonView, localTime, plainText, visible } from "./dom.js";
 import { unreachable } from "./api.js";
@@ -58,6 +59,7 @@ export class InterruptCard {
     this.effects = effectsOf(pause, view, tool);
     this.mayApprove = false;
     this.mayDeny = true;
+    this.mayRespond = true;
     /** @type {Record<string, boolean>} which single-key shortcuts this card takes now */
     this.shortcuts = {};
     /** @type {Record<Decision, boolean>} what this person may decide on the card now (its buttons) */
@@ -174,6 +176,7 @@ export class InterruptCard {
     this.mayApprove = !!approval && !excluded && !outsider;
     // Who may deny is the policy's too (an approver without the role may not: the server says 403).
     this.mayDeny = !(shown && principal && Array.isArray(shown.may_deny) && !shown.may_deny.includes(principal));
+    this.mayRespond = mayRespond(shown, principal);
     const stillDeny = this.mayDeny ? " (you may still deny)." : ".";
     // the roles that may give what the pause waits for (not one that may only deny it)
     const approvers = shown && shown.approving_roles && shown.approving_roles.length ? shown.approving_roles.join(" or ") : "";
@@ -202,7 +205,7 @@ export class InterruptCard {
     const approval = this.view.approval;
     const grantable = !!(approval && approval.grantable);
     // a yes is Approve: one way to say it (a question takes an answer, never a yes)
-    const canRespond = !!this.question || !(this.tool && this.tool.approval);
+    const canRespond = (!!this.question || !(this.tool && this.tool.approval)) && this.mayRespond;
     // An edit is an approval of another input: only where the approval policy takes one (its
     // decisions say "edit"), and never under a quorum (every approver approves the same input).
     const mayEdit = !!(this.editForm && this.mayApprove)

@@ -62,6 +62,18 @@ export function waitsFor(pause, principal) {
 }
 
 /**
+ * Whether `principal` may answer a pause in its tool's place (Respond…), as the server checks it
+ * (403 otherwise): one the view's `may_respond` names; where it names nobody (members the policy
+ * cannot list), anyone but the requester under separation of duties (excluded though no approval
+ * of theirs is counted). @param {any} shown the view's `approval` (or null) @param {string} principal
+ */
+export function mayRespond(shown, principal) {
+  if (!shown || !principal) return true;
+  if (Array.isArray(shown.may_respond)) return shown.may_respond.includes(principal);
+  return !(shown.requested_by === principal && shown.excluded.includes(principal) && !shown.approved_by.includes(principal));
+}
+
+/**
  * The state of each pause in `keys`. A key neither open nor settled in what was read (its answer
  * is being written) has no state: its card stays as it is.
  * @param {string[]} keys

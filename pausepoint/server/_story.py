@@ -90,10 +90,10 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
 
 def _settled(view: PauseView) -> PauseView:
     """The view of a pause nobody can decide any more: nobody is waited for, nobody may approve
-    or deny it (found by a probe: a used link said "Waiting for 0 more approvals from carol")."""
+    or deny or answer it (found by a probe: a used link said "Waiting for 0 more approvals from carol")."""
     if view.approval is None:
         return view
-    return replace(view, approval=replace(view.approval, waiting_for="", may_approve=[], may_deny=[]))
+    return replace(view, approval=replace(view.approval, waiting_for="", may_approve=[], may_deny=[], may_respond=[]))
 
 
 def _quorum(pause: Pause, entry: AuditEntry) -> str:

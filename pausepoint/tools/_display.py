@@ -78,6 +78,8 @@ class PauseDisplay:
     ``"low"``, ``"normal"`` or ``"high"``, or a function of the validated input returning one;
     the console asks for a confirmation before any decision on a high-risk pause.
 
+    A field is named by its Python name or by its alias (``from_: str = Field(alias="from")``:
+    ``{from}`` or ``{from_}``) alike: the alias is the name the model sends and a view shows.
     Templates and field names are checked against the input schema when the tool is defined
     (``DefinitionError``).
     """
@@ -118,8 +120,10 @@ class ApprovalView:
     ``progress`` reads "Needs approval" or "1 of 2 approvals"; ``approved_by`` are the
     approvals counted; ``roles`` the roles that decide it, ``approving_roles`` those of them
     that may give what it waits for (an approval; an answer, for a question) — a role that may
-    only deny is in the first, not the second; ``may_approve`` / ``may_deny`` who may still give
-    them (None: anyone who may answer the session, or members the policy cannot list); ``excluded`` who may not
+    only deny is in the first, not the second; ``may_approve`` / ``may_deny`` / ``may_respond``
+    who may still approve, deny or answer it in the tool's place (None: anyone who may answer the
+    session, or members the policy cannot list) — a card offers each only to them, as the server
+    refuses anyone else; ``excluded`` who may not
     approve (the requester under separation of duties, those counted already); ``waiting_for``
     says it in a sentence. ``grantable``: an approval may grant later calls (``grant_note``
     says which); ``offer`` says what a yes also approves; ``rule`` names the rule that asked
@@ -134,6 +138,7 @@ class ApprovalView:
     approving_roles: list[str] | None = None
     may_approve: list[str] | None = None
     may_deny: list[str] | None = None
+    may_respond: list[str] | None = None
     excluded: list[str] = field(default_factory=list)
     requested_by: str | None = None
     waiting_for: str = ""
@@ -164,19 +169,34 @@ class PauseView:
 
 
 def check_display(display: PauseDisplay, model: type[BaseModel], tool_name: str) -> None:
-    """Raise ``DefinitionError`` unless every field ``display`` names is a field of ``model``."""
-    known = set(model.model_fields)
+    """Raise ``DefinitionError`` unless every field ``display`` names is a field of ``model``,
+    by its Python name or its alias."""
+    aliases = _aliases(model)
     named: list[tuple[str, str]] = [("fields", f) for f in display.fields or ()]
     for kind in ("title", "summary"):
         template = getattr(display, kind)
         if isinstance(template, str):
             named += [(kind, f) for f in _placeholders(template, tool_name, kind)]
     for kind, name in named:
-        if name not in known:
+        if name not in model.model_fields and name not in aliases:
+            known = [n if _facts(model, n).key == n else f"{_facts(model, n).key} ({n})" for n in model.model_fields]
             raise DefinitionError(
                 f"tool {tool_name!r}: the display's {kind} names {name!r}, which is not an input field "
                 f"(fields: {', '.join(sorted(known)) or 'none'})"
             )
+
+
+@functools.lru_cache(maxsize=256)
+def _aliases(model: type[BaseModel]) -> types.MappingProxyType[str, str]:
+    """The field name each alias of ``model``'s fields stands for (``{"from": "from_"}``): the
+    names the model sends and a view shows, which a display may name a field by. A name that is
+    itself a field's Python name stays that field's (a display meant it before aliases counted)."""
+    found: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        for alias in (info.alias, info.serialization_alias, info.validation_alias):
+            if isinstance(alias, str) and alias not in model.model_fields:
+                found.setdefault(alias, name)
+    return types.MappingProxyType(found)
 
 
 def _placeholders(template: str, tool_name: str, kind: str) -> list[str]:
@@ -223,8 +243,10 @@ def render(
             validated, values = None, _by_field_name(model, values)
     texts = {name: _text(_facts(model, name), value, values) for name, value in values.items()}
     every = {name: _field(model, name, texts[name]) for name in _ordered(model, values)}  # by field name
-    shown = list(every.values()) if display.fields is None else [every[n] for n in display.fields if n in every]
+    named = every if display.fields is None else _named(model, display.fields)  # by alias or field name
+    shown = [every[n] for n in named if n in every]
     default_summary = " · ".join(f"{f.label}: {f.text}" for f in shown[:_DEFAULT_SUMMARY_FIELDS])
+    texts = _with_aliases(model, texts)  # a template names a field by its alias or its Python name
     title = _visible(_written(display.title, validated, texts, tool_name, "title")).strip() or humanize(tool_name)
     summary = _visible(_written(display.summary, validated, texts, tool_name, "summary")).strip() or default_summary
     return PauseView(
@@ -265,6 +287,22 @@ def humanize(name: str) -> str:
 def _ordered(model: type[BaseModel] | None, values: dict[str, Any]) -> list[str]:
     names = [n for n in (model.model_fields if model is not None else ()) if n in values]
     return names + [n for n in values if n not in names]
+
+
+def _named(model: type[BaseModel] | None, names: Sequence[str]) -> list[str]:
+    """The field names ``names`` (a display's ``fields``: Python names or aliases) stand for, in
+    order, each once (``["from", "from_"]`` is one field)."""
+    if model is None:
+        return list(dict.fromkeys(names))
+    aliases = _aliases(model)
+    return list(dict.fromkeys(n if n in model.model_fields else aliases.get(n, n) for n in names))
+
+
+def _with_aliases(model: type[BaseModel] | None, texts: dict[str, str]) -> dict[str, str]:
+    """``texts`` (by field name) with each field's text under its aliases too, for templates."""
+    if model is None:
+        return texts
+    return {**{alias: texts[name] for alias, name in _aliases(model).items() if name in texts}, **texts}
 
 
 def _field(model: type[BaseModel] | None, name: str, text: str) -> PauseField:

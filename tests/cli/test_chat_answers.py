@@ -119,3 +119,58 @@ def test_a_card_offers_only_what_the_pauses_view_lets_this_person_give(agent, wh
     assert "refused" not in out, out
     if "not mine" in lines:  # the denial is given
         assert "agent> " in out and "not mine to approve" in out.split("agent> ")[1], out
+
+
+# A question decided by a role: deciders (alice) answer it, auditors (dave) may only deny it, bob
+# holds neither role.
+DECIDED_APP = """
+from pydantic import BaseModel
+from pausepoint import ApprovalPolicy, Pausepoint, Role
+from pausepoint.testing import ScriptedModel, tool_call
+
+ai = Pausepoint()
+
+class Ask(BaseModel):
+    payee: str
+
+class Source(BaseModel):
+    account: str
+
+pick = ai.define_interrupt(name="pick", description="Ask which account pays.", input_schema=Ask, output_schema=Source)
+
+def script(request):
+    last = request.messages[-1]
+    if last.role == "user":
+        return tool_call("pick", {"payee": last.text})
+    return "Done."
+
+policy = ApprovalPolicy(
+    roles={"deciders": Role(tools=["pick"]), "auditors": Role(tools=["pick"], decisions=["deny"])},
+    members={"alice": ["deciders"], "bob": [], "dave": ["auditors"]},
+)
+agent = ai.define_agent(name="picker", model=ScriptedModel(script), tools=[pick], approval=policy)
+"""
+
+
+@pytest.mark.parametrize(
+    ("who", "lines", "card", "then"),
+    [
+        # no role that decides it: nothing to give
+        ("bob", "r\ns\n", "Approving this call takes deciders, which you do not hold.\n└─ [s]kip",
+         "choice> r\ntype one of: [s]kip\nchoice> s\nleft open"),
+        # a role that may only deny it (a role that cannot answer it is not named as one that does)
+        ("dave", "r\ns\n", "Approving this call takes deciders, which you do not hold (you may still deny).\n"
+         "└─ [d]eny  [s]kip", "choice> r\ntype one of: [d]eny  [s]kip\nchoice> s\nleft open"),
+        # a decider: answers it
+        ("alice", 'r\n{"account": "ops"}\n', "Waiting for an answer from deciders (alice).\n"
+         "└─ [d]eny  [r]espond with JSON  [s]kip", "agent> Done."),
+    ],
+)  # fmt: skip
+def test_a_question_offers_respond_only_to_whom_its_view_lets_answer_it(who, lines, card, then, tmp_path):
+    """Found by a probe: the card offered "[r]espond" to anyone, and the server refused the
+    answer of someone holding none of the roles that decide it (403 ``approval_forbidden``)."""
+    (tmp_path / "decided_app.py").write_text(DECIDED_APP)
+    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    out = chat("decided_app:agent", "--store", "memory:", "--principal", who, stdin=f"ACME\n{lines}", env=env).stdout
+    assert card in out and then in out, out
+    assert "refused" not in out, out
