@@ -130,8 +130,10 @@ class Feed:
                     if event.agent not in self.ai.agents:
                         continue  # another app's agent sharing the store
                     summary = await self._summary(index, event.session_id)
+                    if summary is None:
+                        continue  # a session deleted since: nobody's
                     made = self._frame(index, event)
-                    if summary is None or made is None or not visible(_as_recorded(summary, made)):
+                    if made is None or not visible(_as_recorded(summary, made)):
                         continue
                     yield ".".join(seal.seal(p) for seal, p in zip(seals, positions, strict=True)), made.frame
                 quiet = quiet and len(events) < _PAGE

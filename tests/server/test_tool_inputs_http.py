@@ -6,42 +6,17 @@ Python: ``tests/test_tool_inputs``)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field, field_validator
 from starlette.applications import Starlette
 
 from pausepoint import Interrupt, Pausepoint, ToolRunContext
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.testing import ScriptedModel, tool_call
 from tests.server.harness import serve_in_thread
+from tests.test_tool_inputs import Move, Note, Saved  # the same inputs as through Python
 
 AUTH = {"Authorization": "Bearer t0k3n"}
-
-
-class Move(BaseModel):
-    from_: str = Field(alias="from")
-    to: str
-
-
-class Note(BaseModel):
-    text: str
-    tag: str | None = None
-
-    @field_validator("tag")
-    @classmethod
-    def clean(cls, v: Any) -> Any:
-        return v.strip()  # AttributeError on the model's null
-
-
-class Saved(BaseModel):
-    id: int
-
-    @field_validator("id")
-    @classmethod
-    def known(cls, v: int) -> int:
-        return {1: 1}[v]  # KeyError for any other id
 
 
 def _app(runs: list[str]) -> Starlette:
