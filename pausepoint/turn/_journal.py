@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
+from typing import TypedDict
 
 from ..content._messages import Message
 from ..errors import ConcurrentUpdate, StoreError, VersionConflict
@@ -30,7 +31,7 @@ from ..session._records import (
     encode_record,
 )
 from ..session._state import SessionState
-from ..stores import LogEntry, SessionStore
+from ..stores import Event, LogEntry, SessionStore
 from ._events import announce
 from ._telemetry import Telemetry
 
@@ -56,14 +57,14 @@ class Appender:
         targets: Mapping[str, tuple[str, ...]],
         tenants: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
-        appends = _append_parameters(store)
+        takes = _append_takes(store)
         self.store = store
         #: event kind -> the webhooks it goes to; None when the store keeps no events
-        self.targets = targets if "events" in appends else None
+        self.targets = targets if "events" in takes else None
         #: a webhook limited to some tenants -> those tenants (``Webhook.tenants``)
         self.tenants = tenants
         #: whether the store's append takes ``durable``
-        self.hints = {"events", "durable"} <= appends
+        self.durable_hint = "durable" in takes
 
     async def append(
         self,
@@ -80,23 +81,34 @@ class Appender:
         announcing them. Raises ``VersionConflict`` (nothing written) when it is at another."""
         session_id = state.session_id
         summary = state.summary(now)
-        events = () if self.targets is None else announce(state, records, entries, now, self.targets, self.tenants)
-        if self.hints:
-            await self.store.append(session_id, base, entries, summary, events, durable=durable)
-        elif self.targets is None:  # a store from before events and durability hints
-            await self.store.append(session_id, base, entries, summary)
-        else:
-            await self.store.append(session_id, base, entries, summary, events)
+        extra: _Optional = {}
+        if self.targets is not None:
+            extra["events"] = announce(state, records, entries, now, self.targets, self.tenants)
+        if self.durable_hint:
+            extra["durable"] = durable
+        await self.store.append(session_id, base, entries, summary, **extra)
         if entries:
             note_last(state, entries[-1])  # the log ``state`` is of ends with it (``session._lineage``)
 
 
-def _append_parameters(store: SessionStore) -> set[str]:
-    """The parameters ``store.append`` takes (``events``, ``durable``)."""
+class _Optional(TypedDict, total=False):
+    """The arguments of ``SessionStore.append`` a store written against an older protocol lacks."""
+
+    events: Sequence[Event]
+    durable: bool
+
+
+def _append_takes(store: SessionStore) -> set[str]:
+    """Which of ``events`` and ``durable`` the store's ``append`` takes by keyword: those it
+    names, or both where it takes ``**kwargs`` (a wrapper that hands every argument on)."""
     try:
-        return set(inspect.signature(store.append).parameters)
+        parameters = inspect.signature(store.append).parameters.values()
     except (TypeError, ValueError):  # pragma: no cover - an append without a signature
         return set()
+    optional = {"events", "durable"}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return optional
+    return {p.name for p in parameters if p.name in optional and p.kind is not inspect.Parameter.POSITIONAL_ONLY}
 
 
 class Journal:

@@ -33,6 +33,7 @@ class Append:
     durable: bool
     kinds: list[str]
     version: int  # the session's version after it
+    session: str = ""
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Recorder:
         async def append(session_id: str, expected: int, entries: Any, summary: Any, events: Any = (), *,
                          durable: bool = True) -> int:  # fmt: skip
             version = await inner(session_id, expected, entries, summary, events, durable=durable)
-            self.appends.append(Append(durable, [e.kind for e in entries], version))
+            self.appends.append(Append(durable, [e.kind for e in entries], version, session_id))
             return version
 
         self.store.append = append  # type: ignore[method-assign]
@@ -82,6 +83,50 @@ async def test_a_cycle_makes_four_appends_three_of_them_durable(backend: Backend
         ]
     finally:
         await store.close()
+
+
+class HandsOn:
+    """A store of one's own that wraps a real one and hands every argument of ``append`` on
+    (``*args, **kwargs``), as a metrics or tracing wrapper would."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.durable: list[bool] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def append(self, *args: Any, **kwargs: Any) -> int:
+        self.durable.append(kwargs.get("durable", True))
+        return await self.store.append(*args, **kwargs)
+
+
+async def test_a_store_that_hands_appends_on_gets_the_events_and_hints_of_the_one_it_wraps(backend: Backend):
+    """Found by a probe: a wrapper whose ``append`` takes ``(*args, **kwargs)`` was taken for a
+    store of the protocol before events, so it got no events (no webhook or feed heard of a
+    pause) and every append was durable."""
+    from examples.banking import build
+
+    store = await backend.open()
+    wrapper = HandsOn(store)
+    recorder = Recorder(store)
+    try:
+        for through in (store, wrapper):
+            _, agent = build(through, [])  # type: ignore[arg-type]
+            chat = agent.chat()
+            res = await chat.send("Transfer $500 to savings.")
+            await chat.resume(respond=[res.interrupts[0].respond({"approved": True})])
+        events = [(event.session_id, event.kind) for event in await store.read_events(0)]
+        plain, wrapped = ([kind for session, kind in events if session == chat_id] for chat_id in sessions(recorder))
+        assert "pause" in plain and wrapped == plain
+        assert wrapper.durable == [a.durable for a in recorder.appends[:4]] == [True, False, True, True]
+    finally:
+        await store.close()
+
+
+def sessions(recorder: Recorder) -> list[str]:
+    """The sessions ``recorder``'s appends went to, in the order they began."""
+    return list(dict.fromkeys(a.session for a in recorder.appends))
 
 
 async def test_a_tool_that_must_not_run_twice_starts_only_once_its_call_is_durable(backend: Backend):
