@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import subprocess
+import sys
 import threading
 import typing
 from pathlib import Path
@@ -220,3 +222,24 @@ def test_a_detached_turn_runs_on_between_calls(tmp_path: Path) -> None:
     assert response.text == "Paid 9."
     assert ledger == ["pay:9"]
     assert chat.sync.last_response() == response
+
+
+def test_a_process_forked_after_a_blocking_call_exits_without_waiting_for_its_parents_loop(tmp_path: Path) -> None:
+    """Found by a probe: the exit hook of the blocking API's loop ran in a forked child too, and
+    waited its five seconds (and one) for a loop whose thread the child does not have."""
+    script = tmp_path / "fork.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from pausepoint import run_sync\n"
+        "async def one():\n"
+        "    return 1\n"
+        "run_sync(one())\n"  # the loop starts, and its exit hook is registered
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)\n"  # the child ends as a script does: exit hooks run
+        "began = time.monotonic()\n"
+        "os.waitpid(pid, 0)\n"
+        "print(round(time.monotonic() - began, 1))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True)
+    assert float(done.stdout) < 3.0, done.stdout  # the hook's wait is 5 s, then 1 s more for its result

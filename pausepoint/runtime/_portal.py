@@ -59,16 +59,18 @@ class _Portal:
                 thread.start()
                 ready.wait()
                 self._loop, self._thread, self._pid = loop, thread, os.getpid()
-                atexit.register(self._stop, loop)
+                atexit.register(self._stop, loop, os.getpid())
             return self._loop
 
     @staticmethod
-    def _stop(loop: asyncio.AbstractEventLoop) -> None:
+    def _stop(loop: asyncio.AbstractEventLoop, pid: int) -> None:
         """At the interpreter's exit: cancel what still runs on the loop (a detached turn, a turn
         streamed to a consumer that stopped reading) and give it a few seconds to record how it
         was cut short, as ``asyncio.run`` does for its own tasks — a daemon thread would
-        otherwise stop mid-call, leaving its session waiting ``abandon_after`` for it."""
-        if loop.is_closed() or not loop.is_running():
+        otherwise stop mid-call, leaving its session waiting ``abandon_after`` for it. Nothing
+        in a process forked from the one whose loop it is: the loop's thread is not there (the
+        child waited out the seconds for it)."""
+        if pid != os.getpid() or loop.is_closed() or not loop.is_running():
             return
 
         async def cancel_all() -> None:
