@@ -31,6 +31,15 @@ _REF = "#/components/schemas/{model}"
 
 _ERRORS = (("400", "bad request"), ("401", "unauthenticated"), ("403", "forbidden"), ("404", "not found"),
            ("409", "conflict"), ("413", "too large"), ("422", "invalid"))  # fmt: skip
+# What any request may be answered, whatever its route: a body coded (415) or framed (501) in a
+# way the server does not read, an unexpected failure (500), a store that does not answer or a
+# server that is stopping (503: store_error, shutting_down).
+_ANY_REQUEST = (("415", "a Content-Encoding the server does not read"), ("500", "an unexpected failure"),
+                ("501", "a Transfer-Encoding other than chunked"),
+                ("503", "a store does not answer, or the server is stopping"))  # fmt: skip
+# What a route that runs a turn may be answered by its model, before anything was recorded.
+_MODEL_ERRORS = (("429", "the model's provider limits the rate"), ("502", "the model failed"),
+                 ("504", "the model did not answer in time"))  # fmt: skip
 
 
 async def openapi(request: Request) -> Response:
@@ -169,16 +178,25 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
+def _error(why: str) -> dict[str, Any]:
+    return {"description": why, "content": _json(schema_ref("Error"))}
+
+
 def _operation(path: str, operation: Operation[Any], body: dict[str, Any] | None, max_page: int) -> dict[str, Any]:
     """``operation`` of ``path`` as the document writes it."""
     if operation.responses is not None:
-        responses = operation.responses
+        responses = dict(operation.responses)
     else:
         responses = {"200": {"description": "OK", "content": _json(operation.ok or {})}}
         if operation.stream:
             responses["200"]["content"]["text/event-stream"] = {"schema": {"type": "string"}}
         for code, why in _ERRORS:
-            responses[code] = {"description": why, "content": _json(schema_ref("Error"))}
+            responses[code] = _error(why)
+    errors = [*_ANY_REQUEST, *(_MODEL_ERRORS if operation.stream else ())]
+    if not operation.public:
+        errors.append(("401", "unauthenticated"))
+    for code, why in errors:
+        responses.setdefault(code, _error(why))
     written: dict[str, Any] = {"summary": operation.summary}
     if operation.public:
         written["security"] = []

@@ -2,7 +2,8 @@
 
     python -m tests.server.fuzz_openapi <base url> <token>
 
-Three passes, each asserting no 5xx (and a JSON error body for every 4xx):
+Three passes, each asserting no 5xx (and a JSON error body for every 4xx); the first, too, that
+every status answered is one the document declares for its operation:
 
 1. the OpenAPI document's operations, with bodies generated from their schemas (schemathesis);
 2. the same operations with *nasty* bodies: the documented fields filled with values a session
@@ -29,7 +30,7 @@ import httpx
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import not_a_server_error, status_code_conformance
 
 AGENT = "bankingAgent"
 # Values with no JSON literal of their own travel as markers, replaced in the encoded text.
@@ -123,7 +124,7 @@ def fuzz_operation(op: Any, token: str, failures: list[str]) -> None:
         for headers in ({"Authorization": f"Bearer {token}"}, {}):
             response = case.call(headers=headers, timeout=10)
             try:
-                case.validate_response(response, checks=[not_a_server_error])
+                case.validate_response(response, checks=[not_a_server_error, status_code_conformance])
             except Exception as exc:
                 failures.append(f"{op.method.upper()} {op.path}: {exc}")
                 return

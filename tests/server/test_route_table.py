@@ -8,7 +8,10 @@ import httpx
 from starlette.routing import Match, Route
 
 from examples import payments
+from pausepoint import Pausepoint
+from pausepoint.errors import ModelError
 from pausepoint.server import BearerTokens, create_app
+from pausepoint.testing import ScriptedModel
 
 
 async def test_the_document_describes_exactly_the_routes_served():
@@ -122,3 +125,37 @@ async def test_a_body_whose_every_field_is_optional_may_be_left_out_as_the_docum
     }
     assert needed["messages"] is needed["sessions"] is True  # a message is required
     assert not any(needed[verb] for verb in ("cancel", "approve", "deny", "restart", "resume", "revoke"))
+
+
+async def test_every_route_documents_the_statuses_any_request_or_its_model_may_get():
+    """Found by a probe: the feed answers 401 without a token, a message whose model fails 502,
+    a gzip-coded body 415 — none of them in the document, so a client generated from it (or
+    schemathesis' status-code check) took documented answers for undocumented ones."""
+    ai = Pausepoint()
+    ai.define_agent(name="failing", model=ScriptedModel([ModelError("the provider failed")]))
+    app = create_app(ai, auth=BearerTokens({"t": "alice"}))
+    token = {"Authorization": "Bearer t"}
+    messages = "/v1/agents/{agent}/sessions/{session_id}/messages"
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        doc = (await http.get("/openapi.json")).json()
+        answered = {
+            ("get", "/v1/feed"): (await http.get("/v1/feed")).status_code,
+            ("post", messages): (
+                await http.post("/v1/agents/failing/sessions/s1/messages", json={"message": "hi"}, headers=token)
+            ).status_code,
+            ("post", "/v1/agents/{agent}/sessions"): (
+                await http.post(
+                    "/v1/agents/failing/sessions", content=b"\x1f\x8b", headers={**token, "Content-Encoding": "gzip"}
+                )
+            ).status_code,
+        }
+    assert answered == {("get", "/v1/feed"): 401, ("post", messages): 502, ("post", "/v1/agents/{agent}/sessions"): 415}
+    for (method, path), status in answered.items():
+        assert str(status) in doc["paths"][path][method]["responses"], (method, path, status)
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            declared = operation["responses"]
+            assert {"500", "503"} <= set(declared), (method, path)
+            assert ("401" in declared) == (operation.get("security") != []), (method, path)
+            if "text/event-stream" in declared["200"].get("content", {}) and path != "/v1/feed":
+                assert {"429", "502", "504"} <= set(declared), (method, path)
