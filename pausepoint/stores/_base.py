@@ -47,7 +47,7 @@ import inspect
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import PayloadTooLarge, VersionConflict
 
@@ -69,6 +69,7 @@ __all__ = [
     "check_replaces",
     "event_stream",
     "merges_extensions",
+    "takes_keyword",
     "version_conflict",
 ]
 
@@ -425,9 +426,24 @@ def event_stream(store: SessionStore) -> Hashable:
 def merges_extensions(store: CheckpointStore) -> bool:
     """Whether ``store.extend_checkpoint`` takes ``replaces`` (every built-in store's does; one
     of a user's own written before it could is given extensions one by one)."""
-    return _takes_replaces(type(store))
+    if "extend_checkpoint" in dir(type(store)):
+        return _takes_replaces(type(store))
+    return takes_keyword(store.extend_checkpoint, "replaces")  # a wrapper's, found by its __getattr__
 
 
 @functools.cache
 def _takes_replaces(kind: type[CheckpointStore]) -> bool:
-    return "replaces" in inspect.signature(kind.extend_checkpoint).parameters
+    return takes_keyword(kind.extend_checkpoint, "replaces")
+
+
+def takes_keyword(method: Callable[..., Any], name: str) -> bool:
+    """Whether ``method`` may be given ``name`` by keyword: it names it, or takes ``**kwargs``
+    (a wrapper that hands every argument on to the store it wraps)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - a method without a signature
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD or (p.name == name and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in parameters
+    )

@@ -9,7 +9,6 @@ cache of sessions.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TypedDict
@@ -32,6 +31,7 @@ from ..session._records import (
 )
 from ..session._state import SessionState
 from ..stores import Event, LogEntry, SessionStore
+from ..stores._base import takes_keyword
 from ._events import announce
 from ._telemetry import Telemetry
 
@@ -99,16 +99,8 @@ class _Optional(TypedDict, total=False):
 
 
 def _append_takes(store: SessionStore) -> set[str]:
-    """Which of ``events`` and ``durable`` the store's ``append`` takes by keyword: those it
-    names, or both where it takes ``**kwargs`` (a wrapper that hands every argument on)."""
-    try:
-        parameters = inspect.signature(store.append).parameters.values()
-    except (TypeError, ValueError):  # pragma: no cover - an append without a signature
-        return set()
-    optional = {"events", "durable"}
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return optional
-    return {p.name for p in parameters if p.name in optional and p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+    """Which of ``events`` and ``durable`` the store's ``append`` takes by keyword (``takes_keyword``)."""
+    return {name for name in ("events", "durable") if takes_keyword(store.append, name)}
 
 
 class Journal:

@@ -38,9 +38,11 @@ async def open_store():
 EVENTS = "events or deliver or claim or prune or waiter or announces or requeue or binary"
 
 
-def run_suite(tmp_path: Path, name: str, kept: str, tests: str = EVENTS) -> subprocess.CompletedProcess[str]:
+def run_suite(
+    tmp_path: Path, name: str, kept: str, tests: str = EVENTS, suite: str = SUITE
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
-    (tmp_path / "test_my_store.py").write_text(SUITE.format(name=name, kept=kept))
+    (tmp_path / "test_my_store.py").write_text(suite.format(name=name, kept=kept))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", tests, "test_my_store.py"],
         cwd=tmp_path,
@@ -57,6 +59,19 @@ def test_a_store_that_drops_its_events_fails_the_suite(tmp_path: Path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED test_my_store.py::test_one_delivery_per_target_claimed_with_a_lease" in done.stdout
     assert "FAILED test_my_store.py::test_retry_then_fail_then_requeue" in done.stdout
+
+
+def test_a_store_that_takes_every_argument_by_kwargs_and_drops_its_events_fails_it_too(tmp_path: Path):
+    """Found by a probe: the runtime gives events to an ``append`` that takes ``**kwargs``, but the
+    suite skipped its event tests unless ``append`` named ``events``, so such a store losing
+    every event passed (webhooks and the feed then heard nothing)."""
+    suite = SUITE.replace(
+        "async def append(self, session_id, expected_version, entries, summary, events=(), *, durable=True):",
+        "async def append(self, *args, **kwargs):\n        session_id, expected_version, entries, summary = args",
+    ).replace("kept, durable=durable)", "kept, **{{k: v for k, v in kwargs.items() if k != 'events'}})")
+    done = run_suite(tmp_path, "Forwarding", "()", tests="one_delivery", suite=suite)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED test_my_store.py::test_one_delivery_per_target_claimed_with_a_lease" in done.stdout
 
 
 def test_a_store_that_keeps_them_passes_it(tmp_path: Path):

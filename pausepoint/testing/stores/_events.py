@@ -1,19 +1,19 @@
 """The event stream and the delivery outbox of the store contract (``pausepoint.stores
 .SessionStore``: ``events`` written with the records, ``read_events``, ``claim_deliveries`` and
 the rest): what webhooks and the server's feed rely on. A store whose ``append`` takes no
-``events`` keeps none (webhooks and the feed are then off) and skips these tests; one that takes
-them is held to all of it."""
+``events`` (neither names them nor takes ``**kwargs``) keeps none (webhooks and the feed are then
+off) and skips these tests; one that takes them is held to all of it."""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from datetime import timedelta
 
 import pytest
 
 from ...errors import PayloadTooLarge, VersionConflict
 from ...stores import Event, LogEntry, SessionStore, StoreSecret
+from ...stores._base import takes_keyword
 from ._fixtures import OpenStore, at, entries, summary
 
 __all__ = [
@@ -37,8 +37,9 @@ LEASE = timedelta(seconds=30)
 
 
 def keeps_events(store: SessionStore) -> None:
-    """Skip the test for a store that keeps no events (its ``append`` takes no ``events``)."""
-    if "events" not in inspect.signature(store.append).parameters:
+    """Skip the test for a store that keeps no events (its ``append`` takes no ``events``: it
+    neither names them nor takes ``**kwargs``, and so is given none)."""
+    if not takes_keyword(store.append, "events"):
         pytest.skip("the store keeps no events (its append takes no events)")
 
 
