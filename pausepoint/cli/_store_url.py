@@ -18,6 +18,7 @@ fail at the first use, not here).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -179,6 +180,8 @@ def check_store(spec: StoreSpec) -> None:
         if database and not (database.isascii() and database.isdigit() and len(digits) <= 10 and int(digits) < 2**31):
             raise CliError(f"a Redis URL's path is its database's number (redis://host:6379/0), not {database[:40]!r}")
         _check_redis_url(spec.url)
+    if spec.backend == "postgresql":
+        _check_postgres_query(spec.url)
     if spec.backend == "sqlite":
         path = os.path.abspath(_sqlite_path(spec.url))
         if os.path.isdir(path):
@@ -209,6 +212,26 @@ def _check_redis_url(url: str) -> None:
         ) from None
     except ValueError as exc:
         raise CliError(f"the Redis driver refuses the store's URL: {exc}") from None
+    database = pool.connection_kwargs.get("db", 0)  # ?db= in the query names it before the path
+    if not isinstance(database, int) or not 0 <= database < 2**31:
+        raise CliError(f"a Redis database's number (?db= or the URL's path) is 0 to {2**31 - 1}, not {database!r}")
+
+
+# libpq's sslmode values, which asyncpg takes (any other fails every connection)
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def _check_postgres_query(url: str) -> None:
+    """The query of a PostgreSQL URL, as far as it can be judged without connecting: asyncpg
+    reads ``sslmode`` when it connects (an unknown mode fails every connection) and sends any
+    parameter it does not know to the server as a setting, which the server refuses when it
+    names none (a misspelt ``schema``: every request would fail, not this check)."""
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if name == "sslmode" and value.replace("_", "-") not in _SSLMODES:
+            raise CliError(f"a PostgreSQL URL's sslmode is one of {', '.join(_SSLMODES)}, not {value[:40]!r}")
+        near = difflib.get_close_matches(name, [o for o, backend in OPTIONS.items() if backend == "postgresql"], 1, 0.7)
+        if near:
+            raise CliError(f"the store's URL names {name[:40]!r}: did you mean pausepoint's option {near[0]!r}?")
 
 
 def open_store(spec: StoreSpec) -> SessionStore:

@@ -92,6 +92,18 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
             ["serve", "tests.cli.apps:bank_ai", "--store", "redis://127.0.0.1:1/99999999999999999999"],
             "a Redis URL's path is its database's number (redis://host:6379/0), not '99999999999999999999'",
         ),
+        (  # found by a probe: the query's db= passed the path's check; served, /readyz 503 for ever
+            ["serve", "tests.cli.apps:bank_ai", "--store", "redis://127.0.0.1:1/0?db=4294967296"],
+            "a Redis database's number (?db= or the URL's path) is 0 to 2147483647, not 4294967296",
+        ),
+        (  # the same probe: asyncpg refuses the mode at every connection
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?sslmode=bogus"],
+            "a PostgreSQL URL's sslmode is one of disable, allow, prefer, require, verify-ca, verify-full, not 'bogus'",
+        ),
+        (  # and asyncpg sends a misspelt option to the server as a setting it refuses
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?schma=payments"],
+            "the store's URL names 'schma': did you mean pausepoint's option 'schema'?",
+        ),
         (
             ["serve", "tests.cli.apps:bank_ai", "--store", "mysql://u:hunter2@h/x"],
             "unknown store URL 'mysql://u:****@h/x'",
