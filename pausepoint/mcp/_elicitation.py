@@ -31,7 +31,7 @@ import mcp.types as types
 from ..errors import DefinitionError
 from ..session._interrupts import ToolResponse, ToolRestart
 from ..tools._tool import Interrupt
-from ._schema import check_against, output_validator
+from ._schema import answer_validator, check_against, output_validator
 
 __all__ = ["answered", "first_round", "handed_answer", "question", "responses"]
 
@@ -112,7 +112,7 @@ def handed_answer(pause_metadata: dict[str, Any] | None, answer: Any) -> dict[st
         if not isinstance(content, dict):
             raise ValueError(f"the answer must be an object with the fields asked for, not {type(content).__name__}")
         # a ValidationError (a ValueError): the answer's refusal names each field's problem
-        check_against(output_validator(asked.get("requested_schema") or {}, "the question"), content, "answer")
+        check_against(answer_validator(asked.get("requested_schema") or {}, "the question"), content, "answer")
     reply: dict[str, Any] = {"action": action}
     if content is not None:
         reply["content"] = content

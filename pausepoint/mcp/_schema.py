@@ -35,7 +35,7 @@ from ..content._jsondata import json_kind
 from ..errors import DefinitionError
 from ._bounds import bound_type
 
-__all__ = ["check_against", "output_validator", "schema_model"]
+__all__ = ["answer_validator", "check_against", "output_validator", "schema_model"]
 
 #: where a reference may lead: within the schema, or a dialect's meta-schema; nothing is fetched
 _NOTHING_FETCHED: referencing.jsonschema.SchemaRegistry = referencing.Registry()
@@ -43,7 +43,7 @@ _NOTHING_FETCHED: referencing.jsonschema.SchemaRegistry = referencing.Registry()
 _REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
-def _validator(schema: dict[str, Any], what: str) -> Any:
+def _validator(schema: dict[str, Any], what: str, *, formats: bool) -> Any:
     if not isinstance(schema, dict):
         raise DefinitionError(f"{what}: a JSON Schema must be an object, not {type(schema).__name__}")
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -54,7 +54,7 @@ def _validator(schema: dict[str, Any], what: str) -> Any:
         raise DefinitionError(f"{what}: not a valid JSON Schema: {exc.message}") from None
     except RecursionError:
         raise DefinitionError(f"{what}: nested too deeply to be checked") from None
-    return cls(schema, registry=_NOTHING_FETCHED)
+    return cls(schema, registry=_NOTHING_FETCHED, format_checker=cls.FORMAT_CHECKER if formats else None)
 
 
 def _check_references(schema: dict[str, Any], what: str) -> None:
@@ -175,7 +175,7 @@ def schema_model(schema: dict[str, Any], *, title: str, what: str | None = None)
     Raises ``DefinitionError``, saying ``what`` the schema is (default: ``title``), when
     ``schema`` is not a valid JSON Schema or has a reference that cannot be resolved.
     """
-    validator = _validator(schema, what or title)
+    validator = _validator(schema, what or title, formats=True)
     exact = dict(schema)
 
     class SchemaInput(RootModel[dict[str, Any]]):
@@ -243,5 +243,13 @@ _MOST_REFERENCES = 32
 
 def output_validator(schema: dict[str, Any], what: str) -> Any:
     """A ``jsonschema`` validator for ``schema`` (``DefinitionError`` if it is not one, or has
-    a reference that cannot be resolved; ``what`` names it in the error)."""
-    return _validator(schema, what)
+    a reference that cannot be resolved; ``what`` names it in the error): for what a server
+    sends, its ``format`` annotations taken as annotations (the server's own words)."""
+    return _validator(schema, what, formats=False)
+
+
+def answer_validator(schema: dict[str, Any], what: str) -> Any:
+    """``output_validator``, for what is sent to a server (an answer to its question): a
+    string's ``format`` is checked too (``date``, ``date-time``, ``email``, ``uri``, ``uuid``,
+    ...), as the server checks it — an answer it would refuse is refused here, its pause open."""
+    return _validator(schema, what, formats=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import date
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, RequestStateSecurity, Resolve
@@ -108,6 +109,7 @@ else:
 class Holder(BaseModel):
     holder: str = Field(description="Name of the account holder")
     overdraft: bool = Field(default=False, description="Allow an overdraft?")
+    opens_on: date = Field(default=date(2026, 1, 1), description="The day the account opens")
 
 
 async def ask_holder(kind: str) -> Elicit[Holder]:

@@ -50,6 +50,11 @@ async def test_a_question_pauses_the_call_and_the_answer_completes_it(bank: McpC
         await chat.resume(respond=[pause.respond({"holder": None, "overdraft": "no"})])
     assert "holder: Input should be a string, not null" in wrong.value.message
     assert "overdraft: Input should be true or false, not a string" in wrong.value.message
+    # a string's format is checked as the server checks it (found by a probe: "next tuesday" for a
+    # date closed the pause, and the server then refused the answer, failing the call)
+    with pytest.raises(InvalidAnswer) as wrong:
+        await chat.resume(respond=[pause.respond({"holder": "Ada", "opens_on": "next tuesday"})])
+    assert wrong.value.message.endswith("not valid for its question: opens_on: 'next tuesday' is not a 'date'")
     res = await chat.resume(respond=[pause.respond({"holder": "Ada"})], principal="ada", idempotency_key="once")
     assert res.finish_reason == AgentFinishReason.STOP
     assert res.text == "Opened a savings account for Ada."
