@@ -28,6 +28,7 @@ from ._context import Answer, AnswerContext
 from ._expiry import cancel_claims, escalations_due, expiry_claims
 from ._gate import Verdict, judge, request_for_pause
 from ._policy import ApprovalPolicy
+from ._roles import NOT_SAID, SessionTenant
 from ._view import approval_view, handed_on_note
 
 __all__ = ["Approvals"]
@@ -112,6 +113,7 @@ class Approvals:
         under hands it on to other approvers then (None: the expiry policy answers it)."""
         return handed_on_note(interrupt)
 
-    def view(self, interrupt: PendingInterrupt) -> ApprovalView:
-        """How the approval of ``interrupt`` reads to the people deciding it."""
-        return approval_view(interrupt, self.policy, self.tools)
+    def view(self, interrupt: PendingInterrupt, tenant: SessionTenant = NOT_SAID) -> ApprovalView:
+        """How the approval of ``interrupt`` reads to the people deciding it (``tenant``: its
+        session's, whose members the view names as who may decide: ``approval_view``)."""
+        return approval_view(interrupt, self.policy, self.tools, tenant)

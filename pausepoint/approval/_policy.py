@@ -55,6 +55,7 @@ from ..errors import AlreadyApproved, ApprovalForbidden, DecisionNotAllowed, Def
 from ..session._durations import SAID, duration
 from ..session._records import ApprovalRequest, EscalationStep
 from ..tools._tool import Check, Tool, ToolRunContext, call_check
+from . import _roles
 from ._roles import Members, Need, both_members, lookup_roles, plain_members, together, unreachable
 
 __all__ = [
@@ -557,13 +558,17 @@ class ApprovalPolicy:
                 roles=list(held),
             )
 
-    def eligible(self, roles: list[str] | None, tool: str, decision: DecisionKind) -> list[str] | None:
-        """Who may give ``decision`` on a pause decided by ``roles`` (None: anyone who may answer
-        the session, or members the policy cannot list)."""
-        if roles is None or self.members is None or callable(self.members):
+    def eligible(
+        self, roles: list[str] | None, tool: str, decision: DecisionKind, tenant: _roles.SessionTenant = _roles.NOT_SAID
+    ) -> list[str] | None:
+        """Who may give ``decision`` on a pause decided by ``roles`` in a session of ``tenant``
+        (None: anyone who may answer the session, or members the policy cannot list there:
+        ``listed_members``; members kept per tenant list the session's tenant's)."""
+        listed = None if roles is None or self.members is None else _roles.listed_members(self.members, tenant)
+        if listed is None:
             return None
-        wanted = set(roles)
-        return sorted(p for p, held in self.members.items() if self._gives(tool, set(held) & wanted, decision))
+        wanted = set(roles or ())
+        return sorted(p for p, held in listed.items() if self._gives(tool, set(held) & wanted, decision))
 
     # -- grants ---------------------------------------------------------------------------------------
 

@@ -1,23 +1,30 @@
 """Role holders: an approval policy's ``members`` (a mapping, or a plain function of the
-principal), read and composed; and counted: what approving a tool's pauses takes of the members
-who hold the policy's roles (``Need``), members of a tenant taken together with the policy's own,
-and why a need no members reach cannot work, in words. ``ApprovalPolicy.check_members`` counts
-with them when an agent is defined and when approvers are added (``pausepoint serve``)."""
+principal), read, composed and listed for a pause's view (``listed_members``); and counted:
+what approving a tool's pauses takes of the members who hold the policy's roles (``Need``),
+members of a tenant taken together with the policy's own, and why a need no members reach
+cannot work, in words. ``ApprovalPolicy.check_members`` counts with them when an agent is
+defined and when approvers are added (``pausepoint serve``)."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, NamedTuple, TypeAlias
+from enum import Enum
+from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import DefinitionError
 from ..tools._tool import is_async_callable
 
 __all__ = [
+    "NOT_SAID",
+    "ListedPerTenant",
     "Members",
     "Need",
+    "NoTenantSaid",
+    "SessionTenant",
     "both_members",
     "held_roles",
+    "listed_members",
     "lookup_roles",
     "plain_members",
     "together",
@@ -27,6 +34,29 @@ __all__ = [
 #: who holds which roles: a mapping, or a plain function of the principal (None: it cannot say
 #: for that principal here, as ``token_roles`` cannot for anyone but the caller)
 Members: TypeAlias = "Mapping[str, Collection[str]] | Callable[[str], Collection[str] | None]"
+
+
+class NoTenantSaid(Enum):
+    """A pause's view asked for with no session's tenant said (``Agent.view`` without
+    ``tenant=``): members kept per tenant then list nobody, as whose to list is not known."""
+
+    NOT_SAID = "not said"
+
+
+NOT_SAID = NoTenantSaid.NOT_SAID
+#: the tenant of the session whose pause a view lists the members of (None: of no tenant)
+SessionTenant: TypeAlias = "str | NoTenantSaid | None"
+
+
+@runtime_checkable
+class ListedPerTenant(Protocol):
+    """Members kept per tenant (``tenant_members``): a plain function of the principal, read
+    when an answer is checked, that can also list who holds which roles in one tenant's
+    sessions (by the bare names those sessions record), for a pause's view."""
+
+    def __call__(self, principal: str) -> Collection[str] | None: ...
+
+    def listing(self, tenant: str | None) -> Mapping[str, Collection[str]]: ...
 
 
 def plain_members(members: Members | None) -> Members | None:
@@ -63,6 +93,21 @@ def lookup_roles(members: Members, principal: str) -> tuple[frozenset[str], bool
     if found is None:
         return frozenset(), False
     return frozenset(held_roles(found)), True
+
+
+def listed_members(members: Members, tenant: SessionTenant) -> Mapping[str, Collection[str]] | None:
+    """Who holds which roles in the sessions of ``tenant``, by the names those sessions record,
+    for a pause's view to name who may decide it. None where some part of ``members`` cannot
+    list them: a function of the principal (``token_roles`` knows only the caller), or members
+    kept per tenant when no tenant is said. A mapping lists the same members in every tenant."""
+    if isinstance(members, _Both):
+        first, second = listed_members(members.a, tenant), listed_members(members.b, tenant)
+        return None if first is None or second is None else together(first, second)
+    if not callable(members):
+        return members
+    if isinstance(members, ListedPerTenant) and not isinstance(tenant, NoTenantSaid):
+        return members.listing(tenant)
+    return None
 
 
 def both_members(a: Members | None, b: Members | None) -> Members | None:

@@ -12,13 +12,17 @@ from ..session._interrupts import ApprovalStatus, PendingInterrupt
 from ..tools._display import ApprovalView, field_words
 from ..tools._tool import Tool
 from ._policy import ApprovalPolicy
+from ._roles import NOT_SAID, SessionTenant
 
 __all__ = ["approval_view", "handed_on_note"]
 
 
-def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Mapping[str, Tool]) -> ApprovalView:
+def approval_view(
+    interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Mapping[str, Tool], tenant: SessionTenant = NOT_SAID
+) -> ApprovalView:
     """The ``ApprovalView`` of ``interrupt`` (a ``PendingInterrupt`` with an ``approval``) under
-    ``policy`` (an ``ApprovalPolicy``); ``tools`` name the agent's tools (for an offer's words)."""
+    ``policy`` (an ``ApprovalPolicy``); ``tools`` name the agent's tools (for an offer's words).
+    ``tenant``: its session's, whose members (kept per tenant) the view names as who may decide."""
     status = interrupt.approval
     assert status is not None  # a pause the approval policy governs
     name = interrupt.name
@@ -26,12 +30,12 @@ def approval_view(interrupt: PendingInterrupt, policy: ApprovalPolicy, tools: Ma
     excluded = [*counted]
     if status.separate and status.requested_by is not None and status.requested_by not in excluded:
         excluded.append(status.requested_by)
-    may_approve = _without(policy.eligible(status.roles, name, "approve"), excluded)
-    may_deny = policy.eligible(status.roles, name, "deny")
+    may_approve = _without(policy.eligible(status.roles, name, "approve", tenant), excluded)
+    may_deny = policy.eligible(status.roles, name, "deny", tenant)
     # a made-up result ends the pause as an approval would: not from the requester under
     # separation of duties (``ApprovalPolicy.check``), though counted approvers may still give one
     requester = [status.requested_by] if status.separate and status.requested_by is not None else []
-    may_respond = _without(policy.eligible(status.roles, name, "respond"), requester)
+    may_respond = _without(policy.eligible(status.roles, name, "respond", tenant), requester)
     progress = status.progress
     waiting_on = status.roles
     if waiting_on:  # an approval (an answer, ungated) is waited for from the roles that may give one

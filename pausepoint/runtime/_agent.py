@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ..approval._approvals import Approvals
 from ..approval._policy import ApprovalPolicy
+from ..approval._roles import NOT_SAID, SessionTenant
 from ..content._jsondata import JsonLimits, time_text
 from ..errors import DefinitionError, PausepointError
 from ..models._model import Model, ToolDefinition
@@ -51,6 +52,7 @@ def deny_on_expiry(interrupt: PendingInterrupt) -> Any:
 
 
 log = logging.getLogger("pausepoint")
+
 
 class Agent:
     """An agent definition. Create with ``Pausepoint.define_agent``; talk to it with ``chat()``.
@@ -236,10 +238,17 @@ class Agent:
             raise ValueError(f"agent {self.name!r} has no tool {interrupt.name!r}")
         return self.approvals.approval(interrupt, grant)
 
-    def view(self, interrupt: PendingInterrupt) -> PauseView:
+    def view(self, interrupt: PendingInterrupt, *, tenant: SessionTenant = NOT_SAID) -> PauseView:
         """How ``interrupt`` reads to the person deciding on it: title, summary, the input fields
         that matter, risk, what happens if nobody answers in time, and — for a pause the approval
         policy governs — where its approval stands ("1 of 2 approvals", who may still decide).
+
+        ``tenant`` is the tenant of the interrupt's session (None: of no tenant; a server knows it
+        from the session's summary). Members kept per tenant (``[tenants]`` of ``pausepoint
+        serve``) are listed for the pause's ``approval.may_approve``, ``may_deny`` and
+        ``may_respond`` from that tenant — not the reader's: an operator reads other tenants'
+        pauses. Left out, such members cannot be listed, and those lists are None (read as
+        "anyone who may answer the session"); members given as a mapping are listed either way.
 
         Rendered from the tool's ``PauseDisplay`` (or defaults from its input schema); the REST
         API, the console and the terminal chat all show this. Never raises.
@@ -254,7 +263,7 @@ class Agent:
             view = tool.view(interrupt.input, on_expiry=expiry)
         if interrupt.approval is None:
             return view
-        return dataclasses.replace(view, approval=self.approvals.view(interrupt))
+        return dataclasses.replace(view, approval=self.approvals.view(interrupt, tenant))
 
     async def list_sessions(
         self,

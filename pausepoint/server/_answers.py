@@ -22,6 +22,7 @@ from .._rest import ApproveBody, CancelBody, DenyBody, RespondBody, RestartBody,
 from ..errors import NotFound
 from ..runtime._calls import answer_by_ref
 from ..session._interrupts import ToolResponse, ToolRestart
+from ._auth import current_tenant
 from ._display import response_json
 from ._limits import read_json
 from ._link_routes import answered_by_link
@@ -158,4 +159,4 @@ async def cancel(request: Request) -> Response:
     chat = agent.chat(session_id, principal=principal)
     response = await chat.cancel_pending(body.reason, principal=principal, via="http")
     service.feed.notify(agent.name, session_id)
-    return json_response(response_json(agent, response))
+    return json_response(response_json(agent, response, tenant=current_tenant()))  # (one converses in one's tenant)

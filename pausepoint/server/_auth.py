@@ -49,6 +49,7 @@ __all__ = [
     "FirstOf",
     "Identity",
     "OwnerPolicy",
+    "TenantMembers",
     "authenticate",
     "current_identity",
     "current_tenant",
@@ -146,18 +147,47 @@ def current_tenant() -> str | None:
     return None if identity is None else identity.tenant
 
 
-def tenant_members(members: Mapping[str, Collection[str]]) -> Callable[[str], frozenset[str]]:
+def tenant_members(members: Mapping[str, Collection[str]]) -> TenantMembers:
     """Role membership per tenant, for ``ApprovalPolicy(members=...)``: ``members`` names each
     principal as ``"tenant/name"`` (``"acme/alice": ["treasury"]``; a bare ``"desk"`` is the desk
     of no tenant), and a principal holds the roles listed for them in the tenant of the request
     being served (``current_tenant``) — so acme's alice approves what treasury decides, and
-    globex's alice does not. Outside a request, the principals of no tenant."""
-    table = {name: frozenset(roles) for name, roles in members.items()}
+    globex's alice does not. Outside a request, the principals of no tenant. A pause's view
+    lists its session's tenant's members (``TenantMembers.listing``) as who may decide it."""
+    return TenantMembers(members)
 
-    def roles_of(principal: str) -> frozenset[str]:
-        return table.get(qualified(principal, current_tenant()), frozenset())
 
-    return roles_of
+class TenantMembers:
+    """Role membership per tenant (``tenant_members``): called with a principal, as an approval
+    policy checks an answer, the roles they hold in the request's tenant; and listed per tenant,
+    so a pause's view names who may decide it in its session's tenant (``Agent.view``)."""
+
+    def __init__(self, members: Mapping[str, Collection[str]]) -> None:
+        self._table = {name: frozenset(roles) for name, roles in members.items()}
+
+    def __call__(self, principal: str) -> frozenset[str]:
+        return self._table.get(qualified(principal, current_tenant()), frozenset())
+
+    def listing(self, tenant: str | None) -> dict[str, frozenset[str]]:
+        """Who holds which roles in ``tenant``'s sessions, by the bare names those sessions
+        record (acme's ``"acme/desk"`` is ``"desk"``): exactly those ``__call__`` gives roles to
+        while a request of ``tenant`` is served (``"/acme/desk"`` is the ``acme/desk`` of no
+        tenant, never acme's desk)."""
+        found = {}
+        for name, roles in self._table.items():
+            bare = _bare_name(name, tenant)
+            if bare and qualified(bare, tenant) == name:
+                found[bare] = roles
+        return found
+
+
+def _bare_name(name: str, tenant: str | None) -> str | None:
+    """The principal of ``tenant`` a configuration's ``name`` would be (None: of another
+    tenant); ``TenantMembers.listing`` keeps it only where ``qualified`` gives ``name`` back."""
+    if tenant is None:
+        return name.removeprefix("/")
+    prefix = f"{tenant}/"
+    return name[len(prefix) :] if name.startswith(prefix) else None
 
 
 def token_roles(principal: str) -> frozenset[str] | None:

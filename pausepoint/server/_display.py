@@ -3,8 +3,10 @@ its ``view`` (``Agent.view``: title, summary, fields, risk, what happens on expi
 carry their description (never their system prompt), and a session says what its viewer may do.
 
 The view is rendered here, once per object sent, so the responses, the stream's chunks, the
-session reads, the audit trail and the feed all show a pause the same way. Fields are only
-added to the core's JSON: clients that do not know them read the same objects as before.
+session reads, the audit trail and the feed all show a pause the same way. Each is given its
+session's ``tenant`` (None: none), whose members its approval names as who may decide it
+(``Agent.view``). Fields are only added to the core's JSON: clients that do not know them read
+the same objects as before.
 """
 
 from __future__ import annotations
@@ -36,37 +38,39 @@ __all__ = [
 ]
 
 
-def interrupts_json(agent: Agent, pauses: list[PendingInterrupt]) -> list[dict[str, Any]]:
-    """``pauses`` as JSON, each with its ``view``."""
-    return _with_views(agent, dump(INTERRUPTS, pauses), pauses)
+def interrupts_json(agent: Agent, pauses: list[PendingInterrupt], *, tenant: str | None) -> list[dict[str, Any]]:
+    """``pauses`` (of a session of ``tenant``) as JSON, each with its ``view``."""
+    return _with_views(agent, dump(INTERRUPTS, pauses), pauses, tenant)
 
 
-def response_json(agent: Agent, response: AgentResponse) -> dict[str, Any]:
-    """An ``AgentResponse`` as JSON, its open interrupts with their views."""
+def response_json(agent: Agent, response: AgentResponse, *, tenant: str | None) -> dict[str, Any]:
+    """An ``AgentResponse`` (of a session of ``tenant``) as JSON, its open interrupts with their views."""
     body: dict[str, Any] = dump(RESPONSE, response)
-    _with_views(agent, body["interrupts"], response.interrupts)
+    _with_views(agent, body["interrupts"], response.interrupts, tenant)
     return body
 
 
-def chunk_json(agent: Agent, chunk: TurnChunk) -> dict[str, Any]:
-    """A stream chunk as JSON; an ``interrupt`` chunk's pause carries its view."""
+def chunk_json(agent: Agent, chunk: TurnChunk, *, tenant: str | None) -> dict[str, Any]:
+    """A stream chunk (of a session of ``tenant``) as JSON; an ``interrupt`` chunk's pause carries its view."""
     body: dict[str, Any] = dump(CHUNK, chunk)
     if chunk.kind == "interrupt":
-        body["interrupt"]["view"] = view_json(agent.view(chunk.interrupt))
+        body["interrupt"]["view"] = view_json(agent.view(chunk.interrupt, tenant=tenant))
     elif chunk.kind == "turn_end":
-        _with_views(agent, body["response"]["interrupts"], chunk.response.interrupts)
+        _with_views(agent, body["response"]["interrupts"], chunk.response.interrupts, tenant)
     return body
 
 
-def _with_views(agent: Agent, items: list[dict[str, Any]], pauses: list[PendingInterrupt]) -> list[dict[str, Any]]:
+def _with_views(
+    agent: Agent, items: list[dict[str, Any]], pauses: list[PendingInterrupt], tenant: str | None
+) -> list[dict[str, Any]]:
     """``items``, the pauses already written as JSON, each given its ``view`` (the response's
     and the chunk's JSON hold their interrupts already: they are not written twice)."""
     for item, pause in zip(items, pauses, strict=True):
-        item["view"] = view_json(agent.view(pause))
+        item["view"] = view_json(agent.view(pause, tenant=tenant))
     return items
 
 
-def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
+def audit_json(agent: Agent, entries: list[AuditEntry], *, tenant: str | None) -> list[dict[str, Any]]:
     """Audit entries as JSON, each answer with the ``view`` of the pause it answered (as it read
     then; None for an entry that answers no pause)."""
     items: list[dict[str, Any]] = dump(AUDIT, entries)
@@ -74,7 +78,7 @@ def audit_json(agent: Agent, entries: list[AuditEntry]) -> list[dict[str, Any]]:
         if not entry.name or entry.decision in ("grant", "revoke"):  # about no call (nothing to show as one)
             item["view"] = None
             continue
-        item["view"] = view_json(agent.view(answered_pause(entry)))
+        item["view"] = view_json(agent.view(answered_pause(entry), tenant=tenant))
     return items
 
 

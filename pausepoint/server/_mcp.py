@@ -211,7 +211,7 @@ class _Doors:
             asking = questions(found, session_id, who, [p for p in res.interrupts if p.pause_id not in put_aside])
             if asking is not None:
                 return asking
-        return _turn(found, session_id, res)
+        return _turn(found, session_id, res, current_tenant())
 
     async def _answered(
         self, agent: Agent, who: str, carried: dict[str, Any], responses: dict[str, Any]
@@ -236,7 +236,7 @@ class _Doors:
                 raise
             return asking
         if res is None:  # the person dismissed every question: the pauses stay open, listed
-            return _turn(agent, session_id, await _last(chat))  # listed, not asked again
+            return _turn(agent, session_id, await _last(chat), current_tenant())  # listed, not asked again
         return res
 
     async def _client_answers(
@@ -299,7 +299,7 @@ class _Doors:
                             "agent": each.name,
                             "session_id": summary.session_id,
                             "can_answer": bool(self.policy.can_answer(who, summary)),
-                            "pauses": [_pause(each, p) for p in pauses],
+                            "pauses": [_pause(each, p, summary.tenant) for p in pauses],
                         }
                     )
         return found
@@ -343,7 +343,7 @@ class _Doors:
                 res = await answer_by_ref(chat.calls, ref, respond, streamed=False, **options)
             else:
                 raise ToolError(f"decision must be 'approve', 'deny' or 'respond', not {decision!r}")
-            return _turn(found, session_id, res)
+            return _turn(found, session_id, res, current_tenant())
 
     # -- access -----------------------------------------------------------------------------------
 
@@ -409,8 +409,9 @@ def _answer(
     return ToolResponse(ref, name, output, pause_id=pause_id)
 
 
-def _pause(agent: Agent, pause: PendingInterrupt) -> dict[str, Any]:
-    view = agent.view(pause)
+def _pause(agent: Agent, pause: PendingInterrupt, tenant: str | None) -> dict[str, Any]:
+    """``pause`` of a session of ``tenant`` (whose members its approval names as who may decide it)."""
+    view = agent.view(pause, tenant=tenant)
     tool = agent.tools.get(pause.name)
     asked = (pause.metadata or {}).get("elicitation")
     can_approve = not isinstance(asked, dict)
@@ -457,13 +458,14 @@ def _approval(approval: ApprovalView) -> dict[str, Any]:
     }
 
 
-def _turn(agent: Agent, session_id: str, res: AgentResponse) -> dict[str, Any]:
+def _turn(agent: Agent, session_id: str, res: AgentResponse, tenant: str | None) -> dict[str, Any]:
+    """A turn's reply in a session of ``tenant`` (the caller's: one converses and answers in one's tenant)."""
     return {
         "agent": agent.name,
         "session_id": session_id,
         "finish_reason": res.finish_reason.value,
         "text": res.text,
-        "pauses": [_pause(agent, p) for p in res.interrupts],
+        "pauses": [_pause(agent, p, tenant) for p in res.interrupts],
         "error": res.error,
     }
 

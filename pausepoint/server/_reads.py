@@ -13,6 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..runtime._agent import Agent
 from ..session._json import MESSAGES, SUMMARY, dump
 from ._auth import current_tenant, inbox_filters
 from ._display import audit_json, describe_agent, interrupts_json, permissions, response_json
@@ -106,8 +107,8 @@ async def read(request: Request) -> Response:
     return json_response(
         {
             "session": dump(SUMMARY, summary),
-            "interrupts": interrupts_json(agent, await chat.interrupts()),
-            "last_response": None if last is None else response_json(agent, last),
+            "interrupts": interrupts_json(agent, await chat.interrupts(), tenant=summary.tenant),
+            "last_response": None if last is None else response_json(agent, last, tenant=summary.tenant),
             **permissions(service.policy, principal, summary),
         }
     )
@@ -119,8 +120,9 @@ INTERRUPTS: Operation[Any] = Operation(
 
 
 async def interrupts(request: Request) -> Response:
-    agent, session_id, _ = await service_of(request).viewing(request)
-    return json_response({"interrupts": interrupts_json(agent, await agent.chat(session_id).interrupts())})
+    agent, session_id, tenant = await _viewed(request)
+    pauses = await agent.chat(session_id).interrupts()
+    return json_response({"interrupts": interrupts_json(agent, pauses, tenant=tenant)})
 
 
 AUDIT: Operation[Any] = Operation(
@@ -130,8 +132,20 @@ AUDIT: Operation[Any] = Operation(
 
 
 async def audit(request: Request) -> Response:
-    agent, session_id, _ = await service_of(request).viewing(request)
-    return json_response({"entries": audit_json(agent, await agent.chat(session_id).audit_trail())})
+    agent, session_id, tenant = await _viewed(request)
+    entries = await agent.chat(session_id).audit_trail()
+    return json_response({"entries": audit_json(agent, entries, tenant=tenant)})
+
+
+async def _viewed(request: Request) -> tuple[Agent, str, str | None]:
+    """``Service.viewing``'s agent and session id, and the session's tenant: its pauses' views
+    name that tenant's members as who may decide them, whoever reads (an operator reads other
+    tenants' sessions)."""
+    service = service_of(request)
+    principal = await service.principal(request)  # before any lookup, as ``Service.viewing``
+    agent = service.agent(request.path_params["agent"])
+    session_id = request.path_params["session_id"]
+    return agent, session_id, (await service.visible(agent, session_id, principal)).tenant
 
 
 HISTORY: Operation[Any] = Operation(

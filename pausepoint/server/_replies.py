@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..runtime._agent import Agent
+from ._auth import current_tenant
 from ._display import chunk_json, response_json
 from ._errors import dumps
 from ._routes import schema_ref
@@ -35,12 +36,14 @@ async def rest_turn(
     request: Request, service: Service, agent: Agent, session_id: str, turn: Callable[[bool], Any]
 ) -> Response:
     """Run ``turn`` (see ``run_turn``) in ``agent``'s session ``session_id``: a JSON reply, or
-    a stream of the REST API's events."""
+    a stream of the REST API's events. The session is of the caller's tenant (who converses in a
+    session, or answers it, is of its tenant), whose members its pauses' views name."""
+    tenant = current_tenant()
     return await run_turn(
         request,
         turn,
         keep_alive=agent.sessions.tasks,
         on_done=lambda: service.feed.notify(agent.name, session_id),
-        reply=lambda response: response_json(agent, response),
-        chunk=lambda chunk: chunk_json(agent, chunk),
+        reply=lambda response: response_json(agent, response, tenant=tenant),
+        chunk=lambda chunk: chunk_json(agent, chunk, tenant=tenant),
     )

@@ -60,7 +60,7 @@ from ..runtime._agent import Agent
 from ..runtime._calls import answer_by_ref
 from ..session._interrupts import ToolResponse
 from ..webhooks import SlackApp
-from ._auth import named_identity, serve_as
+from ._auth import current_tenant, named_identity, serve_as
 from ._display import interrupts_json
 from ._errors import error_body
 from ._link_routes import answerable_link
@@ -196,7 +196,7 @@ async def _give(agent: Agent, found: Link, principal: str, action: str) -> Pause
 def _card(agent: Agent, now: Standing, service: Service, token: str) -> dict[str, Any]:
     """The card as it stands now: buttons while it is open (a quorum's progress shown), the
     decision in words once it is not."""
-    shown = interrupts_json(agent, [now.pause])[0]
+    shown = interrupts_json(agent, [now.pause], tenant=current_tenant())[0]  # (served as one who may answer it)
     if now.state == "open":
         url = service.links.url(token) if service.links is not None else None
         return card_message(agent.name, shown, token=token, url=url)

@@ -60,7 +60,7 @@ def standing_in(agent: Agent, link: Link, state: SessionState) -> Standing:
         raise InvalidLink("this link names no pause of the session")
     shown = pending_interrupt(pause.record, pause)
     entry = audit_entry(pause.answer, state) if pause.answer is not None else None
-    view = agent.view(shown)
+    view = agent.view(shown, tenant=state.tenant)
     now = agent.clock()
     said = f"“{view.title}”"
     if call.pause != link.pause_id:
