@@ -14,10 +14,13 @@ and details, at the same moment — a streamed verb's when it is called), and an
 
 Retries. Reads are retried on connection failures. A send, a resume (or approve) always carries
 an idempotency key (``idempotency_key=`` or a fresh one), so it is retried on connection
-failures, timeouts and "still in progress" replies: the server returns the first outcome
-instead of sending or answering twice. A "still in progress" reply (``ResumeInProgress``: the
-first request's turn runs, in this server process or another behind the same address) is asked
-again until that turn ends, for up to ``timeout`` seconds, whatever ``retries`` says (unless 0).
+failures, timeouts, "still in progress" and "shutting down" replies: the server returns the
+first outcome instead of sending or answering twice. A stream that a broken connection or a
+stopping server cuts after chunks came is completed by that keyed request, not streamed again;
+a ``ShuttingDown`` raised names its key (``details["idempotency_key"]``) to send it again with.
+A "still in progress" reply (``ResumeInProgress``: the first request's turn runs, in this
+server process or another behind the same address) is asked again until that turn ends, for
+up to ``timeout`` seconds, whatever ``retries`` says (unless 0).
 A new chat names its session when it is made, as a local one does (a key
 is the session's), so a send whose retries were spent leaves a chat that can read the session
 (``last_response()``) to learn whether the server took it.
@@ -33,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, NoReturn, TypeAlias, TypeVar
 from urllib.parse import quote
@@ -43,6 +46,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import errors as core_errors
 from ._outgoing import encoded, key_header
+from ._remote_stream import StreamSeen, sse_events, sse_lines
 from ._rest import ApproveBody, CancelBody, GrantBody, RespondItem, RestartItem, ResumeBody, RevokeBody, SendBody
 from .approval._answers import prepare_answers
 from .approval._fit import ANSWER_THEM, BY_PAUSE_ID, unknown_call
@@ -63,7 +67,7 @@ from .session._interrupts import AuditEntry, PendingInterrupt, ToolResponse, Too
 from .session._json import AUDIT, GRANTS, INTERRUPTS, MESSAGES, RESPONSE, SUMMARY
 from .session._response import AgentResponse
 from .stores import SessionSummary
-from .turn._streaming import CHUNK, Emit, InterruptChunk, TurnEndChunk, TurnStream
+from .turn._streaming import Emit, TurnStream
 
 __all__ = ["Client", "RemoteAgent", "RemoteChat"]
 
@@ -164,53 +168,53 @@ class Client:
     ) -> AgentResponse:
         """A streamed turn: chunks go to ``emit``; returns the final response.
 
-        Retried (as ``retry`` allows) only while nothing has been received; a turn whose
-        stream breaks later is completed by asking again with its idempotency key: its
-        ``turn_end`` then comes after an ``interrupt`` chunk for each open pause the broken
-        stream had not marked (``_unmarked``).
+        Retried (as ``retry`` allows) only while no chunk has come; a turn whose stream breaks
+        later — its connection, or a server that stopped (``shutting_down``) — is completed by
+        asking again with its idempotency key, as ``retry`` allows the same failure before the
+        first chunk: the consumer is then given only the chunks the broken stream owed
+        (``StreamSeen``). A ``ShuttingDown`` raised names that key in ``details["idempotency_key"]``.
         """
-        payload = encoded(body)
-        received = False
-        marked: set[str] = set()  # the refs of the interrupt chunks emitted
+        payload, seen = encoded(body), StreamSeen(emit)
+        sent = {**_JSON, **_STREAM, **(headers or {})}
 
         async def attempt() -> AgentResponse:
-            nonlocal received
             try:
-                async with self._http.stream(
-                    "POST", path, content=payload, headers={**_JSON, **_STREAM, **(headers or {})}
-                ) as reply:
-                    if reply.status_code >= 400:
-                        raise _error_from(reply.status_code, await reply.aread())
-                    if not reply.headers.get("content-type", "").startswith("text/event-stream"):
-                        return RESPONSE.validate_python(json.loads(await reply.aread()))
-                    async for name, data in _sse(_lines(reply.aiter_text())):
-                        received = True
-                        if name == "chunk":
-                            item = CHUNK.validate_python(data)
-                            if isinstance(item, InterruptChunk):
-                                marked.add(item.interrupt.ref)
-                            emit(item)
-                        elif name == "response":
-                            return RESPONSE.validate_python(data)
-                        elif name == "error":
-                            raise _error_from(500, json.dumps(data).encode())
-                    raise httpx.RemoteProtocolError("the event stream ended before the turn's response")
+                return await self._streamed(path, payload, sent, seen)
             except (httpx.TransportError, core_errors.PausepointError) as error:
-                if not received:
+                if not seen.received:
                     raise
-                if retry != "all" or not isinstance(error, httpx.TransportError):
+                if not _may_retry(error, retry):
                     raise _Final(error) from error  # the caller saw part of the turn: not sent again
-            try:  # the turn ran: its outcome is one keyed request away
+            if seen.turn_end is not None:  # only the response event was cut off: the turn_end holds it
+                return seen.turn_end.response
+            try:  # the turn ran, or was cut short and recorded so: its outcome is one keyed request away
                 body_json = await self._call("POST", path, body=body, headers=headers, retry="all")
             except core_errors.PausepointError as error:
                 raise _Final(error) from error
-            response = RESPONSE.validate_python(body_json)
-            for unmarked in _unmarked(response, marked):
-                emit(unmarked)
-            emit(TurnEndChunk(response))
-            return response
+            return seen.completed(RESPONSE.validate_python(body_json))
 
-        return await self._retrying("POST", path, attempt, retry)
+        try:
+            return await self._retrying("POST", path, attempt, retry)
+        except core_errors.ShuttingDown as error:
+            _name_key(error, headers)
+            raise
+
+    async def _streamed(self, path: str, payload: bytes, headers: dict[str, str], seen: StreamSeen) -> AgentResponse:
+        """One streamed request: its chunks handed to ``seen``; the turn's response, or the
+        error its reply or its stream's ``error`` event names."""
+        async with self._http.stream("POST", path, content=payload, headers=headers) as reply:
+            if reply.status_code >= 400:
+                raise _error_from(reply.status_code, await reply.aread())
+            if not reply.headers.get("content-type", "").startswith("text/event-stream"):
+                return RESPONSE.validate_python(json.loads(await reply.aread()))
+            async for name, data in sse_events(sse_lines(reply.aiter_text())):
+                if name == "chunk":
+                    seen.chunk(data)
+                elif name == "response":
+                    return RESPONSE.validate_python(data)
+                elif name == "error":
+                    raise _error_from(500, json.dumps(data).encode())
+            raise httpx.RemoteProtocolError("the event stream ended before the turn's response")
 
     async def _retrying(self, method: str, path: str, attempt: Callable[[], Awaitable[T]], retry: Retry) -> T:
         """``attempt()``, again after a short wait while its failure is one ``retry`` allows
@@ -272,13 +276,6 @@ class RemoteAgent:
 
 
 _JSON = {"Content-Type": "application/json"}
-
-
-def _unmarked(response: AgentResponse, marked: set[str]) -> list[InterruptChunk]:
-    """``interrupt`` chunks for the response's open pauses whose chunk a broken stream did not
-    bring, so that a consumer acting on them sees every pause before the turn ends. (The text,
-    requests and results the break cut off are not made up again: the history holds them.)"""
-    return [InterruptChunk(i, i.ref) for i in response.interrupts if i.ref not in marked]
 
 
 class RemoteChat:
@@ -516,6 +513,15 @@ class _Final(Exception):
         self.error = error
 
 
+def _name_key(error: core_errors.ShuttingDown, headers: dict[str, str] | None) -> None:
+    """Name in ``error`` the idempotency key its request was sent with — a fresh one the caller
+    did not choose, maybe — as ``details["idempotency_key"]``: sent again with it, the message or
+    answer gets what the cut-short request started (its outcome), never a second turn."""
+    key = (headers or {}).get("Idempotency-Key")
+    if key is not None:
+        error.details.setdefault("idempotency_key", key)
+
+
 def _may_retry(error: BaseException, retry: Retry) -> bool:
     """Whether a request that failed with ``error`` may be sent again under ``retry``."""
     if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
@@ -564,34 +570,3 @@ def _error_from(status: int, content: bytes) -> core_errors.PausepointError:
         error = cls(message)
         error.details = details
         return error
-
-
-async def _lines(text: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The lines of an event stream, split where the SSE format ends a line (CR LF, LF or CR)
-    and nowhere else: httpx's ``aiter_lines`` also splits at U+2028, U+2029 and U+0085, which
-    a JSON string may hold as they are."""
-    pending = ""
-    async for piece in text:
-        pending += piece
-        # A CR at the very end may be the first half of a CR LF: keep it for the next piece.
-        cut = len(pending) - 1 if pending.endswith("\r") else len(pending)
-        *done, rest = pending[:cut].replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        pending = rest + pending[cut:]
-        for line in done:
-            yield line
-    if pending:
-        yield pending.rstrip("\r")
-
-
-async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Any]]:
-    """``(event name, JSON data)`` for each event of a server-sent event stream."""
-    name, data = "message", list[str]()
-    async for line in lines:
-        if not line:
-            if data:
-                yield name, json.loads("\n".join(data))
-            name, data = "message", list[str]()
-        elif line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())

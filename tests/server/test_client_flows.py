@@ -276,7 +276,7 @@ async def test_text_with_unicode_line_separators_streams_whole_to_every_client(s
 
 
 async def test_the_client_splits_an_event_stream_only_where_sse_ends_a_line():
-    from pausepoint.client import _lines, _sse
+    from pausepoint._remote_stream import sse_events, sse_lines
 
     async def pieces(*texts: str):
         for text in texts:
@@ -285,4 +285,5 @@ async def test_the_client_splits_an_event_stream_only_where_sse_ends_a_line():
     # LF, CR LF (its CR at the end of one piece, its LF at the start of the next) and CR; a raw
     # U+2028 in the data, as another server may send it, stays inside its line.
     stream = pieces('event: chunk\r\ndata: {"a": "x\u2028y"}\r', '\n\r\nevent: response\rdata: {"b": 1}\n', "\n")
-    assert [event async for event in _sse(_lines(stream))] == [("chunk", {"a": "x\u2028y"}), ("response", {"b": 1})]
+    events = [event async for event in sse_events(sse_lines(stream))]
+    assert events == [("chunk", {"a": "x\u2028y"}), ("response", {"b": 1})]
