@@ -218,6 +218,12 @@ def _live(
             "cancel_pending drops every open one",
             ref=ref,
         )
+    if tool.fingerprint != paused.fingerprint and not tool.runs_changed and not denial:
+        raise ToolDefinitionChanged(  # allow_changed_tools or not: its call would not be sent, its answer lost
+            f"tool {name!r} changed since it paused, and its calls are not sent while it differs (an MCP "
+            "server's tool); deny the pause, or cancel_pending drops every open one",
+            ref=ref,
+        )
     if tool.fingerprint != paused.fingerprint and not allow_changed_tools and not denial:
         raise ToolDefinitionChanged(
             f"tool {name!r} changed since it paused (its name or schemas differ); define the agent with "
@@ -333,5 +339,3 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]
     if a is None or b is None:
         return a if b is None else b
     return {**a, **b}
-
-

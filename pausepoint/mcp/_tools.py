@@ -101,6 +101,10 @@ class McpTool(Tool):
     server's input and output schemas.
     """
 
+    #: a changed tool's call is never sent (``run``): an answer to its pause would reach nobody,
+    #: so it is refused whatever ``allow_changed_tools`` says (a denial is taken)
+    runs_changed = False
+
     def __init__(
         self,
         spec: types.Tool,

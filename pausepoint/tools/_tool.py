@@ -174,6 +174,10 @@ class Tool:
     interrupt's validated input to the ``Grant`` a yes to it gives: the call it asked about.
     """
 
+    #: whether a pause of it may be answered once it changed (``allow_changed_tools``): the
+    #: call then runs on the new definition. An MCP server's tool sends no call while it differs.
+    runs_changed = True
+
     def __init__(
         self,
         fn: Callable[..., Any],

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pausepoint import AgentFinishReason, ApprovalPolicy, Grant, Pausepoint
-from pausepoint.errors import InvalidGrant
+from pausepoint.errors import InvalidGrant, ToolDefinitionChanged
 from pausepoint.mcp import McpConnection
 from pausepoint.stores import InMemorySessionStore
 from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
@@ -195,3 +195,32 @@ async def test_grant_bounds_read_json_types_and_local_refs(payer: McpConnection)
     assert not await grant_then(payer, {"flag": {"equals": True}}, {"flag": False})
     assert await grant_then(payer, {"ref": {"max": 10}}, {"ref": 9.5})
     assert not await grant_then(payer, {"ref": {"max": 10}}, {"ref": 11})
+
+
+async def test_an_answer_to_a_changed_tools_pause_is_refused_even_where_changed_tools_are_allowed(
+    ledger: Ledger,
+) -> None:
+    """Found by a probe: the refusal advised ``allow_changed_tools=True``, which took the answer
+    and closed the pause, while the changed MCP tool's call was not sent: the answer reached
+    nobody. It is refused there too, saying so; the pause stays open, and a denial is taken."""
+    ai = Pausepoint()
+    changing = stdio_bank(ledger, BANK_VERSION="changing")
+    tools = await ai.mcp_tools_async(changing, include=["transfer", "require_memos"], requires_approval={"transfer"})
+    model = script(MOVE, [tool_call("require_memos", {})], "Noted.", "Denied.")
+    agent = ai.define_agent(
+        name="teller", model=model, tools=tools, store=InMemorySessionStore(), allow_changed_tools=True
+    )
+    chat = agent.chat()
+    [pause] = (await chat.send("Move $500 to savings.")).interrupts
+    other = agent.chat()
+    assert (await other.send("Memos from now on.")).text == "Noted."  # the server changes transfer, and says so
+    for _ in range(200):
+        if tools[0]._catalog._checked is None:
+            break
+        await asyncio.sleep(0.05)
+    with pytest.raises(ToolDefinitionChanged, match="its calls are not sent while it differs"):
+        await chat.resume(restart=[agent.approval(pause)])
+    assert [p.ref for p in await chat.interrupts()] == [pause.ref]
+    assert (await chat.resume(respond=[pause.deny("changed")])).finish_reason == AgentFinishReason.STOP
+    assert [e["tool"] for e in ledger.entries()] == ["require_memos"]
+    await changing.aclose()
