@@ -103,7 +103,7 @@ def _levers() -> dict[str, Lever]:
     async def principal(self: Any, request: Any) -> str:
         return "bench"
 
-    def no_views(agent: Any, items: list[dict[str, Any]], pauses: Any) -> list[dict[str, Any]]:
+    def no_views(agent: Any, items: list[dict[str, Any]], pauses: Any, tenant: Any) -> list[dict[str, Any]]:
         for item in items:
             item["view"] = None
         return items
