@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,23 @@ def terminals() -> Iterator[list[pexpect.spawn]]:
     for child in opened:
         if child.isalive():
             child.terminate(force=True)
+
+
+def serve_module(app: str, folder: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    """``pausepoint serve APP`` (``module:ai`` of a module in ``folder``) on ``port`` (0: a free
+    one), alice's token ``s3cret``: the process, and the URL it said it serves at."""
+    env = {**cli_env(), "PYTHONPATH": f"{folder}:{ROOT}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pausepoint", "serve", app, "--port", str(port), "--token", "alice=s3cret"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
+        if found:
+            return proc, found[1]
+    proc.kill()
+    raise AssertionError(proc.stderr.read() if proc.stderr else "the server never said where it serves")
 
 
 @contextmanager

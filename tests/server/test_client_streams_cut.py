@@ -10,10 +10,8 @@ key to send it again with; the second gave ``turn_end`` twice.
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -26,7 +24,7 @@ from pausepoint.client import Client
 from pausepoint.errors import ShuttingDown
 from pausepoint.server._errors import error_body, shutting_down
 from pausepoint.turn._streaming import CHUNK
-from tests.cli.conftest import ROOT, cli_env
+from tests.cli.conftest import serve_module
 from tests.models.wire_server import Json, Sse, WireServer, scripted
 from tests.server.test_client_failures import paused_stream
 
@@ -76,18 +74,7 @@ def serve(tmp_path: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
     if not app.exists():
         started, db = str(tmp_path / "started"), str(tmp_path / "s.db")
         app.write_text(textwrap.dedent(APP.format(started=started, db=db)))
-    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pausepoint", "serve", "cut_app:ai", "--port", str(port), "--token", "alice=s3cret"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
-        if found:
-            return proc, found[1]
-    proc.kill()
-    raise AssertionError(proc.stderr.read() if proc.stderr else "the server never said where it serves")
+    return serve_module("cut_app:ai", tmp_path, port)
 
 
 async def stop_when_started(proc: subprocess.Popen[str], started: Path) -> None:

@@ -7,10 +7,8 @@ next process, not after ``abandon_after`` (found by another)."""
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -22,7 +20,7 @@ import pytest
 from pausepoint import AgentFinishReason, Pausepoint
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel
-from tests.cli.conftest import ROOT, cli_env
+from tests.cli.conftest import serve_module
 from tests.server.test_display import sse
 
 APP = """
@@ -56,18 +54,7 @@ def serve_slow_app(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
     (tmp_path / "slow_app.py").write_text(
         textwrap.dedent(APP.format(started=str(tmp_path / "started"), db=str(tmp_path / "s.db")))
     )
-    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pausepoint", "serve", "slow_app:ai", "--port", "0", "--token", "alice=s3cret"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        found = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
-        if found:
-            return proc, found[1]
-    proc.kill()
-    raise AssertionError(proc.stderr.read() if proc.stderr else "the server never said where it serves")
+    return serve_module("slow_app:ai", tmp_path)
 
 
 @pytest.mark.parametrize("streamed", [False, True])
