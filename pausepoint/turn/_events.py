@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from hashlib import blake2b
 from json.encoder import encode_basestring_ascii
-from typing import Any, Literal, TypeAlias, assert_never
+from typing import Any, Literal, Protocol, TypeAlias, assert_never
 
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
@@ -212,10 +212,17 @@ def _json_string(text: str) -> bytes:
     return encode_basestring_ascii(text).encode()
 
 
+class ViewOf(Protocol):
+    """An agent's view of a pause of a session of ``tenant`` (``Agent.view``), whose members it
+    names as who may decide the pause."""
+
+    def __call__(self, interrupt: PendingInterrupt, *, tenant: str | None) -> PauseView: ...
+
+
 def _entry_json(
     record: CallAnswered | ApprovalGiven | CallDecided | GrantAdded | GrantRevoked | PauseEscalated,
     envelope: _Envelope,
-    view: Callable[[PendingInterrupt], PauseView] | None,
+    view: ViewOf | None,
 ) -> dict[str, Any]:
     """An event's audit entry, as the session's trail reads it (what the envelope kept of the
     state stands in for the state), with the pause's view when there is one."""
@@ -235,13 +242,14 @@ def _entry_json(
     shown: dict[str, Any] = dump(AUDIT, [entry])[0]
     shown["view"] = None
     if view is not None and entry.name and not isinstance(record, GrantAdded | GrantRevoked):
-        shown["view"] = asdict(view(answered_pause(entry)))
+        shown["view"] = asdict(view(answered_pause(entry), tenant=envelope.tenant))
     return shown
 
 
-def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | None = None) -> dict[str, Any]:
+def event_body(event: Event, view: ViewOf | None = None) -> dict[str, Any]:
     """The public JSON body of a stored event (what the feed and webhooks send); with ``view``
-    (the event's agent's ``Agent.view``), a pause and an answer carry the pause's view. An
+    (the event's agent's ``Agent.view``), a pause and an answer carry the pause's view (its
+    session's tenant's members named as who may decide it, as the REST API names them). An
     answer's entry reads as the session's audit trail reads it."""
     envelope = _ENVELOPE.validate_json(event.data)
     record = envelope.record
@@ -259,7 +267,7 @@ def event_body(event: Event, view: Callable[[PendingInterrupt], PauseView] | Non
             pause = pending_interrupt(record)
             body["interrupt"] = dump(INTERRUPTS, [pause])[0]
             if view is not None:
-                body["interrupt"]["view"] = asdict(view(pause))
+                body["interrupt"]["view"] = asdict(view(pause, tenant=envelope.tenant))
         case TurnEnded():
             open_refs = envelope.open if envelope.open is not None else record.open_refs
             body.update(turn=record.turn, finish_reason=record.finish_reason, open_refs=open_refs, error=record.error)

@@ -33,6 +33,7 @@ from tests.cli.config_files import serving, write
 from tests.cli.conftest import ROOT
 from tests.mcp.conftest import SLOW
 from tests.mcp.test_serve import call
+from tests.server.feed_client import FeedReader
 from tests.server.harness import serve_in_thread
 from tests.server.test_display import sse
 
@@ -158,6 +159,20 @@ async def test_a_streamed_turn_and_mcps_inbox_name_the_sessions_tenants_members(
         listed = await call(operator, "list_pending", agent="pay")
     mine = [s for s in listed if s["session_id"] == response["session_id"]]
     assert [p["approval"]["may_approve"] for s in mine for p in s["pauses"]] == [["desk"]]
+
+
+async def test_the_feeds_pause_names_the_sessions_tenants_members_for_an_operator_of_another(http, url):
+    """The feed's (and webhooks') events build the pause's view with the tenant the event
+    recorded: they said null under tenants."""
+    async with FeedReader(url, bearer("globex-ops")) as feed:
+        sent = await http.post("/v1/agents/pay/sessions", json=PAY, headers=bearer("acme-alice"))
+        session = sent.json()["session_id"]
+        for count in range(1, 50):
+            events = await feed.wait_for(count)
+            pauses = [data for _, name, data in events if name == "pause" and data["session_id"] == session]
+            if pauses:
+                break
+    assert who_may(pauses[0]["interrupt"]) == ACME
 
 
 async def test_members_a_token_brings_cannot_be_listed_so_nobody_is_named(http):
