@@ -109,9 +109,7 @@ async def run_turn(
     stream.response.add_done_callback(done)
     iterator = stream.__aiter__()
     try:
-        first: TurnChunk | None = await iterator.__anext__()
-    except StopAsyncIteration:
-        first = None
+        first = await _first_said(iterator, chunk)
     except Exception as exc:
         return error_response(exc)
     return StreamingResponse(
@@ -119,9 +117,21 @@ async def run_turn(
     )
 
 
+async def _first_said(chunks: AsyncIterator[TurnChunk], chunk: Callable[[TurnChunk], Any]) -> Any:
+    """The first of ``chunks`` that ``chunk`` translates into something the client is told
+    (None: the turn ended first). Until then nothing is sent, so a turn that fails before
+    telling the client anything is refused with its status — on the Genkit wire, which carries
+    no tool-call deltas or progress, too (it answered 200 with the error as its only event)."""
+    async for item in chunks:
+        translated = chunk(item)
+        if translated is not None:
+            return translated
+    return None
+
+
 async def _events(
     stream: TurnStream,
-    first: TurnChunk | None,
+    first: Any,
     rest: AsyncIterator[TurnChunk],
     reply: Callable[[AgentResponse], Any],
     chunk: Callable[[TurnChunk], Any],
@@ -129,9 +139,7 @@ async def _events(
 ) -> AsyncIterator[bytes]:
     try:
         if first is not None:
-            translated = chunk(first)
-            if translated is not None:
-                yield frame("chunk", translated)
+            yield frame("chunk", first)
             async for item in rest:
                 translated = chunk(item)
                 if translated is not None:

@@ -10,9 +10,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from pausepoint import Pausepoint
+from pausepoint import Pausepoint, ToolCallDelta
+from pausepoint.errors import ModelUnavailable
 from pausepoint.server import BearerTokens, create_app
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.testing import ScriptedModel, tool_call
@@ -641,3 +643,36 @@ async def test_a_tool_that_fails_the_turn_says_genkits_reason(tmp_path, http):
     out = reply.json()["result"]
     assert (reply.status_code, out["finishReason"], out["error"]["status"]) == (200, "failed", "INTERNAL")
     assert out["error"]["details"] == {"code": "tool_failed", "reason": "TOOL_FAILED"}
+
+
+class CutModel:
+    """A model whose connection is cut after a piece of a tool call's arguments streamed."""
+
+    name = "cut"
+
+    async def generate(self, request: Any, on_chunk: Any = None) -> Any:
+        if on_chunk is not None:
+            on_chunk(ToolCallDelta(index=0, name="lookup", arguments_delta='{"q": "'))
+        raise ModelUnavailable("the connection to the model was cut")
+
+
+async def test_a_stream_whose_model_fails_before_saying_anything_the_wire_carries_is_refused_with_its_status():
+    """Found by a probe: the wire carries no tool-call deltas, so a model that failed after
+    streaming only those was answered 200 with the error as the stream's only event, where the
+    JSON request is a 503; a stream is refused before its first chunk the wire carries (REST,
+    which carries the delta, answers 200 and ends with the error, as documented)."""
+    ai = Pausepoint()
+
+    @ai.tool()
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        return q
+
+    ai.define_agent(name="cut", model=CutModel(), tools=[lookup])
+    app = create_app(ai, auth=BearerTokens({"alice-token": "alice"}), console=False)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        wire = await http.post("/agents/cut", json={"data": user("hi")}, headers=SSE)
+        rest = await http.post("/v1/agents/cut/sessions", json={"message": "hi"}, headers=SSE)
+    assert wire.status_code == 503 and wire.headers["content-type"].startswith("application/json"), wire.text
+    assert wire.json()["error"]["code"] == "model_unavailable"
+    assert rest.status_code == 200 and "event: error" in rest.text and "tool_call_delta" in rest.text
