@@ -26,7 +26,7 @@ LIST: Operation[Any] = Operation(
 
 
 async def grants(request: Request) -> Response:
-    agent, session_id, _ = await service_of(request).viewing(request)
+    agent, session_id, _, _ = await service_of(request).viewing(request)
     return json_response({"grants": dump(GRANTS, await agent.chat(session_id).grants())})
 
 

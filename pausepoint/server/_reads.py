@@ -13,7 +13,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..runtime._agent import Agent
 from ..session._json import MESSAGES, SUMMARY, dump
 from ._auth import current_tenant, inbox_filters
 from ._display import audit_json, describe_agent, interrupts_json, permissions, response_json
@@ -100,8 +99,7 @@ SESSION: Operation[Any] = Operation(
 
 async def read(request: Request) -> Response:
     service = service_of(request)
-    agent, session_id, principal = await service.viewing(request)
-    summary = await service.visible(agent, session_id, principal)
+    agent, session_id, principal, summary = await service.viewing(request)
     chat = agent.chat(session_id, principal=principal)
     last = await chat.last_response()
     return json_response(
@@ -120,9 +118,9 @@ INTERRUPTS: Operation[Any] = Operation(
 
 
 async def interrupts(request: Request) -> Response:
-    agent, session_id, tenant = await _viewed(request)
+    agent, session_id, _, summary = await service_of(request).viewing(request)
     pauses = await agent.chat(session_id).interrupts()
-    return json_response({"interrupts": interrupts_json(agent, pauses, tenant=tenant)})
+    return json_response({"interrupts": interrupts_json(agent, pauses, tenant=summary.tenant)})
 
 
 AUDIT: Operation[Any] = Operation(
@@ -132,20 +130,9 @@ AUDIT: Operation[Any] = Operation(
 
 
 async def audit(request: Request) -> Response:
-    agent, session_id, tenant = await _viewed(request)
+    agent, session_id, _, summary = await service_of(request).viewing(request)
     entries = await agent.chat(session_id).audit_trail()
-    return json_response({"entries": audit_json(agent, entries, tenant=tenant)})
-
-
-async def _viewed(request: Request) -> tuple[Agent, str, str | None]:
-    """``Service.viewing``'s agent and session id, and the session's tenant: its pauses' views
-    name that tenant's members as who may decide them, whoever reads (an operator reads other
-    tenants' sessions)."""
-    service = service_of(request)
-    principal = await service.principal(request)  # before any lookup, as ``Service.viewing``
-    agent = service.agent(request.path_params["agent"])
-    session_id = request.path_params["session_id"]
-    return agent, session_id, (await service.visible(agent, session_id, principal)).tenant
+    return json_response({"entries": audit_json(agent, entries, tenant=summary.tenant)})
 
 
 HISTORY: Operation[Any] = Operation(
@@ -154,5 +141,5 @@ HISTORY: Operation[Any] = Operation(
 
 
 async def history(request: Request) -> Response:
-    agent, session_id, _ = await service_of(request).viewing(request)
+    agent, session_id, _, _ = await service_of(request).viewing(request)
     return json_response({"messages": dump(MESSAGES, await agent.chat(session_id).history())})

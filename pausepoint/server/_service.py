@@ -140,13 +140,13 @@ class Service:
 
     # -- the session a route's path names (``{agent}`` and ``{session_id}``) ---------------------
 
-    async def viewing(self, request: Request) -> tuple[Agent, str, str]:
-        """The agent, session id and caller of a route on a session the caller may see."""
+    async def viewing(self, request: Request) -> tuple[Agent, str, str, SessionSummary]:
+        """The agent, session id and caller of a route on a session the caller may see, and the
+        session's summary (its tenant names whose members its pauses' views list, whoever reads)."""
         principal = await self.principal(request)  # before any lookup: nothing is learnt without a token
         agent = self.agent(request.path_params["agent"])
         session_id = request.path_params["session_id"]
-        await self.visible(agent, session_id, principal)
-        return agent, session_id, principal
+        return agent, session_id, principal, await self.visible(agent, session_id, principal)
 
     async def answering(self, request: Request) -> tuple[Agent, str, str]:
         """``viewing``, for a route that answers the session's pauses (``answerable``)."""

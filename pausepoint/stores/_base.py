@@ -426,7 +426,7 @@ def event_stream(store: SessionStore) -> Hashable:
 def merges_extensions(store: CheckpointStore) -> bool:
     """Whether ``store.extend_checkpoint`` takes ``replaces`` (every built-in store's does; one
     of a user's own written before it could is given extensions one by one)."""
-    if "extend_checkpoint" in dir(type(store)):
+    if hasattr(type(store), "extend_checkpoint"):
         return _takes_replaces(type(store))
     return takes_keyword(store.extend_checkpoint, "replaces")  # a wrapper's, found by its __getattr__
 

@@ -81,7 +81,7 @@ class Appender:
         announcing them. Raises ``VersionConflict`` (nothing written) when it is at another."""
         session_id = state.session_id
         summary = state.summary(now)
-        extra: _Optional = {}
+        extra: _AppendOptions = {}
         if self.targets is not None:
             extra["events"] = announce(state, records, entries, now, self.targets, self.tenants)
         if self.durable_hint:
@@ -91,7 +91,7 @@ class Appender:
             note_last(state, entries[-1])  # the log ``state`` is of ends with it (``session._lineage``)
 
 
-class _Optional(TypedDict, total=False):
+class _AppendOptions(TypedDict, total=False):
     """The arguments of ``SessionStore.append`` a store written against an older protocol lacks."""
 
     events: Sequence[Event]

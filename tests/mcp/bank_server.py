@@ -5,7 +5,8 @@ Run over stdio (``python -m tests.mcp.bank_server``) or streamable HTTP
 to the file named by ``BANK_LEDGER`` (one JSON line), so tests count what reached the server.
 ``BANK_VERSION=2`` changes ``transfer``'s schema (a required ``memo``); ``BANK_VERSION=currency``
 adds a ``currency`` that defaults to euros (so a call made for the first version still runs);
-``BANK_VERSION=untyped`` leaves ``amount``'s type out of its schema; ``BANK_VERSION=changing`` has a
+``BANK_VERSION=untyped`` leaves ``amount``'s type out of its schema; ``BANK_VERSION=dated`` takes the
+day a transfer is made on (a string of ``format: date``); ``BANK_VERSION=changing`` has a
 ``require_memos`` tool that changes ``transfer`` and tells the listening clients so (and
 ``require_memos_quietly`` that tells nobody). With ``BANK_KEY`` set,
 the server seals its questions' state with that key, so a restarted server accepts them.
@@ -88,6 +89,14 @@ elif os.environ.get("BANK_VERSION") == "changing":
         mcp.remove_tool("transfer")
         mcp.add_tool(transfer_with_memo, name="transfer")
         return "Transfers need a memo now."
+
+elif os.environ.get("BANK_VERSION") == "dated":
+
+    @mcp.tool()
+    def transfer(amount: int, to_account: str, on: date) -> str:
+        """Transfer money between accounts on a day."""
+        record("transfer", amount=amount, to_account=to_account, on=on.isoformat())
+        return f"Transferred ${amount} to {to_account} on {on}."
 
 elif os.environ.get("BANK_VERSION") == "untyped":
 

@@ -16,7 +16,7 @@ from pausepoint.errors import McpError, McpUnavailable
 from pausepoint.mcp import McpConnection
 from pausepoint.testing import last_tool_results, tool_call
 
-from .conftest import ROOT, HttpBank, Ledger, bank_env, script
+from .conftest import ROOT, HttpBank, Ledger, bank_env, script, stdio_bank
 
 UNSURE = "it may or may not have taken effect"
 
@@ -145,3 +145,20 @@ async def test_an_http_refusal_says_the_call_was_refused(ledger: Ledger, http_ba
         "error": "McpError: MCP server 'bank' refused the request while calling 'balance': HTTP 403 (text/html: "
         "'<html><body><h1>403 Forbidden</h1></body></html>')"
     }
+
+
+async def test_an_argument_off_its_strings_format_is_invalid_input_and_never_sent(ledger: Ledger) -> None:
+    """A string's ``format`` is checked as the server checks it (found by a probe: a day of
+    "next tuesday" for a ``date`` passed the check, was approved, and only then refused)."""
+    dated = stdio_bank(ledger, BANK_VERSION="dated")
+    wrong = {"amount": 5, "to_account": "savings", "on": "next tuesday"}
+    seen = await what_the_model_sees(dated, ("transfer", wrong))
+    assert seen == {
+        "error": "invalid input for tool 'transfer'",
+        "details": [{"type": "json_schema", "loc": ["on"], "msg": "'next tuesday' is not a 'date'"}],
+    }
+    assert ledger.entries() == []
+    right = {"amount": 5, "to_account": "savings", "on": "2026-12-08"}
+    assert await what_the_model_sees(dated, ("transfer", right)) == "Transferred $5 to savings on 2026-12-08."
+    assert ledger.entries() == [{"tool": "transfer", "amount": 5, "to_account": "savings", "on": "2026-12-08"}]
+    await dated.aclose()
