@@ -17,7 +17,8 @@ an idempotency key (``idempotency_key=`` or a fresh one), so it is retried on co
 failures, timeouts, "still in progress" and "shutting down" replies: the server returns the
 first outcome instead of sending or answering twice. A stream that a broken connection or a
 stopping server cuts after chunks came is completed by that keyed request, not streamed again;
-a ``ShuttingDown`` raised names its key (``details["idempotency_key"]``) to send it again with.
+a ``ShuttingDown``, ``ServerUnreachable`` or ``ServerTimeout`` raised by a send, a resume or an
+approve names its key (``details["idempotency_key"]``) to send it again with.
 A "still in progress" reply (``ResumeInProgress``: the first request's turn runs, in this
 server process or another behind the same address) is asked again until that turn ends, for
 up to ``timeout`` seconds, whatever ``retries`` says (unless 0).
@@ -161,7 +162,11 @@ class Client:
                 raise _error_from(reply.status_code, reply.content)
             return reply.json()
 
-        return await self._retrying(method, path, attempt, retry)
+        try:
+            return await self._retrying(method, path, attempt, retry)
+        except (core_errors.ShuttingDown, core_errors.ServerUnreachable) as error:
+            _name_key(error, sent)
+            raise
 
     async def _stream(
         self, path: str, body: BaseModel, emit: Emit, *, headers: dict[str, str] | None = None, retry: Retry
@@ -172,7 +177,8 @@ class Client:
         later — its connection, or a server that stopped (``shutting_down``) — is completed by
         asking again with its idempotency key, as ``retry`` allows the same failure before the
         first chunk: the consumer is then given only the chunks the broken stream owed
-        (``StreamSeen``). A ``ShuttingDown`` raised names that key in ``details["idempotency_key"]``.
+        (``StreamSeen``). A ``ShuttingDown`` or ``ServerUnreachable`` raised names that key in
+        ``details["idempotency_key"]``.
         """
         payload, seen = encoded(body), StreamSeen(emit)
         sent = {**_JSON, **_STREAM, **(headers or {})}
@@ -195,7 +201,7 @@ class Client:
 
         try:
             return await self._retrying("POST", path, attempt, retry)
-        except core_errors.ShuttingDown as error:
+        except (core_errors.ShuttingDown, core_errors.ServerUnreachable) as error:
             _name_key(error, headers)
             raise
 
@@ -513,10 +519,12 @@ class _Final(Exception):
         self.error = error
 
 
-def _name_key(error: core_errors.ShuttingDown, headers: dict[str, str] | None) -> None:
-    """Name in ``error`` the idempotency key its request was sent with — a fresh one the caller
-    did not choose, maybe — as ``details["idempotency_key"]``: sent again with it, the message or
-    answer gets what the cut-short request started (its outcome), never a second turn."""
+def _name_key(error: core_errors.PausepointError, headers: dict[str, str] | None) -> None:
+    """Name in ``error`` (a request the server may or may not have taken: it stopped, or could
+    not be reached or heard from) the idempotency key its request was sent with — a fresh one
+    the caller did not choose, maybe — as ``details["idempotency_key"]``: sent again with it,
+    the message or answer gets what the first request started (its outcome), never a second
+    turn. A request sent without a key names none."""
     key = (headers or {}).get("Idempotency-Key")
     if key is not None:
         error.details.setdefault("idempotency_key", key)

@@ -465,8 +465,10 @@ class IdentityProviderUnavailable(PausepointError):
 class ServerUnreachable(PausepointError):
     """``pausepoint.client`` could not reach the server (connection refused, a host name that
     does not resolve, a connection that broke), after its retries. ``details``: ``method``,
-    ``url``. The client retries only what is safe to send again, so a send that failed this way
-    may or may not have been taken: read the session before sending again."""
+    ``url``, and for a send, a resume or an approve the ``idempotency_key`` it was sent with.
+    The client retries only what is safe to send again, so a send that failed this way may or
+    may not have been taken: send it again with that key (the server gives back what the first
+    one started, never a second turn), or read the session first."""
 
     code = "server_unreachable"
 

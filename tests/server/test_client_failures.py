@@ -125,6 +125,9 @@ async def test_a_closed_port_is_server_unreachable_after_the_retries() -> None:
     assert isinstance(error.__cause__, httpx.ConnectError)
     assert error.details == {"method": "GET", "url": f"{url}/v1/agents"}
     assert url in str(error)
+    # a send names the key it was sent with (a fresh one here): sent again with it, it is one turn
+    key = sent.value.details.pop("idempotency_key")
+    assert isinstance(key, str) and len(key) >= 16
     assert sent.value.details == {
         "method": "POST",
         "url": f"{url}/v1/agents/bank/sessions/{new_chat.session_id}/messages",
@@ -156,7 +159,7 @@ async def test_a_send_that_timed_out_is_sent_again_under_its_key_to_the_session_
     with Listener("hold") as server:
         async with Client(server.url, timeout=0.3, retries=3) as client:
             chat = client.agent("bank").chat()
-            with pytest.raises(ServerTimeout):
+            with pytest.raises(ServerTimeout) as caught:
                 await chat.send("Transfer $500 to savings.")
     # The server may have taken it: the chat named its new session before sending, and sent it
     # again under one key (the server gives the first outcome back); once the retries are
@@ -164,6 +167,7 @@ async def test_a_send_that_timed_out_is_sent_again_under_its_key_to_the_session_
     assert chat.session_id is not None and len(chat.session_id) == 32
     assert server.requests == [f"POST /v1/agents/bank/sessions/{chat.session_id}/messages HTTP/1.1".encode()] * 4
     assert len(set(server.keys)) == 1 and server.keys[0]
+    assert caught.value.details["idempotency_key"] == server.keys[0].decode()  # the key to send it again with
 
 
 async def test_a_dropped_connection_is_server_unreachable_and_a_keyed_send_or_resume_is_asked_again() -> None:
@@ -184,6 +188,8 @@ async def test_a_dropped_connection_is_server_unreachable_and_a_keyed_send_or_re
         b"POST /v1/agents/bank/sessions/s1/cancel HTTP/1.1",  # no key: once
     ]
     assert server.keys == [b"k1"] * 3 + [b"m1"] * 3 + [None]
+    assert resumed.value.details["idempotency_key"] == "k1" and sent.value.details["idempotency_key"] == "m1"
+    assert "idempotency_key" not in cancelled.value.details  # sent without one
 
 
 @pytest.mark.parametrize("base_url", ["127.0.0.1:8000", "ftp://example.com", "http://", "not a url"])
