@@ -65,6 +65,29 @@ def test_plain_parameters_become_an_input_schema_and_names_can_be_overridden():
     assert schema["properties"]["verbose"]["default"] is False
 
 
+class _Question(BaseModel):
+    question: str
+
+
+@pytest.mark.parametrize(
+    "name", ["bank.lookup", "bank/lookup", "check balance", "überweisen", "a:b", "1tool", "-x", "x" * 65, "<lambda>"]
+)
+def test_a_tool_name_some_provider_refuses_is_refused_when_the_tool_is_defined(name: str) -> None:
+    """Found by a probe: any name was taken and sent as it was, and each provider refuses some
+    (a dotted one OpenAI and Anthropic, one of 65 characters OpenAI and Gemini): the agent failed
+    with ``ModelBadRequest`` at its first model call, on some providers only."""
+    ai = Pausepoint()
+    with pytest.raises(DefinitionError, match="is not one every provider takes: a letter or '_' first"):
+        ai.tool(name=name)(lambda: "")
+    with pytest.raises(DefinitionError, match="is not one every provider takes"):
+        ai.define_interrupt(name=name, input_schema=_Question)
+
+
+@pytest.mark.parametrize("name", ["lookup", "_private", "bank-lookup", "Transfer_2", "x" * 64])
+def test_a_tool_name_every_provider_takes_is_taken(name: str) -> None:
+    assert Pausepoint().tool(name=name)(lambda: "").name == name
+
+
 def test_bad_definitions_are_refused():
     ai = Pausepoint()
 

@@ -39,6 +39,7 @@ import mcp.types as types
 from pydantic import BaseModel, RootModel
 
 from ..errors import DefinitionError, McpError
+from ..models._portable import portable_tool_name
 from ..tools._tool import Tool, ToolRunContext, fingerprint_of
 from . import _elicitation as elicitation
 from ._approval import ApprovalSpec, needs_approval, unknown_names
@@ -313,7 +314,7 @@ async def load_tools(
         McpTool(
             spec,
             catalog,
-            name=prefix + spec.name,
+            name=portable_tool_name(prefix + spec.name),
             requires_approval=needs_approval(requires_approval, spec.name),
             idempotent=_flag(idempotent, spec),
             allow_input_edits=_flag(allow_input_edits, spec),

@@ -6,10 +6,17 @@ agents share mean one thing on every provider, checked here once before anything
 a ``stop_sequences`` string into characters and sent 1024 for ``max_tokens=0``, OpenAI sent
 them as given, Gemini refused some). A session moved from one provider to another goes out
 with call ids unique across the request (``CallIds``), as the APIs require.
+
+Tool names too: an agent's tools are named as every provider takes a name (``TOOL_NAME``,
+checked when a tool is defined), and a call the model named otherwise — a name it made up,
+OpenAI's ``multi_tool_use.parallel`` — goes back in the history under ``portable_tool_name``,
+or the API would refuse every later request of the session (found by a probe).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +27,13 @@ from ..errors import ModelBadRequest
 __all__ = [
     "OUTPUT_LIMIT_KEYS",
     "SHARED_KEYS",
+    "TOOL_NAME",
+    "TOOL_NAME_RULE",
     "CallIds",
     "SharedConfig",
     "output_limit",
     "output_limit_given",
+    "portable_tool_name",
     "stop_sequences",
 ]
 
@@ -31,6 +41,28 @@ __all__ = [
 OUTPUT_LIMIT_KEYS = ("max_tokens", "max_output_tokens")
 #: the config keys every provider translates (each adapter sends the rest as given)
 SHARED_KEYS = frozenset({"temperature", "top_p", "max_tokens", "max_output_tokens", "stop_sequences"})
+
+
+#: A tool name every provider takes: OpenAI's and Anthropic's characters (letters, digits, "_",
+#: "-") within Gemini's first character and length (a letter or "_"; at most 64).
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+TOOL_NAME_RULE = "a letter or '_' first, then letters, digits, '_' or '-', at most 64 characters"
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def portable_tool_name(name: str) -> str:
+    """``name`` as every provider takes a tool's name: kept when it is one (``TOOL_NAME``); else
+    each other character as ``_``, a ``_`` first where it starts with neither a letter nor ``_``,
+    and past 64 characters the first 55 and a hash of the whole (``multi_tool_use.parallel`` →
+    ``multi_tool_use_parallel``). The same name always gives the same one."""
+    if TOOL_NAME.fullmatch(name):
+        return name
+    cleaned = _NOT_IN_A_NAME.sub("_", name)
+    if not cleaned[:1].isascii() or not (cleaned[:1].isalpha() or cleaned[:1] == "_"):
+        cleaned = "_" + cleaned
+    if len(cleaned) > 64:
+        cleaned = cleaned[:55] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return cleaned
 
 
 @dataclass(frozen=True, slots=True)

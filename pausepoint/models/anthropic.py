@@ -81,7 +81,7 @@ from ._model import (
     ToolDefinition,
     Usage,
 )
-from ._portable import SHARED_KEYS, CallIds, SharedConfig
+from ._portable import SHARED_KEYS, CallIds, SharedConfig, portable_tool_name
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -273,7 +273,8 @@ def _map_part(part: Part, ids: CallIds) -> dict[str, Any] | None:
     if isinstance(part, MediaPart):
         return _map_media(part)
     if isinstance(part, ToolRequestPart):
-        return {"type": "tool_use", "id": ids.sent_id(part), "name": part.name, "input": _tool_input(part.input)}
+        name = portable_tool_name(part.name)
+        return {"type": "tool_use", "id": ids.sent_id(part), "name": name, "input": _tool_input(part.input)}
     assert isinstance(part, ToolResponsePart)
     block: dict[str, Any] = {
         "type": "tool_result",

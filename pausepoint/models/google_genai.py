@@ -84,7 +84,7 @@ from ._model import (
     ToolDefinition,
     Usage,
 )
-from ._portable import SHARED_KEYS, CallIds, SharedConfig
+from ._portable import SHARED_KEYS, CallIds, SharedConfig, portable_tool_name
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -255,7 +255,8 @@ def _map_parts(message: Message, ids: CallIds) -> list[types.Part]:
         elif isinstance(part, MediaPart):
             parts.append(_map_media(part))
         elif isinstance(part, ToolRequestPart):
-            call = types.FunctionCall(id=ids.sent_id(part) or None, name=part.name, args=_call_args(part.input))
+            name = portable_tool_name(part.name)
+            call = types.FunctionCall(id=ids.sent_id(part) or None, name=name, args=_call_args(part.input))
             signature = _signature(part.provider_metadata)
             if signature is None and not signed:
                 signature = _SKIP_SIGNATURE
@@ -291,7 +292,7 @@ def _map_tool_response(part: ToolResponsePart, call_id: str) -> types.FunctionRe
         response = output if isinstance(output, dict) and "error" in output else {"error": output}
     else:
         response = output if isinstance(output, dict) and "error" not in output else {"output": output}
-    return types.FunctionResponse(id=call_id or None, name=part.name, response=response)
+    return types.FunctionResponse(id=call_id or None, name=portable_tool_name(part.name), response=response)
 
 
 def _map_media(part: MediaPart) -> types.Part:

@@ -63,7 +63,7 @@ from ._model import (
     Usage,
     tool_output_text,
 )
-from ._portable import SHARED_KEYS, CallIds, SharedConfig
+from ._portable import SHARED_KEYS, CallIds, SharedConfig, portable_tool_name
 from ._retry import RetryPolicy, call_with_retries, stream_with_retries
 
 try:
@@ -323,7 +323,7 @@ def _assistant_message(message: Message, ids: CallIds) -> ChatCompletionAssistan
         {
             "id": ids.sent_id(part),
             "type": "function",
-            "function": {"name": part.name, "arguments": _arguments(part.input)},
+            "function": {"name": portable_tool_name(part.name), "arguments": _arguments(part.input)},
         }
         for part in message.tool_requests
     ]

@@ -25,6 +25,7 @@ from pydantic_core import to_jsonable_python
 from ..content._jsondata import json_data
 from ..errors import DefinitionError
 from ..models._model import ToolDefinition
+from ..models._portable import TOOL_NAME, TOOL_NAME_RULE
 from ..session._durations import SAID, duration
 from ..session._grants import Grant
 from ._display import PauseDisplay, PauseView, check_display, render
@@ -206,6 +207,11 @@ class Tool:
             )
         self.fn = fn
         self.name = name or fn.__name__
+        if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):
+            raise DefinitionError(
+                f"tool name {self.name!r} is not one every provider takes: {TOOL_NAME_RULE} "
+                "(OpenAI, Anthropic and Gemini each refuse some others; name= names a tool)"
+            )
         self.description = description if description is not None else inspect.cleandoc(_unwrapped(fn).__doc__ or "")
         self.allow_input_edits = allow_input_edits
         # Safe to run again if a crash left it unclear whether it ran (see Turn.run_model).

@@ -36,6 +36,25 @@ async def test_lists_the_servers_tools_with_their_schemas_prefixed_and_filtered(
     assert [t.name for t in only] == ["balance"]
 
 
+async def test_a_name_some_provider_refuses_is_given_as_one_they_all_take_and_the_server_is_called_by_its_own(
+    bank: McpConnection, ledger: Ledger
+) -> None:
+    """An MCP server may name a tool as some provider refuses (``files.read``; here a prefix
+    with a dot): the agent's tool is named as every provider takes a name (``TOOL_NAME``), and
+    the server is called by its own name. Found by a probe: sent as it was, a dotted name failed
+    every model call on OpenAI and Anthropic."""
+    ai = Pausepoint()
+    tools = await ai.mcp_tools_async(bank, prefix="bank.", include=["balance"])
+    assert [(t.name, t.mcp_name) for t in tools] == [("bank_balance", "balance")]
+    model = script(
+        [tool_call("bank_balance", {"account": "savings"})],
+        lambda req: f"It says {last_tool_results(req)['bank_balance']}",
+    )
+    agent = ai.define_agent(name="teller", model=model, tools=tools)
+    assert (await agent.chat().send("What is in savings?")).text == "It says savings: $1,000"
+    assert ledger.entries() == [{"tool": "balance", "account": "savings"}]
+
+
 async def test_a_call_reaches_the_server_once_and_its_result_reaches_the_model(
     bank: McpConnection, ledger: Ledger
 ) -> None:

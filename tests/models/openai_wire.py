@@ -131,9 +131,11 @@ def check_request(body: Any) -> str | None:
             calls = msg.get("tool_calls") or []
             if msg.get("content") is None and not calls:
                 return f"messages.[{i}].content: required unless tool_calls is given"
-            for call in calls:
+            for j, call in enumerate(calls):
                 if not isinstance(call.get("function", {}).get("arguments"), str):
                     return f"messages.[{i}].tool_calls: function.arguments must be a string"
+                if not _NAME.match(call.get("function", {}).get("name", "")):
+                    return f"Invalid 'messages[{i}].tool_calls[{j}].function.name': string does not match pattern"
             open_ids = [call["id"] for call in calls]
         elif role not in ("system", "developer", "user"):
             return f"messages.[{i}].role: invalid role {role!r}"

@@ -10,6 +10,7 @@ refuses what the API refuses (Anthropic a ``tool_use`` id used twice in a reques
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -169,3 +170,36 @@ async def test_a_session_whose_server_reused_call_ids_goes_on_with_ids_unique_ac
     assert len(set(calls)) == 2 and calls == results  # each result under its call's id
     assert calls[1] == refs[1]  # the repeat goes under its ref, unique in the session
     assert second == first  # the same history, the same ids
+
+
+# -- tool names --------------------------------------------------------------------------------
+
+
+async def test_a_call_the_model_named_as_no_provider_takes_goes_back_under_one_they_all_take(
+    provider: Provider,
+) -> None:
+    """Found by a probe: OpenAI's models sometimes call ``multi_tool_use.parallel``, a name the API
+    refuses in a request. Answered "unknown tool", it went back in the history as it came, and
+    every later request of the session was a 400: the session could only be abandoned. It goes
+    as ``multi_tool_use_parallel`` now, on every request; the history keeps what the model wrote."""
+
+    def handler(request: WireRequest) -> Reply:
+        if provider.results(request):
+            return provider.reply("Done.", stream=False)
+        return provider.reply(None, [Call("call_1", "multi_tool_use.parallel", {"tool_uses": []})], stream=False)
+
+    store: InMemorySessionStore = InMemorySessionStore()
+    with provider.serve(handler) as server:
+        chat = helper_agent([provider.plugin(server)], provider.model_name, store, []).chat()
+        assert (await chat.send("Oslo")).text == "Done."
+        assert (await chat.send("And Rome?")).text == "Done."
+    answered, again = server.requests[1], server.requests[2]  # the call's result; the next send's first
+    assert [call.name for call in provider.calls(answered)] == ["multi_tool_use_parallel"]
+    sent_again = json.dumps(again.body)  # the history, with that call in it (OpenAI's fake refuses the name)
+    assert '"name": "multi_tool_use_parallel"' in sent_again and '"name": "multi_tool_use.parallel"' not in sent_again
+    [result] = provider.results(answered)
+    assert result.is_error or "unknown tool" in str(result.output)
+    history = await chat.history()
+    assert [p.name for m in history for p in m.parts if isinstance(p, ToolRequestPart)] == [
+        "multi_tool_use.parallel"
+    ] * 2  # one each send
