@@ -26,7 +26,7 @@ from typing import Literal, assert_never
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..stores import InMemorySessionStore, SessionStore, SqliteSessionStore
-from ..stores._url import schema_problem
+from ..stores._url import postgres_url_problem, schema_problem
 from ..webhooks import value_problem
 from ._errors import CliError
 
@@ -217,18 +217,15 @@ def _check_redis_url(url: str) -> None:
         raise CliError(f"a Redis database's number (?db= or the URL's path) is 0 to {2**31 - 1}, not {database!r}")
 
 
-# libpq's sslmode values, which asyncpg takes (any other fails every connection)
-_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-
-
 def _check_postgres_query(url: str) -> None:
-    """The query of a PostgreSQL URL, as far as it can be judged without connecting: asyncpg
-    reads ``sslmode`` when it connects (an unknown mode fails every connection) and sends any
-    parameter it does not know to the server as a setting, which the server refuses when it
-    names none (a misspelt ``schema``: every request would fail, not this check)."""
-    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-        if name == "sslmode" and value.replace("_", "-") not in _SSLMODES:
-            raise CliError(f"a PostgreSQL URL's sslmode is one of {', '.join(_SSLMODES)}, not {value[:40]!r}")
+    """A PostgreSQL URL, as far as it can be judged without connecting: what asyncpg would
+    refuse at every connection or read otherwise (``stores._url.postgres_url_problem``: ports,
+    ``sslmode``, ``target_session_attrs``); and asyncpg sends any parameter it does not know to
+    the server as a setting, which the server refuses when it names none (a misspelt
+    ``schema``: every request would fail, not this check)."""
+    if (problem := postgres_url_problem(url)) is not None:
+        raise CliError(problem)
+    for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True):
         near = difflib.get_close_matches(name, [o for o, backend in OPTIONS.items() if backend == "postgresql"], 1, 0.7)
         if near:
             raise CliError(f"the store's URL names {name[:40]!r}: did you mean pausepoint's option {near[0]!r}?")

@@ -67,7 +67,7 @@ from ._partial import PREFIX_BYTES, BlockingLoop, PartialBase
 from ._postgres_schema import SCHEMA_VERSION as SCHEMA_VERSION  # the schema's version, named beside its store
 from ._postgres_schema import create_schema
 from ._signal import Signal
-from ._url import option_in, schema_problem
+from ._url import option_in, postgres_url_problem, schema_problem
 
 try:
     import asyncpg
@@ -111,6 +111,8 @@ class PostgresSessionStore:
     ) -> None:
         if isinstance(connection, str):
             connection, schema = option_in(connection, "schema", schema)
+            if (problem := postgres_url_problem(connection)) is not None:
+                raise ValueError(f"the PostgreSQL URL cannot be used: {problem}")
             self._dsn: str | None = connection
             self._pool: asyncpg.Pool | None = None
         else:

@@ -100,6 +100,27 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
             ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?sslmode=bogus"],
             "a PostgreSQL URL's sslmode is one of disable, allow, prefer, require, verify-ca, verify-full, not 'bogus'",
         ),
+        (  # found by a probe: on uvloop asyncpg reached port 99999 - 65536; on asyncio's loop, a 500 a request
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:99999/db"],
+            "a PostgreSQL URL's port is a number from 1 to 65535, not '99999'",
+        ),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://u:pw@h1:5432,[::1]:70000/db"],
+            "a PostgreSQL URL's port is a number from 1 to 65535, not '70000'",
+        ),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql:///db?port=65536"],
+            "a PostgreSQL URL's port is a number from 1 to 65535, not '65536'",
+        ),
+        (  # the same probe: asyncpg refuses it at every connection, naming a Python object's repr
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?target_session_attrs=foo"],
+            "a PostgreSQL URL's target_session_attrs is one of any, primary, standby, prefer-standby, read-write, "
+            "read-only, not 'foo'",
+        ),
+        (
+            ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?sslmode=require&sslmode=disable"],
+            "the URL names sslmode twice, 'require' and 'disable': name it once",
+        ),
         (  # and asyncpg sends a misspelt option to the server as a setting it refuses
             ["serve", "tests.cli.apps:bank_ai", "--store", "postgresql://127.0.0.1:1/db?schma=payments"],
             "the store's URL names 'schma': did you mean pausepoint's option 'schema'?",

@@ -84,6 +84,34 @@ def test_unusable_schema_names_are_refused(name):
         PostgresSessionStore("postgresql://localhost/x", schema=name)
 
 
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("postgresql://u:hunter2@127.0.0.1:99999/db", "port is a number from 1 to 65535, not '99999'"),
+        ("postgresql://u:hunter2@127.0.0.1:abc/db", "port is a number from 1 to 65535, not 'abc'"),
+        ("postgresql://u:hunter2@h1:5432,[::1]:70000/db", "not '70000'"),
+        ("postgresql://u:hunter2@/db?port=5432,65536", "not '65536'"),
+        ("postgresql://u:hunter2@h/db?target_session_attrs=foo", "target_session_attrs is one of any, primary"),
+        ("postgresql://u:hunter2@h/db?sslmode=requir", "sslmode is one of disable, allow, prefer, require"),
+        ("postgresql://u:hunter2@h/db?sslmode=require&sslmode=disable", "names sslmode twice"),
+    ],
+)
+def test_a_url_asyncpg_would_refuse_or_read_otherwise_is_refused_where_the_store_is_made(url, said):
+    """Found by a probe: a port past 65535 reached port modulo 65536 on uvloop (a session written
+    to whatever listened there) and was an ``OverflowError`` on asyncio's loop (a 500 a request);
+    a ``target_session_attrs`` asyncpg refuses failed every connection. The URL is not echoed."""
+    with pytest.raises(ValueError, match="the PostgreSQL URL cannot be used") as caught:
+        PostgresSessionStore(url)
+    assert said in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://u@h:5432/db", "postgresql://u@[::1]:5432,h2/db?port=5433", "postgresql:///db?sslmode=verify_full"]
+)
+def test_a_url_asyncpg_takes_is_taken(url):
+    PostgresSessionStore(url)  # nothing is opened until the store is used
+
+
 async def test_connection_failure_is_a_store_error():
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
