@@ -38,15 +38,19 @@ def prepare_answers(
     restart: Sequence[ToolRestart] | None,
     metadata: Any,
     limits: JsonLimits,
+    *,
+    alone: bool = False,
     **strings: str | None,
 ) -> tuple[list[Answer], dict[str, Any] | None]:
     """The answers and the resume's metadata with every value in JSON normal form.
 
+    ``alone``: one answer given by itself (an approval; REST's ``/respond``, ``/deny``, ``/restart``):
+    a path names its field as that body does (``$.reason``, not ``$.respond[0].reason``).
+
     Raises ``TypeError`` for answers that are not a list of ``ToolResponse`` / ``ToolRestart``
-    (None is none), and
-    ``InvalidAnswer`` (details: ``path``, ``rule``, ``limit``) for a ref or name that is not a
-    string, a decision that does not exist, or a value a session cannot keep — including the
-    ``strings`` given (principal, via, idempotency key). Nothing is recorded either way.
+    (None is none), and ``InvalidAnswer`` (details: ``path``, ``rule``, ``limit``) for a ref or
+    name that is not a string, a decision that does not exist, or a value a session cannot keep —
+    including the ``strings`` given (principal, via, idempotency key). Nothing is recorded either way.
     """
     respond = answers_given(respond, ToolResponse, "respond", "interrupt.respond(...)")
     restart = answers_given(restart, ToolRestart, "restart", "interrupt.restart(...)")
@@ -66,8 +70,8 @@ def prepare_answers(
             metadata = _metadata(metadata, limits)
         for index, response in enumerate(respond):
             ref = response.ref
-            _check_names(response, ("respond", index), limits)
-            _check_decision(response, index)
+            _check_names(response, () if alone else ("respond", index), limits)
+            _check_decision(response, "$" if alone else f"$.respond[{index}]")
             if response.reason is not None:
                 at = ("respond", index, "reason")
                 json_text(response.reason, limits)
@@ -86,7 +90,7 @@ def prepare_answers(
             answers.append(response)
         for index, again in enumerate(restart):
             ref = again.ref
-            _check_names(again, ("restart", index), limits)
+            _check_names(again, () if alone else ("restart", index), limits)
             at = ("restart", index, "replace_input")
             new_input = json_data(again.replace_input, limits)
             resumed = again.resumed_metadata
@@ -105,9 +109,9 @@ def prepare_answers(
                 again = replace(again, replace_input=new_input, resumed_metadata=resumed, grant=grant)
             answers.append(again)
     except NotJsonData as exc:
-        exc.root = _path(at)
-        refs = {"ref": ref} if isinstance(ref, str) else {}
-        raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **refs, **exc.details()) from None
+        exc.root = _path(at[2:] if alone and at[:1] in (("respond",), ("restart",)) else at)
+        said = f"the {'answer' if alone else 'resume'} cannot be recorded: {exc}"
+        raise InvalidAnswer(said, **({"ref": ref} if isinstance(ref, str) else {}), **exc.details()) from None
     return answers, metadata
 
 
@@ -126,10 +130,10 @@ def check_approval(ref: str, pause_id: Any, grant: Any, limits: JsonLimits) -> N
             raise InvalidAnswer(f"the resume cannot be recorded: {exc}", ref=ref, **exc.details()) from None
 
 
-def _check_decision(response: ToolResponse, index: int) -> None:
+def _check_decision(response: ToolResponse, at: str) -> None:
     """``InvalidAnswer`` for a decision that does not exist, or a field its decision does not
-    take (refused, never dropped: what was sent is what is recorded)."""
-    at, ref = f"$.respond[{index}]", response.ref
+    take (refused, never dropped: what was sent is what is recorded); ``at``: the answer's path."""
+    ref = response.ref
     if response.decision not in ("respond", "deny"):
         raise InvalidAnswer(f"{at}.decision must be 'respond' or 'deny', not {response.decision!r}", ref=ref)
     if response.decision == "deny" and response.output is not None:
@@ -161,7 +165,8 @@ def _check_names(answer: Answer, at: tuple[Any, ...], limits: JsonLimits) -> Non
             json_text(value, limits)
         except NotJsonData as exc:
             exc.root = _path((*at, name))
-            raise InvalidAnswer(f"the resume cannot be recorded: {exc}", **exc.details()) from None
+            what = "resume" if at else "answer"  # (an answer given alone: its own field)
+            raise InvalidAnswer(f"the {what} cannot be recorded: {exc}", **exc.details()) from None
 
 
 def _grant(given: Any, limits: JsonLimits) -> Grant:

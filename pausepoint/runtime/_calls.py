@@ -198,7 +198,7 @@ class SessionCalls:
         ref names from the session as the locked operation finds it (never from an earlier read)."""
         limits, approvals, actor = self.agent.json_limits, self.agent.approvals, principal or self.principal
         strings = {"principal": actor, "via": via, "idempotency_key": key}
-        answers, metadata = prepare_answers(respond, restart, metadata, limits, **strings)
+        answers, metadata = prepare_answers(respond, restart, metadata, limits, alone=False, **strings)
         digest = request_hash(answers, metadata, actor) if key is not None else None
 
         def resolved(state: SessionState) -> tuple[list[ToolResponse | ToolRestart], str | None]:
@@ -207,7 +207,7 @@ class SessionCalls:
             ref, build = by_ref
             answer = build(call_name(state, ref))
             single = ([answer], []) if isinstance(answer, ToolResponse) else ([], [answer])
-            found, _ = prepare_answers(*single, None, limits)
+            found, _ = prepare_answers(*single, None, limits, alone=True)
             return found, request_hash(found, metadata, actor) if key is not None else None
 
         async def op(state: SessionState) -> AgentResponse:
