@@ -609,6 +609,7 @@ async function sync() {
     ]);
   } catch (error) {
     if (unreachable(error)) reach.queue("sync", sync);
+    else if (error instanceof ApiError && error.code === "session_not_found" && view === state.view) gone(agent, sessionId);
     return;
   }
   if (view !== state.view) return;
@@ -616,6 +617,18 @@ async function sync() {
   inbox.refreshOne(agent, sessionId, true, detail);
   await refreshRecent();
   markCurrent();
+}
+
+/**
+ * The session shown is gone (deleted, or no longer readable by this person): its cards offer
+ * nothing, and the inbox drops it (its read fails), as REST no longer lists it.
+ * @param {string} agent @param {string} sessionId
+ */
+function gone(agent, sessionId) {
+  for (const card of state.cards.values()) card.gone();
+  updateOpen();
+  inbox.refreshOne(agent, sessionId, true);
+  announce("This session no longer exists.");
 }
 
 /**
@@ -894,8 +907,9 @@ async function deliver(card, action, body, key) {
       card.setStatus("Nothing was decided: your sign-in is no longer accepted.", "error");
       return;
     }
-    if (error instanceof ApiError && (error.code === "already_resolved" || error.code === "interrupt_expired")) {
-      await sync();
+    if (error instanceof ApiError && (error.code === "already_resolved" || error.code === "interrupt_expired"
+      || error.code === "session_not_found")) {
+      await sync(); // (a session gone: its cards close, and the inbox drops it)
       return;
     }
     throw new Error(explain(error));

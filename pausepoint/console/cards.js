@@ -633,4 +633,24 @@ export class InterruptCard {
     this.badge.textContent = state.elsewhere ? "Already answered" : label;
     this.setStatus(state.elsewhere ? `Already answered elsewhere: ${text}` : text, kind);
   }
+
+  /**
+   * The session is gone (deleted, or no longer the reader's): the server answers for it no more,
+   * so nothing is offered, as a settled card offers nothing. Found by a probe: the card stayed
+   * "Waiting for you" with Approve and Deny that the server refused.
+   */
+  gone() {
+    if (this.el.dataset.state === "gone") return;
+    this.answering = false;
+    this.show(null);
+    for (const part of [this.actionsRow, this.confirmation.el, this.denyForm, this.respondForm, this.editForm, this.keysHint,
+      this.effectLine, this.expiry, this.commentBox]) {
+      if (part) part.remove();
+    }
+    this.el.setAttribute("aria-busy", "false");
+    this.el.dataset.state = "gone";
+    this.badge.className = "badge badge-muted";
+    this.badge.textContent = "Gone";
+    this.setStatus("The session no longer exists (it was deleted): nothing here can be decided.", "note");
+  }
 }

@@ -6,11 +6,15 @@ pause was decided."""
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 from playwright.sync_api import expect
 
+from pausepoint.stores import SqliteSessionStore
 from tests.console.conftest import Served, Shots
 from tests.console.steps import ALICE, approve, hold, open_console, paused_session, send
 
@@ -191,3 +195,33 @@ def test_what_a_screen_reader_hears_of_a_pause_fits_who_reads_it_and_ends_with_i
     assert httpx.post(f"{session}/interrupts/{ref}/approve", json={}, headers=ALICE).status_code == 200
     expect(page.locator(".card")).to_have_attribute("data-state", "elsewhere")  # answered, by alice
     expect(announced).to_have_text("")  # nothing waits: nothing said to
+
+
+def test_a_session_deleted_while_its_card_is_open_closes_the_card_and_leaves_the_inbox(
+    served: Served, browser, shots: Shots, tmp_path: Path
+):
+    """Found by two probes: a session deleted from the store (REST answered 404 on every route and
+    no longer listed it) stayed in the console's inbox, its card "Waiting for you" with Approve and
+    Deny, even after the card's own approval was refused with ``session_not_found``."""
+    session = paused_session(served, "Transfer $700 to savings.")["session_id"]
+    page = browser.new_page()
+    open_console(page, served, agent="bankingAgent", session=session)
+    card = page.locator(".card")
+    expect(card).to_have_attribute("data-state", "open")
+    expect(page.locator("#inbox .session-item")).to_have_count(1)
+
+    async def delete() -> None:  # as another process (an operator's retention job) does
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        assert await store.delete(session)
+        await store.close()
+
+    with ThreadPoolExecutor(1) as other:  # (Playwright's loop runs in this thread)
+        other.submit(asyncio.run, delete()).result()
+    approve(page, card)
+    expect(card).to_have_attribute("data-state", "gone")
+    expect(card).to_contain_text("The session no longer exists")
+    expect(card.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    expect(card.get_by_role("button", name="Deny", exact=True)).to_have_count(0)
+    expect(page.locator("#inbox .session-item")).to_have_count(0)  # as REST's inbox no longer lists it
+    shots(page, "deleted-session")
+    assert served.ledger == []
