@@ -44,6 +44,8 @@ from pydantic_core import to_jsonable_python
 from .._extras import installed_version
 from ..content._jsondata import JsonLimits, NotJsonData, json_data, json_text
 from ..errors import (
+    ApprovalForbidden,
+    DecisionNotAllowed,
     Forbidden,
     InvalidAnswer,
     InvalidRequest,
@@ -228,7 +230,7 @@ class _Doors:
         chat = agent.chat(session_id, principal=who)
         try:
             res = await self._client_answers(agent, chat, who, carried, responses)
-        except InvalidAnswer as exc:
+        except (InvalidAnswer, ApprovalForbidden, DecisionNotAllowed) as exc:  # not an answer this pause takes
             refs = {asked["ref"] for asked in carried["pauses"].values()}
             again = [p for p in await chat.interrupts() if p.ref in refs]
             asking = questions(agent, session_id, who, again, refused=exc.message)

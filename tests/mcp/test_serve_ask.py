@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx2
@@ -15,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, ElicitResult, InputRequiredResult
 
-from pausepoint import ModelRequest, Pausepoint
+from pausepoint import ApprovalPolicy, ModelRequest, Pausepoint, Role
 from pausepoint.server import BearerTokens, OwnerPolicy, create_app
 from pausepoint.testing import ScriptedModel, Step, last_tool_results, tool_call
 from tests.server.harness import serve_in_thread
@@ -46,18 +47,24 @@ def teller(request: ModelRequest) -> Step:
     return "I can transfer money or open an account."
 
 
-@pytest.fixture
-def served(ledger: Ledger) -> Iterator[str]:
+@contextmanager
+def serving(ledger: Ledger, approval: ApprovalPolicy | None = None) -> Iterator[str]:
     ai = Pausepoint()  # listed here, not in the server's thread (which must start in 10 s)
     tools = ai.mcp_tools(
         stdio_bank(ledger), include=["transfer", "open_account"], requires_approval={"transfer", "open_account"}
     )
-    ai.define_agent(name=AGENT, model=ScriptedModel(teller), tools=tools)
+    ai.define_agent(name=AGENT, model=ScriptedModel(teller), tools=tools, approval=approval)
 
     def factory() -> Any:
         return create_app(ai, auth=BearerTokens(TOKENS), policy=OwnerPolicy(approvers={"desk"}), mcp=True)
 
     with serve_in_thread(factory) as url:
+        yield url
+
+
+@pytest.fixture
+def served(ledger: Ledger) -> Iterator[str]:
+    with serving(ledger) as url:
         yield url
 
 
@@ -207,6 +214,48 @@ async def test_an_answer_that_is_not_a_decision_is_refused_and_asked_again(
     assert isinstance(again, InputRequiredResult)
     message = again.input_requests["pause0"].params.message  # type: ignore[index, union-attr]
     assert message.startswith(f"Your answer was not accepted ({why}")
+    assert ledger.entries() == []
+
+
+async def test_a_caller_who_may_neither_approve_nor_deny_is_not_asked_and_the_pause_is_listed(ledger: Ledger) -> None:
+    """Found by a probe: the requester, who holds no role that decides the call, was asked
+    "Approve?", and a yes ended the round with ``approval_forbidden``. Those who decide answer it."""
+    policy = ApprovalPolicy(roles={"treasury": Role(tools=["transfer"])}, members={"desk": ["treasury"]})
+    with serving(ledger, policy) as url:
+        async with client(url) as alice:
+            result = await alice.session.call_tool(
+                "send_message",
+                {"agent": AGENT, "text": "Transfer $500 to savings.", "ask": True},
+                allow_input_required=True,
+            )
+    assert isinstance(result, CallToolResult)  # nothing asked: the pause is listed
+    listed = data(result)
+    assert listed["finish_reason"] == "interrupted" and [p["tool"] for p in listed["pauses"]] == ["transfer"]
+    assert ledger.entries() == []
+
+
+async def test_a_decision_the_policy_refuses_this_caller_is_not_accepted_and_asked_again(ledger: Ledger) -> None:
+    """The requester may deny a call they asked for, not approve it (separation of duties): a yes
+    answers nothing, and the question is put again saying why, as for any answer the pause does
+    not take (docs/mcp.md) — not a round ended by a tool error."""
+    arguments = {"agent": AGENT, "text": "Transfer $500 to savings.", "ask": True}
+    with serving(ledger, ApprovalPolicy(separation_of_duties=True)) as url:
+        async with client(url) as alice:
+            first = await alice.session.call_tool("send_message", arguments, allow_input_required=True)
+            assert isinstance(first, InputRequiredResult) and list(first.input_requests or {}) == ["pause0"]
+            yes = {"pause0": ElicitResult(action="accept", content={"decision": "approve"})}
+            again = await alice.session.call_tool(
+                "send_message", arguments, input_responses=yes, request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(again, InputRequiredResult)
+            message = again.input_requests["pause0"].params.message  # type: ignore[index, union-attr]
+            assert message.startswith("Your answer was not accepted (") and "asked for" in message, message
+            no = {"pause0": ElicitResult(action="accept", content={"decision": "deny", "reason": "changed my mind"})}
+            denied = await alice.session.call_tool(
+                "send_message", arguments, input_responses=no, request_state=again.request_state
+            )
+    assert data(denied)["text"] == "Not done: changed my mind."
     assert ledger.entries() == []
 
 
