@@ -58,7 +58,7 @@ def portable_tool_name(name: str) -> str:
     if TOOL_NAME.fullmatch(name):
         return name
     cleaned = _NOT_IN_A_NAME.sub("_", name)
-    if not cleaned[:1].isascii() or not (cleaned[:1].isalpha() or cleaned[:1] == "_"):
+    if not (cleaned[:1].isalpha() or cleaned[:1] == "_"):  # (only ASCII is left)
         cleaned = "_" + cleaned
     if len(cleaned) > 64:
         cleaned = cleaned[:55] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]

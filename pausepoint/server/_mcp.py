@@ -62,7 +62,7 @@ from ..session._response import AgentResponse
 from ..stores import SessionSummary
 from ..tools._display import ApprovalView
 from ._auth import current_tenant, inbox_filters
-from ._limits import Limits, check_message_size, parse_json, read_body
+from ._limits import Limits, check_history, check_message_size, parse_json, read_body
 from ._mcp_ask import can_ask, carried_state, decision_of, dismissed, questions
 from ._mcp_refusals import refusal, refuse_unanswerable, unkeepable_text
 from ._params import checked_key
@@ -207,6 +207,8 @@ class _Doors:
                 res = await chat.send(text, principal=who, via=VIA)
             else:
                 summary = await self._to_message(found, session_id, who)
+                if self.limits is not None:  # as REST and the Genkit wire (found by a probe: unchecked here)
+                    check_history(summary, self.limits)
                 chat = Chat(found, session_id, who, new=summary is None, tenant=current_tenant())
                 res = await chat.send(text, idempotency_key=idempotency_key, principal=who, via=VIA)
         if ask and res.interrupts and can_ask(ctx):

@@ -80,7 +80,7 @@ def questions(
 
 def _may_decide(shown: ApprovalView, who: str) -> bool:
     """Whether ``who`` may approve or deny the pause its view ``shown`` describes, as the policy
-    lets them (a list of None: the policy cannot list who may; the answer is checked anyway)."""
+    lets them (a list, or None where the policy cannot list who may: the answer is checked anyway)."""
     approves = who not in shown.excluded and (shown.may_approve is None or who in shown.may_approve)
     return approves or shown.may_deny is None or who in shown.may_deny
 

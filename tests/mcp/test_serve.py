@@ -13,7 +13,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from pausepoint.server import BearerTokens, OwnerPolicy, create_app
+from pausepoint.server import BearerTokens, Limits, OwnerPolicy, create_app
 from tests.server.harness import serve_in_thread
 
 from .conftest import ROOT, SLOW
@@ -338,6 +338,29 @@ async def test_the_mcp_endpoint_holds_requests_to_the_apps_limits(served: str) -
         gone = await raw.get(f"{served}/v1/agents/{AGENT}/sessions/too-long")
     assert reply.status_code == 413 and reply.json()["error"]["data"]["code"] == "request_too_large"
     assert gone.status_code == 404  # the long message made no session
+
+
+async def test_the_mcp_endpoint_refuses_a_send_past_the_apps_history_limit_as_rest_does() -> None:
+    """Found by a probe: with ``Limits(max_history=...)``, REST, the Genkit wire and the client
+    refused sends past it (422 ``history_too_long``); MCP's ``send_message`` took every one, and
+    an MCP caller could grow a session's log without bound."""
+    module = banking()
+    tokens = BearerTokens({"alice-token": "alice"})
+
+    def factory() -> Any:
+        return create_app(module.ai, auth=tokens, mcp=True, limits=Limits(max_history=6))
+
+    with serve_in_thread(factory) as url:
+        async with http_client(url, "alice-token") as alice:
+            for _ in range(2):  # 4 records, then 7: each send taken while under 6
+                assert (await call(alice, "send_message", agent=AGENT, text="Hello", session_id="hist"))["text"]
+            refused = await call(alice, "send_message", agent=AGENT, text="Hello", session_id="hist")
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}) as raw:
+            rest = await raw.post(f"{url}/v1/agents/{AGENT}/sessions/hist/messages", json={"message": "Hello"})
+            held = (await raw.get(f"{url}/v1/agents/{AGENT}/sessions/hist")).json()["session"]["version"]
+    assert refused[0] == "error" and refused[1].startswith("Error executing tool send_message: history_too_long:")
+    assert rest.status_code == 422 and rest.json()["error"]["code"] == "history_too_long"
+    assert held == 7  # nothing recorded by either refusal
 
 
 async def test_a_wrong_token_reaches_the_mcp_client_as_the_reason_it_was_refused(served: str) -> None:
