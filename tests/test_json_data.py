@@ -369,6 +369,40 @@ async def test_a_reply_whose_record_would_not_fit_is_a_model_output_error_before
     await store.close()
 
 
+async def test_a_message_or_answer_whose_record_would_not_fit_is_refused_as_data_no_session_keeps(tmp_path):
+    """Each string under the store's limit, the record over it (found by a probe: the store's
+    ``PayloadTooLarge``, a ``StoreError`` a caller may retry, came with no path or rule — for a
+    message, after the model was called): ``InvalidMessage`` / ``InvalidAnswer`` naming the
+    rule and the limit (an answer its pause's ref), before anything is written or asked; the
+    other answers of the resume are not taken either, and the pause stays open."""
+    (tmp_path / "small").mkdir()
+    store = SqliteSessionStore(db_of(tmp_path / "small"), max_record_bytes=4_096)
+    ai = Pausepoint()
+    ask = ai.define_interrupt(name="ask", description="Ask a person.", input_schema=Asked)
+    model = ScriptedModel(["hello", [tool_call("ask", {"question": "a?"}), tool_call("ask", {"question": "b?"})], "ok"])
+    agent = ai.define_agent(name="asker", model=model, tools=[ask], store=store)
+    chat = agent.chat()
+    await chat.send("hi")
+    before, asked = await fresh_view(tmp_path / "small", chat.session_id), len(model.requests)
+    with pytest.raises(InvalidMessage) as refused:
+        await chat.send([TextPart("x" * 2_500), TextPart("y" * 2_500)])
+    assert refused.value.details == {"path": "$", "rule": "max_record_bytes", "limit": 4_096}
+    assert "exceeds the store's limit of 4096 bytes" in str(refused.value)
+    assert await fresh_view(tmp_path / "small", chat.session_id) == before and len(model.requests) == asked
+
+    first, second = (await chat.send("ask twice")).interrupts
+    before = await fresh_view(tmp_path / "small", chat.session_id)
+    for answers in ([first.respond({"a": "fine"}), second.respond({"a": "z" * 4_000})], [second.deny("w" * 2_100)]):
+        with pytest.raises(InvalidAnswer) as refused:
+            await chat.resume(respond=answers)
+        assert refused.value.details == {"ref": second.ref, "path": "$", "rule": "max_record_bytes", "limit": 4_096}
+        assert await fresh_view(tmp_path / "small", chat.session_id) == before
+    assert [p.ref for p in await chat.interrupts()] == [first.ref, second.ref]
+    done = await chat.resume(respond=[first.respond({"a": "fine"}), second.respond({"a": "short"})])
+    assert done.text == "ok"
+    await store.close()
+
+
 async def test_a_streamed_reply_that_cannot_be_kept_never_shows_the_text_it_cannot_keep(sqlite, tmp_path):
     """Found by a probe: the stream sent "\\ud800 " (no UTF-8; strict JSON parsers refuse it)
     before the turn failed with ModelOutputError, nothing of the reply written."""

@@ -37,6 +37,7 @@ from ..session._records import (
     SessionStarted,
     TurnStarted,
     decode_record,
+    encoded_given,
 )
 from ..session._response import AgentFinishReason, AgentResponse
 from ..session._state import Call, SessionState
@@ -166,15 +167,17 @@ class SessionCalls:
                 turn.journal.add(lost_turn_end(turn.state, now))
             actor = principal or self.principal
             sent = MessageAdded(user, at=now, principal=actor, via=via, idempotency_key=key, request_hash=digest)
+            sent_data = encoded_given(sent, self.agent.store.max_record_bytes)  # (InvalidMessage: over the limit)
             if launch is None:
-                turn.journal.add(sent)
+                turn.journal.add_encoded((sent, sent_data))
                 return await turn.run_model()
-            turn.journal.add(TurnStarted(now, actor, user, idempotency_key=key, request_hash=digest))
+            started = TurnStarted(now, actor, user, idempotency_key=key, request_hash=digest)
+            turn.journal.add_encoded((started, encoded_given(started, self.agent.store.max_record_bytes)))
             await turn.journal.flush(now, rebase=False)
             launch.begin(turn)
 
             async def body() -> AgentResponse:
-                turn.journal.add(sent)
+                turn.journal.add_encoded((sent, sent_data))
                 return await turn.run_model()
 
             return await launch.run(turn, body)
@@ -233,15 +236,15 @@ class SessionCalls:
                     if state.last_end is not None and state.last_end_version == state.version:  # it ended the turn
                         return _told(response_for(state, state.last_end, state.last_end_version), emit)
                     return await self._continue(state, principal, emit)  # it goes on from where it stopped
+                encoded = [(r, encoded_given(r, self.agent.store.max_record_bytes)) for r in records]
                 unstarted = self.agent.sessions.stopped.unstarted(state)  # claimed here, never started: run too
                 claims = [*unstarted, *(r for r in records if isinstance(r, CallAnswered))]
                 lost = lost_beside(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
                 end_lost_turn(turn, now, self.agent.abandon_after)
                 answered = {c.ref for c in claims}
-                expired = [
-                    c for c in approvals.expiries(state, now, self.agent.on_expiry, limits) if c.ref not in answered
-                ]
-                turn.journal.add(*records, *expired)
+                expired = approvals.expiries(state, now, self.agent.on_expiry, limits)
+                turn.journal.add_encoded(*encoded)
+                turn.journal.add(*(c for c in expired if c.ref not in answered))
                 if launch is not None:
                     turn.journal.add(TurnStarted(at=now, principal=actor))
                 # The claim: once written, these answers are ours alone. Durable only if a tool

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import Field, TypeAdapter
 
 from ..content._messages import Message
-from ..errors import ModelOutputError
+from ..errors import InvalidAnswer, InvalidMessage, ModelOutputError
 
 __all__ = [
     "AbortRequested",
@@ -41,6 +41,7 @@ __all__ = [
     "TurnStarted",
     "decode_record",
     "encode_record",
+    "encoded_given",
     "encoded_reply",
     "new_ref",
 ]
@@ -412,6 +413,24 @@ def encoded_reply(record: MessageAdded, max_record_bytes: int) -> bytes:
             limit=max_record_bytes,
         )
     return data
+
+
+def encoded_given(record: Record, max_record_bytes: int) -> bytes:
+    """A record of what a caller gave (their message, an answer), encoded — or, when it would not
+    fit the store's limit (each string under it, the whole over it), the refusal of data no
+    session can keep: ``InvalidMessage`` for a message, ``InvalidAnswer`` (naming the paused
+    call's ``ref``) for an answer, each with ``path`` "$", ``rule`` "max_record_bytes" and the ``limit``,
+    before anything is written — as ``encoded_reply`` refuses a model's reply. (Found by a probe:
+    the store's ``PayloadTooLarge``, a ``StoreError``, came instead, with no rule.)"""
+    data = encode_record(record)
+    if len(data) <= max_record_bytes:
+        return data
+    said = f"cannot be recorded: its record of {len(data)} bytes exceeds the store's limit of {max_record_bytes} bytes"
+    details: dict[str, Any] = {"path": "$", "rule": "max_record_bytes", "limit": max_record_bytes}
+    if isinstance(record, MessageAdded | TurnStarted):
+        raise InvalidMessage(f"the message {said}", **details)
+    ref = getattr(record, "call_ref", None)  # the paused call's ref, as the caller names the pause
+    raise InvalidAnswer(f"the answer {said}", **({"ref": ref} if isinstance(ref, str) else {}), **details)
 
 
 _NO_SENDER = {"principal", "via", "idempotency_key", "request_hash"}

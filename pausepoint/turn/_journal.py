@@ -175,11 +175,12 @@ class Journal:
                 for message in messages[before:]:
                     self.on_message(message)
 
-    def add_encoded(self, record: Record, data: bytes) -> None:
-        """``add``, for a record already encoded as ``encode_record`` encodes it (to measure it
-        before it is added): nothing is encoded twice."""
-        self._encoded[id(record)] = (record, data)
-        self.add(record)
+    def add_encoded(self, *encoded: tuple[Record, bytes]) -> None:
+        """``add``, for records already encoded as ``encode_record`` encodes them (each with its
+        data, to measure it before it is added): nothing is encoded twice."""
+        for record, data in encoded:
+            self._encoded[id(record)] = (record, data)
+            self.add(record)
 
     def _bytes(self, record: Record) -> bytes:
         kept = self._encoded.get(id(record))

@@ -159,7 +159,7 @@ class Turn:
                 if ended is not None:
                     return ended
                 raise
-            self.journal.add_encoded(added, encoded)
+            self.journal.add_encoded((added, encoded))
             requests = message.tool_requests
             if self.emit is not None:
                 if not self._text_streamed and message.text:

@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 
 from examples import banking
 from pausepoint import TextPart
-from pausepoint.errors import DefinitionError, PayloadTooLarge, WebhookSignatureError
+from pausepoint.errors import DefinitionError, InvalidMessage, WebhookSignatureError
 from pausepoint.server import BearerTokens, WebhookSender, create_app
 from pausepoint.stores import SqliteSessionStore
 from pausepoint.webhooks import Webhook, sign, verify_signature
@@ -144,9 +144,9 @@ async def test_nothing_is_announced_for_an_append_that_failed(tmp_path):
         ai, agent = banking.build(store, webhooks=[hook])
         sender = WebhookSender(ai)
         try:
-            with pytest.raises(PayloadTooLarge):  # the user message's record is over the store's limit
-                # (a message a session can keep — each string within the record limit — in a record that
-                # is not: the whole append, the pause's with it, fails)
+            with pytest.raises(InvalidMessage, match="exceeds the store's limit"):  # its record is over it
+                # (a message whose strings are each within the record limit, in a record that is not:
+                # refused before the model is asked, nothing appended)
                 await agent.chat(principal="alice").send([TextPart("Transfer $5 to q."), TextPart("x" * 560)])
             assert await store.list_deliveries() == [] and await store.read_events() == []
             assert await sender.send_due() == 0
