@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import signal
 import sys
 import threading
@@ -28,17 +27,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from ..content._jsondata import read_json_text, time_text
-from ..errors import ApprovalForbidden, InterruptExpired, PausepointError, PendingInterrupts
+from ..errors import ApprovalForbidden, InterruptExpired, InvalidAnswer, PausepointError, PendingInterrupts
 from ..runtime._agent import Agent
 from ..runtime._chat import Chat
 from ..session._grants import Grant
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..session._response import AgentFinishReason, AgentResponse
 from ..stores import InMemorySessionStore
-from ..tools._display import PauseView, unseen
+from ..tools._display import PauseView
 from ..turn._streaming import TurnStream
 from ._lines import LineReader
 from ._offers import Offer, offer_for, schema_refusal, unkept
+from ._screen import Status, Style, plain, shown_json
 from ._shape import shape
 
 __all__ = ["TerminalChat"]
@@ -49,68 +49,6 @@ Type a message and press Enter. Commands:
   /session   show the session id         /quit     leave (Ctrl+D too)"""
 
 VIA = "terminal"
-
-
-class _Style:
-    def __init__(self, stream: TextIO) -> None:
-        self.color = stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-        unicode = (getattr(stream, "encoding", None) or "").lower().replace("-", "") in ("utf8", "utf8mb4")
-        self.box = ("┌─", "│", "└─") if unicode else ("+-", "|", "+-")
-        self.frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏" if unicode else "-\\|/"
-
-    def __call__(self, text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
-
-
-class _Status:
-    """A one-line spinner on a terminal (nothing elsewhere); ``stop()`` clears it before output."""
-
-    def __init__(self, stream: TextIO, style: _Style) -> None:
-        self._stream = stream
-        self._style = style
-        self._enabled = stream.isatty()
-        self._task: asyncio.Task[None] | None = None
-        self._label = ""
-
-    def start(self, label: str) -> None:
-        self._label = label
-        if self._enabled and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._spin())
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-
-    async def _spin(self) -> None:
-        frames = self._style.frames
-        i = 0
-        while True:
-            self._stream.write(f"\r{self._style(frames[i % len(frames)] + ' ' + self._label + '…', '2')}\x1b[K")
-            self._stream.flush()
-            i += 1
-            await asyncio.sleep(0.1)
-
-
-def _json(value: Any, indent: int | None = 2) -> str:
-    """``value`` as JSON, with every character a person cannot see escaped (``json`` escapes
-    C0's, not DEL's, C1's, nor a bidi override's)."""
-    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
-    if text.isprintable():
-        return text
-    return "".join(f"\\u{ord(char):04x}" if char != "\n" and unseen(char) else char for char in text)
-
-
-def _plain(text: str) -> str:
-    """``text`` with no character a terminal would obey or a person cannot see (but a line break
-    and a tab): each written as the views mark it, ``⟨U+001B⟩``. Written as they are, a model's
-    text or a tool's output could move the cursor, clear lines and print a card or prompt of its
-    own (ESC [, a bare CR, C1's CSI), or reorder what an approver reads (a bidi override)."""
-    if text.isprintable():
-        return text
-    return "".join(f"⟨U+{ord(char):04X}⟩" if char not in "\n\t" and unseen(char) else char for char in text)
 
 
 class TerminalChat:
@@ -133,8 +71,8 @@ class TerminalChat:
         self.principal = principal
         self._in = stdin or sys.stdin
         self._out = stdout or sys.stdout
-        self._style = _Style(self._out)
-        self._status = _Status(self._out, self._style)
+        self._style = Style(self._out)
+        self._status = Status(self._out, self._style)
         self._resuming = session_id is not None
         self._lines = LineReader(self._in)
         #: whether the session exists in the store (a new chat's id names nothing until a turn is written)
@@ -201,7 +139,7 @@ class TerminalChat:
             self.note(f"continuing session {self.chat.session_id}")
             last = await self.chat.last_response()
             if last is not None and last.finish_reason in (AgentFinishReason.ABORTED, AgentFinishReason.FAILED):
-                why = f": {_plain(last.error)}" if last.error else ""
+                why = f": {plain(last.error)}" if last.error else ""
                 self.note(f"its last turn ended {last.finish_reason.value}{why}")
         queued = list(first_messages or [])
         while True:
@@ -211,7 +149,7 @@ class TerminalChat:
             line: str | None
             if queued:  # a -m message: shown as a typed one is
                 line = queued.pop(0)
-                self.say(self._style("you> ", "1;36") + _plain(line))
+                self.say(self._style("you> ", "1;36") + plain(line))
             else:
                 line = await self.ask(self._style("you> ", "1;36"))
             if line is None:
@@ -252,12 +190,12 @@ class TerminalChat:
             response = await self._play(self.chat.send_stream(text, principal=self.principal, via=VIA))
         except PendingInterrupts:
             self.say(
-                f"Some pauses are still open, so “{_plain(text)}” was not sent: /pending answers them, "
+                f"Some pauses are still open, so “{plain(text)}” was not sent: /pending answers them, "
                 "/cancel cancels them; then send it again."
             )
             return []
         except PausepointError as exc:
-            self.say(self._style(_plain(f"error: {exc}"), "31"))
+            self.say(self._style(plain(f"error: {exc}"), "31"))
             return []
         return self._after(response)
 
@@ -266,7 +204,7 @@ class TerminalChat:
         if response.finish_reason == AgentFinishReason.INTERRUPTED:
             return list(response.interrupts)
         if response.finish_reason != AgentFinishReason.STOP:
-            detail = f": {_plain(response.error)}" if response.error else ""
+            detail = f": {plain(response.error)}" if response.error else ""
             self.say(self._style(f"[turn ended: {response.finish_reason.value}{detail}]", "33"))
         return []
 
@@ -280,23 +218,23 @@ class TerminalChat:
                     if not in_text:
                         self.say(self._style("agent> ", "1;32"), end="")
                         in_text = True
-                    self.say(_plain(chunk.text), end="")
+                    self.say(plain(chunk.text), end="")
                     continue
                 if in_text:
                     self.say()
                     in_text = False
                 if chunk.kind == "tool_call_delta":
-                    self._status.start(f"writing a call to {_plain(chunk.name or 'a tool')}")
+                    self._status.start(f"writing a call to {plain(chunk.name or 'a tool')}")
                 elif chunk.kind == "tool_request":
-                    self.note(f"  → {_plain(chunk.name)} {_json(chunk.input, None)}")
-                    self._status.start(f"running {_plain(chunk.name)}")
+                    self.note(f"  → {plain(chunk.name)} {shown_json(chunk.input, None)}")
+                    self._status.start(f"running {plain(chunk.name)}")
                 elif chunk.kind == "tool_progress":
                     self._status.stop()
-                    self._status.start(f"{_plain(chunk.name)}: {_json(chunk.data, None)}")
+                    self._status.start(f"{plain(chunk.name)}: {shown_json(chunk.data, None)}")
                 elif chunk.kind == "tool_result":
                     refused = chunk.is_error or (isinstance(chunk.output, dict) and chunk.output.get("denied") is True)
                     mark = self._style("✗", "31") if refused else self._style("✓", "32")
-                    self.say(f"  {mark} {_plain(chunk.name)}: {self._style(_json(chunk.output, None), '2')}")
+                    self.say(f"  {mark} {plain(chunk.name)}: {self._style(shown_json(chunk.output, None), '2')}")
                     self._status.start("thinking")
                 elif chunk.kind == "interrupt":
                     self._status.stop()
@@ -323,19 +261,48 @@ class TerminalChat:
                 respond.append(answer)
             elif isinstance(answer, ToolRestart):
                 restart.append(answer)
-        if not respond and not restart:
-            if asked:
-                self.note("left open: /pending answers it later")
-            return []
-        try:
-            response = await self._play(
-                self.chat.resume_stream(respond=respond, restart=restart, principal=self.principal, via=VIA)
-            )
-        except PausepointError as exc:
-            answered = {a.name for a in respond} | {a.name for a in restart}
-            self.say(self._style(_plain(self._refusal(exc, answered)), "31"))
-            return await (self._settle_expired() if isinstance(exc, InterruptExpired) else self.chat.interrupts())
-        return self._after(response)
+        while True:
+            if not respond and not restart:
+                if asked:
+                    self.note("left open: /pending answers it later")
+                return []
+            try:
+                response = await self._play(
+                    self.chat.resume_stream(respond=respond, restart=restart, principal=self.principal, via=VIA)
+                )
+            except PausepointError as exc:
+                if await self._asked_again(exc, asked, respond, restart):
+                    continue  # the other answers kept
+                answered = {a.name for a in respond} | {a.name for a in restart}
+                self.say(self._style(plain(self._refusal(exc, answered)), "31"))
+                return await (self._settle_expired() if isinstance(exc, InterruptExpired) else self.chat.interrupts())
+            return self._after(response)
+
+    async def _asked_again(
+        self,
+        exc: PausepointError,
+        asked: list[PendingInterrupt],
+        respond: list[ToolResponse],
+        restart: list[ToolRestart],
+    ) -> bool:
+        """Whether the one answer the resume refused as data no session keeps (its record over
+        the store's limit, which only the resume measures) was asked for again, on its own, in
+        place of the one given (skipped: left out) — the other answers kept (found by a probe:
+        all were dropped, and every pause asked about again)."""
+        ref = exc.details.get("ref")
+        redo = next((p for p in asked if p.ref == ref), None) if isinstance(exc, InvalidAnswer) else None
+        if redo is None or exc.details.get("rule") != "max_record_bytes":
+            return False
+        self.say(self._style(plain(f"refused: {exc.message}; try again"), "31"))
+        respond[:] = [a for a in respond if a.ref != ref]
+        restart[:] = [a for a in restart if a.ref != ref]
+        self._card(redo)
+        answer = await self._decide(redo)
+        if isinstance(answer, ToolResponse):
+            respond.append(answer)
+        elif isinstance(answer, ToolRestart):
+            restart.append(answer)
+        return True
 
     def _refusal(self, exc: PausepointError, answered: set[str]) -> str:
         """How a refused answer (to pauses of the tools ``answered``) reads. A policy that names
@@ -359,14 +326,14 @@ class TerminalChat:
         try:
             settled = await self.chat.settle_expired()
         except PausepointError as exc:
-            self.say(self._style(_plain(f"error: {exc}"), "31"))
+            self.say(self._style(plain(f"error: {exc}"), "31"))
             return []
         if settled is None:  # nothing settled (a detached turn runs): never asked about again here
             self.note("left open: /pending answers it later")
             return []
         self.note("a pause expired unanswered: the agent's expiry policy settled it")
         if settled.text:
-            self.say(self._style("agent> ", "1;32") + _plain(settled.text))
+            self.say(self._style("agent> ", "1;32") + plain(settled.text))
         return self._after(settled)
 
     def _card(self, interrupt: PendingInterrupt) -> None:
@@ -384,7 +351,7 @@ class TerminalChat:
         for label, value in (("input", interrupt.input), ("metadata", interrupt.metadata)):
             if value:
                 lines.append(f"{side} {self._style(label, '1')}")
-                lines.extend(f"{side}   {row}" for row in _json(value).splitlines())
+                lines.extend(f"{side}   {row}" for row in shown_json(value).splitlines())
         if interrupt.expires_at is not None:
             when = time_text(interrupt.expires_at.astimezone().replace(microsecond=0))  # ...Z, as everywhere
             lines.append(f"{side} expires {when}: {view.on_expiry}")
@@ -467,7 +434,7 @@ class TerminalChat:
     async def _read_edited(self, interrupt: PendingInterrupt) -> ToolResponse | ToolRestart | None:
         """The approval of an edited input, checked as the resume checks it; None: none given
         (back to the choices)."""
-        self.note(f"current input: {_json(interrupt.input, None)}")
+        self.note(f"current input: {shown_json(interrupt.input, None)}")
         tool = self.agent.tools.get(interrupt.name)
         validate = tool.validate_input if tool else None
 
@@ -519,7 +486,7 @@ class TerminalChat:
             why = refusal(value)
             if why is None:
                 return value
-            self.say(self._style(_plain(f"refused: {why}; try again"), "31"))
+            self.say(self._style(plain(f"refused: {why}; try again"), "31"))
 
     async def _read_edit(self, prompt: str) -> Any:
         """The edited input, a JSON value that is not null (asked again); ``_NOTHING`` to give up."""
@@ -543,7 +510,7 @@ class TerminalChat:
             why = unkept(denial, self.agent)
             if why is None:
                 return denial
-            self.say(self._style(_plain(f"refused: {why}; try again"), "31"))
+            self.say(self._style(plain(f"refused: {why}; try again"), "31"))
 
     async def _read_json(self, prompt: str) -> Any:
         """A JSON value, over as many lines as it takes; an empty line gives up (``_NOTHING``)."""

@@ -465,6 +465,56 @@ def test_a_card_offers_only_the_choices_that_can_answer_its_pause(tmp_path):
     assert "agent> Done." in out
 
 
+SMALL_RECORDS_APP = """
+import os
+from pydantic import BaseModel
+from pausepoint import Pausepoint
+from pausepoint.stores import SqliteSessionStore
+from pausepoint.testing import ScriptedModel, tool_call
+
+class Ask(BaseModel):
+    q: str
+
+class Said(BaseModel):
+    data: str
+
+ai = Pausepoint()
+ask = ai.define_interrupt(name="ask", description="Ask.", input_schema=Ask, output_schema=Said)
+
+def script(request):
+    if request.messages[-1].role == "tool":
+        return "answers: " + ", ".join(p.output["data"][:9] for p in request.messages[-1].tool_responses)
+    return [tool_call("ask", {"q": "one"}), tool_call("ask", {"q": "two"})]
+
+store = SqliteSessionStore(os.path.join(os.path.dirname(__file__), "small.db"), max_record_bytes=4096)
+agent = ai.define_agent(name="asker", model=ScriptedModel(script), tools=[ask], store=store)
+"""
+
+
+def test_an_answer_whose_record_the_store_would_refuse_is_asked_for_again_on_its_own(tmp_path):
+    """Each string within the agent's JSON limits, the answer's record over the store's (which
+    only the resume measures): found by a probe, the chat said it was taken, then "refused", then
+    asked about every pause again, the other pause's answer dropped. The README's promise: asked
+    for again, on its own, the other answers kept."""
+    (tmp_path / "small_app.py").write_text(SMALL_RECORDS_APP)
+    lines = ["go", "r", '{"data": "first"}', "r", '{"data": "%s"}' % ("z" * 4_000), "r", '{"data": "second"}']
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", "small_app:agent"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        timeout=60,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    out = done.stdout
+    before, after = out.split("refused: the answer cannot be recorded: its record of ")
+    assert "exceeds the store's limit of 4096 bytes; try again" in after
+    assert after.count("paused: ask") == 1 and "✓" not in before  # only that one asked again; nothing said taken
+    assert "agent> answers: first, second" in after
+
+
 GRANTABLE_QUESTION_APP = """
 from pydantic import BaseModel
 from pausepoint import ApprovalPolicy, Pausepoint, Rule
