@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -453,16 +454,21 @@ def verify_signature(
     ``WebhookSignatureError`` when the signature or timestamp header is missing or malformed,
     the timestamp is more than ``tolerance`` seconds away from ``now``, or no secret signed it;
     ``ValueError`` when no secret is given, or an empty one (an unset setting read as ``""``:
-    anyone can sign with an empty key, so it would let every request through), and for a body
-    signed right that is no JSON object.
+    anyone can sign with an empty key, so it would let every request through), for a
+    ``tolerance`` that is no number of seconds from 0 (NaN would let every stamp through), and
+    for a body signed right that is no JSON object.
     """
     secrets = [secret] if isinstance(secret, str) else list(secret)
     if not secrets or not all(isinstance(s, str) and s for s in secrets):
         raise ValueError("verify_signature needs the webhook's secret (or secrets), each a non-empty string")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance < math.inf:
+        raise ValueError(f"tolerance is a number of seconds from 0, not {tolerance!r}")
     lowered = {k.lower(): v for k, v in headers.items()}
     stamp = lowered.get(TIMESTAMP_HEADER.lower(), "")
     given = [v.strip() for v in lowered.get(SIGNATURE_HEADER.lower(), "").split(",") if v.strip()]
-    if not (stamp.isascii() and stamp.isdigit()) or not given:
+    # a stamp of digits, at most 15 of them (anyone may send the headers: 400 digits were an
+    # OverflowError, 5,000 a ValueError from int(), where the receiver answers a bad request)
+    if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 15) or not given:
         raise WebhookSignatureError("missing or malformed Pausepoint-Timestamp / Pausepoint-Signature headers")
     moment = time.time() if now is None else now
     if abs(moment - int(stamp)) > tolerance:
@@ -480,6 +486,12 @@ def verify_signature(
 
 
 _ANSWER_MARKS = {"deny": ":no_entry:", "cancel": ":no_entry_sign:"}
+
+
+def answer_mark(decision: str) -> str:
+    """The emoji a Slack message marks an answer with (a denial, a cancel, else a tick): the
+    one-line message and the card's update alike."""
+    return _ANSWER_MARKS.get(decision, ":white_check_mark:")
 
 
 def slack_text(body: Mapping[str, Any]) -> str:
@@ -506,7 +518,7 @@ def slack_text(body: Mapping[str, Any]) -> str:
         if kind == "expiry":
             return f":hourglass: `{entry['name']}` in {session} of *{body['agent']}* expired unanswered"
         who = entry.get("principal") or "someone"
-        mark = _ANSWER_MARKS.get(entry["decision"], ":white_check_mark:")  # as the Slack card's update marks it
+        mark = answer_mark(entry["decision"])  # as the Slack card's update marks it
         return f"{mark} `{entry['name']}` in {session} of *{body['agent']}*: {entry['decision']} by {who}"
     if kind in ("approval", "decision", "grant", "escalation"):
         entry = body["entry"]

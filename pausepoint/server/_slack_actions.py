@@ -59,7 +59,7 @@ from ..errors import (
 from ..runtime._agent import Agent
 from ..runtime._calls import answer_by_ref
 from ..session._interrupts import ToolResponse
-from ..webhooks import SlackApp
+from ..webhooks import SlackApp, answer_mark
 from ._auth import current_tenant, named_identity, serve_as
 from ._display import interrupts_json
 from ._errors import error_body
@@ -202,8 +202,7 @@ def _card(agent: Agent, now: Standing, service: Service, token: str) -> dict[str
         return card_message(agent.name, shown, token=token, url=url)
     outcome = now.message
     if now.state == "used" and now.entry is not None:
-        mark = ":no_entry:" if now.entry.decision == "deny" else ":white_check_mark:"
-        outcome = f"{mark} *{decided(now.entry)}*"
+        outcome = f"{answer_mark(now.entry.decision)} *{decided(now.entry)}*"  # as the one-line message marks it
     elif now.state == "expired":
         outcome = f":hourglass: {now.message}"
     return card_message(agent.name, shown, outcome=outcome)

@@ -121,6 +121,24 @@ async def test_deny_from_slack_tells_the_agent_and_the_card(served, http):
     assert served.ledger == []
 
 
+async def test_a_card_whose_pause_was_cancelled_is_marked_as_the_one_line_message_marks_a_cancel(served, http):
+    """Found by a probe: pressed after a cancel, the card was brought up to date with the
+    approval's tick (":white_check_mark: *Cancelled by dave..."), the one-line message marked it
+    ":no_entry_sign:"."""
+    session_id, _, message = await card(served, http)
+    cancelled = await http.post(
+        served.session(session_id) + "/cancel",
+        json={"reason": "changed my mind"},
+        headers={"Authorization": "Bearer dave-token"},
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    body, headers = served.slack.callback(message, "approve", user="UALICE")
+    assert (await press(served, http, body, headers)).status_code == 200
+    update = next(r for r in await responses_after(served, 0, 2) if r.get("replace_original"))
+    assert update["blocks"][-1]["text"]["text"].startswith(":no_entry_sign: *Cancelled by dave")
+    assert served.ledger == []
+
+
 async def test_a_quorum_counts_each_slack_approval_and_runs_once(served, http):
     session_id, _, message = await card(served, http, "Pay $90 to acme")
     body, headers = served.slack.callback(message, "approve", user="UALICE")

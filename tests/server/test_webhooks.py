@@ -65,6 +65,27 @@ async def test_events_are_signed_and_verify(tmp_path):
             verify_signature(SECRET, first.body, {**first.headers, "pausepoint-timestamp": odd})
 
 
+@pytest.mark.parametrize("stamp", ["9" * 16, "1" * 400, "7" * 5_000])
+def test_a_timestamp_of_too_many_digits_is_malformed_not_a_crash(stamp):
+    """Anyone may send the headers, without the secret (found by a probe: 400 digits were an
+    OverflowError, 5,000 a ValueError, and a receiver built as the docs say answered 500)."""
+    body = b'{"type": "pause"}'
+    headers = {"Pausepoint-Timestamp": stamp, "Pausepoint-Signature": "v1=" + "0" * 64}
+    with pytest.raises(WebhookSignatureError, match="malformed"):
+        verify_signature(SECRET, body, headers, now=1767225600)
+
+
+@pytest.mark.parametrize("tolerance", [float("nan"), -1, float("inf"), "300", True])
+def test_a_tolerance_that_is_no_number_of_seconds_is_refused(tolerance):
+    """Found by a probe: NaN let a request signed in 1970 through (the replay check off); a
+    negative one refused every request, silently."""
+    stamp = 0
+    body = b'{"type": "pause"}'
+    signed = {"Pausepoint-Timestamp": str(stamp), "Pausepoint-Signature": sign(SECRET, body, stamp)}
+    with pytest.raises(ValueError, match="tolerance is a number of seconds from 0"):
+        verify_signature(SECRET, body, signed, tolerance=tolerance, now=1767225600)
+
+
 @pytest.mark.parametrize("secret", ["", [], [""], ["a real secret of the webhook", ""]])
 def test_verifying_with_no_secret_or_an_empty_one_is_refused_not_let_through(secret):
     # An unset setting read as "" must not verify what anyone can sign with an empty key.
