@@ -6,9 +6,12 @@ by a probe: the session refused every call for 15 minutes, and an abort did not 
 from __future__ import annotations
 
 import asyncio
+import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from pausepoint import AgentFinishReason
@@ -64,3 +67,42 @@ def test_a_detached_turn_started_with_the_blocking_api_ends_aborted_when_the_scr
     assert done.returncode == 0, done.stderr
     finish, outputs, reply = continued(path, done.stdout.strip())
     assert finish == AgentFinishReason.ABORTED.value and "cancelled" in outputs and reply == "Hello."
+
+
+def test_ctrl_c_on_a_blocking_send_while_the_model_answers_ends_the_turn_aborted_even_on_a_busy_store(tmp_path):
+    """Found by a probe: Ctrl+C on a script blocked in ``chat.sync.send`` while the model answered
+    a tool's result, then the exit: the exit's cancel of what still ran cancelled that call a
+    second time, cutting off the write of its end (always when the store was busy for a moment,
+    else now and then). The session then had no turn end and no result of the call, and every
+    process got ``TurnInProgress`` for ``abandon_after``."""
+    path, noted = tmp_path / "jobs.db", tmp_path / "noted"
+    script = textwrap.dedent(
+        f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal
+        from tests.exit_app import agent
+        agent({str(path)!r}, noted={str(noted)!r}).chat("S").sync.send("note, then think")
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not noted.exists() and time.monotonic() < deadline:  # the tool ran; the model thinks
+            time.sleep(0.05)
+        assert noted.exists(), "the tool never ran"
+        time.sleep(0.3)
+        other = sqlite3.connect(path, isolation_level=None)  # another process writes for a moment
+        other.execute("BEGIN IMMEDIATE")
+        child.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        other.execute("ROLLBACK")
+        other.close()
+        assert child.wait(timeout=60) != 0  # ended by the interrupt
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    finish, outputs, reply = continued(path, "S")
+    assert finish == AgentFinishReason.ABORTED.value, (finish, outputs)
+    assert outputs == "['noted']" and reply == "Hello."
+    assert noted.read_text() == "noted\n"  # the tool ran once

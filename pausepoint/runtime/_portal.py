@@ -76,7 +76,11 @@ class _Portal:
         async def cancel_all() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
-                task.cancel()
+                # Not one cancelled already (a call stopped by Ctrl+C, ``run`` below): it is
+                # recording how it was cut short, and a second cancel would cut that write off
+                # (found by a probe: its session then waited ``abandon_after`` with no turn end).
+                if not task.cancelling():
+                    task.cancel()
             if tasks:
                 await asyncio.wait(tasks, timeout=_STOP_SECONDS)
 
