@@ -83,6 +83,21 @@ def test_a_tool_name_some_provider_refuses_is_refused_when_the_tool_is_defined(n
         ai.define_interrupt(name=name, input_schema=_Question)
 
 
+@pytest.mark.parametrize("name", ["team/bank", "..", ".hidden", "a b", "a\nb", "bänk", "x" * 129])
+def test_an_agent_name_no_url_can_carry_as_one_segment_is_refused_when_the_agent_is_defined(name: str) -> None:
+    """Found by a probe: ``define_agent(name="team/bank")`` was taken and listed by ``GET
+    /v1/agents``, and every REST and Genkit-wire route of it answered 404."""
+    with pytest.raises(DefinitionError, match="cannot be one segment of a URL"):
+        Pausepoint().define_agent(name=name, model=ScriptedModel([]))
+
+
+def test_an_empty_tool_name_is_refused_not_replaced_by_the_functions() -> None:
+    """Found by a probe: ``name=""`` was taken as no name (the function's), where
+    ``define_interrupt(name="")`` is refused."""
+    with pytest.raises(DefinitionError, match="tool name '' is not one every provider takes"):
+        Pausepoint().tool(name="")(lambda: "")
+
+
 @pytest.mark.parametrize("name", ["lookup", "_private", "bank-lookup", "Transfer_2", "x" * 64])
 def test_a_tool_name_every_provider_takes_is_taken(name: str) -> None:
     assert Pausepoint().tool(name=name)(lambda: "").name == name

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -336,10 +337,19 @@ def _duration(agent: str, option: str, value: object) -> timedelta:
     return duration
 
 
+#: an agent's name, as one segment of the URLs that name it (REST, the Genkit wire, links)
+_AGENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
 def _check_options(name: str, max_turns: int, tool_errors: str, cache_size: int) -> None:
     """Raise ``DefinitionError`` for an agent's name or option no agent can run with."""
     if not isinstance(name, str) or not name:
         raise DefinitionError(f"an agent needs a name (a non-empty string), not {name!r}")
+    if not _AGENT_NAME.fullmatch(name):  # found by a probe: "team/bank" was listed, and no route reached it
+        raise DefinitionError(
+            f"agent name {name!r} cannot be one segment of a URL (/v1/agents/<name>): use letters, digits, "
+            "'_', '-' and '.', a letter, a digit or '_' first, at most 128 characters"
+        )
     for option, value in (("max_turns", max_turns), ("cache_size", cache_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise DefinitionError(f"agent {name!r}: {option} must be a whole number of at least 1, not {value!r}")

@@ -206,7 +206,7 @@ class Tool:
                 "(report progress on the way with ctx.send_progress)"
             )
         self.fn = fn
-        self.name = name or fn.__name__
+        self.name = fn.__name__ if name is None else name  # (an empty name= is refused, not replaced)
         if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):
             raise DefinitionError(
                 f"tool name {self.name!r} is not one every provider takes: {TOOL_NAME_RULE} "
