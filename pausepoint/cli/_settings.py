@@ -222,7 +222,10 @@ def _principals(
             found[name] = Principal(token, given, "--token", tenant=tenant)
         else:
             found[name] = Principal(token, old.where, "--token", old.approver, old.roles, old.tenant, given)
+    flagged = {name: token for token, name in parse_tokens(args.token).items()}
     for name, (token, roles) in parse_approvers(args.approver).items():
+        if flagged.get(name, token) != token:
+            raise CliError(f"--token {name} and --approver {name} give two tokens: give {name} one")
         found[name] = Principal(token, f"--approver {name}", "--approver", True, tuple(roles),
                                 _flag_tenant(settings, name, "--approver"))  # fmt: skip
     for name in args.operator:
@@ -327,6 +330,8 @@ def parse_tokens(values: list[str]) -> dict[str, str]:
             raise CliError(f"--token {name}=...: {unusable}")
         if token in tokens:
             raise CliError(f"the token of {name!r} is given twice")
+        if name in tokens.values():  # found by a probe: the last one taken, the first refused (401), unsaid
+            raise CliError(f"--token {name} is given twice, with two tokens")
         tokens[token] = name
     return tokens
 

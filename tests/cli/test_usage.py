@@ -133,6 +133,12 @@ def test_the_entry_point_and_python_dash_m_run_the_same_command():
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice:a:tresury"], "defines the role(s) tresury"),
         (["serve", "tests.cli.apps:pay_ai", "--approver", "alice:a:treasury"], "needs 2 approvals, but only 1"),
         (["serve", "tests.cli.apps:pay_ai", "--token", "a=t", "--approver", "b:t"], "the token of 'b' is given twice"),
+        # found by a probe: the last token taken, the first refused (401), and nothing said
+        (["serve", "tests.cli.apps:bank_ai", "--token", "a=one", "--token", "a=two"], "--token a is given twice"),
+        (
+            ["serve", "tests.cli.apps:pay_ai", "--token", "a=one", "--approver", "a:two"],
+            "--token a and --approver a give two tokens: give a one",
+        ),
         (["serve", "tests.cli.apps:asgi", "--token", "a=b"], "--store, --token and --no-console apply to a Pausepoint"),
         (["serve", "tests.cli.apps:asgi", "--approver", "a:b"], "(so do --approver, --metrics, --operator and --mcp)"),
         (["serve", "tests.cli.apps:asgi", "--operator", "a"], "(so do --approver, --metrics, --operator and --mcp)"),
