@@ -465,6 +465,25 @@ def test_a_card_offers_only_the_choices_that_can_answer_its_pause(tmp_path):
     assert "agent> Done." in out
 
 
+def test_a_pause_skipped_beside_one_answered_is_left_open_not_asked_about_again_at_once():
+    """Found by a probe: the turn came back interrupted with the skipped pause still open, its card
+    was shown again at once, and the next line typed (a message) was taken as its choice."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:"],
+        input="Transfer $5 to bob and $7 to carl.\na\ny\ns\nhello there\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    out = done.stdout
+    assert out.count("paused: userApproval") == 2, out  # one card a pause
+    assert "choice> hello there" not in out and "left open: /pending answers it later" in out
+    assert "so “hello there” was not sent: /pending answers them" in out  # a message, refused as documented
+
+
 SMALL_RECORDS_APP = """
 import os
 from pydantic import BaseModel
