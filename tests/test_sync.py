@@ -15,10 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from pausepoint import AgentFinishReason, Chat, SyncChat, SyncTurnStream, TurnStream, run_sync
+from pausepoint import (
+    AgentFinishReason,
+    Chat,
+    Pausepoint,
+    SyncChat,
+    SyncTurnStream,
+    ToolRunContext,
+    TurnStream,
+    run_sync,
+)
 from pausepoint.errors import NothingToResume, PendingInterrupts, UnknownInterrupt, UsageError
 from pausepoint.stores import InMemorySessionStore, PostgresSessionStore, SessionStore, SqliteSessionStore
-from pausepoint.testing import tool_call
+from pausepoint.testing import ScriptedModel, last_tool_results, tool_call
 
 from .helpers import approvals_agent
 from .stores.backends import PostgresBackend, service_url
@@ -243,3 +252,40 @@ def test_a_process_forked_after_a_blocking_call_exits_without_waiting_for_its_pa
     )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True)
     assert float(done.stdout) < 3.0, done.stdout  # the hook's wait is 5 s, then 1 s more for its result
+
+
+def test_a_tool_that_sends_on_its_own_session_is_told_the_turn_holds_it_not_left_waiting(tmp_path):
+    """Found by a probe: an async tool awaiting ``chat.send`` on its own session, or a plain one
+    calling ``chat.sync.send``, waited for ever for the lock its own turn held (no error); from
+    another process the same send is ``TurnInProgress`` at once. Here too now: the tool's error
+    result names it, and the turn ends."""
+    ai = Pausepoint()
+    agents: dict[str, typing.Any] = {}
+
+    @ai.tool()
+    async def note_async(ctx: ToolRunContext) -> str:
+        """Add a note to this conversation (await the async verb)."""
+        return str((await agents["a"].chat(ctx.session_id).send("note")).text)
+
+    @ai.tool()
+    def note_sync(ctx: ToolRunContext) -> str:
+        """Add a note to this conversation (the blocking verb, from a plain function)."""
+        return str(agents["a"].chat(ctx.session_id).sync.send("note").text)
+
+    def script(request: typing.Any) -> typing.Any:
+        last = request.messages[-1]
+        if last.role == "user":
+            return [tool_call(last.text, {})] if last.text.startswith("note_") else "noted"
+        return f"Done: {last_tool_results(request)}"
+
+    store = SqliteSessionStore(tmp_path / "notes.db")
+    agents["a"] = ai.define_agent(name="notes", model=ScriptedModel(script), tools=[note_async, note_sync], store=store)
+    for which in ("note_async", "note_sync"):
+        done: list[typing.Any] = []
+        chat = agents["a"].chat().sync
+        thread = threading.Thread(target=lambda c=chat, w=which, d=done: d.append(c.send(w)), daemon=True)
+        thread.start()
+        thread.join(30)
+        assert done, f"{which}: still waiting after 30 s"
+        assert done[0].finish_reason == AgentFinishReason.STOP
+        assert "TurnInProgress: this call was made inside a turn of session" in done[0].text, done[0].text

@@ -10,7 +10,9 @@ left (``_stopped``) is never waited for: nothing runs it any more.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 
 from ..approval._fit import ANSWER_THEM
@@ -30,8 +32,32 @@ __all__ = [
     "check_not_paused",
     "check_not_running_here",
     "end_lost_turn",
+    "holding",
     "lost_beside",
 ]
+
+# The sessions whose lock the running code holds (an operation on a session, and what it runs:
+# a tool of its turn, in this task or a thread of it, which inherits this).
+_HELD: ContextVar[frozenset[tuple[int, str]]] = ContextVar("pausepoint_sessions_held", default=frozenset())
+
+
+@contextlib.contextmanager
+def holding(sessions: object, session_id: str) -> Iterator[None]:
+    """Note, for what runs inside, that it holds the session's lock: a call on the same session
+    (of the same agent) from there — a tool of the turn sending on its own session — is refused
+    with ``TurnInProgress``, as it is from another process, rather than waiting for ever for a
+    lock its own turn holds (found by a probe: it hung, no error)."""
+    key, held = (id(sessions), session_id), _HELD.get()
+    if key in held:
+        raise TurnInProgress(
+            f"this call was made inside a turn of session {session_id!r} (by one of its tools, say): it cannot "
+            "wait for the session its own turn holds; make it once the turn has ended"
+        )
+    token = _HELD.set(held | {key})
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
 
 
 def check_not_running_here(running: Running | None, session_id: str, key: str | None) -> None:

@@ -57,6 +57,7 @@ from ._busy import (
     check_not_paused,
     check_not_running_here,
     end_lost_turn,
+    holding,
     lost_beside,
 )
 from ._launch import Launch, lost_turn_end
@@ -366,7 +367,9 @@ class SessionCalls:
         key: str | None = None,
     ) -> T:
         check_not_running_here(self.agent.sessions.running(self.session_id), self.session_id, key)
-        with self.agent.telemetry.turn(self.agent.name, self.session_id, operation) as traced:
+        with holding(self.agent.sessions, self.session_id), self.agent.telemetry.turn(
+            self.agent.name, self.session_id, operation
+        ) as traced:
             result = await self._locked_op(op, creating, key is not None)
             traced.done(result)
             return result
