@@ -26,7 +26,7 @@ from ._models import choose_model
 from ._serving import listen, port_number, serve_until_stopped
 from ._targets import session_to_continue, sqlite_file
 from ._terminal import TerminalChat
-from ._web import http_app, open_browser
+from ._web import base_url, http_app, open_browser
 
 __all__ = ["add_parser", "run"]
 
@@ -109,7 +109,7 @@ def _serve_demo(args: argparse.Namespace, ai: Pausepoint, header: str) -> int:
     sock = listen(args.host, args.port)
     port = sock.getsockname()[1]
     host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host  # noqa: S104 - only compared
-    base = f"http://{host}:{port}"
+    base = base_url(host, port)
     console = f"{base}/console/#token={token}"
 
     def ready() -> None:

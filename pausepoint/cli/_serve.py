@@ -16,7 +16,7 @@ from ._serving import listen, port_number, serve_until_stopped
 from ._settings import GENERATED, ServeSettings, resolve
 from ._store_url import FORMS, open_store
 from ._targets import load_target, not_an_app, prepare_model, replace_stores
-from ._web import need_mcp
+from ._web import base_url, need_mcp
 
 __all__ = ["add_parser", "asgi_only", "check_agents", "run"]
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         with named_at(settings.app_at):
             raise not_an_app(settings.target, target)
     sock = listen(settings.host, settings.port)
-    base = f"http://{settings.host}:{sock.getsockname()[1]}"
+    base = base_url(settings.host, sock.getsockname()[1])
     try:
         return serve_until_stopped(
             app, sock, lambda: _banner(settings, base, agents, isinstance(target, Pausepoint)), settings.log_level

@@ -171,7 +171,8 @@ class TerminalChat:
         if word == "/help":
             self.say(HELP)
         elif word == "/session":
-            self.note(f"session {self.chat.session_id or '(none yet: send a message)'}")
+            yet = "" if self._written else " (nothing yet: the first message makes it)"  # (found by a probe)
+            self.note(f"session {self.chat.session_id}{yet}")
         elif word in ("/pending", "/cancel"):
             open_ = await self.chat.interrupts() if self.chat.session_id else []
             if not open_:

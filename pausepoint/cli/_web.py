@@ -10,7 +10,13 @@ from typing import Any
 from ..runtime._app import Pausepoint
 from ._errors import CliError
 
-__all__ = ["http_app", "need_mcp", "open_browser"]
+__all__ = ["base_url", "http_app", "need_mcp", "open_browser"]
+
+
+def base_url(host: str, port: int) -> str:
+    """The URL the banner shows and the browser opens: an IPv6 address in brackets
+    (``http://[::1]:8000``), as a URL names one (found by a probe: ``http://::1:8000``)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _server() -> Any:

@@ -484,6 +484,23 @@ def test_a_pause_skipped_beside_one_answered_is_left_open_not_asked_about_again_
     assert "so “hello there” was not sent: /pending answers them" in out  # a message, refused as documented
 
 
+def test_session_before_the_first_message_says_nothing_is_made_yet_and_after_it_names_it_plainly():
+    """Found by a probe: /session printed an id as if a session were there; --session with it then
+    failed ("no session"), nothing having been sent."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:"],
+        input="/session\nHello\n/session\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    before, after = re.findall(r"session [0-9a-f]{32}.*", done.stdout)[:2]
+    assert before.endswith("(nothing yet: the first message makes it)") and after == before.split(" (")[0]
+
+
 SMALL_RECORDS_APP = """
 import os
 from pydantic import BaseModel

@@ -26,6 +26,20 @@ def serving(*args: str) -> Iterator[tuple[str, str]]:
         yield match[1], printed
 
 
+async def test_an_ipv6_host_is_shown_as_a_url_names_it_and_that_url_is_served():
+    """Found by a probe: ``--host ::1`` printed ``http://::1:PORT``, which no client or browser
+    takes (``demo`` opened the browser with it)."""
+    with running(
+        "serve", "tests.cli.apps:bank_ai", "--token", "alice=s3cret", "--host", "::1", "--port", "0"
+    ) as printed:
+        match = re.search(r"at (http://\[::1\]:\d+)", printed)
+        assert match and f"{match[1]}/console/" in printed, printed
+        async with httpx.AsyncClient() as http:
+            assert (
+                await http.get(f"{match[1]}/v1/agents", headers={"Authorization": "Bearer s3cret"})
+            ).status_code == 200
+
+
 async def test_serve_an_app_with_tokens_on_a_store_from_a_url(tmp_path):
     db = tmp_path / "served.db"
     args = ["tests.cli.apps:bank_ai", "--token", "alice=s3cret", "--token", "bob=b0b", "--store", f"sqlite:///{db}"]
