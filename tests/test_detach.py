@@ -223,7 +223,7 @@ async def test_a_keyed_detach_sent_again_while_its_turn_runs_is_told_so_then_get
     """From this process and from another: ``ResumeInProgress`` (a retry of the call that started
     the turn), not ``TurnInProgress`` inviting the caller to abort its own turn (found by a
     probe over the Genkit wire); once it ended, the retry gets the same turn."""
-    from pausepoint.errors import ResumeInProgress
+    from pausepoint.errors import IdempotencyKeyReused, ResumeInProgress
 
     model, ledger = SlowModel(["wait"]), []
     here = slow_agent(SqliteSessionStore(tmp_path / "s.db"), model, ledger)
@@ -236,6 +236,10 @@ async def test_a_keyed_detach_sent_again_while_its_turn_runs_is_told_so_then_get
             await agent.chat(chat.session_id, principal="alice").detach("summarise the logs", idempotency_key="d1")
         with pytest.raises(TurnInProgress):  # another call: the session is the turn's while it runs
             await agent.chat(chat.session_id, principal="alice").detach("another", idempotency_key="d2")
+        # its key with another message: refused as reused, here as elsewhere (found by a probe:
+        # here, ResumeInProgress, which invites the retry that can never succeed)
+        with pytest.raises(IdempotencyKeyReused):
+            await agent.chat(chat.session_id, principal="alice").send("something else", idempotency_key="d1")
     model.gate.set()
     response = await turn.wait()
     assert response.text == "released" and model.calls == 1

@@ -348,3 +348,23 @@ async def test_an_abort_of_a_turn_whose_process_died_says_what_it_waits_for_and_
     clock.now += timedelta(minutes=16)  # presumed lost
     assert (await other.send("hello")).text == "Hello; the transfer may not have gone through."
     assert await started.status() == TurnStatus.ABORTED and ledger == ["transfer:5"]  # ended as asked, run once
+
+
+async def test_a_call_after_an_abort_that_waited_out_a_running_tool_here_says_the_abort_was_asked(store, monkeypatch):
+    """In the process running the detached turn, once an abort waited its time for a tool that
+    goes on (found by a probe: the next call still said "wait for it to end, or abort it", the
+    thing just done; another process's says an abort was asked)."""
+    from pausepoint.runtime import _detach
+
+    monkeypatch.setattr(_detach, "STOP_WAIT", 0.1)
+    clock, ledger, hang = Clock(), [], Hang()
+    agent, _ = make_agent(store, clock, [[tool_call("transfer", {"amount": 5})], "Stopped."], ledger, hang=hang)
+    chat = agent.chat()
+    started = await chat.detach("pay 5")
+    await hang.all_arrived.wait()
+    assert await chat.abort() == TurnStatus.PENDING  # the tool runs on: the turn stops after it
+    with pytest.raises(TurnInProgress, match="an abort was asked: it stops once a tool it runs finishes") as busy:
+        await chat.send("hello")
+    assert "or abort it" not in str(busy.value)
+    hang._never.set()
+    assert (await started.wait()).finish_reason == AgentFinishReason.ABORTED and ledger == ["transfer:5"]

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from ..approval._fit import ANSWER_THEM
 from ..content._jsondata import time_text
-from ..errors import PendingInterrupts, ResumeInProgress, TurnInProgress
+from ..errors import IdempotencyKeyReused, PendingInterrupts, ResumeInProgress, TurnInProgress
 from ..session._records import Record
 from ..session._state import Call, SessionState
 from ..turn._turn import Turn
@@ -33,6 +33,7 @@ __all__ = [
     "check_not_running_here",
     "end_lost_turn",
     "holding",
+    "key_reused",
     "lost_beside",
 ]
 
@@ -60,17 +61,32 @@ def holding(sessions: object, session_id: str) -> Iterator[None]:
         _HELD.reset(token)
 
 
-def check_not_running_here(running: Running | None, session_id: str, key: str | None) -> None:
+def check_not_running_here(
+    running: Running | None, session_id: str, key: str | None, request_hash: str | None = None
+) -> None:
     """Refuse a call while a detached turn ``running`` in this process holds the session, rather
     than wait for its lock: ``ResumeInProgress`` for a retry of the call that started it (the
-    same idempotency ``key``), ``TurnInProgress`` for any other."""
+    same idempotency ``key`` and request), ``IdempotencyKeyReused`` for that key with another
+    request (``request_hash``: as another process is told), ``TurnInProgress`` for any other."""
     if running is None:
         return
     if key is not None and running.key == key:
+        if None not in (request_hash, running.request_hash) and request_hash != running.request_hash:
+            raise key_reused(key)
         raise ResumeInProgress(f"the call with idempotency key {key!r} has not finished yet", key=key)
+    asked = "an abort was asked: it stops once a tool it runs finishes" if running.abort.is_set() else None
     raise TurnInProgress(
-        f"a detached turn is running in session {session_id!r}: wait for it to end, or abort it",
+        f"a detached turn is running in session {session_id!r}: {asked or 'wait for it to end, or abort it'}",
         turn_id=running.turn_id,
+    )
+
+
+def key_reused(key: str) -> IdempotencyKeyReused:
+    """The refusal of ``key`` sent again with another request (or by another principal)."""
+    return IdempotencyKeyReused(
+        f"idempotency key {key!r} was used for a different message or resume in this session, or by another "
+        "principal: a key replays only the same request by the same principal",
+        key=key,
     )
 
 

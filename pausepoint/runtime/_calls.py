@@ -21,7 +21,6 @@ from ..content._messages import Message, Part
 from ..errors import (
     AlreadyResolved,
     ConcurrentUpdate,
-    IdempotencyKeyReused,
     NothingToResume,
     PausepointError,
     ResumeInProgress,
@@ -58,6 +57,7 @@ from ._busy import (
     check_not_running_here,
     end_lost_turn,
     holding,
+    key_reused,
     lost_beside,
 )
 from ._launch import Launch, lost_turn_end
@@ -175,7 +175,7 @@ class SessionCalls:
             started = TurnStarted(now, actor, user, idempotency_key=key, request_hash=digest)
             turn.journal.add_encoded((started, encoded_given(started, self.agent.store.max_record_bytes)))
             await turn.journal.flush(now, rebase=False)
-            launch.begin(turn)
+            launch.begin(turn, digest)
 
             async def body() -> AgentResponse:
                 turn.journal.add_encoded((sent, sent_data))
@@ -183,7 +183,7 @@ class SessionCalls:
 
             return await launch.run(turn, body)
 
-        return await self.locked(op, operation="send", creating=True, key=key)
+        return await self.locked(op, operation="send", creating=True, key=key, request_hash=digest)
 
     async def resume_turn(
         self,
@@ -260,11 +260,11 @@ class SessionCalls:
                 go_on = functools.partial(_after_answers, turn, claims, *lost)
                 if launch is None:
                     return await go_on()
-                launch.begin(turn)
+                launch.begin(turn, asked)
                 return await launch.run(turn, go_on)
             raise ConcurrentUpdate(f"session {self.session_id!r} kept changing; try again")
 
-        return await self.locked(op, operation="resume", key=key)
+        return await self.locked(op, operation="resume", key=key, request_hash=digest if by_ref is None else None)
 
     def approval(self, ref: str, replace_input: Any, grant: Grant | None, pause_id: str | None) -> BuildAnswer:
         """What ``approve`` answers, given the name of the call's tool (``Approvals.approval_by_ref``)."""
@@ -328,11 +328,7 @@ class SessionCalls:
         outcome."""
         outcome = state.keys[key]
         if outcome.request_hash != digest:
-            raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used for a different message or resume in this session, or by "
-                "another principal: a key replays only the same request by the same principal",
-                key=key,
-            )
+            raise key_reused(key)
         if outcome.ended is None:
             now = self.agent.clock()
             left = self.agent.sessions.stopped.left(state)
@@ -365,8 +361,9 @@ class SessionCalls:
         operation: str,
         creating: bool = False,
         key: str | None = None,
+        request_hash: str | None = None,
     ) -> T:
-        check_not_running_here(self.agent.sessions.running(self.session_id), self.session_id, key)
+        check_not_running_here(self.agent.sessions.running(self.session_id), self.session_id, key, request_hash)
         with holding(self.agent.sessions, self.session_id), self.agent.telemetry.turn(
             self.agent.name, self.session_id, operation
         ) as traced:

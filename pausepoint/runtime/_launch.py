@@ -97,11 +97,13 @@ class Launch:
         self.started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.running = Running()
 
-    def begin(self, turn: Turn) -> None:
-        """The ``TurnStarted`` record is written: register the turn here and watch for aborts."""
+    def begin(self, turn: Turn, request_hash: str | None) -> None:
+        """The ``TurnStarted`` record is written: register the turn here (with the hash of the
+        request that started it, to tell its retries from a reuse of its key) and watch for aborts."""
         running_turn = turn.state.running_turn
         assert running_turn is not None
         self.running.turn_id = turn.turn_id = running_turn.version
+        self.running.request_hash = request_hash
         turn.abort = self.running.abort
         self.sessions.track(self.session_id, self.running)
         self.running.watcher = asyncio.ensure_future(

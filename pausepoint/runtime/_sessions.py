@@ -77,6 +77,7 @@ class Running:
 
     turn_id: int = 0
     key: str | None = None  # the idempotency key of the call that started it
+    request_hash: str | None = None  # ... and the hash of that call's request
     abort: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[AgentResponse] | None = None
     watcher: asyncio.Task[None] | None = None
