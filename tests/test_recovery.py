@@ -368,3 +368,24 @@ async def test_a_call_after_an_abort_that_waited_out_a_running_tool_here_says_th
     assert "or abort it" not in str(busy.value)
     hang._never.set()
     assert (await started.wait()).finish_reason == AgentFinishReason.ABORTED and ledger == ["transfer:5"]
+
+
+async def test_every_retry_with_a_lost_detached_turns_key_gets_one_outcome(store):
+    """Found by a probe: the first keyed send retrying a detached turn presumed lost went on and
+    answered ``stop``; the next retries with that key answered the lost turn's ``failed``."""
+    clock, ledger, hang = Clock(), [], Hang()
+    mortal = Mortal(store)
+    agent, _ = make_agent(mortal, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
+    chat = agent.chat()
+    await chat.detach("pay 5", idempotency_key="pay-once")
+    await hang.all_arrived.wait()
+    await dies(mortal)
+
+    again, _ = make_agent(store, clock, ["It may not have gone through."], ledger)
+    retry = again.chat(chat.session_id)
+    clock.now += timedelta(minutes=16)  # past abandon_after: presumed lost
+    first = await retry.send("pay 5", idempotency_key="pay-once")
+    assert (first.finish_reason, first.text) == (AgentFinishReason.STOP, "It may not have gone through.")
+    for _ in range(2):
+        assert await retry.send("pay 5", idempotency_key="pay-once") == first
+    assert ledger == ["transfer:5"]  # never run twice

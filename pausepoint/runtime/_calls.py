@@ -285,11 +285,17 @@ class SessionCalls:
             )
         return NothingToResume(f"nothing is paused in session {self.session_id!r}")
 
-    async def _continue(self, state: SessionState, principal: str | None, emit: Emit | None) -> AgentResponse:
+    async def _continue(
+        self, state: SessionState, principal: str | None, emit: Emit | None, key: str | None = None
+    ) -> AgentResponse:
+        """Go on from where the session stopped (an empty resume). ``key``: the key of the call a
+        retry of which goes on here (``_replay``): the end is its outcome, whatever ended before
+        (a lost detached turn's end: found by a probe, the first retry got this end, the next ones
+        that one)."""
         now, stopped = self.agent.clock(), self.agent.sessions.stopped
         unstarted = stopped.unstarted(state)
         if unstarted:  # restarts claimed here whose tools never started: run them, as the claim said
-            return await self._turn(state, principal, emit).after_answers(unstarted)
+            return await self._turn(state, principal, emit, key).after_answers(unstarted)
         if state.open:
             # calls beside the pauses that died with their process are settled (a keyed retry of
             # the message that started them gets its turn's end); while they may run, TurnInProgress
@@ -297,10 +303,10 @@ class SessionCalls:
             if not lost and state.unended_keys and (stopped.left(state) or state.still(now, self.agent.abandon_after)):
                 # a keyed answer's turn that stopped short once its answer was written (a quorum's
                 # approval, counted): it ends as it would have, its pauses still open
-                return await self._turn(state, principal, emit).end(AgentFinishReason.INTERRUPTED)
+                return await self._turn(state, principal, emit, key).end(AgentFinishReason.INTERRUPTED)
             if not lost:
                 raise self.nothing_to_resume(state)
-            turn = self._turn(state, principal, emit)
+            turn = self._turn(state, principal, emit, key)
             await turn.recover(lost, known)
             end_lost_turn(turn, now, self.agent.abandon_after)
             return await turn.end(AgentFinishReason.INTERRUPTED)
@@ -308,7 +314,7 @@ class SessionCalls:
         lost, known = abandoned_calls(state, now, self.agent.abandon_after, self.agent.sessions.stopped)
         if not (state.awaiting_model or lost or state.lost(now, self.agent.abandon_after)):
             raise self.nothing_to_resume(state)
-        turn = self._turn(state, principal, emit)
+        turn = self._turn(state, principal, emit, key)
         await turn.recover(lost, known)
         end_lost_turn(turn, now, self.agent.abandon_after)
         if turn.state.awaiting_model or turn.state.open:  # (a lost interrupt's call asked again)
@@ -336,7 +342,7 @@ class SessionCalls:
             # A detached turn's key too: once its process is presumed lost (``lost``), the
             # retry ends that turn and goes on, as a keyed message or answer does.
             if (taken_here and state.running_turn is None) or state.still(now, self.agent.abandon_after):
-                return await self._continue(state, principal, emit)  # its end ends the key too
+                return await self._continue(state, principal, emit, key)  # its end ends the key too
             raise ResumeInProgress(f"the call with idempotency key {key!r} has not finished yet", key=key)
         return _told(response_for(state, outcome.ended, outcome.ended_version), emit)
 

@@ -295,8 +295,11 @@ class Chat:
         the store, which ``wait()`` reads — the retry's own task may have gone on past a turn
         presumed lost); ``IdempotencyKeyReused`` for a key first sent with a call that did not
         detach."""
-        ended = (await self.calls.read_state()).keys.get(key) if key is not None else None
-        started = ended.ended.started if ended is not None and ended.ended is not None else None
+        state = await self.calls.read_state()
+        outcome = state.keys.get(key) if key is not None else None
+        started = outcome.ended.started if outcome is not None and outcome.ended is not None else None
+        if started is None and key is not None:  # a retry that went on past it, lost, gave the key a later end
+            started = next((d.version for d in state.detached.values() if d.started.idempotency_key == key), None)
         if started is None:
             raise IdempotencyKeyReused(
                 f"idempotency key {key!r} was used for a call that did not detach: a key replays only the same request",
