@@ -28,8 +28,9 @@ from ..errors import InvalidAnswer
 from ..runtime._agent import Agent
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
 from ..tools._display import ApprovalView
+from ..tools._tool import Tool
 
-__all__ = ["Offer", "offer_for", "schema_refusal", "unkept"]
+__all__ = ["Offer", "answer_refusal", "asked_schema", "offer_for", "schema_refusal", "unkept"]
 
 #: where an answer's value is in a resume of that one answer, as ``prepare_answers`` names it,
 #: and what the person calls it (a path inside it is named from there: ``to``, ``items[0]``)
@@ -70,8 +71,11 @@ def offer_for(agent: Agent, interrupt: PendingInterrupt, principal: str | None) 
     policy and the tool allow one besides; a made-up result where the pause takes one."""
     may = _who_may(agent.view(interrupt).approval, principal)
     status = interrupt.approval
-    approve = may.approve and _yes_answers(agent, interrupt)
     tool = agent.tools.get(interrupt.name)
+    # a question the call asked mid-way (an MCP server's) takes an answer or a denial, no yes
+    # (found by a probe: the card offered one, refused once the resume was asked)
+    takes_yes = _question(interrupt) is None and (status is None or "approve" in status.decisions)
+    approve = may.approve and takes_yes and _yes_answers(agent, interrupt)
     decisions = status.decisions if status is not None else ["edit", "respond"]
     return Offer(
         approve=approve,
@@ -174,6 +178,37 @@ def _in_their_terms(exc: InvalidAnswer) -> str:
         if path.startswith(root):
             return f"{path.removeprefix(root).removeprefix('.')}: {problem}"
     return exc.message
+
+
+def _question(interrupt: PendingInterrupt) -> dict[str, Any] | None:
+    """The schema of the question an MCP server asked mid-call (``metadata.elicitation``), if
+    the pause is one (a URL to visit has none: it is answered as any pause)."""
+    asked = (interrupt.metadata or {}).get("elicitation")
+    schema = asked.get("requested_schema") if isinstance(asked, dict) else None
+    return schema if isinstance(schema, dict) else None
+
+
+def asked_schema(interrupt: PendingInterrupt, tool: Tool | None) -> dict[str, Any] | None:
+    """The shape an answer to ``interrupt`` must have: the question's ``requested_schema`` where
+    an MCP server asked one, else the tool's output schema."""
+    question = _question(interrupt)
+    if question is not None:
+        return question
+    return tool.output_schema if tool is not None else None
+
+
+def answer_refusal(interrupt: PendingInterrupt, tool: Tool | None, output: Any) -> str | None:
+    """Why the resume would refuse ``output`` as the answer to ``interrupt``, as it checks it:
+    against an MCP server's question (its schema, string formats too), else the tool's output type."""
+    question = _question(interrupt)
+    if question is None:
+        return schema_refusal(tool.validate_output if tool is not None else None, output)
+    from ..mcp._schema import answer_validator, check_against  # (an MCP server's pause: the extra is there)
+
+    if not isinstance(output, dict):
+        return f"the answer is an object with the fields asked for, not {type(output).__name__}"
+    validator = answer_validator(question, "the question")
+    return schema_refusal(lambda value: check_against(validator, value, "answer"), output)
 
 
 def schema_refusal(check: Callable[[Any], Any] | None, value: Any) -> str | None:

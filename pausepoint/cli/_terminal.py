@@ -37,7 +37,7 @@ from ..stores import InMemorySessionStore
 from ..tools._display import PauseView
 from ..turn._streaming import TurnStream
 from ._lines import LineReader
-from ._offers import Offer, offer_for, schema_refusal, unkept
+from ._offers import Offer, answer_refusal, asked_schema, offer_for, schema_refusal, unkept
 from ._screen import Status, Style, plain, shown_json
 from ._shape import shape
 
@@ -427,11 +427,10 @@ class TerminalChat:
         """The answer given as JSON, checked as the resume checks it; None: none given (back to
         the choices)."""
         tool = self.agent.tools.get(interrupt.name)
-        self.note(f"expected: {shape(tool.output_schema if tool is not None else None)}")
-        validate = tool.validate_output if tool else None
+        self.note(f"expected: {shape(asked_schema(interrupt, tool))}")  # (a question's, where it is one)
 
         def refusal(output: Any) -> str | None:
-            return unkept(interrupt.respond(output), self.agent) or schema_refusal(validate, output)
+            return unkept(interrupt.respond(output), self.agent) or answer_refusal(interrupt, tool, output)
 
         output = await self._read_checked(self._read_json, "answer JSON> ", refusal)
         if output is _NOTHING or not await self._confirmed(self.agent.view(interrupt), "answer"):
