@@ -99,7 +99,9 @@ class TerminalChat:
             return None
         line = line.removesuffix("\r")
         if not self._in.isatty():
-            self._out.write(line + "\n")  # echo scripted input, so the transcript reads like a session
+            # echo scripted input, so the transcript reads like a session: made visible as a -m
+            # message's is (found by a probe: an ESC sequence or a bidi override went out as it was)
+            self._out.write(plain(line) + "\n")
         return line
 
     # -- the loop ---------------------------------------------------------------------------------

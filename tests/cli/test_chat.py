@@ -501,6 +501,27 @@ def test_session_before_the_first_message_says_nothing_is_made_yet_and_after_it_
     assert before.endswith("(nothing yet: the first message makes it)") and after == before.split(" (")[0]
 
 
+def test_piped_input_is_echoed_with_what_a_terminal_would_obey_made_visible_as_a_m_message_is():
+    """Found by a probe: the same line given with -m was shown as ⟨U+202E⟩..., read from a pipe
+    it was echoed as it was (an ESC sequence, a bidi override reached the terminal)."""
+    line = "pay gnivas\u202e now \x1b[2J"
+    outs = []
+    for given in (["-m", line], []):
+        done = subprocess.run(
+            [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:", *given],
+            input="" if given else line + "\n",
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=cli_env(),
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        outs.append(done.stdout)
+    shown = "you> pay gnivas⟨U+202E⟩ now ⟨U+001B⟩[2J"
+    assert all(shown in out and "\u202e" not in out and "\x1b" not in out for out in outs), outs
+
+
 SMALL_RECORDS_APP = """
 import os
 from pydantic import BaseModel
