@@ -606,9 +606,8 @@ export class InterruptCard {
     if (inStep) this.el.focus({ preventScroll: true });
   }
 
-  /** @param {CardState} state */
-  settle(state) {
-    const entry = state.entry;
+  /** Nothing is decided here any more: the card's controls and forms go, nothing is under way. */
+  offerNothing() {
     this.answering = false;
     this.show(null);
     for (const part of [this.actionsRow, this.confirmation.el, this.denyForm, this.respondForm, this.editForm, this.keysHint,
@@ -616,6 +615,12 @@ export class InterruptCard {
       if (part) part.remove();
     }
     this.el.setAttribute("aria-busy", "false");
+  }
+
+  /** @param {CardState} state */
+  settle(state) {
+    const entry = state.entry;
+    this.offerNothing();
     if (state.required > 1) {
       const progress = `${state.approvers.length} of ${state.required} approvals`;
       this.renderApproval({ progress, approved_by: state.approvers, approvals: state.approvers.length,
@@ -641,13 +646,7 @@ export class InterruptCard {
    */
   gone() {
     if (this.el.dataset.state === "gone") return;
-    this.answering = false;
-    this.show(null);
-    for (const part of [this.actionsRow, this.confirmation.el, this.denyForm, this.respondForm, this.editForm, this.keysHint,
-      this.effectLine, this.expiry, this.commentBox]) {
-      if (part) part.remove();
-    }
-    this.el.setAttribute("aria-busy", "false");
+    this.offerNothing();
     this.el.dataset.state = "gone";
     this.badge.className = "badge badge-muted";
     this.badge.textContent = "Gone";

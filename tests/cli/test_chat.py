@@ -465,20 +465,20 @@ def test_a_card_offers_only_the_choices_that_can_answer_its_pause(tmp_path):
     assert "agent> Done." in out
 
 
+def chat_with_the_bank(lines: str, *args: str) -> str:
+    """What ``pausepoint chat`` on the banking agent (in memory) prints, fed ``lines``; it must end well."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:", *args],
+        input=lines, capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return done.stdout
+
+
 def test_a_pause_skipped_beside_one_answered_is_left_open_not_asked_about_again_at_once():
     """Found by a probe: the turn came back interrupted with the skipped pause still open, its card
     was shown again at once, and the next line typed (a message) was taken as its choice."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:"],
-        input="Transfer $5 to bob and $7 to carl.\na\ny\ns\nhello there\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=cli_env(),
-        timeout=60,
-    )
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    out = done.stdout
+    out = chat_with_the_bank("Transfer $5 to bob and $7 to carl.\na\ny\ns\nhello there\n")
     assert out.count("paused: userApproval") == 2, out  # one card a pause
     assert "choice> hello there" not in out and "left open: /pending answers it later" in out
     assert "so “hello there” was not sent: /pending answers them" in out  # a message, refused as documented
@@ -487,17 +487,7 @@ def test_a_pause_skipped_beside_one_answered_is_left_open_not_asked_about_again_
 def test_session_before_the_first_message_says_nothing_is_made_yet_and_after_it_names_it_plainly():
     """Found by a probe: /session printed an id as if a session were there; --session with it then
     failed ("no session"), nothing having been sent."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:"],
-        input="/session\nHello\n/session\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=cli_env(),
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    before, after = re.findall(r"session [0-9a-f]{32}.*", done.stdout)[:2]
+    before, after = re.findall(r"session [0-9a-f]{32}.*", chat_with_the_bank("/session\nHello\n/session\n"))[:2]
     assert before.endswith("(nothing yet: the first message makes it)") and after == before.split(" (")[0]
 
 
@@ -505,19 +495,7 @@ def test_piped_input_is_echoed_with_what_a_terminal_would_obey_made_visible_as_a
     """Found by a probe: the same line given with -m was shown as ⟨U+202E⟩..., read from a pipe
     it was echoed as it was (an ESC sequence, a bidi override reached the terminal)."""
     line = "pay gnivas\u202e now \x1b[2J"
-    outs = []
-    for given in (["-m", line], []):
-        done = subprocess.run(
-            [sys.executable, "-m", "pausepoint", "chat", BANK, "--store", "memory:", *given],
-            input="" if given else line + "\n",
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=cli_env(),
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        outs.append(done.stdout)
+    outs = [chat_with_the_bank("", "-m", line), chat_with_the_bank(line + "\n")]
     shown = "you> pay gnivas⟨U+202E⟩ now ⟨U+001B⟩[2J"
     assert all(shown in out and "\u202e" not in out and "\x1b" not in out for out in outs), outs
 
