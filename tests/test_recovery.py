@@ -265,18 +265,26 @@ async def test_a_live_call_presumed_lost_gets_its_own_turns_end_not_the_next_tur
     assert await chat.approve(pause.ref, idempotency_key="yes-once") == approved  # one outcome for the key
 
 
-async def test_a_keyed_detached_turns_retry_goes_on_once_its_process_is_presumed_lost(store):
-    """A detached turn's tool starts and its process dies. Its retry with the same idempotency
-    key says it is in progress while that process may still be running it; once presumed lost,
-    the retry ends it (lost) and goes on as an empty resume would, the tool never run twice
-    (found by a probe: the retry said "in progress" for ever)."""
-    clock, ledger, hang = Clock(), [], Hang()
+async def detached_then_died(store, clock, ledger):
+    """A chat whose keyed detached turn ("pay 5", key ``pay-once``) started its transfer, and
+    whose process then died."""
+    hang = Hang()
     mortal = Mortal(store)
     agent, _ = make_agent(mortal, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
     chat = agent.chat()
     await chat.detach("pay 5", idempotency_key="pay-once")
     await hang.all_arrived.wait()
     await dies(mortal)
+    return chat
+
+
+async def test_a_keyed_detached_turns_retry_goes_on_once_its_process_is_presumed_lost(store):
+    """A detached turn's tool starts and its process dies. Its retry with the same idempotency
+    key says it is in progress while that process may still be running it; once presumed lost,
+    the retry ends it (lost) and goes on as an empty resume would, the tool never run twice
+    (found by a probe: the retry said "in progress" for ever)."""
+    clock, ledger = Clock(), []
+    chat = await detached_then_died(store, clock, ledger)
     assert ledger == ["transfer:5"]
 
     again, _ = make_agent(store, clock, ["It may not have gone through.", "Hello."], ledger)
@@ -373,13 +381,8 @@ async def test_a_call_after_an_abort_that_waited_out_a_running_tool_here_says_th
 async def test_every_retry_with_a_lost_detached_turns_key_gets_one_outcome(store):
     """Found by a probe: the first keyed send retrying a detached turn presumed lost went on and
     answered ``stop``; the next retries with that key answered the lost turn's ``failed``."""
-    clock, ledger, hang = Clock(), [], Hang()
-    mortal = Mortal(store)
-    agent, _ = make_agent(mortal, clock, [[tool_call("transfer", {"amount": 5})]], ledger, hang=hang)
-    chat = agent.chat()
-    await chat.detach("pay 5", idempotency_key="pay-once")
-    await hang.all_arrived.wait()
-    await dies(mortal)
+    clock, ledger = Clock(), []
+    chat = await detached_then_died(store, clock, ledger)
 
     again, _ = make_agent(store, clock, ["It may not have gone through."], ledger)
     retry = again.chat(chat.session_id)

@@ -380,11 +380,19 @@ async def test_grant_for_this_session_from_the_terminal(tmp_path, terminals):
     assert (grant.principal, grant.via, grant.bounds, grant.used) == ("alice", "terminal", None, 1)
 
 
-def chat_with_app(tmp_path, source: str, lines: str) -> subprocess.CompletedProcess[str]:
-    """``pausepoint chat`` on the app ``source`` (its ``agent``), fed ``lines``; it must end well."""
+def chat_with_app(tmp_path, source: str, lines: str, *, own_store: bool = False) -> subprocess.CompletedProcess[str]:
+    """``pausepoint chat`` on the app ``source`` (its ``agent``; on ``chat.db``, or on the agent's
+    own store), fed ``lines``; it must end well."""
     (tmp_path / "chat_app.py").write_text(source)
     done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", "chat_app:agent", "--db", str(tmp_path / "chat.db")],
+        [
+            sys.executable,
+            "-m",
+            "pausepoint",
+            "chat",
+            "chat_app:agent",
+            *([] if own_store else ["--db", str(tmp_path / "chat.db")]),
+        ],
         input=lines,
         capture_output=True,
         text=True,
@@ -531,18 +539,8 @@ def test_an_answer_whose_record_the_store_would_refuse_is_asked_for_again_on_its
     only the resume measures): found by a probe, the chat said it was taken, then "refused", then
     asked about every pause again, the other pause's answer dropped. The README's promise: asked
     for again, on its own, the other answers kept."""
-    (tmp_path / "small_app.py").write_text(SMALL_RECORDS_APP)
     lines = ["go", "r", '{"data": "first"}', "r", '{"data": "%s"}' % ("z" * 4_000), "r", '{"data": "second"}']
-    done = subprocess.run(
-        [sys.executable, "-m", "pausepoint", "chat", "small_app:agent"],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**cli_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}"},
-        timeout=60,
-    )
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    done = chat_with_app(tmp_path, SMALL_RECORDS_APP, "\n".join(lines) + "\n", own_store=True)
     out = done.stdout
     before, after = out.split("refused: the answer cannot be recorded: its record of ")
     assert "exceeds the store's limit of 4096 bytes; try again" in after
