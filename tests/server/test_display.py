@@ -288,32 +288,38 @@ async def test_an_answers_audit_entry_says_when_its_pause_paused_as_the_pause_di
     assert entry["paused_at"] == pause["paused_at"] and sent["paused_at"] is None
 
 
-async def test_a_tool_whose_name_holds_a_slash_is_validated_too():
-    """An MCP server's tool may be named so (found by a probe: no route reached it, a 404)."""
+async def test_a_tool_name_holding_a_slash_is_refused_and_the_portable_one_is_validated():
+    """An MCP server's tool may be named with a slash (found by a probe: no route reached it, a
+    404). No provider takes such a name, so none is defined any more (``DefinitionError``; an MCP
+    tool's is made portable: ``bank/transfer`` → ``bank_transfer``), and the name it gets is one
+    the validate route reaches; a path with a slash in it names no tool (404)."""
     import httpx
     from pydantic import BaseModel
 
     from pausepoint import Pausepoint, Tool
+    from pausepoint.errors import DefinitionError
     from pausepoint.server import BearerTokens, create_app
     from pausepoint.testing import ScriptedModel
 
     class Amount(BaseModel):
         amount: int
 
+    with pytest.raises(DefinitionError, match="is not one every provider takes"):
+        Tool(lambda given: given.amount, name="bank/transfer", input_model=Amount)
+
     def build():
         ai = Pausepoint()
-        tool = Tool(lambda given: given.amount, name="bank/transfer", input_model=Amount)
+        tool = Tool(lambda given: given.amount, name="bank_transfer", input_model=Amount)
         ai.define_agent(name="odd", model=ScriptedModel([]), tools=[tool])
         return create_app(ai, auth=BearerTokens({"t0k3n": "dev"}))
 
     with serve_in_thread(build) as url:
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer t0k3n"}) as http:
-            for spelt in ("bank/transfer", "bank%2Ftransfer"):
-                ok = await http.post(f"/v1/agents/odd/tools/{spelt}/validate", json={"input": {"amount": 5}})
-                bad = await http.post(f"/v1/agents/odd/tools/{spelt}/validate", json={"input": {"amount": "x"}})
-                assert ok.status_code == bad.status_code == 200, (ok.text, bad.text)
-                assert ok.json()["valid"] is True and bad.json()["valid"] is False
-            nope = await http.post("/v1/agents/odd/tools/bank/nope/validate", json={"input": {}})
+            ok = await http.post("/v1/agents/odd/tools/bank_transfer/validate", json={"input": {"amount": 5}})
+            bad = await http.post("/v1/agents/odd/tools/bank_transfer/validate", json={"input": {"amount": "x"}})
+            assert ok.status_code == bad.status_code == 200, (ok.text, bad.text)
+            assert ok.json()["valid"] is True and bad.json()["valid"] is False
+            nope = await http.post("/v1/agents/odd/tools/bank/transfer/validate", json={"input": {}})
     assert nope.status_code == 404 and nope.json()["error"]["code"] == "not_found"
 
 
