@@ -27,7 +27,7 @@ from ..approval._answers import prepare_answers
 from ..errors import InvalidAnswer
 from ..runtime._agent import Agent
 from ..session._interrupts import PendingInterrupt, ToolResponse, ToolRestart
-from ..tools._display import ApprovalView
+from ..tools._display import ApprovalView, lets_approve, lets_deny
 from ..tools._tool import Tool
 
 __all__ = ["Offer", "answer_refusal", "asked_schema", "offer_for", "schema_refusal", "unkept"]
@@ -111,12 +111,11 @@ def _who_may(shown: ApprovalView | None, principal: str | None) -> _Allowed:
     Nothing is known of an unnamed person, nor of a pause no policy governs: all are offered."""
     if shown is None or not principal:
         return _Allowed(True, True, True)
-    excluded = principal in shown.excluded
-    outsider = shown.may_approve is not None and principal not in shown.may_approve + shown.approved_by
-    may_deny = shown.may_deny is None or principal in shown.may_deny
+    may_deny = lets_deny(shown, principal)
     may_respond = _may_respond(shown, principal)
-    if not (excluded or outsider):
+    if lets_approve(shown, principal):
         return _Allowed(True, may_deny, may_respond)
+    excluded = principal in shown.excluded
     still = " (you may still deny)." if may_deny else "."
     approvers = " or ".join(shown.approving_roles or ())
     if excluded and shown.requested_by == principal:

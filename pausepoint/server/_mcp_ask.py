@@ -15,7 +15,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..errors import InvalidAnswer
 from ..runtime._agent import Agent
 from ..session._interrupts import PendingInterrupt
-from ..tools._display import ApprovalView
+from ..tools._display import lets_approve, lets_deny
 
 __all__ = ["can_ask", "carried_state", "decision_of", "dismissed", "questions"]
 
@@ -56,7 +56,8 @@ def questions(
         else:
             if pause.approval is not None and who in pause.approval.approved_by:
                 continue  # this caller's approval is counted: the others' are awaited
-            if view.approval is not None and not _may_decide(view.approval, who):
+            shown = view.approval
+            if shown is not None and not (lets_approve(shown, who) or lets_deny(shown, who)):
                 continue  # neither approved nor denied by this caller (found by a probe): listed, for those who do
             try:
                 agent.approval(pause)
@@ -76,13 +77,6 @@ def questions(
         return None
     state = json.dumps({"agent": agent.name, "session_id": session_id, "principal": who, "pauses": asked})
     return types.InputRequiredResult(input_requests=requests, request_state=state)
-
-
-def _may_decide(shown: ApprovalView, who: str) -> bool:
-    """Whether ``who`` may approve or deny the pause its view ``shown`` describes, as the policy
-    lets them (a list, or None where the policy cannot list who may: the answer is checked anyway)."""
-    approves = who not in shown.excluded and (shown.may_approve is None or who in shown.may_approve)
-    return approves or shown.may_deny is None or who in shown.may_deny
 
 
 def carried_state(state: str | None, agent: str) -> dict[str, Any] | None:

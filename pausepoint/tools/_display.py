@@ -38,6 +38,8 @@ from ._inputs import validated_model
 
 __all__ = [
     "field_words",
+    "lets_approve",
+    "lets_deny",
     "ApprovalView",
     "PauseDisplay",
     "PauseField",
@@ -166,6 +168,20 @@ class PauseView:
     risk: Risk = "normal"
     on_expiry: str | None = None
     approval: ApprovalView | None = None
+
+
+def lets_approve(shown: ApprovalView, who: str) -> bool:
+    """Whether the pause ``shown`` describes lets ``who`` approve it (or counted their approval
+    already), as the server judges it: not excluded, and named by ``may_approve`` where it names
+    anyone. The console's card, the terminal's and an MCP ask round read it the same way."""
+    return who not in shown.excluded and (
+        shown.may_approve is None or who in shown.may_approve or who in shown.approved_by
+    )
+
+
+def lets_deny(shown: ApprovalView, who: str) -> bool:
+    """Whether the pause ``shown`` describes lets ``who`` deny it (``may_deny``, where it names anyone)."""
+    return shown.may_deny is None or who in shown.may_deny
 
 
 def check_display(display: PauseDisplay, model: type[BaseModel], tool_name: str) -> None:
